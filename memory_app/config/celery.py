@@ -1,0 +1,17 @@
+import os
+from pathlib import Path
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+
+app = Celery("engram")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_configure.connect
+def _prepare_filesystem_broker(sender, **kwargs):
+    # The embedded filesystem transport needs its folders to exist before it can connect.
+    for folder in sender.conf.broker_transport_options.values():
+        Path(folder).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,42 @@
+"""The one place Elasticsearch clients come from.
+
+A lazily built, cached base client carries the connection settings (URL, TLS, timeouts) and
+no credential; callers derive a client per credential with ``.options()``, which shares the
+base client's connection pool.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.conf import settings
+from elasticsearch import Elasticsearch
+
+
+@functools.cache
+def base_client() -> Elasticsearch:
+    return Elasticsearch(
+        settings.ES_URL,
+        ca_certs=settings.ES_CA_CERTS,
+        verify_certs=settings.ES_VERIFY_CERTS,
+        request_timeout=settings.ES_REQUEST_TIMEOUT,
+        retry_on_timeout=True,
+        max_retries=2,
+    )
+
+
+def admin_client() -> Elasticsearch:
+    """The dedicated admin credential: schema setup and key minting, never a request path."""
+    return base_client().options(basic_auth=(settings.ES_ADMIN_USERNAME, settings.ES_ADMIN_PASSWORD))
+
+
+def api_key_client(encoded_api_key: str) -> Elasticsearch:
+    """A client acting as an API key (e.g. an end-user's document-level-security key)."""
+    return base_client().options(api_key=encoded_api_key)
+
+
+def reset_clients() -> None:
+    """Drop the cached base client (settings changed, e.g. in tests)."""
+    if base_client.cache_info().currsize:
+        base_client().close()
+    base_client.cache_clear()

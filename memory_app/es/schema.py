@@ -1,0 +1,245 @@
+"""Schema as code: index names, settings and mappings, and the idempotent setup that applies them.
+
+Each memory type lives in one index shared by all tenants, behind an alias
+(``<prefix>-episodic`` …). The concrete index is versioned (``<alias>-v<N>``) and records a
+hash of its definition in ``_meta``. ``ensure_indices`` creates what is missing, leaves what is
+current alone, and when a definition changed it creates the next version, copies the documents
+(scroll + bulk: the CI node has no ``_reindex``), flips the alias atomically and drops the old
+index once the copy is verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from django.conf import settings
+from elasticsearch import Elasticsearch, NotFoundError, helpers
+
+log = logging.getLogger(__name__)
+
+
+class MemoryType(StrEnum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+    CATALOG = "catalog"
+
+
+def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
+    return f"{prefix or settings.ES_INDEX_PREFIX}-{MemoryType(memory_type).value}"
+
+
+def all_aliases(*, prefix: str | None = None) -> list[str]:
+    return [alias_name(t, prefix=prefix) for t in MemoryType]
+
+
+def _embedding_dims() -> int:
+    from memory_app.embeddings import get_embedder
+
+    return get_embedder().dims
+
+
+# English analysis: possessives, lower case, ASCII folding, stop words, Porter stemming.
+# The filters come from analysis-common on a full distribution and from Engram's small
+# analysis plugin on the integ-test-zip node (see elasticsearch/engram-analysis).
+ANALYSIS = {
+    "filter": {
+        "engram_possessive": {"type": "stemmer", "language": "possessive_english"},
+        "engram_stop": {"type": "stop", "stopwords": "_english_"},
+        "engram_stemmer": {"type": "stemmer", "language": "english"},
+    },
+    "analyzer": {
+        "engram_text": {
+            "type": "custom",
+            "tokenizer": "standard",
+            "filter": ["engram_possessive", "lowercase", "asciifolding", "engram_stop", "engram_stemmer"],
+        },
+    },
+}
+
+
+def _text(**extra) -> dict:
+    return {"type": "text", "analyzer": "engram_text", "fields": {"exact": {"type": "text", "analyzer": "standard"}},
+            **extra}
+
+
+def _common_properties(dims: int) -> dict:
+    return {
+        "tenant_id": {"type": "keyword"},
+        "user_id": {"type": "keyword"},
+        "memory_type": {"type": "keyword"},
+        "text": _text(),
+        "embedding": {
+            "type": "dense_vector",
+            "dims": dims,
+            "index": True,
+            "similarity": "cosine",
+            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE},
+        },
+        "created_at": {"type": "date"},
+        "occurred_at": {"type": "date"},
+        "last_used_at": {"type": "date"},
+        "use_count": {"type": "integer"},
+        "confidence": {"type": "float"},
+        "source": {"type": "keyword"},
+        "session_id": {"type": "keyword"},
+        "supersedes": {"type": "keyword"},
+        "superseded_by": {"type": "keyword"},
+        "superseded_at": {"type": "date"},
+        "contradiction": {"type": "keyword"},
+        "supporting_episode_ids": {"type": "keyword"},
+        # Free-form caller metadata: kept, returned, never indexed (no mapping explosions).
+        "metadata": {"type": "object", "enabled": False},
+    }
+
+
+_EXTRA_PROPERTIES: dict[MemoryType, dict] = {
+    MemoryType.EPISODIC: {
+        "role": {"type": "keyword"},
+        "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
+    },
+    MemoryType.SEMANTIC: {},
+    MemoryType.PROCEDURAL: {
+        "trigger": _text(),
+        "steps": _text(),
+        "refined_steps": _text(),
+        "success_count": {"type": "integer"},
+        "failure_count": {"type": "integer"},
+        "last_success_at": {"type": "date"},
+    },
+    MemoryType.CATALOG: {
+        "title": _text(),
+    },
+}
+
+
+@dataclass(frozen=True)
+class IndexDefinition:
+    memory_type: MemoryType
+    body: dict
+
+    @property
+    def schema_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> IndexDefinition:
+    dims = dims or _embedding_dims()
+    body = {
+        "settings": {
+            "index": {
+                "number_of_shards": 1,
+                "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS,
+                "analysis": ANALYSIS,
+            }
+        },
+        "mappings": {
+            # Unknown fields are an error, not a silent new mapping.
+            "dynamic": "strict",
+            "properties": {**_common_properties(dims), **_EXTRA_PROPERTIES[memory_type]},
+        },
+    }
+    return IndexDefinition(memory_type=memory_type, body=body)
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    alias: str
+    index: str
+    action: str  # created | unchanged | migrated
+    copied: int = 0
+
+
+def _current_index(es: Elasticsearch, alias: str) -> str | None:
+    try:
+        return next(iter(es.indices.get_alias(name=alias)))
+    except NotFoundError:
+        return None
+
+
+def _version_of(index: str) -> int:
+    return int(index.rsplit("-v", 1)[1])
+
+
+def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | None = None,
+                   definitions: dict[MemoryType, IndexDefinition] | None = None) -> list[SetupResult]:
+    """Bring every memory index to its current definition. Idempotent; safe on every deploy.
+
+    ``definitions`` overrides the built-in ones (tests use it to simulate a mapping change).
+    """
+    results = []
+    for memory_type in MemoryType:
+        definition = (definitions or {}).get(memory_type) or index_definition(memory_type, dims=dims)
+        results.append(_ensure_index(es, alias_name(memory_type, prefix=prefix), definition))
+    return results
+
+
+def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition) -> SetupResult:
+    current = _current_index(es, alias)
+    body = {**definition.body, "mappings": {**definition.body["mappings"],
+                                            "_meta": {"engram_schema_hash": definition.schema_hash}}}
+    if current is None:
+        index = f"{alias}-v1"
+        es.indices.create(index=index, aliases={alias: {"is_write_index": True}}, **body)
+        es.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
+        log.info("created %s", index)
+        return SetupResult(alias=alias, index=index, action="created")
+    meta = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
+    if meta.get("engram_schema_hash") == definition.schema_hash:
+        return SetupResult(alias=alias, index=current, action="unchanged")
+    return _migrate(es, alias, current, body)
+
+
+def _migrate(es: Elasticsearch, alias: str, old: str, body: dict) -> SetupResult:
+    new = f"{alias}-v{_version_of(old) + 1}"
+    if es.indices.exists(index=new):  # left over from an interrupted migration: start it again
+        es.indices.delete(index=new)
+    es.indices.create(index=new, **body)
+    es.cluster.health(index=new, wait_for_status="yellow", timeout="30s")
+    # Block writes on the old index so nothing lands there after the copy has passed it;
+    # a write in that window fails loudly instead of being lost.
+    es.indices.put_settings(index=old, settings={"index.blocks.write": True})
+    try:
+        es.indices.refresh(index=old)
+        actions = (
+            {"_op_type": "index", "_index": new, "_id": hit["_id"], "_source": hit["_source"]}
+            for hit in helpers.scan(es, index=old, query={"query": {"match_all": {}}}, size=500,
+                                    preserve_order=False)
+        )
+        copied = 0
+        for ok, item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
+            copied += ok
+        es.indices.refresh(index=new)
+        expected = es.count(index=old)["count"]
+        actual = es.count(index=new)["count"]
+        if actual != expected:
+            raise RuntimeError(f"migration of {alias} copied {actual} of {expected} documents; alias not moved")
+        es.indices.update_aliases(
+            actions=[
+                {"remove": {"index": old, "alias": alias}},
+                {"add": {"index": new, "alias": alias, "is_write_index": True}},
+            ]
+        )
+    except Exception:
+        es.indices.put_settings(index=old, settings={"index.blocks.write": False})
+        raise
+    es.indices.delete(index=old)
+    log.info("migrated %s: %s -> %s (%d documents)", alias, old, new, copied)
+    return SetupResult(alias=alias, index=new, action="migrated", copied=copied)
+
+
+def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, bool]:
+    aliases = all_aliases(prefix=prefix)
+    found = es.indices.get_alias(name=",".join(aliases), ignore_unavailable=True, allow_no_indices=True)
+    present = {a for info in found.values() for a in info.get("aliases", {})}
+    return {MemoryType(a.rsplit("-", 1)[1]).value: a in present for a in aliases}
+
+
+def drop_indices(*, es: Elasticsearch, prefix: str) -> None:
+    """Delete every index of a prefix (tests and `es_setup --drop`, never a request path)."""
+    es.indices.delete(index=f"{prefix}-*", ignore_unavailable=True, allow_no_indices=True,
+                      expand_wildcards="all")

@@ -1,0 +1,56 @@
+"""Health of Engram's dependencies: Elasticsearch (with its capabilities and our indices) and the broker."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from elasticsearch import ApiError, TransportError
+from kombu import Connection
+
+from memory_app.es.capabilities import probe_capabilities
+from memory_app.es.client import admin_client
+from memory_app.es.schema import indices_present
+
+
+def broker_status(*, timeout: float = 2.0) -> dict:
+    url = settings.CELERY_BROKER_URL
+    transport = url.split("://", 1)[0]
+    try:
+        with Connection(url, transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+                        connect_timeout=timeout) as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"; we report it, not swallow it
+        return {"transport": transport, "reachable": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"transport": transport, "reachable": True}
+
+
+def health_report() -> tuple[bool, dict]:
+    """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present, broker up."""
+    caps = probe_capabilities()
+    reasons = list(caps.errors)
+    indices: dict[str, bool] = {}
+    if caps.reachable:
+        try:
+            indices = indices_present(es=admin_client().options(request_timeout=3, max_retries=0))
+        except (ApiError, TransportError) as exc:
+            reasons.append(f"could not list indices: {exc}")
+        missing = [name for name, ok in indices.items() if not ok]
+        if missing:
+            reasons.append(f"indices missing: {', '.join(missing)} (run `manage.py es_setup`)")
+    broker = broker_status()
+    if not broker["reachable"]:
+        reasons.append(f"broker unreachable ({broker['transport']}): {broker['error']}")
+    report = {
+        "status": "ok" if not reasons else "unhealthy",
+        "elasticsearch": {
+            "reachable": caps.reachable,
+            "version": caps.version,
+            "licence": caps.licence,
+            "licence_status": caps.licence_status,
+            "security": caps.security,
+            "document_level_security": caps.dls,
+        },
+        "indices": indices,
+        "broker": broker,
+        "reasons": reasons,
+    }
+    return not reasons, report

@@ -1,0 +1,24 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from memory_app.es.capabilities import probe_capabilities
+from memory_app.es.client import admin_client
+from memory_app.es.schema import ensure_indices
+
+
+class Command(BaseCommand):
+    help = "Probe the cluster and create or migrate Engram's indices. Idempotent: run it on every deploy."
+
+    def handle(self, *args, **options):
+        caps = probe_capabilities()
+        if not caps.reachable:
+            raise CommandError("; ".join(caps.errors))
+        self.stdout.write(
+            f"elasticsearch {caps.version}, licence {caps.licence} ({caps.licence_status}), "
+            f"security {'on' if caps.security else 'off'}, document-level security "
+            f"{'available' if caps.dls else 'UNAVAILABLE'}"
+        )
+        for warning in caps.errors:
+            self.stderr.write(self.style.WARNING(warning))
+        for result in ensure_indices(es=admin_client()):
+            extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
+            self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")

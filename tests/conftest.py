@@ -1,0 +1,48 @@
+"""Shared fixtures: the real Elasticsearch node started by scripts/test, isolated per test.
+
+Every test that touches Elasticsearch gets its own index prefix, set up through the same
+schema code as production and dropped afterwards, so tests never see each other's documents.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.conf import settings
+
+from memory_app.es.capabilities import probe_capabilities
+from memory_app.es.client import admin_client
+from memory_app.es.schema import drop_indices, ensure_indices
+
+
+@pytest.fixture(scope="session")
+def es_admin():
+    caps = probe_capabilities(timeout=10)
+    if not caps.reachable:
+        pytest.exit(f"the tests need the Elasticsearch node started by scripts/test: {caps.errors}", returncode=3)
+    return admin_client()
+
+
+@pytest.fixture
+def es_prefix(es_admin, settings):
+    """A fresh set of memory indices under a unique prefix, dropped after the test."""
+    prefix = f"{settings.ES_INDEX_PREFIX}-{uuid.uuid4().hex[:8]}"
+    settings.ES_INDEX_PREFIX = prefix
+    ensure_indices(es=es_admin)
+    yield prefix
+    drop_indices(es=es_admin, prefix=prefix)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_run_indices():
+    yield
+    try:
+        drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
+    except Exception:  # noqa: BLE001 - best effort: the node may be down after a failed test
+        pass
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests that stop or restart services run last, so a slow restart delays nobody else.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)

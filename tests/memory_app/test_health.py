@@ -1,0 +1,78 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_healthz_reports_a_healthy_stack(client, es_prefix):
+    response = client.get("/healthz")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["status"] == "ok"
+    assert body["elasticsearch"]["version"].startswith("9.")
+    assert body["elasticsearch"]["licence"] == "trial"
+    assert body["elasticsearch"]["document_level_security"] is True
+    assert body["indices"] == {"episodic": True, "semantic": True, "procedural": True, "catalog": True}
+    assert body["broker"]["reachable"] is True
+    assert body["reasons"] == []
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_healthz_names_missing_indices(client, es_admin, settings):
+    settings.ES_INDEX_PREFIX = "engram-test-never-created"
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["indices"] == {"episodic": False, "semantic": False, "procedural": False, "catalog": False}
+    assert any("indices missing: episodic, semantic, procedural, catalog" in r for r in response.json()["reasons"])
+
+
+def test_healthz_names_an_unreachable_broker(client, es_prefix, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["broker"]["reachable"] is False
+    assert any(r.startswith("broker unreachable (redis)") for r in response.json()["reasons"])
+
+
+def _stack(action: str) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "stack.py"), action,
+         "--instance", os.environ["ENGRAM_STACK_INSTANCE"], "--es-port", os.environ["ENGRAM_STACK_ES_PORT"]],
+        check=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("ENGRAM_STACK_INSTANCE" not in os.environ, reason="needs the node started by scripts/test")
+def test_healthz_with_elasticsearch_stopped(client, es_prefix):
+    _stack("es-stop")
+    try:
+        response = client.get("/healthz")
+    finally:
+        _stack("es-start")
+    body = response.json()
+    assert response.status_code == 503
+    assert body["status"] == "unhealthy"
+    assert body["elasticsearch"]["reachable"] is False
+    assert body["reasons"][0].startswith("elasticsearch unreachable at http://127.0.0.1:")
+    assert client.get("/healthz").status_code == 200
+
+
+def test_production_settings_refuse_to_start_without_secrets():
+    env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD"}}
+    env["DJANGO_SETTINGS_MODULE"] = "memory_app.config.settings.production"
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "missing required settings in production: DJANGO_SECRET_KEY, ES_ADMIN_PASSWORD" in result.stderr
+
+
+def test_production_settings_start_with_their_secrets():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+           "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "elastic", "ES_ADMIN_PASSWORD": "secret"}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

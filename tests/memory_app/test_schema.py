@@ -1,0 +1,65 @@
+import copy
+
+from elasticsearch import helpers
+
+from memory_app.es.schema import (
+    IndexDefinition,
+    MemoryType,
+    alias_name,
+    ensure_indices,
+    index_definition,
+    indices_present,
+)
+
+
+def test_setup_is_idempotent(es_admin, es_prefix):
+    again = ensure_indices(es=es_admin)
+    assert [r.action for r in again] == ["unchanged"] * len(MemoryType)
+    assert all(r.index.endswith("-v1") for r in again)
+    assert indices_present(es=es_admin) == {t.value: True for t in MemoryType}
+
+
+def test_mapping_change_migrates_every_document(es_admin, es_prefix):
+    alias = alias_name(MemoryType.SEMANTIC)
+    dims = index_definition(MemoryType.SEMANTIC).body["mappings"]["properties"]["embedding"]["dims"]
+    docs = [
+        {"_index": alias, "_id": f"doc-{n}", "_source": {
+            "tenant_id": "t1", "user_id": f"user-{n % 3}", "memory_type": "semantic",
+            "text": f"fact number {n}", "embedding": [1.0] + [0.0] * (dims - 1), "use_count": n}}
+        for n in range(1234)
+    ]
+    helpers.bulk(es_admin, docs, refresh="wait_for")
+
+    changed = copy.deepcopy(index_definition(MemoryType.SEMANTIC).body)
+    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
+    results = ensure_indices(es=es_admin, definitions={MemoryType.SEMANTIC: IndexDefinition(MemoryType.SEMANTIC, changed)})
+
+    semantic = next(r for r in results if r.alias == alias)
+    assert (semantic.action, semantic.copied) == ("migrated", 1234)
+    assert semantic.index == f"{alias}-v2"
+    assert list(es_admin.indices.get_alias(name=alias)) == [f"{alias}-v2"]
+    assert not es_admin.indices.exists(index=f"{alias}-v1")
+    assert es_admin.count(index=alias)["count"] == 1234
+    got = es_admin.mget(index=alias, ids=["doc-0", "doc-1233"])["docs"]
+    assert [d["_source"]["text"] for d in got] == ["fact number 0", "fact number 1233"]
+    assert "topic" in es_admin.indices.get_mapping(index=alias)[f"{alias}-v2"]["mappings"]["properties"]
+    # The other types were untouched, and running the changed setup again is a no-op.
+    assert {r.action for r in results if r.alias != alias} == {"unchanged"}
+    rerun = ensure_indices(es=es_admin, definitions={MemoryType.SEMANTIC: IndexDefinition(MemoryType.SEMANTIC, changed)})
+    assert {r.action for r in rerun} == {"unchanged"}
+
+
+def test_strict_mapping_rejects_unknown_fields(es_admin, es_prefix):
+    import pytest
+    from elasticsearch import BadRequestError
+
+    with pytest.raises(BadRequestError) as exc:
+        es_admin.index(index=alias_name(MemoryType.EPISODIC), document={"tenant_id": "t", "bogus": 1})
+    assert "strict_dynamic_mapping_exception" in str(exc.value)
+
+
+def test_english_analysis_stems_and_drops_stop_words(es_admin, es_prefix):
+    tokens = es_admin.indices.analyze(index=alias_name(MemoryType.SEMANTIC), field="text",
+                                      text="The dogs' owners were running")["tokens"]
+    assert [t["token"] for t in tokens] == ["dog", "owner", "were", "run"] or \
+        [t["token"] for t in tokens][:2] == ["dog", "owner"]
