@@ -134,6 +134,7 @@ def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> Ind
             "index": {
                 "number_of_shards": 1,
                 "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS,
+                "refresh_interval": settings.ES_REFRESH_INTERVAL,
                 "analysis": ANALYSIS,
             }
         },
@@ -234,7 +235,8 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict) -> SetupResult
 
 def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, bool]:
     aliases = all_aliases(prefix=prefix)
-    found = es.indices.get_alias(name=",".join(aliases), ignore_unavailable=True, allow_no_indices=True)
+    # A wildcard answers {} rather than 404 when nothing matches.
+    found = es.indices.get_alias(name=f"{prefix or settings.ES_INDEX_PREFIX}-*")
     present = {a for info in found.values() for a in info.get("aliases", {})}
     return {MemoryType(a.rsplit("-", 1)[1]).value: a in present for a in aliases}
 

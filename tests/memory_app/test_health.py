@@ -63,16 +63,26 @@ def test_healthz_with_elasticsearch_stopped(client, es_prefix):
     assert client.get("/healthz").status_code == 200
 
 
-def test_production_settings_refuse_to_start_without_secrets():
-    env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD"}}
-    env["DJANGO_SETTINGS_MODULE"] = "memory_app.config.settings.production"
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+def _production_env(**overrides: str) -> dict[str, str]:
+    from cryptography.fernet import Fernet
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+           "DJANGO_SECRET_KEY": "x" * 50, "ES_URL": "https://es.example.internal:9200",
+           "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
+           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode()}
+    env.update(overrides)
+    return {k: v for k, v in env.items() if v != ""}
+
+
+@pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD", "ENGRAM_ENCRYPTION_KEYS"])
+def test_production_settings_refuse_to_start_without_a_secret(missing):
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(**{missing: ""}),
+                            capture_output=True, text=True)
     assert result.returncode != 0
-    assert "missing required settings in production: DJANGO_SECRET_KEY, ES_ADMIN_PASSWORD" in result.stderr
+    assert f"missing required settings in production: {missing}" in result.stderr
 
 
 def test_production_settings_start_with_their_secrets():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
-           "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "elastic", "ES_ADMIN_PASSWORD": "secret"}
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(),
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

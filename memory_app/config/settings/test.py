@@ -3,6 +3,8 @@
 import os
 import uuid
 
+from cryptography.fernet import Fernet
+
 from .base import *  # noqa: F403
 from .base import env
 
@@ -12,3 +14,5 @@ DATABASES = {"default": env.db("DATABASE_URL", default="sqlite:///:memory:")}
 ES_INDEX_PREFIX = f"engram-test-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')}-{uuid.uuid4().hex[:8]}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
+# A fresh encryption key per run: stored secrets never outlive the test database.
+ENGRAM_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]

