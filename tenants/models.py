@@ -50,3 +50,151 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant.slug}: {self.role}"
+
+
+class SubjectKeyQuerySet(models.QuerySet):
+    def active(self) -> "SubjectKeyQuerySet":
+        """Keys in use for new reads: neither rotated out nor revoked (expiry is checked separately)."""
+        return self.filter(rotated_at__isnull=True, revoked_at__isnull=True)
+
+    def live(self) -> "SubjectKeyQuerySet":
+        """Keys Elasticsearch still accepts as far as we know: not yet invalidated (includes keys in grace)."""
+        return self.filter(revoked_at__isnull=True)
+
+
+class SubjectKey(models.Model):
+    """An end-user's Elasticsearch API key: read-only, with the document-level-security query of its subject.
+
+    Lifecycle: active -> rotated (``rotated_at``; still valid until ``grace_until``) -> revoked
+    (``revoked_at``: invalidated in Elasticsearch). A revoke skips the grace period.
+    """
+
+    subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="keys")
+    es_key_id = models.CharField(max_length=64, unique=True)
+    # Fernet token (tenants.crypto) of the API key secret; never shown anywhere.
+    secret_encrypted = models.TextField()
+    # The index prefix whose aliases the key's privileges name: a key for another prefix is useless.
+    index_prefix = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    grace_until = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                         related_name="supersedes")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SubjectKeyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject"],
+                condition=models.Q(rotated_at__isnull=True, revoked_at__isnull=True),
+                name="subject_key_one_active",
+            )
+        ]
+        indexes = [models.Index(fields=["revoked_at", "grace_until"]), models.Index(fields=["expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.subject} key {self.es_key_id}"
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.rotated_at:
+            return "in grace"
+        return "active"
+
+
+class WriterKey(models.Model):
+    """Engram's narrowly privileged writer credential (read + write on the memory aliases, nothing else)."""
+
+    es_key_id = models.CharField(max_length=64, unique=True)
+    secret_encrypted = models.TextField()
+    index_prefix = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    grace_until = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["index_prefix", "rotated_at", "revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"writer key {self.es_key_id} ({self.index_prefix})"
+
+
+class AgentToken(models.Model):
+    """A tenant-scoped bearer token for agents. The plaintext is shown once; only its hash is stored."""
+
+    class Scope(models.TextChoices):
+        MEMORY_READ = "memory:read"
+        MEMORY_WRITE = "memory:write"
+        MEMORY_FORGET = "memory:forget"
+        TENANT_ADMIN = "tenant:admin"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_tokens")
+    name = models.CharField(max_length=200)
+    # Public lookup handle, also the visible part of the token ("eng_<prefix>_<secret>").
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)  # sha256 hex of the whole token
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: {self.name} ({self.prefix})"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("audit events are append-only")
+
+    def delete(self):
+        raise TypeError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """Append-only record of a security-relevant action. Never carries memory content.
+
+    ``tenant_slug``/``subject_ref`` snapshot who it was about, so the record stays meaningful
+    after the subject is erased (the foreign keys are then nulled by the database cascade).
+    """
+
+    class ActorType(models.TextChoices):
+        USER = "user"
+        AGENT_TOKEN = "agent_token"
+        SYSTEM = "system"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor_type = models.CharField(max_length=20, choices=ActorType.choices)
+    actor = models.CharField(max_length=200)  # "alice", "<token prefix> (<name>)", "key-maintenance"
+    action = models.CharField(max_length=100, db_index=True)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant_slug = models.CharField(max_length=64, blank=True)
+    subject = models.ForeignKey(Subject, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    subject_ref = models.CharField(max_length=64, blank=True)  # the subject's opaque user_id
+    target_id = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor}: {self.action}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise TypeError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("audit events are append-only")

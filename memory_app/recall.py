@@ -1,0 +1,191 @@
+"""Hybrid recall: BM25 and kNN legs per memory type in one ``_msearch``, fused in Python.
+
+The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Per hit:
+
+    score = rrf × time_decay × use_count_boost × catalog_prior × outcome
+
+- rrf: Σ over the legs the hit appears in of 1 / (rank_constant + rank), ranks from 1.
+- time_decay: the gauss function Elasticsearch's ``function_score`` uses, on the type's own date
+  field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
+- use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
+- catalog_prior (catalog): 0.85.
+- outcome (procedural): 0.5 + the posterior mean of Beta(1 + successes, 1 + failures), so an
+  untried playbook scores ×1.0, a reliable one up to ×1.5 and a failing one down to ×0.5.
+
+The multipliers are computed here rather than inside Elasticsearch so that ``explain`` can show
+every factor exactly, and so that fusion ranks legs by relevance alone. All constants are settings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from memory_app.es.schema import MemoryType
+
+# Each type's date field for time decay; None = exempt.
+DECAY_FIELD: dict[MemoryType, str | None] = {
+    MemoryType.EPISODIC: "occurred_at",
+    MemoryType.SEMANTIC: "last_used_at",
+    MemoryType.PROCEDURAL: None,
+    MemoryType.CATALOG: None,
+}
+# The date field a recall's time range filters on.
+RANGE_FIELD: dict[MemoryType, str] = {
+    MemoryType.EPISODIC: "occurred_at",
+    MemoryType.SEMANTIC: "created_at",
+    MemoryType.PROCEDURAL: "created_at",
+    MemoryType.CATALOG: "created_at",
+}
+# Fields BM25 searches per type, with boosts.
+TEXT_FIELDS: dict[MemoryType, list[str]] = {
+    MemoryType.EPISODIC: ["text", "text.exact^0.5"],
+    MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
+    MemoryType.PROCEDURAL: ["trigger^1.5", "text", "steps^0.5", "refined_steps^0.5"],
+    MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
+}
+SOURCE_EXCLUDES = ["embedding"]
+
+
+@dataclass
+class Hit:
+    id: str
+    memory_type: MemoryType
+    source: dict[str, Any]
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    bm25_score: float | None = None
+    dense_score: float | None = None
+    rrf: float = 0.0
+    multipliers: dict[str, float] = field(default_factory=dict)
+    rerank_score: float | None = None
+    rerank_rank: int | None = None
+    score: float = 0.0
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "bm25_rank": self.bm25_rank,
+            "dense_rank": self.dense_rank,
+            "bm25_score": self.bm25_score,
+            "dense_score": self.dense_score,
+            "rrf_score": self.rrf,
+            "rerank_score": self.rerank_score,
+            "rerank_rank": self.rerank_rank,
+            "multipliers": self.multipliers,
+            "final_score": self.score,
+        }
+
+
+def leg_filters(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
+                since: datetime | None, until: datetime | None) -> list[dict]:
+    """Filters shared by both legs. The scope filter duplicates the DLS key's query on purpose:
+    a second guard in case a key's role were ever too broad."""
+    filters: list[dict] = [{"term": {"tenant_id": scope["tenant_id"]}}]
+    if memory_type is not MemoryType.CATALOG:
+        filters.append({"term": {"user_id": scope["user_id"]}})
+    if since or until:
+        bounds = {k: v.isoformat() for k, v in (("gte", since), ("lte", until)) if v}
+        filters.append({"range": {RANGE_FIELD[memory_type]: bounds}})
+    if not include_superseded:
+        filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
+    return filters
+
+
+def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
+                 include_superseded: bool, since: datetime | None, until: datetime | None,
+                 index_for: dict[MemoryType, str]) -> list[dict]:
+    """Header/body pairs: a BM25 and a kNN search per memory type."""
+    candidates = settings.ENGRAM_RECALL_CANDIDATES
+    body: list[dict] = []
+    for memory_type in types:
+        filters = leg_filters(memory_type=memory_type, scope=scope, include_superseded=include_superseded,
+                              since=since, until=until)
+        header = {"index": index_for[memory_type]}
+        body += [
+            header,
+            {
+                "size": candidates,
+                "_source": {"excludes": SOURCE_EXCLUDES},
+                "query": {"bool": {
+                    "filter": filters,
+                    "must": {"multi_match": {"query": query, "fields": TEXT_FIELDS[memory_type],
+                                             "type": "most_fields"}},
+                }},
+            },
+            header,
+            {
+                "size": candidates,
+                "_source": {"excludes": SOURCE_EXCLUDES},
+                "knn": {
+                    "field": "embedding",
+                    "query_vector": vector,
+                    "k": candidates,
+                    "num_candidates": max(candidates * 2, settings.ENGRAM_RECALL_NUM_CANDIDATES),
+                    "filter": filters,
+                },
+            },
+        ]
+    return body
+
+
+def fuse(*, types: list[MemoryType], responses: list[dict]) -> dict[tuple[MemoryType, str], Hit]:
+    """Reciprocal rank fusion over every leg of every type."""
+    k = settings.ENGRAM_RRF_RANK_CONSTANT
+    hits: dict[tuple[MemoryType, str], Hit] = {}
+    for n, memory_type in enumerate(types):
+        for leg, response in (("bm25", responses[2 * n]), ("dense", responses[2 * n + 1])):
+            for rank, raw in enumerate(response["hits"]["hits"], start=1):
+                key = (memory_type, raw["_id"])
+                hit = hits.get(key) or hits.setdefault(key, Hit(id=raw["_id"], memory_type=memory_type,
+                                                                 source=raw["_source"]))
+                setattr(hit, f"{leg}_rank", rank)
+                setattr(hit, f"{leg}_score", raw["_score"])
+                hit.rrf += 1.0 / (k + rank)
+    return hits
+
+
+def gauss_decay(*, value: datetime | None, origin: datetime) -> float:
+    """Elasticsearch's gauss decay: 1 within ``offset`` of the origin, ``decay`` at offset + scale."""
+    if value is None:
+        return 1.0
+    offset = settings.ENGRAM_DECAY_OFFSET_DAYS * 86400.0
+    scale = settings.ENGRAM_DECAY_SCALE_DAYS * 86400.0
+    distance = max(0.0, abs((origin - value).total_seconds()) - offset)
+    sigma_sq = -(scale**2) / (2.0 * math.log(settings.ENGRAM_DECAY_DECAY))
+    return math.exp(-(distance**2) / (2.0 * sigma_sq))
+
+
+def outcome_multiplier(*, successes: int, failures: int) -> float:
+    """0.5 + posterior mean of a Beta(1, 1) prior updated with the playbook's outcomes."""
+    return 0.5 + (1.0 + successes) / (2.0 + successes + failures)
+
+
+def multipliers_for(hit: Hit, *, now: datetime) -> dict[str, float]:
+    src = hit.source
+    factors: dict[str, float] = {}
+    if date_field := DECAY_FIELD[hit.memory_type]:
+        raw = src.get(date_field) or src.get("created_at")
+        factors["time_decay"] = gauss_decay(value=datetime.fromisoformat(raw) if raw else None, origin=now)
+    if hit.memory_type is MemoryType.SEMANTIC:
+        factors["use_count"] = 1.0 + settings.ENGRAM_USE_COUNT_WEIGHT * math.log10(1 + int(src.get("use_count") or 0))
+    if hit.memory_type is MemoryType.CATALOG:
+        factors["catalog_prior"] = settings.ENGRAM_CATALOG_PRIOR
+    if hit.memory_type is MemoryType.PROCEDURAL:
+        factors["outcome"] = outcome_multiplier(successes=int(src.get("success_count") or 0),
+                                                failures=int(src.get("failure_count") or 0))
+    return factors
+
+
+def score(hits: list[Hit], *, now: datetime) -> list[Hit]:
+    """Apply the multipliers and sort. When a reranker ran, its order replaces the fused one
+    (as 1 / (rank_constant + rerank rank), so scores stay positive and comparable)."""
+    k = settings.ENGRAM_RRF_RANK_CONSTANT
+    for hit in hits:
+        hit.multipliers = multipliers_for(hit, now=now)
+        base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.rrf
+        hit.score = base * math.prod(hit.multipliers.values())
+    return sorted(hits, key=lambda h: (-h.score, h.id))

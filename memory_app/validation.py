@@ -1,0 +1,108 @@
+"""Validation at the edge of the memory domain: every input is checked before anything is written."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+
+from memory_app.errors import ValidationFailed
+from memory_app.es.schema import MemoryType
+
+
+def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> str:
+    limit = limit or settings.ENGRAM_MAX_TEXT_CHARS
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{field} must be a string", details={"field": field}, code="invalid_text")
+    text = value.strip()
+    if not text:
+        raise ValidationFailed(f"{field} must not be empty", details={"field": field}, code="empty_text")
+    if len(text) > limit:
+        raise ValidationFailed(f"{field} is {len(text)} characters; the limit is {limit}",
+                               details={"field": field, "length": len(text), "limit": limit}, code="text_too_long")
+    if "\x00" in text:
+        raise ValidationFailed(f"{field} contains a NUL character", details={"field": field}, code="invalid_text")
+    return text
+
+
+def clean_memory_type(value: Any, *, allowed: tuple[MemoryType, ...] = tuple(MemoryType)) -> MemoryType:
+    try:
+        memory_type = MemoryType(value)
+    except ValueError:
+        memory_type = None
+    if memory_type not in allowed:
+        raise ValidationFailed(
+            f"unknown memory type {value!r}; expected one of {', '.join(t.value for t in allowed)}",
+            details={"field": "type", "allowed": [t.value for t in allowed]}, code="unknown_memory_type",
+        )
+    return memory_type
+
+
+def clean_types(values: Any) -> list[MemoryType]:
+    if values is None:
+        return list(MemoryType)
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValidationFailed("types must be a non-empty list", details={"field": "types"}, code="invalid_types")
+    return list(dict.fromkeys(clean_memory_type(v) for v in values))
+
+
+def clean_datetime(value: Any, *, field: str) -> datetime | None:
+    """Accept an aware datetime or an ISO 8601 string with a timezone (or Z); None passes through."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        except ValueError:
+            raise ValidationFailed(f"{field} is not an ISO 8601 date-time: {value!r}",
+                                   details={"field": field}, code="invalid_datetime") from None
+    if not isinstance(value, datetime):
+        raise ValidationFailed(f"{field} must be a date-time", details={"field": field}, code="invalid_datetime")
+    if value.tzinfo is None:
+        raise ValidationFailed(f"{field} must carry a timezone (e.g. 2026-01-31T09:00:00Z)",
+                               details={"field": field}, code="invalid_datetime")
+    return value.astimezone(UTC)
+
+
+def clean_k(value: Any) -> int:
+    limit = settings.ENGRAM_RECALL_MAX_K
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise ValidationFailed(f"k must be an integer from 1 to {limit}", details={"field": "k", "max": limit},
+                               code="k_out_of_range")
+    return value
+
+
+def clean_metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationFailed("metadata must be an object", details={"field": "metadata"}, code="invalid_metadata")
+    try:
+        size = len(json.dumps(value).encode())
+    except (TypeError, ValueError):
+        raise ValidationFailed("metadata must be JSON-serialisable", details={"field": "metadata"},
+                               code="invalid_metadata") from None
+    if size > settings.ENGRAM_MAX_METADATA_BYTES:
+        raise ValidationFailed(f"metadata is {size} bytes; the limit is {settings.ENGRAM_MAX_METADATA_BYTES}",
+                               details={"field": "metadata"}, code="metadata_too_large")
+    return value
+
+
+def clean_confidence(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValidationFailed("confidence must be a number from 0 to 1", details={"field": "confidence"},
+                               code="invalid_confidence")
+    return float(value)
+
+
+def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:
+    if values is None:
+        return []
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in values):
+        raise ValidationFailed(f"{field} must be a list of memory ids", details={"field": field}, code="invalid_ids")
+    if len(values) > limit:
+        raise ValidationFailed(f"{field} names {len(values)} ids; the limit is {limit}", details={"field": field},
+                               code="invalid_ids")
+    return list(dict.fromkeys(v.strip() for v in values))

@@ -1,0 +1,67 @@
+"""Secrets at rest: Fernet tokens under ``ENGRAM_ENCRYPTION_KEYS``.
+
+The first key encrypts; every listed key decrypts, so a new key can be put first, stored
+secrets re-encrypted (``manage.py rotate_encryption_key``) and the old key dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+def _fernet_key(raw: str) -> bytes:
+    # Accept the key with or without base64 padding: `secrets.token_urlsafe(32)` (what
+    # scripts/stack.py generates) is a Fernet key minus its trailing "=".
+    raw = raw.strip()
+    padded = raw + "=" * (-len(raw) % 4)
+    try:
+        if len(base64.urlsafe_b64decode(padded)) != 32:
+            raise ValueError
+    except (ValueError, binascii.Error):
+        raise ImproperlyConfigured(
+            "ENGRAM_ENCRYPTION_KEYS holds a key that is not 32 url-safe base64-encoded bytes "
+            "(generate one with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)"
+        ) from None
+    return padded.encode()
+
+
+@functools.cache
+def _multi_fernet(keys: tuple[str, ...]) -> MultiFernet:
+    if not keys:
+        raise ImproperlyConfigured("ENGRAM_ENCRYPTION_KEYS is empty: Engram cannot store API key secrets")
+    return MultiFernet([Fernet(_fernet_key(k)) for k in keys])
+
+
+def _configured() -> MultiFernet:
+    return _multi_fernet(tuple(k for k in settings.ENGRAM_ENCRYPTION_KEYS if k.strip()))
+
+
+def encrypt(plaintext: str) -> str:
+    return _configured().encrypt(plaintext.encode()).decode()
+
+
+def decrypt(token: str) -> str:
+    """Raises ImproperlyConfigured when no configured key can decrypt (a key was dropped too early)."""
+    try:
+        return _configured().decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise ImproperlyConfigured(
+            "a stored secret cannot be decrypted with any key in ENGRAM_ENCRYPTION_KEYS "
+            "(was a key removed before `rotate_encryption_key` ran?)"
+        ) from None
+
+
+def reencrypt(token: str) -> str:
+    """The same secret, encrypted under the primary (first) key."""
+    try:
+        return _configured().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise ImproperlyConfigured(
+            "a stored secret cannot be decrypted with any key in ENGRAM_ENCRYPTION_KEYS"
+        ) from None

@@ -1,0 +1,135 @@
+"""Elasticsearch API keys for Engram, through the security API and the admin credential only.
+
+Two kinds: per-subject read keys carrying the subject's document-level-security query, and
+the writer key (read + write on the memory aliases). Neither gets cluster privileges or
+``manage``; both expire. Connection failures surface as ServiceUnavailable.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from elasticsearch import NotFoundError, TransportError
+
+from memory_app.errors import ServiceUnavailable
+from memory_app.es.client import admin_client
+from memory_app.es.schema import all_aliases
+
+from .models import Subject
+from .selectors import memory_scope, memory_scope_filter
+
+
+@dataclass(frozen=True)
+class MintedKey:
+    key_id: str
+    secret: str
+    expires_at: datetime
+
+
+def encoded_api_key(key_id: str, secret: str) -> str:
+    return base64.b64encode(f"{key_id}:{secret}".encode()).decode()
+
+
+def subject_role_descriptors(*, subject: Subject, prefix: str) -> dict:
+    return {
+        "engram_subject_read": {
+            "cluster": [],
+            "indices": [{
+                "names": all_aliases(prefix=prefix),
+                "privileges": ["read"],
+                "query": memory_scope_filter(subject=subject),
+                "allow_restricted_indices": False,
+            }],
+        }
+    }
+
+
+def writer_role_descriptors(*, prefix: str) -> dict:
+    # `read` lets the writer do optimistic-concurrency get-then-update; `write` is
+    # index/update/delete/bulk on existing indices (no `create_index`, no `manage`).
+    return {
+        "engram_writer": {
+            "cluster": [],
+            "indices": [{"names": all_aliases(prefix=prefix), "privileges": ["read", "write"],
+                         "allow_restricted_indices": False}],
+        }
+    }
+
+
+def mint_subject_key(*, subject: Subject, prefix: str, ttl: timedelta) -> MintedKey:
+    scope = memory_scope(subject=subject)
+    return _mint(
+        name=f"engram-subject-{scope['tenant_id']}-{subject.pk}",
+        role_descriptors=subject_role_descriptors(subject=subject, prefix=prefix),
+        metadata={"engram": True, "kind": "subject", "tenant": scope["tenant_id"], "user_id": scope["user_id"],
+                  "subject_id": subject.pk, "index_prefix": prefix},
+        ttl=ttl,
+    )
+
+
+def mint_writer_key(*, prefix: str, ttl: timedelta) -> MintedKey:
+    return _mint(
+        name="engram-writer",
+        role_descriptors=writer_role_descriptors(prefix=prefix),
+        metadata={"engram": True, "kind": "writer", "index_prefix": prefix},
+        ttl=ttl,
+    )
+
+
+def _mint(*, name: str, role_descriptors: dict, metadata: dict, ttl: timedelta) -> MintedKey:
+    try:
+        response = admin_client().security.create_api_key(
+            name=name, role_descriptors=role_descriptors, metadata=metadata,
+            expiration=f"{int(ttl.total_seconds())}s",
+            # Refresh now: without it the new key is invisible to an invalidation for up to a
+            # second, and invalidate_api_key reports an unseen id as nothing to do.
+            refresh=True,
+        )
+    except TransportError as exc:
+        raise ServiceUnavailable("could not mint an Elasticsearch API key: cluster unreachable",
+                                 details={"error": str(exc)}) from exc
+    expires_at = datetime.fromtimestamp(response["expiration"] / 1000, tz=UTC)
+    return MintedKey(key_id=response["id"], secret=response["api_key"], expires_at=expires_at)
+
+
+def expire_key_in(*, key_id: str, seconds: int) -> None:
+    """Make Elasticsearch itself refuse the key after ``seconds`` (the rotation grace).
+
+    Enforced by the cluster, so the old key dies on time even if the maintenance task is late.
+    """
+    try:
+        admin_client().security.update_api_key(id=key_id, expiration=f"{max(seconds, 1)}s")
+    except TransportError as exc:
+        raise ServiceUnavailable("could not shorten an Elasticsearch API key: cluster unreachable",
+                                 details={"error": str(exc)}) from exc
+
+
+def invalidate_keys(*, key_ids: list[str]) -> None:
+    """Invalidate keys now. Raises ServiceUnavailable unless every key is invalid afterwards;
+    a key the cluster no longer knows (purged after expiry) counts as invalid."""
+    if not key_ids:
+        return
+    es = admin_client()
+    try:
+        response = es.security.invalidate_api_key(ids=key_ids)
+        if response.get("error_count"):
+            raise ServiceUnavailable("Elasticsearch refused to invalidate some API keys",
+                                     details={"errors": response.get("error_details", [])})
+        done = set(response["invalidated_api_keys"]) | set(response["previously_invalidated_api_keys"])
+        # An id the invalidation did not see may still be live (e.g. not yet searchable): check it.
+        for key_id in sorted(set(key_ids) - done):
+            if _live(es, key_id):
+                raise ServiceUnavailable("an API key could not be invalidated", details={"key_id": key_id})
+    except TransportError as exc:
+        raise ServiceUnavailable("could not invalidate Elasticsearch API keys: cluster unreachable",
+                                 details={"error": str(exc)}) from exc
+
+
+def _live(es, key_id: str) -> bool:
+    try:
+        found = es.security.get_api_key(id=key_id)["api_keys"]
+    except NotFoundError:
+        return False
+    return any(not k["invalidated"] for k in found)

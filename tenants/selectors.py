@@ -1,0 +1,70 @@
+"""Reads about tenants, end-users and staff roles. Plain functions, keyword-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from memory_app.errors import NotFound
+
+from .models import Membership, Subject, SubjectKey, Tenant
+
+
+def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
+    """The end-user ``external_id`` of ``tenant``.
+
+    Raises NotFound, with the same code and message whether the end-user does not exist or
+    belongs to another tenant, so a caller cannot probe other tenants' end-users.
+    """
+    try:
+        return Subject.objects.select_related("tenant").get(tenant=tenant, external_id=external_id)
+    except Subject.DoesNotExist:
+        raise NotFound("unknown end-user", details={"external_id": external_id}) from None
+
+
+def memory_scope(*, subject: Subject) -> dict[str, str]:
+    """The ``tenant_id``/``user_id`` every memory of ``subject`` carries.
+
+    Derived from the subject alone: write paths stamp these over whatever a request body
+    says, so a body cannot place a memory in another tenant or under another end-user.
+    """
+    return {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id)}
+
+
+def memory_scope_filter(*, subject: Subject, include_shared: bool = True) -> dict:
+    """An Elasticsearch query admitting exactly what ``subject`` may read.
+
+    ``tenant_id == T AND (user_id == U OR user_id missing)``; with ``include_shared=False``
+    only the subject's own documents (no tenant-wide catalog). This is the DLS query of the
+    subject's API key and the code-level second guard of every read.
+    """
+    scope = memory_scope(subject=subject)
+    own = {"term": {"user_id": scope["user_id"]}}
+    if not include_shared:
+        return {"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}}, own]}}
+    return {
+        "bool": {
+            "filter": [{"term": {"tenant_id": scope["tenant_id"]}}],
+            "should": [own, {"bool": {"must_not": {"exists": {"field": "user_id"}}}}],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def subject_active_key(*, subject: Subject) -> SubjectKey | None:
+    return SubjectKey.objects.active().filter(subject=subject).first()
+
+
+def staff_tenant_ids(*, user: AbstractBaseUser | AnonymousUser,
+                     roles: Iterable[str] | None = None) -> set[int]:
+    """Ids of the tenants where ``user`` holds one of ``roles`` (any role when None).
+
+    Superusers are not special-cased here: callers decide what "all tenants" means for them.
+    """
+    if not user.is_authenticated or not user.is_active or not user.is_staff:
+        return set()
+    memberships = Membership.objects.filter(user=user)
+    if roles is not None:
+        memberships = memberships.filter(role__in=list(roles))
+    return set(memberships.values_list("tenant_id", flat=True))

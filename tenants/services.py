@@ -1,0 +1,520 @@
+"""Writes for tenants, end-users, keys, agent tokens and the audit log. Keyword-only, typed.
+
+Isolation rests on three services here: ``require_dls`` (refuse to serve memory when the
+cluster cannot enforce document-level security), ``subject_es_client`` (reads act as the
+end-user's own DLS key) and ``writer_es_client`` (writes use a key that can touch nothing
+but the memory aliases).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from elasticsearch import Elasticsearch
+
+from memory_app.errors import ServiceUnavailable, ValidationFailed
+from memory_app.es.capabilities import Capabilities, probe_capabilities
+from memory_app.es.client import api_key_client, base_client
+
+from . import crypto, es_keys
+from .errors import AuthenticationFailed
+from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey
+
+log = logging.getLogger(__name__)
+
+Actor = AbstractBaseUser | AgentToken | str
+SYSTEM_KEY_MAINTENANCE = "key-maintenance"
+
+
+# ---------------------------------------------------------------- audit
+
+# Memory document fields: audit details must never carry them.
+_CONTENT_FIELDS = frozenset({"text", "content", "title", "trigger", "steps", "refined_steps", "embedding"})
+
+
+def audit_record(*, actor: Actor, action: str, tenant: Tenant | None = None, subject: Subject | None = None,
+                 target_id: str = "", details: dict | None = None) -> AuditEvent:
+    """Append one audit event. ``details`` is content-free metadata (ids, counts, reasons).
+
+    Raises ValueError when ``details`` names a memory content field: the audit log outlives
+    forgets and erasures, so it must never hold what was forgotten.
+    """
+    details = details or {}
+    leaked = _CONTENT_FIELDS & set(details)
+    if leaked:
+        raise ValueError(f"audit details must not carry memory content: {sorted(leaked)}")
+    if subject is not None and tenant is None:
+        tenant = subject.tenant
+    actor_type, actor_label = _actor(actor)
+    return AuditEvent.objects.create(
+        actor_type=actor_type, actor=actor_label, action=action,
+        tenant=tenant, tenant_slug=tenant.slug if tenant else "",
+        subject=subject, subject_ref=str(subject.user_id) if subject else "",
+        target_id=str(target_id), details=details,
+    )
+
+
+def _actor(actor: Actor) -> tuple[str, str]:
+    if isinstance(actor, AgentToken):
+        return AuditEvent.ActorType.AGENT_TOKEN, f"{actor.prefix} ({actor.name})"[:200]
+    if isinstance(actor, AbstractBaseUser):
+        return AuditEvent.ActorType.USER, actor.get_username()[:200]
+    return AuditEvent.ActorType.SYSTEM, str(actor)[:200]
+
+
+# ---------------------------------------------------------------- capability guard
+
+_caps_lock = threading.Lock()
+_caps_cache: tuple[float, Capabilities] | None = None
+
+
+def _capabilities() -> Capabilities:
+    global _caps_cache
+    with _caps_lock:
+        cached = _caps_cache
+    if cached and time.monotonic() - cached[0] < settings.ENGRAM_CAPABILITIES_CACHE_SECONDS:
+        return cached[1]
+    caps = probe_capabilities()
+    if caps.reachable:  # an outage is not cached: recovery is noticed on the next call
+        with _caps_lock:
+            _caps_cache = (time.monotonic(), caps)
+    return caps
+
+
+def require_dls() -> Capabilities:
+    """Return the cluster's capabilities if Engram may serve memory from it.
+
+    Raises ServiceUnavailable (code ``elasticsearch_unreachable``) when the cluster cannot be
+    reached, and (code ``isolation_unavailable``) when it cannot enforce document-level
+    security, unless ``ENGRAM_ALLOW_INSECURE_NO_DLS`` is set, in which case every call logs
+    an error-level warning. The probe is cached for ``ENGRAM_CAPABILITIES_CACHE_SECONDS``.
+    """
+    caps = _capabilities()
+    if not caps.reachable:
+        raise ServiceUnavailable("Elasticsearch is unreachable", code="elasticsearch_unreachable",
+                                 details={"errors": caps.errors})
+    if caps.dls:
+        return caps
+    if settings.ENGRAM_ALLOW_INSECURE_NO_DLS:
+        log.error("INSECURE: serving memory WITHOUT document-level security (ENGRAM_ALLOW_INSECURE_NO_DLS=True): "
+                  "end-users are separated by query filters only. %s", "; ".join(caps.errors))
+        return caps
+    raise ServiceUnavailable(
+        "Elasticsearch cannot enforce document-level security, so Engram refuses to serve memory",
+        code="isolation_unavailable",
+        details={"errors": caps.errors, "licence": caps.licence, "security": caps.security},
+    )
+
+
+def _insecure_client(caps: Capabilities) -> Elasticsearch | None:
+    # Only reachable through the development escape hatch: a cluster without security has
+    # no API keys at all, so every read and write goes out unauthenticated.
+    if caps.security:
+        return None
+    log.error("INSECURE: Elasticsearch security is off; using an unauthenticated client")
+    return base_client()
+
+
+# ---------------------------------------------------------------- in-process key cache
+
+@dataclass(frozen=True)
+class _CachedKey:
+    key_id: str
+    encoded: str
+    prefix: str
+    expires_at: datetime
+    loaded_at: float
+
+
+_key_cache_lock = threading.Lock()
+_subject_keys: dict[int, _CachedKey] = {}
+_writer_keys: dict[str, _CachedKey] = {}
+
+
+def _cached(cache: dict, cache_key, *, prefix: str) -> _CachedKey | None:
+    with _key_cache_lock:
+        entry = cache.get(cache_key)
+    if (entry is None or entry.prefix != prefix
+            or time.monotonic() - entry.loaded_at >= settings.ENGRAM_KEY_CACHE_SECONDS
+            or entry.expires_at <= timezone.now() + timedelta(seconds=settings.ENGRAM_KEY_CACHE_SECONDS)):
+        return None
+    return entry
+
+
+def _remember(cache: dict, cache_key, key: SubjectKey | WriterKey) -> _CachedKey:
+    encoded = es_keys.encoded_api_key(key.es_key_id, crypto.decrypt(key.secret_encrypted))
+    entry = _CachedKey(key_id=key.es_key_id, encoded=encoded, prefix=key.index_prefix, expires_at=key.expires_at,
+                       loaded_at=time.monotonic())
+    with _key_cache_lock:
+        cache[cache_key] = entry
+    return entry
+
+
+def _forget_subject_key(subject: Subject) -> None:
+    with _key_cache_lock:
+        _subject_keys.pop(subject.pk, None)
+
+
+def clear_caches() -> None:
+    """Drop cached capabilities and decrypted keys (settings changed, e.g. in tests)."""
+    global _caps_cache
+    with _caps_lock:
+        _caps_cache = None
+    with _key_cache_lock:
+        _subject_keys.clear()
+        _writer_keys.clear()
+
+
+# ---------------------------------------------------------------- subjects and their keys
+
+def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str = "",
+                          actor: Actor = "api") -> Subject:
+    """The end-user ``external_id`` of ``tenant``, created (with its DLS key minted) if new.
+
+    Creation and minting are one transaction: if the key cannot be minted the end-user is not
+    created (ServiceUnavailable is raised).
+    """
+    external_id = external_id.strip()
+    if not external_id or len(external_id) > 200:
+        raise ValidationFailed("external_id must be 1-200 characters", details={"field": "external_id"})
+    existing = Subject.objects.select_related("tenant").filter(tenant=tenant, external_id=external_id).first()
+    if existing:
+        return existing
+    with transaction.atomic():
+        subject, created = Subject.objects.select_related("tenant").get_or_create(
+            tenant=tenant, external_id=external_id, defaults={"display_name": display_name})
+        if created:
+            audit_record(actor=actor, action="subject.created", subject=subject, target_id=str(subject.user_id))
+            if _keys_supported():
+                _mint_subject_key(subject=subject, actor=actor)
+    return subject
+
+
+def _keys_supported() -> bool:
+    return require_dls().security
+
+
+def _mint_subject_key(*, subject: Subject, actor: Actor, reason: str = "new") -> SubjectKey:
+    # Callers hold the subject row (or just created it), so no other active key can appear meanwhile.
+    prefix = settings.ES_INDEX_PREFIX
+    minted = es_keys.mint_subject_key(subject=subject, prefix=prefix,
+                                      ttl=timedelta(days=settings.ENGRAM_SUBJECT_KEY_TTL_DAYS))
+    key = SubjectKey.objects.create(subject=subject, es_key_id=minted.key_id, index_prefix=prefix,
+                                    secret_encrypted=crypto.encrypt(minted.secret), expires_at=minted.expires_at)
+    audit_record(actor=actor, action="subject_key.minted", subject=subject, target_id=minted.key_id,
+                 details={"expires_at": minted.expires_at.isoformat(), "reason": reason})
+    return key
+
+
+def _locked_subject(subject: Subject) -> Subject:
+    return Subject.objects.select_for_update().select_related("tenant").get(pk=subject.pk)
+
+
+def subject_es_client(*, subject: Subject) -> Elasticsearch:
+    """A client acting as ``subject``'s own DLS API key: it can read nothing but that end-user's
+    memories and their tenant's catalog.
+
+    Mints a key when the subject has none usable (none, expiring, or minted for another index
+    prefix). Decrypted keys are cached in-process for ``ENGRAM_KEY_CACHE_SECONDS``. Raises
+    ServiceUnavailable when DLS is unavailable (see ``require_dls``).
+    """
+    caps = require_dls()
+    if (insecure := _insecure_client(caps)) is not None:
+        return insecure
+    prefix = settings.ES_INDEX_PREFIX
+    entry = _cached(_subject_keys, subject.pk, prefix=prefix)
+    if entry is None:
+        key = subject_key_ensure(subject=subject)
+        entry = _remember(_subject_keys, subject.pk, key)
+    return api_key_client(entry.encoded)
+
+
+def _usable(key: SubjectKey | WriterKey | None, *, prefix: str) -> bool:
+    margin = timedelta(seconds=settings.ENGRAM_KEY_CACHE_SECONDS)
+    return key is not None and key.index_prefix == prefix and key.expires_at > timezone.now() + margin
+
+
+def subject_key_ensure(*, subject: Subject, actor: Actor = SYSTEM_KEY_MAINTENANCE) -> SubjectKey:
+    """``subject``'s usable active key, minting one when it has none, or rotating one that is
+    expiring or was minted for another index prefix (the old one keeps its grace period)."""
+    prefix = settings.ES_INDEX_PREFIX
+    key = SubjectKey.objects.active().filter(subject=subject).first()
+    if _usable(key, prefix=prefix):
+        return key
+    with transaction.atomic():
+        locked = _locked_subject(subject)
+        key = SubjectKey.objects.active().filter(subject=locked).first()
+        if _usable(key, prefix=prefix):  # another process got here first
+            return key
+        if key is None:
+            return _mint_subject_key(subject=locked, actor=actor, reason="missing")
+        return _rotate(subject=locked, current=key, actor=actor,
+                       grace=timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS), reason="unusable")
+
+
+def subject_key_rotate(*, subject: Subject, actor: Actor, grace: timedelta | None = None) -> SubjectKey:
+    """Mint a new key for ``subject``; the old one stays valid for ``grace`` and is then refused.
+
+    ``grace`` defaults to ``ENGRAM_KEY_ROTATION_GRACE_SECONDS``; zero invalidates the old key
+    at once. The end of the grace period is enforced by Elasticsearch (the old key's expiry is
+    shortened); the maintenance task then invalidates it for good. Returns the new key.
+    """
+    grace = timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS) if grace is None else grace
+    with transaction.atomic():
+        locked = _locked_subject(subject)
+        current = SubjectKey.objects.active().filter(subject=locked).first()
+        if current is None:
+            key = _mint_subject_key(subject=locked, actor=actor, reason="rotation without an active key")
+        else:
+            key = _rotate(subject=locked, current=current, actor=actor, grace=grace, reason="rotation")
+    _forget_subject_key(subject)
+    return key
+
+
+def _rotate(*, subject: Subject, current: SubjectKey, actor: Actor, grace: timedelta, reason: str) -> SubjectKey:
+    now = timezone.now()
+    grace_seconds = max(int(grace.total_seconds()), 0)
+    current.rotated_at = now
+    current.grace_until = now + timedelta(seconds=grace_seconds)
+    current.save(update_fields=["rotated_at", "grace_until"])
+    # Mint before touching the old key in Elasticsearch: if minting fails the transaction rolls
+    # back and the old key is still the working, active one.
+    new = _mint_subject_key(subject=subject, actor=actor, reason=reason)
+    if grace_seconds == 0:
+        es_keys.invalidate_keys(key_ids=[current.es_key_id])
+        current.revoked_at = now
+    elif current.expires_at > current.grace_until:
+        es_keys.expire_key_in(key_id=current.es_key_id, seconds=grace_seconds)
+    current.superseded_by = new
+    current.save(update_fields=["revoked_at", "superseded_by"])
+    audit_record(actor=actor, action="subject_key.rotated", subject=subject, target_id=current.es_key_id,
+                 details={"new_key_id": new.es_key_id, "grace_seconds": grace_seconds, "reason": reason})
+    return new
+
+
+def subject_key_revoke(*, subject: Subject, actor: Actor, key: SubjectKey | None = None) -> SubjectKey | None:
+    """Invalidate ``key`` (default: ``subject``'s active key) now, skipping any grace period.
+
+    Returns the revoked key, or None when there was nothing left to revoke. The next
+    ``subject_es_client`` call mints a fresh key: revoking answers a leaked key, it does not lock
+    the end-user out (``subject_keys_revoke_all`` is for erasure). Raises ValidationFailed when
+    ``key`` belongs to another subject.
+    """
+    if key is not None and key.subject_id != subject.pk:
+        raise ValidationFailed("the key belongs to another end-user")
+    with transaction.atomic():
+        locked = _locked_subject(subject)
+        keys = SubjectKey.objects.live().filter(subject=locked)
+        key = (keys.filter(pk=key.pk) if key is not None else keys.filter(rotated_at__isnull=True)).first()
+        if key is not None:
+            # Database first: if Elasticsearch refuses, the row rolls back and stays truthful.
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+            es_keys.invalidate_keys(key_ids=[key.es_key_id])
+            audit_record(actor=actor, action="subject_key.revoked", subject=locked, target_id=key.es_key_id)
+    _forget_subject_key(subject)
+    return key
+
+
+def subject_keys_revoke_all(*, subject: Subject, actor: Actor) -> int:
+    """Invalidate every key of ``subject`` still accepted by Elasticsearch (active and in grace).
+
+    Used by erase-subject. Returns how many keys were invalidated.
+    """
+    with transaction.atomic():
+        locked = _locked_subject(subject)
+        keys = list(SubjectKey.objects.live().filter(subject=locked))
+        SubjectKey.objects.filter(pk__in=[k.pk for k in keys]).update(revoked_at=timezone.now())
+        es_keys.invalidate_keys(key_ids=[k.es_key_id for k in keys])
+        audit_record(actor=actor, action="subject_keys.revoked_all", subject=locked,
+                     details={"key_ids": [k.es_key_id for k in keys]})
+    _forget_subject_key(subject)
+    return len(keys)
+
+
+# ---------------------------------------------------------------- writer credential
+
+def writer_es_client() -> Elasticsearch:
+    """A client acting as Engram's writer key: read + write on the memory aliases, nothing else.
+
+    Use it only for writes (and the get-then-update they need), after the caller proved the
+    end-user can see what it changes through ``subject_es_client``. Minted on first use and
+    before expiry; cached in-process.
+    """
+    caps = require_dls()
+    if (insecure := _insecure_client(caps)) is not None:
+        return insecure
+    prefix = settings.ES_INDEX_PREFIX
+    entry = _cached(_writer_keys, prefix, prefix=prefix)
+    if entry is None:
+        entry = _remember(_writer_keys, prefix, writer_key_ensure(prefix=prefix))
+    return api_key_client(entry.encoded)
+
+
+def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
+    """The current writer key for ``prefix``; a new one is minted when none is valid beyond the
+    renewal window, and older ones enter their rotation grace."""
+    prefix = prefix or settings.ES_INDEX_PREFIX
+    renew_at = timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS)
+    live = WriterKey.objects.filter(index_prefix=prefix, rotated_at__isnull=True, revoked_at__isnull=True)
+    key = live.filter(expires_at__gt=renew_at).order_by("-created_at").first()
+    if key is not None:
+        return key
+    with transaction.atomic():
+        key = live.select_for_update().filter(expires_at__gt=renew_at).order_by("-created_at").first()
+        if key is not None:
+            return key
+        minted = es_keys.mint_writer_key(prefix=prefix, ttl=timedelta(days=settings.ENGRAM_WRITER_KEY_TTL_DAYS))
+        now = timezone.now()
+        # Two processes may race to mint: both keys are valid, the loser's is rotated out later.
+        live.exclude(es_key_id=minted.key_id).update(
+            rotated_at=now, grace_until=now + timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS))
+        key = WriterKey.objects.create(es_key_id=minted.key_id, secret_encrypted=crypto.encrypt(minted.secret),
+                                       index_prefix=prefix, expires_at=minted.expires_at)
+        audit_record(actor=SYSTEM_KEY_MAINTENANCE, action="writer_key.minted", target_id=minted.key_id,
+                     details={"index_prefix": prefix, "expires_at": minted.expires_at.isoformat()})
+    return key
+
+
+# ---------------------------------------------------------------- periodic maintenance
+
+@dataclass(frozen=True)
+class KeyMaintenance:
+    rotated: int
+    invalidated: int
+    writer_invalidated: int
+
+
+def keys_maintain(*, now: datetime | None = None) -> KeyMaintenance:
+    """Rotate subject keys near expiry, invalidate keys whose grace has ended, renew the writer.
+
+    Idempotent; run periodically (``tenants.tasks.maintain_keys``).
+    """
+    now = now or timezone.now()
+    invalidated = _invalidate_past_grace(now=now)
+    writer_invalidated = _invalidate_writers_past_grace(now=now)
+    renew_at = now + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS)
+    rotated = 0
+    for subject in Subject.objects.filter(keys__in=SubjectKey.objects.active().filter(expires_at__lte=renew_at)
+                                          ).select_related("tenant").distinct().iterator():
+        subject_key_rotate(subject=subject, actor=SYSTEM_KEY_MAINTENANCE)
+        rotated += 1
+    if _keys_supported():
+        writer_key_ensure()
+    return KeyMaintenance(rotated=rotated, invalidated=invalidated, writer_invalidated=writer_invalidated)
+
+
+def _invalidate_past_grace(*, now: datetime) -> int:
+    keys = list(SubjectKey.objects.filter(revoked_at__isnull=True, rotated_at__isnull=False, grace_until__lte=now)
+                .select_related("subject__tenant")[:500])
+    es_keys.invalidate_keys(key_ids=[k.es_key_id for k in keys])
+    for key in keys:
+        SubjectKey.objects.filter(pk=key.pk).update(revoked_at=now)
+        audit_record(actor=SYSTEM_KEY_MAINTENANCE, action="subject_key.invalidated", subject=key.subject,
+                     target_id=key.es_key_id, details={"reason": "grace period over"})
+    return len(keys)
+
+
+def _invalidate_writers_past_grace(*, now: datetime) -> int:
+    keys = list(WriterKey.objects.filter(revoked_at__isnull=True, rotated_at__isnull=False, grace_until__lte=now)[:500])
+    es_keys.invalidate_keys(key_ids=[k.es_key_id for k in keys])
+    WriterKey.objects.filter(pk__in=[k.pk for k in keys]).update(revoked_at=now)
+    for key in keys:
+        audit_record(actor=SYSTEM_KEY_MAINTENANCE, action="writer_key.invalidated", target_id=key.es_key_id,
+                     details={"reason": "grace period over"})
+    return len(keys)
+
+
+# ---------------------------------------------------------------- encryption key rotation
+
+def encryption_key_rotate(*, actor: Actor) -> int:
+    """Re-encrypt every stored secret under the primary ``ENGRAM_ENCRYPTION_KEYS`` key.
+
+    Afterwards older keys can be removed from the setting. Returns how many secrets were rewritten.
+    """
+    count = 0
+    with transaction.atomic():
+        for model in (SubjectKey, WriterKey):
+            for key in model.objects.select_for_update().only("pk", "secret_encrypted").iterator():
+                key.secret_encrypted = crypto.reencrypt(key.secret_encrypted)
+                key.save(update_fields=["secret_encrypted"])
+                count += 1
+        audit_record(actor=actor, action="encryption_key.rotated", details={"secrets": count})
+    clear_caches()
+    return count
+
+
+# ---------------------------------------------------------------- agent tokens
+
+_TOKEN_RE = re.compile(r"^eng_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
+_TOUCH_EVERY = timedelta(seconds=60)
+
+
+def _token_hash(raw: str) -> str:
+    # The token carries 256 random bits: a fast hash is enough, a slow KDF would only cost latency.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def agent_token_create(*, tenant: Tenant, name: str, scopes: Iterable[str], actor: Actor) -> tuple[AgentToken, str]:
+    """Create an agent token for ``tenant``. Returns it and its plaintext, which is not stored:
+    show it once. Raises ValidationFailed on an empty name or unknown/empty scopes."""
+    name = name.strip()
+    scopes = sorted(set(scopes))
+    unknown = sorted(set(scopes) - set(AgentToken.Scope.values))
+    if not name:
+        raise ValidationFailed("a token needs a name", details={"field": "name"})
+    if unknown or not scopes:
+        raise ValidationFailed("scopes must be a non-empty subset of " + ", ".join(AgentToken.Scope.values),
+                               details={"field": "scopes", "unknown": unknown})
+    prefix = secrets.token_hex(6)
+    raw = f"eng_{prefix}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        token = AgentToken.objects.create(tenant=tenant, name=name, prefix=prefix, secret_hash=_token_hash(raw),
+                                          scopes=scopes)
+        audit_record(actor=actor, action="agent_token.created", tenant=tenant, target_id=prefix,
+                     details={"name": name, "scopes": scopes})
+    return token, raw
+
+
+def agent_token_authenticate(*, raw: str) -> AgentToken:
+    """The live token whose plaintext is ``raw`` (its tenant loaded); records its use.
+
+    Raises AuthenticationFailed, with one message for malformed, unknown and revoked tokens.
+    """
+    failed = AuthenticationFailed("invalid or revoked agent token")
+    match = _TOKEN_RE.match(raw.strip())
+    if not match:
+        raise failed
+    token = AgentToken.objects.select_related("tenant").filter(prefix=match.group(1)).first()
+    if token is None or not hmac.compare_digest(token.secret_hash, _token_hash(raw.strip())) or token.revoked_at:
+        raise failed
+    now = timezone.now()
+    # Touch at most once a minute: a DB write per request would be the hottest row in the database.
+    if token.last_used_at is None or now - token.last_used_at >= _TOUCH_EVERY:
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def agent_token_revoke(*, token: AgentToken, actor: Actor) -> AgentToken:
+    """Revoke ``token`` (idempotent: revoking twice records one event)."""
+    with transaction.atomic():
+        updated = AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if updated:
+            audit_record(actor=actor, action="agent_token.revoked", tenant=token.tenant, target_id=token.prefix,
+                         details={"name": token.name})
+    token.refresh_from_db(fields=["revoked_at"])
+    return token

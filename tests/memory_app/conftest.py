@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.usage import usage_flush
+from tenants import services as tenant_services
+from tenants.es_keys import invalidate_keys
+from tenants.models import SubjectKey, Tenant, WriterKey
+
+_seq = itertools.count()
+
+
+@pytest.fixture
+def memory(es_prefix, db):
+    """Fresh memory indices plus a clean key cache; invalidates every key the test minted."""
+    tenant_services.clear_caches()
+    yield es_prefix
+    usage_flush()
+    ids = list(SubjectKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
+    ids += list(WriterKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
+    invalidate_keys(key_ids=ids)
+    tenant_services.clear_caches()
+
+
+@pytest.fixture
+def make_subject(memory):
+    tenants: dict[str, Tenant] = {}
+
+    def make(external_id: str | None = None, *, tenant: str = "acme"):
+        if tenant not in tenants:
+            tenants[tenant] = Tenant.objects.create(slug=tenant, name=tenant.title())
+        return tenant_services.subject_get_or_create(tenant=tenants[tenant],
+                                                     external_id=external_id or f"user-{next(_seq)}")
+
+    return make
+
+
+@pytest.fixture
+def subject(make_subject):
+    return make_subject("alice")
+
+
+@pytest.fixture
+def count_docs(es_admin):
+    """How many documents a memory type's index holds (refreshed first): proves what was written."""
+    def count(memory_type: MemoryType = None) -> int:
+        index = alias_name(memory_type) if memory_type else ",".join(alias_name(t) for t in MemoryType)
+        es_admin.indices.refresh(index=index)
+        return es_admin.count(index=index)["count"]
+
+    return count

@@ -1,0 +1,307 @@
+import math
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_app import services
+from memory_app.errors import Conflict, NotFound, ValidationFailed
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.recall import gauss_decay, outcome_multiplier
+from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+from memory_app.usage import usage_bump, usage_flush
+from tenants.models import AuditEvent, SubjectKey
+
+
+def ids(results):
+    return [r["id"] for r in results]
+
+
+# ---------------------------------------------------------------- writing and same-turn visibility
+
+
+def test_a_turn_is_recallable_as_soon_as_the_write_returns(subject):
+    written = services.episode_write(subject=subject, text="My daughter's piano recital is on Friday at 6pm.")
+    results = memory_recall(subject=subject, query="when is the piano recital?", k=3)
+    assert ids(results)[0] == written["id"]
+    assert results[0]["memory_type"] == "episodic" and results[0]["role"] == "user"
+
+
+def test_every_memory_type_and_the_catalog_are_recalled_in_one_call(subject):
+    episode = services.episode_write(subject=subject, text="The garage door opener stopped working yesterday.")
+    fact = services.fact_write(subject=subject, text="Alice owns a Chamberlain garage door opener.")
+    playbook = services.playbook_write(subject=subject, trigger="garage door opener does not respond",
+                                       steps="1. Check the breaker. 2. Re-pair the remote.")
+    entry = services.catalog_entry_write(tenant=subject.tenant, title="Garage door openers",
+                                         text="Garage door openers must be re-paired after a power cut.")
+    results = memory_recall(subject=subject, query="garage door opener", k=10)
+    assert set(ids(results)) == {episode["id"], fact["id"], playbook["id"], entry["id"]}
+    only = memory_recall(subject=subject, query="garage door opener", k=10, types=["semantic", "catalog"])
+    assert set(ids(only)) == {fact["id"], entry["id"]}
+
+
+def test_tampered_scope_in_metadata_does_not_move_a_memory(subject, make_subject):
+    mallory = make_subject("mallory", tenant="globex")
+    written = services.episode_write(subject=subject, text="I like green tea.",
+                                     metadata={"tenant_id": "globex", "user_id": str(mallory.user_id)})
+    stored = memory_get(subject=subject, memory_id=written["id"])
+    assert (stored["tenant_id"], stored["user_id"]) == ("acme", str(subject.user_id))
+    assert memory_recall(subject=mallory, query="green tea", k=10) == []
+
+
+# ---------------------------------------------------------------- bad input writes nothing
+
+
+@pytest.mark.parametrize(("kwargs", "code"), [
+    ({"text": ""}, "empty_text"),
+    ({"text": "   \n "}, "empty_text"),
+    ({"text": "x" * 8001}, "text_too_long"),
+    ({"text": 42}, "invalid_text"),
+    ({"text": "ok", "occurred_at": "yesterday"}, "invalid_datetime"),
+    ({"text": "ok", "occurred_at": "2026-01-31T09:00:00"}, "invalid_datetime"),
+    ({"text": "ok", "role": "robot"}, "invalid_role"),
+    ({"text": "ok", "metadata": {"blob": "x" * 5000}}, "metadata_too_large"),
+    ({"text": "ok", "memory_id": "bad id!"}, "invalid_id"),
+])
+def test_bad_episode_input_is_refused_and_nothing_is_written(subject, count_docs, kwargs, code):
+    with pytest.raises(ValidationFailed) as exc:
+        services.episode_write(subject=subject, **kwargs)
+    assert exc.value.code == code and exc.value.status == 400
+    assert count_docs() == 0
+
+
+@pytest.mark.parametrize(("kwargs", "code"), [
+    ({"k": 0}, "k_out_of_range"),
+    ({"k": 101}, "k_out_of_range"),
+    ({"k": "5"}, "k_out_of_range"),
+    ({"types": ["episodic", "dreams"]}, "unknown_memory_type"),
+    ({"types": []}, "invalid_types"),
+    ({"since": "last week"}, "invalid_datetime"),
+    ({"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "invalid_time_range"),
+    ({"query": ""}, "empty_text"),
+    ({"query": "q" * 2001}, "text_too_long"),
+])
+def test_bad_recall_input_is_refused(subject, kwargs, code):
+    with pytest.raises(ValidationFailed) as exc:
+        memory_recall(subject=subject, **{"query": "anything", **kwargs})
+    assert exc.value.code == code
+
+
+def test_superseding_unknown_or_foreign_ids_is_refused_and_writes_nothing(subject, make_subject, count_docs):
+    bob = make_subject("bob")
+    bobs = services.fact_write(subject=bob, text="Bob is allergic to peanuts.")
+    for bad in (["0123456789abcdef"], [bobs["id"]]):
+        with pytest.raises(NotFound) as exc:
+            services.fact_write(subject=subject, text="Alice is allergic to cats.", supersedes=bad)
+        assert exc.value.details == {"ids": bad}
+    assert count_docs(MemoryType.SEMANTIC) == 1
+    assert "superseded_by" not in memory_get(subject=bob, memory_id=bobs["id"])
+
+
+def test_a_supersession_that_fails_half_way_is_undone(subject, count_docs, monkeypatch):
+    old = services.fact_write(subject=subject, text="Alice works at Initech.")
+    other = services.fact_write(subject=subject, text="Alice works remotely.")
+    # The new id collides with an existing memory: the create fails before any old doc changes.
+    with pytest.raises(Conflict):
+        services.fact_write(subject=subject, text="Alice works at Globex.", supersedes=[old["id"]],
+                            memory_id=other["id"])
+    assert "superseded_by" not in memory_get(subject=subject, memory_id=old["id"])
+    # Now fail on the second old document (a concurrent change bumps its sequence number).
+    visible = services.visible_documents(subject=subject, ids=[old["id"], other["id"]])
+    services.writer_es_client().update(index=alias_name(MemoryType.SEMANTIC), id=other["id"],
+                                       doc={"confidence": 0.5}, refresh=True)
+    monkeypatch.setattr(services, "visible_documents", lambda **kw: visible)  # hand over the now-stale view
+    with pytest.raises(Conflict):
+        services.fact_write(subject=subject, text="Alice works at Globex.", supersedes=[old["id"], other["id"]],
+                            memory_id="new-fact-0001")
+    monkeypatch.undo()
+    assert count_docs(MemoryType.SEMANTIC) == 2
+    with pytest.raises(NotFound):
+        memory_get(subject=subject, memory_id="new-fact-0001")
+    # Undone: the old facts carry no superseded_by (null) and are recalled as current again.
+    assert memory_get(subject=subject, memory_id=old["id"]).get("superseded_by") is None
+    assert memory_get(subject=subject, memory_id=other["id"]).get("superseded_by") is None
+    assert set(ids(memory_recall(subject=subject, query="where does Alice work", k=5, record_use=False))) == {
+        old["id"], other["id"]}
+
+
+# ---------------------------------------------------------------- supersession
+
+
+def test_supersession_chain_is_readable_both_ways_and_hidden_by_default(subject):
+    abc = services.fact_write(subject=subject, text="Alice lives in Leeds.", confidence=0.9)
+    xyz = services.fact_write(subject=subject, text="Alice lives in York.", supersedes=[abc["id"]])
+    pqr = services.fact_write(subject=subject, text="Alice lives in Bath.", supersedes=[xyz["id"]],
+                              contradiction="harsh", confidence=0.9)
+    assert pqr["confidence"] == pytest.approx(0.8)
+    assert memory_get(subject=subject, memory_id=abc["id"])["superseded_by"] == [xyz["id"]]
+
+    middle = memory_history(subject=subject, memory_id=xyz["id"])
+    assert [d["id"] for d in middle["older"]] == [abc["id"]]
+    assert [d["id"] for d in middle["newer"]] == [pqr["id"]]
+    assert [d["id"] for d in memory_history(subject=subject, memory_id=abc["id"])["newer"]] == [xyz["id"], pqr["id"]]
+    assert [d["id"] for d in memory_history(subject=subject, memory_id=pqr["id"])["older"]] == [xyz["id"], abc["id"]]
+
+    assert ids(memory_recall(subject=subject, query="where does Alice live", k=10)) == [pqr["id"]]
+    everything = memory_recall(subject=subject, query="where does Alice live", k=10, include_superseded=True)
+    assert set(ids(everything)) == {abc["id"], xyz["id"], pqr["id"]}
+
+
+def test_superseding_an_already_superseded_fact_is_allowed(subject):
+    old = services.fact_write(subject=subject, text="Alice drives a Fiat.")
+    first = services.fact_write(subject=subject, text="Alice drives a Honda.", supersedes=[old["id"]])
+    second = services.fact_write(subject=subject, text="Alice drives a Volvo.", supersedes=[old["id"]])
+    assert memory_get(subject=subject, memory_id=old["id"])["superseded_by"] == [first["id"], second["id"]]
+
+
+def test_forget_leaves_a_content_free_tombstone(subject):
+    fact = services.fact_write(subject=subject, text="Alice's PIN is 4321.")
+    services.memory_forget(subject=subject, memory_id=fact["id"], reason="user asked", actor="agent:test")
+    with pytest.raises(NotFound):
+        memory_get(subject=subject, memory_id=fact["id"])
+    event = AuditEvent.objects.get(action="memory.forget")
+    assert event.target_id == fact["id"] and event.details == {"memory_type": "semantic", "reason": "user asked"}
+    assert "4321" not in str(event.details)
+    with pytest.raises(NotFound):
+        services.memory_forget(subject=subject, memory_id=fact["id"], reason="again", actor="agent:test")
+
+
+def test_forgetting_someone_elses_memory_is_not_found(subject, make_subject):
+    bob = make_subject("bob")
+    fact = services.fact_write(subject=bob, text="Bob's locker code is 999.")
+    with pytest.raises(NotFound):
+        services.memory_forget(subject=subject, memory_id=fact["id"], reason="x", actor="agent:test")
+    assert memory_get(subject=bob, memory_id=fact["id"])["text"] == "Bob's locker code is 999."
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def test_playbook_outcomes_are_counted_and_rank_playbooks(subject):
+    good = services.playbook_write(subject=subject, trigger="wifi keeps dropping", steps="Restart the router.")
+    bad = services.playbook_write(subject=subject, trigger="wifi keeps dropping", steps="Restart the router.")
+    for _ in range(4):
+        services.playbook_outcome_record(subject=subject, playbook_id=good["id"], success=True)
+    services.playbook_outcome_record(subject=subject, playbook_id=bad["id"], success=False)
+    updated = services.playbook_outcome_record(subject=subject, playbook_id=bad["id"], success=False,
+                                               refined_steps="Move the router away from the microwave.")
+    assert (updated["failure_count"], updated["refined_steps"]) == (2, "Move the router away from the microwave.")
+    results = memory_recall(subject=subject, query="wifi keeps dropping", k=2, types=["procedural"], explain=True)
+    assert ids(results) == [good["id"], bad["id"]]
+    assert results[0]["explain"]["multipliers"]["outcome"] == pytest.approx(0.5 + 5 / 6)
+    assert results[1]["explain"]["multipliers"]["outcome"] == pytest.approx(0.5 + 1 / 4)
+    assert results[0]["success_count"] == 4 and results[0]["last_success_at"]
+
+
+def test_explain_shows_ranks_fusion_and_every_multiplier(subject):
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    old = services.episode_write(subject=subject, text="We adopted a beagle puppy named Max.",
+                                 occurred_at=now - timedelta(days=900))
+    fact = services.fact_write(subject=subject, text="Alice has a beagle called Max.")
+    services.catalog_entry_write(tenant=subject.tenant, title="Pets", text="Pet cameras support beagle-sized dogs.")
+    results = memory_recall(subject=subject, query="beagle Max", k=5, explain=True, now=now, record_use=False)
+    by_id = {r["id"]: r for r in results}
+    e = by_id[old["id"]]["explain"]
+    assert e["bm25_rank"] >= 1 and e["dense_rank"] >= 1
+    assert e["rrf_score"] == pytest.approx(1 / (30 + e["bm25_rank"]) + 1 / (30 + e["dense_rank"]))
+    # 900 days old, offset 180 d, scale 1825 d, decay 0.5 at offset + scale.
+    sigma_sq = -(1825**2) / (2 * math.log(0.5))
+    assert e["multipliers"] == {"time_decay": pytest.approx(math.exp(-(720**2) / (2 * sigma_sq)))}
+    assert e["final_score"] == pytest.approx(e["rrf_score"] * e["multipliers"]["time_decay"])
+    assert set(by_id[fact["id"]]["explain"]["multipliers"]) == {"time_decay", "use_count"}
+    catalog = next(r for r in results if r["memory_type"] == "catalog")
+    assert catalog["explain"]["multipliers"] == {"catalog_prior": 0.85}
+
+
+def test_decay_and_outcome_formulas():
+    origin = datetime(2026, 1, 1, tzinfo=UTC)
+    assert gauss_decay(value=origin - timedelta(days=100), origin=origin) == 1.0
+    assert gauss_decay(value=origin - timedelta(days=180 + 1825), origin=origin) == pytest.approx(0.5)
+    assert outcome_multiplier(successes=0, failures=0) == 1.0
+    assert outcome_multiplier(successes=100, failures=0) == pytest.approx(1.5, abs=0.01)
+
+
+def test_recall_bumps_use_count_in_the_background(subject):
+    fact = services.fact_write(subject=subject, text="Alice prefers morning appointments.")
+    for _ in range(3):
+        memory_recall(subject=subject, query="appointment time preference", k=3)
+    usage_flush()
+    stored = memory_get(subject=subject, memory_id=fact["id"])
+    assert stored["use_count"] == 3
+    assert stored["last_used_at"] >= fact["last_used_at"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_use_count_bumps_lose_nothing(subject):
+    fact = services.fact_write(subject=subject, text="Alice collects vinyl records.")
+    at = datetime.now(UTC)
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def bump():
+        try:
+            barrier.wait()
+            for _ in range(5):
+                usage_bump(ids=[fact["id"]], at=at, index=alias_name(MemoryType.SEMANTIC))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 40
+
+
+# ---------------------------------------------------------------- import, export, erase
+
+
+def test_import_keeps_original_timestamps_and_reports_progress(subject):
+    seen = []
+    episodes = [{"text": f"Session note {n}: we talked about hiking trail {n}.",
+                 "occurred_at": f"2023-05-{n + 1:02d}T10:00:00Z", "session_id": "s1"} for n in range(30)]
+    written = services.episodes_import(subject=subject, episodes=episodes, batch_size=8,
+                                       progress=lambda done, total: seen.append((done, total)))
+    assert len(written) == 30 and seen[-1] == (30, 30)
+    results = memory_recall(subject=subject, query="hiking trail 7", k=1, types=["episodic"])
+    assert results[0]["occurred_at"].startswith("2023-05-08T10:00:00")
+
+
+def test_import_with_one_bad_episode_writes_nothing(subject, count_docs):
+    episodes = [{"text": "fine", "occurred_at": "2023-05-01T10:00:00Z"},
+                {"text": "no date"}]
+    with pytest.raises(ValidationFailed) as exc:
+        services.episodes_import(subject=subject, episodes=episodes)
+    assert exc.value.details["index"] == 1 and exc.value.code == "invalid_datetime"
+    assert count_docs() == 0
+
+
+def test_import_failing_half_way_keeps_nothing(subject, count_docs):
+    existing = services.episode_write(subject=subject, text="already here", memory_id="episode-0000000005")
+    episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z", "id": f"episode-{n:010d}"}
+                for n in range(10)]
+    with pytest.raises(Conflict) as exc:
+        services.episodes_import(subject=subject, episodes=episodes, batch_size=3)
+    assert exc.value.code == "import_failed"
+    assert count_docs() == 1
+    assert memory_get(subject=subject, memory_id=existing["id"])["text"] == "already here"
+
+
+def test_export_and_erase(subject, make_subject, count_docs):
+    bob = make_subject("bob")
+    services.episode_write(subject=subject, text="I need a new phone.")
+    services.fact_write(subject=subject, text="Alice wants a new phone.")
+    services.playbook_write(subject=subject, trigger="phone upgrade", steps="Offer trade-in.")
+    services.catalog_entry_write(tenant=subject.tenant, title="Phones", text="Trade-ins are accepted.")
+    services.fact_write(subject=bob, text="Bob has a new phone.")
+
+    exported = subject_export(subject=subject)
+    assert {k: len(v) for k, v in exported["memories"].items()} == {"episodic": 1, "semantic": 1, "procedural": 1}
+    assert all("embedding" not in d for items in exported["memories"].values() for d in items)
+
+    assert services.subject_erase(subject=subject, actor="agent:test") == 3
+    assert count_docs() == 2  # bob's fact and the catalog entry remain
+    assert not SubjectKey.objects.filter(subject=subject, revoked_at__isnull=True).exists()
+    assert AuditEvent.objects.filter(action="subject.erase", target_id=str(subject.user_id)).exists()

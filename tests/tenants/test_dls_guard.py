@@ -1,0 +1,66 @@
+"""Engram refuses to serve memory when the cluster cannot enforce document-level security.
+
+The node is a trial licence; declaring only platinum/enterprise DLS-capable makes the real
+probe of the real cluster answer "no DLS", with nothing mocked.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from memory_app.errors import ServiceUnavailable
+from tenants.services import (
+    _capabilities,
+    require_dls,
+    subject_es_client,
+    subject_get_or_create,
+    writer_es_client,
+)
+
+NO_DLS = ("platinum", "enterprise")
+
+
+def test_dls_available_on_the_trial_node(es_admin):
+    caps = require_dls()
+    assert caps.dls and caps.licence == "trial"
+
+
+def test_the_probe_is_cached_between_calls(es_admin):
+    assert _capabilities() is _capabilities()
+
+
+def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings, client):
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    settings.ES_DLS_LICENCES = NO_DLS
+
+    with pytest.raises(ServiceUnavailable) as error:
+        require_dls()
+    assert (error.value.status, error.value.code) == (503, "isolation_unavailable")
+    assert "document-level security" in error.value.message
+    assert error.value.details["licence"] == "trial"
+    with pytest.raises(ServiceUnavailable):
+        subject_es_client(subject=subject)
+    with pytest.raises(ServiceUnavailable):
+        writer_es_client()
+    with pytest.raises(ServiceUnavailable):
+        subject_get_or_create(tenant=tenant, external_id="bob")
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["elasticsearch"]["document_level_security"] is False
+
+
+def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_prefix, settings, caplog):
+    settings.ES_DLS_LICENCES = NO_DLS
+    settings.ENGRAM_ALLOW_INSECURE_NO_DLS = True
+
+    with caplog.at_level(logging.WARNING, logger="tenants.services"):
+        assert require_dls().dls is False
+        require_dls()
+
+    insecure = [r for r in caplog.records if r.levelno >= logging.ERROR and "INSECURE" in r.getMessage()]
+    assert len(insecure) == 2
+    # Security is still on, so reads still go through the subject's own key.
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    assert subject_es_client(subject=subject).security.authenticate()["api_key"]["name"].startswith("engram-subject")
