@@ -41,13 +41,16 @@ RANGE_FIELD: dict[MemoryType, str] = {
     MemoryType.PROCEDURAL: "created_at",
     MemoryType.CATALOG: "created_at",
 }
-# Fields BM25 searches per type, with boosts.
-TEXT_FIELDS: dict[MemoryType, list[str]] = {
-    MemoryType.EPISODIC: ["text", "text.exact^0.5"],
-    MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
-    MemoryType.PROCEDURAL: ["trigger^1.5", "text", "steps^0.5", "refined_steps^0.5"],
-    MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
-}
+
+
+def text_fields(memory_type: MemoryType) -> list[str]:
+    """Fields the BM25 leg searches for a type, with boosts."""
+    return {
+        MemoryType.EPISODIC: ["text", "text.exact^0.5", f"context^{settings.ENGRAM_CONTEXT_BOOST}"],
+        MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
+        MemoryType.PROCEDURAL: ["trigger^1.5", "text", "steps^0.5", "refined_steps^0.5"],
+        MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
+    }[memory_type]
 SOURCE_EXCLUDES = ["embedding"]
 
 
@@ -80,11 +83,11 @@ class Hit:
         }
 
 
-def leg_filters(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
-                since: datetime | None, until: datetime | None) -> list[dict]:
-    """Filters shared by both legs. The scope filter duplicates the DLS key's query on purpose:
-    a second guard in case a key's role were ever too broad."""
-    filters: list[dict] = [{"term": {"tenant_id": scope["tenant_id"]}}]
+def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
+                since: datetime | None, until: datetime | None) -> dict:
+    """What a hit of one memory type must satisfy. The scope terms duplicate the DLS key's query
+    on purpose: a second guard in case a key's role were ever too broad."""
+    filters: list[dict] = [{"term": {"memory_type": memory_type.value}}, {"term": {"tenant_id": scope["tenant_id"]}}]
     if memory_type is not MemoryType.CATALOG:
         filters.append({"term": {"user_id": scope["user_id"]}})
     if since or until:
@@ -92,59 +95,54 @@ def leg_filters(*, memory_type: MemoryType, scope: dict[str, str], include_super
         filters.append({"range": {RANGE_FIELD[memory_type]: bounds}})
     if not include_superseded:
         filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
-    return filters
+    return {"bool": {"filter": filters}}
 
 
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
                  index_for: dict[MemoryType, str]) -> list[dict]:
-    """Header/body pairs: a BM25 and a kNN search per memory type."""
+    """Header/body pairs for the two legs, each over every requested type's index at once, so
+    that ranks are comparable across types (a per-type leg would give every type its own rank 1).
+    BM25 uses dfs_query_then_fetch: term statistics are gathered across all the indices."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
+    indices = ",".join(index_for[t] for t in types)
+    allowed = {"bool": {"should": [type_filter(memory_type=t, scope=scope, include_superseded=include_superseded,
+                                               since=since, until=until) for t in types],
+                        "minimum_should_match": 1}}
+    fields = list(dict.fromkeys(f for t in types for f in text_fields(t)))
     body: list[dict] = []
-    for memory_type in types:
-        filters = leg_filters(memory_type=memory_type, scope=scope, include_superseded=include_superseded,
-                              since=since, until=until)
-        header = {"index": index_for[memory_type]}
+    if settings.ENGRAM_RECALL_BM25:
         body += [
-            header,
-            {
-                "size": candidates,
-                "_source": {"excludes": SOURCE_EXCLUDES},
-                "query": {"bool": {
-                    "filter": filters,
-                    "must": {"multi_match": {"query": query, "fields": TEXT_FIELDS[memory_type],
-                                             "type": "most_fields"}},
-                }},
-            },
-            header,
-            {
-                "size": candidates,
-                "_source": {"excludes": SOURCE_EXCLUDES},
-                "knn": {
-                    "field": "embedding",
-                    "query_vector": vector,
-                    "k": candidates,
-                    "num_candidates": max(candidates * 2, settings.ENGRAM_RECALL_NUM_CANDIDATES),
-                    "filter": filters,
-                },
-            },
+            {"index": indices, "search_type": "dfs_query_then_fetch"},
+            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+             "query": {"bool": {"filter": [allowed],
+                                "must": {"multi_match": {"query": query, "fields": fields, "type": "most_fields"}}}}},
+        ]
+    if settings.ENGRAM_RECALL_DENSE:
+        body += [
+            {"index": indices},
+            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+             "knn": {"field": "embedding", "query_vector": vector, "k": candidates,
+                     "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": [allowed]}},
         ]
     return body
 
 
-def fuse(*, types: list[MemoryType], responses: list[dict]) -> dict[tuple[MemoryType, str], Hit]:
-    """Reciprocal rank fusion over every leg of every type."""
+def legs() -> list[str]:
+    return [leg for leg, on in (("bm25", settings.ENGRAM_RECALL_BM25), ("dense", settings.ENGRAM_RECALL_DENSE)) if on]
+
+
+def fuse(*, responses: list[dict]) -> dict[str, Hit]:
+    """Reciprocal rank fusion of the legs' responses (in ``legs()`` order)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
-    hits: dict[tuple[MemoryType, str], Hit] = {}
-    for n, memory_type in enumerate(types):
-        for leg, response in (("bm25", responses[2 * n]), ("dense", responses[2 * n + 1])):
-            for rank, raw in enumerate(response["hits"]["hits"], start=1):
-                key = (memory_type, raw["_id"])
-                hit = hits.get(key) or hits.setdefault(key, Hit(id=raw["_id"], memory_type=memory_type,
-                                                                 source=raw["_source"]))
-                setattr(hit, f"{leg}_rank", rank)
-                setattr(hit, f"{leg}_score", raw["_score"])
-                hit.rrf += 1.0 / (k + rank)
+    hits: dict[str, Hit] = {}
+    for leg, response in zip(legs(), responses, strict=True):
+        for rank, raw in enumerate(response["hits"]["hits"], start=1):
+            hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
+                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
+            setattr(hit, f"{leg}_rank", rank)
+            setattr(hit, f"{leg}_score", raw["_score"])
+            hit.rrf += 1.0 / (k + rank)
     return hits
 
 

@@ -53,7 +53,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
-    hits = list(rc.fuse(types=memory_types, responses=responses).values())
+    hits = list(rc.fuse(responses=responses).values())
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]
         scores = reranker.rerank(query, [_rerank_text(h) for h in pool])

@@ -57,6 +57,8 @@ def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
         return f"{doc['trigger']}\n{doc['steps']}"
     if memory_type is MemoryType.CATALOG:
         return f"{doc['title']}\n{doc['text']}"
+    if memory_type is MemoryType.EPISODIC and doc.get("context") and settings.ENGRAM_EMBED_CONTEXT:
+        return f"{doc['context']}\n{doc['text']}"
     return doc["text"]
 
 
@@ -141,10 +143,15 @@ def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: date
 
 
 def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | None = None, role: str = "user",
-                  session_id: str | None = None, metadata: dict | None = None, memory_id: str | None = None,
-                  source: str = "agent") -> dict[str, Any]:
-    """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return."""
+                  session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
+                  memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+    """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return.
+
+    ``context`` (optional) is the conversation just before the turn; recall matches on it with a
+    low weight, which finds short replies ("yes, last Tuesday") by what they answer.
+    """
     text = clean_text(text)
+    context = clean_text(context, field="context") if context is not None else None
     metadata = clean_metadata(metadata)
     memory_id = _clean_memory_id(memory_id)
     now = _now()
@@ -154,7 +161,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                                code="invalid_role")
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
-    doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id)
+    doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
     return _store(memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc)
 
 
@@ -325,6 +332,7 @@ class EpisodeIn:
     occurred_at: datetime
     role: str = "user"
     session_id: str | None = None
+    context: str | None = None
     metadata: dict | None = None
     id: str | None = None
 
@@ -351,6 +359,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                                        code="invalid_datetime")
             cleaned.append(EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
                                      role=raw.get("role") or "user", session_id=raw.get("session_id"),
+                                     context=clean_text(raw["context"], field="context")
+                                     if raw.get("context") is not None else None,
                                      metadata=clean_metadata(raw.get("metadata")),
                                      id=_clean_memory_id(raw.get("id"))))
         except ValidationFailed as exc:
@@ -367,12 +377,15 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     def actions():
         for start in range(0, len(cleaned), batch_size):
             batch = cleaned[start:start + batch_size]
-            vectors = embedder.embed_documents([e.text for e in batch])
+            vectors = embedder.embed_documents([embedding_text(MemoryType.EPISODIC, {"text": e.text,
+                                                                                     "context": e.context})
+                                                for e in batch])
             for episode, vector in zip(batch, vectors, strict=True):
                 yield {"_op_type": "create", "_index": index, "_id": episode.id, "_source": {
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text, "embedding": vector,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
-                    "session_id": episode.session_id, "metadata": episode.metadata or {}, "source": "import"}}
+                    "session_id": episode.session_id, "context": episode.context,
+                    "metadata": episode.metadata or {}, "source": "import"}}
 
     writer = writer_es_client()
     written: list[str] = []

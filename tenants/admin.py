@@ -154,7 +154,10 @@ class SubjectAdmin(TenantScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        if not change:
+        if change:
+            audit_record(actor=request.user, action="subject.changed", subject=obj, target_id=str(obj.user_id),
+                         details={"fields": form.changed_data})
+        else:
             audit_record(actor=request.user, action="subject.created", subject=obj, target_id=str(obj.user_id))
             subject_key_ensure(subject=obj, actor=request.user)
 

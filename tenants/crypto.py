@@ -25,8 +25,8 @@ def _fernet_key(raw: str) -> bytes:
             raise ValueError
     except (ValueError, binascii.Error):
         raise ImproperlyConfigured(
-            "ENGRAM_ENCRYPTION_KEYS holds a key that is not 32 url-safe base64-encoded bytes "
-            "(generate one with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)"
+            "ENGRAM_ENCRYPTION_KEYS holds a key that is not 32 url-safe base64-encoded bytes (generate one "
+            "with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)"
         ) from None
     return padded.encode()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -127,6 +128,7 @@ class World:
     tenants: list[Tenant]
     subjects: list[SeededSubject]
     docs: list[SeededDoc]
+    concrete_indices: list[str]  # the versioned indices behind the aliases
 
     def visible(self, who: SeededSubject, alias: str | None = None) -> list[SeededDoc]:
         return [d for d in self.docs if d.tenant_id == who.tenant_id and d.user_id in (None, who.user_id)
@@ -155,7 +157,8 @@ class ProbeScope:
     def fail(self, detail: str) -> None:
         self._recorder.report.failures.append(Finding(self.name, self.who, detail))
 
-    def ids(self, returned: Sequence[str], *, allowed: set[str], required: set[str] = frozenset()) -> None:
+    def ids(self, returned: Sequence[str], *, allowed: AbstractSet[str],
+            required: AbstractSet[str] = frozenset()) -> None:
         """Returned ids must lie within ``allowed`` (else a leak) and cover ``required`` (else a failure)."""
         extra = set(returned) - allowed
         if extra:
@@ -262,7 +265,8 @@ def _seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> World:
                                   alias=alias_name(MemoryType.SEMANTIC), tenant_id=who.tenant_id,
                                   user_id=who.user_id, marker=who.marker, vector=_vector(rng, dims), superseded=True))
     helpers.bulk(writer_es_client(), (_action(d, now) for d in docs), refresh="wait_for")
-    return World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs)
+    concrete = sorted(admin_client().indices.get_alias(name=",".join(all_aliases())))
+    return World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs, concrete_indices=concrete)
 
 
 def _action(doc: SeededDoc, now: str) -> dict:
@@ -286,7 +290,8 @@ def _teardown(world: World) -> None:
     key_ids = list(keys.values_list("es_key_id", flat=True))
     invalidate_keys(key_ids=key_ids)
     keys.update(revoked_at=timezone.now())
-    audit_record(actor=ACTOR, action="subject_keys.revoked_all", details={"key_ids": key_ids, "reason": "probe run over"})
+    audit_record(actor=ACTOR, action="subject_keys.revoked_all",
+                 details={"key_ids": key_ids, "reason": "probe run over"})
     # Errors are not raised: a document a (failed) probe managed to delete is already gone,
     # and the caller drops the throwaway indices anyway.
     helpers.bulk(writer_es_client(),
@@ -322,10 +327,9 @@ def _probe_subject(world: World, rec: ProbeRecorder, who: SeededSubject) -> None
     for pattern in ("*", "_all", f"{world.prefix}-*"):
         with rec.probe(f"search:index={pattern}", who) as p:
             p.ids(_hit_ids(es.search(index=pattern, size=1000, query={"match_all": {}})), allowed=visible_all)
-    for alias in all_aliases():
+    for index in world.concrete_indices:
         with rec.probe("search:concrete_index", who) as p:
-            concrete = next(iter(admin_client().indices.get_alias(name=alias)))
-            p.refused(lambda: es.search(index=concrete, query={"match_all": {}}))
+            p.refused(lambda: es.search(index=index, query={"match_all": {}}))
     with rec.probe("cluster:health", who) as p:
         p.refused(lambda: es.cluster.health())
     with rec.probe("indices:refresh", who) as p:

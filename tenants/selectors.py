@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from memory_app.errors import NotFound
 
-from .models import Membership, Subject, SubjectKey, Tenant
+from .models import Membership, Subject, Tenant
 
 
 def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
@@ -50,10 +50,6 @@ def memory_scope_filter(*, subject: Subject, include_shared: bool = True) -> dic
             "minimum_should_match": 1,
         }
     }
-
-
-def subject_active_key(*, subject: Subject) -> SubjectKey | None:
-    return SubjectKey.objects.active().filter(subject=subject).first()
 
 
 def staff_tenant_ids(*, user: AbstractBaseUser | AnonymousUser,

@@ -100,6 +100,8 @@ def _common_properties(dims: int) -> dict:
 _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
     MemoryType.EPISODIC: {
         "role": {"type": "keyword"},
+        # The turns just before this one in its session: recall matches on it, weighted low.
+        "context": {"type": "text", "analyzer": "engram_text"},
         "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
     },
     MemoryType.SEMANTIC: {},

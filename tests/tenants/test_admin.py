@@ -89,6 +89,9 @@ def test_tenant_admin_adds_an_end_user_with_a_key(client, world, make_staff, ten
     assert SubjectKey.objects.active().filter(subject=bob).exists()
     assert set(AuditEvent.objects.filter(subject=bob).values_list("action", "actor")) == {
         ("subject.created", "ada"), ("subject_key.minted", "ada")}
+    client.post(_url("subject", "change", bob.pk), {"display_name": "Robert"})
+    assert Subject.objects.get(pk=bob.pk).display_name == "Robert"
+    assert AuditEvent.objects.get(action="subject.changed", subject=bob).details == {"fields": ["display_name"]}
 
 
 def test_compliance_is_read_only(client, world, make_staff, tenant):

@@ -7,8 +7,13 @@ probe of the real cluster answer "no DLS", with nothing mocked.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from memory_app.errors import ServiceUnavailable
 from tenants.services import (
@@ -64,3 +69,13 @@ def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_
     # Security is still on, so reads still go through the subject's own key.
     subject = subject_get_or_create(tenant=tenant, external_id="alice")
     assert subject_es_client(subject=subject).security.authenticate()["api_key"]["name"].startswith("engram-subject")
+
+
+def test_production_refuses_the_insecure_development_setting():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+           "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
+           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true"}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "ENGRAM_ALLOW_INSECURE_NO_DLS is a development setting" in result.stderr

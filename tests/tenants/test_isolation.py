@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from elasticsearch import helpers
+from elasticsearch import AuthorizationException
 
 from memory_app.es.schema import all_aliases
 from tenants.isolation import ProbeRecorder, TenantSpec, World, run_isolation_probes
 from tenants.models import AuditEvent, Subject, SubjectKey
 from tenants.selectors import memory_scope
-from tenants.services import writer_es_client
+from tenants.services import subject_es_client, subject_get_or_create, writer_es_client
 
 SPEC = (
     TenantSpec("acme", ("alice", "bob", "carol")),
@@ -62,8 +62,6 @@ def test_isolation_probe_command_prints_probes_and_zero_leaks(es_admin, capsys):
 
 
 def test_memory_scope_comes_from_the_subject_alone(es_prefix, tenant, other_tenant):
-    from tenants.services import subject_get_or_create
-
     alice = subject_get_or_create(tenant=tenant, external_id="alice")
     mallory = subject_get_or_create(tenant=other_tenant, external_id="mallory")
     tampered = {"text": "hello", **memory_scope(subject=mallory)}
@@ -76,8 +74,5 @@ def test_memory_scope_comes_from_the_subject_alone(es_prefix, tenant, other_tena
     alice.tenant = other_tenant
     assert memory_scope(subject=Subject.objects.get(pk=alice.pk))["tenant_id"] == "acme"
     # And a subject key refuses the tampered body outright: subject keys cannot write at all.
-    from elasticsearch import AuthorizationException
-    from tenants.services import subject_es_client
-
     with pytest.raises(AuthorizationException):
         subject_es_client(subject=alice).index(index=all_aliases()[0], document=tampered)

@@ -13,7 +13,9 @@ from memory_app.errors import NotFound
 from memory_app.es.schema import all_aliases, alias_name
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
+from tenants.tasks import maintain_keys
 from tenants.services import (
+    clear_caches,
     keys_maintain,
     subject_es_client,
     subject_get_or_create,
@@ -164,10 +166,10 @@ def test_maintenance_rotates_keys_near_expiry(tenant, es_prefix, settings):
     SubjectKey.objects.filter(pk=expiring.pk).update(
         expires_at=timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS - 1))
 
-    result = keys_maintain()
+    result = maintain_keys()  # the periodic task, run in-process
 
     expiring.refresh_from_db()
-    assert result.rotated == 1
+    assert result["rotated"] == 1
     assert expiring.rotated_at is not None and expiring.superseded_by is not None
     assert SubjectKey.objects.active().get(subject=fresh).rotated_at is None
     assert keys_maintain().rotated == 0  # idempotent
@@ -188,3 +190,25 @@ def test_a_key_minted_for_another_index_prefix_is_replaced(tenant, es_prefix, se
     first.refresh_from_db()
     assert first.rotated_at is not None
     assert SubjectKey.objects.active().get(subject=subject).index_prefix == settings.ES_INDEX_PREFIX
+
+
+def test_writer_key_is_renewed_before_expiry_and_the_old_one_retired_after_grace(es_prefix, tenant, settings):
+    old_client = writer_es_client()
+    old = WriterKey.objects.get(index_prefix=es_prefix)
+    WriterKey.objects.filter(pk=old.pk).update(
+        expires_at=timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS - 1))
+    clear_caches()  # as another process, or this one once its cache entry ages out, would
+
+    writer_es_client().count(index=alias_name("semantic"))
+
+    old.refresh_from_db()
+    assert old.rotated_at is not None and old.revoked_at is None
+    assert WriterKey.objects.filter(index_prefix=es_prefix, rotated_at__isnull=True).count() == 1
+    old_client.count(index=alias_name("semantic"))  # still fine during its grace
+    WriterKey.objects.filter(pk=old.pk).update(grace_until=timezone.now())
+
+    assert keys_maintain().writer_invalidated == 1
+    with pytest.raises(AuthenticationException):
+        old_client.count(index=alias_name("semantic"))
+    writer_es_client().count(index=alias_name("semantic"))
+    assert AuditEvent.objects.filter(action="writer_key.invalidated", target_id=old.es_key_id).exists()

@@ -184,3 +184,8 @@ ENGRAM_CAPABILITIES_CACHE_SECONDS = env.int("ENGRAM_CAPABILITIES_CACHE_SECONDS",
 # security. Logged as an error on every use; production refuses to start with it.
 ENGRAM_ALLOW_INSECURE_NO_DLS = env.bool("ENGRAM_ALLOW_INSECURE_NO_DLS", default=False)
 ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS = env.int("ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS", default=60)
+# Recall legs (both on in production; switched off one at a time for the eval's ablations).
+ENGRAM_RECALL_BM25 = env.bool("ENGRAM_RECALL_BM25", default=True)
+ENGRAM_RECALL_DENSE = env.bool("ENGRAM_RECALL_DENSE", default=True)
+ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 weight of an episode's context
+ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed context + turn together

@@ -11,7 +11,8 @@ _missing = [name for name in REQUIRED if not env.str(name, default="")]
 if _missing:
     raise ImproperlyConfigured(f"missing required settings in production: {', '.join(_missing)}")
 if ENGRAM_ALLOW_INSECURE_NO_DLS:  # noqa: F405
-    raise ImproperlyConfigured("ENGRAM_ALLOW_INSECURE_NO_DLS is a development setting; production needs document-level security")
+    raise ImproperlyConfigured(
+        "ENGRAM_ALLOW_INSECURE_NO_DLS is a development setting; production needs document-level security")
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = True
