@@ -58,7 +58,7 @@ def java_home() -> Path:
 
 
 def m2_repo() -> Path:
-    return Path(os.environ.get("MAVEN_REPO", Path.home() / ".m2" / "repository"))
+    return Path(os.environ.get("MAVEN_REPO_LOCAL", Path.home() / ".m2" / "repository"))
 
 
 def es_zip() -> Path:
@@ -67,7 +67,8 @@ def es_zip() -> Path:
     if not path.exists():
         log(f"fetching {ES_ARTIFACT}:{ES_VERSION} from Maven Central (cached in {m2_repo()})")
         subprocess.run(
-            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={ES_ARTIFACT}:{ES_VERSION}:zip", "-Dtransitive=false"],
+            ["mvn", "-q", "-B", "dependency:get", f"-Dartifact={ES_ARTIFACT}:{ES_VERSION}:zip", "-Dtransitive=false",
+             f"-Dmaven.repo.local={m2_repo()}"],
             check=True,
         )
     return path

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from elasticsearch import AuthorizationException
 
 from memory_app.es.schema import all_aliases
+from memory_app.isolation_probes import service_probes
 from tenants.isolation import ProbeRecorder, TenantSpec, World, run_isolation_probes
 from tenants.models import AuditEvent, Subject, SubjectKey
 from tenants.selectors import memory_scope
@@ -20,7 +21,8 @@ SPEC = (
 
 
 def test_no_subject_can_read_another_subjects_or_tenants_memory(es_prefix):
-    report = run_isolation_probes(tenants_spec=SPEC)
+    # Each subject's own key directly against Elasticsearch, then again through Engram's services.
+    report = run_isolation_probes(tenants_spec=SPEC, extra_probes=[service_probes])
 
     print(report.summary())
     assert report.leaks == []

@@ -189,3 +189,18 @@ ENGRAM_RECALL_BM25 = env.bool("ENGRAM_RECALL_BM25", default=True)
 ENGRAM_RECALL_DENSE = env.bool("ENGRAM_RECALL_DENSE", default=True)
 ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 weight of an episode's context
 ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed context + turn together
+# Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
+ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
+# BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
+ENGRAM_BM25_K1 = env.float("ENGRAM_BM25_K1", default=1.2)
+ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.75)
+# Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
+ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
+ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=1.0)
+
+CELERY_BEAT_SCHEDULE = {
+    # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
+    "tenants.maintain-keys": {"task": "tenants.tasks.maintain_keys",
+                              "schedule": float(ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS)},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(STATE_DIR / "celerybeat-schedule")

@@ -8,6 +8,7 @@ from django.test.utils import override_settings
 from memory_app.errors import EngramError
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
+from memory_app.isolation_probes import service_probes
 from tenants.isolation import DEFAULT_TENANTS, TenantSpec, run_isolation_probes
 
 
@@ -35,7 +36,7 @@ class Command(BaseCommand):
             try:
                 # The probe's tenants, end-users and audit rows are rolled back: nothing remains.
                 with transaction.atomic():
-                    report = run_isolation_probes(tenants_spec=spec)
+                    report = run_isolation_probes(tenants_spec=spec, extra_probes=[service_probes])
                     transaction.set_rollback(True)
             except EngramError as exc:
                 raise CommandError(f"{exc.code}: {exc.message}") from exc

@@ -5,18 +5,18 @@ generated once into the state dir, never hard-coded.
 """
 
 import secrets
+from functools import partial
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from elasticsearch import helpers
 
-from memory_app.embeddings import get_embedder
-from memory_app.es.client import admin_client
-from memory_app.es.schema import MemoryType, alias_name
-from tenants.models import Membership, Subject, Tenant
+from memory_app import services
+from memory_app.errors import Conflict
+from tenants.models import Membership, Tenant
+from tenants.services import subject_get_or_create
 
 TENANT = ("acme-home", "Acme Smart Home Support")
 STAFF = [("support", Membership.Role.SUPPORT), ("admin", Membership.Role.TENANT_ADMIN),
@@ -26,8 +26,8 @@ NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 # (external_id, display name, memories): (type, text, extra fields)
 SUBJECTS = [
     ("alice@example.com", "Alice", [
-        ("episodic", "My living-room thermostat keeps dropping to 16 degrees at night.", {"role": "user"}),
-        ("episodic", "I have a cat, so please no loud alarms after 10pm.", {"role": "user"}),
+        ("episodic", "My living-room thermostat keeps dropping to 16 degrees at night.", {}),
+        ("episodic", "I have a cat, so please no loud alarms after 10pm.", {}),
         ("semantic", "Alice has a cat and wants no loud alarms after 22:00.", {"confidence": 0.9}),
         ("semantic", "Alice's thermostat model is the Acme T3.", {"confidence": 0.8}),
         ("procedural", "Thermostat drops temperature at night", {
@@ -36,7 +36,7 @@ SUBJECTS = [
             "success_count": 3, "failure_count": 1}),
     ]),
     ("bob@example.com", "Bob", [
-        ("episodic", "The front door lock did not unlock with my phone this morning.", {"role": "user"}),
+        ("episodic", "The front door lock did not unlock with my phone this morning.", {}),
         ("semantic", "Bob uses an Android phone with the Acme app 4.2.", {"confidence": 0.9}),
         ("procedural", "Smart lock does not respond to phone", {
             "trigger": "lock not responding to the app",
@@ -44,7 +44,7 @@ SUBJECTS = [
             "success_count": 5, "failure_count": 0}),
     ]),
     ("carol@example.com", "Carol", [
-        ("episodic", "I moved to a new flat and need to set up the hub again.", {"role": "user"}),
+        ("episodic", "I moved to a new flat and need to set up the hub again.", {}),
         ("semantic", "Carol lives in a flat and has one Acme hub.", {"confidence": 0.7}),
     ]),
 ]
@@ -78,14 +78,13 @@ class Command(BaseCommand):
             return
         tenant = self._seed_database(password)
         written = self._seed_memories(tenant)
-        self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS)} end-users, {written} memories")
+        self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS)} end-users, {written} memories written"
+                          + (" (already seeded)" if not written else ""))
 
     @transaction.atomic
     def _seed_database(self, password: str) -> Tenant:
         User = get_user_model()
         tenant, _ = Tenant.objects.get_or_create(slug=TENANT[0], defaults={"name": TENANT[1]})
-        for external_id, name, _memories in SUBJECTS:
-            Subject.objects.get_or_create(tenant=tenant, external_id=external_id, defaults={"display_name": name})
         for username, role in STAFF:
             user, created = User.objects.get_or_create(username=username, defaults={"is_staff": True})
             if created:
@@ -97,29 +96,38 @@ class Command(BaseCommand):
         return tenant
 
     def _seed_memories(self, tenant: Tenant) -> int:
-        docs = []
-        for external_id, _name, memories in SUBJECTS:
-            subject = Subject.objects.get(tenant=tenant, external_id=external_id)
-            for n, (memory_type, text, extra) in enumerate(memories):
-                at = (NOW - timedelta(days=30 * n)).isoformat()
-                docs.append((MemoryType(memory_type), f"demo-{subject.user_id.hex[:12]}-{n}", text, {
-                    "user_id": str(subject.user_id), "occurred_at": at, "created_at": at, "last_used_at": at,
-                    "use_count": 0, "source": "demo", **extra}))
-        for n, (title, text) in enumerate(CATALOG):
-            docs.append((MemoryType.CATALOG, f"demo-catalog-{n}", text, {"title": title, "created_at": NOW.isoformat(),
-                                                                         "source": "demo"}))
-        vectors = get_embedder().embed_documents([text for _, _, text, _ in docs])
-        actions = (
-            {"_op_type": "create", "_index": alias_name(memory_type), "_id": doc_id,
-             "_source": {"tenant_id": tenant.slug, "memory_type": memory_type.value, "text": text,
-                         "embedding": vector, **fields}}
-            for (memory_type, doc_id, text, fields), vector in zip(docs, vectors, strict=True)
-        )
+        """Write through the real services (keys minted, embeddings computed); fixed ids make
+        a second run a no-op."""
         created = 0
-        for ok, item in helpers.streaming_bulk(admin_client(), actions, raise_on_error=False, refresh="wait_for"):
-            status = next(iter(item.values()))["status"]
-            if ok:
-                created += 1
-            elif status != 409:  # 409: already seeded
-                raise RuntimeError(f"demo seeding failed: {item}")
+        for n, (title, text) in enumerate(CATALOG):
+            created += _once(partial(services.catalog_entry_write, tenant=tenant, title=title, text=text,
+                                     memory_id=f"demo-catalog-{n}", source="demo"))
+        for external_id, name, memories in SUBJECTS:
+            subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo")
+            for n, (memory_type, text, extra) in enumerate(memories):
+                common = {"subject": subject, "memory_id": f"demo-{name.lower()}-{n}", "source": "demo"}
+                if memory_type == "episodic":
+                    write = partial(services.episode_write, text=text, occurred_at=NOW - timedelta(days=30 * n),
+                                    **common, **extra)
+                elif memory_type == "semantic":
+                    write = partial(services.fact_write, text=text, **common, **extra)
+                else:
+                    write = partial(_playbook, **common, **extra)
+                created += _once(write)
         return created
+
+
+def _once(write) -> int:
+    try:
+        write()
+    except Conflict:  # seeded by an earlier run
+        return 0
+    return 1
+
+
+def _playbook(*, subject, memory_id: str, source: str, trigger: str, steps: str, success_count: int,
+              failure_count: int) -> None:
+    services.playbook_write(subject=subject, trigger=trigger, steps=steps, memory_id=memory_id, source=source)
+    for success, times in ((True, success_count), (False, failure_count)):
+        for _ in range(times):
+            services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success)

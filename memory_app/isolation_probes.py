@@ -1,0 +1,54 @@
+"""Isolation probes through Engram's own memory services (the cluster-level ones live in
+tenants.isolation). Each subject tries to reach every other subject's documents by every
+service entry point; being served anything foreign is a leak, and a refusal must be the
+same NotFound a missing id gets."""
+
+from __future__ import annotations
+
+from memory_app import services
+from memory_app.errors import NotFound
+from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
+
+USER_TYPES = {"episodic", "semantic", "procedural"}
+
+
+def _not_found(scope: ProbeScope, call) -> None:
+    try:
+        result = call()
+    except NotFound:
+        return
+    scope.leak(f"served instead of NotFound: {str(result)[:120]}")
+
+
+def service_probes(world: World, recorder: ProbeRecorder) -> None:
+    for who in world.subjects:
+        allowed = {d.id for d in world.visible(who)}
+        for other in world.subjects:
+            if other is who:
+                continue
+            # Recall with the other subject's own marker word, including superseded documents.
+            with recorder.probe("service.recall(other's marker)", who) as scope:
+                hits = memory_recall(subject=who.subject, query=f"{other.marker} memory", k=100,
+                                     include_superseded=True, record_use=False)
+                scope.ids([h["id"] for h in hits], allowed=allowed)
+            foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type.value in USER_TYPES]
+            for doc in foreign:
+                with recorder.probe("service.memory_get(other's id)", who) as scope:
+                    _not_found(scope, lambda d=doc: memory_get(subject=who.subject, memory_id=d.id))
+                with recorder.probe("service.memory_history(other's id)", who) as scope:
+                    _not_found(scope, lambda d=doc: memory_history(subject=who.subject, memory_id=d.id))
+                with recorder.probe("service.memory_forget(other's id)", who) as scope:
+                    _not_found(scope, lambda d=doc: services.memory_forget(
+                        subject=who.subject, memory_id=d.id, reason="probe", actor="isolation-probe"))
+                if doc.memory_type.value == "semantic":
+                    with recorder.probe("service.fact_write(supersedes other's id)", who) as scope:
+                        _not_found(scope, lambda d=doc: services.fact_write(
+                            subject=who.subject, text="probe", supersedes=[d.id]))
+                if doc.memory_type.value == "procedural":
+                    with recorder.probe("service.playbook_outcome(other's id)", who) as scope:
+                        _not_found(scope, lambda d=doc: services.playbook_outcome_record(
+                            subject=who.subject, playbook_id=d.id, success=True))
+        with recorder.probe("service.subject_export", who) as scope:
+            exported = subject_export(subject=who.subject)
+            scope.ids([m["id"] for items in exported["memories"].values() for m in items], allowed=allowed)
