@@ -14,6 +14,9 @@ from django.conf import settings
 from memory_app.es.capabilities import probe_capabilities
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
+from tenants import services as tenant_services
+from tenants.es_keys import invalidate_keys
+from tenants.models import SubjectKey, WriterKey
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +35,18 @@ def es_prefix(es_admin, settings):
     ensure_indices(es=es_admin)
     yield prefix
     drop_indices(es=es_admin, prefix=prefix)
+
+
+@pytest.fixture
+def invalidate_minted_keys(db):
+    """Keys a test mints live in Elasticsearch, outside the database rollback: invalidate them
+    afterwards and drop the in-process key cache."""
+    tenant_services.clear_caches()
+    yield
+    ids = list(SubjectKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
+    ids += list(WriterKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
+    invalidate_keys(key_ids=ids)
+    tenant_services.clear_caches()
 
 
 @pytest.fixture(scope="session", autouse=True)

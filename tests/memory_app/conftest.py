@@ -7,22 +7,16 @@ import pytest
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.usage import usage_flush
 from tenants import services as tenant_services
-from tenants.es_keys import invalidate_keys
-from tenants.models import SubjectKey, Tenant, WriterKey
+from tenants.models import Tenant
 
 _seq = itertools.count()
 
 
 @pytest.fixture
-def memory(es_prefix, db):
-    """Fresh memory indices plus a clean key cache; invalidates every key the test minted."""
-    tenant_services.clear_caches()
+def memory(es_prefix, invalidate_minted_keys):
+    """Fresh memory indices; background use-count bumps finished before the keys go."""
     yield es_prefix
     usage_flush()
-    ids = list(SubjectKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
-    ids += list(WriterKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
-    invalidate_keys(key_ids=ids)
-    tenant_services.clear_caches()
 
 
 @pytest.fixture

@@ -11,20 +11,14 @@ import itertools
 import pytest
 from django.contrib.auth import get_user_model
 
-from tenants import services
-from tenants.es_keys import invalidate_keys
-from tenants.models import Membership, SubjectKey, Tenant, WriterKey
+from tenants.models import Membership, Tenant
 
 _seq = itertools.count()
 
 
 @pytest.fixture(autouse=True)
-def _invalidate_minted_keys(db):
+def _invalidate_minted_keys(invalidate_minted_keys):
     yield
-    ids = list(SubjectKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
-    ids += list(WriterKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
-    invalidate_keys(key_ids=ids)
-    services.clear_caches()
 
 
 @pytest.fixture
