@@ -1,3 +1,5 @@
+import io
+import json
 import math
 import threading
 from datetime import UTC, datetime, timedelta
@@ -305,3 +307,19 @@ def test_export_and_erase(subject, make_subject, count_docs):
     assert count_docs() == 2  # bob's fact and the catalog entry remain
     assert not SubjectKey.objects.filter(subject=subject, revoked_at__isnull=True).exists()
     assert AuditEvent.objects.filter(action="subject.erase", target_id=str(subject.user_id)).exists()
+
+
+def test_import_command_reports_progress_and_refuses_bad_lines(subject, tmp_path, count_docs):
+    from django.core.management import CommandError, call_command
+
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(json.dumps({"text": f"note {n}", "occurred_at": "2024-01-0{}T08:00:00Z".format(n + 1)})
+                              for n in range(3)))
+    out = io.StringIO()
+    call_command("memory_import", str(good), "--tenant", "acme", "--subject", "alice", stdout=out)
+    assert "3/3 episodes written" in out.getvalue() and "imported 3 episodes for acme/alice" in out.getvalue()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine", "occurred_at": "2024-01-01T08:00:00Z"}\n{"text": "", "occurred_at": "2024-01-01T08:00:00Z"}\n')
+    with pytest.raises(CommandError, match="empty_text: episode 1: text must not be empty"):
+        call_command("memory_import", str(bad), "--tenant", "acme", "--subject", "alice")
+    assert count_docs() == 3
