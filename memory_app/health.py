@@ -9,6 +9,7 @@ from kombu import Connection
 from memory_app.es.capabilities import probe_capabilities
 from memory_app.es.client import admin_client
 from memory_app.es.schema import indices_present
+from memory_app.outbox import outbox_backlog
 
 
 def broker_status(*, timeout: float = 2.0) -> dict:
@@ -24,7 +25,8 @@ def broker_status(*, timeout: float = 2.0) -> dict:
 
 
 def health_report() -> tuple[bool, dict]:
-    """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present, broker up."""
+    """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present, broker up, and
+    no outbox backlog older than ``ENGRAM_OUTBOX_STALE_SECONDS``."""
     caps = probe_capabilities()
     reasons = list(caps.errors)
     indices: dict[str, bool] = {}
@@ -39,6 +41,13 @@ def health_report() -> tuple[bool, dict]:
     broker = broker_status()
     if not broker["reachable"]:
         reasons.append(f"broker unreachable ({broker['transport']}): {broker['error']}")
+    # Writes accepted during an outage wait in the outbox; a backlog that does not drain means
+    # the cluster is still down or no Celery worker/beat is replaying it.
+    outbox = outbox_backlog()
+    age = outbox["oldest_pending_seconds"]
+    if age is not None and age > settings.ENGRAM_OUTBOX_STALE_SECONDS:
+        reasons.append(f"outbox backlog: {outbox['pending']} acknowledged writes waiting, the oldest for {age:.0f} s "
+                       "(is Elasticsearch reachable and the Celery worker and beat running?)")
     report = {
         "status": "ok" if not reasons else "unhealthy",
         "elasticsearch": {
@@ -51,6 +60,7 @@ def health_report() -> tuple[bool, dict]:
         },
         "indices": indices,
         "broker": broker,
+        "outbox": outbox,
         "reasons": reasons,
     }
     return not reasons, report

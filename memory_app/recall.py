@@ -4,13 +4,20 @@ The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Pe
 
     score = rrf × time_decay × use_count_boost × catalog_prior × outcome
 
-- rrf: Σ over the legs the hit appears in of 1 / (rank_constant + rank), ranks from 1.
+- rrf: Σ over the legs the hit appears in of weight_leg / (rank_constant + rank), ranks from 1
+  (ENGRAM_RRF_BM25_WEIGHT 1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the stronger one
+  for conversational memory with the bundled MiniLM embedder; equal weights give plain RRF).
 - time_decay: the gauss function Elasticsearch's ``function_score`` uses, on the type's own date
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
 - catalog_prior (catalog): 0.85.
 - outcome (procedural): 0.5 + the posterior mean of Beta(1 + successes, 1 + failures), so an
   untried playbook scores ×1.0, a reliable one up to ×1.5 and a failing one down to ×0.5.
+
+The BM25 leg searches the episode text, its exact (unstemmed) subfield at half weight and the
+episode's context (the turns before it) at ENGRAM_CONTEXT_BOOST, with the query stripped of
+question words, auxiliaries and pronouns (``keyword_query``); the kNN leg embeds the query as is.
+BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short).
 
 The multipliers are computed here rather than inside Elasticsearch so that ``explain`` can show
 every factor exactly, and so that fusion ranks legs by relevance alone. All constants are settings.
@@ -19,6 +26,7 @@ every factor exactly, and so that fusion ranks legs by relevance alone. All cons
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,6 +60,34 @@ def text_fields(memory_type: MemoryType) -> list[str]:
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
 SOURCE_EXCLUDES = ["embedding"]
+
+# Function words dropped from the BM25 leg's query (ENGRAM_QUERY_STOPWORDS): the Snowball English
+# stop list (question words, auxiliaries, pronouns, determiners), which the index's smaller
+# Lucene list keeps. In a question they carry no topic yet match every turn that asks or
+# addresses someone ("What did she ...?" matching "What do you ...?").
+QUERY_STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below
+between both but by can't cannot could couldn't did didn't do does doesn't doing don't down during each few
+for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself
+him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most
+mustn't my myself no nor not of off on once only or other ought our ours ourselves out over own same shan't
+she she'd she'll she's should shouldn't so some such than that that's the their theirs them themselves
+then there there's these they they'd they'll they're they've this those through to too under until up
+very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
+who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours yourself
+yourselves
+""".split())
+_WORD = re.compile(r"\w+(?:['’]\w+)*")
+
+
+def keyword_query(query: str) -> str:
+    """The BM25 leg's query: ``query`` without QUERY_STOPWORDS (unchanged if nothing else is left,
+    or when ENGRAM_QUERY_STOPWORDS is off)."""
+    if not settings.ENGRAM_QUERY_STOPWORDS:
+        return query
+    stripped = _WORD.sub(lambda m: "" if m.group().lower().replace("’", "'") in QUERY_STOPWORDS else m.group(),
+                         query)
+    return " ".join(stripped.split()) if _WORD.search(stripped) else query
 
 
 @dataclass
@@ -116,7 +152,8 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
             {"index": indices, "search_type": "dfs_query_then_fetch"},
             {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
              "query": {"bool": {"filter": [allowed],
-                                "must": {"multi_match": {"query": query, "fields": fields, "type": "most_fields"}}}}},
+                                "must": {"multi_match": {"query": keyword_query(query), "fields": fields,
+                                                         "type": "most_fields"}}}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         body += [
@@ -135,6 +172,7 @@ def legs() -> list[str]:
 def fuse(*, responses: list[dict]) -> dict[str, Hit]:
     """Reciprocal rank fusion of the legs' responses (in ``legs()`` order)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
+    weights = {"bm25": settings.ENGRAM_RRF_BM25_WEIGHT, "dense": settings.ENGRAM_RRF_DENSE_WEIGHT}
     hits: dict[str, Hit] = {}
     for leg, response in zip(legs(), responses, strict=True):
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
@@ -142,7 +180,7 @@ def fuse(*, responses: list[dict]) -> dict[str, Hit]:
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
             setattr(hit, f"{leg}_rank", rank)
             setattr(hit, f"{leg}_score", raw["_score"])
-            hit.rrf += 1.0 / (k + rank)
+            hit.rrf += weights[leg] / (k + rank)
     return hits
 
 

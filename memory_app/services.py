@@ -229,18 +229,37 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     done: list[Visible] = []
     try:
         for visible in old.values():
-            previous = visible.source.get("superseded_by") or []
-            writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
-                          if_primary_term=visible.primary_term, refresh="wait_for",
-                          doc={"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()})
-            done.append(visible)
-    except ApiError as exc:
+            done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
+                                         now=now))
+    except (ApiError, NotFound, Conflict) as exc:
         _undo_supersede(writer=writer, new_index=alias_name(memory_type), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
                            details={"ids": old_ids}) from None
         raise
     return stored
+
+
+def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visible, memory_id: str,
+                     now: datetime, attempts: int = 20) -> Visible:
+    """Append ``memory_id`` to the old document's ``superseded_by``; returns the document as it was
+    just before (what an undo restores). Recall bumps use counts at any time, which changes the
+    sequence number: on a conflict, re-read through the subject's key and try again."""
+    for _attempt in range(attempts):
+        previous = visible.source.get("superseded_by") or []
+        try:
+            writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
+                          if_primary_term=visible.primary_term, refresh="wait_for",
+                          doc={"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()})
+            return visible
+        except ConflictError:
+            fresh = visible_documents(subject=subject, ids=[visible.id], types=[visible.memory_type])
+            if visible.id not in fresh:
+                raise NotFound(f"cannot supersede {visible.id!r}: it was forgotten meanwhile",
+                               details={"ids": [visible.id]}) from None
+            visible = fresh[visible.id]
+    raise Conflict("a superseded memory keeps changing concurrently; nothing was written, retry",
+                   details={"ids": [visible.id]})
 
 
 def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[Visible]) -> None:

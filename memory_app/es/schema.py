@@ -138,6 +138,10 @@ def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> Ind
                 "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS,
                 "refresh_interval": settings.ES_REFRESH_INTERVAL,
                 "analysis": ANALYSIS,
+                # BM25 parameters for every text field; memories are short, so length
+                # normalisation (b) matters more than in web search.
+                "similarity": {"default": {"type": "BM25", "k1": settings.ENGRAM_BM25_K1,
+                                           "b": settings.ENGRAM_BM25_B}},
             }
         },
         "mappings": {

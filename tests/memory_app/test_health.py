@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_healthz_reports_a_healthy_stack(client, es_prefix):
+def test_healthz_reports_a_healthy_stack(client, db, es_prefix):
     response = client.get("/healthz")
     body = response.json()
     assert response.status_code == 200, body
@@ -22,7 +22,7 @@ def test_healthz_reports_a_healthy_stack(client, es_prefix):
     assert response["Cache-Control"] == "no-store"
 
 
-def test_healthz_names_missing_indices(client, es_admin, settings):
+def test_healthz_names_missing_indices(client, db, es_admin, settings):
     settings.ES_INDEX_PREFIX = "engram-test-never-created"
     response = client.get("/healthz")
     assert response.status_code == 503
@@ -30,7 +30,7 @@ def test_healthz_names_missing_indices(client, es_admin, settings):
     assert any("indices missing: episodic, semantic, procedural, catalog" in r for r in response.json()["reasons"])
 
 
-def test_healthz_names_an_unreachable_broker(client, es_prefix, settings):
+def test_healthz_names_an_unreachable_broker(client, db, es_prefix, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
     response = client.get("/healthz")
@@ -49,7 +49,7 @@ def _stack(action: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif("ENGRAM_STACK_INSTANCE" not in os.environ, reason="needs the node started by scripts/test")
-def test_healthz_with_elasticsearch_stopped(client, es_prefix):
+def test_healthz_with_elasticsearch_stopped(client, db, es_prefix):
     _stack("es-stop")
     try:
         response = client.get("/healthz")

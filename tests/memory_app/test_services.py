@@ -9,7 +9,7 @@ import pytest
 from memory_app import services
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
-from memory_app.recall import gauss_decay, outcome_multiplier
+from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush
 from tenants.models import AuditEvent, SubjectKey
@@ -205,7 +205,8 @@ def test_explain_shows_ranks_fusion_and_every_multiplier(subject):
     by_id = {r["id"]: r for r in results}
     e = by_id[old["id"]]["explain"]
     assert e["bm25_rank"] >= 1 and e["dense_rank"] >= 1
-    assert e["rrf_score"] == pytest.approx(1 / (30 + e["bm25_rank"]) + 1 / (30 + e["dense_rank"]))
+    # Leg weights: BM25 1.0, dense 0.5 (ENGRAM_RRF_*_WEIGHT).
+    assert e["rrf_score"] == pytest.approx(1 / (30 + e["bm25_rank"]) + 0.5 / (30 + e["dense_rank"]))
     # 900 days old, offset 180 d, scale 1825 d, decay 0.5 at offset + scale.
     sigma_sq = -(1825**2) / (2 * math.log(0.5))
     assert e["multipliers"] == {"time_decay": pytest.approx(math.exp(-(720**2) / (2 * sigma_sq)))}
@@ -213,6 +214,25 @@ def test_explain_shows_ranks_fusion_and_every_multiplier(subject):
     assert set(by_id[fact["id"]]["explain"]["multipliers"]) == {"time_decay", "use_count"}
     catalog = next(r for r in results if r["memory_type"] == "catalog")
     assert catalog["explain"]["multipliers"] == {"catalog_prior": 0.85}
+
+
+def test_the_bm25_query_drops_question_words_and_pronouns(settings):
+    assert keyword_query("When did Caroline's sister visit her in Berlin?") == "Caroline's sister visit Berlin?"
+    assert keyword_query("What’s the wifi password?") == "wifi password?"
+    assert keyword_query("what did you do?") == "what did you do?"  # nothing else left: unchanged
+    settings.ENGRAM_QUERY_STOPWORDS = False
+    assert keyword_query("When did Caroline visit?") == "When did Caroline visit?"
+
+
+def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf(settings):
+    def response(*ids):
+        return {"hits": {"hits": [{"_id": i, "_score": 1.0, "_source": {"memory_type": "episodic"}} for i in ids]}}
+
+    hits = fuse(responses=[response("a", "b"), response("b", "a")])
+    assert hits["a"].rrf == pytest.approx(1 / 31 + 0.5 / 32) and hits["b"].rrf == pytest.approx(1 / 32 + 0.5 / 31)
+    settings.ENGRAM_RRF_DENSE_WEIGHT = 1.0
+    hits = fuse(responses=[response("a", "b"), response("b", "a")])
+    assert hits["a"].rrf == hits["b"].rrf == pytest.approx(1 / 31 + 1 / 32)
 
 
 def test_decay_and_outcome_formulas():

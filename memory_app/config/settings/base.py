@@ -82,6 +82,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "memory_app.api.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
 LOGGING = {
@@ -193,10 +195,10 @@ ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed c
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
 # BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
 ENGRAM_BM25_K1 = env.float("ENGRAM_BM25_K1", default=1.2)
-ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.75)
+ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
-ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=1.0)
+ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
 
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
@@ -204,3 +206,52 @@ CELERY_BEAT_SCHEDULE = {
                               "schedule": float(ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(STATE_DIR / "celerybeat-schedule")
+
+# ---- api (issue 5)
+INSTALLED_APPS = [*INSTALLED_APPS, "drf_spectacular"]
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Engram API",
+    "DESCRIPTION": "Multi-tenant long-term memory for AI agents. Authenticate with `Authorization: Bearer "
+                   "<agent token>`. Every error is `{\"error\": {\"code\", \"message\", \"details\"}}`. "
+                   "Writes accept an `Idempotency-Key` header; during an Elasticsearch outage they are "
+                   "accepted with 202 and applied later, in order.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "MemoryTypeEnum": ["episodic", "semantic", "procedural", "catalog"],
+        "WriteStatusEnum": ["applied", "queued"],
+        "OperationStatusEnum": ["pending", "done", "failed"],
+    },
+}
+# Per agent token, DRF rate syntax ("<n>/<second|minute|hour|day>"); exceeding one answers 429 + Retry-After.
+ENGRAM_API_RATES = {
+    "agent": env.str("ENGRAM_API_RATE", default="1200/minute"),
+    "import": env.str("ENGRAM_API_IMPORT_RATE", default="30/minute"),
+}
+# Throttle counters live in the default cache: give every process the same one in production.
+if _cache_url := env.str("ENGRAM_CACHE_URL", default=""):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
+# Request bodies above these sizes are refused with 413 (imports have their own, larger limit).
+ENGRAM_API_MAX_BODY_BYTES = env.int("ENGRAM_API_MAX_BODY_BYTES", default=1024 * 1024)
+ENGRAM_API_MAX_IMPORT_BODY_BYTES = env.int("ENGRAM_API_MAX_IMPORT_BODY_BYTES", default=16 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(ENGRAM_API_MAX_BODY_BYTES, ENGRAM_API_MAX_IMPORT_BODY_BYTES)
+# Imports with more episodes than this are applied in the background (202 + an operation to poll).
+ENGRAM_API_IMPORT_SYNC_MAX = env.int("ENGRAM_API_IMPORT_SYNC_MAX", default=500)
+# Seconds a client is told to wait (Retry-After) when Elasticsearch is unavailable.
+ENGRAM_API_RETRY_AFTER_SECONDS = env.int("ENGRAM_API_RETRY_AFTER_SECONDS", default=10)
+ENGRAM_IDEMPOTENCY_TTL_HOURS = env.int("ENGRAM_IDEMPOTENCY_TTL_HOURS", default=24)
+# A request holding an idempotency key this long without finishing is presumed dead; a retry takes over.
+ENGRAM_IDEMPOTENCY_LOCK_SECONDS = env.int("ENGRAM_IDEMPOTENCY_LOCK_SECONDS", default=120)
+# Outbox: how often beat replays it (the beat entry reads this), how long one replayer holds its
+# lease without renewing it, and when /healthz calls a backlog stale.
+ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS = env.int("ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS", default=15)
+ENGRAM_OUTBOX_LEASE_SECONDS = env.int("ENGRAM_OUTBOX_LEASE_SECONDS", default=300)
+ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300)
+# SQLite under concurrent API requests: take the write lock when a transaction starts (a deferred
+# transaction that later needs it fails at once with "database is locked" instead of waiting),
+# wait up to 20 s for it, and let readers proceed during writes (WAL).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        transaction_mode="IMMEDIATE", timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+# ---- end api (issue 5)

@@ -16,8 +16,8 @@ from django.db import transaction
 from memory_app import services
 from memory_app.errors import Conflict, NotFound
 from memory_app.selectors import memory_get
-from tenants.models import Membership, Subject, Tenant
-from tenants.services import subject_get_or_create
+from tenants.models import AgentToken, Membership, Subject, Tenant
+from tenants.services import agent_token_create, subject_get_or_create
 
 TENANT = ("acme-home", "Acme Smart Home Support")
 STAFF = [("support", Membership.Role.SUPPORT), ("admin", Membership.Role.TENANT_ADMIN),
@@ -72,12 +72,21 @@ class Command(BaseCommand):
 
     def handle(self, *args, print_logins=False, **options):
         password = demo_password()
+        token_file = settings.STATE_DIR / "secrets" / "demo-agent-token"
         if print_logins:
             for username, role in STAFF:
                 self.stdout.write(f"    {username:<11} {role.label:<13} password {password}")
             self.stdout.write(f"    {'superuser':<11} {'(all)':<13} password {password}")
+            if token_file.exists():
+                self.stdout.write(f"    agent token (all scopes, tenant {TENANT[0]}): {token_file.read_text().strip()}")
             return
         tenant = self._seed_database(password)
+        if not AgentToken.objects.filter(tenant=tenant, name="demo").exists():
+            _token, plaintext = agent_token_create(tenant=tenant, name="demo", actor="demo",
+                                                   scopes=["memory:read", "memory:write", "memory:forget",
+                                                           "tenant:admin"])
+            token_file.write_text(plaintext + "\n")
+            token_file.chmod(0o600)
         written = self._seed_memories(tenant)
         self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS)} end-users, {written} memories written"
                           + (" (already seeded)" if not written else ""))

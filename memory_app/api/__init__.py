@@ -1,0 +1,1 @@
+"""The agent-facing REST API, ``/api/v1/``: thin views over memory_app's services and selectors."""

@@ -1,0 +1,491 @@
+"""The /api/v1/ endpoints. Each handler validates, calls one service or selector, serializes.
+
+One APIView per URL; where the API puts two operations on one URL (GET and DELETE of a memory),
+each method is one operation with its own nested serializers.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_serializer,
+)
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_app import outbox, selectors, services
+from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
+from memory_app.api.exceptions import RequestTooLarge
+from memory_app.api.idempotency import HEADER as IDEMPOTENCY_HEADER
+from memory_app.api.idempotency import idempotent
+from memory_app.api.parsers import LimitedJSONParser, body_limit
+from memory_app.api.serializers import (
+    MEMORY_ID_PATTERN,
+    ErrorBodySerializer,
+    ErrorSerializer,
+    MemorySerializer,
+    OperationSerializer,
+    WriteResultSerializer,
+    write_status,
+)
+from memory_app.errors import NotFound, ValidationFailed
+from memory_app.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+from memory_app.outbox import Submitted
+from tenants.models import AgentToken, Subject, Tenant
+from tenants.selectors import subject_get
+from tenants.services import subject_get_or_create
+
+READ, WRITE, FORGET, ADMIN = (s.value for s in AgentToken.Scope)
+Op = OutboxEntry.Operation
+
+# ---------------------------------------------------------------- documentation helpers
+
+_ERRORS = {
+    400: "invalid input", 401: "missing, malformed, unknown or revoked agent token",
+    403: "the token lacks the scope", 404: "unknown end-user or memory (also: another tenant's)",
+    413: "request body too large", 429: "rate limit exceeded (Retry-After)",
+    503: "Elasticsearch unavailable (Retry-After)",
+}
+_WRITE_ERRORS = {409: "conflict (e.g. the Idempotency-Key is in use by a running request)",
+                 422: "the Idempotency-Key was used for a different request"}
+
+
+def documented(ok: dict[int, Any], *, write: bool = False) -> dict[int, Any]:
+    errors = {**_ERRORS, **(_WRITE_ERRORS if write else {})}
+    return {**ok, **{status: OpenApiResponse(ErrorSerializer, description=text) for status, text in errors.items()}}
+
+
+EXTERNAL_ID = OpenApiParameter("external_id", str, OpenApiParameter.PATH,
+                               description="the end-user's id in your system (1-200 characters)")
+MEMORY_ID = OpenApiParameter("memory_id", str, OpenApiParameter.PATH, pattern=MEMORY_ID_PATTERN)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    IDEMPOTENCY_HEADER, str, OpenApiParameter.HEADER, required=False,
+    description="Any unique string (e.g. a UUID) per logical write. A retry with the same key gets the first "
+                "response and writes nothing twice; reusing a key for a different request is refused (422).")
+
+
+def accepted(status: int, serializer) -> dict[int, Any]:
+    return {status: serializer, 202: OpenApiResponse(serializer, description="queued: accepted into the outbox, "
+                                                                              "applied later in order")}
+
+
+# ---------------------------------------------------------------- base
+
+
+def clean_external_id(value: str) -> str:
+    external_id = value.strip()
+    if not 1 <= len(external_id) <= 200 or any(unicodedata.category(c) in ("Cc", "Cs") for c in external_id):
+        raise ValidationFailed("external_id must be 1-200 characters without control characters",
+                               details={"field": "external_id"}, code="invalid_external_id")
+    return external_id
+
+
+class BaseApi(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    permission_classes = [HasScope]
+    throttle_classes = [TokenRateThrottle]
+    parser_classes = [LimitedJSONParser]
+    renderer_classes = [JSONRenderer]
+    metadata_class = None  # no OPTIONS self-description: the OpenAPI schema is the description
+    scopes: dict[str, str | tuple[str, ...]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Nested serializers share names across views: name their schema components after the view.
+        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer"):
+            if (nested := cls.__dict__.get(attr)) is not None:
+                name = cls.__name__.removesuffix("Api") + attr.removesuffix("Serializer")
+                extend_schema_serializer(component_name=name)(nested)
+
+    @property
+    def allowed_methods(self) -> list[str]:
+        return [m for m in super().allowed_methods if m != "OPTIONS"]
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        limit = body_limit(self)
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if length.isdigit() and int(length) > limit:
+            raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
+        super().initial(request, *args, **kwargs)
+
+    @staticmethod
+    def tenant(request: Request) -> Tenant:
+        return request.auth.tenant
+
+    def subject(self, request: Request, external_id: str) -> Subject:
+        return subject_get(tenant=self.tenant(request), external_id=clean_external_id(external_id))
+
+    @staticmethod
+    def validated(serializer_class, data) -> dict[str, Any]:
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+    def submit(self, request: Request, external_id: str, operation: Op, payload: dict[str, Any], *,
+               memory_id: str = "", background: bool = False) -> Submitted:
+        return outbox.write_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
+                                   operation=operation, payload=payload, memory_id=memory_id, token=request.auth,
+                                   background=background)
+
+    @staticmethod
+    def written(submitted: Submitted, body: dict[str, Any], serializer_class, *, status: int = 201) -> Response:
+        """The answer to a write: ``status`` when applied, 202 + the operation (and its URL) when queued."""
+        if submitted.queued:
+            entry = submitted.entry
+            body = {**body, "status": "queued", "operation": entry}
+            headers = {"Location": reverse("api:operation-get", kwargs={"uid": entry.uid})}
+            return Response(serializer_class(body).data, status=202, headers=headers)
+        return Response(serializer_class({**body, "status": "applied", "operation": None}).data, status=status)
+
+
+def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
+    """Validated data as the outbox stores it (datetimes as ISO 8601): the same payload now or at replay."""
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data.items()}
+
+
+# ---------------------------------------------------------------- subjects
+
+
+class SubjectCreateApi(BaseApi):
+    scopes = {"post": ADMIN}
+
+    class InputSerializer(serializers.Serializer):
+        external_id = serializers.CharField(max_length=200)
+        display_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+    class OutputSerializer(serializers.Serializer):
+        external_id = serializers.CharField()
+        display_name = serializers.CharField(allow_blank=True)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(operation_id="subject_create", summary="Create an end-user (and mint their key)",
+                   request=InputSerializer,
+                   responses=documented({201: OutputSerializer, 200: OutputSerializer}, write=True),
+                   parameters=[IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        external_id = clean_external_id(data["external_id"])
+        try:
+            subject, status = subject_get(tenant=self.tenant(request), external_id=external_id), 200
+        except NotFound:
+            subject = subject_get_or_create(tenant=self.tenant(request), external_id=external_id,
+                                            display_name=data["display_name"], actor=request.auth)
+            status = 201
+        return Response(self.OutputSerializer(subject).data, status=status)
+
+
+class SubjectEraseApi(BaseApi):
+    scopes = {"delete": FORGET}
+
+    class OutputSerializer(serializers.Serializer):
+        status = write_status()
+        documents_deleted = serializers.IntegerField(allow_null=True)
+        operation = OperationSerializer(allow_null=True)
+
+    @extend_schema(operation_id="subject_erase", summary="Erase an end-user: every memory and key",
+                   request=None, responses=documented(accepted(200, OutputSerializer), write=True),
+                   parameters=[EXTERNAL_ID, IDEMPOTENCY_KEY])
+    @idempotent
+    def delete(self, request: Request, external_id: str) -> Response:
+        submitted = self.submit(request, external_id, Op.ERASE, {})
+        deleted = submitted.result["documents_deleted"] if submitted.result else None
+        return self.written(submitted, {"documents_deleted": deleted}, self.OutputSerializer, status=200)
+
+
+class SubjectExportApi(BaseApi):
+    scopes = {"get": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        class MemoriesSerializer(serializers.Serializer):
+            episodic = MemorySerializer(many=True)
+            semantic = MemorySerializer(many=True)
+            procedural = MemorySerializer(many=True)
+
+        external_id = serializers.CharField()
+        tenant_id = serializers.CharField()
+        user_id = serializers.CharField()
+        memories = MemoriesSerializer()
+
+    @extend_schema(operation_id="subject_export", summary="Everything stored for an end-user, as JSON",
+                   responses=documented({200: OutputSerializer}), parameters=[EXTERNAL_ID])
+    def get(self, request: Request, external_id: str) -> Response:
+        subject = self.subject(request, external_id)
+        export = selectors.subject_export(subject=subject)
+        return Response(self.OutputSerializer({**export, "external_id": subject.external_id}).data)
+
+
+# ---------------------------------------------------------------- turns and recall
+
+
+class TurnCreateApi(BaseApi):
+    scopes = {"post": WRITE}
+
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(help_text="the user's message, verbatim")
+        occurred_at = serializers.DateTimeField(required=False, allow_null=True)
+        session_id = serializers.CharField(required=False, allow_null=True, max_length=200)
+        context = serializers.CharField(required=False, allow_null=True,
+                                        help_text="the conversation just before the turn (helps short replies)")
+        metadata = serializers.DictField(required=False, allow_null=True)
+        k = serializers.IntegerField(required=False, default=5, min_value=1, max_value=settings.ENGRAM_RECALL_MAX_K)
+        types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
+                                      required=False, allow_null=True, min_length=1)
+        include_superseded = serializers.BooleanField(required=False, default=False)
+        explain = serializers.BooleanField(required=False, default=False)
+
+    class OutputSerializer(WriteResultSerializer):
+        recall = MemorySerializer(many=True, allow_null=True,
+                                  help_text="what the agent should know for this turn (without the turn itself); "
+                                            "null when recall was impossible (see recall_error)")
+        recall_error = ErrorBodySerializer(allow_null=True)
+
+    @extend_schema(operation_id="turn_create", summary="Store the user's turn and recall for it, in one call",
+                   request=InputSerializer, responses=documented(accepted(201, OutputSerializer), write=True),
+                   parameters=[EXTERNAL_ID, IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request, external_id: str) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        result = outbox.turn_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
+                                    memory_id=request.memory_id, token=request.auth, **_json_ready(data))
+        error = result.recall_error.as_dict() if result.recall_error else None
+        body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory"),
+                "recall": result.recall, "recall_error": error}
+        return self.written(result.submitted, body, self.OutputSerializer)
+
+
+class RecallApi(BaseApi):
+    scopes = {"post": READ}
+
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField()
+        k = serializers.IntegerField(required=False, default=10, min_value=1, max_value=settings.ENGRAM_RECALL_MAX_K)
+        types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
+                                      required=False, allow_null=True, min_length=1)
+        since = serializers.DateTimeField(required=False, allow_null=True)
+        until = serializers.DateTimeField(required=False, allow_null=True)
+        include_superseded = serializers.BooleanField(required=False, default=False)
+        explain = serializers.BooleanField(required=False, default=False)
+
+    class OutputSerializer(serializers.Serializer):
+        memories = MemorySerializer(many=True)
+
+    @extend_schema(operation_id="recall", summary="The memories most useful for a query",
+                   request=InputSerializer, responses=documented({200: OutputSerializer}), parameters=[EXTERNAL_ID])
+    def post(self, request: Request, external_id: str) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        subject = self.subject(request, external_id)
+        memories = selectors.memory_recall(subject=subject, **data)
+        return Response(self.OutputSerializer({"memories": memories}).data)
+
+
+# ---------------------------------------------------------------- memories
+
+
+class _WriteMemoryFields(serializers.Serializer):
+    confidence = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
+    supersedes = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True,
+                                       max_length=settings.ENGRAM_MAX_SUPERSEDES,
+                                       help_text="ids of the subject's memories (same type) this one replaces")
+    contradiction = serializers.ChoiceField(
+        choices=["natural", "harsh"], required=False, default="natural",
+        help_text="natural: the world changed (moved house); harsh: the old memory was wrong "
+                  "(lowers this one's confidence)")
+    metadata = serializers.DictField(required=False, allow_null=True)
+
+
+class SemanticMemoryInput(_WriteMemoryFields):
+    type = serializers.ChoiceField(choices=["semantic"])
+    text = serializers.CharField(help_text="one distilled fact")
+    supporting_episode_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
+                                                   allow_null=True, max_length=1000)
+
+
+class ProceduralMemoryInput(_WriteMemoryFields):
+    type = serializers.ChoiceField(choices=["procedural"])
+    trigger = serializers.CharField(help_text="when this playbook applies")
+    steps = serializers.CharField(help_text="what to do")
+
+
+class MemoryCreateApi(BaseApi):
+    scopes = {"post": WRITE}
+    inputs = {"semantic": (SemanticMemoryInput, Op.FACT), "procedural": (ProceduralMemoryInput, Op.PLAYBOOK)}
+
+    @extend_schema(operation_id="memory_create", summary="Write a fact (semantic) or a playbook (procedural)",
+                   request=PolymorphicProxySerializer(component_name="MemoryCreate",
+                                                      serializers=[SemanticMemoryInput, ProceduralMemoryInput],
+                                                      resource_type_field_name="type"),
+                   responses=documented(accepted(201, WriteResultSerializer), write=True),
+                   parameters=[EXTERNAL_ID, IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request, external_id: str) -> Response:
+        kind = request.data.get("type") if isinstance(request.data, dict) else None
+        if kind not in self.inputs:
+            raise ValidationFailed("type must be 'semantic' or 'procedural'", details={"field": "type"},
+                                   code="invalid_memory_type")
+        serializer_class, operation = self.inputs[kind]
+        data = self.validated(serializer_class, request.data)
+        data.pop("type")
+        submitted = self.submit(request, external_id, operation, data, memory_id=request.memory_id)
+        memory = submitted.result["memory"] if submitted.result else None
+        return self.written(submitted, {"id": request.memory_id, "memory": memory}, WriteResultSerializer)
+
+
+class MemoryApi(BaseApi):
+    """GET: one memory (memory:read). DELETE: forget it, with a reason (memory:forget)."""
+
+    scopes = {"get": READ, "delete": FORGET}
+
+    class ForgetQuerySerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=500, help_text="why it is forgotten (kept in the audit log)")
+
+    @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
+                   responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
+    def get(self, request: Request, external_id: str, memory_id: str) -> Response:
+        memory = selectors.memory_get(subject=self.subject(request, external_id), memory_id=memory_id)
+        return Response(MemorySerializer(memory).data)
+
+    @extend_schema(operation_id="memory_forget", summary="Forget a memory (hard delete, audited without content)",
+                   request=None, responses=documented(accepted(200, WriteResultSerializer), write=True),
+                   parameters=[EXTERNAL_ID, MEMORY_ID, ForgetQuerySerializer, IDEMPOTENCY_KEY])
+    @idempotent
+    def delete(self, request: Request, external_id: str, memory_id: str) -> Response:
+        data = self.validated(self.ForgetQuerySerializer, request.query_params)
+        submitted = self.submit(request, external_id, Op.FORGET, data, memory_id=memory_id)
+        return self.written(submitted, {"id": memory_id, "memory": None}, WriteResultSerializer, status=200)
+
+
+class MemoryHistoryApi(BaseApi):
+    scopes = {"get": READ}
+
+    class OutputSerializer(serializers.Serializer):
+        memory = MemorySerializer()
+        older = MemorySerializer(many=True, help_text="what it superseded, nearest first, transitively")
+        newer = MemorySerializer(many=True, help_text="what superseded it, nearest first, transitively")
+
+    @extend_schema(operation_id="memory_history", summary="The supersession chain around a memory, both ways",
+                   responses=documented({200: OutputSerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
+    def get(self, request: Request, external_id: str, memory_id: str) -> Response:
+        history = selectors.memory_history(subject=self.subject(request, external_id), memory_id=memory_id)
+        return Response(self.OutputSerializer(history).data)
+
+
+class PlaybookOutcomeApi(BaseApi):
+    scopes = {"post": WRITE}
+
+    class InputSerializer(serializers.Serializer):
+        success = serializers.BooleanField(help_text="did following the playbook work?")
+        refined_steps = serializers.CharField(required=False, allow_null=True,
+                                              help_text="better steps learnt this time, if any")
+
+    @extend_schema(operation_id="playbook_outcome", summary="Count a success or failure of a playbook",
+                   request=InputSerializer, responses=documented(accepted(200, WriteResultSerializer), write=True),
+                   parameters=[EXTERNAL_ID, MEMORY_ID, IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request, external_id: str, memory_id: str) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        submitted = self.submit(request, external_id, Op.OUTCOME, data, memory_id=memory_id)
+        memory = submitted.result["memory"] if submitted.result else None
+        return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
+
+
+class ImportEpisodeSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
+    role = serializers.ChoiceField(choices=list(outbox.EPISODE_ROLES), required=False, default="user")
+    session_id = serializers.CharField(required=False, allow_null=True, max_length=200)
+    context = serializers.CharField(required=False, allow_null=True)
+    metadata = serializers.DictField(required=False, allow_null=True)
+    id = serializers.RegexField(MEMORY_ID_PATTERN, required=False,
+                                help_text="optional id of your own (8-64 letters, digits, dashes)")
+
+
+class EpisodesImportApi(BaseApi):
+    scopes = {"post": WRITE}
+    throttle_classes = [TokenRateThrottle, ImportRateThrottle]
+
+    @property
+    def max_body_bytes(self) -> int:
+        return settings.ENGRAM_API_MAX_IMPORT_BODY_BYTES
+
+    class InputSerializer(serializers.Serializer):
+        episodes = ImportEpisodeSerializer(many=True, min_length=1, max_length=settings.ENGRAM_MAX_IMPORT_EPISODES)
+
+    class OutputSerializer(serializers.Serializer):
+        status = write_status()
+        ids = serializers.ListField(child=serializers.CharField(), help_text="the episodes' ids, in order")
+        operation = OperationSerializer(allow_null=True)
+
+    @extend_schema(operation_id="episodes_import",
+                   summary="Bulk-import historical episodes (all or nothing; large imports run in the background)",
+                   request=InputSerializer, responses=documented(accepted(201, OutputSerializer), write=True),
+                   parameters=[EXTERNAL_ID, IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request, external_id: str) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        # Ids derive from the request's pre-assigned id: a re-run after a server error reuses them.
+        episodes = [{"id": f"{request.memory_id}-{n}", **_json_ready(e)} for n, e in enumerate(data["episodes"])]
+        background = len(episodes) > settings.ENGRAM_API_IMPORT_SYNC_MAX
+        submitted = self.submit(request, external_id, Op.IMPORT, {"episodes": episodes}, background=background)
+        return self.written(submitted, {"ids": [e["id"] for e in episodes]}, self.OutputSerializer)
+
+
+# ---------------------------------------------------------------- tenant-wide
+
+
+class CatalogEntryCreateApi(BaseApi):
+    scopes = {"post": ADMIN}
+
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=500)
+        text = serializers.CharField()
+        metadata = serializers.DictField(required=False, allow_null=True)
+
+    @extend_schema(operation_id="catalog_entry_create",
+                   summary="Add tenant-wide knowledge every end-user's recall can find",
+                   request=InputSerializer, responses=documented({201: MemorySerializer}, write=True),
+                   parameters=[IDEMPOTENCY_KEY])
+    @idempotent
+    def post(self, request: Request) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        entry = services.catalog_entry_write(tenant=self.tenant(request), memory_id=request.memory_id, **data)
+        return Response(MemorySerializer(entry).data, status=201)
+
+
+class OperationGetApi(BaseApi):
+    scopes = {"get": (READ, WRITE, FORGET)}
+
+    @extend_schema(operation_id="operation_get", summary="A queued write: pending, done or failed",
+                   responses=documented({200: OperationSerializer}))
+    def get(self, request: Request, uid) -> Response:
+        entry = outbox.operation_get(tenant=self.tenant(request), uid=uid)
+        return Response(OperationSerializer(entry).data)
+
+
+class NotFoundApi(APIView):
+    """Unknown paths under /api/v1/ answer in the API's error format too."""
+
+    schema = None
+    authentication_classes: list = []
+    permission_classes: list = []
+    renderer_classes = [JSONRenderer]
+
+    def dispatch(self, request, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+        self.request = self.initialize_request(request, *args, **kwargs)
+        self.headers = self.default_response_headers
+        response = self.handle_exception(NotFound("no such endpoint", details={"path": request.path}))
+        self.response = self.finalize_response(self.request, response, *args, **kwargs)
+        return self.response

@@ -1,0 +1,143 @@
+"""``Idempotency-Key`` on writes: a retried request gets the first response and writes nothing twice.
+
+A record per (agent token, key) is inserted before the write runs; the unique constraint makes
+the first request win any race. The record carries the memory id the write will use, so even a
+re-run (after a server error released the record) cannot create a second memory. Final
+responses (anything but 5xx and 429) are stored and replayed verbatim with
+``Idempotent-Replayed: true``. The same key with another method, path or body is refused (422);
+a request arriving while the first is still running gets 409 and a Retry-After.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_app.errors import Conflict, EngramError, ValidationFailed
+from memory_app.models import IdempotencyRecord
+from memory_app.services import new_memory_id
+from tenants.models import AgentToken, Tenant
+
+HEADER = "Idempotency-Key"
+_STORED_HEADERS = ("Location",)
+
+
+class KeyReused(EngramError):
+    code, status = "idempotency_key_reused", 422
+
+
+class KeyInUse(Conflict):
+    code = "idempotency_key_in_use"
+    retry_after = 1
+
+
+def _clean_key(raw: str) -> str:
+    key = raw.strip()
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
+        raise ValidationFailed("Idempotency-Key must be 1-255 printable ASCII characters",
+                               details={"header": HEADER}, code="invalid_idempotency_key")
+    return key
+
+
+def request_fingerprint(request: Request) -> str:
+    """sha256 of the request's parsed body and query: equal JSON bodies match however they are spaced."""
+    canonical = json.dumps({"data": request.data, "query": sorted(request.query_params.lists())},
+                           sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Claim:
+    record: IdempotencyRecord | None = None  # ours to run
+    stored: IdempotencyRecord | None = None  # finished earlier: replay it
+
+
+def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fingerprint: str,
+                      tenant: Tenant | None = None, external_id: str = "") -> Claim:
+    """Claim ``key`` for this request, or find the finished first request that used it.
+
+    Raises KeyReused (422) when the key was used for a different request, KeyInUse (409, with a
+    Retry-After) while the first request is still running.
+    """
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            record = IdempotencyRecord.objects.create(
+                token=token, key=key, method=method, path=path, fingerprint=fingerprint, memory_id=new_memory_id(),
+                tenant=tenant, external_id=external_id, locked_at=now)
+        return Claim(record=record)
+    except IntegrityError:
+        pass
+    record = IdempotencyRecord.objects.get(token=token, key=key)
+    if (record.method, record.path, record.fingerprint) != (method, path, fingerprint):
+        raise KeyReused("this Idempotency-Key was used for a different request",
+                        details={"header": HEADER, "first_request": f"{record.method} {record.path}"})
+    if record.status_code is not None:
+        return Claim(stored=record)
+    stale = now - timedelta(seconds=settings.ENGRAM_IDEMPOTENCY_LOCK_SECONDS)
+    # Released by a server error, or its request died: take it over (compare-and-set on the lock).
+    taken = (IdempotencyRecord.objects.filter(pk=record.pk, status_code__isnull=True)
+             .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale)).update(locked_at=now))
+    if taken:
+        record.locked_at = now
+        return Claim(record=record)
+    raise KeyInUse("a request with this Idempotency-Key is still being processed; retry shortly",
+                   details={"header": HEADER})
+
+
+def idempotency_complete(*, record: IdempotencyRecord, response: Response) -> None:
+    """Store a final response; release the key after a server error or throttling so a retry runs again."""
+    if response.status_code >= 500 or response.status_code == 429:
+        IdempotencyRecord.objects.filter(pk=record.pk).update(locked_at=None)
+        return
+    headers = {h: response[h] for h in _STORED_HEADERS if response.has_header(h)}
+    IdempotencyRecord.objects.filter(pk=record.pk).update(
+        status_code=response.status_code, response_body=response.data, response_headers=headers,
+        completed_at=timezone.now(), locked_at=None)
+
+
+def idempotency_purge(*, now=None) -> int:
+    """Drop records older than ``ENGRAM_IDEMPOTENCY_TTL_HOURS``. Returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(hours=settings.ENGRAM_IDEMPOTENCY_TTL_HOURS)
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted
+
+
+def idempotent(handler):
+    """Wrap a write handler of an API view. The handler reads its pre-assigned memory id from
+    ``request.memory_id`` (from the record when a key is sent, else fresh)."""
+
+    @functools.wraps(handler)
+    def wrapper(view, request: Request, *args, **kwargs):
+        raw = request.headers.get(HEADER)
+        if raw is None:
+            request.memory_id = new_memory_id()
+            return handler(view, request, *args, **kwargs)
+        key = _clean_key(raw)
+        tenant = request.auth.tenant if "external_id" in kwargs else None
+        claim = idempotency_claim(token=request.auth, key=key, method=request.method, path=request.path,
+                                  fingerprint=request_fingerprint(request), tenant=tenant,
+                                  external_id=kwargs.get("external_id", "")[:200])
+        if claim.stored is not None:
+            stored = claim.stored
+            return Response(stored.response_body, status=stored.status_code,
+                            headers={**stored.response_headers, "Idempotent-Replayed": "true"})
+        request.memory_id = claim.record.memory_id
+        try:
+            response = handler(view, request, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - rendered by the one error path, then stored like any response
+            response = view.handle_exception(exc)
+        idempotency_complete(record=claim.record, response=response)
+        return response
+
+    return wrapper

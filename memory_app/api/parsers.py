@@ -1,0 +1,24 @@
+"""JSON bodies with a size limit per view (``view.max_body_bytes``), checked before parsing."""
+
+from __future__ import annotations
+
+import io
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+
+from memory_app.api.exceptions import RequestTooLarge
+
+
+def body_limit(view) -> int:
+    return getattr(view, "max_body_bytes", None) or settings.ENGRAM_API_MAX_BODY_BYTES
+
+
+class LimitedJSONParser(JSONParser):
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = body_limit((parser_context or {}).get("view"))
+        # Read one byte more than allowed: bodies without a Content-Length are caught too.
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
+        return super().parse(io.BytesIO(data), media_type, parser_context)

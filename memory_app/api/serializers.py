@@ -1,0 +1,97 @@
+"""Output shapes shared by several endpoints: a memory, an error, an outbox operation."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from memory_app.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+
+MEMORY_ID_PATTERN = r"^[A-Za-z0-9-]{8,64}$"
+
+
+def _opt(field_class, **kwargs):
+    return field_class(required=False, allow_null=True, **kwargs)
+
+
+class MemorySerializer(serializers.Serializer):
+    """A memory as stored (no embedding, no tenant/user ids); only the fields its type has are present."""
+
+    id = serializers.CharField()
+    memory_type = serializers.ChoiceField(choices=[t.value for t in MemoryType], required=False)
+    text = _opt(serializers.CharField)
+    title = _opt(serializers.CharField)
+    trigger = _opt(serializers.CharField)
+    steps = _opt(serializers.CharField)
+    refined_steps = _opt(serializers.CharField)
+    role = _opt(serializers.CharField)
+    context = _opt(serializers.CharField)
+    session_id = _opt(serializers.CharField)
+    source = _opt(serializers.CharField)
+    created_at = _opt(serializers.DateTimeField)
+    occurred_at = _opt(serializers.DateTimeField)
+    last_used_at = _opt(serializers.DateTimeField)
+    last_success_at = _opt(serializers.DateTimeField)
+    consolidated_at = _opt(serializers.DateTimeField)
+    use_count = _opt(serializers.IntegerField)
+    success_count = _opt(serializers.IntegerField)
+    failure_count = _opt(serializers.IntegerField)
+    confidence = _opt(serializers.FloatField)
+    supersedes = _opt(serializers.ListField, child=serializers.CharField())
+    superseded_by = _opt(serializers.ListField, child=serializers.CharField())
+    superseded_at = _opt(serializers.DateTimeField)
+    contradiction = _opt(serializers.CharField)
+    supporting_episode_ids = _opt(serializers.ListField, child=serializers.CharField())
+    metadata = _opt(serializers.DictField)
+    score = _opt(serializers.FloatField, help_text="recall only: the final fused and weighted score")
+    explain = _opt(serializers.DictField, help_text="recall with explain: ranks, RRF score, every multiplier")
+    forgotten = _opt(serializers.BooleanField, help_text="history only: a link to a memory since forgotten")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        return {k: v for k, v in data.items() if k in instance}
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorBodySerializer()
+
+
+class OperationSerializer(serializers.Serializer):
+    """A write accepted into the outbox (202): poll it at ``/api/v1/operations/{id}``."""
+
+    id = serializers.UUIDField(source="uid")
+    operation = serializers.ChoiceField(choices=OutboxEntry.Operation.choices)
+    status = serializers.ChoiceField(choices=OutboxEntry.Status.choices)
+    reason = serializers.ChoiceField(choices=OutboxEntry.Reason.choices)
+    memory_id = serializers.CharField(allow_blank=True)
+    external_id = serializers.CharField()
+    attempts = serializers.IntegerField()
+    error = serializers.SerializerMethodField()
+    result = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    processed_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(ErrorBodySerializer(allow_null=True))
+    def get_error(self, entry: OutboxEntry):
+        return entry.last_error if entry.status == OutboxEntry.Status.FAILED else None
+
+
+def write_status() -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=["applied", "queued"],
+        help_text="applied: done (visible to recall); queued: accepted into the outbox (Elasticsearch outage, "
+                  "earlier writes of the end-user still queued, or a large import), applied later in order")
+
+
+class WriteResultSerializer(serializers.Serializer):
+    status = write_status()
+    id = serializers.CharField(help_text="the memory's id (assigned now, also when queued)")
+    memory = MemorySerializer(allow_null=True)
+    operation = OperationSerializer(allow_null=True)

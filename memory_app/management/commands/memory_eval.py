@@ -1,0 +1,59 @@
+import json
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from memory_app.evaluation import evaluate_fixture, evaluate_locomo, format_table
+
+DEFAULT_CORPUS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "eval_corpus.json"
+
+
+class Command(BaseCommand):
+    help = ("Measure recall quality through the real services: the fixture corpus (R@1/5/10, MRR, "
+            "per type, cross-subject leak sweep) or LoCoMo-format conversations (--locomo).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+        parser.add_argument("--locomo", nargs="+", type=Path, metavar="FILE", help="LoCoMo conversation files")
+        parser.add_argument("--gate", action="store_true",
+                            help="exit non-zero unless R@10 >= 0.90, R@5 >= 0.80 and leaks == 0 (fixture corpus)")
+        parser.add_argument("--min-r10", type=float, default=0.90)
+        parser.add_argument("--min-r5", type=float, default=0.80)
+        parser.add_argument("--context-turns", type=int, default=2,
+                            help="LoCoMo: how many preceding turns of the session each episode carries as context")
+        parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+
+    def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, context_turns, json: bool, **options):
+        started = time.monotonic()
+        if locomo:
+            summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write)
+            self.stdout.write(f"LoCoMo evidence recall ({', '.join(p.name for p in locomo)}), "
+                              f"{time.monotonic() - started:.0f}s")
+            self.stdout.write(format_table(summary, metrics=("R@5", "R@10")))
+            if json:
+                self.stdout.write(_json(summary))
+            return
+        report = evaluate_fixture(path=corpus, log=self.stdout.write)
+        self.stdout.write(f"fixture corpus {corpus.name}: {report.questions} questions, "
+                          f"{time.monotonic() - started:.0f}s")
+        self.stdout.write(format_table(report.scores, metrics=("R@1", "R@5", "R@10", "MRR")))
+        self.stdout.write(f"leak sweep: {report.leak_probes} hits checked, leaks: {report.leaks}")
+        for example in report.leak_examples:
+            self.stderr.write(f"  LEAK {example}")
+        if json:
+            self.stdout.write(_json({"scores": report.scores, "leak_probes": report.leak_probes,
+                                     "leaks": report.leaks}))
+        if gate:
+            overall = report.scores["overall"]
+            failed = [f"R@10 {overall['R@10']:.3f} < {min_r10}"] * (overall["R@10"] < min_r10)
+            failed += [f"R@5 {overall['R@5']:.3f} < {min_r5}"] * (overall["R@5"] < min_r5)
+            failed += [f"{report.leaks} leaks"] * (report.leaks > 0)
+            if failed:
+                raise CommandError("eval gate failed: " + "; ".join(failed))
+            self.stdout.write(self.style.SUCCESS("eval gate passed"))
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)

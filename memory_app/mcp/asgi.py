@@ -1,0 +1,174 @@
+"""The MCP endpoint as ASGI, and its mount next to Django.
+
+    /mcp                          the end-user is named by each tool call's ``subject`` argument
+    /mcp/subjects/<external_id>   the URL pins one end-user (percent-encode the id)
+
+Every request needs ``Authorization: Bearer <agent token>``: a missing, unknown or revoked token
+gets 401 before the MCP layer sees the request. The Host header is checked against Django's
+ALLOWED_HOSTS and a browser's Origin against them and CSRF_TRUSTED_ORIGINS (DNS-rebinding
+protection, as the MCP transport specification asks).
+
+The SDK runs stateless (each POST stands alone, plain JSON responses): any process or replica
+can answer any request, and no session is bound to a token. Its session manager still needs a
+task group for the process's lifetime, which ``mount`` runs from the ASGI lifespan; Django's
+handler does not speak lifespan, so the router answers it itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import AsyncExitStack
+from urllib.parse import quote, unquote, urlsplit
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memory_app.errors import EngramError, NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
+from tenants.errors import AuthenticationFailed
+from tenants.services import agent_token_authenticate
+
+from .handlers import Caller
+from .server import CALLER_SCOPE_KEY, build_server
+from .threads import run_sync
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/mcp"
+SUBJECTS = "subjects"
+
+
+class MethodNotAllowed(EngramError):
+    code, status = "method_not_allowed", 405
+
+
+class McpEndpoint:
+    """Checks host, origin and agent token, reads the end-user from the path, then hands the
+    request to the SDK's Streamable HTTP session manager."""
+
+    def __init__(self, server: MCPServer, *, prefix: str = PREFIX):
+        self.prefix = prefix
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            # Host and Origin are checked here, with Django's settings, before the SDK sees the request.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+        )
+        self.session_manager = server.session_manager
+        self.running = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope=scope)
+        try:
+            _check_host(headers)
+            if scope["method"] != "POST":
+                raise MethodNotAllowed("the MCP endpoint takes POST only (stateless Streamable HTTP: no GET stream, "
+                                       "no session to DELETE)")
+            token = await _authenticate(headers)
+            caller = Caller(token=token, subject=self._subject(scope))
+            if not self.running:
+                raise ServiceUnavailable("the MCP endpoint is not running: serve the application with an ASGI "
+                                         "server that runs the lifespan protocol (e.g. uvicorn)",
+                                         code="mcp_not_started")
+        except EngramError as exc:
+            await _error(send, exc)
+            return
+        await self.session_manager.handle_request({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
+
+    def _subject(self, scope: Scope) -> str | None:
+        """The end-user the path names (None for the bare endpoint); NotFound for any other path.
+
+        Read from the raw path so an id holding an encoded "/" stays one segment."""
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1").partition("?")[0] if raw else quote(scope["path"])
+        if not path.startswith(self.prefix):
+            path = quote(scope["path"])
+        parts = [p for p in path[len(self.prefix):].split("/") if p]
+        if not parts:
+            return None
+        if len(parts) == 2 and parts[0] == SUBJECTS and (external_id := unquote(parts[1]).strip()):
+            return external_id
+        raise NotFound(f"no MCP endpoint here; use {self.prefix} or {self.prefix}/{SUBJECTS}/<external_id>")
+
+
+def _check_host(headers: Headers) -> None:
+    allowed = _allowed_hosts()
+    host, _port = split_domain_port(headers.get("host", ""))
+    if not host or not validate_host(host, allowed):
+        raise ValidationFailed("invalid Host header", code="invalid_host")
+    origin = headers.get("origin")
+    if origin and origin not in settings.CSRF_TRUSTED_ORIGINS:
+        origin_host, _port = split_domain_port(urlsplit(origin).netloc)
+        if not origin_host or not validate_host(origin_host, allowed):
+            raise PermissionDenied("requests from this Origin are not allowed", code="invalid_origin")
+
+
+def _allowed_hosts() -> list[str]:
+    # Django's own default when DEBUG is on and ALLOWED_HOSTS is empty.
+    if settings.DEBUG and not settings.ALLOWED_HOSTS:
+        return [".localhost", "127.0.0.1", "[::1]"]
+    return settings.ALLOWED_HOSTS
+
+
+async def _authenticate(headers: Headers):
+    scheme, _, raw = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise AuthenticationFailed("send the agent token as 'Authorization: Bearer <token>'")
+    return await run_sync(agent_token_authenticate, raw=raw.strip())
+
+
+async def _error(send: Send, exc: EngramError) -> None:
+    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+    if isinstance(exc, AuthenticationFailed):
+        headers.append((b"www-authenticate", b'Bearer realm="engram"'))
+    elif isinstance(exc, MethodNotAllowed):
+        headers.append((b"allow", b"POST"))
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps({"error": exc.as_dict()}).encode()})
+
+
+class PrefixRouter:
+    """Sends HTTP requests under ``prefix`` to the MCP endpoint and everything else to Django;
+    runs the MCP session manager for the lifetime of the process (ASGI lifespan)."""
+
+    def __init__(self, default: ASGIApp, endpoint: McpEndpoint):
+        self.default = default
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http" and _under(scope["path"], self.endpoint.prefix):
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.default(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        # Entered and left in this one task, as the SDK's task group requires.
+        async with AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                await stack.enter_async_context(self.endpoint.session_manager.run())
+            except Exception as exc:  # noqa: BLE001 - reported to the server, which refuses to start
+                log.exception("the MCP session manager did not start")
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            self.endpoint.running = True
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            self.endpoint.running = False
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def mount(django_app: ASGIApp, *, prefix: str = PREFIX) -> PrefixRouter:
+    """The ASGI application: Django, with the MCP endpoint at ``prefix``."""
+    return PrefixRouter(django_app, McpEndpoint(build_server(), prefix=prefix))

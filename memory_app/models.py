@@ -1,0 +1,106 @@
+"""Database state of the memory domain: the write outbox and the API's idempotency records.
+
+Memories themselves live in Elasticsearch; these tables hold what must survive an
+Elasticsearch outage (acknowledged writes not yet applied) and what makes retries safe.
+"""
+
+import uuid
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+
+from tenants.models import AgentToken, Tenant
+
+
+class OutboxEntry(models.Model):
+    """One acknowledged subject write waiting to be applied to Elasticsearch.
+
+    Entries of one subject (tenant + external_id) are applied in ``id`` order; a subject with a
+    pending entry gets its new writes queued behind it. ``memory_id`` is the id the write's
+    memory will have (assigned before the first attempt), which makes a replay of a create
+    that already landed recognisable.
+    """
+
+    class Operation(models.TextChoices):
+        EPISODE = "episode"
+        FACT = "fact"
+        PLAYBOOK = "playbook"
+        OUTCOME = "outcome"
+        FORGET = "forget"
+        IMPORT = "import"
+        ERASE = "erase"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Reason(models.TextChoices):
+        OUTAGE = "outage"  # Elasticsearch was unreachable
+        BACKLOG = "backlog"  # earlier writes of the subject were still queued
+        BACKGROUND = "background"  # too big to apply within the request (large imports)
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=200)
+    operation = models.CharField(max_length=20, choices=Operation.choices)
+    memory_id = models.CharField(max_length=64, blank=True)
+    payload = models.JSONField(encoder=DjangoJSONEncoder)
+    token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.CharField(max_length=200)
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    # The synchronous attempt failed part-way: the write may already be (partly) applied.
+    after_failure = models.BooleanField(default=False)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "tenant", "external_id", "id"], name="outbox_pending_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.external_id} #{self.pk} {self.operation} ({self.status})"
+
+
+class OutboxLease(models.Model):
+    """A named lease: only one outbox replayer runs at a time (keeps per-subject order trivial)."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    holder = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a write sent with an ``Idempotency-Key``, per agent token.
+
+    Inserted before the write runs (the unique constraint makes the first writer win), completed
+    with the response. A record without a response is either in progress (``locked_at`` recent)
+    or released after a server error, in which case a retry runs the write again with the same
+    pre-assigned ``memory_id``, so it cannot create a second memory.
+    """
+
+    token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # The end-user the request was about, if any: erasing them drops their stored responses.
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=200, blank=True)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=2000)
+    fingerprint = models.CharField(max_length=64)  # sha256 of the canonical request data
+    memory_id = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    response_headers = models.JSONField(default=dict, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["token", "key"], name="idempotency_key_unique_per_token")]
+        indexes = [models.Index(fields=["tenant", "external_id"], name="idempotency_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.token_id}:{self.key} {self.method} {self.path} -> {self.status_code}"

@@ -1,0 +1,176 @@
+"""Every endpoint through the typed client, against the real Elasticsearch node."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engram_client import EngramAPIError
+from memory_app.es.schema import MemoryType
+from tenants.models import AuditEvent, Subject
+
+
+def test_turn_stores_the_verbatim_turn_and_recalls_without_it(engram, docs):
+    first = engram.turn("alice", "My router is a Fritzbox 7590 and it drops Wi-Fi every evening")
+    assert first["status"] == "applied" and first["operation"] is None
+    assert first["memory"]["text"] == "My router is a Fritzbox 7590 and it drops Wi-Fi every evening"
+    assert first["recall"] == [] and first["recall_error"] is None
+
+    second = engram.turn("alice", "The Fritzbox dropped Wi-Fi again", session_id="s1", k=3)
+    recalled = [m["id"] for m in second["recall"]]
+    assert first["id"] in recalled and second["id"] not in recalled
+    assert second["memory"]["session_id"] == "s1" and second["memory"]["role"] == "user"
+    subject = Subject.objects.get(external_id="alice")
+    assert [d["id"] for d in docs(MemoryType.EPISODIC, user_id=subject.user_id)] == [first["id"], second["id"]]
+
+
+def test_recall_with_filters_and_explain(engram):
+    engram.turn("bob", "I prefer email over phone calls", occurred_at=datetime(2024, 1, 5, tzinfo=UTC))
+    fact = engram.write_fact("bob", "Bob prefers email over phone calls")
+    hits = engram.recall("bob", "how should we contact Bob? email or phone", k=5, explain=True)
+    assert fact["id"] in [h["id"] for h in hits]
+    assert {"bm25_rank", "dense_rank", "rrf_score", "multipliers", "final_score"} <= set(hits[0]["explain"])
+    only_facts = engram.recall("bob", "email", types=["semantic"])
+    assert [h["memory_type"] for h in only_facts] == ["semantic"]
+    recent = engram.recall("bob", "email phone", types=["episodic"], since=datetime.now(UTC) - timedelta(days=1))
+    assert recent == []
+
+
+def test_facts_supersede_with_history_both_ways(engram):
+    old = engram.write_fact("carol", "Carol lives in Berlin")
+    new = engram.write_fact("carol", "Carol lives in Hamburg", supersedes=[old["id"]], contradiction="natural")
+    assert new["memory"]["supersedes"] == [old["id"]]
+    assert engram.get_memory("carol", old["id"])["superseded_by"] == [new["id"]]
+    history = engram.history("carol", old["id"])
+    assert [m["id"] for m in history["newer"]] == [new["id"]] and history["older"] == []
+    assert [m["id"] for m in engram.history("carol", new["id"])["older"]] == [old["id"]]
+    hits = engram.recall("carol", "where does Carol live", types=["semantic"])
+    assert [h["id"] for h in hits] == [new["id"]]
+
+    harsh = engram.write_fact("carol", "Carol lives in Bremen", supersedes=[new["id"]], contradiction="harsh",
+                              confidence=0.9)
+    assert harsh["memory"]["confidence"] == pytest.approx(0.8)
+
+
+def test_playbook_and_outcomes(engram):
+    playbook = engram.write_playbook("dave", "router drops Wi-Fi", "1. reboot 2. change channel")
+    assert playbook["memory"]["memory_type"] == "procedural"
+    engram.record_outcome("dave", playbook["id"], True)
+    result = engram.record_outcome("dave", playbook["id"], False, refined_steps="1. change channel first")
+    assert result["status"] == "applied"
+    assert (result["memory"]["success_count"], result["memory"]["failure_count"]) == (1, 1)
+    assert engram.get_memory("dave", playbook["id"])["refined_steps"] == "1. change channel first"
+    with pytest.raises(EngramAPIError) as err:
+        engram.record_outcome("dave", "nonexistent-id", True)
+    assert err.value.status == 404
+
+
+def test_forget_deletes_and_leaves_a_content_free_tombstone(engram):
+    turn = engram.turn("erin", "my PIN is 1234")
+    result = engram.forget("erin", turn["id"], "user asked")
+    assert (result["status"], result["id"]) == ("applied", turn["id"])
+    with pytest.raises(EngramAPIError) as err:
+        engram.get_memory("erin", turn["id"])
+    assert (err.value.status, err.value.code) == (404, "not_found")
+    event = AuditEvent.objects.get(action="memory.forget", target_id=turn["id"])
+    assert event.details == {"memory_type": "episodic", "reason": "user asked"}
+    assert event.actor_type == "agent_token"
+
+
+def test_import_export_and_erase(engram):
+    base = datetime(2023, 3, 1, 9, tzinfo=UTC)
+    result = engram.import_episodes("frank", [
+        {"text": f"historic message {n}", "occurred_at": base + timedelta(days=n)} for n in range(3)
+    ] + [{"text": "with my own id", "occurred_at": base, "id": "frank-own-0001", "role": "assistant"}])
+    assert result["status"] == "applied" and len(result["ids"]) == 4 and result["ids"][3] == "frank-own-0001"
+    engram.write_fact("frank", "Frank has a cat")
+    export = engram.export("frank")
+    assert export["external_id"] == "frank"
+    episodes = {m["id"]: m for m in export["memories"]["episodic"]}
+    assert set(episodes) == set(result["ids"]) and len(export["memories"]["semantic"]) == 1
+    assert episodes[result["ids"][1]]["occurred_at"].startswith("2023-03-02T09:00:00")
+    assert episodes["frank-own-0001"]["role"] == "assistant"
+
+    erased = engram.erase_subject("frank")
+    assert erased == {"status": "applied", "documents_deleted": 5, "operation": None}
+    export = engram.export("frank")
+    assert export["memories"] == {"episodic": [], "semantic": [], "procedural": []}
+
+
+def test_import_refuses_a_bad_episode_and_stores_nothing(engram):
+    with pytest.raises(EngramAPIError) as err:
+        engram.import_episodes("gina", [{"text": "ok", "occurred_at": "2024-01-01T00:00:00Z"},
+                                        {"text": "", "occurred_at": "2024-01-01T00:00:00Z"}])
+    assert err.value.status == 400 and "episodes" in err.value.details["fields"]
+    with pytest.raises(EngramAPIError) as err:
+        engram.export("gina")
+    assert err.value.status == 404  # not even the end-user was created
+
+
+def test_catalog_entries_reach_every_end_user_of_the_tenant_only(make_client, tenant):
+    from tenants.models import Tenant
+
+    admin = make_client("tenant:admin")
+    agent = make_client("memory:read", "memory:write")
+    entry = admin.create_catalog_entry("Fritzbox reset", "Hold the reset button for 10 seconds", metadata={"v": 1})
+    assert entry["memory_type"] == "catalog" and entry["title"] == "Fritzbox reset"
+    agent.turn("henry", "hello")
+    assert entry["id"] in [h["id"] for h in agent.recall("henry", "how to reset the Fritzbox")]
+
+    other = make_client(of=Tenant.objects.create(slug=f"{tenant.slug}-other", name="Other"))
+    other.turn("henry", "hello")
+    assert entry["id"] not in [h["id"] for h in other.recall("henry", "how to reset the Fritzbox")]
+    with pytest.raises(EngramAPIError) as err:
+        agent.create_catalog_entry("x", "y")
+    assert (err.value.status, err.value.code) == (403, "insufficient_scope")
+
+
+def test_subjects_are_created_on_first_write_or_by_an_admin(make_client):
+    admin = make_client("tenant:admin")
+    created = admin.create_subject("ivy", display_name="Ivy")
+    assert created["external_id"] == "ivy"
+    assert admin.create_subject("ivy")["display_name"] == "Ivy"  # existing: returned as is
+    reader = make_client("memory:read")
+    assert reader.recall("ivy", "anything") == []
+    with pytest.raises(EngramAPIError) as err:
+        reader.recall("nobody", "anything")
+    assert (err.value.status, err.value.code) == (404, "not_found")
+
+
+def test_another_tenants_end_user_is_indistinguishable_from_an_unknown_one(make_client, tenant):
+    from tenants.models import Tenant
+
+    mine = make_client()
+    mine.turn("jack", "secret plans")
+    fact = mine.write_fact("jack", "Jack likes tea")
+    theirs = make_client(of=Tenant.objects.create(slug=f"{tenant.slug}-b", name="B"))
+    for call in (lambda: theirs.recall("jack", "plans"), lambda: theirs.get_memory("jack", fact["id"]),
+                 lambda: theirs.export("jack"), lambda: theirs.forget("jack", fact["id"], "x"),
+                 lambda: theirs.recall("nobody-at-all", "plans")):
+        with pytest.raises(EngramAPIError) as err:
+            call()
+        assert (err.value.status, err.value.code, err.value.message) == (404, "not_found", "unknown end-user")
+    # Their own "jack" is a different end-user altogether.
+    theirs.turn("jack", "hello")
+    assert all(h["id"] != fact["id"] for h in theirs.recall("jack", "Jack likes tea"))
+
+
+def test_openapi_schema_and_docs_are_served(client, db):
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert schema["openapi"].startswith("3.")
+    assert {"/api/v1/subjects/{external_id}/turns", "/api/v1/subjects/{external_id}/episodes:import",
+            "/api/v1/subjects/{external_id}/memories/{memory_id}/history"} <= set(schema["paths"])
+    turn = schema["paths"]["/api/v1/subjects/{external_id}/turns"]["post"]
+    assert {"201", "202", "400", "401", "403", "404", "409", "413", "422", "429", "503"} <= set(turn["responses"])
+    assert schema["components"]["securitySchemes"]["agentToken"] == {
+        "type": "http", "scheme": "bearer", "description": "A tenant agent token (`eng_…`), with scopes."}
+    docs = client.get("/api/v1/docs/")
+    assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+def test_a_turn_longer_than_a_query_still_gets_its_recall(engram, settings):
+    settings.ENGRAM_MAX_QUERY_CHARS = 30
+    engram.turn("kai", "My printer is an HP LaserJet")
+    result = engram.turn("kai", "The printer jams again and again " * 5)
+    assert result["recall_error"] is None and result["recall"]

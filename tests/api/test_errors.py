@@ -1,0 +1,157 @@
+"""One error format for every 4xx/5xx: {"error": {"code", "message", "details"}}."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from rest_framework.test import APIClient
+
+from memory_app import selectors
+
+
+def _error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    return body["error"]
+
+
+@pytest.mark.parametrize("header", [None, "Bearer", "Bearer eng_nope", "Basic dXNlcjpwYXNz",
+                                    "Bearer eng_0123456789ab_" + "x" * 43])
+def test_missing_or_bad_tokens_are_401(db, header):
+    client = APIClient()
+    if header:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.post("/api/v1/subjects/alice/recall", {"query": "x"}, format="json")
+    _error(response, 401, "unauthenticated")
+    assert response["WWW-Authenticate"] == 'Bearer realm="engram"'
+
+
+def test_a_revoked_token_is_401(memory, tenant):
+    from tenants.services import agent_token_create, agent_token_revoke
+
+    token, raw = agent_token_create(tenant=tenant, name="t", scopes=["memory:read"], actor="tests")
+    agent_token_revoke(token=token, actor="tests")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    _error(client.post("/api/v1/subjects/alice/recall", {"query": "x"}, format="json"), 401, "unauthenticated")
+
+
+@pytest.mark.parametrize(("scopes", "method", "path", "needed"), [
+    (["memory:read"], "post", "/api/v1/subjects/a/turns", "memory:write"),
+    (["memory:write"], "post", "/api/v1/subjects/a/recall", "memory:read"),
+    (["memory:write"], "delete", "/api/v1/subjects/a/memories/abcdefgh?reason=x", "memory:forget"),
+    (["memory:write", "memory:read"], "delete", "/api/v1/subjects/a", "memory:forget"),
+    (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/subjects", "tenant:admin"),
+    (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/catalog/entries", "tenant:admin"),
+    (["tenant:admin"], "get", "/api/v1/subjects/a/export", "memory:read"),
+])
+def test_each_endpoint_needs_its_scope(make_token, scopes, method, path, needed):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(*scopes)}")
+    error = _error(getattr(client, method)(path, {}, format="json"), 403, "insufficient_scope")
+    assert needed in error["details"]["required_scope"]
+
+
+def test_validation_errors_name_the_fields(api):
+    error = _error(api.post("/api/v1/subjects/a/recall", {"k": 0, "types": ["nope"]}, format="json"),
+                   400, "invalid")
+    assert set(error["details"]["fields"]) == {"query", "k", "types"}
+    error = _error(api.post("/api/v1/subjects/a/memories", {"type": "semantic"}, format="json"), 400, "invalid")
+    assert "text" in error["details"]["fields"]
+    _error(api.post("/api/v1/subjects/a/memories", {"type": "episodic", "text": "x"}, format="json"),
+           400, "invalid_memory_type")
+    _error(api.post("/api/v1/subjects/a/memories", ["not", "an", "object"], format="json"), 400, "invalid_memory_type")
+    _error(api.post("/api/v1/subjects/a/turns", ["not", "an", "object"], format="json"), 400, "invalid")
+
+
+def test_service_validation_errors_keep_their_codes(api, settings):
+    settings.ENGRAM_MAX_TEXT_CHARS = 10
+    error = _error(api.post("/api/v1/subjects/a/turns", {"text": "much longer than ten"}, format="json"),
+                   400, "text_too_long")
+    assert error["details"] == {"field": "text", "length": 20, "limit": 10}
+
+
+def test_unknown_end_users_and_memories_are_404(api):
+    _error(api.get("/api/v1/subjects/nobody/export"), 404, "not_found")
+    api.post("/api/v1/subjects/known/turns", {"text": "hello"}, format="json")
+    error = _error(api.get("/api/v1/subjects/known/memories/0123456789abcdef"), 404, "not_found")
+    assert error["details"] == {"id": "0123456789abcdef"}
+    _error(api.get("/api/v1/no/such/endpoint"), 404, "not_found")
+    _error(api.post("/api/v1/subjects/known/turns/extra", {}, format="json"), 404, "not_found")
+    _error(api.get("/api/v1/operations/00000000-0000-0000-0000-000000000000"), 404, "not_found")
+
+
+def test_bad_path_values_are_refused(api):
+    _error(api.post("/api/v1/subjects/%01bad/turns", {"text": "x"}, format="json"), 400, "invalid_external_id")
+    _error(api.post("/api/v1/subjects/" + "x" * 201 + "/turns", {"text": "x"}, format="json"),
+           400, "invalid_external_id")
+
+
+def test_wrong_method_parse_error_and_media_type(api):
+    response = api.get("/api/v1/subjects/a/turns")
+    _error(response, 405, "method_not_allowed")
+    assert response["Allow"] == "POST"
+    _error(api.options("/api/v1/subjects/a/turns"), 405, "method_not_allowed")
+    _error(api.post("/api/v1/subjects/a/turns", data="{not json", content_type="application/json"),
+           400, "parse_error")
+    _error(api.post("/api/v1/subjects/a/turns", data="text=x", content_type="application/x-www-form-urlencoded"),
+           415, "unsupported_media_type")
+    _error(api.post("/api/v1/subjects/a/turns", data='{"text": NaN}', content_type="application/json"),
+           400, "parse_error")
+
+
+def test_bodies_over_the_limit_are_413(api, settings):
+    settings.ENGRAM_API_MAX_BODY_BYTES = 1000
+    error = _error(api.post("/api/v1/subjects/a/turns", {"text": "x" * 2000}, format="json"), 413,
+                   "request_too_large")
+    assert error["details"] == {"limit_bytes": 1000}
+    # Imports have their own, larger limit.
+    settings.ENGRAM_API_MAX_IMPORT_BODY_BYTES = 5000
+    episodes = [{"text": "x" * 100, "occurred_at": "2024-01-01T00:00:00Z"}] * 10
+    assert api.post("/api/v1/subjects/a/episodes:import", {"episodes": episodes}, format="json").status_code == 201
+    _error(api.post("/api/v1/subjects/a/episodes:import", {"episodes": episodes * 5}, format="json"), 413,
+           "request_too_large")
+
+
+def test_rate_limit_per_token_with_retry_after(make_token, settings):
+    settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "3/minute"}
+    first, second = APIClient(), APIClient()
+    first.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token()}")
+    second.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token()}")
+    for _ in range(3):
+        assert first.post("/api/v1/subjects/nobody/recall", {"query": "x"}, format="json").status_code == 404
+    response = first.post("/api/v1/subjects/nobody/recall", {"query": "x"}, format="json")
+    error = _error(response, 429, "rate_limited")
+    assert 1 <= int(response["Retry-After"]) <= 60 and error["details"]["retry_after"] == int(response["Retry-After"])
+    # Another token of the same tenant has its own budget.
+    assert second.post("/api/v1/subjects/nobody/recall", {"query": "x"}, format="json").status_code == 404
+
+
+def test_unexpected_errors_are_a_logged_content_free_500(api, monkeypatch, caplog):
+    api.post("/api/v1/subjects/a/turns", {"text": "hello"}, format="json")
+
+    def boom(**kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(selectors, "memory_recall", boom)
+    api.raise_request_exception = False
+    with caplog.at_level(logging.ERROR):
+        response = api.post("/api/v1/subjects/a/recall", {"query": "x"}, format="json")
+    error = _error(response, 500, "internal_error")
+    assert "secret" not in response.content.decode() and error["details"] == {}
+    assert any("secret internals" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+
+
+def test_elasticsearch_down_answers_reads_with_503_and_retry_after(api, es_down):
+    api.post("/api/v1/subjects/a/turns", {"text": "hello"}, format="json")
+    es_down.start()
+    for response in (api.post("/api/v1/subjects/a/recall", {"query": "hello"}, format="json"),
+                     api.get("/api/v1/subjects/a/export")):
+        error = _error(response, 503, response.json()["error"]["code"])
+        assert error["code"] in ("elasticsearch_unavailable", "elasticsearch_unreachable")
+        assert response["Retry-After"] == "10"

@@ -1,0 +1,201 @@
+"""End-to-end against a real server process (tests/api/live.py) with the typed client: parallel
+turns and recalls, schemathesis over the OpenAPI schema, and Elasticsearch stopped in the middle
+of a run of writes."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engram_client import EngramAPIError, EngramClient
+from tests.api.live import LiveEngram
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def live(es_admin, tmp_path_factory):
+    server = LiveEngram(tmp_path_factory.mktemp("engram-live"))
+    server.setup()
+    server.start()
+    yield server
+    server.stop()
+    server.cleanup(es_admin)
+
+
+@pytest.fixture(scope="module")
+def live_token(live) -> str:
+    return live.token()
+
+
+def test_parallel_turns_and_recalls_lose_and_duplicate_nothing(live, live_token, es_admin):
+    subjects, per_subject = ["ann", "ben", "cat", "dan"], 8
+    tasks = []
+    for s in subjects:
+        for n in range(per_subject):
+            tasks += [("turn", s, n)] * 2  # every write sent twice at once, with the same Idempotency-Key
+        tasks += [("recall", s, None)] * 6
+    random.Random(7).shuffle(tasks)
+    local = threading.local()
+
+    def client() -> EngramClient:
+        if not hasattr(local, "client"):
+            # Retries only "this key's first request is still running" (409 + Retry-After).
+            local.client = EngramClient(live.url, live_token, retries=120, timeout=120)
+        return local.client
+
+    def run(task):
+        kind, s, n = task
+        if kind == "turn":
+            return task, client().turn(s, f"{s} says {n}", k=5, idempotency_key=f"{s}-{n}")
+        try:
+            return task, client().recall(s, f"what does {s} say", k=50)
+        except EngramAPIError as exc:  # the end-user's first turn may not have landed yet
+            assert (exc.status, exc.code) == (404, "not_found")
+            return task, []
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(run, tasks))
+
+    ids_by_key = defaultdict(set)
+    for (kind, s, n), result in results:
+        if kind == "turn":
+            assert result["status"] == "applied", result
+            ids_by_key[(s, n)].add(result["id"])
+            memories = result["recall"]
+        else:
+            memories = result
+        assert all(m["text"].startswith(f"{s} says") for m in memories if m["memory_type"] == "episodic"), memories
+    assert all(len(ids) == 1 for ids in ids_by_key.values()) and len(ids_by_key) == len(subjects) * per_subject
+
+    engram = EngramClient(live.url, live_token)
+    for s in subjects:
+        texts = Counter(m["text"] for m in engram.export(s)["memories"]["episodic"])
+        assert texts == Counter({f"{s} says {n}": 1 for n in range(per_subject)})
+    es_admin.indices.refresh(index=f"{live.prefix}-episodic")
+    assert es_admin.count(index=f"{live.prefix}-episodic")["count"] == len(subjects) * per_subject
+
+
+def test_schemathesis_finds_no_server_error(live, live_token, tmp_path):
+    """The property-based run over the OpenAPI schema; the command is the README's."""
+    command = [sys.executable, "-m", "schemathesis.cli", "run", f"{live.url}/api/v1/schema/",
+               "--header", f"Authorization: Bearer {live_token}",
+               "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+                           "response_schema_conformance",
+               "--max-examples", os.environ.get("ENGRAM_SCHEMATHESIS_EXAMPLES", "25"),
+               "--workers", "1", "--seed", "1", "--max-failures", "20",
+               "--report", "junit", "--report-junit-path", str(tmp_path / "junit.xml")]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
+    summary = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
+    assert summary and summary.group(1) == summary.group(2), result.stdout[-3000:]
+    server_errors = re.findall(r'"[A-Z]+ [^"]*" 5\d\d ', live.log())  # runserver's access log
+    assert server_errors == [], server_errors[:20]
+
+
+# ---------------------------------------------------------------- Elasticsearch stopped mid-run
+
+
+def _stack(action: str) -> None:
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "stack.py"), action,
+                    "--instance", os.environ["ENGRAM_STACK_INSTANCE"], "--es-port", os.environ["ENGRAM_STACK_ES_PORT"]],
+                   check=True, cwd=ROOT)
+
+
+def _wait(predicate, *, timeout: float, every: float = 1.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (httpx.HTTPError, EngramAPIError):
+            value = None
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("ENGRAM_STACK_INSTANCE" not in os.environ, reason="needs a node it may stop (scripts/test)")
+def test_elasticsearch_stopped_mid_run_loses_nothing_acknowledged(es_admin, tmp_path):
+    server = LiveEngram(tmp_path, ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS="1")
+    server.setup()
+    server.start()
+    server.start_worker()  # Celery worker + beat: the replay runs as in production
+    token = server.token()
+    subjects = ["ola", "per", "quinn"]
+    acknowledged: dict[str, list[tuple[int, str]]] = defaultdict(list)  # subject -> [(seq, memory id)]
+    statuses: Counter = Counter()
+    stop_writing = threading.Event()
+
+    def writer():
+        client = EngramClient(server.url, token, retries=0, timeout=60)
+        seq = 0
+        while not stop_writing.is_set():
+            s = subjects[seq % len(subjects)]
+            # A real client retries an unanswered write with the same key until it is acknowledged.
+            while True:
+                try:
+                    result = client.turn(s, f"{s} event {seq}", idempotency_key=f"write-{seq}")
+                except (httpx.HTTPError, EngramAPIError) as exc:
+                    statuses[getattr(exc, "status", type(exc).__name__)] += 1
+                    time.sleep(0.2)
+                    continue
+                break
+            statuses[202 if result["status"] == "queued" else 201] += 1
+            acknowledged[s].append((seq, result["id"]))
+            seq += 1
+            time.sleep(0.05)
+
+    def count() -> int:
+        return sum(map(len, acknowledged.values()))
+
+    thread = threading.Thread(target=writer, daemon=True)
+    try:
+        thread.start()
+        _wait(lambda: statuses[201] >= 15, timeout=120, what="writes before the outage")
+        _stack("es-stop")
+        try:
+            _wait(lambda: statuses[202] >= 15, timeout=120, what="writes accepted during the outage")
+        finally:
+            _stack("es-start")
+        restarted_at = count()
+        _wait(lambda: count() >= restarted_at + 15, timeout=180, what="writes after the restart")
+        stop_writing.set()
+        thread.join(timeout=120)
+        # The worker's periodic replay drains the outbox.
+        _wait(lambda: httpx.get(f"{server.url}/healthz", timeout=10).json()["outbox"]["pending"] == 0,
+              timeout=600, every=2, what="the outbox to drain\n" + server.log("worker")[-3000:])
+
+        client = EngramClient(server.url, token, retries=3)
+        for s in subjects:  # back to normal: applied at once again
+            result = client.turn(s, f"{s} final")
+            assert result["status"] == "applied"
+            acknowledged[s].append((-1, result["id"]))
+        for s in subjects:
+            stored = sorted(client.export(s)["memories"]["episodic"], key=lambda m: m["created_at"])
+            # Every acknowledged write is there, once, in the order it was acknowledged, with its id.
+            expected = [f"{s} event {seq}" if seq >= 0 else f"{s} final" for seq, _ in acknowledged[s]]
+            assert [m["text"] for m in stored] == expected, (s, statuses)
+            assert [m["id"] for m in stored] == [i for _, i in acknowledged[s]]
+        es_admin.indices.refresh(index=f"{server.prefix}-episodic")
+        assert es_admin.count(index=f"{server.prefix}-episodic")["count"] == count()
+        assert statuses[202] >= 15 and statuses[201] >= 15, statuses
+        print(f"acknowledged {count()} writes: {dict(statuses)}")
+    finally:
+        stop_writing.set()
+        thread.join(timeout=60)
+        server.stop()
+        server.cleanup(es_admin)

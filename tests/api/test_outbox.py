@@ -1,0 +1,174 @@
+"""Writes during an Elasticsearch outage: accepted (202) into the outbox, replayed in order, never twice.
+
+The outage here is real from the application's point of view (Elasticsearch's URL points at a
+closed port); tests/api/test_live.py stops the node itself in the middle of a run of writes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engram_client import EngramAPIError
+from memory_app import outbox, services
+from memory_app.es.schema import MemoryType
+from memory_app.health import health_report
+from memory_app.models import OutboxEntry
+from memory_app.outbox import outbox_replay
+from tenants.models import AuditEvent, Subject
+
+
+def _texts(docs, memory_type, external_id):
+    subject = Subject.objects.get(external_id=external_id)
+    return [d["text"] for d in docs(memory_type, user_id=subject.user_id)]
+
+
+def test_writes_during_an_outage_are_accepted_and_replayed_in_order(engram, es_down, docs, settings):
+    before = engram.turn("alice", "turn 0")
+    playbook = engram.write_playbook("alice", "router drops", "reboot")
+    es_down.start()
+
+    accepted = [engram.turn("alice", f"turn {n}") for n in range(1, 4)]
+    fact = engram.write_fact("alice", "Alice has a Fritzbox")
+    outcome = engram.record_outcome("alice", playbook["id"], True)
+    forgotten = engram.forget("alice", before["id"], "user asked")
+    newcomer = engram.turn("bob", "hello from a new end-user")
+    for result in (*accepted, fact, outcome, forgotten, newcomer):
+        assert result["status"] == "queued" and result["operation"]["status"] == "pending"
+    # The first write of each end-user met the outage; the later ones queue behind it.
+    assert [r["operation"]["reason"] for r in (*accepted, fact, newcomer)] == ["outage", *["backlog"] * 3, "outage"]
+    assert all(t["recall"] is None and t["recall_error"]["code"] == "elasticsearch_unreachable" for t in accepted)
+    assert fact["memory"] is None and len(fact["id"]) == 32
+
+    with pytest.raises(EngramAPIError) as err:
+        engram.recall("alice", "turn")
+    assert err.value.status == 503 and err.value.retry_after == settings.ENGRAM_API_RETRY_AFTER_SECONDS
+    assert outbox_replay().stopped_by_outage  # still down: nothing applied, nothing lost
+    assert OutboxEntry.objects.filter(status="pending").count() == 7
+
+    _, report = health_report()
+    assert report["outbox"]["pending"] == 7 and report["outbox"]["pending_subjects"] == 2
+
+    es_down.restore()
+    result = outbox_replay()
+    assert (result.applied, result.failed, result.pending) == (7, 0, 0)
+
+    assert _texts(docs, MemoryType.EPISODIC, "alice") == ["turn 1", "turn 2", "turn 3"]  # turn 0 forgotten
+    assert _texts(docs, MemoryType.EPISODIC, "bob") == ["hello from a new end-user"]
+    assert engram.get_memory("alice", fact["id"])["text"] == "Alice has a Fritzbox"
+    assert engram.get_memory("alice", accepted[0]["id"])["text"] == "turn 1"  # the id promised in the 202
+    assert engram.get_memory("alice", playbook["id"])["success_count"] == 1
+    assert AuditEvent.objects.filter(action="memory.forget", target_id=before["id"]).count() == 1
+    operation = engram.operation(fact["operation"]["id"])
+    assert operation["status"] == "done" and operation["result"] == {"id": fact["id"]}
+    assert OutboxEntry.objects.exclude(payload={}).count() == 0  # no content kept once applied
+    assert outbox_replay().applied == 0  # idempotent
+
+
+def test_new_writes_queue_behind_pending_ones(api, es_down, docs):
+    es_down.start()
+    queued = api.post("/api/v1/subjects/carol/turns", {"text": "first"}, format="json")
+    assert queued.status_code == 202 and queued["Location"].startswith("/api/v1/operations/")
+    es_down.restore()
+    # Elasticsearch is back, but "first" is not applied yet: "second" must wait behind it.
+    second = api.post("/api/v1/subjects/carol/turns", {"text": "second"}, format="json")
+    assert second.status_code == 202 and second.json()["operation"]["reason"] == "backlog"
+    assert second.json()["recall"] == []  # the subject does not exist yet: nothing to recall
+    other = api.post("/api/v1/subjects/dave/turns", {"text": "unaffected"}, format="json")
+    assert other.status_code == 201  # other end-users are not held up
+    outbox_replay()
+    assert _texts(docs, MemoryType.EPISODIC, "carol") == ["first", "second"]
+    assert api.post("/api/v1/subjects/carol/turns", {"text": "third"}, format="json").status_code == 201
+
+
+def test_a_replayed_create_that_already_landed_is_done_not_duplicated(memory, tenant, docs):
+    subject = Subject.objects.create(tenant=tenant, external_id="erin")
+    services.episode_write(subject=subject, text="landed before the outage cut the answer", memory_id="ep-landed-01")
+    OutboxEntry.objects.create(tenant=tenant, external_id="erin", operation="episode", memory_id="ep-landed-01",
+                               payload={"text": "landed before the outage cut the answer"}, actor="t",
+                               reason="outage", after_failure=True)
+    assert outbox_replay().applied == 1
+    assert [d["id"] for d in docs(MemoryType.EPISODIC, user_id=subject.user_id)] == ["ep-landed-01"]
+
+
+def test_a_replayed_supersede_that_half_landed_is_completed(memory, tenant, docs):
+    subject = Subject.objects.create(tenant=tenant, external_id="fay")
+    old = services.fact_write(subject=subject, text="Fay lives in Kiel")
+    # The new fact landed, but the outage came before the old one was marked superseded.
+    services.fact_write(subject=subject, text="Fay lives in Bonn", memory_id="fact-new-0001")
+    OutboxEntry.objects.create(tenant=tenant, external_id="fay", operation="fact", memory_id="fact-new-0001",
+                               payload={"text": "Fay lives in Bonn", "supersedes": [old["id"]]}, actor="t",
+                               reason="outage", after_failure=True)
+    assert outbox_replay().applied == 1
+    facts = {d["id"]: d for d in docs(MemoryType.SEMANTIC, user_id=subject.user_id)}
+    assert facts[old["id"]]["superseded_by"] == ["fact-new-0001"] and len(facts) == 2
+
+
+def test_a_replayed_import_skips_what_is_stored(memory, tenant, docs):
+    subject = Subject.objects.create(tenant=tenant, external_id="gus")
+    episodes = [{"id": f"import-gus-{n}", "text": f"old {n}", "occurred_at": f"2020-01-0{n + 1}T00:00:00Z"}
+                for n in range(4)]
+    services.episodes_import(subject=subject, episodes=episodes[:2])
+    OutboxEntry.objects.create(tenant=tenant, external_id="gus", operation="import", payload={"episodes": episodes},
+                               actor="t", reason="outage", after_failure=True)
+    assert outbox_replay().applied == 1
+    assert [d["id"] for d in docs(MemoryType.EPISODIC, user_id=subject.user_id)] == [e["id"] for e in episodes]
+
+
+def test_an_invalid_queued_write_fails_alone_and_is_reported(engram, es_down, docs):
+    engram.turn("hal", "hello")
+    es_down.start()
+    bad = engram.write_fact("hal", "supersedes nothing real", supersedes=["no-such-fact"])
+    good = engram.turn("hal", "still applied")
+    with pytest.raises(EngramAPIError) as err:
+        engram.turn("hal", "")  # invalid input is refused at once, outage or not
+    assert err.value.status == 400
+    es_down.restore()
+    assert (outbox_replay().applied, OutboxEntry.objects.filter(status="failed").count()) == (1, 1)
+    operation = engram.operation(bad["operation"]["id"])
+    assert operation["status"] == "failed" and operation["error"]["code"] == "not_found"
+    assert _texts(docs, MemoryType.EPISODIC, "hal") == ["hello", "still applied"]
+    assert engram.get_memory("hal", good["id"])["text"] == "still applied"
+
+
+def test_forget_and_erase_queue_in_order(engram, es_down, docs):
+    turn = engram.turn("ivy", "to be forgotten")
+    es_down.start()
+    later = engram.turn("ivy", "written before the erase")
+    erase = engram.erase_subject("ivy")
+    after = engram.turn("ivy", "written after the erase")
+    assert erase["status"] == "queued" and erase["documents_deleted"] is None
+    es_down.restore()
+    outbox_replay()
+    assert _texts(docs, MemoryType.EPISODIC, "ivy") == ["written after the erase"]
+    assert engram.operation(erase["operation"]["id"])["result"] == {"documents_deleted": 2}
+    assert turn["id"] != later["id"] != after["id"]
+
+
+def test_large_imports_run_in_the_background(engram, settings, docs):
+    settings.ENGRAM_API_IMPORT_SYNC_MAX = 3
+    episodes = [{"text": f"e{n}", "occurred_at": f"2021-01-0{n + 1}T00:00:00Z"} for n in range(5)]
+    result = engram.import_episodes("jo", episodes)
+    assert result["status"] == "queued" and result["operation"]["reason"] == "background"
+    outbox_replay()
+    assert _texts(docs, MemoryType.EPISODIC, "jo") == [f"e{n}" for n in range(5)]
+    assert engram.operation(result["operation"]["id"])["result"] == {"ids": result["ids"]}
+
+
+def test_one_replayer_at_a_time(memory, tenant):
+    OutboxEntry.objects.create(tenant=tenant, external_id="kim", operation="episode", memory_id="kim-turn-0001",
+                               payload={"text": "x"}, actor="t", reason="outage")
+    holder = outbox._lease_acquire()
+    try:
+        assert outbox_replay().skipped
+    finally:
+        outbox._lease_release(holder)
+    assert outbox_replay().applied == 1
+
+
+def test_healthz_reports_a_stale_backlog(memory, tenant, settings, client):
+    settings.ENGRAM_OUTBOX_STALE_SECONDS = -1
+    OutboxEntry.objects.create(tenant=tenant, external_id="lu", operation="episode", memory_id="lu-turn-00001",
+                               payload={"text": "x"}, actor="t", reason="outage")
+    body = client.get("/healthz").json()
+    assert body["outbox"]["pending"] == 1
+    assert any(r.startswith("outbox backlog: 1 acknowledged writes waiting") for r in body["reasons"])

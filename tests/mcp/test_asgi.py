@@ -1,0 +1,126 @@
+"""The mount in-process: routing by prefix, the lifespan, and what is refused before any token lookup."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from memory_app.errors import NotFound
+from memory_app.mcp.asgi import McpEndpoint, PrefixRouter
+from memory_app.mcp.server import build_server
+
+
+async def _http(app, *, path="/mcp", method="POST", headers=None, raw_path=None):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    headers = {"host": "localhost:8000", **(headers or {})}
+    await app({"type": "http", "method": method, "path": path, "raw_path": raw_path or path.encode(),
+               "query_string": b"", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]},
+              receive, send)
+    start = sent[0]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
+
+
+class _Recorder:
+    def __init__(self):
+        self.paths = []
+
+    async def __call__(self, scope, receive, send):
+        self.paths.append(scope["path"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.fixture
+def endpoint():
+    return McpEndpoint(build_server())
+
+
+def test_only_the_mcp_prefix_leaves_django(endpoint):
+    django = _Recorder()
+    router = PrefixRouter(django, endpoint)
+
+    for path in ("/healthz", "/mcpx", "/api/v1/subjects/a/recall"):
+        assert anyio.run(lambda: _http(router, path=path))[0] == 204
+    status, _headers, _body = anyio.run(lambda: _http(router, path="/mcp/subjects/alice"))
+
+    assert django.paths == ["/healthz", "/mcpx", "/api/v1/subjects/a/recall"]
+    assert status == 401  # the MCP endpoint answered
+
+
+def test_lifespan_runs_the_session_manager(endpoint):
+    router = PrefixRouter(_Recorder(), endpoint)
+    sent = []
+
+    async def scenario():
+        inbox = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+        started = anyio.Event()
+
+        async def receive():
+            message = inbox.pop(0)
+            if message["type"] == "lifespan.shutdown":
+                await started.wait()
+            return message
+
+        async def send(message):
+            sent.append(message["type"])
+            if message["type"] == "lifespan.startup.complete":
+                assert endpoint.running
+                started.set()
+
+        await router({"type": "lifespan"}, receive, send)
+
+    anyio.run(scenario)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert not endpoint.running
+
+
+@pytest.mark.parametrize(("headers", "method", "status", "code"), [
+    ({}, "POST", 401, "unauthenticated"),
+    ({"authorization": "Basic dXNlcjpwdw=="}, "POST", 401, "unauthenticated"),
+    ({"authorization": "Bearer "}, "POST", 401, "unauthenticated"),
+    ({"host": "evil.example"}, "POST", 400, "invalid_host"),
+    ({"origin": "http://evil.example"}, "POST", 403, "invalid_origin"),
+    ({}, "GET", 405, "method_not_allowed"),
+    ({}, "DELETE", 405, "method_not_allowed"),
+])
+def test_refusals_come_in_the_engram_error_format(endpoint, headers, method, status, code):
+    got_status, got_headers, body = anyio.run(lambda: _http(endpoint, method=method, headers=headers))
+
+    assert (got_status, json.loads(body)["error"]["code"]) == (status, code)
+    if status == 401:
+        assert got_headers["www-authenticate"].startswith("Bearer")
+    if status == 405:
+        assert got_headers["allow"] == "POST"
+
+
+def test_a_same_host_origin_is_allowed(endpoint):
+    status, _headers, body = anyio.run(lambda: _http(endpoint, headers={"origin": "http://localhost:8000"}))
+    assert (status, json.loads(body)["error"]["code"]) == (401, "unauthenticated")
+
+
+@pytest.mark.parametrize(("raw_path", "subject"), [
+    (b"/mcp", None),
+    (b"/mcp/", None),
+    (b"/mcp/subjects/alice", "alice"),
+    (b"/mcp/subjects/alice/", "alice"),
+    (b"/mcp/subjects/user%2F42%20b", "user/42 b"),
+])
+def test_the_path_names_the_end_user(endpoint, raw_path, subject):
+    assert endpoint._subject({"raw_path": raw_path, "path": raw_path.decode()}) == subject
+
+
+@pytest.mark.parametrize("raw_path", [b"/mcp/subjects", b"/mcp/subjects/", b"/mcp/subjects/a/b", b"/mcp/tools",
+                                      b"/mcp/subjects/%20"])
+def test_other_paths_under_the_prefix_are_not_found(endpoint, raw_path):
+    with pytest.raises(NotFound):
+        endpoint._subject({"raw_path": raw_path, "path": raw_path.decode()})

@@ -1,0 +1,177 @@
+"""The MCP tools' logic, in-process: scopes, end-user resolution, argument shapes, isolation."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from memory_app import services
+from memory_app.errors import NotFound, PermissionDenied, ValidationFailed
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.mcp import handlers
+from memory_app.usage import usage_bump
+from tenants.models import AuditEvent, Subject
+
+pytestmark = pytest.mark.usefixtures("memory")
+
+
+def texts(result: dict) -> list[str]:
+    return [m.get("text") for m in result["memories"]]
+
+
+def test_first_write_creates_the_end_user_and_recall_finds_the_memory(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+
+    written = handlers.write_memory(caller=alice, type="semantic", text="Alice's cat is called Miso")
+
+    assert written["subject"] == "alice"
+    assert Subject.objects.filter(tenant=acme, external_id="alice").exists()
+    found = handlers.recall_memory(caller=alice, query="what is the cat called?")
+    assert found["memories"][0]["id"] == written["memory"]["id"]
+    # Internal scope fields stay internal.
+    assert not {"tenant_id", "user_id", "embedding"} & set(found["memories"][0])
+
+
+def test_reading_an_unknown_end_user_is_not_found_and_creates_nothing(acme, make_caller):
+    with pytest.raises(NotFound):
+        handlers.recall_memory(caller=make_caller(acme, subject="nobody"), query="anything")
+    assert not Subject.objects.exists()
+
+
+def test_another_tenants_end_user_gets_the_same_answer_as_an_unknown_one(acme, globex, make_caller):
+    handlers.write_memory(caller=make_caller(acme, subject="alice"), type="semantic", text="Alice lives in Lyon")
+    intruder = make_caller(globex)
+
+    with pytest.raises(NotFound) as theirs:
+        handlers.recall_memory(caller=intruder, query="where does she live", subject="alice")
+    with pytest.raises(NotFound) as unknown:
+        handlers.recall_memory(caller=intruder, query="where does she live", subject="nobody")
+
+    assert (theirs.value.code, theirs.value.message) == (unknown.value.code, unknown.value.message)
+
+
+def test_each_tool_needs_its_scope(acme, make_caller):
+    writer = make_caller(acme, subject="alice", scopes=["memory:write"])
+    reader = make_caller(acme, subject="alice", scopes=["memory:read"])
+    memory_id = handlers.write_memory(caller=writer, type="semantic", text="Alice likes tea")["memory"]["id"]
+
+    assert handlers.recall_memory(caller=reader, query="tea")["memories"]
+    with pytest.raises(PermissionDenied):
+        handlers.recall_memory(caller=writer, query="tea")
+    with pytest.raises(PermissionDenied):
+        handlers.write_memory(caller=reader, type="semantic", text="Alice likes coffee")
+    with pytest.raises(PermissionDenied):
+        handlers.record_outcome(caller=reader, playbook_id=memory_id, success=True)
+    with pytest.raises(PermissionDenied) as denied:
+        handlers.forget_memory(caller=writer, id=memory_id, reason="user asked")
+    assert (denied.value.code, denied.value.details) == ("insufficient_scope", {"required_scope": ["memory:forget"]})
+
+
+def test_the_end_user_comes_from_the_url_or_the_call_never_both_differently(acme, make_caller):
+    pinned = make_caller(acme, subject="alice")
+    unpinned = make_caller(acme)
+
+    same = handlers.write_memory(caller=pinned, type="semantic", text="Likes jazz", subject="alice")
+    named = handlers.write_memory(caller=unpinned, type="semantic", text="Likes rock", subject=" bob ")
+
+    assert (same["subject"], named["subject"]) == ("alice", "bob")
+    with pytest.raises(ValidationFailed) as mismatch:
+        handlers.recall_memory(caller=pinned, query="music", subject="bob")
+    assert mismatch.value.code == "subject_mismatch"
+    with pytest.raises(ValidationFailed) as missing:
+        handlers.recall_memory(caller=unpinned, query="music")
+    assert missing.value.code == "subject_required"
+
+
+@pytest.mark.parametrize("arguments", [
+    {"type": "semantic", "text": "   "},
+    {"type": "semantic", "text": "Likes tea", "steps": "1. boil water"},
+    {"type": "procedural", "trigger": "kettle broken", "steps": "descale", "text": "also text"},
+    {"type": "procedural", "trigger": "kettle broken"},
+    {"type": "episodic", "text": "I moved", "supersedes": ["0123456789abcdef"]},
+    {"type": "semantic", "text": "Likes tea", "occurred_at": "2026-01-01T00:00:00Z"},
+    {"type": "catalog", "text": "not through MCP"},
+])
+def test_a_rejected_write_stores_nothing_not_even_the_end_user(acme, make_caller, count_docs, arguments):
+    with pytest.raises(ValidationFailed):
+        handlers.write_memory(caller=make_caller(acme, subject="alice"), **arguments)
+    assert not Subject.objects.exists()
+    assert count_docs() == 0
+
+
+def test_supersede_hides_the_old_fact_and_keeps_it_as_history(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    old = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Lyon")["memory"]["id"]
+
+    new = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Porto", supersedes=[old],
+                                contradiction="natural")["memory"]
+
+    assert new["supersedes"] == [old] and new["contradiction"] == "natural"
+    assert [m["id"] for m in handlers.recall_memory(caller=alice, query="where does Alice live")["memories"]
+            ] == [new["id"]]
+    history = handlers.recall_memory(caller=alice, query="where does Alice live", include_superseded=True)
+    assert {m["id"]: m.get("superseded_by") for m in history["memories"]} == {new["id"]: None, old: [new["id"]]}
+
+
+def test_an_end_user_cannot_forget_or_supersede_anothers_memory(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    bob = make_caller(acme, subject="bob")
+    handlers.write_memory(caller=bob, type="semantic", text="Bob plays chess")
+    alices = handlers.write_memory(caller=alice, type="semantic", text="Alice plays the cello")["memory"]["id"]
+
+    with pytest.raises(NotFound):
+        handlers.forget_memory(caller=bob, id=alices, reason="user asked")
+    with pytest.raises(NotFound):
+        handlers.write_memory(caller=bob, type="semantic", text="Bob plays go", supersedes=[alices])
+
+    assert alices in [m["id"] for m in handlers.recall_memory(caller=alice, query="cello")["memories"]]
+    assert "Alice plays the cello" not in texts(handlers.recall_memory(caller=bob, query="cello"))
+
+
+def test_forget_deletes_and_audits_without_content(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    memory_id = handlers.write_memory(caller=alice, type="episodic", text="My PIN is 4321")["memory"]["id"]
+
+    assert handlers.forget_memory(caller=alice, id=memory_id, reason="sensitive") == {
+        "subject": "alice", "forgotten": memory_id}
+
+    assert "My PIN is 4321" not in texts(handlers.recall_memory(caller=alice, query="PIN"))
+    event = AuditEvent.objects.get(action="memory.forget", target_id=memory_id)
+    assert event.actor_type == AuditEvent.ActorType.AGENT_TOKEN
+    assert "4321" not in str(event.details) and event.details["reason"] == "sensitive"
+
+
+def test_playbook_outcomes_are_counted_and_steps_may_be_a_list(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    playbook = handlers.write_memory(caller=alice, type="procedural", trigger="the router drops Wi-Fi",
+                                     steps=["Unplug the router", "Wait 30 seconds", "Plug it back in"])["memory"]
+    assert playbook["steps"] == "Unplug the router\nWait 30 seconds\nPlug it back in"
+
+    handlers.record_outcome(caller=alice, playbook_id=playbook["id"], success=False)
+    updated = handlers.record_outcome(caller=alice, playbook_id=playbook["id"], success=True,
+                                      refined_steps=["Unplug the router", "Wait 60 seconds", "Plug it back in"])
+
+    assert (updated["playbook"]["success_count"], updated["playbook"]["failure_count"]) == (1, 1)
+    assert updated["playbook"]["refined_steps"] == "Unplug the router\nWait 60 seconds\nPlug it back in"
+
+
+def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make_caller, monkeypatch):
+    alice = make_caller(acme, subject="alice")
+    old = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Lyon")["memory"]["id"]
+    real_visible_documents = services.visible_documents
+    raced = []
+
+    def visible_documents_then_bump(**kwargs):
+        # What a recall's background bump does between the service's read and its update.
+        found = real_visible_documents(**kwargs)
+        if not raced:
+            raced.append(usage_bump(ids=list(found), at=timezone.now(), index=alias_name(MemoryType.SEMANTIC)))
+        return found
+
+    monkeypatch.setattr(services, "visible_documents", visible_documents_then_bump)
+    new = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Porto", supersedes=[old])
+
+    assert raced == [1]
+    assert new["memory"]["supersedes"] == [old]
+    assert [m["id"] for m in handlers.recall_memory(caller=alice, query="where does Alice live")["memories"]
+            ] == [new["memory"]["id"]]
