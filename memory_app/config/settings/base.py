@@ -254,4 +254,10 @@ ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         transaction_mode="IMMEDIATE", timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+CELERY_BEAT_SCHEDULE |= {
+    # Replay writes accepted during an Elasticsearch outage; drop expired idempotency records.
+    "memory_app.replay-outbox": {"task": "memory_app.tasks.replay_outbox",
+                                 "schedule": float(ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS)},
+    "memory_app.purge-idempotency": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
+}
 # ---- end api (issue 5)
