@@ -13,5 +13,7 @@ app.autodiscover_tasks()
 @app.on_configure.connect
 def _prepare_filesystem_broker(sender, **kwargs):
     # The embedded filesystem transport needs its folders to exist before it can connect.
-    for folder in sender.conf.broker_transport_options.values():
+    from django.conf import settings  # not sender.conf: reading it inside on_configure recurses
+
+    for folder in settings.CELERY_BROKER_TRANSPORT_OPTIONS.values():
         Path(folder).mkdir(parents=True, exist_ok=True)
