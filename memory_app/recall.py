@@ -11,8 +11,10 @@ The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Pe
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
 - catalog_prior (catalog): 0.85.
-- outcome (procedural): 0.5 + the posterior mean of Beta(1 + successes, 1 + failures), so an
-  untried playbook scores ×1.0, a reliable one up to ×1.5 and a failing one down to ×0.5.
+- outcome (procedural): 1 + ENGRAM_OUTCOME_WEIGHT · (2·m − 1), m the posterior mean of
+  Beta(1 + successes, 1 + failures): untried ×1.0, reliable up to ×(1 + w), failing down to
+  ×(1 − w). w is 0.1 because fused scores are close together (rank 1 and rank 10 of one leg differ
+  by only ×1.3): a larger factor would rank a proven but off-topic playbook above the answer.
 
 The BM25 leg searches the episode text, its exact (unstemmed) subfield at half weight and the
 episode's context (the turns before it) at ENGRAM_CONTEXT_BOOST, with the query stripped of
@@ -56,7 +58,9 @@ def text_fields(memory_type: MemoryType) -> list[str]:
     return {
         MemoryType.EPISODIC: ["text", "text.exact^0.5", f"context^{settings.ENGRAM_CONTEXT_BOOST}"],
         MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
-        MemoryType.PROCEDURAL: ["trigger^1.5", "text", "steps^0.5", "refined_steps^0.5"],
+        # ``text`` already holds trigger + steps (+ refined steps): searching those fields again
+        # would count a playbook's words two or three times against a fact's once.
+        MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{settings.ENGRAM_TRIGGER_BOOST}"],
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
 SOURCE_EXCLUDES = ["embedding"]
@@ -196,8 +200,10 @@ def gauss_decay(*, value: datetime | None, origin: datetime) -> float:
 
 
 def outcome_multiplier(*, successes: int, failures: int) -> float:
-    """0.5 + posterior mean of a Beta(1, 1) prior updated with the playbook's outcomes."""
-    return 0.5 + (1.0 + successes) / (2.0 + successes + failures)
+    """1 ± ENGRAM_OUTCOME_WEIGHT, by the posterior mean of a Beta(1, 1) prior updated with the
+    playbook's outcomes (exactly 1.0 for an untried playbook or an even record)."""
+    mean = (1.0 + successes) / (2.0 + successes + failures)
+    return 1.0 + settings.ENGRAM_OUTCOME_WEIGHT * (2.0 * mean - 1.0)
 
 
 def multipliers_for(hit: Hit, *, now: datetime) -> dict[str, float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
@@ -81,6 +82,7 @@ class ProbeReport:
     probes: int = 0
     leaks: list[Finding] = field(default_factory=list)
     failures: list[Finding] = field(default_factory=list)
+    by_family: Counter[str] = field(default_factory=Counter)  # "search", "get", "service", ...
 
     @property
     def ok(self) -> bool:
@@ -88,6 +90,9 @@ class ProbeReport:
 
     def summary(self) -> str:
         return f"probes: {self.probes}, leaks: {len(self.leaks)}, failures: {len(self.failures)}"
+
+    def breakdown(self) -> str:
+        return ", ".join(f"{family} {n}" for family, n in sorted(self.by_family.items()))
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,7 @@ class ProbeRecorder:
         """Count one probe. An Elasticsearch error inside it is recorded as a failure (the run fails)."""
         label = who.label if isinstance(who, SeededSubject) else who
         self.report.probes += 1
+        self.report.by_family[name.split(":", 1)[0]] += 1
         scope = ProbeScope(self, name, label)
         try:
             yield scope

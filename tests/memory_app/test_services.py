@@ -190,8 +190,9 @@ def test_playbook_outcomes_are_counted_and_rank_playbooks(subject):
     assert (updated["failure_count"], updated["refined_steps"]) == (2, "Move the router away from the microwave.")
     results = memory_recall(subject=subject, query="wifi keeps dropping", k=2, types=["procedural"], explain=True)
     assert ids(results) == [good["id"], bad["id"]]
-    assert results[0]["explain"]["multipliers"]["outcome"] == pytest.approx(0.5 + 5 / 6)
-    assert results[1]["explain"]["multipliers"]["outcome"] == pytest.approx(0.5 + 1 / 4)
+    # 1 + 0.1 · (2 · posterior mean − 1): Beta(5, 1) mean 5/6, Beta(1, 3) mean 1/4.
+    assert results[0]["explain"]["multipliers"]["outcome"] == pytest.approx(1 + 0.1 * (2 * 5 / 6 - 1))
+    assert results[1]["explain"]["multipliers"]["outcome"] == pytest.approx(1 + 0.1 * (2 * 1 / 4 - 1))
     assert results[0]["success_count"] == 4 and results[0]["last_success_at"]
 
 
@@ -240,7 +241,9 @@ def test_decay_and_outcome_formulas():
     assert gauss_decay(value=origin - timedelta(days=100), origin=origin) == 1.0
     assert gauss_decay(value=origin - timedelta(days=180 + 1825), origin=origin) == pytest.approx(0.5)
     assert outcome_multiplier(successes=0, failures=0) == 1.0
-    assert outcome_multiplier(successes=100, failures=0) == pytest.approx(1.5, abs=0.01)
+    assert outcome_multiplier(successes=3, failures=3) == 1.0
+    assert outcome_multiplier(successes=100, failures=0) == pytest.approx(1.1, abs=0.001)
+    assert outcome_multiplier(successes=0, failures=100) == pytest.approx(0.9, abs=0.001)
 
 
 def test_recall_bumps_use_count_in_the_background(subject):

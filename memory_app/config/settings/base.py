@@ -158,6 +158,8 @@ ENGRAM_DECAY_SCALE_DAYS = env.float("ENGRAM_DECAY_SCALE_DAYS", default=1825)
 ENGRAM_DECAY_DECAY = env.float("ENGRAM_DECAY_DECAY", default=0.5)
 ENGRAM_USE_COUNT_WEIGHT = env.float("ENGRAM_USE_COUNT_WEIGHT", default=0.2)
 ENGRAM_CATALOG_PRIOR = env.float("ENGRAM_CATALOG_PRIOR", default=0.85)
+# Playbook outcome factor: 1 ± this, by the Beta posterior mean of successes vs failures.
+ENGRAM_OUTCOME_WEIGHT = env.float("ENGRAM_OUTCOME_WEIGHT", default=0.1)
 ENGRAM_HARSH_CONFIDENCE_PENALTY = env.float("ENGRAM_HARSH_CONFIDENCE_PENALTY", default=0.1)
 ENGRAM_RERANK_POOL = env.int("ENGRAM_RERANK_POOL", default=50)  # fused hits the reranker sees
 ENGRAM_RECALL_MAX_K = env.int("ENGRAM_RECALL_MAX_K", default=100)
@@ -190,6 +192,8 @@ ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS = env.int("ENGRAM_KEY_MAINTENANCE_INTERV
 ENGRAM_RECALL_BM25 = env.bool("ENGRAM_RECALL_BM25", default=True)
 ENGRAM_RECALL_DENSE = env.bool("ENGRAM_RECALL_DENSE", default=True)
 ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 weight of an episode's context
+# BM25 weight of a playbook's trigger on top of ``text``, which holds trigger and steps already.
+ENGRAM_TRIGGER_BOOST = env.float("ENGRAM_TRIGGER_BOOST", default=0.3)
 ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed context + turn together
 # Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)

@@ -44,6 +44,7 @@ class Command(BaseCommand):
                 drop_indices(es=es, prefix=prefix)
         for finding in (report.leaks + report.failures)[:show]:
             self.stderr.write(str(finding))
+        self.stdout.write(f"by probe family: {report.breakdown()}")
         self.stdout.write(report.summary())
         if not report.ok:
             raise CommandError(f"isolation probe failed: {len(report.leaks)} leak(s), "

@@ -18,14 +18,18 @@ class Command(BaseCommand):
         parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
         parser.add_argument("--locomo", nargs="+", type=Path, metavar="FILE", help="LoCoMo conversation files")
         parser.add_argument("--gate", action="store_true",
-                            help="exit non-zero unless R@10 >= 0.90, R@5 >= 0.80 and leaks == 0 (fixture corpus)")
+                            help="exit non-zero unless R@10 >= 0.90, R@5 >= 0.80, MRR >= 0.65 and leaks == 0 "
+                                 "(fixture corpus)")
         parser.add_argument("--min-r10", type=float, default=0.90)
         parser.add_argument("--min-r5", type=float, default=0.80)
+        # R@5/R@10 alone missed a ranking bug that pushed the answer from rank 1 to rank 2-5 for
+        # most questions (R@1 0.23); the MRR floor catches that class of regression.
+        parser.add_argument("--min-mrr", type=float, default=0.65)
         parser.add_argument("--context-turns", type=int, default=2,
                             help="LoCoMo: how many preceding turns of the session each episode carries as context")
         parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
 
-    def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, context_turns, json: bool, **options):
+    def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool, **options):
         started = time.monotonic()
         if locomo:
             summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write)
@@ -49,6 +53,7 @@ class Command(BaseCommand):
             overall = report.scores["overall"]
             failed = [f"R@10 {overall['R@10']:.3f} < {min_r10}"] * (overall["R@10"] < min_r10)
             failed += [f"R@5 {overall['R@5']:.3f} < {min_r5}"] * (overall["R@5"] < min_r5)
+            failed += [f"MRR {overall['MRR']:.3f} < {min_mrr}"] * (overall["MRR"] < min_mrr)
             failed += [f"{report.leaks} leaks"] * (report.leaks > 0)
             if failed:
                 raise CommandError("eval gate failed: " + "; ".join(failed))

@@ -1,0 +1,71 @@
+"""The eval's own arithmetic and LoCoMo parsing (the runs themselves are in scripts/test)."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_app.evaluation import (
+    Scores,
+    _question_scores,
+    locomo_episodes,
+    locomo_evidence,
+    locomo_session_date,
+)
+
+
+def test_recall_at_k_is_the_share_of_expected_ids_found_and_mrr_the_first_hit():
+    ranked = ["x", "a", "y", "z", "w", "b"]
+    scores = _question_scores(ranked, ["a", "b"])
+    assert scores == {"R@1": 0.0, "R@5": 0.5, "R@10": 1.0, "MRR": 0.5}
+    assert _question_scores(ranked, ["q"])["MRR"] == 0.0
+
+
+def test_scores_aggregate_overall_and_per_group():
+    scores = Scores()
+    scores.add("semantic", {"R@5": 1.0})
+    scores.add("semantic", {"R@5": 0.0})
+    scores.add("episodic", {"R@5": 1.0})
+    summary = scores.summary()
+    assert list(summary) == ["overall", "episodic", "semantic"]
+    assert summary["overall"] == {"n": 3, "R@5": pytest.approx(2 / 3, abs=1e-4)}
+    assert summary["semantic"] == {"n": 2, "R@5": 0.5}
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+    ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=UTC)),
+    ("12:09 am on 2 January 2024", datetime(2024, 1, 2, 0, 9, tzinfo=UTC)),
+])
+def test_locomo_session_dates_parse(raw, expected):
+    assert locomo_session_date(raw) == expected
+
+
+def test_an_unrecognised_locomo_date_is_an_error():
+    with pytest.raises(ValueError, match="unrecognised LoCoMo date"):
+        locomo_session_date("yesterday")
+
+
+def test_locomo_evidence_accepts_the_dataset_s_separators_and_drops_duplicates():
+    assert locomo_evidence("26", ["D1:3", "D2:4; D2:5", "D1:3", "D10:12 D3:1", "not an id"]) == [
+        "locomo-26-d1-3", "locomo-26-d2-4", "locomo-26-d2-5", "locomo-26-d10-12", "locomo-26-d3-1"]
+
+
+def test_locomo_turns_become_dated_episodes_with_the_preceding_turns_as_context():
+    data = {
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hi Mel!"},
+            {"speaker": "Melanie", "dia_id": "D1:2", "text": "Look at this.", "blip_caption": "a sunset"},
+            {"speaker": "Caroline", "dia_id": "D1:3", "text": "Lovely."},
+        ],
+        "session_2_date_time": "10:37 am on 27 June, 2023",
+        "session_2": [{"speaker": "Melanie", "dia_id": "D2:1", "text": "Back again."}],
+    }
+    episodes = locomo_episodes("26", data, context_turns=1)
+    assert [e["id"] for e in episodes] == ["locomo-26-d1-1", "locomo-26-d1-2", "locomo-26-d1-3", "locomo-26-d2-1"]
+    assert episodes[1]["text"] == "Melanie: Look at this. [shares a photo of a sunset]"
+    assert episodes[0]["context"] is None  # nothing before the first turn
+    assert episodes[2]["context"] == "Melanie: Look at this. [shares a photo of a sunset]"
+    assert episodes[3]["context"] is None  # context never crosses sessions
+    assert episodes[3]["occurred_at"] == datetime(2023, 6, 27, 10, 37, tzinfo=UTC)
+    assert locomo_episodes("26", data, context_turns=0)[2]["context"] is None
