@@ -15,6 +15,7 @@ through ``extra_probes``: callables taking ``(world, recorder)``.
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -194,7 +195,7 @@ class ProbeRecorder:
         """Count one probe. An Elasticsearch error inside it is recorded as a failure (the run fails)."""
         label = who.label if isinstance(who, SeededSubject) else who
         self.report.probes += 1
-        self.report.by_family[name.split(":", 1)[0]] += 1
+        self.report.by_family[re.split(r"[:.(]", name, maxsplit=1)[0]] += 1
         scope = ProbeScope(self, name, label)
         try:
             yield scope

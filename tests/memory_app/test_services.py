@@ -242,8 +242,9 @@ def test_decay_and_outcome_formulas():
     assert gauss_decay(value=origin - timedelta(days=180 + 1825), origin=origin) == pytest.approx(0.5)
     assert outcome_multiplier(successes=0, failures=0) == 1.0
     assert outcome_multiplier(successes=3, failures=3) == 1.0
-    assert outcome_multiplier(successes=100, failures=0) == pytest.approx(1.1, abs=0.001)
-    assert outcome_multiplier(successes=0, failures=100) == pytest.approx(0.9, abs=0.001)
+    assert outcome_multiplier(successes=100, failures=0) == pytest.approx(1 + 0.1 * (2 * 101 / 102 - 1))
+    assert outcome_multiplier(successes=0, failures=100) == pytest.approx(1 + 0.1 * (2 * 1 / 102 - 1))
+    assert 0.9 < outcome_multiplier(successes=0, failures=10**6) < outcome_multiplier(successes=10**6, failures=0) < 1.1
 
 
 def test_recall_bumps_use_count_in_the_background(subject):
