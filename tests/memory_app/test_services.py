@@ -281,6 +281,22 @@ def test_concurrent_use_count_bumps_lose_nothing(subject):
     assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 40
 
 
+
+def test_one_bump_round_covers_several_facts_and_skips_forgotten_ones(subject):
+    a = services.fact_write(subject=subject, text="Alice plays the cello.")
+    b = services.fact_write(subject=subject, text="Alice runs on Sundays.")
+    gone = services.fact_write(subject=subject, text="Alice used to smoke.")
+    services.memory_forget(subject=subject, memory_id=gone["id"], reason="asked", actor="test")
+    at = datetime.now(UTC)
+    index = alias_name(MemoryType.SEMANTIC)
+    assert usage_bump(ids=[a["id"], b["id"], a["id"], gone["id"]], at=at, index=index) == 3
+    assert memory_get(subject=subject, memory_id=a["id"])["use_count"] == 2
+    stored = memory_get(subject=subject, memory_id=b["id"])
+    assert stored["use_count"] == 1 and stored["last_used_at"] == at.isoformat()
+    # last_used_at never moves backwards.
+    assert usage_bump(ids=[b["id"]], at=at - timedelta(days=1), index=index) == 1
+    assert memory_get(subject=subject, memory_id=b["id"])["last_used_at"] == at.isoformat()
+
 # ---------------------------------------------------------------- import, export, erase
 
 
