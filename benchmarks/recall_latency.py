@@ -25,11 +25,9 @@ import random
 import resource
 import statistics
 import sys
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,19 +39,17 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.test.utils import override_settings  # noqa: E402
 
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.es.client import admin_client  # noqa: E402
-from memory_app.es.schema import all_aliases, drop_indices, ensure_indices  # noqa: E402
+from memory_app.es.schema import all_aliases  # noqa: E402
+from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
-from tenants.es_keys import invalidate_keys  # noqa: E402
-from tenants.models import SubjectKey, Tenant, WriterKey  # noqa: E402
+from tenants.models import Tenant  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
 
@@ -68,24 +64,6 @@ def timed(fn, *args, **kwargs) -> float:
     started = time.perf_counter()
     fn(*args, **kwargs)
     return (time.perf_counter() - started) * 1000.0
-
-
-@contextmanager
-def throwaway_indices():
-    prefix = f"{settings.ES_INDEX_PREFIX}-bench-{uuid.uuid4().hex[:8]}"
-    es = admin_client()
-    with override_settings(ES_INDEX_PREFIX=prefix):
-        tenant_services.clear_caches()
-        ensure_indices(es=es)
-        try:
-            yield prefix
-        finally:
-            usage_flush()
-            keys = list(SubjectKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
-            keys += list(WriterKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
-            invalidate_keys(key_ids=keys)
-            tenant_services.clear_caches()
-            drop_indices(es=es, prefix=prefix)
 
 
 def main() -> None:
@@ -107,7 +85,8 @@ def main() -> None:
     now = datetime.now(UTC)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
-    with throwaway_indices() as prefix:
+    # Not rolled back: the background use-count bumps read keys through their own connections.
+    with sandbox(rollback=False) as prefix:
         tenant = Tenant.objects.create(slug=f"bench-{uuid.uuid4().hex[:6]}", name="Benchmark")
         for entry in corpus["tenants"][0]["catalog"]:
             services.catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])

@@ -19,7 +19,7 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +34,7 @@ from memory_app import services
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
 from memory_app.selectors import memory_recall
+from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime
 from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
@@ -42,29 +43,30 @@ from tenants.models import Subject, SubjectKey, Tenant, WriterKey
 KS = (1, 5, 10)
 
 
-class _Rollback(Exception):
-    pass
-
-
 @contextmanager
-def sandbox() -> Iterator[str]:
-    """A throwaway index prefix and database transaction; keys minted inside are invalidated."""
+def sandbox(*, rollback: bool = True) -> Iterator[str]:
+    """A throwaway index prefix, dropped afterwards; API keys minted inside are invalidated.
+
+    With ``rollback`` the database work inside is rolled back as well. Without it (for runs
+    whose background threads must read what the run wrote: they use their own database
+    connections), the caller uses a scratch database. Errors inside propagate unchanged.
+    """
     prefix = f"{settings.ES_INDEX_PREFIX}-eval-{uuid.uuid4().hex[:8]}"
     es = admin_client()
     with override_settings(ES_INDEX_PREFIX=prefix):
         tenant_services.clear_caches()
         ensure_indices(es=es)
         try:
-            with transaction.atomic():
+            with transaction.atomic() if rollback else nullcontext():
                 try:
                     yield prefix
                 finally:
+                    usage_flush()
                     keys = list(SubjectKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
                     keys += list(WriterKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
                     invalidate_keys(key_ids=keys)
-                    raise _Rollback
-        except _Rollback:
-            pass
+                    if rollback:
+                        transaction.set_rollback(True)
         finally:
             tenant_services.clear_caches()
             drop_indices(es=es, prefix=prefix)

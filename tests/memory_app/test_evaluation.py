@@ -69,3 +69,15 @@ def test_locomo_turns_become_dated_episodes_with_the_preceding_turns_as_context(
     assert episodes[3]["context"] is None  # context never crosses sessions
     assert episodes[3]["occurred_at"] == datetime(2023, 6, 27, 10, 37, tzinfo=UTC)
     assert locomo_episodes("26", data, context_turns=0)[2]["context"] is None
+
+
+def test_the_sandbox_surfaces_errors_and_leaves_nothing_behind(es_admin, db):
+    from memory_app.evaluation import sandbox
+    from tenants.models import Tenant
+
+    with pytest.raises(RuntimeError, match="boom"), sandbox() as prefix:
+        Tenant.objects.create(slug="sandboxed", name="Sandboxed")
+        assert es_admin.indices.exists_alias(name=f"{prefix}-episodic")
+        raise RuntimeError("boom")
+    assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)
+    assert not Tenant.objects.filter(slug="sandboxed").exists()
