@@ -8,9 +8,10 @@ What it does, in throwaway indices under a scratch database (nothing is left beh
 1. one tenant with ``--subjects`` end-users, each with ``--episodes`` episodes (bulk import) made
    from the fixture corpus's sentences, 8 facts and 2 playbooks; 7 catalog entries;
 2. turn writes (``episode_write``: embed, index, wait until recall can see it), timed one by one;
-3. recall (``memory_recall``, k=10, every type + catalog), timed one by one, three ways: query
-   vectors not cached, use-count bumps off; the same with bumps on (the bumps run in the
-   background, so the two should match); query vectors cached (a repeated question);
+3. recall (``memory_recall``, k=10, every type + catalog), timed one by one after an untimed
+   pass that warms Elasticsearch's caches, three ways: query vectors not cached, use-count
+   bumps off; the same with bumps on (they run in the background, but share the CPUs);
+   query vectors cached (a repeated question);
 4. recall throughput from ``--threads`` threads;
 5. this process's peak RSS and Elasticsearch's heap and index size.
 Figures are printed as a Markdown table (the README's), and as JSON with ``--json``.
@@ -117,8 +118,6 @@ def main() -> None:
 
         embedder = get_embedder()
         plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
-        for subject, question in plan:  # warm-up: keys, connections and Elasticsearch's caches, so
-            memory_recall(subject=subject, query=question, k=10, record_use=False)  # passes compare fairly
 
         def run(*, record_use: bool, clear_cache: bool) -> list[float]:
             samples = []
@@ -128,6 +127,7 @@ def main() -> None:
                 samples.append(timed(memory_recall, subject=subject, query=question, k=10, record_use=record_use))
             return samples
 
+        run(record_use=False, clear_cache=False)  # warm-up: keys, connections, Elasticsearch's caches
         cold = run(record_use=False, clear_cache=True)
         bumps = run(record_use=True, clear_cache=True)
         usage_flush()

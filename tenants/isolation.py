@@ -80,10 +80,13 @@ class Finding:
 
 @dataclass
 class ProbeReport:
-    probes: int = 0
     leaks: list[Finding] = field(default_factory=list)
     failures: list[Finding] = field(default_factory=list)
     by_family: Counter[str] = field(default_factory=Counter)  # "search", "get", "service", ...
+
+    @property
+    def probes(self) -> int:
+        return sum(self.by_family.values())
 
     @property
     def ok(self) -> bool:
@@ -194,7 +197,6 @@ class ProbeRecorder:
     def probe(self, name: str, who: SeededSubject | str) -> Iterator[ProbeScope]:
         """Count one probe. An Elasticsearch error inside it is recorded as a failure (the run fails)."""
         label = who.label if isinstance(who, SeededSubject) else who
-        self.report.probes += 1
         self.report.by_family[re.split(r"[:.(]", name, maxsplit=1)[0]] += 1
         scope = ProbeScope(self, name, label)
         try:

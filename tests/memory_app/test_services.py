@@ -281,7 +281,6 @@ def test_concurrent_use_count_bumps_lose_nothing(subject):
     assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 40
 
 
-
 def test_one_bump_round_covers_several_facts_and_skips_forgotten_ones(subject):
     a = services.fact_write(subject=subject, text="Alice plays the cello.")
     b = services.fact_write(subject=subject, text="Alice runs on Sundays.")
@@ -296,6 +295,7 @@ def test_one_bump_round_covers_several_facts_and_skips_forgotten_ones(subject):
     # last_used_at never moves backwards.
     assert usage_bump(ids=[b["id"]], at=at - timedelta(days=1), index=index) == 1
     assert memory_get(subject=subject, memory_id=b["id"])["last_used_at"] == at.isoformat()
+
 
 # ---------------------------------------------------------------- import, export, erase
 
