@@ -5,6 +5,10 @@ same NotFound a missing id gets."""
 
 from __future__ import annotations
 
+import json
+
+from django.utils import timezone
+
 from memory_app import services
 from memory_app.errors import NotFound
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
@@ -52,3 +56,40 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
         with recorder.probe("service.subject_export", who) as scope:
             exported = subject_export(subject=who.subject)
             scope.ids([m["id"] for items in exported["memories"].values() for m in items], allowed=allowed)
+
+
+def _recall_bytes(who, now) -> tuple[bytes, list[str]]:
+    hits = memory_recall(subject=who.subject, query=f"{who.marker} memory probe", k=20, explain=True,
+                         record_use=False, now=now)
+    return json.dumps(hits, sort_keys=True, default=str).encode(), [h["id"] for h in hits]
+
+
+def recall_drift_probes(world: World, recorder: ProbeRecorder) -> None:
+    """Another tenant writes memories holding a subject's own words through Engram; the subject's
+    recall response (every field, explain included) must stay byte-identical. In shared indices
+    BM25 ranks can still move through idf (the documented residual); any other change is a leak."""
+    now = timezone.now()
+    seen: set[str] = set()
+    for who in world.subjects:
+        if who.tenant_id in seen:
+            continue
+        seen.add(who.tenant_id)
+        others = [s for s in world.subjects if s.tenant_id != who.tenant_id]
+        writer_side = next((s for s in others if not s.dedicated), others[0])
+        with recorder.probe("service.recall_drift(other tenant writes)", who) as scope:
+            before, order_before = _recall_bytes(who, now)
+            planted = [services.episode_write(subject=writer_side.subject,
+                                              text=f"{who.marker} memory probe planted {n} {who.marker}")["id"]
+                       for n in range(8)]
+            try:
+                after, order_after = _recall_bytes(who, now)
+            finally:
+                for memory_id in planted:
+                    services.memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="probe",
+                                           actor="isolation-probe")
+            if before != after:
+                detail = f"recall response changed ({len(before)} -> {len(after)} bytes)"
+                if order_before != order_after and not who.dedicated:
+                    scope.figure(detail + ": rank order moved", residual=True)
+                else:
+                    scope.leak(detail)

@@ -45,7 +45,7 @@ from memory_app.validation import (
 )
 from tenants.models import AgentToken, AuditEvent, Subject, Tenant
 from tenants.selectors import subject_get
-from tenants.services import audit_record, subject_get_or_create, writer_es_client
+from tenants.services import audit_record, subject_get_or_create, writer_es_client, writer_prefix
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +449,7 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
     if supersedes:
         subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
         old = services.visible_documents(subject=subject, ids=supersedes, types=[_CREATES[operation]])
-        writer = writer_es_client()
+        writer = writer_es_client(prefix=writer_prefix(tenant=entry.tenant))
         now = timezone.now().isoformat()
         for visible in old.values():
             previous = visible.source.get("superseded_by") or []

@@ -101,8 +101,6 @@ class Hit:
     source: dict[str, Any]
     bm25_rank: int | None = None
     dense_rank: int | None = None
-    bm25_score: float | None = None
-    dense_score: float | None = None
     rrf: float = 0.0
     multipliers: dict[str, float] = field(default_factory=dict)
     rerank_score: float | None = None
@@ -110,11 +108,13 @@ class Hit:
     score: float = 0.0
 
     def explain(self) -> dict[str, Any]:
+        # Ranks, the rank-based fused score and the multipliers only. Raw BM25 scores are never
+        # exposed: they carry index-wide term statistics (idf, average length), which in shared
+        # indices move when another tenant writes. Dense similarities are left out too: ranks
+        # say what fusion used.
         return {
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
-            "bm25_score": self.bm25_score,
-            "dense_score": self.dense_score,
             "rrf_score": self.rrf,
             "rerank_score": self.rerank_score,
             "rerank_rank": self.rerank_rank,
@@ -183,7 +183,6 @@ def fuse(*, responses: list[dict]) -> dict[str, Hit]:
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
             setattr(hit, f"{leg}_rank", rank)
-            setattr(hit, f"{leg}_score", raw["_score"])
             hit.rrf += weights[leg] / (k + rank)
     return hits
 

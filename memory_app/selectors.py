@@ -17,7 +17,7 @@ from memory_app.services import USER_TYPES, visible_document
 from memory_app.usage import usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
 from tenants.models import Subject
-from tenants.selectors import memory_scope
+from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client
 
 
@@ -46,9 +46,10 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     now = now or timezone.now()
 
     es = subject_es_client(subject=subject)
+    prefix = index_prefix_for(tenant=subject.tenant)
     body = rc.msearch_body(types=memory_types, query=query, vector=get_embedder().embed_query(query),
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for={t: alias_name(t) for t in memory_types})
+                           since=since, until=until, index_for={t: alias_name(t, prefix=prefix) for t in memory_types})
     responses = es.msearch(searches=body)["responses"]
     for response in responses:
         if "error" in response:
@@ -62,7 +63,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         hits = pool
     ranked = rc.score(hits, now=now)[:k]
     if record_use:
-        usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now)
+        usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now, prefix=prefix)
     results = []
     for hit in ranked:
         item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}
@@ -94,7 +95,7 @@ def memory_history(*, subject: Subject, memory_id: str) -> dict[str, Any]:
     require_dls()
     es = subject_es_client(subject=subject)
     start = visible_document(subject=subject, memory_id=memory_id)
-    indices = alias_name(start.memory_type)
+    indices = alias_name(start.memory_type, prefix=index_prefix_for(tenant=subject.tenant))
 
     def walk(field: str) -> list[dict[str, Any]]:
         seen, out = {start.id}, []
@@ -122,7 +123,8 @@ def subject_export(*, subject: Subject) -> dict[str, Any]:
     es = subject_es_client(subject=subject)
     scope = memory_scope(subject=subject)
     out: dict[str, list] = {t.value: [] for t in USER_TYPES}
-    for hit in helpers.scan(es, index=",".join(alias_name(t) for t in USER_TYPES),
+    prefix = index_prefix_for(tenant=subject.tenant)
+    for hit in helpers.scan(es, index=",".join(alias_name(t, prefix=prefix) for t in USER_TYPES),
                             query={"query": {"bool": {"filter": [{"term": {"user_id": scope["user_id"]}}]}},
                                    "_source": {"excludes": ["embedding"]}, "sort": ["_doc"]}, size=500):
         memory_type = MemoryType(hit["_source"]["memory_type"])

@@ -35,12 +35,25 @@ from memory_app.validation import (
 )
 from tenants.models import Subject, Tenant
 from tenants.selectors import memory_scope
-from tenants.services import audit_record, subject_es_client, subject_keys_revoke_all, writer_es_client
+from tenants.selectors import index_prefix_for
+from tenants.services import (
+    audit_record,
+    subject_es_client,
+    subject_keys_revoke_all,
+    writer_es_client,
+    writer_prefix,
+)
 
 log = logging.getLogger(__name__)
 
 USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 CONTRADICTIONS = ("natural", "harsh")
+
+
+def write_target(*, tenant: Tenant) -> tuple[Elasticsearch, str]:
+    """The writer client and index prefix for ``tenant``'s memories (shared or its own indices)."""
+    prefix = writer_prefix(tenant=tenant)
+    return writer_es_client(prefix=prefix), prefix
 
 
 def new_memory_id() -> str:
@@ -95,14 +108,15 @@ def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[Memor
         return {}
     es = es or subject_es_client(subject=subject)
     scope = memory_scope(subject=subject)
-    docs = [{"_index": alias_name(t), "_id": i} for i in ids for t in types]
+    prefix = index_prefix_for(tenant=subject.tenant)
+    docs = [{"_index": alias_name(t, prefix=prefix), "_id": i} for i in ids for t in types]
     response = es.mget(docs=docs, source_excludes=["embedding"])
     found = {}
     for d in response["docs"]:
         src = d.get("_source")
         # The scope check is the code-level second guard behind the key's DLS query.
         if d.get("found") and src.get("tenant_id") == scope["tenant_id"] and src.get("user_id") == scope["user_id"]:
-            found[d["_id"]] = Visible(id=d["_id"], index=alias_name(src["memory_type"]),
+            found[d["_id"]] = Visible(id=d["_id"], index=alias_name(src["memory_type"], prefix=prefix),
                                       memory_type=MemoryType(src["memory_type"]), source=src,
                                       seq_no=d["_seq_no"], primary_term=d["_primary_term"])
     return found
@@ -118,11 +132,12 @@ def visible_document(*, subject: Subject, memory_id: str, types: Iterable[Memory
 # ---------------------------------------------------------------- writes
 
 
-def _store(*, memory_type: MemoryType, memory_id: str, doc: dict[str, Any], refresh: str | bool = "wait_for"
-           ) -> dict[str, Any]:
+def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict[str, Any],
+           refresh: str | bool = "wait_for") -> dict[str, Any]:
     doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
+    writer, prefix = write_target(tenant=tenant)
     try:
-        writer_es_client().index(index=alias_name(memory_type), id=memory_id, document=doc, op_type="create",
+        writer.index(index=alias_name(memory_type, prefix=prefix), id=memory_id, document=doc, op_type="create",
                                  refresh=refresh)
     except ConflictError:
         raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
@@ -162,7 +177,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
-    return _store(memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc)
+    return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc)
 
 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
@@ -213,7 +228,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
     if not old_ids:
-        return _store(memory_type=memory_type, memory_id=memory_id, doc=doc)
+        return _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc)
 
     old = visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     missing = [i for i in old_ids if i not in old]
@@ -224,15 +239,15 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     if contradiction == "harsh":
         doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
 
-    stored = _store(memory_type=memory_type, memory_id=memory_id, doc=doc, refresh=False)
-    writer = writer_es_client()
+    stored = _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc, refresh=False)
+    writer, prefix = write_target(tenant=subject.tenant)
     done: list[Visible] = []
     try:
         for visible in old.values():
             done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
                                          now=now))
     except (ApiError, NotFound, Conflict) as exc:
-        _undo_supersede(writer=writer, new_index=alias_name(memory_type), new_id=memory_id, done=done)
+        _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
                            details={"ids": old_ids}) from None
@@ -279,7 +294,7 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
     now = _now()
     doc = {"tenant_id": tenant.slug, "memory_type": MemoryType.CATALOG.value, "title": title, "text": text,
            "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata)}
-    return _store(memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
+    return _store(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
 
 
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
@@ -291,7 +306,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
     if not isinstance(success, bool):
         raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
     refined = clean_text(refined_steps, field="refined_steps") if refined_steps is not None else None
-    writer = writer_es_client()
+    writer, _prefix = write_target(tenant=subject.tenant)
     for _attempt in range(20):
         visible = visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
         src = visible.source
@@ -316,7 +331,7 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
     reason = clean_text(reason, field="reason", limit=500)
     visible = visible_document(subject=subject, memory_id=memory_id)
     try:
-        writer_es_client().delete(index=visible.index, id=visible.id, refresh="wait_for")
+        write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
     except NotFoundError:
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
@@ -326,13 +341,14 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
 def subject_erase(*, subject: Subject, actor: str) -> int:
     """Delete every document and key of a subject. Returns the number of documents deleted."""
     scope = memory_scope(subject=subject)
-    writer = writer_es_client()
+    writer, prefix = write_target(tenant=subject.tenant)
     deleted = 0
-    indices = ",".join(alias_name(t) for t in USER_TYPES)
+    indices = ",".join(alias_name(t, prefix=prefix) for t in USER_TYPES)
     query = {"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}}]}}
     # No _delete_by_query on every cluster: scan the ids, delete them in bulk, until none remain.
     while True:
-        actions = [{"_op_type": "delete", "_index": alias_name(h["_source"]["memory_type"]), "_id": h["_id"]}
+        actions = [{"_op_type": "delete", "_index": alias_name(h["_source"]["memory_type"], prefix=prefix),
+                    "_id": h["_id"]}
                    for h in helpers.scan(writer, index=indices, size=1000,
                                          query={"query": query, "_source": ["memory_type"]})]
         if not actions:
@@ -391,7 +407,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     scope = memory_scope(subject=subject)
     now = _now().isoformat()
     embedder = get_embedder()
-    index = alias_name(MemoryType.EPISODIC)
+    writer, prefix = write_target(tenant=subject.tenant)
+    index = alias_name(MemoryType.EPISODIC, prefix=prefix)
 
     def actions():
         for start in range(0, len(cleaned), batch_size):
@@ -406,7 +423,6 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     "session_id": episode.session_id, "context": episode.context,
                     "metadata": episode.metadata or {}, "source": "import"}}
 
-    writer = writer_es_client()
     written: list[str] = []
     failures: list[dict] = []
     for ok, item in helpers.streaming_bulk(writer, actions(), chunk_size=batch_size, raise_on_error=False,

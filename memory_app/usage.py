@@ -26,11 +26,13 @@ _lock = threading.Lock()
 MAX_ATTEMPTS = 50
 
 
-def usage_record(*, ids: list[str], at: datetime) -> None:
-    """Schedule a use-count bump for each semantic fact id; returns immediately."""
+def usage_record(*, ids: list[str], at: datetime, prefix: str | None = None) -> None:
+    """Schedule a use-count bump for each semantic fact id (in the indices of ``prefix``, default
+    the shared ones); returns immediately."""
     if not ids:
         return
-    future = _pool.submit(usage_bump, ids=ids, at=at, index=alias_name(MemoryType.SEMANTIC))
+    future = _pool.submit(usage_bump, ids=ids, at=at, index=alias_name(MemoryType.SEMANTIC, prefix=prefix),
+                          prefix=prefix)
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)
@@ -51,7 +53,7 @@ def usage_flush(timeout: float = 30.0) -> None:
         future.result(timeout=timeout)
 
 
-def usage_bump(*, ids: list[str], at: datetime, index: str) -> int:
+def usage_bump(*, ids: list[str], at: datetime, index: str, prefix: str | None = None) -> int:
     """Add one to use_count (per occurrence in ``ids``) and move last_used_at forward to ``at``;
     returns how many increments were stored.
 
@@ -59,7 +61,7 @@ def usage_bump(*, ids: list[str], at: datetime, index: str) -> int:
     the seq_no/primary_term it read; those that lost a race are read and tried again, up to
     MAX_ATTEMPTS rounds. Facts forgotten meanwhile are skipped.
     """
-    writer = writer_es_client()
+    writer = writer_es_client(prefix=prefix)
     pending = Counter(ids)
     stamp = at.isoformat()
     bumped = 0

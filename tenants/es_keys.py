@@ -1,8 +1,15 @@
 """Elasticsearch API keys for Engram, through the security API and the admin credential only.
 
 Two kinds: per-subject read keys carrying the subject's document-level-security query, and
-the writer key (read + write on the memory aliases). Neither gets cluster privileges or
-``manage``; both expire. Connection failures surface as ServiceUnavailable.
+the writer key. Neither gets cluster privileges or ``manage``; both expire. Connection failures
+surface as ServiceUnavailable.
+
+Least privilege: both are granted the exact index actions Engram's own request paths call, not
+the ``read``/``write`` groups. ``read`` would also allow term vectors, ``_explain``, field
+capabilities, terms enum and point-in-time searches; under document-level security several of
+those answer with index-wide statistics (a term's document frequency over every tenant), which
+is membership inference across tenants. ``ROLE_VERSION`` names the grant; a key minted under an
+older version is rotated (``tenants.services.keys_upgrade``, run by ``es_setup``).
 """
 
 from __future__ import annotations
@@ -32,13 +39,39 @@ def encoded_api_key(key_id: str, secret: str) -> str:
     return base64.b64encode(f"{key_id}:{secret}".encode()).decode()
 
 
+# Bump when a grant below changes: every key minted under an older version gets rotated.
+# 1: the `read` / `read` + `write` privilege groups.  2: the action lists below.
+ROLE_VERSION = 2
+
+# What subject keys are used for: recall (_msearch), visibility checks and history (_mget),
+# export (search + scroll + clear scroll). Searches and mgets fan out to shard-level actions
+# (`...[shard]`, `...[phase/query]`), which Elasticsearch authorises through the parent action.
+SUBJECT_ACTIONS = (
+    "indices:data/read/search",
+    "indices:data/read/msearch",
+    "indices:data/read/get",
+    "indices:data/read/mget",
+    "indices:data/read/scroll",
+    "indices:data/read/scroll/clear",
+)
+# The writer: create/index, partial update (OCC), delete, bulk; plus the reads a write needs
+# (realtime get/mget for use-count bumps, scan for erase).
+WRITER_ACTIONS = (
+    *SUBJECT_ACTIONS,
+    "indices:data/write/index",
+    "indices:data/write/update",
+    "indices:data/write/delete",
+    "indices:data/write/bulk",
+)
+
+
 def subject_role_descriptors(*, subject: Subject, prefix: str) -> dict:
     return {
         "engram_subject_read": {
             "cluster": [],
             "indices": [{
                 "names": all_aliases(prefix=prefix),
-                "privileges": ["read"],
+                "privileges": list(SUBJECT_ACTIONS),
                 "query": memory_scope_filter(subject=subject),
                 "allow_restricted_indices": False,
             }],
@@ -47,12 +80,11 @@ def subject_role_descriptors(*, subject: Subject, prefix: str) -> dict:
 
 
 def writer_role_descriptors(*, prefix: str) -> dict:
-    # `read` lets the writer do optimistic-concurrency get-then-update; `write` is
-    # index/update/delete/bulk on existing indices (no `create_index`, no `manage`).
+    # No `create_index`, no `manage`, no statistics APIs (see WRITER_ACTIONS).
     return {
         "engram_writer": {
             "cluster": [],
-            "indices": [{"names": all_aliases(prefix=prefix), "privileges": ["read", "write"],
+            "indices": [{"names": all_aliases(prefix=prefix), "privileges": list(WRITER_ACTIONS),
                          "allow_restricted_indices": False}],
         }
     }
@@ -64,7 +96,7 @@ def mint_subject_key(*, subject: Subject, prefix: str, ttl: timedelta) -> Minted
         name=f"engram-subject-{scope['tenant_id']}-{subject.pk}",
         role_descriptors=subject_role_descriptors(subject=subject, prefix=prefix),
         metadata={"engram": True, "kind": "subject", "tenant": scope["tenant_id"], "user_id": scope["user_id"],
-                  "subject_id": subject.pk, "index_prefix": prefix},
+                  "subject_id": subject.pk, "index_prefix": prefix, "role_version": ROLE_VERSION},
         ttl=ttl,
     )
 
@@ -73,7 +105,7 @@ def mint_writer_key(*, prefix: str, ttl: timedelta) -> MintedKey:
     return _mint(
         name="engram-writer",
         role_descriptors=writer_role_descriptors(prefix=prefix),
-        metadata={"engram": True, "kind": "writer", "index_prefix": prefix},
+        metadata={"engram": True, "kind": "writer", "index_prefix": prefix, "role_version": ROLE_VERSION},
         ttl=ttl,
     )
 

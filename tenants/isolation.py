@@ -2,9 +2,20 @@
 
 Every probe is made with an end-user's own DLS key (``subject_es_client``) directly against
 Elasticsearch, the way a bug or an injected query in Engram would reach it. A *leak* is any
-document, id, term or count of another end-user or tenant coming back, or a forbidden request
-being allowed; a *failure* is a probe that could not run or an end-user not seeing their own
-data (which would make the "no leak" answer meaningless).
+document, id, term or count of another end-user or tenant coming back, any figure that reveals
+another tenant's data (a term's document frequency, an index-wide document count, a score that
+moves when another tenant writes), or a forbidden request being allowed; a *failure* is a probe
+that could not run or an end-user not seeing their own data (which would make the "no leak"
+answer meaningless).
+
+The ``stats`` family looks for relevance statistics. Document-level security does not scope
+them: in shared indices a plain search's ``_score`` (and its ``explain``, and the background
+counts of significant-terms aggregations) is computed over every tenant's documents. That
+channel is inherent to searching shared indices with a subject key, so for *shared* tenants
+those figures are recorded as ``residual`` (reported, documented in the README, not a leak:
+subject keys never leave Engram and its API exposes no such figure); for *dedicated* tenants
+the same figures are leaks. Statistics APIs that Engram does not need (term vectors, _explain,
+field capabilities, terms enum, _validate, suggesters, profile) must be refused for everyone.
 
 Used by ``tests/tenants/test_isolation.py`` and ``manage.py isolation_probe``. Callers choose the
 index prefix (a throwaway one) and own the database transaction; the run removes its documents
@@ -37,11 +48,11 @@ from elasticsearch import (
 )
 
 from memory_app.es.client import admin_client
-from memory_app.es.schema import MemoryType, alias_name, all_aliases
+from memory_app.es.schema import MemoryType, alias_name, all_aliases, ensure_indices
 
 from .es_keys import invalidate_keys
 from .models import Subject, SubjectKey, Tenant
-from .selectors import memory_scope
+from .selectors import index_prefix_for, memory_scope
 from .services import (
     audit_record,
     subject_es_client,
@@ -59,12 +70,13 @@ USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 class TenantSpec:
     slug: str
     subjects: tuple[str, ...]
+    isolation: str = Tenant.Isolation.SHARED
 
 
 DEFAULT_TENANTS = (
     TenantSpec("acme", ("alice", "bob", "carol")),
     TenantSpec("globex", ("dana", "erik", "fatima")),
-    TenantSpec("initech", ("gus", "hana", "ivan")),
+    TenantSpec("initech", ("gus", "hana", "ivan"), isolation=Tenant.Isolation.DEDICATED),
 )
 
 
@@ -82,6 +94,8 @@ class Finding:
 class ProbeReport:
     leaks: list[Finding] = field(default_factory=list)
     failures: list[Finding] = field(default_factory=list)
+    # Shared-mode relevance statistics seen through a subject key: documented, not a leak.
+    residual: list[Finding] = field(default_factory=list)
     by_family: Counter[str] = field(default_factory=Counter)  # "search", "get", "service", ...
 
     @property
@@ -93,7 +107,10 @@ class ProbeReport:
         return self.probes > 0 and not self.leaks and not self.failures
 
     def summary(self) -> str:
-        return f"probes: {self.probes}, leaks: {len(self.leaks)}, failures: {len(self.failures)}"
+        line = f"probes: {self.probes}, leaks: {len(self.leaks)}, failures: {len(self.failures)}"
+        if self.residual:
+            line += f" (shared-mode statistics residual: {len(self.residual)}, see README Isolation)"
+        return line
 
     def breakdown(self) -> str:
         return ", ".join(f"{family} {n}" for family, n in sorted(self.by_family.items()))
@@ -128,6 +145,14 @@ class SeededSubject:
     def label(self) -> str:
         return f"{self.tenant_id}/{self.subject.external_id}"
 
+    @property
+    def prefix(self) -> str:
+        return index_prefix_for(tenant=self.subject.tenant)
+
+    @property
+    def dedicated(self) -> bool:
+        return self.subject.tenant.isolation == Tenant.Isolation.DEDICATED
+
 
 @dataclass
 class World:
@@ -153,6 +178,9 @@ class World:
     def catalog_of(self, tenant_id: str) -> list[SeededDoc]:
         return [d for d in self.docs if d.tenant_id == tenant_id and d.user_id is None]
 
+    def tenant_docs(self, tenant_id: str, alias: str) -> list[SeededDoc]:
+        return [d for d in self.docs if d.tenant_id == tenant_id and d.alias == alias]
+
 
 class ProbeScope:
     """One probe's verdicts: call ``leak``/``fail``, or the helpers that do it for you."""
@@ -165,6 +193,11 @@ class ProbeScope:
 
     def fail(self, detail: str) -> None:
         self._recorder.report.failures.append(Finding(self.name, self.who, detail))
+
+    def figure(self, detail: str, *, residual: bool) -> None:
+        """A statistic revealing another tenant's data: a leak, or the shared mode's residual."""
+        (self._recorder.report.residual if residual else self._recorder.report.leaks).append(
+            Finding(self.name, self.who, detail))
 
     def ids(self, returned: Sequence[str], *, allowed: AbstractSet[str],
             required: AbstractSet[str] = frozenset()) -> None:
@@ -194,15 +227,21 @@ class ProbeRecorder:
         self.report = ProbeReport()
 
     @contextmanager
-    def probe(self, name: str, who: SeededSubject | str) -> Iterator[ProbeScope]:
-        """Count one probe. An Elasticsearch error inside it is recorded as a failure (the run fails)."""
+    def probe(self, name: str, who: SeededSubject | str, *, refusal_ok: bool = False) -> Iterator[ProbeScope]:
+        """Count one probe. An Elasticsearch error inside it is recorded as a failure (the run
+        fails), except, with ``refusal_ok``, the security layer refusing the request: for a
+        probe aimed at someone else's data or at a statistics API, a refusal reveals nothing."""
         label = who.label if isinstance(who, SeededSubject) else who
         self.report.by_family[re.split(r"[:.(]", name, maxsplit=1)[0]] += 1
         scope = ProbeScope(self, name, label)
         try:
             yield scope
+        except (AuthenticationException, AuthorizationException) as exc:
+            if not refusal_ok:
+                scope.fail(f"{type(exc).__name__}: {exc}")
         except (ApiError, TransportError) as exc:
-            scope.fail(f"{type(exc).__name__}: {exc}")
+            if not (refusal_ok and isinstance(exc, ApiError) and exc.error == "security_exception"):
+                scope.fail(f"{type(exc).__name__}: {exc}")
 
 
 ExtraProbe = Callable[[World, ProbeRecorder], None]
@@ -222,6 +261,7 @@ def run_isolation_probes(*, tenants_spec: Sequence[TenantSpec] = DEFAULT_TENANTS
     try:
         for who in world.subjects:
             _probe_subject(world, recorder, who)
+        _probe_statistics(world, recorder)
         for extra in extra_probes:
             extra(world, recorder)
         if lifecycle:
@@ -253,12 +293,17 @@ def _seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> World:
     markers = iter(range(10_000))
     now = timezone.now().isoformat()
     for spec in tenants_spec:
-        tenant = Tenant.objects.create(slug=f"{spec.slug}-{run}", name=f"{spec.slug} (isolation probe {run})")
+        tenant = Tenant.objects.create(slug=f"{spec.slug}-{run}", name=f"{spec.slug} (isolation probe {run})",
+                                       isolation=spec.isolation)
         tenants.append(tenant)
+        tprefix = index_prefix_for(tenant=tenant)
+        if tprefix != prefix:
+            ensure_indices(es=admin_client(), prefix=tprefix, dims=dims)
         catalog_marker = _marker(next(markers))
         for i in range(docs_per_type):
             docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.CATALOG,
-                                  alias=alias_name(MemoryType.CATALOG), tenant_id=tenant.slug, user_id=None,
+                                  alias=alias_name(MemoryType.CATALOG, prefix=tprefix), tenant_id=tenant.slug,
+                                  user_id=None,
                                   marker=catalog_marker, vector=_vector(rng, dims)))
         for external_id in spec.subjects:
             subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR)
@@ -266,16 +311,29 @@ def _seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> World:
             subjects.append(who)
             for memory_type in USER_TYPES:
                 for i in range(docs_per_type):
-                    docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=memory_type, alias=alias_name(memory_type),
+                    docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=memory_type,
+                                          alias=alias_name(memory_type, prefix=tprefix),
                                           tenant_id=who.tenant_id, user_id=who.user_id, marker=who.marker,
                                           vector=_vector(rng, dims)))
             # A superseded fact: only its owner may see it, even when asking for superseded ones.
             docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.SEMANTIC,
-                                  alias=alias_name(MemoryType.SEMANTIC), tenant_id=who.tenant_id,
+                                  alias=alias_name(MemoryType.SEMANTIC, prefix=tprefix), tenant_id=who.tenant_id,
                                   user_id=who.user_id, marker=who.marker, vector=_vector(rng, dims), superseded=True))
-    helpers.bulk(writer_es_client(), (_action(d, now) for d in docs), refresh="wait_for")
-    concrete = sorted(admin_client().indices.get_alias(name=",".join(all_aliases())))
+    _bulk_by_prefix(docs, lambda d: _action(d, now), refresh="wait_for")
+    aliases = [a for t in tenants for a in all_aliases(prefix=index_prefix_for(tenant=t))]
+    concrete = sorted(admin_client().indices.get_alias(name=",".join(dict.fromkeys(aliases))))
     return World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs, concrete_indices=concrete)
+
+
+def _prefix_of(alias: str) -> str:
+    return alias.rsplit("-", 1)[0]
+
+
+def _bulk_by_prefix(docs: Sequence[SeededDoc], action: Callable[[SeededDoc], dict], **kwargs) -> None:
+    """Bulk ``action`` over ``docs`` with the writer key of each document's index prefix."""
+    for prefix in sorted({_prefix_of(d.alias) for d in docs}):
+        helpers.bulk(writer_es_client(prefix=prefix), (action(d) for d in docs if _prefix_of(d.alias) == prefix),
+                     **kwargs)
 
 
 def _action(doc: SeededDoc, now: str) -> dict:
@@ -303,9 +361,8 @@ def _teardown(world: World) -> None:
                  details={"key_ids": key_ids, "reason": "probe run over"})
     # Errors are not raised: a document a (failed) probe managed to delete is already gone,
     # and the caller drops the throwaway indices anyway.
-    helpers.bulk(writer_es_client(),
-                 ({"_op_type": "delete", "_index": d.alias, "_id": d.id} for d in world.docs),
-                 refresh="wait_for", raise_on_error=False)
+    _bulk_by_prefix(world.docs, lambda d: {"_op_type": "delete", "_index": d.alias, "_id": d.id},
+                    refresh="wait_for", raise_on_error=False)
 
 
 # ---------------------------------------------------------------- probes
@@ -317,11 +374,12 @@ def _hit_ids(response) -> list[str]:
 def _probe_subject(world: World, rec: ProbeRecorder, who: SeededSubject) -> None:
     es = subject_es_client(subject=who.subject)
     visible_all = {d.id for d in world.visible(who)}
-    for alias in all_aliases():
+    own_aliases = all_aliases(prefix=who.prefix)
+    for alias in own_aliases:
         _probe_alias(world, rec, who, es, alias)
     with rec.probe("msearch:match_all", who) as p:
         searches = []
-        for alias in all_aliases():
+        for alias in own_aliases:
             searches += [{"index": alias}, {"query": {"match_all": {}}, "size": 1000}]
         for response in es.msearch(searches=searches)["responses"]:
             if "error" in response:
@@ -329,11 +387,11 @@ def _probe_subject(world: World, rec: ProbeRecorder, who: SeededSubject) -> None
             else:
                 p.ids(_hit_ids(response), allowed=visible_all)
     with rec.probe("query_string:own_marker", who) as p:
-        response = es.search(index=",".join(all_aliases()), size=1000,
+        response = es.search(index=",".join(own_aliases), size=1000,
                              query={"query_string": {"query": f"text:{who.marker}"}})
         own = {d.id for d in world.docs_of(who)}
         p.ids(_hit_ids(response), allowed=visible_all, required=own)
-    for pattern in ("*", "_all", f"{world.prefix}-*"):
+    for pattern in ("*", "_all", f"{world.prefix}-*", f"{who.prefix}-*"):
         with rec.probe(f"search:index={pattern}", who) as p:
             p.ids(_hit_ids(es.search(index=pattern, size=1000, query={"match_all": {}})), allowed=visible_all)
     for index in world.concrete_indices:
@@ -342,9 +400,9 @@ def _probe_subject(world: World, rec: ProbeRecorder, who: SeededSubject) -> None
     with rec.probe("cluster:health", who) as p:
         p.refused(lambda: es.cluster.health())
     with rec.probe("indices:refresh", who) as p:
-        p.refused(lambda: es.indices.refresh(index=all_aliases()[0]))
+        p.refused(lambda: es.indices.refresh(index=own_aliases[0]))
     with rec.probe("indices:get_mapping", who) as p:
-        p.refused(lambda: es.indices.get_mapping(index=all_aliases()[0]))
+        p.refused(lambda: es.indices.get_mapping(index=own_aliases[0]))
     for other in world.subjects:
         if other is not who:
             _probe_other_subject(world, rec, who, es, other)
@@ -412,7 +470,7 @@ def _probe_alias(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elast
         finally:
             es.clear_scroll(scroll_id=scroll_id)
         p.ids(seen, allowed=visible, required=visible)
-    with rec.probe(f"point_in_time:{kind}", who) as p:
+    with rec.probe(f"point_in_time:{kind}", who, refusal_ok=True) as p:
         pit = es.open_point_in_time(index=alias, keep_alive="1m")["id"]
         try:
             try:
@@ -434,7 +492,7 @@ def _probe_alias(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elast
             response = es.search(index=alias, size=100, knn={
                 "field": "embedding", "query_vector": list(foreign[0].vector), "k": 100, "num_candidates": 200})
             p.ids(_hit_ids(response), allowed=visible, required=visible)
-    with rec.probe(f"suggest:term:{kind}", who) as p:
+    with rec.probe(f"suggest:term:{kind}", who, refusal_ok=True) as p:
         target = sorted(foreign_markers)[0]
 
         def suggest():
@@ -449,7 +507,7 @@ def _probe_alias(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elast
         except ApiError as exc:
             if exc.error != "security_exception":  # suggesters are refused under DLS: not a leak
                 raise
-    with rec.probe(f"terms_enum:{kind}", who) as p:
+    with rec.probe(f"terms_enum:{kind}", who, refusal_ok=True) as p:
         own_markers = {d.marker for d in world.visible(who)}
         for field_name, string, allowed in (("user_id", None, {who.user_id}), ("tenant_id", None, {who.tenant_id}),
                                             ("text", "zq", own_markers)):
@@ -464,34 +522,36 @@ def _probe_alias(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elast
 def _probe_other_subject(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elasticsearch,
                          other: SeededSubject) -> None:
     theirs = world.docs_of(other)
-    every_alias = ",".join(all_aliases())
-    with rec.probe("query_string:other_user", who) as p:
+    # The other subject's indices when they are not the prober's own: a refusal reveals nothing.
+    elsewhere = other.prefix != who.prefix
+    every_alias = ",".join(dict.fromkeys(all_aliases(prefix=who.prefix) + all_aliases(prefix=other.prefix)))
+    with rec.probe("query_string:other_user", who, refusal_ok=elsewhere) as p:
         query = f'user_id:"{other.user_id}" OR text:{other.marker} OR session_id:"s-{other.marker}"'
         response = es.search(index=every_alias, size=1000, query={"query_string": {"query": query}})
         p.ids(_hit_ids(response), allowed=set())
-    with rec.probe("ids:other_user", who) as p:
+    with rec.probe("ids:other_user", who, refusal_ok=elsewhere) as p:
         response = es.search(index=every_alias, size=1000, query={"ids": {"values": [d.id for d in theirs]}})
         p.ids(_hit_ids(response), allowed=set())
-    with rec.probe("mget:other_user", who) as p:
+    with rec.probe("mget:other_user", who, refusal_ok=elsewhere) as p:
         found = [d["_id"] for d in es.mget(docs=[{"_index": d.alias, "_id": d.id} for d in theirs])["docs"]
                  if d.get("found")]
         p.ids(found, allowed=set())
     for doc in theirs:
-        with rec.probe(f"get:{doc.memory_type.value}", who) as p:
+        with rec.probe(f"get:{doc.memory_type.value}", who, refusal_ok=elsewhere) as p:
             _expect_absent(p, lambda: es.get(index=doc.alias, id=doc.id))
     doc = theirs[0]
-    with rec.probe("get_source", who) as p:
+    with rec.probe("get_source", who, refusal_ok=elsewhere) as p:
         _expect_absent(p, lambda: es.get_source(index=doc.alias, id=doc.id))
-    with rec.probe("exists", who) as p:
+    with rec.probe("exists", who, refusal_ok=elsewhere) as p:
         if es.exists(index=doc.alias, id=doc.id):
             p.leak(f"exists() confirmed {doc.id}")
-    with rec.probe("explain", who) as p:
+    with rec.probe("explain", who, refusal_ok=True) as p:
         try:
             if es.explain(index=doc.alias, id=doc.id, query={"match_all": {}}).get("matched"):
                 p.leak(f"explain matched {doc.id}")
         except NotFoundError:
             pass
-    with rec.probe("termvectors", who) as p:
+    with rec.probe("termvectors", who, refusal_ok=True) as p:
         response = es.termvectors(index=doc.alias, id=doc.id, fields=["text"])
         if response.get("found") or response.get("term_vectors"):
             p.leak(f"termvectors of {doc.id}")
@@ -504,16 +564,16 @@ def _probe_other_subject(world: World, rec: ProbeRecorder, who: SeededSubject, e
 def _probe_other_tenant(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elasticsearch,
                         tenant_id: str) -> None:
     with rec.probe("query_string:other_tenant", who) as p:
-        response = es.search(index=",".join(all_aliases()), size=1000,
+        response = es.search(index=",".join(all_aliases(prefix=who.prefix)), size=1000,
                              query={"query_string": {"query": f'tenant_id:"{tenant_id}"'}})
         p.ids(_hit_ids(response), allowed=set())
     with rec.probe("catalog:other_tenant", who) as p:
-        response = es.search(index=alias_name(MemoryType.CATALOG), size=1000,
+        response = es.search(index=alias_name(MemoryType.CATALOG, prefix=who.prefix), size=1000,
                              query={"bool": {"should": [{"term": {"tenant_id": tenant_id}},
                                                         {"match": {"text": world.catalog_of(tenant_id)[0].marker}}]}})
         p.ids(_hit_ids(response), allowed=set())
     for doc in world.catalog_of(tenant_id):
-        with rec.probe("get:catalog:other_tenant", who) as p:
+        with rec.probe("get:catalog:other_tenant", who, refusal_ok=True) as p:
             _expect_absent(p, lambda: es.get(index=doc.alias, id=doc.id))
 
 
@@ -538,7 +598,7 @@ def _probe_lifecycle(world: World, rec: ProbeRecorder) -> None:
                 subject_key_rotate(subject=who.subject, actor=ACTOR, grace=timedelta(0))
             else:
                 subject_key_revoke(subject=who.subject, actor=ACTOR)
-            alias = alias_name(MemoryType.SEMANTIC)
+            alias = alias_name(MemoryType.SEMANTIC, prefix=who.prefix)
             with rec.probe(f"lifecycle:{change}d_key_refused", who) as p:
                 p.refused(lambda: old.search(index=alias, query={"match_all": {}}))
             with rec.probe(f"lifecycle:{change}:new_key_works", who) as p:
@@ -546,3 +606,121 @@ def _probe_lifecycle(world: World, rec: ProbeRecorder) -> None:
                 fresh = subject_es_client(subject=who.subject)
                 p.ids(_hit_ids(fresh.search(index=alias, size=1000, query={"match_all": {}})),
                       allowed=visible, required=visible)
+
+
+# ---------------------------------------------------------------- relevance statistics
+
+_COUNT_FIGURES = ("n, number of documents containing term", "N, total number of documents with field")
+
+
+def _explanation_counts(node: dict) -> list[int]:
+    """The document counts a Lucene BM25 explanation carries (n and N of every idf)."""
+    found = [int(node["value"])] if str(node.get("description", "")).startswith(_COUNT_FIGURES) else []
+    for child in node.get("details", []):
+        found += _explanation_counts(child)
+    return found
+
+
+def _probe_statistics(world: World, rec: ProbeRecorder) -> None:
+    """Relevance statistics that could reveal another tenant's documents (see the module docstring).
+
+    A figure bigger than what the prober's whole tenant holds in that index can only come from
+    another tenant. Statistics APIs must be refused; figures inside plain searches are leaks for
+    dedicated tenants and the documented residual for shared ones.
+    """
+    first_of_tenant: dict[str, SeededSubject] = {}
+    for who in world.subjects:
+        first_of_tenant.setdefault(who.tenant_id, who)
+    for who in world.subjects:
+        es = subject_es_client(subject=who.subject)
+        alias = alias_name(MemoryType.EPISODIC, prefix=who.prefix)
+        tenant_count = len(world.tenant_docs(who.tenant_id, alias))
+        foreign = sorted({d.marker for d in world.docs if d.tenant_id != who.tenant_id})
+        residual = not who.dedicated
+        with rec.probe("stats:termvectors(artificial doc)", who, refusal_ok=True) as p:
+            response = es.termvectors(index=alias, doc={"text": " ".join(foreign)}, fields=["text"],
+                                      term_statistics=True, field_statistics=True)
+            text = response.get("term_vectors", {}).get("text", {})
+            freqs = {t: v["doc_freq"] for t, v in text.get("terms", {}).items() if t in foreign and v.get("doc_freq")}
+            if any(freqs.values()):
+                p.leak(f"doc_freq of other tenants' words: {dict(sorted(freqs.items())[:3])}")
+            if text.get("field_statistics", {}).get("doc_count", 0) > tenant_count:
+                p.leak(f"field doc_count {text['field_statistics']['doc_count']} > {tenant_count} of this tenant")
+        with rec.probe("stats:mtermvectors", who, refusal_ok=True) as p:
+            response = es.mtermvectors(index=alias, docs=[{"doc": {"text": foreign[0]}, "fields": ["text"],
+                                                           "term_statistics": True}])
+            for item in response.get("docs", []):
+                terms = item.get("term_vectors", {}).get("text", {}).get("terms", {})
+                if terms.get(foreign[0], {}).get("doc_freq", 0):
+                    p.leak(f"mtermvectors doc_freq of {foreign[0]}: {terms[foreign[0]]['doc_freq']}")
+        own = world.visible(who, alias)[0]
+        with rec.probe("stats:explain_api", who, refusal_ok=True) as p:
+            response = es.explain(index=alias, id=own.id, query={"match": {"text": f"{own.marker} memory"}})
+            counts = _explanation_counts(response.get("explanation", {}))
+            if any(c > tenant_count for c in counts):
+                p.leak(f"_explain shows document counts {sorted(set(counts))} > {tenant_count} of this tenant")
+        with rec.probe("stats:field_caps", who, refusal_ok=True) as p:
+            p.refused(lambda: es.field_caps(index=alias, fields="*"))
+        with rec.probe("stats:terms_enum", who, refusal_ok=True) as p:
+            p.refused(lambda: es.terms_enum(index=alias, field="tenant_id"))
+        with rec.probe("stats:validate_query", who, refusal_ok=True) as p:
+            p.refused(lambda: es.indices.validate_query(index=alias, explain=True, rewrite=True,
+                                                        query={"match": {"text": foreign[0]}}))
+        with rec.probe("stats:search_shards", who, refusal_ok=True) as p:
+            p.refused(lambda: es.search_shards(index=alias))
+        for kind, suggester in (("term", {"term": {"field": "text", "suggest_mode": "always"}}),
+                                ("phrase", {"phrase": {"field": "text"}})):
+            with rec.probe(f"stats:suggest_{kind}", who, refusal_ok=True) as p:
+                p.refused(lambda s=suggester: es.search(index=alias, size=0, suggest={
+                    "s": {"text": foreign[0][:-1] + "x", **s}}))
+        with rec.probe("stats:profile", who, refusal_ok=True) as p:
+            p.refused(lambda: es.search(index=alias, profile=True, query={"match": {"text": foreign[0]}}))
+        # Figures inside plain searches: inherent to shared indices (residual), leaks when dedicated.
+        with rec.probe("stats:search_explain", who) as p:
+            response = es.search(index=alias, explain=True, size=100, query={"match": {"text": f"{who.marker} memory"}})
+            counts = [c for h in response["hits"]["hits"] for c in _explanation_counts(h.get("_explanation", {}))]
+            if any(c > tenant_count for c in counts):
+                p.figure(f"search explain shows document counts up to {max(counts)} > {tenant_count} of this tenant",
+                         residual=residual)
+        with rec.probe("stats:significant_text_bg_count", who) as p:
+            response = es.search(index=alias, size=0, query={"match": {"text": who.marker}}, aggs={
+                "words": {"significant_text": {"field": "text", "min_doc_count": 1}},
+                "types": {"significant_terms": {"field": "memory_type", "min_doc_count": 1}}})
+            aggs = response["aggregations"]
+            bg = [aggs[a].get("bg_count", 0) for a in ("words", "types")]
+            bg += [b.get("bg_count", 0) for a in ("words", "types") for b in aggs[a]["buckets"]]
+            if max(bg, default=0) > tenant_count:
+                p.figure(f"bg_count {max(bg)} > {tenant_count} documents of this tenant", residual=residual)
+        if first_of_tenant[who.tenant_id] is who:
+            _probe_score_drift(world, rec, who, es, alias)
+
+
+def _probe_score_drift(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elasticsearch, alias: str) -> None:
+    """Another tenant writes documents holding the prober's own words: the prober's scores, and
+    every figure of Engram's recall with ``explain``, must not move."""
+    others = [s for s in world.subjects if s.tenant_id != who.tenant_id]
+    # Worst case for a shared tenant: a writer in the same (shared) indices.
+    writer_side = next((s for s in others if not s.dedicated), others[0])
+    query = {"match": {"text": f"{who.marker} memory"}}
+
+    def scores() -> list[tuple[str, float]]:
+        return [(h["_id"], h["_score"]) for h in es.search(index=alias, size=100, query=query)["hits"]["hits"]]
+
+    with rec.probe("stats:score_drift", who) as p:
+        before = scores()
+        planted = [uuid.uuid4().hex for _ in range(20)]
+        target = alias_name(MemoryType.EPISODIC, prefix=writer_side.prefix)
+        writer = writer_es_client(prefix=writer_side.prefix)
+        helpers.bulk(writer, ({"_op_type": "index", "_index": target, "_id": i, "_source": {
+            **memory_scope(subject=writer_side.subject), "memory_type": "episodic", "source": "isolation-probe",
+            "text": f"{who.marker} {who.marker} memory planted by another tenant"}} for i in planted),
+            refresh="wait_for")
+        try:
+            after = scores()
+        finally:
+            helpers.bulk(writer, ({"_op_type": "delete", "_index": target, "_id": i} for i in planted),
+                         refresh="wait_for", raise_on_error=False)
+        if before != after:
+            moved = sum(1 for b, a in zip(before, after, strict=False) if b != a)
+            p.figure(f"{moved} _score(s) of own documents moved when another tenant wrote (e.g. "
+                     f"{before[0][1]:.4f} -> {after[0][1]:.4f})", residual=not who.dedicated)

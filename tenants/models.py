@@ -7,9 +7,20 @@ from django.db import models
 class Tenant(models.Model):
     """An organisation deploying agents. Its ``slug`` is the ``tenant_id`` stored on every memory."""
 
+    class Isolation(models.TextChoices):
+        # Memories in the indices every shared tenant uses: cheap, but relevance statistics
+        # (idf, average lengths) are computed over all tenants' documents.
+        SHARED = "shared", "Shared indices"
+        # Memories in the tenant's own indices: its relevance statistics are its own.
+        DEDICATED = "dedicated", "Dedicated indices"
+
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Change only through tenants.isolation_move.tenant_isolation_set (it moves the documents).
+    isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.SHARED)
+    # Set while the tenant's documents are being copied to the other mode: writes wait (503).
+    isolation_moving_to = models.CharField(max_length=16, choices=Isolation.choices, blank=True, default="")
 
     def __str__(self) -> str:
         return self.name
@@ -75,6 +86,8 @@ class SubjectKey(models.Model):
     secret_encrypted = models.TextField()
     # The index prefix whose aliases the key's privileges name: a key for another prefix is useless.
     index_prefix = models.CharField(max_length=200)
+    # tenants.es_keys.ROLE_VERSION the key was minted under; older keys get rotated.
+    role_version = models.PositiveSmallIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     rotated_at = models.DateTimeField(null=True, blank=True)
@@ -108,11 +121,13 @@ class SubjectKey(models.Model):
 
 
 class WriterKey(models.Model):
-    """Engram's narrowly privileged writer credential (read + write on the memory aliases, nothing else)."""
+    """Engram's narrowly privileged writer credential (the write actions and the reads they need, on the memory aliases of one prefix)."""
 
     es_key_id = models.CharField(max_length=64, unique=True)
     secret_encrypted = models.TextField()
     index_prefix = models.CharField(max_length=200)
+    # tenants.es_keys.ROLE_VERSION the key was minted under; older keys get rotated.
+    role_version = models.PositiveSmallIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     rotated_at = models.DateTimeField(null=True, blank=True)

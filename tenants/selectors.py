@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from memory_app.errors import NotFound
@@ -21,6 +22,16 @@ def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
         return Subject.objects.select_related("tenant").get(tenant=tenant, external_id=external_id)
     except Subject.DoesNotExist:
         raise NotFound("unknown end-user", details={"external_id": external_id}) from None
+
+
+def index_prefix_for(*, tenant: Tenant, isolation: str | None = None) -> str:
+    """The index prefix holding ``tenant``'s memories: the shared one, or for a dedicated tenant
+    its own, derived from the shared prefix and the tenant id (``<prefix>-t-<slug>``).
+    ``isolation`` overrides the tenant's current mode (a move computes both ends)."""
+    mode = isolation or tenant.isolation
+    if mode == Tenant.Isolation.DEDICATED:
+        return f"{settings.ES_INDEX_PREFIX}-t-{tenant.slug.lower()}"
+    return settings.ES_INDEX_PREFIX
 
 
 def memory_scope(*, subject: Subject) -> dict[str, str]:

@@ -32,6 +32,7 @@ from memory_app.es.client import api_key_client, base_client
 from . import crypto, es_keys
 from .errors import AuthenticationFailed
 from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey
+from .selectors import index_prefix_for
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +210,11 @@ def _keys_supported() -> bool:
 
 def _mint_subject_key(*, subject: Subject, actor: Actor, reason: str = "new") -> SubjectKey:
     # Callers hold the subject row (or just created it), so no other active key can appear meanwhile.
-    prefix = settings.ES_INDEX_PREFIX
+    prefix = index_prefix_for(tenant=subject.tenant)
     minted = es_keys.mint_subject_key(subject=subject, prefix=prefix,
                                       ttl=timedelta(days=settings.ENGRAM_SUBJECT_KEY_TTL_DAYS))
     key = SubjectKey.objects.create(subject=subject, es_key_id=minted.key_id, index_prefix=prefix,
+                                    role_version=es_keys.ROLE_VERSION,
                                     secret_encrypted=crypto.encrypt(minted.secret), expires_at=minted.expires_at)
     audit_record(actor=actor, action="subject_key.minted", subject=subject, target_id=minted.key_id,
                  details={"expires_at": minted.expires_at.isoformat(), "reason": reason})
@@ -227,14 +229,14 @@ def subject_es_client(*, subject: Subject) -> Elasticsearch:
     """A client acting as ``subject``'s own DLS API key: it can read nothing but that end-user's
     memories and their tenant's catalog.
 
-    Mints a key when the subject has none usable (none, expiring, or minted for another index
-    prefix). Decrypted keys are cached in-process for ``ENGRAM_KEY_CACHE_SECONDS``. Raises
+    Mints a key when the subject has none usable (none, expiring, minted for another index
+    prefix, e.g. before its tenant moved to dedicated indices, or under an older grant). Decrypted keys are cached in-process for ``ENGRAM_KEY_CACHE_SECONDS``. Raises
     ServiceUnavailable when DLS is unavailable (see ``require_dls``).
     """
     caps = require_dls()
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
-    prefix = settings.ES_INDEX_PREFIX
+    prefix = index_prefix_for(tenant=subject.tenant)
     entry = _cached(_subject_keys, subject.pk, prefix=prefix)
     if entry is None:
         key = subject_key_ensure(subject=subject)
@@ -244,13 +246,15 @@ def subject_es_client(*, subject: Subject) -> Elasticsearch:
 
 def _usable(key: SubjectKey | WriterKey | None, *, prefix: str) -> bool:
     margin = timedelta(seconds=settings.ENGRAM_KEY_CACHE_SECONDS)
-    return key is not None and key.index_prefix == prefix and key.expires_at > timezone.now() + margin
+    return (key is not None and key.index_prefix == prefix and key.role_version == es_keys.ROLE_VERSION
+            and key.expires_at > timezone.now() + margin)
 
 
 def subject_key_ensure(*, subject: Subject, actor: Actor = SYSTEM_KEY_MAINTENANCE) -> SubjectKey:
     """``subject``'s usable active key, minting one when it has none, or rotating one that is
-    expiring or was minted for another index prefix (the old one keeps its grace period)."""
-    prefix = settings.ES_INDEX_PREFIX
+    expiring, was minted for another index prefix or under an older grant (the old one keeps its
+    grace period)."""
+    prefix = index_prefix_for(tenant=subject.tenant)
     key = SubjectKey.objects.active().filter(subject=subject).first()
     if _usable(key, prefix=prefix):
         return key
@@ -347,8 +351,10 @@ def subject_keys_revoke_all(*, subject: Subject, actor: Actor) -> int:
 
 # ---------------------------------------------------------------- writer credential
 
-def writer_es_client() -> Elasticsearch:
-    """A client acting as Engram's writer key: read + write on the memory aliases, nothing else.
+def writer_es_client(*, prefix: str | None = None) -> Elasticsearch:
+    """A client acting as Engram's writer key for the memory aliases of ``prefix`` (default: the
+    shared indices; a tenant's own prefix comes from ``writer_prefix``): the write actions and
+    the reads they need, nothing else.
 
     Use it only for writes (and the get-then-update they need), after the caller proved the
     end-user can see what it changes through ``subject_es_client``. Minted on first use and
@@ -357,11 +363,22 @@ def writer_es_client() -> Elasticsearch:
     caps = require_dls()
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
-    prefix = settings.ES_INDEX_PREFIX
+    prefix = prefix or settings.ES_INDEX_PREFIX
     entry = _cached(_writer_keys, prefix, prefix=prefix)
     if entry is None:
         entry = _remember(_writer_keys, prefix, writer_key_ensure(prefix=prefix))
     return api_key_client(entry.encoded)
+
+
+def writer_prefix(*, tenant: Tenant) -> str:
+    """The index prefix ``tenant``'s writes go to, read fresh from the database: a stale in-memory
+    tenant must not write into the indices it just moved out of. Raises ServiceUnavailable
+    (``tenant_moving``, retry hint) while its documents are being moved between isolation modes."""
+    isolation, moving_to = Tenant.objects.filter(pk=tenant.pk).values_list("isolation", "isolation_moving_to").get()
+    if moving_to:
+        raise ServiceUnavailable("this tenant's memories are being moved between isolation modes; retry shortly",
+                                 code="tenant_moving", details={"retry_after": 5})
+    return index_prefix_for(tenant=tenant, isolation=isolation)
 
 
 def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
@@ -370,11 +387,12 @@ def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
     prefix = prefix or settings.ES_INDEX_PREFIX
     renew_at = timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS)
     live = WriterKey.objects.filter(index_prefix=prefix, rotated_at__isnull=True, revoked_at__isnull=True)
-    key = live.filter(expires_at__gt=renew_at).order_by("-created_at").first()
+    current = live.filter(expires_at__gt=renew_at, role_version=es_keys.ROLE_VERSION)
+    key = current.order_by("-created_at").first()
     if key is not None:
         return key
     with transaction.atomic():
-        key = live.select_for_update().filter(expires_at__gt=renew_at).order_by("-created_at").first()
+        key = current.select_for_update().order_by("-created_at").first()
         if key is not None:
             return key
         minted = es_keys.mint_writer_key(prefix=prefix, ttl=timedelta(days=settings.ENGRAM_WRITER_KEY_TTL_DAYS))
@@ -383,7 +401,8 @@ def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
         live.exclude(es_key_id=minted.key_id).update(
             rotated_at=now, grace_until=now + timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS))
         key = WriterKey.objects.create(es_key_id=minted.key_id, secret_encrypted=crypto.encrypt(minted.secret),
-                                       index_prefix=prefix, expires_at=minted.expires_at)
+                                       index_prefix=prefix, expires_at=minted.expires_at,
+                                       role_version=es_keys.ROLE_VERSION)
         audit_record(actor=SYSTEM_KEY_MAINTENANCE, action="writer_key.minted", target_id=minted.key_id,
                      details={"index_prefix": prefix, "expires_at": minted.expires_at.isoformat()})
     return key
@@ -415,6 +434,24 @@ def keys_maintain(*, now: datetime | None = None) -> KeyMaintenance:
     if _keys_supported():
         writer_key_ensure()
     return KeyMaintenance(rotated=rotated, invalidated=invalidated, writer_invalidated=writer_invalidated)
+
+
+def keys_upgrade(*, actor: Actor = SYSTEM_KEY_MAINTENANCE) -> dict[str, int]:
+    """Rotate every live key minted under an older ``es_keys.ROLE_VERSION`` (its grant was wider
+    than today's). Subject keys keep the usual rotation grace; stale writer keys are replaced
+    and enter their grace. Idempotent; run by ``es_setup`` on every deploy."""
+    stale = SubjectKey.objects.active().exclude(role_version=es_keys.ROLE_VERSION)
+    subjects = 0
+    for subject in Subject.objects.filter(keys__in=stale).select_related("tenant").distinct().iterator():
+        subject_key_rotate(subject=subject, actor=actor)
+        subjects += 1
+    prefixes = sorted(set(WriterKey.objects.filter(rotated_at__isnull=True, revoked_at__isnull=True)
+                          .exclude(role_version=es_keys.ROLE_VERSION).values_list("index_prefix", flat=True)))
+    for prefix in prefixes:
+        writer_key_ensure(prefix=prefix)  # mints a current key; the stale ones enter their grace
+    with _key_cache_lock:
+        _writer_keys.clear()
+    return {"subject_keys": subjects, "writer_prefixes": len(prefixes)}
 
 
 def _invalidate_past_grace(*, now: datetime) -> int:

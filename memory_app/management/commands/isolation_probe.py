@@ -1,4 +1,5 @@
 import uuid
+from collections import Counter
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -8,7 +9,7 @@ from django.test.utils import override_settings
 from memory_app.errors import EngramError
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
-from memory_app.isolation_probes import service_probes
+from memory_app.isolation_probes import recall_drift_probes, service_probes
 from tenants.isolation import DEFAULT_TENANTS, TenantSpec, run_isolation_probes
 
 
@@ -20,12 +21,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--tenants", type=int, default=len(DEFAULT_TENANTS), help="number of tenants (>= 2)")
         parser.add_argument("--subjects", type=int, default=3, help="end-users per tenant (>= 2)")
+        parser.add_argument("--dedicated", type=int, default=1,
+                            help="how many of the tenants use dedicated indices (the rest share)")
         parser.add_argument("--show", type=int, default=20, help="findings to print at most")
 
-    def handle(self, *args, tenants: int, subjects: int, show: int, **options):
+    def handle(self, *args, tenants: int, subjects: int, dedicated: int, show: int, **options):
         if tenants < 2 or subjects < 2:
             raise CommandError("isolation needs at least 2 tenants with at least 2 end-users each")
-        spec = [TenantSpec(slug=f"tenant{t}", subjects=tuple(f"user{t}-{s}" for s in range(subjects)))
+        if not 0 <= dedicated < tenants:
+            raise CommandError("--dedicated must leave at least one shared tenant")
+        spec = [TenantSpec(slug=f"tenant{t}", subjects=tuple(f"user{t}-{s}" for s in range(subjects)),
+                           isolation="dedicated" if t >= tenants - dedicated else "shared")
                 for t in range(tenants)]
         prefix = f"{settings.ES_INDEX_PREFIX}-isolation-{uuid.uuid4().hex[:8]}"
         es = admin_client()
@@ -36,7 +42,7 @@ class Command(BaseCommand):
             try:
                 # The probe's tenants, end-users and audit rows are rolled back: nothing remains.
                 with transaction.atomic():
-                    report = run_isolation_probes(tenants_spec=spec, extra_probes=[service_probes])
+                    report = run_isolation_probes(tenants_spec=spec, extra_probes=[service_probes, recall_drift_probes])
                     transaction.set_rollback(True)
             except EngramError as exc:
                 raise CommandError(f"{exc.code}: {exc.message}") from exc
@@ -44,7 +50,13 @@ class Command(BaseCommand):
                 drop_indices(es=es, prefix=prefix)
         for finding in (report.leaks + report.failures)[:show]:
             self.stderr.write(str(finding))
+        for finding in report.residual[:show]:
+            self.stdout.write(f"residual (shared mode): {finding}")
         self.stdout.write(f"by probe family: {report.breakdown()}")
+        for label, findings in (("leaks", report.leaks), ("residual", report.residual)):
+            if findings:
+                counts = Counter(f.probe for f in findings)
+                self.stdout.write(f"{label} by probe: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         self.stdout.write(report.summary())
         if not report.ok:
             raise CommandError(f"isolation probe failed: {len(report.leaks)} leak(s), "
