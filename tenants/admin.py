@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from memory_app.errors import EngramError
 
 from .models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
+from .isolation_move import tenant_indices_ensure
 from .selectors import staff_tenant_ids
 from .services import (
     agent_token_create,
@@ -125,7 +126,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
     tenant_path = ""
-    list_display = ("slug", "name", "created_at")
+    list_display = ("slug", "name", "isolation", "created_at")
     search_fields = ("slug", "name")
 
     def has_add_permission(self, request):
@@ -135,8 +136,15 @@ class TenantAdmin(TenantScopedAdmin):
         return request.user.is_superuser
 
     def get_readonly_fields(self, request, obj=None):
-        # The slug is the tenant_id inside every memory and every key's DLS query.
-        return ("slug", "created_at") if obj else ("created_at",)
+        # The slug is the tenant_id inside every memory and every key's DLS query. An existing
+        # tenant changes isolation only by moving its documents (`manage.py tenant_isolation`).
+        readonly = ("slug", "isolation", "isolation_moving_to", "created_at")
+        return readonly if obj else ("isolation_moving_to", "created_at")
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            tenant_indices_ensure(tenant=obj)  # a new dedicated tenant gets its own indices now
 
 
 @admin.register(Subject)

@@ -11,12 +11,14 @@ from elasticsearch import AuthenticationException, AuthorizationException
 
 from memory_app.errors import NotFound
 from memory_app.es.schema import all_aliases, alias_name
+from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
 from tenants.tasks import maintain_keys
 from tenants.services import (
     clear_caches,
     keys_maintain,
+    keys_upgrade,
     subject_es_client,
     subject_get_or_create,
     subject_key_revoke,
@@ -58,10 +60,10 @@ def test_new_subject_gets_a_least_privileged_dls_key(tenant, es_prefix, es_admin
     info = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]
     role = info["role_descriptors"]["engram_subject_read"]
     assert info["metadata"] == {"engram": True, "kind": "subject", "tenant": "acme", "user_id": str(subject.user_id),
-                                "subject_id": subject.pk, "index_prefix": es_prefix}
+                                "subject_id": subject.pk, "index_prefix": es_prefix, "role_version": ROLE_VERSION}
     assert role["cluster"] == []
     assert role["indices"][0]["names"] == all_aliases()
-    assert role["indices"][0]["privileges"] == ["read"]
+    assert role["indices"][0]["privileges"] == list(SUBJECT_ACTIONS)  # not the `read` group
     assert '"tenant_id":"acme"' in role["indices"][0]["query"].replace(" ", "")
     ttl = timedelta(milliseconds=info["expiration"] - info["creation"])
     assert ttl == timedelta(days=settings.ENGRAM_SUBJECT_KEY_TTL_DAYS)
@@ -79,7 +81,7 @@ def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_
 
     key = WriterKey.objects.get(index_prefix=es_prefix)
     role = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]["role_descriptors"]["engram_writer"]
-    assert role["cluster"] == [] and role["indices"][0]["privileges"] == ["read", "write"]
+    assert role["cluster"] == [] and role["indices"][0]["privileges"] == list(WRITER_ACTIONS)
     with pytest.raises(AuthorizationException):
         writer.indices.create(index=f"{es_prefix}-rogue")
     with pytest.raises(AuthorizationException):
@@ -212,3 +214,77 @@ def test_writer_key_is_renewed_before_expiry_and_the_old_one_retired_after_grace
         old_client.count(index=alias_name("semantic"))
     writer_es_client().count(index=alias_name("semantic"))
     assert AuditEvent.objects.filter(action="writer_key.invalidated", target_id=old.es_key_id).exists()
+
+
+def _refused(call) -> bool:
+    try:
+        call()
+    except AuthorizationException:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("kind", ["subject", "writer"])
+def test_keys_are_refused_every_statistics_api(kind, tenant, es_prefix):
+    # Under DLS these answer index-wide figures (a word's document frequency across tenants):
+    # neither key may call them. Engram's own paths (search, msearch, get, mget, scroll) work.
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    doc_id = _own_doc(subject, writer_es_client())
+    es = subject_es_client(subject=subject) if kind == "subject" else writer_es_client()
+    alias = alias_name("semantic")
+
+    assert _refused(lambda: es.termvectors(index=alias, doc={"text": "tea"}, term_statistics=True))
+    assert _refused(lambda: es.termvectors(index=alias, id=doc_id, term_statistics=True))
+    assert _refused(lambda: es.mtermvectors(index=alias, ids=[doc_id], term_statistics=True))
+    assert _refused(lambda: es.explain(index=alias, id=doc_id, query={"match": {"text": "tea"}}))
+    assert _refused(lambda: es.field_caps(index=alias, fields="*"))
+    assert _refused(lambda: es.terms_enum(index=alias, field="tenant_id"))
+    assert _refused(lambda: es.indices.validate_query(index=alias, explain=True, query={"match": {"text": "tea"}}))
+    assert _refused(lambda: es.open_point_in_time(index=alias, keep_alive="1m"))
+    assert _refused(lambda: es.search_shards(index=alias))
+    assert _refused(lambda: es.indices.stats(index=alias))
+    assert _refused(lambda: es.indices.get_mapping(index=alias))
+
+    assert _ids(es) == {doc_id}
+    assert es.msearch(searches=[{"index": alias}, {"query": {"match_all": {}}}])["responses"][0]["hits"]["hits"]
+    assert es.get(index=alias, id=doc_id)["found"]
+    assert es.mget(index=alias, ids=[doc_id])["docs"][0]["found"]
+    scrolled = es.search(index=alias, scroll="1m", size=1)
+    assert es.scroll(scroll_id=scrolled["_scroll_id"], scroll="1m")["hits"]["hits"] == []
+    es.clear_scroll(scroll_id=scrolled["_scroll_id"])
+
+
+def test_keys_minted_under_an_older_grant_are_rotated(tenant, es_prefix, es_admin):
+    # As if minted before ROLE_VERSION 2 (the `read` group): es_setup's upgrade rotates them.
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    writer_es_client()
+    old = SubjectKey.objects.get(subject=subject)
+    old_writer = WriterKey.objects.get(index_prefix=es_prefix)
+    SubjectKey.objects.filter(pk=old.pk).update(role_version=1)
+    WriterKey.objects.filter(pk=old_writer.pk).update(role_version=1)
+
+    assert keys_upgrade(actor="test") == {"subject_keys": 1, "writer_prefixes": 1}
+    assert keys_upgrade(actor="test") == {"subject_keys": 0, "writer_prefixes": 0}  # idempotent
+
+    old.refresh_from_db()
+    old_writer.refresh_from_db()
+    new = SubjectKey.objects.active().get(subject=subject)
+    assert old.rotated_at is not None and old.superseded_by == new and new.role_version == ROLE_VERSION
+    assert old_writer.rotated_at is not None
+    new_writer = WriterKey.objects.get(index_prefix=es_prefix, rotated_at__isnull=True)
+    assert new_writer.role_version == ROLE_VERSION
+    role = es_admin.security.get_api_key(id=new.es_key_id)["api_keys"][0]["role_descriptors"]["engram_subject_read"]
+    assert role["indices"][0]["privileges"] == list(SUBJECT_ACTIONS)
+
+
+def test_a_stale_grant_is_rotated_on_first_use_too(tenant, es_prefix):
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    old = SubjectKey.objects.get(subject=subject)
+    SubjectKey.objects.filter(pk=old.pk).update(role_version=1)
+    clear_caches()
+
+    subject_es_client(subject=subject)
+
+    assert SubjectKey.objects.active().get(subject=subject).role_version == ROLE_VERSION
+    old.refresh_from_db()
+    assert old.rotated_at is not None

@@ -3,10 +3,13 @@ from django.core.management.base import BaseCommand, CommandError
 from memory_app.es.capabilities import probe_capabilities
 from memory_app.es.client import admin_client
 from memory_app.es.schema import ensure_indices
+from tenants.isolation_move import dedicated_indices_ensure
+from tenants.services import keys_upgrade
 
 
 class Command(BaseCommand):
-    help = "Probe the cluster and create or migrate Engram's indices. Idempotent: run it on every deploy."
+    help = ("Probe the cluster, create or migrate Engram's indices (shared and dedicated tenants') and rotate "
+            "keys minted under an older grant. Idempotent: run it on every deploy.")
 
     def handle(self, *args, **options):
         caps = probe_capabilities()
@@ -22,3 +25,11 @@ class Command(BaseCommand):
         for result in ensure_indices(es=admin_client()):
             extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")
+        # Dedicated tenants' own indices follow the same schema and migrations.
+        for prefix in dedicated_indices_ensure(es=admin_client()):
+            self.stdout.write(f"{prefix}-*: dedicated tenant indices current")
+        # Keys minted under an older, wider grant are rotated (tenants.es_keys.ROLE_VERSION).
+        if caps.security:
+            upgraded = keys_upgrade(actor="es_setup")
+            self.stdout.write(f"keys rotated to the current grant: {upgraded['subject_keys']} subject, "
+                              f"{upgraded['writer_prefixes']} writer prefix(es)")
