@@ -16,7 +16,7 @@ from tenants.services import subject_es_client, subject_get_or_create, writer_es
 SPEC = (
     TenantSpec("acme", ("alice", "bob", "carol")),
     TenantSpec("globex", ("dana", "erik", "fatima")),
-    TenantSpec("initech", ("gus", "hana", "ivan", "jo")),
+    TenantSpec("initech", ("gus", "hana", "ivan", "jo"), isolation="dedicated"),
 )
 
 
@@ -28,6 +28,10 @@ def test_no_subject_can_read_another_subjects_or_tenants_memory(es_prefix):
     assert report.leaks == []
     assert report.failures == []
     assert report.probes >= 500
+    # Statistics: every statistics API refused for everyone; the figures inside plain searches
+    # reveal other tenants only for shared tenants (the documented residual), never for initech.
+    assert report.by_family["stats"] >= 10 * 10
+    assert report.residual and all(not f.subject.startswith("initech") for f in report.residual)
     # The run cleans up after itself: every key it minted is invalidated, every document deleted.
     assert not SubjectKey.objects.filter(revoked_at__isnull=True).exists()
     assert writer_es_client().count(index=",".join(all_aliases()))["count"] == 0
@@ -54,9 +58,13 @@ def test_the_probe_reports_a_leak_when_reads_bypass_document_level_security(es_p
 def test_isolation_probe_command_prints_probes_and_zero_leaks(es_admin, capsys):
     call_command("isolation_probe", "--tenants", "3", "--subjects", "2")
 
-    out = capsys.readouterr().out.strip().splitlines()[-1]
+    printed = capsys.readouterr().out.strip().splitlines()
+    out = printed[-1]
     probes = int(out.split(",")[0].removeprefix("probes: "))
-    assert out == f"probes: {probes}, leaks: 0, failures: 0"
+    assert out.startswith(f"probes: {probes}, leaks: 0, failures: 0")
+    # The one dedicated tenant (the last) shows no residual statistics; the shared ones do.
+    residual = [line for line in printed if line.startswith("residual (shared")]
+    assert residual and not any("tenant2-" in line for line in residual)
     assert probes >= 500
     # Nothing is left behind: the command rolls back its tenants and drops its indices.
     assert not Subject.objects.exists()

@@ -1,0 +1,96 @@
+"""Recall exposes nothing statistical: another tenant's writes leave a tenant's recall response
+unchanged, byte for byte (shared indices: as long as its ranks do not move; dedicated: always)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from memory_app import services
+from memory_app.selectors import memory_recall
+from tenants import services as tenant_services
+from tenants.isolation_move import tenant_indices_ensure
+from tenants.models import Tenant
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "rrf_score", "rerank_score", "rerank_rank", "multipliers", "final_score"}
+
+
+def _subject(slug: str, external_id: str, isolation: str = "shared"):
+    tenant = Tenant.objects.create(slug=slug, name=slug.title(), isolation=isolation)
+    tenant_indices_ensure(tenant=tenant)
+    return tenant_services.subject_get_or_create(tenant=tenant, external_id=external_id)
+
+
+def _recall(subject, query: str) -> bytes:
+    hits = memory_recall(subject=subject, query=query, k=10, explain=True, record_use=False, now=NOW)
+    return json.dumps(hits, sort_keys=True).encode()
+
+
+def _ids(response: bytes) -> list[str]:
+    return [h["id"] for h in json.loads(response)]
+
+
+def test_explain_shows_ranks_and_factors_but_no_raw_score(memory):
+    alice = _subject("acme", "alice")
+    services.fact_write(subject=alice, text="The user likes zqapi17230 tea.")
+
+    [hit] = memory_recall(subject=alice, query="zqapi17230", k=1, explain=True, record_use=False, now=NOW)
+
+    assert set(hit["explain"]) == EXPLAIN_KEYS
+    assert "bm25_score" not in json.dumps(hit) and "dense_score" not in json.dumps(hit)
+
+
+def test_shared_tenant_recall_is_byte_identical_after_another_tenant_writes(memory):
+    # The issue's finding: bm25_score 8.78 -> 3.73 once another tenant wrote the word 30 times.
+    alice = _subject("acme-home", "alice")
+    services.fact_write(subject=alice, text="The user likes zqapi17230 tea.")
+    services.episode_write(subject=alice, text="We talked about the garden fence.")
+    mallory = _subject("rival", "mallory")
+    before = _recall(alice, "zqapi17230")
+
+    for n in range(30):
+        services.episode_write(subject=mallory, text=f"zqapi17230 zqapi17230 note {n}")
+    after = _recall(alice, "zqapi17230")
+
+    assert _ids(before)[0] == _ids(after)[0]
+    assert after == before
+
+
+def _near_identical_world(isolation: str):
+    # Ranks inside A's results hang on idf: "tea" is rarer than "garden" among A's memories,
+    # so the tea memory ranks first, unless someone else makes "tea" common in A's indices.
+    alice = _subject("acme", "alice", isolation=isolation)
+    tea = services.episode_write(subject=alice, text="Tea with lemon and the garden")["id"]
+    for text in ("Garden with roses", "Garden shed repairs", "Garden fence painting"):
+        services.episode_write(subject=alice, text=text)
+    mallory = _subject("globex", "mallory")
+    return alice, mallory, tea
+
+
+def _flood(mallory) -> None:
+    for n in range(40):
+        services.episode_write(subject=mallory, text=f"Tea with lemon, tea again {n}")
+
+
+def test_shared_tenant_ranks_can_move_through_idf(memory):
+    # The residual channel of shared indices, documented in the README: this is what dedicated fixes.
+    alice, mallory, _tea = _near_identical_world("shared")
+    before = _recall(alice, "tea garden")
+
+    _flood(mallory)
+    after = _recall(alice, "tea garden")
+
+    assert _ids(before) != _ids(after)
+    assert all(set(h["explain"]) == EXPLAIN_KEYS for h in json.loads(after))
+
+
+def test_dedicated_tenant_recall_is_byte_identical_rank_order_included(memory):
+    alice, mallory, tea = _near_identical_world("dedicated")
+    before = _recall(alice, "tea garden")
+
+    _flood(mallory)
+    after = _recall(alice, "tea garden")
+
+    assert _ids(before)[0] == tea
+    assert after == before
