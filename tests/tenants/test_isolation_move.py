@@ -1,0 +1,153 @@
+"""Moving a tenant between shared and dedicated indices on the real cluster: copy, verify, switch,
+remove the old copies; a failure half-way loses nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from elasticsearch import AuthorizationException
+
+from memory_app import services
+from memory_app.errors import ServiceUnavailable
+from memory_app.es.schema import MemoryType, alias_name, all_aliases
+from memory_app.selectors import memory_recall, subject_export
+from memory_app.usage import usage_flush
+from tenants import isolation_move
+from tenants.isolation_move import MoveFailed, tenant_isolation_set
+from tenants.models import AuditEvent, SubjectKey, Tenant
+from tenants.selectors import index_prefix_for
+from tenants.services import subject_es_client, subject_get_or_create
+
+
+@pytest.fixture
+def world(es_prefix):
+    acme, globex = (Tenant.objects.create(slug=s, name=s.title()) for s in ("acme", "globex"))
+    alice = subject_get_or_create(tenant=acme, external_id="alice")
+    bob = subject_get_or_create(tenant=acme, external_id="bob")
+    dana = subject_get_or_create(tenant=globex, external_id="dana")
+    for n in range(3):
+        services.episode_write(subject=alice, text=f"alice walked the dog {n}")
+    services.fact_write(subject=alice, text="Alice likes green tea.")
+    services.playbook_write(subject=bob, trigger="wifi drops", steps="restart the router")
+    services.catalog_entry_write(tenant=acme, title="Router", text="Acme routers restart in 30 s.")
+    services.episode_write(subject=dana, text="dana walked the dog")
+    yield acme, alice, bob, dana
+    usage_flush()
+
+
+def _count(es_admin, prefix: str, tenant: str) -> int:
+    index = ",".join(all_aliases(prefix=prefix))
+    try:
+        es_admin.indices.refresh(index=index)
+    except Exception:  # noqa: BLE001 - indices absent: nothing there
+        return 0
+    return es_admin.count(index=index, query={"term": {"tenant_id": tenant}}, ignore_unavailable=True)["count"]
+
+
+def _exported_ids(subject) -> set[str]:
+    return {m["id"] for items in subject_export(subject=subject)["memories"].values() for m in items}
+
+
+def test_a_tenant_moves_to_dedicated_indices_and_back(world, es_admin, es_prefix):
+    acme, alice, bob, dana = world
+    alice_ids, bob_ids, dana_ids = _exported_ids(alice), _exported_ids(bob), _exported_ids(dana)
+    own = f"{es_prefix}-t-acme"
+
+    result = tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test")
+
+    assert result.copied == {"episodic": 3, "semantic": 1, "procedural": 1, "catalog": 1}
+    assert result.removed == 6
+    acme.refresh_from_db()
+    alice.tenant.refresh_from_db()
+    bob.tenant.refresh_from_db()
+    assert (acme.isolation, acme.isolation_moving_to) == ("dedicated", "")
+    assert index_prefix_for(tenant=acme) == own
+    assert _count(es_admin, own, "acme") == 6 and _count(es_admin, es_prefix, "acme") == 0
+    assert _count(es_admin, es_prefix, "globex") == 1  # the other tenant is untouched
+    assert _exported_ids(alice) == alice_ids and _exported_ids(bob) == bob_ids and _exported_ids(dana) == dana_ids
+    assert [h["memory_type"] for h in memory_recall(subject=bob, query="wifi drops", k=1)] == ["procedural"]
+    # New writes land in the tenant's own indices; its keys name only those.
+    new = services.fact_write(subject=alice, text="Alice moved to Lyon.")
+    assert es_admin.get(index=alias_name(MemoryType.SEMANTIC, prefix=own), id=new["id"])["found"]
+    key = SubjectKey.objects.active().get(subject=alice)
+    role = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]["role_descriptors"]["engram_subject_read"]
+    assert role["indices"][0]["names"] == all_aliases(prefix=own)
+    with pytest.raises(AuthorizationException):
+        subject_es_client(subject=alice).search(index=alias_name(MemoryType.EPISODIC))
+    assert AuditEvent.objects.filter(action="tenant.isolation_changed", tenant=acme).count() == 1
+
+    back = tenant_isolation_set(tenant=acme, isolation="shared", actor="test")
+
+    assert back.copied["semantic"] == 2 and back.removed == 7
+    acme.refresh_from_db()
+    alice.tenant.refresh_from_db()
+    assert acme.isolation == "shared"
+    assert _count(es_admin, es_prefix, "acme") == 7
+    assert es_admin.indices.get_alias(name=f"{own}-*", allow_no_indices=True) == {}
+    assert _exported_ids(alice) == alice_ids | {new["id"]}
+
+
+def test_a_move_failing_half_way_loses_nothing(world, es_admin, es_prefix, monkeypatch):
+    acme, alice, bob, _dana = world
+    alice_ids = _exported_ids(alice)
+    real = isolation_move._index_batch
+    calls = []
+
+    def flaky(es, actions):
+        calls.append(len(actions))
+        if len(calls) == 2:
+            raise ConnectionError("cluster went away mid-copy")
+        return real(es, actions)
+
+    monkeypatch.setattr(isolation_move, "_index_batch", flaky)
+    with pytest.raises(ConnectionError):
+        tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test", batch_size=2)
+
+    acme.refresh_from_db()
+    assert (acme.isolation, acme.isolation_moving_to) == ("shared", "")
+    assert _count(es_admin, es_prefix, "acme") == 6
+    assert es_admin.indices.get_alias(name=f"{es_prefix}-t-acme-*", allow_no_indices=True) == {}  # partial copy gone
+    assert _exported_ids(alice) == alice_ids
+    services.episode_write(subject=alice, text="writes work again")  # no longer waiting
+
+    monkeypatch.setattr(isolation_move, "_index_batch", real)
+    result = tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test", batch_size=2)
+    assert sum(result.copied.values()) == 7 and _count(es_admin, es_prefix, "acme") == 0
+
+
+def test_a_copy_that_does_not_verify_is_not_switched(world, es_admin, es_prefix, monkeypatch):
+    acme, *_ = world
+    real = isolation_move._index_batch
+
+    def lossy(es, actions):  # silently drops the last document of every batch
+        return real(es, actions[:-1]) if len(actions) > 1 else 0
+
+    monkeypatch.setattr(isolation_move, "_index_batch", lossy)
+
+    with pytest.raises(MoveFailed) as failed:
+        tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test")
+
+    assert failed.value.code == "isolation_move_failed"
+    acme.refresh_from_db()
+    assert acme.isolation == "shared" and _count(es_admin, es_prefix, "acme") == 6
+
+
+def test_writes_wait_while_the_tenant_moves(world):
+    acme, alice, *_ = world
+    Tenant.objects.filter(pk=acme.pk).update(isolation_moving_to="dedicated")
+
+    with pytest.raises(ServiceUnavailable) as waiting:
+        services.episode_write(subject=alice, text="during the move")
+
+    assert (waiting.value.code, waiting.value.status) == ("tenant_moving", 503)
+    assert memory_recall(subject=alice, query="dog", k=3)  # reads go on
+
+
+def test_the_command_moves_and_a_second_run_is_a_no_op(world, es_admin, es_prefix, capsys):
+    call_command("tenant_isolation", "acme", "dedicated")
+    call_command("tenant_isolation", "acme", "dedicated")
+
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == ("acme: shared -> dedicated; copied: episodic 3, semantic 1, procedural 1, catalog 1; "
+                        "old copies removed: 6")
+    assert lines[1] == "acme: dedicated -> dedicated; copied: nothing to copy; old copies removed: 0"
