@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import OperationalError
+
 
 class EngramError(Exception):
     code: str = "error"
@@ -41,3 +43,27 @@ class Conflict(EngramError):
 
 class ServiceUnavailable(EngramError):
     code, status = "unavailable", 503
+
+
+class DatabaseBusy(ServiceUnavailable):
+    """The database stayed locked past its busy timeout: retry shortly (503 + Retry-After)."""
+
+    code = "database_busy"
+    retry_after = 2
+
+
+# SQLite's messages for a lock held past the busy timeout; PostgreSQL's SQLSTATEs for
+# lock_not_available, serialization_failure and deadlock_detected.
+_BUSY_MESSAGES = ("database is locked", "database table is locked")
+_BUSY_SQLSTATES = {"55P03", "40001", "40P01"}
+
+
+def database_busy(exc: BaseException) -> DatabaseBusy | None:
+    """``exc`` as a DatabaseBusy when it is a database lock/contention failure, else None."""
+    if not isinstance(exc, OperationalError):
+        return None
+    cause = exc.__cause__
+    if any(m in str(exc).lower() for m in _BUSY_MESSAGES) or getattr(cause, "sqlstate", None) in _BUSY_SQLSTATES \
+            or getattr(cause, "pgcode", None) in _BUSY_SQLSTATES:
+        return DatabaseBusy("the database is busy; retry shortly", details={"retry_after": DatabaseBusy.retry_after})
+    return None

@@ -8,14 +8,18 @@ Two datasets:
 - LoCoMo-format conversations: one conversation = one subject, each turn an episode dated by
   its session; R@k = mean share of a question's evidence turns in the top k (categories 1-4).
 
-Everything is written under a throwaway index prefix and inside a database transaction that
-is rolled back; the API keys minted meanwhile are invalidated at the end.
+Everything is written under a throwaway index prefix; the database rows a run creates are
+written in short transactions (never one long transaction on the live database, which would
+lock every API request out of a SQLite file for minutes) and deleted again at the end, and the
+API keys minted meanwhile are invalidated. Tenants get run-unique slugs, so a run never
+collides with (or touches) a real tenant of the same name.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -27,7 +31,8 @@ from statistics import mean
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
+from django.db.models.signals import post_save
 from django.test.utils import override_settings
 
 from memory_app import services
@@ -38,18 +43,52 @@ from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime
 from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
-from tenants.models import Subject, SubjectKey, Tenant, WriterKey
+from tenants.models import AuditEvent, Subject, SubjectKey, Tenant, WriterKey
 
 KS = (1, 5, 10)
 
 
+def scratch_slug(slug: str) -> str:
+    """A run-unique tenant slug for sandboxed data (``eval-<run>-<slug>``)."""
+    return f"eval-{uuid.uuid4().hex[:6]}-{slug}"[:64]
+
+
 @contextmanager
-def sandbox(*, rollback: bool = True) -> Iterator[str]:
+def scratch_rows() -> Iterator[None]:
+    """Delete, on exit, the tenants, writer keys and audit events this thread creates inside
+    (tenants cascade to their end-users, keys and tokens). No transaction spans the block:
+    every write commits at once, so other processes using the same database never wait on it.
+    Only rows created by this thread are tracked; another process's rows are never touched."""
+    thread = threading.get_ident()
+    created: dict[type, list[int]] = {Tenant: [], WriterKey: [], AuditEvent: []}
+
+    def track(sender, instance, **kwargs):
+        if kwargs.get("created") and threading.get_ident() == thread:
+            created[sender].append(instance.pk)
+
+    receivers = [(model, f"engram-scratch-{id(created)}-{model.__name__}") for model in created]
+    for model, uid in receivers:
+        post_save.connect(track, sender=model, dispatch_uid=uid, weak=False)
+    try:
+        yield
+    finally:
+        for model, uid in receivers:
+            post_save.disconnect(sender=model, dispatch_uid=uid)
+        with transaction.atomic():
+            # Audit events are append-only for everyone else; a sandbox's own are scratch data.
+            models.QuerySet.delete(AuditEvent.objects.filter(
+                models.Q(pk__in=created[AuditEvent]) | models.Q(tenant_id__in=created[Tenant])))
+            WriterKey.objects.filter(pk__in=created[WriterKey]).delete()
+            Subject.objects.filter(tenant_id__in=created[Tenant]).delete()  # tenants protect their end-users
+            Tenant.objects.filter(pk__in=created[Tenant]).delete()
+
+
+@contextmanager
+def sandbox(*, clean_db: bool = True) -> Iterator[str]:
     """A throwaway index prefix, dropped afterwards; API keys minted inside are invalidated.
 
-    With ``rollback`` the database work inside is rolled back as well. Without it (for runs
-    whose background threads must read what the run wrote: they use their own database
-    connections), the caller uses a scratch database. Errors inside propagate unchanged.
+    With ``clean_db`` the database rows created inside are deleted afterwards (``scratch_rows``;
+    no long transaction). Errors inside propagate unchanged.
     """
     prefix = f"{settings.ES_INDEX_PREFIX}-eval-{uuid.uuid4().hex[:8]}"
     es = admin_client()
@@ -57,16 +96,16 @@ def sandbox(*, rollback: bool = True) -> Iterator[str]:
         tenant_services.clear_caches()
         ensure_indices(es=es)
         try:
-            with transaction.atomic() if rollback else nullcontext():
+            with scratch_rows() if clean_db else nullcontext():
                 try:
                     yield prefix
                 finally:
                     usage_flush()
-                    keys = list(SubjectKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
-                    keys += list(WriterKey.objects.filter(index_prefix=prefix).values_list("es_key_id", flat=True))
+                    keys = list(SubjectKey.objects.filter(index_prefix__startswith=prefix)
+                                .values_list("es_key_id", flat=True))
+                    keys += list(WriterKey.objects.filter(index_prefix__startswith=prefix)
+                                 .values_list("es_key_id", flat=True))
                     invalidate_keys(key_ids=keys)
-                    if rollback:
-                        transaction.set_rollback(True)
         finally:
             tenant_services.clear_caches()
             drop_indices(es=es, prefix=prefix)
@@ -129,7 +168,8 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
                     leaks += 1
                     leak_examples.append(f"{q['subject']}: {r['id']}")
         # Sweep: every subject asks for every other subject's memories by their own words.
-        for (tenant_slug, external_id), subject in subjects.items():
+        for (_tenant, external_id), subject in subjects.items():
+            tenant_slug = subject.tenant.slug
             for other in corpus["subjects"]:
                 if other["external_id"] == external_id:
                     continue
@@ -150,7 +190,7 @@ def _load_fixture(corpus: dict, *, log: Callable[[str], None]):
     key_type: dict[str, str] = {}
     tenants = {}
     for t in corpus["tenants"]:
-        tenants[t["slug"]] = Tenant.objects.create(slug=t["slug"], name=t["name"])
+        tenants[t["slug"]] = Tenant.objects.create(slug=scratch_slug(t["slug"]), name=t["name"])
         for entry in t["catalog"]:
             written = services.catalog_entry_write(tenant=tenants[t["slug"]], title=entry["title"], text=entry["text"])
             key_to_id[entry["key"]], key_type[entry["key"]] = written["id"], "catalog"
@@ -236,7 +276,7 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 2,
                     log: Callable[[str], None] = print) -> dict[str, Any]:
     scores = Scores()
     with sandbox():
-        tenant = Tenant.objects.create(slug="locomo", name="LoCoMo")
+        tenant = Tenant.objects.create(slug=scratch_slug("locomo"), name="LoCoMo")
         for path in paths:
             data = json.loads(path.read_text())
             conversation = path.stem

@@ -21,11 +21,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import OperationalError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from elasticsearch import Elasticsearch
 
-from memory_app.errors import ServiceUnavailable, ValidationFailed
+from memory_app.errors import ServiceUnavailable, ValidationFailed, database_busy
 from memory_app.es.capabilities import Capabilities, probe_capabilities
 from memory_app.es.client import api_key_client, base_client
 
@@ -539,10 +540,19 @@ def agent_token_authenticate(*, raw: str) -> AgentToken:
     if token is None or not hmac.compare_digest(token.secret_hash, _token_hash(raw.strip())) or token.revoked_at:
         raise failed
     now = timezone.now()
-    # Touch at most once a minute: a DB write per request would be the hottest row in the database.
+    # Touch at most once a minute per token, whatever the number of processes (the update only
+    # matches a stale row): a write per request would be the hottest row in the database.
     if token.last_used_at is None or now - token.last_used_at >= _TOUCH_EVERY:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - _TOUCH_EVERY)
+        try:
+            AgentToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
+        except OperationalError as exc:
+            if database_busy(exc) is None:
+                raise
+            # Bookkeeping only: a busy database must not fail a request that needs no other write.
+            log.warning("agent token %s: last_used_at not recorded, database busy", token.prefix)
+        else:
+            token.last_used_at = now
     return token
 
 

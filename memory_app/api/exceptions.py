@@ -19,7 +19,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from memory_app.errors import EngramError
+from memory_app.errors import EngramError, database_busy
 from memory_app.outbox import is_outage
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,9 @@ def retry_after() -> dict[str, str]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     set_rollback()
+    if busy := database_busy(exc):
+        log.warning("database busy: %s", exc)
+        exc = busy
     if isinstance(exc, EngramError):
         headers = retry_after() if exc.status == 503 else {}
         if getattr(exc, "retry_after", None):

@@ -23,12 +23,20 @@ from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
+from django.db import OperationalError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_app.errors import EngramError, NotFound, PermissionDenied, ServiceUnavailable, ValidationFailed
+from memory_app.errors import (
+    EngramError,
+    NotFound,
+    PermissionDenied,
+    ServiceUnavailable,
+    ValidationFailed,
+    database_busy,
+)
 from tenants.errors import AuthenticationFailed
 from tenants.services import agent_token_authenticate
 
@@ -77,6 +85,11 @@ class McpEndpoint:
                                          code="mcp_not_started")
         except EngramError as exc:
             await _error(send, exc)
+            return
+        except OperationalError as exc:
+            if (busy := database_busy(exc)) is None:
+                raise
+            await _error(send, busy)
             return
         await self.session_manager.handle_request({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
 
@@ -128,6 +141,9 @@ async def _error(send: Send, exc: EngramError) -> None:
         headers.append((b"www-authenticate", b'Bearer realm="engram"'))
     elif isinstance(exc, MethodNotAllowed):
         headers.append((b"allow", b"POST"))
+    if exc.status == 503:
+        wait = getattr(exc, "retry_after", None) or settings.ENGRAM_API_RETRY_AFTER_SECONDS
+        headers.append((b"retry-after", str(wait).encode()))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": json.dumps({"error": exc.as_dict()}).encode()})
 

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
+from django.db import OperationalError
 from elastic_transport import TransportError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_app.errors import EngramError, ServiceUnavailable, ValidationFailed
+from memory_app.errors import EngramError, ServiceUnavailable, ValidationFailed, database_busy
 from tenants.errors import AuthenticationFailed
 
 from . import handlers
@@ -199,6 +200,11 @@ async def _call(ctx: Context, handler: Callable[..., dict[str, Any]], **argument
         # Connection-level failure mid-call (require_dls already caught a cluster down at the start).
         return error_result(ServiceUnavailable("Elasticsearch is unreachable; retry later",
                                                code="elasticsearch_unreachable"))
+    except OperationalError as exc:
+        if busy := database_busy(exc):
+            return error_result(busy)
+        log.exception("MCP tool %s failed", handler.__name__)
+        return error_result(EngramError("the tool failed unexpectedly; the error was logged", code="internal_error"))
     except Exception:  # noqa: BLE001 - the tool boundary: log it, tell the agent no more than that it failed
         log.exception("MCP tool %s failed", handler.__name__)
         return error_result(EngramError("the tool failed unexpectedly; the error was logged", code="internal_error"))

@@ -258,6 +258,9 @@ ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         transaction_mode="IMMEDIATE", timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+# PostgreSQL waits for a row lock forever by default: give up after the same 20 s (503 + Retry-After).
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c lock_timeout=20000")
 CELERY_BEAT_SCHEDULE |= {
     # Replay writes accepted during an Elasticsearch outage; drop expired idempotency records.
     "memory_app.replay-outbox": {"task": "memory_app.tasks.replay_outbox",

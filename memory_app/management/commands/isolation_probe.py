@@ -3,10 +3,10 @@ from collections import Counter
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 from django.test.utils import override_settings
 
 from memory_app.errors import EngramError
+from memory_app.evaluation import scratch_rows
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
 from memory_app.isolation_probes import recall_drift_probes, service_probes
@@ -40,10 +40,10 @@ class Command(BaseCommand):
         with override_settings(ES_INDEX_PREFIX=prefix):
             ensure_indices(es=es)
             try:
-                # The probe's tenants, end-users and audit rows are rolled back: nothing remains.
-                with transaction.atomic():
+                # The probe's tenants, end-users and audit rows are deleted afterwards: nothing
+                # remains, and no long transaction locks the live database meanwhile.
+                with scratch_rows():
                     report = run_isolation_probes(tenants_spec=spec, extra_probes=[service_probes, recall_drift_probes])
-                    transaction.set_rollback(True)
             except EngramError as exc:
                 raise CommandError(f"{exc.code}: {exc.message}") from exc
             finally:
