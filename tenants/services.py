@@ -545,7 +545,8 @@ def agent_token_authenticate(*, raw: str) -> AgentToken:
     if token.last_used_at is None or now - token.last_used_at >= _TOUCH_EVERY:
         stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - _TOUCH_EVERY)
         try:
-            AgentToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
+            with transaction.atomic():  # a savepoint inside a caller's transaction: a failure leaves it usable
+                AgentToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
         except OperationalError as exc:
             if database_busy(exc) is None:
                 raise

@@ -155,3 +155,47 @@ def test_elasticsearch_down_answers_reads_with_503_and_retry_after(api, es_down)
         error = _error(response, 503, response.json()["error"]["code"])
         assert error["code"] in ("elasticsearch_unavailable", "elasticsearch_unreachable")
         assert response["Retry-After"] == "10"
+
+
+def _locked_writes(execute, sql, params, many, context):
+    """A Django execute wrapper: every write fails the way a SQLite file locked past its busy
+    timeout fails (the database layer itself raises; nothing above it is replaced)."""
+    if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+        from django.db import OperationalError
+
+        raise OperationalError("database is locked")
+    return execute(sql, params, many, context)
+
+
+def test_a_locked_database_answers_503_with_retry_after_never_500(api):
+    from django.db import connection
+
+    with connection.execute_wrapper(_locked_writes):
+        response = api.post("/api/v1/subjects", {"external_id": "newcomer"}, format="json")
+
+    error = _error(response, 503, "database_busy")
+    assert response["Retry-After"] == "2" and error["details"] == {"retry_after": 2}
+
+
+def test_reads_still_answer_while_the_database_refuses_writes(api, tenant):
+    # The agent token's last-used stamp is bookkeeping: a busy database skips it, the read goes on.
+    from django.db import connection
+
+    from tenants.services import subject_get_or_create
+
+    subject_get_or_create(tenant=tenant, external_id="alice")
+    with connection.execute_wrapper(_locked_writes):
+        response = api.post("/api/v1/subjects/alice/recall", {"query": "anything"}, format="json")
+
+    assert response.status_code == 200, response.content
+
+
+def test_the_token_stamp_is_written_at_most_once_a_minute(api, tenant):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(5):
+            api.get("/api/v1/subjects/nobody/export")
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "agenttoken" in q["sql"]]
+    assert len(updates) == 1

@@ -124,3 +124,18 @@ def test_the_path_names_the_end_user(endpoint, raw_path, subject):
 def test_other_paths_under_the_prefix_are_not_found(endpoint, raw_path):
     with pytest.raises(NotFound):
         endpoint._subject({"raw_path": raw_path, "path": raw_path.decode()})
+
+
+def test_a_locked_database_answers_503_with_retry_after(endpoint, monkeypatch):
+    from django.db import OperationalError
+
+    from memory_app.mcp import asgi
+
+    def locked(**kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(asgi, "agent_token_authenticate", locked)
+    status, headers, body = anyio.run(lambda: _http(endpoint, headers={"authorization": "Bearer eng_x"}))
+
+    assert (status, json.loads(body)["error"]["code"]) == (503, "database_busy")
+    assert headers["retry-after"] == "2"
