@@ -1,10 +1,10 @@
-"""Start and stop the local services Engram needs: Elasticsearch and (optionally) Redis.
+"""Start and stop the local services Engram needs: Elasticsearch, and optionally Redis and PostgreSQL.
 
 Used by ``scripts/dev`` and ``scripts/test``; runs with the project's virtualenv Python.
 Everything lives under the state directory (``$ENGRAM_STATE_DIR``, default ``.engram/``),
 except downloads, which stay where the machine caches them (``~/.m2`` for Maven).
 
-    python scripts/stack.py up   --instance dev  --es-port 9200 [--redis-port 6379]
+    python scripts/stack.py up   --instance dev  --es-port 9200 [--redis-port 6379] [--pg-port 5432]
     python scripts/stack.py down --instance dev
     python scripts/stack.py env  --instance dev     # prints shell exports for the instance
 
@@ -259,6 +259,74 @@ class Instance:
         self.pidfile.unlink(missing_ok=True)
 
 
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def pg_bin(tool: str) -> str:
+    """A PostgreSQL server binary: on PATH, else Debian's /usr/lib/postgresql/<major>/bin, else
+    Debian's `postgresql` package is installed (as root) and looked up again."""
+    def find() -> str | None:
+        if found := shutil.which(tool):
+            return found
+        candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"),
+                            key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+        return str(candidates[-1]) if candidates else None
+
+    if found := find():
+        return found
+    if os.geteuid() != 0:
+        sys.exit(f"{tool} not found: install Debian's postgresql package")
+    log("installing postgresql (Debian package)")
+    subprocess.run(["apt-get", "install", "-y", "-qq", "postgresql"], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if found := find():
+        return found
+    sys.exit(f"{tool} not found after installing postgresql")
+
+
+def pg_dir(name: str) -> Path:
+    return STATE / "postgres" / name
+
+
+def _as_pg_user(cmd: list[str]) -> list[str]:
+    # initdb and postgres refuse to run as root: run them as the same non-root user as Elasticsearch.
+    user = ensure_es_user()
+    return ["runuser", "-u", user, "--", *cmd] if user else cmd
+
+
+def pg_start(name: str, port: int) -> None:
+    d = pg_dir(name)
+    data = d / "data"
+    d.mkdir(parents=True, exist_ok=True)
+    if user := ensure_es_user():
+        shutil.chown(d, user)
+        shutil.chown(d.parent, user)
+    status = subprocess.run(_as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "status"]), capture_output=True)
+    if status.returncode == 0:
+        log(f"postgresql '{name}' already running on port {port}")
+        return
+    if not (data / "PG_VERSION").exists():
+        subprocess.run(_as_pg_user([pg_bin("initdb"), "-D", str(data), "-U", "engram", "--auth=trust", "-E", "UTF8",
+                                    "--no-instructions"]), check=True, stdout=subprocess.DEVNULL)
+    # Throwaway test data: durability off makes the suite faster.
+    options = (f"-p {port} -k {d} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+               "-c full_page_writes=off -c max_connections=200")
+    result = subprocess.run(_as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(d / "postgres.log"),
+                                         "-o", options, "-w", "-t", "60", "start"]), capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"postgresql failed to start:\n{result.stdout}\n{result.stderr}\nsee {d / 'postgres.log'}")
+    log(f"postgresql ready on port {port}")
+
+
+def pg_stop(name: str) -> None:
+    data = pg_dir(name) / "data"
+    if not (data / "postmaster.pid").exists():
+        return
+    subprocess.run(_as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+                   capture_output=True)
+    log(f"stopped postgresql '{name}'")
+
+
 # ---------------------------------------------------------------- Redis
 
 
@@ -328,6 +396,7 @@ def main() -> None:
     parser.add_argument("--instance", default="dev")
     parser.add_argument("--es-port", type=int, default=9200)
     parser.add_argument("--redis-port", type=int, default=0, help="0: no Redis")
+    parser.add_argument("--pg-port", type=int, default=0, help="0: no PostgreSQL")
     args = parser.parse_args()
     if args.action == "secret":
         print(secret(args.name))
@@ -337,10 +406,13 @@ def main() -> None:
         es.start()
         if args.action == "up" and args.redis_port:
             redis_start(args.instance, args.redis_port)
+        if args.action == "up" and args.pg_port:
+            pg_start(args.instance, args.pg_port)
     elif args.action in ("down", "es-stop"):
         es.stop()
         if args.action == "down":
             redis_stop(args.instance)
+            pg_stop(args.instance)
     elif args.action == "env":
         print(f"export ES_URL={es.url}")
         print("export ES_ADMIN_USERNAME=elastic")
@@ -348,6 +420,8 @@ def main() -> None:
         print(f"export ENGRAM_ES_PIDFILE={es.pidfile}")
         if args.redis_port:
             print(f"export CELERY_BROKER_URL=redis://127.0.0.1:{args.redis_port}/0")
+        if args.pg_port:
+            print(f"export DATABASE_URL=postgres://engram@127.0.0.1:{args.pg_port}/postgres")
 
 
 if __name__ == "__main__":
