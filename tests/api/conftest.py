@@ -10,6 +10,8 @@ import uuid
 import httpx
 import pytest
 from django.core.cache import cache
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 from rest_framework.test import APIClient
@@ -72,6 +74,10 @@ def make_client(make_token):
     """The typed client, in-process (WSGI transport: same thread, same test transaction)."""
     app = get_wsgi_application()
     clients = []
+    # As Django's test client does: a request must not close the test's database connection
+    # (on PostgreSQL that would end the test transaction; SQLite in memory ignores it).
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
 
     def make(*scopes: str, of: Tenant | None = None, retries: int = 0) -> EngramClient:
         client = EngramClient("http://testserver", make_token(*scopes, of=of), retries=retries,
@@ -82,6 +88,8 @@ def make_client(make_token):
     yield make
     for client in clients:
         client.close()
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

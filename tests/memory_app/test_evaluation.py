@@ -81,3 +81,29 @@ def test_the_sandbox_surfaces_errors_and_leaves_nothing_behind(es_admin, db):
         raise RuntimeError("boom")
     assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)
     assert not Tenant.objects.filter(slug="sandboxed").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin, invalidate_minted_keys):
+    # A transaction held for the whole run locked every API request out of a SQLite file.
+    from django.db import connection
+
+    from memory_app.evaluation import sandbox, scratch_slug
+    from tenants.models import AuditEvent, Subject, SubjectKey, Tenant
+    from tenants.services import audit_record, subject_get_or_create
+
+    real = Tenant.objects.create(slug="real-tenant", name="Real")
+    audit_record(actor="tests", action="tenant.created", tenant=real)
+
+    with sandbox() as prefix:
+        assert not connection.in_atomic_block
+        tenant = Tenant.objects.create(slug=scratch_slug("acme"), name="Acme")
+        subject = subject_get_or_create(tenant=tenant, external_id="alice", actor="eval")
+        assert SubjectKey.objects.filter(subject=subject, index_prefix=prefix).exists()
+
+    assert not Tenant.objects.filter(pk=tenant.pk).exists()
+    assert not Subject.objects.filter(pk=subject.pk).exists()
+    assert not SubjectKey.objects.filter(index_prefix=prefix).exists()
+    assert not AuditEvent.objects.filter(tenant_slug=tenant.slug).exists()
+    assert Tenant.objects.filter(pk=real.pk).exists()
+    assert AuditEvent.objects.filter(tenant=real, action="tenant.created").count() == 1
