@@ -53,6 +53,8 @@ Op = OutboxEntry.Operation
 _CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
 _ES_BUSY = {429, 502, 503, 504}
 _LEASE = "replay"
+# Conflicts that no retry resolves: the id is taken by a document the write did not create.
+_PERMANENT_CONFLICTS = {"import_failed", "conflict"}
 EPISODE_ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -101,6 +103,7 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     _prevalidate(operation, payload)
     if operation in _CREATES and not memory_id:
         memory_id = services.new_memory_id()
+    payload = _stamped(operation, payload)
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
     if background:
@@ -163,6 +166,17 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
 def outbox_has_pending(*, tenant: Tenant, external_id: str) -> bool:
     return OutboxEntry.objects.filter(tenant=tenant, external_id=external_id,
                                       status=OutboxEntry.Status.PENDING).exists()
+
+
+def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
+    """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
+    if operation not in (*_CREATES, Op.IMPORT):
+        return payload
+    now = timezone.now().isoformat()
+    stamped = {**payload, "accepted_at": payload.get("accepted_at") or now}
+    if operation is Op.EPISODE and not payload.get("occurred_at"):
+        stamped["occurred_at"] = stamped["accepted_at"]
+    return stamped
 
 
 def _enqueue(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
@@ -231,6 +245,12 @@ def _prevalidate(operation: Op, p: dict[str, Any]) -> None:
         if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
             raise ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
                                    code="import_too_large")
+        services.duplicate_ids_validate(ids=[e.get("id") for e in episodes if isinstance(e, dict)],
+                                        field="episodes")
+        services.duplicate_ids_validate(ids=[e.get("client_id") for e in episodes if isinstance(e, dict)],
+                                        field="episodes")
+        services.duplicate_ids_validate(ids=[e.get("memory_id") for e in episodes if isinstance(e, dict)],
+                                        field="episodes")
         for n, episode in enumerate(episodes):
             try:
                 _prevalidate(Op.EPISODE, episode)
@@ -258,20 +278,21 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
-                                        metadata=p.get("metadata"))
+                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"))
         return {"memory": memory}
     if operation is Op.FACT:
         memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
                                      confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
                                      contradiction=p.get("contradiction", "natural"),
                                      supporting_episode_ids=p.get("supporting_episode_ids"),
-                                     metadata=p.get("metadata"))
+                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"))
         return {"memory": memory}
     if operation is Op.PLAYBOOK:
         memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
                                          steps=p["steps"], supersedes=p.get("supersedes"),
                                          contradiction=p.get("contradiction", "natural"),
-                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"))
+                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
+                                         accepted_at=p.get("accepted_at"))
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
@@ -281,7 +302,8 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
         return {}
     if operation is Op.IMPORT:
-        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress)
+        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
+                                       accepted_at=p.get("accepted_at"))
         return {"ids": ids}
     if operation is Op.ERASE:
         deleted = services.subject_erase(subject=subject, actor=actor)
@@ -311,12 +333,14 @@ class ReplayReport:
 
 
 def outbox_replay(*, limit: int | None = None) -> ReplayReport:
-    """Apply pending outbox entries in order (per subject: acceptance order).
+    """Apply pending outbox entries, per subject in acceptance order.
 
-    Stops at the first outage (entries stay pending, to be retried by the next run). An entry
-    that fails for another reason is marked failed when the failure is the write's own (invalid,
-    not found), else retried on later runs; while it waits, later entries of its subject wait
-    too. Only one replayer runs at a time (a database lease).
+    Progress is per subject: an entry that cannot be applied yet (a transient error) holds back
+    only the later entries of its own subject; every other subject's entries are applied. Stops
+    at the first outage (entries stay pending, to be retried by the next run). An entry that
+    fails for a reason of its own (invalid, not found, an id conflict, a conflict still there
+    after ``ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS`` tries) is marked failed with its error, visible
+    in the operation and in /healthz. Only one replayer runs at a time (a database lease).
     """
     report = ReplayReport()
     holder = _lease_acquire()
@@ -325,32 +349,28 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
         return report
     try:
         done = 0
-        while limit is None or done < limit:
-            blocked: set[tuple[int, str]] = set()
-            progressed = False
-            batch = list(OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
-                         .select_related("tenant", "token").order_by("id")[:100])
-            if not batch:
-                break
-            for entry in batch:
-                key = (entry.tenant_id, entry.external_id)
-                if key in blocked:
-                    continue
+        pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
+        subjects = list(pending.values("tenant_id", "external_id").annotate(first=Min("id")).order_by("first"))
+        for subject in subjects:
+            last_id = 0
+            while limit is None or done < limit:
+                entry = (pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"],
+                                        id__gt=last_id)
+                         .select_related("tenant", "token").order_by("id").first())
+                if entry is None:
+                    break
+                last_id = entry.pk
                 _lease_renew(holder)
                 outcome = _replay_one(entry, holder=holder)
                 if outcome == "outage":
                     report.stopped_by_outage = True
                     break
                 if outcome == "retry":
-                    blocked.add(key)
-                    continue
-                progressed = True
+                    break  # this subject waits; the others go on
                 done += 1
                 report.applied += outcome == "done"
                 report.failed += outcome == "failed"
-                if limit is not None and done >= limit:
-                    break
-            if report.stopped_by_outage or not progressed:
+            if report.stopped_by_outage or (limit is not None and done >= limit):
                 break
     finally:
         _lease_release(holder)
@@ -367,15 +387,17 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
         if operation is Op.IMPORT:
             payload = _import_remaining(entry)
             if not payload["episodes"]:
-                return _finish(entry, result={"ids": [e["id"] for e in entry.payload["episodes"]]})
+                return _finish(entry, result={"ids": _import_ids(entry)})
         result = _apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation, payload=payload,
                         memory_id=entry.memory_id, actor=actor, progress=lambda done, total: _lease_renew(holder))
         if operation is Op.IMPORT:
-            result = {"ids": [e["id"] for e in entry.payload["episodes"]]}
+            result = {"ids": _import_ids(entry)}
     except Conflict as exc:
         if operation in _CREATES and exc.details.get("id") == entry.memory_id:
             # A create that already landed (the first attempt's answer was lost to the outage).
             return _finish(entry, result=_already_created(entry, operation))
+        if exc.code in _PERMANENT_CONFLICTS or entry.attempts + 1 >= settings.ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS:
+            return _fail(entry, exc)
         return _retry(entry, exc)
     except NotFound as exc:
         if operation is Op.ERASE:
@@ -460,20 +482,26 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
     return {"id": entry.memory_id}
 
 
+def _import_ids(entry: OutboxEntry) -> list[str]:
+    # Entries accepted before ids were assigned at acceptance carry the stored id in "id".
+    return [e.get("memory_id") or e["id"] for e in entry.payload["episodes"]]
+
+
 def _import_remaining(entry: OutboxEntry) -> dict[str, Any]:
     """The import without the episodes already stored (an earlier attempt may have stored some)."""
-    episodes = entry.payload["episodes"]
+    episodes = [e if "memory_id" in e else {**{k: v for k, v in e.items() if k != "id"}, "memory_id": e["id"]}
+                for e in entry.payload["episodes"]]
     try:
         subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
     except NotFound:
         existing: set[str] = set()
     else:
         existing = set()
-        ids = [e["id"] for e in episodes]
+        ids = [e["memory_id"] for e in episodes]
         for start in range(0, len(ids), 1000):
             existing |= set(services.visible_documents(subject=subject, ids=ids[start:start + 1000],
                                                        types=[MemoryType.EPISODIC]))
-    return {**entry.payload, "episodes": [e for e in episodes if e["id"] not in existing]}
+    return {**entry.payload, "episodes": [e for e in episodes if e["memory_id"] not in existing]}
 
 
 def _tombstone_if_missing(entry: OutboxEntry) -> None:
@@ -534,6 +562,13 @@ def outbox_backlog(*, now: datetime | None = None) -> dict[str, Any]:
         "pending_subjects": subjects,
         "oldest_pending_seconds": round((now - oldest).total_seconds(), 1) if oldest else None,
         "failed": OutboxEntry.objects.filter(status=OutboxEntry.Status.FAILED).count(),
+        # Writes that ended failed (id and error code only: /healthz is not tenant-scoped; the
+        # operation itself, read with the tenant's token, carries the full error).
+        "recent_failures": [
+            {"operation": str(f.uid), "type": f.operation, "code": (f.last_error or {}).get("code"),
+             "at": f.processed_at.isoformat() if f.processed_at else None}
+            for f in OutboxEntry.objects.filter(status=OutboxEntry.Status.FAILED).order_by("-processed_at")[:5]
+        ],
         # The first entry a replay could not apply yet (an outage, or a bug) and why.
         "blocked_by": {"operation": str(retrying.uid), "attempts": retrying.attempts,
                        "error": retrying.last_error} if retrying else None,

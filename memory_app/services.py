@@ -13,6 +13,7 @@ Contracts shared by every service here:
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,8 +48,67 @@ def new_memory_id() -> str:
     return uuid.uuid4().hex
 
 
+# Client-chosen ids never become document ids as they are: ids are one space shared by every
+# tenant, so a raw client id could collide with (and reveal, by a 409) another end-user's.
+_CLIENT_ID_NAMESPACE = uuid.UUID("6f1d4c1e-3b0a-4d7e-9a55-2c8e0b1f7a10")
+
+
+def client_memory_id(*, tenant_id: int, external_id: str, client_id: str) -> str:
+    """The stored id of a memory whose id the client chose: stable, and scoped to one end-user of
+    one tenant (the same client id of two end-users gives two ids)."""
+    return uuid.uuid5(_CLIENT_ID_NAMESPACE, f"{tenant_id}\x1f{external_id}\x1f{client_id}").hex
+
+
+_SERVER_ID = re.compile(r"[0-9a-f]{32}(-\d+)?")
+
+
+def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """es_setup's migration of an imported episode stored under a client's raw id (before ids were
+    namespaced): its new, namespaced id, and the raw id kept as ``client_id``. Ids Engram
+    assigned, and documents of end-users no longer known, are left as they are."""
+    if (source.get("memory_type") != MemoryType.EPISODIC.value or source.get("source") != "import"
+            or source.get("client_id") or _SERVER_ID.fullmatch(doc_id)):
+        return None
+    subject = Subject.objects.filter(tenant__slug=source.get("tenant_id"), user_id=source.get("user_id")).first()
+    if subject is None:
+        return None
+    return (client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id, client_id=doc_id),
+            {**source, "client_id": doc_id})
+
+
+def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict[str, Any]], prefix: str
+                        ) -> list[dict[str, Any]]:
+    """Fix each episode's stored id before an import is accepted: ``client_id`` + a namespaced
+    ``memory_id`` for an episode carrying an ``id`` of the client's, ``<prefix>-<n>`` otherwise."""
+    assigned = []
+    for n, episode in enumerate(episodes):
+        episode = dict(episode)
+        client_id = episode.pop("id", None)
+        if client_id is not None:
+            episode["client_id"] = client_id
+            episode["memory_id"] = client_memory_id(tenant_id=tenant_id, external_id=external_id,
+                                                    client_id=client_id)
+        else:
+            episode.setdefault("memory_id", f"{prefix}-{n}")
+        assigned.append(episode)
+    return assigned
+
+
+def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
+    """ValidationFailed when one request names the same id twice (it could never all be stored)."""
+    seen: set[str] = set()
+    duplicates = [i for i in ids if i is not None and (i in seen or seen.add(i))]
+    if duplicates:
+        raise ValidationFailed(f"{field} names the same id more than once: {', '.join(sorted(set(duplicates)))}",
+                               details={"field": field, "ids": sorted(set(duplicates))}, code="duplicate_ids")
+
+
 def _now() -> datetime:
     return timezone.now()
+
+
+def _accepted(accepted_at: datetime | str | None) -> datetime:
+    return clean_datetime(accepted_at, field="accepted_at") or _now()
 
 
 def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
@@ -144,8 +204,12 @@ def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: date
 
 def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | None = None, role: str = "user",
                   session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
-                  memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+                  memory_id: str | None = None, source: str = "agent",
+                  accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return.
+
+    ``accepted_at`` is when Engram accepted the write (a write replayed from the outbox keeps the
+    time it was accepted, not the time it is applied); it defaults ``created_at`` and ``occurred_at``.
 
     ``context`` (optional) is the conversation just before the turn; recall matches on it with a
     low weight, which finds short replies ("yes, last Tuesday") by what they answer.
@@ -154,7 +218,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     context = clean_text(context, field="context") if context is not None else None
     metadata = clean_metadata(metadata)
     memory_id = _clean_memory_id(memory_id)
-    now = _now()
+    now = _accepted(accepted_at)
     occurred = clean_datetime(occurred_at, field="occurred_at") or now
     if role not in ("user", "assistant", "system", "tool"):
         raise ValidationFailed("role must be one of user, assistant, system, tool", details={"field": "role"},
@@ -167,14 +231,15 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
                contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
-               metadata: dict | None = None, memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+               metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
+               accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store a semantic fact, optionally superseding older facts of the same subject.
 
     A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
     """
     text = clean_text(text)
-    now = _now()
+    now = _accepted(accepted_at)
     doc = _base_doc(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
                     metadata=clean_metadata(metadata), source=source)
     doc.update(
@@ -189,11 +254,12 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
                    contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
-                   memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+                   memory_id: str | None = None, source: str = "agent",
+                   accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store a procedural playbook (trigger + steps) with zeroed outcome counters."""
     trigger = clean_text(trigger, field="trigger")
     steps = clean_text(steps, field="steps")
-    now = _now()
+    now = _accepted(accepted_at)
     doc = _base_doc(subject=subject, memory_type=MemoryType.PROCEDURAL, text=f"{trigger}\n{steps}", now=now,
                     metadata=clean_metadata(metadata), source=source)
     doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
@@ -235,7 +301,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
         _undo_supersede(writer=writer, new_index=alias_name(memory_type), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
-                           details={"ids": old_ids}) from None
+                           details={"ids": old_ids}, code="concurrent_update") from None
         raise
     return stored
 
@@ -259,7 +325,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
                                details={"ids": [visible.id]}) from None
             visible = fresh[visible.id]
     raise Conflict("a superseded memory keeps changing concurrently; nothing was written, retry",
-                   details={"ids": [visible.id]})
+                   details={"ids": [visible.id]}, code="concurrent_update")
 
 
 def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[Visible]) -> None:
@@ -308,7 +374,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         except ConflictError:
             continue
         return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
-    raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id})
+    raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
+                   code="concurrent_update")
 
 
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) -> None:
@@ -345,6 +412,18 @@ def subject_erase(*, subject: Subject, actor: str) -> int:
     return deleted
 
 
+def _import_ids(subject: Subject, raw: dict[str, Any]) -> dict[str, str | None]:
+    if raw.get("memory_id") is not None:
+        client_id = raw.get("client_id")
+        return {"id": _clean_memory_id(raw["memory_id"]),
+                "client_id": _clean_memory_id(client_id) if client_id is not None else None}
+    if raw.get("id") is not None:
+        client_id = _clean_memory_id(raw["id"])
+        return {"id": client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                       client_id=client_id), "client_id": client_id}
+    return {"id": new_memory_id(), "client_id": None}
+
+
 @dataclass(frozen=True)
 class EpisodeIn:
     text: str
@@ -354,12 +433,18 @@ class EpisodeIn:
     context: str | None = None
     metadata: dict | None = None
     id: str | None = None
+    client_id: str | None = None
 
 
 def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
-                    progress: Callable[[int, int], None] | None = None, batch_size: int = 256) -> list[str]:
+                    progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
+                    accepted_at: datetime | str | None = None) -> list[str]:
     """Bulk-import historical episodes with their original timestamps.
 
+    An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
+    namespaced to the subject (``client_memory_id``); ``memory_id`` (set by
+    ``episodes_assign_ids`` when a write is accepted) is the stored id itself. Two episodes with
+    the same id are refused up front (ValidationFailed ``duplicate_ids``).
     Every episode is validated first (ValidationFailed names the first bad one's position) and
     nothing is written unless all are valid. If the bulk write fails part-way, the episodes
     already written are deleted again before the error is raised. Returns the ids in order.
@@ -381,15 +466,17 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                                      context=clean_text(raw["context"], field="context")
                                      if raw.get("context") is not None else None,
                                      metadata=clean_metadata(raw.get("metadata")),
-                                     id=_clean_memory_id(raw.get("id"))))
+                                     **_import_ids(subject, raw)))
         except ValidationFailed as exc:
             raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
                                    code=exc.code) from None
     if not cleaned:
         raise ValidationFailed("no episodes to import", code="empty_import")
+    duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
+    duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 
     scope = memory_scope(subject=subject)
-    now = _now().isoformat()
+    now = _accepted(accepted_at).isoformat()
     embedder = get_embedder()
     index = alias_name(MemoryType.EPISODIC)
 
@@ -404,7 +491,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text, "embedding": vector,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
-                    "metadata": episode.metadata or {}, "source": "import"}}
+                    "metadata": episode.metadata or {}, "source": "import",
+                    **({"client_id": episode.client_id} if episode.client_id else {})}}
 
     writer = writer_es_client()
     written: list[str] = []

@@ -435,11 +435,15 @@ class EpisodesImportApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
-        # Ids derive from the request's pre-assigned id: a re-run after a server error reuses them.
-        episodes = [{"id": f"{request.memory_id}-{n}", **_json_ready(e)} for n, e in enumerate(data["episodes"])]
+        # Ids derive from the request's pre-assigned id (a re-run after a server error reuses them)
+        # or from the client's own ids, namespaced to this end-user.
+        external_id = clean_external_id(external_id)
+        episodes = services.episodes_assign_ids(tenant_id=self.tenant(request).pk, external_id=external_id,
+                                                episodes=[_json_ready(e) for e in data["episodes"]],
+                                                prefix=request.memory_id)
         background = len(episodes) > settings.ENGRAM_API_IMPORT_SYNC_MAX
         submitted = self.submit(request, external_id, Op.IMPORT, {"episodes": episodes}, background=background)
-        return self.written(submitted, {"ids": [e["id"] for e in episodes]}, self.OutputSerializer)
+        return self.written(submitted, {"ids": [e["memory_id"] for e in episodes]}, self.OutputSerializer)
 
 
 # ---------------------------------------------------------------- tenant-wide

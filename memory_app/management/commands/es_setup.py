@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from memory_app.es.capabilities import probe_capabilities
 from memory_app.es.client import admin_client
 from memory_app.es.schema import ensure_indices
+from memory_app.services import client_id_rekey
 
 
 class Command(BaseCommand):
@@ -19,6 +20,6 @@ class Command(BaseCommand):
         )
         for warning in caps.errors:
             self.stderr.write(self.style.WARNING(warning))
-        for result in ensure_indices(es=admin_client()):
+        for result in ensure_indices(es=admin_client(), rekey=client_id_rekey):
             extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")

@@ -1,0 +1,107 @@
+"""The write path under faults (issue 10): per-subject replay progress, deterministic failures that
+end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from django.utils import timezone
+
+from engram_client import EngramAPIError
+from memory_app import services
+from memory_app.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+from memory_app.outbox import outbox_replay
+from tenants.models import Subject, Tenant
+
+
+def _texts(docs, memory_type, external_id, tenant=None):
+    subject = Subject.objects.get(external_id=external_id, **({"tenant": tenant} if tenant else {}))
+    return [d["text"] for d in docs(memory_type, user_id=subject.user_id)]
+
+
+def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, monkeypatch):
+    real = services.episode_write
+
+    def stuck_for_one(**kwargs):
+        if kwargs["subject"].external_id == "stuck":
+            raise RuntimeError("a transient failure of this end-user's writes")
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "episode_write", stuck_for_one)
+    for n in range(101):  # more than one batch of the old replayer, all of one end-user
+        OutboxEntry.objects.create(tenant=tenant, external_id="stuck", operation="episode",
+                                   memory_id=f"stuck-turn-{n:04d}", payload={"text": f"s{n}"}, actor="t",
+                                   reason="outage")
+    OutboxEntry.objects.create(tenant=tenant, external_id="free", operation="episode", memory_id="free-turn-0001",
+                               payload={"text": "not held up"}, actor="t", reason="outage")
+    report = outbox_replay()
+    assert (report.applied, report.failed, report.pending) == (1, 0, 101)
+    assert _texts(docs, MemoryType.EPISODIC, "free") == ["not held up"]
+    stuck = OutboxEntry.objects.filter(external_id="stuck").order_by("id")
+    # Only the stuck end-user's first write was tried; its later writes wait behind it, in order.
+    assert [e.attempts for e in stuck[:2]] == [1, 0]
+    assert stuck[0].last_error["code"] == "error"
+
+
+def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client):
+    # Accepted by an older version (today such an import is refused up front): replayed, it must
+    # end as failed with its reason, not be re-embedded and retried on every run.
+    episodes = [{"id": "dup-id-0001", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
+    entry = OutboxEntry.objects.create(tenant=tenant, external_id="mo", operation="import",
+                                       payload={"episodes": episodes}, actor="t", reason="background")
+    report = outbox_replay()
+    assert (report.applied, report.failed, report.pending) == (0, 1, 0)
+    operation = engram.operation(str(entry.uid))
+    assert operation["status"] == "failed" and operation["error"]["code"] == "duplicate_ids"
+    health = client.get("/healthz").json()["outbox"]
+    assert health["failed"] == 1
+    assert health["recent_failures"][0] == {"operation": str(entry.uid), "type": "import", "code": "duplicate_ids",
+                                            "at": health["recent_failures"][0]["at"]}
+    assert outbox_replay().failed == 0  # not tried again
+
+
+def test_an_import_with_duplicate_ids_is_refused_up_front(engram, settings):
+    episodes = [{"id": "dup-id-0002", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
+    for sync_max in (500, 1):  # applied at once, or accepted for the background
+        settings.ENGRAM_API_IMPORT_SYNC_MAX = sync_max
+        with pytest.raises(EngramAPIError) as err:
+            engram.import_episodes("nat", episodes)
+        assert err.value.status == 400 and err.value.code == "duplicate_ids"
+        assert err.value.details["ids"] == ["dup-id-0002"]
+    assert not OutboxEntry.objects.exists()
+
+
+def test_a_client_id_cannot_collide_across_end_users_or_tenants(make_client, tenant, docs):
+    other_tenant = Tenant.objects.create(slug=f"{tenant.slug}-b", name="B")
+    mine, theirs = make_client(), make_client(of=other_tenant)
+    episode = {"id": "my-own-id-001", "text": "hello", "occurred_at": "2021-01-01T00:00:00Z"}
+    results = [mine.import_episodes("alice", [episode]), mine.import_episodes("bob", [episode]),
+               theirs.import_episodes("alice", [episode])]
+    ids = [r["ids"][0] for r in results]
+    assert len(set(ids)) == 3 and "my-own-id-001" not in ids
+    for client, who, memory_id in ((mine, "alice", ids[0]), (mine, "bob", ids[1]), (theirs, "alice", ids[2])):
+        memory = client.get_memory(who, memory_id)
+        assert memory["client_id"] == "my-own-id-001" and memory["text"] == "hello"
+    # The same id again for the same end-user is that end-user's own conflict, not another's.
+    with pytest.raises(EngramAPIError) as err:
+        mine.import_episodes("alice", [episode])
+    assert err.value.status == 409
+
+
+def test_a_write_accepted_during_an_outage_keeps_its_acceptance_time(engram, es_down, docs):
+    engram.turn("pia", "before")
+    es_down.start()
+    accepted = engram.turn("pia", "accepted while Elasticsearch was down")
+    fact = engram.write_fact("pia", "Pia likes tea")
+    accepted_by = timezone.now()
+    es_down.restore()
+    assert outbox_replay().applied == 2
+    subject = Subject.objects.get(external_id="pia")
+    episode = next(d for d in docs(MemoryType.EPISODIC, user_id=subject.user_id) if d["id"] == accepted["id"])
+    stored_fact = docs(MemoryType.SEMANTIC, user_id=subject.user_id)[0]
+    for stamp in (episode["occurred_at"], episode["created_at"], stored_fact["created_at"],
+                  stored_fact["last_used_at"]):
+        assert datetime.fromisoformat(stamp) <= accepted_by
+    assert stored_fact["id"] == fact["id"]
