@@ -170,6 +170,8 @@ def outbox_has_pending(*, tenant: Tenant, external_id: str) -> bool:
 
 def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
     """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
+    if operation is Op.OUTCOME:
+        return {**payload, "operation_id": payload.get("operation_id") or services.new_memory_id()}
     if operation not in (*_CREATES, Op.IMPORT):
         return payload
     now = timezone.now().isoformat()
@@ -236,6 +238,9 @@ def _prevalidate(operation: Op, p: dict[str, Any]) -> None:
             raise ValidationFailed("success must be true or false", details={"field": "success"},
                                    code="invalid_outcome")
         opt_text("refined_steps")
+        if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
+            raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"},
+                                   code="invalid_id")
     elif operation is Op.FORGET:
         clean_text(p.get("reason"), field="reason", limit=500)
     elif operation is Op.IMPORT:
@@ -296,7 +301,8 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
-                                                  refined_steps=p.get("refined_steps"))
+                                                  refined_steps=p.get("refined_steps"),
+                                                  operation_id=p.get("operation_id"))
         return {"memory": memory}
     if operation is Op.FORGET:
         services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)

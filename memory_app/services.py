@@ -178,14 +178,28 @@ def visible_document(*, subject: Subject, memory_id: str, types: Iterable[Memory
 # ---------------------------------------------------------------- writes
 
 
+# What makes two creates "the same write": a retry of a create that landed (its answer lost) finds
+# a document with these fields equal, and gets that document back instead of a conflict.
+_CREATE_IDENTITY = ("tenant_id", "user_id", "memory_type", "text", "title", "trigger", "steps", "role",
+                    "session_id", "context", "metadata", "supersedes", "contradiction", "source")
+
+
 def _store(*, memory_type: MemoryType, memory_id: str, doc: dict[str, Any], refresh: str | bool = "wait_for"
            ) -> dict[str, Any]:
+    """Create the document. A document already under ``memory_id`` with the same content from the
+    same end-user is this write applied before (a retry): it is returned as it is. Any other
+    document there is a Conflict."""
     doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
+    writer = writer_es_client()
     try:
-        writer_es_client().index(index=alias_name(memory_type), id=memory_id, document=doc, op_type="create",
-                                 refresh=refresh)
+        writer.index(index=alias_name(memory_type), id=memory_id, document=doc, op_type="create", refresh=refresh)
     except ConflictError:
-        raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
+        existing = writer.options(ignore_status=404).get(index=alias_name(memory_type), id=memory_id,
+                                                         source_excludes=["embedding"])
+        source = existing.get("_source") if existing.get("found") else None
+        if source is None or any(source.get(k) != doc.get(k) for k in _CREATE_IDENTITY):
+            raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
+        return {"id": memory_id, **source}
     doc.pop("embedding")
     return {"id": memory_id, **doc}
 
@@ -313,6 +327,8 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
     sequence number: on a conflict, re-read through the subject's key and try again."""
     for _attempt in range(attempts):
         previous = visible.source.get("superseded_by") or []
+        if memory_id in previous:  # already marked (a retried write): never twice
+            return visible
         try:
             writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh="wait_for",
@@ -348,11 +364,16 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
     return _store(memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
 
 
+_OUTCOME_IDS_KEPT = 100
+
+
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
-                            refined_steps: str | None = None) -> dict[str, Any]:
+                            refined_steps: str | None = None, operation_id: str | None = None) -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps.
 
-    Increments are exact under concurrency (optimistic concurrency control, retried).
+    Increments are exact under concurrency (optimistic concurrency control, retried). With an
+    ``operation_id`` (fixed when the write was accepted), the outcome counts once however often
+    it is applied: the playbook keeps the ids of its last outcomes and a repeat is a no-op.
     """
     if not isinstance(success, bool):
         raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
@@ -361,6 +382,9 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
     for _attempt in range(20):
         visible = visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
         src = visible.source
+        applied = src.get("outcome_ids") or []
+        if operation_id is not None and operation_id in applied:
+            return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}}
         now = _now().isoformat()
         update: dict[str, Any] = (
             {"success_count": int(src.get("success_count") or 0) + 1, "last_success_at": now} if success
@@ -368,6 +392,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         )
         if refined is not None:
             update["refined_steps"] = refined
+        if operation_id is not None:
+            update["outcome_ids"] = [*applied, operation_id][-_OUTCOME_IDS_KEPT:]
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh="wait_for")

@@ -396,7 +396,10 @@ class PlaybookOutcomeApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str, memory_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
-        submitted = self.submit(request, external_id, Op.OUTCOME, data, memory_id=memory_id)
+        # The request's pre-assigned id (the same on a retry with the same Idempotency-Key) keys the
+        # outcome: applied twice, it counts once.
+        submitted = self.submit(request, external_id, Op.OUTCOME, {**data, "operation_id": request.memory_id},
+                                memory_id=memory_id)
         memory = submitted.result["memory"] if submitted.result else None
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 

@@ -114,6 +114,8 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         "success_count": {"type": "integer"},
         "failure_count": {"type": "integer"},
         "last_success_at": {"type": "date"},
+        # Ids of the last outcomes counted: a retried outcome is recognised, never counted twice.
+        "outcome_ids": {"type": "keyword", "index": False, "doc_values": False},
     },
     MemoryType.CATALOG: {
         "title": _text(),

@@ -3,15 +3,17 @@ end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+import httpx
 import pytest
+from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 
-from engram_client import EngramAPIError
+from engram_client import EngramAPIError, EngramClient
 from memory_app import services
 from memory_app.es.schema import MemoryType
-from memory_app.models import OutboxEntry
+from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from tenants.models import Subject, Tenant
 
@@ -105,3 +107,74 @@ def test_a_write_accepted_during_an_outage_keeps_its_acceptance_time(engram, es_
                   stored_fact["last_used_at"]):
         assert datetime.fromisoformat(stamp) <= accepted_by
     assert stored_fact["id"] == fact["id"]
+
+
+class LostAnswer(httpx.BaseTransport):
+    """In front of the application: the first request to ``path`` is applied by the server, whose
+    process then dies before it records its answer (the Idempotency-Key stays claimed and goes
+    stale), and the client sees a read timeout. Every other request passes through."""
+
+    def __init__(self, app, path: str):
+        self.inner, self.path, self.tripped = httpx.WSGITransport(app=app), path, False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.url.path == self.path and not self.tripped:
+            self.tripped = True
+            key = request.headers["Idempotency-Key"]
+            IdempotencyRecord.objects.filter(key=key).update(
+                status_code=None, response_body=None, locked_at=timezone.now() - timedelta(hours=1))
+            raise httpx.ReadTimeout("timed out waiting for the answer", request=request)
+        return response
+
+
+@pytest.fixture
+def lossy(make_token):
+    app = get_wsgi_application()
+
+    def make(path: str) -> EngramClient:
+        return EngramClient("http://testserver", make_token(), retries=2, max_wait=0,
+                            transport=LostAnswer(app, path))
+
+    return make
+
+
+def test_a_create_whose_answer_was_lost_is_retried_into_the_original(lossy, engram, docs):
+    client = lossy("/api/v1/subjects/quinn/memories")
+    fact = client.write_fact("quinn", "Quinn drives a bike")
+    assert fact["status"] == "applied" and fact["memory"]["text"] == "Quinn drives a bike"
+    subject = Subject.objects.get(external_id="quinn")
+    assert [d["id"] for d in docs(MemoryType.SEMANTIC, user_id=subject.user_id)] == [fact["id"]]
+
+
+def test_an_outcome_whose_answer_was_lost_counts_once(lossy, engram):
+    playbook = engram.write_playbook("rae", "wifi drops", "restart the router")
+    client = lossy(f"/api/v1/subjects/rae/playbooks/{playbook['id']}/outcome")
+    outcome = client.record_outcome("rae", playbook["id"], True)
+    assert outcome["memory"]["success_count"] == 1
+    assert engram.get_memory("rae", playbook["id"])["success_count"] == 1
+
+
+def test_a_supersede_whose_answer_was_lost_marks_the_old_fact_once(lossy, engram):
+    old = engram.write_fact("sam", "Sam lives in Kiel")
+    client = lossy("/api/v1/subjects/sam/memories")
+    new = client.write_fact("sam", "Sam lives in Bonn", supersedes=[old["id"]])
+    assert new["status"] == "applied"
+    assert engram.get_memory("sam", old["id"])["superseded_by"] == [new["id"]]
+
+
+def test_a_write_without_an_idempotency_key_is_not_resent_after_a_timeout(make_token):
+    sent = []
+
+    def timeout(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        raise httpx.ReadTimeout("slow", request=request)
+
+    client = EngramClient("http://testserver", make_token(), retries=2, max_wait=0,
+                          transport=httpx.MockTransport(timeout))
+    with pytest.raises(httpx.ReadTimeout):
+        client.request("POST", "subjects/x/turns", json={"text": "hi"})
+    assert sent == ["POST"]
+    with pytest.raises(httpx.ReadTimeout):
+        client.recall("x", "hi")  # a read: sent again
+    assert sent == ["POST"] * 4
