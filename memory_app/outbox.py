@@ -33,7 +33,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 from memory_app import selectors, services
 from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
-from memory_app.models import IdempotencyRecord, OutboxEntry, OutboxLease
+from memory_app.models import OutboxEntry, OutboxLease
 from memory_app.validation import (
     clean_confidence,
     clean_datetime,
@@ -313,14 +313,8 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         return {"ids": ids}
     if operation is Op.ERASE:
         deleted = services.subject_erase(subject=subject, actor=actor)
-        _forget_subject_records(tenant=tenant, external_id=external_id)
         return {"documents_deleted": deleted}
     raise ValueError(f"unknown outbox operation {operation!r}")
-
-
-def _forget_subject_records(*, tenant: Tenant, external_id: str) -> None:
-    # Stored API responses of an erased end-user carry their memories: they go with the erasure.
-    IdempotencyRecord.objects.filter(tenant=tenant, external_id=external_id).delete()
 
 
 # ---------------------------------------------------------------- replaying
@@ -439,7 +433,9 @@ def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
     entry.status, entry.result, entry.payload = OutboxEntry.Status.DONE, result, {}
     entry.processed_at = timezone.now()
     entry.attempts += 1
-    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts"])
+    if entry.operation == Op.ERASE:  # the erased end-user's external id is not kept, here either
+        entry.external_id = "erased"
+    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts", "external_id"])
     return "done"
 
 

@@ -12,6 +12,7 @@ Contracts shared by every service here:
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
@@ -27,6 +28,7 @@ from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError,
 from memory_app.embeddings import get_embedder
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.validation import (
     clean_confidence,
     clean_datetime,
@@ -414,6 +416,47 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
+    memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
+
+
+def _texts_of(source: dict[str, Any]) -> set[str]:
+    return {v for k in ("text", "title", "trigger", "steps", "refined_steps", "context")
+            if isinstance(v := source.get(k), str) and v}
+
+
+def _redacted(value: Any, *, memory_id: str, texts: set[str], top: bool = True) -> tuple[Any, bool]:
+    """``value`` with every memory object of ``memory_id`` below the top level reduced to its id,
+    and every string holding one of ``texts`` replaced; and whether anything changed."""
+    if isinstance(value, dict):
+        if not top and value.get("id") == memory_id and len(value) > 1:
+            return {"id": memory_id, "forgotten": True}, True
+        changed = False
+        out = {}
+        for k, v in value.items():
+            out[k], c = _redacted(v, memory_id=memory_id, texts=texts, top=False)
+            changed |= c
+        return out, changed
+    if isinstance(value, list):
+        pairs = [_redacted(v, memory_id=memory_id, texts=texts, top=False) for v in value]
+        return [p[0] for p in pairs], any(p[1] for p in pairs)
+    if isinstance(value, str) and any(t in value for t in texts):
+        return "[forgotten]", True
+    return value, False
+
+
+def memory_copies_purge(*, subject: Subject, memory_id: str, texts: set[str]) -> int:
+    """Redact every copy Engram keeps of a forgotten memory outside Elasticsearch: the stored API
+    responses of the subject's Idempotency-Keys (a turn's answer carries recalled memories) and
+    queued outbox payloads. A redacted response is still replayed (its status and the rest of
+    its body), so a retried write is not run again. Returns how many rows changed."""
+    changed = 0
+    for model, field in ((IdempotencyRecord, "response_body"), (OutboxEntry, "payload"), (OutboxEntry, "result")):
+        for row in model.objects.filter(tenant=subject.tenant, external_id=subject.external_id).only("pk", field):
+            value, dirty = _redacted(getattr(row, field), memory_id=memory_id, texts=texts)
+            if dirty:
+                model.objects.filter(pk=row.pk).update(**{field: value})
+                changed += 1
+    return changed
 
 
 def subject_erase(*, subject: Subject, actor: str) -> int:
@@ -435,7 +478,24 @@ def subject_erase(*, subject: Subject, actor: str) -> int:
     subject_keys_revoke_all(subject=subject, actor=actor)
     audit_record(actor=actor, action="subject.erase", tenant=subject.tenant, subject=subject,
                  target_id=str(subject.user_id), details={"documents_deleted": deleted})
+    _subject_pii_erase(subject=subject)
     return deleted
+
+
+def _subject_pii_erase(*, subject: Subject) -> None:
+    """What the database holds of an erased end-user goes too: stored API responses are deleted,
+    settled outbox entries lose their content and the external id, and the subject row becomes a
+    content-free tombstone (its opaque user_id, which the audit log refers to)."""
+    tombstone = f"erased:{subject.user_id}"
+    IdempotencyRecord.objects.filter(tenant=subject.tenant, external_id=subject.external_id).delete()
+    # Tenant-wide requests that named the end-user in their body (creating it) stored it too.
+    for record in IdempotencyRecord.objects.filter(token__tenant=subject.tenant, tenant__isnull=True):
+        if subject.external_id in json.dumps(record.response_body, default=str):
+            record.delete()
+    (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
+     .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
+    Subject.objects.filter(pk=subject.pk).update(external_id=tombstone, display_name="")
+
 
 
 def _import_ids(subject: Subject, raw: dict[str, Any]) -> dict[str, str | None]:

@@ -3,10 +3,12 @@ end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import httpx
 import pytest
+from django.apps import apps
 from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 
@@ -15,7 +17,7 @@ from memory_app import services
 from memory_app.es.schema import MemoryType
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
-from tenants.models import Subject, Tenant
+from tenants.models import AuditEvent, Subject, Tenant
 
 
 def _texts(docs, memory_type, external_id, tenant=None):
@@ -178,3 +180,52 @@ def test_a_write_without_an_idempotency_key_is_not_resent_after_a_timeout(make_t
     with pytest.raises(httpx.ReadTimeout):
         client.recall("x", "hi")  # a read: sent again
     assert sent == ["POST"] * 4
+
+
+def _everywhere(es_admin, *needles: str) -> list[str]:
+    """Where any of ``needles`` is still found: every field of every row of every Django model,
+    and every (non-system) Elasticsearch index."""
+    found = []
+    for model in apps.get_models():
+        for row in model._base_manager.all():
+            for field in model._meta.concrete_fields:
+                value = json.dumps(field.value_from_object(row), default=str)
+                found += [f"{model.__name__}.{field.name}" for n in needles if n in value]
+    es_admin.indices.refresh(index="*")
+    for needle in needles:
+        hits = es_admin.search(index="*", query={"query_string": {"query": f'"{needle}"', "default_field": "*"}},
+                               size=10)["hits"]["hits"]
+        found += [f"{h['_index']}/{h['_id']}" for h in hits]
+    return found
+
+
+def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
+    secret = "my locker code is quixotrel"
+    turn = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
+    again = api.post("/api/v1/subjects/una/turns", {"text": "what is my locker code"}, format="json",
+                     HTTP_IDEMPOTENCY_KEY="t2")
+    assert any("quixotrel" in m["text"] for m in again.json()["recall"])  # a stored answer holds it
+    es_down.start()
+    fact = engram.write_fact("una", "Una's locker: quixotrel")
+    es_down.restore()
+    outbox_replay()
+    assert len(_everywhere(es_admin, "quixotrel")) >= 4
+    engram.forget("una", turn.json()["id"], "asked")
+    engram.forget("una", fact["id"], "asked")
+    assert _everywhere(es_admin, "quixotrel") == []
+    # The stored answers are still replayed, redacted: a retry is not run again.
+    replay = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
+    assert replay.status_code == 201 and replay.json()["memory"] == {"id": turn.json()["id"], "forgotten": True}
+
+
+def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
+    who = "pia.personal@example.com"
+    created = api.post("/api/v1/subjects", {"external_id": who, "display_name": "Pia Personal"}, format="json",
+                       HTTP_IDEMPOTENCY_KEY="create-pia")
+    assert created.status_code == 201
+    engram.turn(who, "I was born in Lisbon")
+    user_id = Subject.objects.get(external_id=who).user_id
+    engram.erase_subject(who)
+    assert _everywhere(es_admin, who, "Pia Personal", "born in Lisbon") == []
+    assert Subject.objects.get(user_id=user_id).external_id == f"erased:{user_id}"
+    assert AuditEvent.objects.filter(action="subject.erase", subject_ref=str(user_id)).exists()
