@@ -56,6 +56,7 @@ _LEASE = "replay"
 # Conflicts that no retry resolves: the id is taken by a document the write did not create.
 _PERMANENT_CONFLICTS = {"import_failed", "conflict"}
 EPISODE_ROLES = ("user", "assistant", "system", "tool")
+WRITE_SOURCES = ("agent", "mcp")
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -70,6 +71,13 @@ def is_outage(exc: BaseException) -> bool:
         return True
     # 401: a restarted node refuses every credential until its security index is available again.
     return isinstance(exc, ApiError) and (exc.meta.status == 401 or exc.meta.status in _ES_BUSY)
+
+
+def outage_error(exc: BaseException) -> ServiceUnavailable:
+    """The one answer to an outage, for every interface (REST, MCP, a turn's recall)."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
+    return ServiceUnavailable("Elasticsearch is unreachable; retry later", code="elasticsearch_unreachable")
 
 
 # ---------------------------------------------------------------- submitting
@@ -154,9 +162,8 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:
         if is_outage(exc):
-            error = exc if isinstance(exc, EngramError) else ServiceUnavailable(
-                "Elasticsearch is unavailable; recall is not possible right now", code="elasticsearch_unavailable")
-            return TurnResult(submitted=submitted, recall=None, recall_error=error)
+            return TurnResult(submitted=submitted, recall=None,
+                              recall_error=exc if isinstance(exc, EngramError) else outage_error(exc))
         log.exception("pre-recall failed after the turn was stored")
         return TurnResult(submitted=submitted, recall=None,
                           recall_error=EngramError("recall failed", code="recall_failed"))
@@ -214,6 +221,9 @@ def _prevalidate(operation: Op, p: dict[str, Any]) -> None:
 
     if operation in (Op.EPISODE, Op.FACT, Op.PLAYBOOK):
         clean_metadata(p.get("metadata"))
+        if p.get("source", "agent") not in WRITE_SOURCES:
+            raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
+                                   code="invalid_source")
     if operation is Op.EPISODE:
         clean_text(p.get("text"))
         opt_text("context")
@@ -283,21 +293,23 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
-                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"))
+                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                        source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.FACT:
         memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
                                      confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
                                      contradiction=p.get("contradiction", "natural"),
                                      supporting_episode_ids=p.get("supporting_episode_ids"),
-                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"))
+                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                     source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.PLAYBOOK:
         memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
                                          steps=p["steps"], supersedes=p.get("supersedes"),
                                          contradiction=p.get("contradiction", "natural"),
                                          confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
-                                         accepted_at=p.get("accepted_at"))
+                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
