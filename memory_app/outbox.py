@@ -34,15 +34,7 @@ from memory_app import selectors, services
 from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
 from memory_app.models import OutboxEntry, OutboxLease
-from memory_app.validation import (
-    clean_confidence,
-    clean_datetime,
-    clean_ids,
-    clean_k,
-    clean_metadata,
-    clean_text,
-    clean_types,
-)
+from memory_app.validation import clean_k, clean_types
 from tenants.models import AgentToken, AuditEvent, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import audit_record, subject_get_or_create, writer_es_client
@@ -55,8 +47,7 @@ _ES_BUSY = {429, 502, 503, 504}
 _LEASE = "replay"
 # Conflicts that no retry resolves: the id is taken by a document the write did not create.
 _PERMANENT_CONFLICTS = {"import_failed", "conflict"}
-EPISODE_ROLES = ("user", "assistant", "system", "tool")
-WRITE_SOURCES = ("agent", "mcp")
+EPISODE_ROLES = services.EPISODE_ROLES
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -108,7 +99,8 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     (NotFound, Conflict, ...) are raised as they are.
     """
     operation = Op(operation)
-    _prevalidate(operation, payload)
+    services.write_validate(operation=operation, payload=payload)
+    external_id = services.external_id_validate(external_id)
     if operation in _CREATES and not memory_id:
         memory_id = services.new_memory_id()
     payload = _stamped(operation, payload)
@@ -210,71 +202,6 @@ def _kick() -> None:
 
 def _actor_label(token: AgentToken) -> str:
     return f"{token.prefix} ({token.name})"[:200]
-
-
-def _prevalidate(operation: Op, p: dict[str, Any]) -> None:
-    """The services' own input checks, run before a write is accepted: an accepted write must
-    not fail validation at replay."""
-    def opt_text(name: str, limit: int | None = None) -> None:
-        if p.get(name) is not None:
-            clean_text(p[name], field=name, limit=limit)
-
-    if operation in (Op.EPISODE, Op.FACT, Op.PLAYBOOK):
-        clean_metadata(p.get("metadata"))
-        if p.get("source", "agent") not in WRITE_SOURCES:
-            raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
-                                   code="invalid_source")
-    if operation is Op.EPISODE:
-        clean_text(p.get("text"))
-        opt_text("context")
-        clean_datetime(p.get("occurred_at"), field="occurred_at")
-        if p.get("role", "user") not in EPISODE_ROLES:
-            raise ValidationFailed("role must be one of " + ", ".join(EPISODE_ROLES), details={"field": "role"},
-                                   code="invalid_role")
-    elif operation in (Op.FACT, Op.PLAYBOOK):
-        if operation is Op.FACT:
-            clean_text(p.get("text"))
-            clean_ids(p.get("supporting_episode_ids"), field="supporting_episode_ids", limit=1000)
-        else:
-            clean_text(p.get("trigger"), field="trigger")
-            clean_text(p.get("steps"), field="steps")
-        clean_confidence(p.get("confidence", 1.0))
-        clean_ids(p.get("supersedes"), field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
-        if p.get("contradiction", "natural") not in services.CONTRADICTIONS:
-            raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
-                                   code="invalid_contradiction")
-    elif operation is Op.OUTCOME:
-        if not isinstance(p.get("success"), bool):
-            raise ValidationFailed("success must be true or false", details={"field": "success"},
-                                   code="invalid_outcome")
-        opt_text("refined_steps")
-        if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
-            raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"},
-                                   code="invalid_id")
-    elif operation is Op.FORGET:
-        clean_text(p.get("reason"), field="reason", limit=500)
-    elif operation is Op.IMPORT:
-        episodes = p.get("episodes") or []
-        if not episodes:
-            raise ValidationFailed("no episodes to import", code="empty_import")
-        if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
-            raise ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
-                                   code="import_too_large")
-        services.duplicate_ids_validate(ids=[e.get("id") for e in episodes if isinstance(e, dict)],
-                                        field="episodes")
-        services.duplicate_ids_validate(ids=[e.get("client_id") for e in episodes if isinstance(e, dict)],
-                                        field="episodes")
-        services.duplicate_ids_validate(ids=[e.get("memory_id") for e in episodes if isinstance(e, dict)],
-                                        field="episodes")
-        for n, episode in enumerate(episodes):
-            try:
-                _prevalidate(Op.EPISODE, episode)
-                if episode.get("occurred_at") is None:
-                    raise ValidationFailed("occurred_at is required for imported episodes",
-                                           details={"field": "occurred_at"}, code="invalid_datetime")
-            except ValidationFailed as exc:
-                raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
-                                       code=exc.code) from None
 
 
 # ---------------------------------------------------------------- applying

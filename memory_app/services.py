@@ -33,6 +33,7 @@ from memory_app.validation import (
     clean_confidence,
     clean_datetime,
     clean_ids,
+    clean_external_id,
     clean_metadata,
     clean_text,
 )
@@ -131,6 +132,124 @@ def _clean_memory_id(memory_id: str | None) -> str:
         raise ValidationFailed("memory id must be 8-64 letters, digits or dashes", details={"field": "id"},
                                code="invalid_id")
     return memory_id
+
+
+# ---------------------------------------------------------------- validation
+# Pure checks of a write's input, shared by every path (REST, MCP, outbox acceptance, the write
+# services themselves): an accepted write cannot fail validation at replay.
+
+EPISODE_ROLES = ("user", "assistant", "system", "tool")
+WRITE_SOURCES = ("agent", "mcp")
+
+
+def external_id_validate(value: Any) -> str:
+    """The one rule for an end-user's external id: 1-200 characters, no control characters."""
+    return clean_external_id(value)
+
+
+def _opt_text(p: dict[str, Any], name: str, limit: int | None = None) -> None:
+    if p.get(name) is not None:
+        clean_text(p[name], field=name, limit=limit)
+
+
+def _memory_common_validate(p: dict[str, Any]) -> None:
+    clean_metadata(p.get("metadata"))
+    if p.get("source", "agent") not in WRITE_SOURCES:
+        raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
+                               code="invalid_source")
+
+
+def role_validate(role: Any) -> str:
+    if role not in EPISODE_ROLES:
+        raise ValidationFailed("role must be one of " + ", ".join(EPISODE_ROLES), details={"field": "role"},
+                               code="invalid_role")
+    return role
+
+
+def contradiction_validate(contradiction: Any) -> str:
+    if contradiction not in CONTRADICTIONS:
+        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
+                               code="invalid_contradiction")
+    return contradiction
+
+
+def outcome_success_validate(success: Any) -> bool:
+    if not isinstance(success, bool):
+        raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
+    return success
+
+
+def episode_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    _opt_text(p, "context")
+    clean_datetime(p.get("occurred_at"), field="occurred_at")
+    role_validate(p.get("role") or "user")
+
+
+def fact_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    clean_ids(p.get("supporting_episode_ids"), field="supporting_episode_ids", limit=1000)
+    _superseding_validate(p)
+
+
+def playbook_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("trigger"), field="trigger")
+    clean_text(p.get("steps"), field="steps")
+    _superseding_validate(p)
+
+
+def _superseding_validate(p: dict[str, Any]) -> None:
+    clean_confidence(p.get("confidence", 1.0))
+    clean_ids(p.get("supersedes"), field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
+    contradiction_validate(p.get("contradiction", "natural"))
+
+
+def outcome_validate(p: dict[str, Any]) -> None:
+    outcome_success_validate(p.get("success"))
+    _opt_text(p, "refined_steps")
+    if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
+        raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"}, code="invalid_id")
+
+
+def forget_validate(p: dict[str, Any]) -> None:
+    clean_text(p.get("reason"), field="reason", limit=500)
+
+
+def import_validate(p: dict[str, Any]) -> None:
+    episodes = p.get("episodes") or []
+    if not isinstance(episodes, list) or not episodes:
+        raise ValidationFailed("no episodes to import", code="empty_import")
+    if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
+        raise ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
+                               code="import_too_large")
+    for n, episode in enumerate(episodes):
+        try:
+            if not isinstance(episode, dict):
+                raise ValidationFailed("each episode must be an object", code="invalid_episode")
+            episode_validate(episode)
+            if episode.get("occurred_at") is None:
+                raise ValidationFailed("occurred_at is required for imported episodes",
+                                       details={"field": "occurred_at"}, code="invalid_datetime")
+        except ValidationFailed as exc:
+            raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
+                                   code=exc.code) from None
+    for key in ("id", "client_id", "memory_id"):
+        duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
+
+
+_VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
+    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p: None,
+}
+
+
+def write_validate(*, operation: str, payload: dict[str, Any]) -> None:
+    """Check a write of ``operation`` (an outbox operation name) before it is accepted;
+    ValidationFailed names the first problem."""
+    _VALIDATORS[str(operation)](payload)
 
 
 # ---------------------------------------------------------------- visibility
@@ -236,9 +355,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     memory_id = _clean_memory_id(memory_id)
     now = _accepted(accepted_at)
     occurred = clean_datetime(occurred_at, field="occurred_at") or now
-    if role not in ("user", "assistant", "system", "tool"):
-        raise ValidationFailed("role must be one of user, assistant, system, tool", details={"field": "role"},
-                               code="invalid_role")
+    role = role_validate(role)
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
@@ -288,9 +405,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
                        supersedes: list[str] | None, contradiction: str, now: datetime) -> dict[str, Any]:
     memory_id = _clean_memory_id(memory_id)
     old_ids = clean_ids(supersedes, field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
-    if contradiction not in CONTRADICTIONS:
-        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
-                               code="invalid_contradiction")
+    contradiction_validate(contradiction)
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
@@ -377,8 +492,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
     ``operation_id`` (fixed when the write was accepted), the outcome counts once however often
     it is applied: the playbook keeps the ids of its last outcomes and a repeat is a no-op.
     """
-    if not isinstance(success, bool):
-        raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
+    outcome_success_validate(success)
     refined = clean_text(refined_steps, field="refined_steps") if refined_steps is not None else None
     writer = writer_es_client()
     for _attempt in range(20):
@@ -548,7 +662,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                 raise ValidationFailed("occurred_at is required for imported episodes", details={"field": "occurred_at"},
                                        code="invalid_datetime")
             cleaned.append(EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
-                                     role=raw.get("role") or "user", session_id=raw.get("session_id"),
+                                     role=role_validate(raw.get("role") or "user"), session_id=raw.get("session_id"),
                                      context=clean_text(raw["context"], field="context")
                                      if raw.get("context") is not None else None,
                                      metadata=clean_metadata(raw.get("metadata")),

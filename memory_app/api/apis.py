@@ -6,7 +6,6 @@ each method is one operation with its own nested serializers.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -84,12 +83,7 @@ def accepted(status: int, serializer) -> dict[int, Any]:
 # ---------------------------------------------------------------- base
 
 
-def clean_external_id(value: str) -> str:
-    external_id = value.strip()
-    if not 1 <= len(external_id) <= 200 or any(unicodedata.category(c) in ("Cc", "Cs") for c in external_id):
-        raise ValidationFailed("external_id must be 1-200 characters without control characters",
-                               details={"field": "external_id"}, code="invalid_external_id")
-    return external_id
+clean_external_id = services.external_id_validate
 
 
 class BaseApi(APIView):

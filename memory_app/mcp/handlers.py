@@ -50,11 +50,11 @@ def _external_id(caller: Caller, subject: str | None) -> str:
         if named and named != caller.subject:
             raise ValidationFailed("this endpoint is pinned to one end-user by its URL; omit subject",
                                    details={"field": "subject"}, code="subject_mismatch")
-        return caller.subject
+        return services.external_id_validate(caller.subject)
     if not named:
         raise ValidationFailed("name the end-user: pass subject, or connect to /mcp/subjects/<external_id>",
                                details={"field": "subject"}, code="subject_required")
-    return named
+    return services.external_id_validate(named)
 
 
 def _existing_subject(caller: Caller, subject: str | None) -> Subject:

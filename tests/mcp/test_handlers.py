@@ -181,6 +181,23 @@ def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make
 
 
 @pytest.fixture
+def api_client_for():
+    from rest_framework.test import APIClient
+
+    from tenants.services import agent_token_create
+
+    def make(tenant):
+        _token, raw = agent_token_create(tenant=tenant, name="rest", scopes=["memory:read", "memory:write",
+                                                                               "memory:forget", "tenant:admin"],
+                                         actor="test")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client
+
+    return make
+
+
+@pytest.fixture
 def es_unreachable(settings):
     from memory_app.es.client import base_client
     from tenants import services as tenant_services
@@ -239,3 +256,36 @@ def test_mcp_and_rest_validate_alike(acme, make_caller):
     with pytest.raises(ValidationFailed) as mcp_error:
         handlers.write_memory(caller=alice, type="semantic", text="x" * 100_000)
     assert mcp_error.value.code == "text_too_long"
+
+
+def test_external_ids_are_validated_one_way_everywhere(acme, make_caller, api_client_for):
+    from tenants.services import subject_get_or_create
+
+    bad = "alice\x07"
+    with pytest.raises(ValidationFailed) as mcp_error:
+        handlers.write_memory(caller=make_caller(acme), type="semantic", text="x", subject=bad)
+    with pytest.raises(ValidationFailed) as service_error:
+        subject_get_or_create(tenant=acme, external_id=bad)
+    rest = api_client_for(acme).post("/api/v1/subjects", {"external_id": bad}, format="json")
+    assert mcp_error.value.code == service_error.value.code == rest.json()["error"]["code"] == "invalid_external_id"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outage_has_one_code_in_rest_and_mcp(acme, make_caller, api_client_for, es_unreachable):
+    import anyio
+
+    from memory_app.mcp.server import _call
+
+    handlers.write_memory(caller=make_caller(acme, subject="alice"), type="semantic", text="Alice sings")
+    es_unreachable("http://127.0.0.1:9")
+    rest = api_client_for(acme).post("/api/v1/subjects/alice/recall", {"query": "sings"}, format="json")
+    caller = make_caller(acme, subject="alice")
+
+    class Ctx:
+        class request_context:  # noqa: N801 - the shape the SDK's Context has
+            class request:  # noqa: N801
+                scope = {"engram.mcp.caller": caller}
+
+    result = anyio.run(lambda: _call(Ctx, handlers.recall_memory, query="sings"))
+    assert rest.status_code == 503
+    assert result.structured_content["error"]["code"] == rest.json()["error"]["code"] == "elasticsearch_unreachable"
