@@ -88,7 +88,7 @@ def test_production_settings_start_with_their_secrets():
     assert result.returncode == 0, result.stderr
 
 
-def test_healthz_is_cached_and_probes_with_the_monitor_credential(client, settings, es_prefix):
+def test_healthz_is_cached_and_probes_with_the_monitor_credential(client, settings, es_prefix, db):
     from elasticsearch import AuthorizationException
 
     from memory_app.es.client import base_client, monitor_client
