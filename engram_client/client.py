@@ -24,6 +24,7 @@ from engram_client.types import (
 )
 
 _RETRY_STATUSES = (429, 503)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class EngramAPIError(Exception):
@@ -79,17 +80,24 @@ class EngramClient:
     # ------------------------------------------------------------ transport
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
-                idempotency_key: str | None = None, write: bool = False) -> tuple[int, Any]:
-        """Send one request (retrying as configured); returns (status, decoded body) or raises EngramAPIError."""
+                idempotency_key: str | None = None, write: bool = False, safe: bool = False) -> tuple[int, Any]:
+        """Send one request (retrying as configured); returns (status, decoded body) or raises EngramAPIError.
+
+        A request that may have reached the server (a timeout, a dropped connection) is sent again
+        only when sending it twice is harmless: a read (GET, or ``safe`` for reads sent as POST)
+        or a write carrying an Idempotency-Key, which the server answers with the first response.
+        """
         headers = {}
         if write:
             headers["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
+        repeatable = safe or method in _SAFE_METHODS or "Idempotency-Key" in headers
         attempt = 0
         while True:
             try:
                 response = self._http.request(method, path, json=json, params=params, headers=headers)
-            except httpx.TransportError:
-                if attempt >= self.retries:
+            except httpx.TransportError as exc:
+                # A connection never made carried nothing: always safe to try again.
+                if attempt >= self.retries or not (repeatable or isinstance(exc, httpx.ConnectError)):
                     raise
                 attempt += 1
                 time.sleep(min(2 ** attempt * 0.25, self.max_wait))
@@ -161,7 +169,7 @@ class EngramClient:
                include_superseded: bool = False, explain: bool = False) -> list[Memory]:
         payload = _drop_none({"query": query, "k": k, "types": types, "since": _iso(since), "until": _iso(until),
                               "include_superseded": include_superseded, "explain": explain})
-        _, body = self.request("POST", self._subject(external_id, "/recall"), json=payload)
+        _, body = self.request("POST", self._subject(external_id, "/recall"), json=payload, safe=True)
         return cast(list[Memory], body["memories"])
 
     # ------------------------------------------------------------ memories

@@ -14,12 +14,15 @@ class EngramError(Exception):
     code: str = "error"
     status: int = 500
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None):
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None,
+                 status: int | None = None):
         super().__init__(message)
         self.message = message
         self.details = details or {}
         if code:
             self.code = code
+        if status:
+            self.status = status
 
     def as_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": self.details}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from django.conf import settings
 from elasticsearch import ApiError, TransportError
 from kombu import Connection
 
 from memory_app.es.capabilities import probe_capabilities
-from memory_app.es.client import admin_client
+from memory_app.es.client import monitor_client
 from memory_app.es.schema import indices_present
 from memory_app.outbox import outbox_backlog
 
@@ -24,6 +27,27 @@ def broker_status(*, timeout: float = 2.0) -> dict:
     return {"transport": transport, "reachable": True}
 
 
+_cache_lock = threading.Lock()
+_cached: tuple[float, tuple[bool, dict]] | None = None
+
+
+def health_report_cached() -> tuple[bool, dict]:
+    """``health_report``, reused for ``ENGRAM_HEALTH_CACHE_SECONDS``: /healthz is unauthenticated,
+    and a flood of it must not become a flood of cluster and broker probes. One probe at a time."""
+    global _cached
+    with _cache_lock:
+        now = time.monotonic()
+        if _cached is None or now - _cached[0] >= settings.ENGRAM_HEALTH_CACHE_SECONDS:
+            _cached = (now, health_report())
+        return _cached[1]
+
+
+def health_cache_clear() -> None:
+    global _cached
+    with _cache_lock:
+        _cached = None
+
+
 def health_report() -> tuple[bool, dict]:
     """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present, broker up, and
     no outbox backlog older than ``ENGRAM_OUTBOX_STALE_SECONDS``."""
@@ -32,7 +56,7 @@ def health_report() -> tuple[bool, dict]:
     indices: dict[str, bool] = {}
     if caps.reachable:
         try:
-            indices = indices_present(es=admin_client().options(request_timeout=3, max_retries=0))
+            indices = indices_present(es=monitor_client().options(request_timeout=3, max_retries=0))
         except (ApiError, TransportError) as exc:
             reasons.append(f"could not list indices: {exc}")
         missing = [name for name, ok in indices.items() if not ok]

@@ -33,16 +33,8 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 from memory_app import selectors, services
 from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
-from memory_app.models import IdempotencyRecord, OutboxEntry, OutboxLease
-from memory_app.validation import (
-    clean_confidence,
-    clean_datetime,
-    clean_ids,
-    clean_k,
-    clean_metadata,
-    clean_text,
-    clean_types,
-)
+from memory_app.models import OutboxEntry, OutboxLease
+from memory_app.validation import clean_k, clean_types
 from tenants.models import AgentToken, AuditEvent, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import audit_record, subject_get_or_create, writer_es_client, writer_prefix
@@ -53,7 +45,9 @@ Op = OutboxEntry.Operation
 _CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
 _ES_BUSY = {429, 502, 503, 504}
 _LEASE = "replay"
-EPISODE_ROLES = ("user", "assistant", "system", "tool")
+# Conflicts that no retry resolves: the id is taken by a document the write did not create.
+_PERMANENT_CONFLICTS = {"import_failed", "conflict"}
+EPISODE_ROLES = services.EPISODE_ROLES
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -68,6 +62,13 @@ def is_outage(exc: BaseException) -> bool:
         return True
     # 401: a restarted node refuses every credential until its security index is available again.
     return isinstance(exc, ApiError) and (exc.meta.status == 401 or exc.meta.status in _ES_BUSY)
+
+
+def outage_error(exc: BaseException) -> ServiceUnavailable:
+    """The one answer to an outage, for every interface (REST, MCP, a turn's recall)."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
+    return ServiceUnavailable("Elasticsearch is unreachable; retry later", code="elasticsearch_unreachable")
 
 
 # ---------------------------------------------------------------- submitting
@@ -98,9 +99,11 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     (NotFound, Conflict, ...) are raised as they are.
     """
     operation = Op(operation)
-    _prevalidate(operation, payload)
+    services.write_validate(operation=operation, payload=payload)
+    external_id = services.external_id_validate(external_id)
     if operation in _CREATES and not memory_id:
         memory_id = services.new_memory_id()
+    payload = _stamped(operation, payload)
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
     if background:
@@ -151,9 +154,8 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:
         if is_outage(exc):
-            error = exc if isinstance(exc, EngramError) else ServiceUnavailable(
-                "Elasticsearch is unavailable; recall is not possible right now", code="elasticsearch_unavailable")
-            return TurnResult(submitted=submitted, recall=None, recall_error=error)
+            return TurnResult(submitted=submitted, recall=None,
+                              recall_error=exc if isinstance(exc, EngramError) else outage_error(exc))
         log.exception("pre-recall failed after the turn was stored")
         return TurnResult(submitted=submitted, recall=None,
                           recall_error=EngramError("recall failed", code="recall_failed"))
@@ -163,6 +165,19 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
 def outbox_has_pending(*, tenant: Tenant, external_id: str) -> bool:
     return OutboxEntry.objects.filter(tenant=tenant, external_id=external_id,
                                       status=OutboxEntry.Status.PENDING).exists()
+
+
+def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
+    """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
+    if operation is Op.OUTCOME:
+        return {**payload, "operation_id": payload.get("operation_id") or services.new_memory_id()}
+    if operation not in (*_CREATES, Op.IMPORT):
+        return payload
+    now = timezone.now().isoformat()
+    stamped = {**payload, "accepted_at": payload.get("accepted_at") or now}
+    if operation is Op.EPISODE and not payload.get("occurred_at"):
+        stamped["occurred_at"] = stamped["accepted_at"]
+    return stamped
 
 
 def _enqueue(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
@@ -189,59 +204,6 @@ def _actor_label(token: AgentToken) -> str:
     return f"{token.prefix} ({token.name})"[:200]
 
 
-def _prevalidate(operation: Op, p: dict[str, Any]) -> None:
-    """The services' own input checks, run before a write is accepted: an accepted write must
-    not fail validation at replay."""
-    def opt_text(name: str, limit: int | None = None) -> None:
-        if p.get(name) is not None:
-            clean_text(p[name], field=name, limit=limit)
-
-    if operation in (Op.EPISODE, Op.FACT, Op.PLAYBOOK):
-        clean_metadata(p.get("metadata"))
-    if operation is Op.EPISODE:
-        clean_text(p.get("text"))
-        opt_text("context")
-        clean_datetime(p.get("occurred_at"), field="occurred_at")
-        if p.get("role", "user") not in EPISODE_ROLES:
-            raise ValidationFailed("role must be one of " + ", ".join(EPISODE_ROLES), details={"field": "role"},
-                                   code="invalid_role")
-    elif operation in (Op.FACT, Op.PLAYBOOK):
-        if operation is Op.FACT:
-            clean_text(p.get("text"))
-            clean_ids(p.get("supporting_episode_ids"), field="supporting_episode_ids", limit=1000)
-        else:
-            clean_text(p.get("trigger"), field="trigger")
-            clean_text(p.get("steps"), field="steps")
-        clean_confidence(p.get("confidence", 1.0))
-        clean_ids(p.get("supersedes"), field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
-        if p.get("contradiction", "natural") not in services.CONTRADICTIONS:
-            raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
-                                   code="invalid_contradiction")
-    elif operation is Op.OUTCOME:
-        if not isinstance(p.get("success"), bool):
-            raise ValidationFailed("success must be true or false", details={"field": "success"},
-                                   code="invalid_outcome")
-        opt_text("refined_steps")
-    elif operation is Op.FORGET:
-        clean_text(p.get("reason"), field="reason", limit=500)
-    elif operation is Op.IMPORT:
-        episodes = p.get("episodes") or []
-        if not episodes:
-            raise ValidationFailed("no episodes to import", code="empty_import")
-        if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
-            raise ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
-                                   code="import_too_large")
-        for n, episode in enumerate(episodes):
-            try:
-                _prevalidate(Op.EPISODE, episode)
-                if episode.get("occurred_at") is None:
-                    raise ValidationFailed("occurred_at is required for imported episodes",
-                                           details={"field": "occurred_at"}, code="invalid_datetime")
-            except ValidationFailed as exc:
-                raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
-                                       code=exc.code) from None
-
-
 # ---------------------------------------------------------------- applying
 
 
@@ -258,41 +220,40 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
-                                        metadata=p.get("metadata"))
+                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                        source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.FACT:
         memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
                                      confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
                                      contradiction=p.get("contradiction", "natural"),
                                      supporting_episode_ids=p.get("supporting_episode_ids"),
-                                     metadata=p.get("metadata"))
+                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                     source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.PLAYBOOK:
         memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
                                          steps=p["steps"], supersedes=p.get("supersedes"),
                                          contradiction=p.get("contradiction", "natural"),
-                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"))
+                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
+                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"))
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
-                                                  refined_steps=p.get("refined_steps"))
+                                                  refined_steps=p.get("refined_steps"),
+                                                  operation_id=p.get("operation_id"))
         return {"memory": memory}
     if operation is Op.FORGET:
         services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
         return {}
     if operation is Op.IMPORT:
-        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress)
+        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
+                                       accepted_at=p.get("accepted_at"))
         return {"ids": ids}
     if operation is Op.ERASE:
         deleted = services.subject_erase(subject=subject, actor=actor)
-        _forget_subject_records(tenant=tenant, external_id=external_id)
         return {"documents_deleted": deleted}
     raise ValueError(f"unknown outbox operation {operation!r}")
-
-
-def _forget_subject_records(*, tenant: Tenant, external_id: str) -> None:
-    # Stored API responses of an erased end-user carry their memories: they go with the erasure.
-    IdempotencyRecord.objects.filter(tenant=tenant, external_id=external_id).delete()
 
 
 # ---------------------------------------------------------------- replaying
@@ -311,12 +272,14 @@ class ReplayReport:
 
 
 def outbox_replay(*, limit: int | None = None) -> ReplayReport:
-    """Apply pending outbox entries in order (per subject: acceptance order).
+    """Apply pending outbox entries, per subject in acceptance order.
 
-    Stops at the first outage (entries stay pending, to be retried by the next run). An entry
-    that fails for another reason is marked failed when the failure is the write's own (invalid,
-    not found), else retried on later runs; while it waits, later entries of its subject wait
-    too. Only one replayer runs at a time (a database lease).
+    Progress is per subject: an entry that cannot be applied yet (a transient error) holds back
+    only the later entries of its own subject; every other subject's entries are applied. Stops
+    at the first outage (entries stay pending, to be retried by the next run). An entry that
+    fails for a reason of its own (invalid, not found, an id conflict, a conflict still there
+    after ``ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS`` tries) is marked failed with its error, visible
+    in the operation and in /healthz. Only one replayer runs at a time (a database lease).
     """
     report = ReplayReport()
     holder = _lease_acquire()
@@ -325,32 +288,28 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
         return report
     try:
         done = 0
-        while limit is None or done < limit:
-            blocked: set[tuple[int, str]] = set()
-            progressed = False
-            batch = list(OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
-                         .select_related("tenant", "token").order_by("id")[:100])
-            if not batch:
-                break
-            for entry in batch:
-                key = (entry.tenant_id, entry.external_id)
-                if key in blocked:
-                    continue
+        pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
+        subjects = list(pending.values("tenant_id", "external_id").annotate(first=Min("id")).order_by("first"))
+        for subject in subjects:
+            last_id = 0
+            while limit is None or done < limit:
+                entry = (pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"],
+                                        id__gt=last_id)
+                         .select_related("tenant", "token").order_by("id").first())
+                if entry is None:
+                    break
+                last_id = entry.pk
                 _lease_renew(holder)
                 outcome = _replay_one(entry, holder=holder)
                 if outcome == "outage":
                     report.stopped_by_outage = True
                     break
                 if outcome == "retry":
-                    blocked.add(key)
-                    continue
-                progressed = True
+                    break  # this subject waits; the others go on
                 done += 1
                 report.applied += outcome == "done"
                 report.failed += outcome == "failed"
-                if limit is not None and done >= limit:
-                    break
-            if report.stopped_by_outage or not progressed:
+            if report.stopped_by_outage or (limit is not None and done >= limit):
                 break
     finally:
         _lease_release(holder)
@@ -367,15 +326,17 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
         if operation is Op.IMPORT:
             payload = _import_remaining(entry)
             if not payload["episodes"]:
-                return _finish(entry, result={"ids": [e["id"] for e in entry.payload["episodes"]]})
+                return _finish(entry, result={"ids": _import_ids(entry)})
         result = _apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation, payload=payload,
                         memory_id=entry.memory_id, actor=actor, progress=lambda done, total: _lease_renew(holder))
         if operation is Op.IMPORT:
-            result = {"ids": [e["id"] for e in entry.payload["episodes"]]}
+            result = {"ids": _import_ids(entry)}
     except Conflict as exc:
         if operation in _CREATES and exc.details.get("id") == entry.memory_id:
             # A create that already landed (the first attempt's answer was lost to the outage).
             return _finish(entry, result=_already_created(entry, operation))
+        if exc.code in _PERMANENT_CONFLICTS or entry.attempts + 1 >= settings.ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS:
+            return _fail(entry, exc)
         return _retry(entry, exc)
     except NotFound as exc:
         if operation is Op.ERASE:
@@ -411,7 +372,9 @@ def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
     entry.status, entry.result, entry.payload = OutboxEntry.Status.DONE, result, {}
     entry.processed_at = timezone.now()
     entry.attempts += 1
-    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts"])
+    if entry.operation == Op.ERASE:  # the erased end-user's external id is not kept, here either
+        entry.external_id = "erased"
+    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts", "external_id"])
     return "done"
 
 
@@ -460,20 +423,26 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
     return {"id": entry.memory_id}
 
 
+def _import_ids(entry: OutboxEntry) -> list[str]:
+    # Entries accepted before ids were assigned at acceptance carry the stored id in "id".
+    return [e.get("memory_id") or e["id"] for e in entry.payload["episodes"]]
+
+
 def _import_remaining(entry: OutboxEntry) -> dict[str, Any]:
     """The import without the episodes already stored (an earlier attempt may have stored some)."""
-    episodes = entry.payload["episodes"]
+    episodes = [e if "memory_id" in e else {**{k: v for k, v in e.items() if k != "id"}, "memory_id": e["id"]}
+                for e in entry.payload["episodes"]]
     try:
         subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
     except NotFound:
         existing: set[str] = set()
     else:
         existing = set()
-        ids = [e["id"] for e in episodes]
+        ids = [e["memory_id"] for e in episodes]
         for start in range(0, len(ids), 1000):
             existing |= set(services.visible_documents(subject=subject, ids=ids[start:start + 1000],
                                                        types=[MemoryType.EPISODIC]))
-    return {**entry.payload, "episodes": [e for e in episodes if e["id"] not in existing]}
+    return {**entry.payload, "episodes": [e for e in episodes if e["memory_id"] not in existing]}
 
 
 def _tombstone_if_missing(entry: OutboxEntry) -> None:
@@ -534,6 +503,13 @@ def outbox_backlog(*, now: datetime | None = None) -> dict[str, Any]:
         "pending_subjects": subjects,
         "oldest_pending_seconds": round((now - oldest).total_seconds(), 1) if oldest else None,
         "failed": OutboxEntry.objects.filter(status=OutboxEntry.Status.FAILED).count(),
+        # Writes that ended failed (id and error code only: /healthz is not tenant-scoped; the
+        # operation itself, read with the tenant's token, carries the full error).
+        "recent_failures": [
+            {"operation": str(f.uid), "type": f.operation, "code": (f.last_error or {}).get("code"),
+             "at": f.processed_at.isoformat() if f.processed_at else None}
+            for f in OutboxEntry.objects.filter(status=OutboxEntry.Status.FAILED).order_by("-processed_at")[:5]
+        ],
         # The first entry a replay could not apply yet (an outage, or a bug) and why.
         "blocked_by": {"operation": str(retrying.uid), "attempts": retrying.attempts,
                        "error": retrying.last_error} if retrying else None,

@@ -12,7 +12,9 @@ Contracts shared by every service here:
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,10 +28,12 @@ from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError,
 from memory_app.embeddings import get_embedder
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.validation import (
     clean_confidence,
     clean_datetime,
     clean_ids,
+    clean_external_id,
     clean_metadata,
     clean_text,
 )
@@ -60,8 +64,67 @@ def new_memory_id() -> str:
     return uuid.uuid4().hex
 
 
+# Client-chosen ids never become document ids as they are: ids are one space shared by every
+# tenant, so a raw client id could collide with (and reveal, by a 409) another end-user's.
+_CLIENT_ID_NAMESPACE = uuid.UUID("6f1d4c1e-3b0a-4d7e-9a55-2c8e0b1f7a10")
+
+
+def client_memory_id(*, tenant_id: int, external_id: str, client_id: str) -> str:
+    """The stored id of a memory whose id the client chose: stable, and scoped to one end-user of
+    one tenant (the same client id of two end-users gives two ids)."""
+    return uuid.uuid5(_CLIENT_ID_NAMESPACE, f"{tenant_id}\x1f{external_id}\x1f{client_id}").hex
+
+
+_SERVER_ID = re.compile(r"[0-9a-f]{32}(-\d+)?")
+
+
+def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """es_setup's migration of an imported episode stored under a client's raw id (before ids were
+    namespaced): its new, namespaced id, and the raw id kept as ``client_id``. Ids Engram
+    assigned, and documents of end-users no longer known, are left as they are."""
+    if (source.get("memory_type") != MemoryType.EPISODIC.value or source.get("source") != "import"
+            or source.get("client_id") or _SERVER_ID.fullmatch(doc_id)):
+        return None
+    subject = Subject.objects.filter(tenant__slug=source.get("tenant_id"), user_id=source.get("user_id")).first()
+    if subject is None:
+        return None
+    return (client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id, client_id=doc_id),
+            {**source, "client_id": doc_id})
+
+
+def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict[str, Any]], prefix: str
+                        ) -> list[dict[str, Any]]:
+    """Fix each episode's stored id before an import is accepted: ``client_id`` + a namespaced
+    ``memory_id`` for an episode carrying an ``id`` of the client's, ``<prefix>-<n>`` otherwise."""
+    assigned = []
+    for n, episode in enumerate(episodes):
+        episode = dict(episode)
+        client_id = episode.pop("id", None)
+        if client_id is not None:
+            episode["client_id"] = client_id
+            episode["memory_id"] = client_memory_id(tenant_id=tenant_id, external_id=external_id,
+                                                    client_id=client_id)
+        else:
+            episode.setdefault("memory_id", f"{prefix}-{n}")
+        assigned.append(episode)
+    return assigned
+
+
+def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
+    """ValidationFailed when one request names the same id twice (it could never all be stored)."""
+    seen: set[str] = set()
+    duplicates = [i for i in ids if i is not None and (i in seen or seen.add(i))]
+    if duplicates:
+        raise ValidationFailed(f"{field} names the same id more than once: {', '.join(sorted(set(duplicates)))}",
+                               details={"field": field, "ids": sorted(set(duplicates))}, code="duplicate_ids")
+
+
 def _now() -> datetime:
     return timezone.now()
+
+
+def _accepted(accepted_at: datetime | str | None) -> datetime:
+    return clean_datetime(accepted_at, field="accepted_at") or _now()
 
 
 def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
@@ -82,6 +145,124 @@ def _clean_memory_id(memory_id: str | None) -> str:
         raise ValidationFailed("memory id must be 8-64 letters, digits or dashes", details={"field": "id"},
                                code="invalid_id")
     return memory_id
+
+
+# ---------------------------------------------------------------- validation
+# Pure checks of a write's input, shared by every path (REST, MCP, outbox acceptance, the write
+# services themselves): an accepted write cannot fail validation at replay.
+
+EPISODE_ROLES = ("user", "assistant", "system", "tool")
+WRITE_SOURCES = ("agent", "mcp")
+
+
+def external_id_validate(value: Any) -> str:
+    """The one rule for an end-user's external id: 1-200 characters, no control characters."""
+    return clean_external_id(value)
+
+
+def _opt_text(p: dict[str, Any], name: str, limit: int | None = None) -> None:
+    if p.get(name) is not None:
+        clean_text(p[name], field=name, limit=limit)
+
+
+def _memory_common_validate(p: dict[str, Any]) -> None:
+    clean_metadata(p.get("metadata"))
+    if p.get("source", "agent") not in WRITE_SOURCES:
+        raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
+                               code="invalid_source")
+
+
+def role_validate(role: Any) -> str:
+    if role not in EPISODE_ROLES:
+        raise ValidationFailed("role must be one of " + ", ".join(EPISODE_ROLES), details={"field": "role"},
+                               code="invalid_role")
+    return role
+
+
+def contradiction_validate(contradiction: Any) -> str:
+    if contradiction not in CONTRADICTIONS:
+        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
+                               code="invalid_contradiction")
+    return contradiction
+
+
+def outcome_success_validate(success: Any) -> bool:
+    if not isinstance(success, bool):
+        raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
+    return success
+
+
+def episode_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    _opt_text(p, "context")
+    clean_datetime(p.get("occurred_at"), field="occurred_at")
+    role_validate(p.get("role") or "user")
+
+
+def fact_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    clean_ids(p.get("supporting_episode_ids"), field="supporting_episode_ids", limit=1000)
+    _superseding_validate(p)
+
+
+def playbook_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("trigger"), field="trigger")
+    clean_text(p.get("steps"), field="steps")
+    _superseding_validate(p)
+
+
+def _superseding_validate(p: dict[str, Any]) -> None:
+    clean_confidence(p.get("confidence", 1.0))
+    clean_ids(p.get("supersedes"), field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
+    contradiction_validate(p.get("contradiction", "natural"))
+
+
+def outcome_validate(p: dict[str, Any]) -> None:
+    outcome_success_validate(p.get("success"))
+    _opt_text(p, "refined_steps")
+    if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
+        raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"}, code="invalid_id")
+
+
+def forget_validate(p: dict[str, Any]) -> None:
+    clean_text(p.get("reason"), field="reason", limit=500)
+
+
+def import_validate(p: dict[str, Any]) -> None:
+    episodes = p.get("episodes") or []
+    if not isinstance(episodes, list) or not episodes:
+        raise ValidationFailed("no episodes to import", code="empty_import")
+    if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
+        raise ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
+                               code="import_too_large")
+    for n, episode in enumerate(episodes):
+        try:
+            if not isinstance(episode, dict):
+                raise ValidationFailed("each episode must be an object", code="invalid_episode")
+            episode_validate(episode)
+            if episode.get("occurred_at") is None:
+                raise ValidationFailed("occurred_at is required for imported episodes",
+                                       details={"field": "occurred_at"}, code="invalid_datetime")
+        except ValidationFailed as exc:
+            raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
+                                   code=exc.code) from None
+    for key in ("id", "client_id", "memory_id"):
+        duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
+
+
+_VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
+    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p: None,
+}
+
+
+def write_validate(*, operation: str, payload: dict[str, Any]) -> None:
+    """Check a write of ``operation`` (an outbox operation name) before it is accepted;
+    ValidationFailed names the first problem."""
+    _VALIDATORS[str(operation)](payload)
 
 
 # ---------------------------------------------------------------- visibility
@@ -132,15 +313,29 @@ def visible_document(*, subject: Subject, memory_id: str, types: Iterable[Memory
 # ---------------------------------------------------------------- writes
 
 
+# What makes two creates "the same write": a retry of a create that landed (its answer lost) finds
+# a document with these fields equal, and gets that document back instead of a conflict.
+_CREATE_IDENTITY = ("tenant_id", "user_id", "memory_type", "text", "title", "trigger", "steps", "role",
+                    "session_id", "context", "metadata", "supersedes", "contradiction", "source")
+
+
 def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict[str, Any],
            refresh: str | bool = "wait_for") -> dict[str, Any]:
+    """Create the document in ``tenant``'s indices. A document already under ``memory_id`` with the
+    same content from the same end-user is this write applied before (a retry): it is returned as
+    it is. Any other document there is a Conflict."""
     doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
     writer, prefix = write_target(tenant=tenant)
+    index = alias_name(memory_type, prefix=prefix)
     try:
-        writer.index(index=alias_name(memory_type, prefix=prefix), id=memory_id, document=doc, op_type="create",
-                                 refresh=refresh)
+        writer.index(index=index, id=memory_id, document=doc, op_type="create", refresh=refresh)
     except ConflictError:
-        raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
+        existing = writer.options(ignore_status=404).get(index=index, id=memory_id,
+                                                         source_excludes=["embedding"])
+        source = existing.get("_source") if existing.get("found") else None
+        if source is None or any(source.get(k) != doc.get(k) for k in _CREATE_IDENTITY):
+            raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
+        return {"id": memory_id, **source}
     doc.pop("embedding")
     return {"id": memory_id, **doc}
 
@@ -159,8 +354,12 @@ def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: date
 
 def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | None = None, role: str = "user",
                   session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
-                  memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+                  memory_id: str | None = None, source: str = "agent",
+                  accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return.
+
+    ``accepted_at`` is when Engram accepted the write (a write replayed from the outbox keeps the
+    time it was accepted, not the time it is applied); it defaults ``created_at`` and ``occurred_at``.
 
     ``context`` (optional) is the conversation just before the turn; recall matches on it with a
     low weight, which finds short replies ("yes, last Tuesday") by what they answer.
@@ -169,11 +368,9 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     context = clean_text(context, field="context") if context is not None else None
     metadata = clean_metadata(metadata)
     memory_id = _clean_memory_id(memory_id)
-    now = _now()
+    now = _accepted(accepted_at)
     occurred = clean_datetime(occurred_at, field="occurred_at") or now
-    if role not in ("user", "assistant", "system", "tool"):
-        raise ValidationFailed("role must be one of user, assistant, system, tool", details={"field": "role"},
-                               code="invalid_role")
+    role = role_validate(role)
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
@@ -182,14 +379,15 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
                contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
-               metadata: dict | None = None, memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+               metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
+               accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store a semantic fact, optionally superseding older facts of the same subject.
 
     A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
     """
     text = clean_text(text)
-    now = _now()
+    now = _accepted(accepted_at)
     doc = _base_doc(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
                     metadata=clean_metadata(metadata), source=source)
     doc.update(
@@ -204,11 +402,12 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
                    contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
-                   memory_id: str | None = None, source: str = "agent") -> dict[str, Any]:
+                   memory_id: str | None = None, source: str = "agent",
+                   accepted_at: datetime | str | None = None) -> dict[str, Any]:
     """Store a procedural playbook (trigger + steps) with zeroed outcome counters."""
     trigger = clean_text(trigger, field="trigger")
     steps = clean_text(steps, field="steps")
-    now = _now()
+    now = _accepted(accepted_at)
     doc = _base_doc(subject=subject, memory_type=MemoryType.PROCEDURAL, text=f"{trigger}\n{steps}", now=now,
                     metadata=clean_metadata(metadata), source=source)
     doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
@@ -221,9 +420,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
                        supersedes: list[str] | None, contradiction: str, now: datetime) -> dict[str, Any]:
     memory_id = _clean_memory_id(memory_id)
     old_ids = clean_ids(supersedes, field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
-    if contradiction not in CONTRADICTIONS:
-        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
-                               code="invalid_contradiction")
+    contradiction_validate(contradiction)
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
@@ -250,7 +447,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
         _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
-                           details={"ids": old_ids}) from None
+                           details={"ids": old_ids}, code="concurrent_update") from None
         raise
     return stored
 
@@ -262,6 +459,8 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
     sequence number: on a conflict, re-read through the subject's key and try again."""
     for _attempt in range(attempts):
         previous = visible.source.get("superseded_by") or []
+        if memory_id in previous:  # already marked (a retried write): never twice
+            return visible
         try:
             writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh="wait_for",
@@ -274,7 +473,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
                                details={"ids": [visible.id]}) from None
             visible = fresh[visible.id]
     raise Conflict("a superseded memory keeps changing concurrently; nothing was written, retry",
-                   details={"ids": [visible.id]})
+                   details={"ids": [visible.id]}, code="concurrent_update")
 
 
 def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[Visible]) -> None:
@@ -297,19 +496,26 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
     return _store(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
 
 
+_OUTCOME_IDS_KEPT = 100
+
+
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
-                            refined_steps: str | None = None) -> dict[str, Any]:
+                            refined_steps: str | None = None, operation_id: str | None = None) -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps.
 
-    Increments are exact under concurrency (optimistic concurrency control, retried).
+    Increments are exact under concurrency (optimistic concurrency control, retried). With an
+    ``operation_id`` (fixed when the write was accepted), the outcome counts once however often
+    it is applied: the playbook keeps the ids of its last outcomes and a repeat is a no-op.
     """
-    if not isinstance(success, bool):
-        raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
+    outcome_success_validate(success)
     refined = clean_text(refined_steps, field="refined_steps") if refined_steps is not None else None
     writer, _prefix = write_target(tenant=subject.tenant)
     for _attempt in range(20):
         visible = visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
         src = visible.source
+        applied = src.get("outcome_ids") or []
+        if operation_id is not None and operation_id in applied:
+            return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}}
         now = _now().isoformat()
         update: dict[str, Any] = (
             {"success_count": int(src.get("success_count") or 0) + 1, "last_success_at": now} if success
@@ -317,13 +523,16 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         )
         if refined is not None:
             update["refined_steps"] = refined
+        if operation_id is not None:
+            update["outcome_ids"] = [*applied, operation_id][-_OUTCOME_IDS_KEPT:]
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh="wait_for")
         except ConflictError:
             continue
         return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
-    raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id})
+    raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
+                   code="concurrent_update")
 
 
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) -> None:
@@ -336,6 +545,47 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
+    memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
+
+
+def _texts_of(source: dict[str, Any]) -> set[str]:
+    return {v for k in ("text", "title", "trigger", "steps", "refined_steps", "context")
+            if isinstance(v := source.get(k), str) and v}
+
+
+def _redacted(value: Any, *, memory_id: str, texts: set[str], top: bool = True) -> tuple[Any, bool]:
+    """``value`` with every memory object of ``memory_id`` below the top level reduced to its id,
+    and every string holding one of ``texts`` replaced; and whether anything changed."""
+    if isinstance(value, dict):
+        if not top and value.get("id") == memory_id and len(value) > 1:
+            return {"id": memory_id, "forgotten": True}, True
+        changed = False
+        out = {}
+        for k, v in value.items():
+            out[k], c = _redacted(v, memory_id=memory_id, texts=texts, top=False)
+            changed |= c
+        return out, changed
+    if isinstance(value, list):
+        pairs = [_redacted(v, memory_id=memory_id, texts=texts, top=False) for v in value]
+        return [p[0] for p in pairs], any(p[1] for p in pairs)
+    if isinstance(value, str) and any(t in value for t in texts):
+        return "[forgotten]", True
+    return value, False
+
+
+def memory_copies_purge(*, subject: Subject, memory_id: str, texts: set[str]) -> int:
+    """Redact every copy Engram keeps of a forgotten memory outside Elasticsearch: the stored API
+    responses of the subject's Idempotency-Keys (a turn's answer carries recalled memories) and
+    queued outbox payloads. A redacted response is still replayed (its status and the rest of
+    its body), so a retried write is not run again. Returns how many rows changed."""
+    changed = 0
+    for model, field in ((IdempotencyRecord, "response_body"), (OutboxEntry, "payload"), (OutboxEntry, "result")):
+        for row in model.objects.filter(tenant=subject.tenant, external_id=subject.external_id).only("pk", field):
+            value, dirty = _redacted(getattr(row, field), memory_id=memory_id, texts=texts)
+            if dirty:
+                model.objects.filter(pk=row.pk).update(**{field: value})
+                changed += 1
+    return changed
 
 
 def subject_erase(*, subject: Subject, actor: str) -> int:
@@ -358,7 +608,36 @@ def subject_erase(*, subject: Subject, actor: str) -> int:
     subject_keys_revoke_all(subject=subject, actor=actor)
     audit_record(actor=actor, action="subject.erase", tenant=subject.tenant, subject=subject,
                  target_id=str(subject.user_id), details={"documents_deleted": deleted})
+    _subject_pii_erase(subject=subject)
     return deleted
+
+
+def _subject_pii_erase(*, subject: Subject) -> None:
+    """What the database holds of an erased end-user goes too: stored API responses are deleted,
+    settled outbox entries lose their content and the external id, and the subject row becomes a
+    content-free tombstone (its opaque user_id, which the audit log refers to)."""
+    tombstone = f"erased:{subject.user_id}"
+    IdempotencyRecord.objects.filter(tenant=subject.tenant, external_id=subject.external_id).delete()
+    # Tenant-wide requests that named the end-user in their body (creating it) stored it too.
+    for record in IdempotencyRecord.objects.filter(token__tenant=subject.tenant, tenant__isnull=True):
+        if subject.external_id in json.dumps(record.response_body, default=str):
+            record.delete()
+    (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
+     .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
+    Subject.objects.filter(pk=subject.pk).update(external_id=tombstone, display_name="")
+
+
+
+def _import_ids(subject: Subject, raw: dict[str, Any]) -> dict[str, str | None]:
+    if raw.get("memory_id") is not None:
+        client_id = raw.get("client_id")
+        return {"id": _clean_memory_id(raw["memory_id"]),
+                "client_id": _clean_memory_id(client_id) if client_id is not None else None}
+    if raw.get("id") is not None:
+        client_id = _clean_memory_id(raw["id"])
+        return {"id": client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                       client_id=client_id), "client_id": client_id}
+    return {"id": new_memory_id(), "client_id": None}
 
 
 @dataclass(frozen=True)
@@ -370,12 +649,18 @@ class EpisodeIn:
     context: str | None = None
     metadata: dict | None = None
     id: str | None = None
+    client_id: str | None = None
 
 
 def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
-                    progress: Callable[[int, int], None] | None = None, batch_size: int = 256) -> list[str]:
+                    progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
+                    accepted_at: datetime | str | None = None) -> list[str]:
     """Bulk-import historical episodes with their original timestamps.
 
+    An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
+    namespaced to the subject (``client_memory_id``); ``memory_id`` (set by
+    ``episodes_assign_ids`` when a write is accepted) is the stored id itself. Two episodes with
+    the same id are refused up front (ValidationFailed ``duplicate_ids``).
     Every episode is validated first (ValidationFailed names the first bad one's position) and
     nothing is written unless all are valid. If the bulk write fails part-way, the episodes
     already written are deleted again before the error is raised. Returns the ids in order.
@@ -393,19 +678,21 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                 raise ValidationFailed("occurred_at is required for imported episodes", details={"field": "occurred_at"},
                                        code="invalid_datetime")
             cleaned.append(EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
-                                     role=raw.get("role") or "user", session_id=raw.get("session_id"),
+                                     role=role_validate(raw.get("role") or "user"), session_id=raw.get("session_id"),
                                      context=clean_text(raw["context"], field="context")
                                      if raw.get("context") is not None else None,
                                      metadata=clean_metadata(raw.get("metadata")),
-                                     id=_clean_memory_id(raw.get("id"))))
+                                     **_import_ids(subject, raw)))
         except ValidationFailed as exc:
             raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
                                    code=exc.code) from None
     if not cleaned:
         raise ValidationFailed("no episodes to import", code="empty_import")
+    duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
+    duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 
     scope = memory_scope(subject=subject)
-    now = _now().isoformat()
+    now = _accepted(accepted_at).isoformat()
     embedder = get_embedder()
     writer, prefix = write_target(tenant=subject.tenant)
     index = alias_name(MemoryType.EPISODIC, prefix=prefix)
@@ -421,7 +708,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text, "embedding": vector,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
-                    "metadata": episode.metadata or {}, "source": "import"}}
+                    "metadata": episode.metadata or {}, "source": "import",
+                    **({"client_id": episode.client_id} if episode.client_id else {})}}
 
     written: list[str] = []
     failures: list[dict] = []

@@ -15,6 +15,8 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
+from django.db import close_old_connections, connection
+
 from memory_app.es.schema import MemoryType, alias_name
 from tenants.services import writer_es_client
 
@@ -31,11 +33,21 @@ def usage_record(*, ids: list[str], at: datetime, prefix: str | None = None) -> 
     the shared ones); returns immediately."""
     if not ids:
         return
-    future = _pool.submit(usage_bump, ids=ids, at=at, index=alias_name(MemoryType.SEMANTIC, prefix=prefix),
+    future = _pool.submit(_bump_in_thread, ids=ids, at=at, index=alias_name(MemoryType.SEMANTIC, prefix=prefix),
                           prefix=prefix)
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)
+
+
+def _bump_in_thread(**kwargs) -> int:
+    # A pool thread outlives requests: like a request, it drops a connection that broke (a
+    # database restart) before its work and closes its own after it, so none is kept stale.
+    close_old_connections()
+    try:
+        return usage_bump(**kwargs)
+    finally:
+        connection.close()
 
 
 def _finished(future: Future) -> None:

@@ -224,6 +224,7 @@ class Instance:
         self.configure(home, user)
         if self.running_pid() and self.health():
             log(f"elasticsearch '{self.name}' already running at {self.url}")
+            self.ensure_service_users()
             return
         cmd = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(self.pidfile)]
         if user:
@@ -238,11 +239,43 @@ class Instance:
         while time.monotonic() < deadline:
             if self.health() in ("green", "yellow"):
                 log(f"elasticsearch ready in {time.monotonic() - started:.1f}s")
+                self.ensure_service_users()
                 return
             if self.pidfile.exists() and not self.running_pid():
                 break
             time.sleep(1)
         sys.exit(f"elasticsearch did not become ready; see {self.logs}/engram-{self.name}.log")
+
+    # The credentials Engram runs with (README, Configuration): an admin user with only what
+    # schema setup and key minting need, and a monitor-only user for health and capability probes.
+    # The `elastic` superuser only creates them.
+    SERVICE_ROLES = {
+        "engram_admin": {"cluster": ["manage_api_key", "monitor"],
+                         "indices": [{"names": ["engram*"], "privileges": ["all"]}]},
+        "engram_monitor": {"cluster": ["monitor"],
+                           "indices": [{"names": ["engram*"], "privileges": ["view_index_metadata"]}]},
+    }
+    SERVICE_USERS = {"engram-admin": "engram_admin", "engram-monitor": "engram_monitor"}
+
+    def service_password(self, user: str) -> str:
+        return secret(f"es-{self.name}-{user}-password")
+
+    def ensure_service_users(self) -> None:
+        import json
+
+        token = b64encode(f"elastic:{self.password()}".encode()).decode()
+
+        def put(path: str, body: dict) -> None:
+            req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(), method="PUT",
+                                         headers={"Authorization": f"Basic {token}",
+                                                  "Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30):
+                pass
+
+        for role, body in self.SERVICE_ROLES.items():
+            put(f"/_security/role/{role}", body)
+        for user, role in self.SERVICE_USERS.items():
+            put(f"/_security/user/{user}", {"password": self.service_password(user), "roles": [role]})
 
     def stop(self) -> None:
         pid = self.running_pid()
@@ -415,8 +448,11 @@ def main() -> None:
             pg_stop(args.instance)
     elif args.action == "env":
         print(f"export ES_URL={es.url}")
-        print("export ES_ADMIN_USERNAME=elastic")
-        print(f"export ES_ADMIN_PASSWORD='{es.password()}'")
+        # Least privilege, as the README documents (not the `elastic` superuser).
+        print("export ES_ADMIN_USERNAME=engram-admin")
+        print(f"export ES_ADMIN_PASSWORD='{es.service_password('engram-admin')}'")
+        print("export ES_MONITOR_USERNAME=engram-monitor")
+        print(f"export ES_MONITOR_PASSWORD='{es.service_password('engram-monitor')}'")
         print(f"export ENGRAM_ES_PIDFILE={es.pidfile}")
         if args.redis_port:
             print(f"export CELERY_BROKER_URL=redis://127.0.0.1:{args.redis_port}/0")

@@ -27,6 +27,7 @@ from django.utils import timezone
 from elasticsearch import Elasticsearch
 
 from memory_app.errors import ServiceUnavailable, ValidationFailed, database_busy
+from memory_app.validation import clean_external_id
 from memory_app.es.capabilities import Capabilities, probe_capabilities
 from memory_app.es.client import api_key_client, base_client
 
@@ -189,9 +190,7 @@ def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str
     Creation and minting are one transaction: if the key cannot be minted the end-user is not
     created (ServiceUnavailable is raised).
     """
-    external_id = external_id.strip()
-    if not external_id or len(external_id) > 200:
-        raise ValidationFailed("external_id must be 1-200 characters", details={"field": "external_id"})
+    external_id = clean_external_id(external_id)
     existing = Subject.objects.select_related("tenant").filter(tenant=tenant, external_id=external_id).first()
     if existing:
         return existing

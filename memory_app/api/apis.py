@@ -6,7 +6,6 @@ each method is one operation with its own nested serializers.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -84,12 +83,7 @@ def accepted(status: int, serializer) -> dict[int, Any]:
 # ---------------------------------------------------------------- base
 
 
-def clean_external_id(value: str) -> str:
-    external_id = value.strip()
-    if not 1 <= len(external_id) <= 200 or any(unicodedata.category(c) in ("Cc", "Cs") for c in external_id):
-        raise ValidationFailed("external_id must be 1-200 characters without control characters",
-                               details={"field": "external_id"}, code="invalid_external_id")
-    return external_id
+clean_external_id = services.external_id_validate
 
 
 class BaseApi(APIView):
@@ -396,7 +390,10 @@ class PlaybookOutcomeApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str, memory_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
-        submitted = self.submit(request, external_id, Op.OUTCOME, data, memory_id=memory_id)
+        # The request's pre-assigned id (the same on a retry with the same Idempotency-Key) keys the
+        # outcome: applied twice, it counts once.
+        submitted = self.submit(request, external_id, Op.OUTCOME, {**data, "operation_id": request.memory_id},
+                                memory_id=memory_id)
         memory = submitted.result["memory"] if submitted.result else None
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
@@ -435,11 +432,15 @@ class EpisodesImportApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
-        # Ids derive from the request's pre-assigned id: a re-run after a server error reuses them.
-        episodes = [{"id": f"{request.memory_id}-{n}", **_json_ready(e)} for n, e in enumerate(data["episodes"])]
+        # Ids derive from the request's pre-assigned id (a re-run after a server error reuses them)
+        # or from the client's own ids, namespaced to this end-user.
+        external_id = clean_external_id(external_id)
+        episodes = services.episodes_assign_ids(tenant_id=self.tenant(request).pk, external_id=external_id,
+                                                episodes=[_json_ready(e) for e in data["episodes"]],
+                                                prefix=request.memory_id)
         background = len(episodes) > settings.ENGRAM_API_IMPORT_SYNC_MAX
         submitted = self.submit(request, external_id, Op.IMPORT, {"episodes": episodes}, background=background)
-        return self.written(submitted, {"ids": [e["id"] for e in episodes]}, self.OutputSerializer)
+        return self.written(submitted, {"ids": [e["memory_id"] for e in episodes]}, self.OutputSerializer)
 
 
 # ---------------------------------------------------------------- tenant-wide

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import SimpleRateThrottle
 
-from memory_app.errors import PermissionDenied
+from memory_app.errors import EngramError, PermissionDenied
 from tenants.errors import AuthenticationFailed
 from tenants.models import AgentToken
 from tenants.services import agent_token_authenticate
@@ -73,3 +75,18 @@ class TokenRateThrottle(SimpleRateThrottle):
 
 class ImportRateThrottle(TokenRateThrottle):
     scope = "import"
+
+
+class RateLimited(EngramError):
+    code, status = "rate_limited", 429
+
+
+def token_rate_check(*, token: AgentToken) -> None:
+    """The REST API's per-token rate limit, for requests that are not DRF views (the MCP endpoint):
+    both share one budget per token. Raises RateLimited (with ``retry_after``) when it is spent."""
+    throttle = TokenRateThrottle()
+    if not throttle.allow_request(SimpleNamespace(auth=token), None):
+        wait = max(1, int((throttle.wait() or 1) + 0.999))
+        exc = RateLimited("request was throttled", details={"retry_after": wait})
+        exc.retry_after = wait
+        raise exc

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from memory_app.errors import EngramError, database_busy
-from memory_app.outbox import is_outage
+from memory_app.outbox import is_outage, outage_error
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return error_response(exc.status, exc.code, exc.message, exc.details, headers)
     if is_outage(exc) or isinstance(exc, TransportError):
         log.warning("Elasticsearch unavailable: %s: %s", type(exc).__name__, exc)
-        return error_response(503, "elasticsearch_unavailable", "Elasticsearch is unavailable; retry later",
-                              headers=retry_after())
+        error = outage_error(exc)
+        return error_response(503, error.code, error.message, headers=retry_after())
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, "request_too_large", "the request body is too large",
                               {"limit_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE})

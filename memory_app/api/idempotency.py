@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -97,13 +99,45 @@ def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fi
 
 def idempotency_complete(*, record: IdempotencyRecord, response: Response) -> None:
     """Store a final response; release the key after a server error or throttling so a retry runs again."""
-    if response.status_code >= 500 or response.status_code == 429:
+    headers = {h: response[h] for h in _STORED_HEADERS if response.has_header(h)}
+    idempotency_store(record=record, status=response.status_code, body=response.data, headers=headers)
+
+
+def idempotency_store(*, record: IdempotencyRecord, status: int, body: Any, headers: dict | None = None) -> None:
+    if status >= 500 or status == 429:
         IdempotencyRecord.objects.filter(pk=record.pk).update(locked_at=None)
         return
-    headers = {h: response[h] for h in _STORED_HEADERS if response.has_header(h)}
     IdempotencyRecord.objects.filter(pk=record.pk).update(
-        status_code=response.status_code, response_body=response.data, response_headers=headers,
+        status_code=status, response_body=body, response_headers=headers or {},
         completed_at=timezone.now(), locked_at=None)
+
+
+def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[str, Any], run: Callable[[str], Any],
+                    tenant: Tenant | None = None, external_id: str = "") -> Any:
+    """The same guarantee for a call that is not an HTTP request (an MCP tool call): ``run`` gets
+    the pre-assigned memory id; its result, or its EngramError below 500, is stored and given
+    (returned or raised again) to every later call with ``key``."""
+    key = _clean_key(key)
+    fingerprint = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
+    claim = idempotency_claim(token=token, key=key, method="CALL", path=name, fingerprint=fingerprint,
+                              tenant=tenant, external_id=external_id[:200])
+    if claim.stored is not None:
+        body = claim.stored.response_body or {}
+        if claim.stored.status_code >= 400:
+            error = body.get("error", {})
+            raise EngramError(error.get("message", ""), details=error.get("details"), code=error.get("code"),
+                              status=claim.stored.status_code)
+        return body
+    try:
+        result = run(claim.record.memory_id)
+    except EngramError as exc:
+        idempotency_store(record=claim.record, status=exc.status, body={"error": exc.as_dict()})
+        raise
+    except BaseException:
+        idempotency_store(record=claim.record, status=500, body=None)
+        raise
+    idempotency_store(record=claim.record, status=200, body=result)
+    return result
 
 
 def idempotency_purge(*, now=None) -> int:

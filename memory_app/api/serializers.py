@@ -19,6 +19,8 @@ class MemorySerializer(serializers.Serializer):
     """A memory as stored (no embedding, no tenant/user ids); only the fields its type has are present."""
 
     id = serializers.CharField()
+    client_id = _opt(serializers.CharField, help_text="imported episodes: the id you gave it (the memory's "
+                                                       "own id is namespaced to the end-user)")
     memory_type = serializers.ChoiceField(choices=[t.value for t in MemoryType], required=False)
     text = _opt(serializers.CharField)
     title = _opt(serializers.CharField)

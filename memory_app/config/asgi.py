@@ -2,7 +2,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+# Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 django_application = get_asgi_application()
 
 # Imported once Django is set up: the MCP endpoint uses models and settings.

@@ -3,7 +3,8 @@ from pathlib import Path
 
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+# Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 
 app = Celery("engram")
 app.config_from_object("django.conf:settings", namespace="CELERY")

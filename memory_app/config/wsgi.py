@@ -2,5 +2,6 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+# Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 application = get_wsgi_application()

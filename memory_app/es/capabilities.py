@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from django.conf import settings
 from elasticsearch import ApiError, TransportError
 
-from .client import admin_client
+from .client import monitor_client
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Capabilities:
 
 def probe_capabilities(*, timeout: float = 3.0) -> Capabilities:
     """Ask the cluster for its version, licence and security state. Never raises."""
-    es = admin_client().options(request_timeout=timeout, max_retries=0)
+    es = monitor_client().options(request_timeout=timeout, max_retries=0)
     try:
         # The CI node has no `GET /`; the local node's info carries the version.
         nodes = es.nodes.info(node_id="_local", metric="_none", filter_path="nodes.*.version")

@@ -30,6 +30,13 @@ def admin_client() -> Elasticsearch:
     return base_client().options(basic_auth=(settings.ES_ADMIN_USERNAME, settings.ES_ADMIN_PASSWORD))
 
 
+def monitor_client() -> Elasticsearch:
+    """The monitor-only credential: health and capability probes (cheap, read-only cluster state)."""
+    if settings.ES_MONITOR_USERNAME:
+        return base_client().options(basic_auth=(settings.ES_MONITOR_USERNAME, settings.ES_MONITOR_PASSWORD))
+    return admin_client()
+
+
 def api_key_client(encoded_api_key: str) -> Elasticsearch:
     """A client acting as an API key (e.g. an end-user's document-level-security key)."""
     return base_client().options(api_key=encoded_api_key)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -103,6 +104,7 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         # The turns just before this one in its session: recall matches on it, weighted low.
         "context": {"type": "text", "analyzer": "engram_text"},
         "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
+        "client_id": {"type": "keyword"},  # an imported episode's own id (its _id is namespaced)
     },
     MemoryType.SEMANTIC: {},
     MemoryType.PROCEDURAL: {
@@ -112,6 +114,8 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         "success_count": {"type": "integer"},
         "failure_count": {"type": "integer"},
         "last_success_at": {"type": "date"},
+        # Ids of the last outcomes counted: a retried outcome is recognised, never counted twice.
+        "outcome_ids": {"type": "keyword", "index": False, "doc_values": False},
     },
     MemoryType.CATALOG: {
         "title": _text(),
@@ -172,20 +176,26 @@ def _version_of(index: str) -> int:
     return int(index.rsplit("-v", 1)[1])
 
 
+Rekey = Callable[[str, dict], tuple[str, dict] | None]
+
+
 def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | None = None,
-                   definitions: dict[MemoryType, IndexDefinition] | None = None) -> list[SetupResult]:
+                   definitions: dict[MemoryType, IndexDefinition] | None = None,
+                   rekey: Rekey | None = None) -> list[SetupResult]:
     """Bring every memory index to its current definition. Idempotent; safe on every deploy.
 
     ``definitions`` overrides the built-in ones (tests use it to simulate a mapping change).
+    ``rekey(id, source)`` may give a migrated document a new (id, source) (None: unchanged).
     """
     results = []
     for memory_type in MemoryType:
         definition = (definitions or {}).get(memory_type) or index_definition(memory_type, dims=dims)
-        results.append(_ensure_index(es, alias_name(memory_type, prefix=prefix), definition))
+        results.append(_ensure_index(es, alias_name(memory_type, prefix=prefix), definition, rekey=rekey))
     return results
 
 
-def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition) -> SetupResult:
+def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition, *, rekey: Rekey | None = None
+                  ) -> SetupResult:
     current = _current_index(es, alias)
     body = {**definition.body, "mappings": {**definition.body["mappings"],
                                             "_meta": {"engram_schema_hash": definition.schema_hash}}}
@@ -198,10 +208,15 @@ def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition) ->
     meta = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
     if meta.get("engram_schema_hash") == definition.schema_hash:
         return SetupResult(alias=alias, index=current, action="unchanged")
-    return _migrate(es, alias, current, body)
+    return _migrate(es, alias, current, body, rekey=rekey)
 
 
-def _migrate(es: Elasticsearch, alias: str, old: str, body: dict) -> SetupResult:
+def _rekeyed(hit: dict, rekey: Rekey | None) -> tuple[str, dict]:
+    changed = rekey(hit["_id"], hit["_source"]) if rekey else None
+    return changed or (hit["_id"], hit["_source"])
+
+
+def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Rekey | None = None) -> SetupResult:
     new = f"{alias}-v{_version_of(old) + 1}"
     if es.indices.exists(index=new):  # left over from an interrupted migration: start it again
         es.indices.delete(index=new)
@@ -213,9 +228,9 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict) -> SetupResult
     try:
         es.indices.refresh(index=old)
         actions = (
-            {"_op_type": "index", "_index": new, "_id": hit["_id"], "_source": hit["_source"]}
-            for hit in helpers.scan(es, index=old, query={"query": {"match_all": {}}}, size=500,
-                                    preserve_order=False)
+            {"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
+            for doc_id, source in (_rekeyed(hit, rekey) for hit in helpers.scan(
+                es, index=old, query={"query": {"match_all": {}}}, size=500, preserve_order=False))
         )
         copied = 0
         for ok, item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):

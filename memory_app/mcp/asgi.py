@@ -29,6 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memory_app.api.auth import token_rate_check
 from memory_app.errors import (
     EngramError,
     NotFound,
@@ -65,7 +66,8 @@ class McpEndpoint:
             json_response=True,
             # Host and Origin are checked here, with Django's settings, before the SDK sees the request.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+            # The REST API's limit for everything but imports (MCP has no import tool).
+            max_request_body_size=settings.ENGRAM_API_MAX_BODY_BYTES,
         )
         self.session_manager = server.session_manager
         self.running = False
@@ -78,6 +80,7 @@ class McpEndpoint:
                 raise MethodNotAllowed("the MCP endpoint takes POST only (stateless Streamable HTTP: no GET stream, "
                                        "no session to DELETE)")
             token = await _authenticate(headers)
+            await run_sync(token_rate_check, token=token)  # one budget per token, REST and MCP
             caller = Caller(token=token, subject=self._subject(scope))
             if not self.running:
                 raise ServiceUnavailable("the MCP endpoint is not running: serve the application with an ASGI "
@@ -141,8 +144,10 @@ async def _error(send: Send, exc: EngramError) -> None:
         headers.append((b"www-authenticate", b'Bearer realm="engram"'))
     elif isinstance(exc, MethodNotAllowed):
         headers.append((b"allow", b"POST"))
-    if exc.status == 503:
-        wait = getattr(exc, "retry_after", None) or settings.ENGRAM_API_RETRY_AFTER_SECONDS
+    wait = getattr(exc, "retry_after", None)
+    if not wait and exc.status == 503:
+        wait = settings.ENGRAM_API_RETRY_AFTER_SECONDS
+    if wait:
         headers.append((b"retry-after", str(wait).encode()))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": json.dumps({"error": exc.as_dict()}).encode()})

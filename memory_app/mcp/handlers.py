@@ -7,22 +7,25 @@ tool error carrying its code, message and details.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memory_app import selectors, services
+from memory_app import outbox, selectors, services
+from memory_app.api.idempotency import idempotent_call
 from memory_app.errors import PermissionDenied, ValidationFailed
-from memory_app.validation import clean_text
+from memory_app.models import OutboxEntry
 from tenants.models import AgentToken, Subject
 from tenants.selectors import subject_get
-from tenants.services import subject_get_or_create
+
+Op = OutboxEntry.Operation
 
 READ = AgentToken.Scope.MEMORY_READ.value
 WRITE = AgentToken.Scope.MEMORY_WRITE.value
 FORGET = AgentToken.Scope.MEMORY_FORGET.value
 
 # Internal scope fields an agent has no use for (the end-user is the one it is talking to).
-_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", "embedding"})
+_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", "embedding", "outcome_ids"})
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,11 @@ def _external_id(caller: Caller, subject: str | None) -> str:
         if named and named != caller.subject:
             raise ValidationFailed("this endpoint is pinned to one end-user by its URL; omit subject",
                                    details={"field": "subject"}, code="subject_mismatch")
-        return caller.subject
+        return services.external_id_validate(caller.subject)
     if not named:
         raise ValidationFailed("name the end-user: pass subject, or connect to /mcp/subjects/<external_id>",
                                details={"field": "subject"}, code="subject_required")
-    return named
+    return services.external_id_validate(named)
 
 
 def _existing_subject(caller: Caller, subject: str | None) -> Subject:
@@ -87,9 +90,11 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
 def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger: str | None = None,
                  steps: str | list[str] | None = None, supersedes: list[str] | None = None,
                  contradiction: str = "natural", confidence: float = 1.0, occurred_at: str | None = None,
-                 subject: str | None = None) -> dict[str, Any]:
+                 subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
     """Store one episodic, semantic or procedural memory (memory:write). The end-user is created
-    on first write; the arguments are checked first, so a rejected call stores nothing."""
+    on first write; the arguments are checked first, so a rejected call stores nothing. Goes
+    through the same submit path as the REST API: applied now, or accepted into the outbox
+    (``status: queued``) during an outage or behind the end-user's queued writes."""
     _require(caller, WRITE)
     steps = _steps(steps, field="steps")
     external_id = _external_id(caller, subject)
@@ -97,14 +102,14 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
         if text is not None:
             raise ValidationFailed("a procedural memory has trigger and steps, not text", details={"field": "text"},
                                    code="invalid_fields")
-        clean_text(trigger, field="trigger")
-        clean_text(steps, field="steps")
+        operation, payload = Op.PLAYBOOK, {"trigger": trigger, "steps": steps}
     elif type in ("episodic", "semantic"):
         if trigger is not None or steps is not None:
             raise ValidationFailed(f"trigger and steps belong to procedural memories, not {type}",
                                    details={"field": "trigger" if trigger is not None else "steps"},
                                    code="invalid_fields")
-        clean_text(text)
+        operation = Op.EPISODE if type == "episodic" else Op.FACT
+        payload = {"text": text} if type == "episodic" else {"text": text, "confidence": confidence}
     else:
         raise ValidationFailed("type must be episodic, semantic or procedural", details={"field": "type"},
                                code="unknown_memory_type")
@@ -114,35 +119,58 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
     if type != "episodic" and occurred_at is not None:
         raise ValidationFailed("occurred_at applies to episodic memories only", details={"field": "occurred_at"},
                                code="invalid_fields")
-
-    who = subject_get_or_create(tenant=caller.token.tenant, external_id=external_id, actor=caller.token)
     if type == "episodic":
-        stored = services.episode_write(subject=who, text=text, occurred_at=occurred_at, source="mcp")
-    elif type == "semantic":
-        stored = services.fact_write(subject=who, text=text, confidence=confidence, supersedes=supersedes,
-                                     contradiction=contradiction, source="mcp")
+        payload["occurred_at"] = occurred_at
     else:
-        stored = services.playbook_write(subject=who, trigger=trigger, steps=steps, confidence=confidence,
-                                         supersedes=supersedes, contradiction=contradiction, source="mcp")
-    return {"subject": who.external_id, "memory": _public(stored)}
+        payload.update(supersedes=supersedes, contradiction=contradiction, confidence=confidence)
+    payload["source"] = "mcp"
+    return _submitted(caller, "write_memory", external_id, operation, payload, idempotency_key=idempotency_key,
+                      shape=lambda done: {"memory": _public(done["memory"])})
 
 
-def forget_memory(*, caller: Caller, id: str, reason: str, subject: str | None = None) -> dict[str, Any]:
+def forget_memory(*, caller: Caller, id: str, reason: str, subject: str | None = None,
+                  idempotency_key: str | None = None) -> dict[str, Any]:
     """Hard-delete one of the end-user's memories (memory:forget); the audit log keeps the id and
     the reason, never the content. NotFound when the memory is not this end-user's."""
     _require(caller, FORGET)
-    clean_text(reason, field="reason", limit=500)
-    who = _existing_subject(caller, subject)
-    services.memory_forget(subject=who, memory_id=id, reason=reason, actor=caller.token)
-    return {"subject": who.external_id, "forgotten": id}
+    external_id = _external_id(caller, subject)
+    return _submitted(caller, "forget_memory", external_id, Op.FORGET, {"reason": reason}, memory_id=id,
+                      idempotency_key=idempotency_key, shape=lambda done: {"forgotten": id})
 
 
 def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_steps: str | list[str] | None = None,
-                   subject: str | None = None) -> dict[str, Any]:
+                   subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
     """Count one success or failure of one of the end-user's playbooks (memory:write)."""
     _require(caller, WRITE)
     refined = _steps(refined_steps, field="refined_steps")
-    who = _existing_subject(caller, subject)
-    updated = services.playbook_outcome_record(subject=who, playbook_id=playbook_id, success=success,
-                                               refined_steps=refined)
-    return {"subject": who.external_id, "playbook": _public(updated)}
+    external_id = _external_id(caller, subject)
+    return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
+                      {"success": success, "refined_steps": refined}, memory_id=playbook_id,
+                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _public(done["memory"])})
+
+
+def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, payload: dict[str, Any], *,
+               shape: Callable[[dict[str, Any]], dict[str, Any]], memory_id: str = "",
+               idempotency_key: str | None = None) -> dict[str, Any]:
+    """Submit a write like the REST API does (outbox, order, validation), under the tool call's
+    optional idempotency key: a repeated call with the same key gets the first answer."""
+    tenant = caller.token.tenant
+
+    def run(assigned_id: str) -> dict[str, Any]:
+        if operation is Op.OUTCOME:
+            payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
+        target = memory_id or assigned_id
+        submitted = outbox.write_submit(tenant=tenant, external_id=external_id, operation=operation,
+                                        payload=payload, memory_id=target, token=caller.token)
+        if submitted.queued:
+            entry = submitted.entry
+            return {"subject": external_id, "id": submitted.memory_id, "status": "queued",
+                    "operation": {"id": str(entry.uid), "status": entry.status, "reason": entry.reason}}
+        return {"subject": external_id, "status": "applied", **shape(submitted.result)}
+
+    if idempotency_key is None:
+        return run(services.new_memory_id())
+    return idempotent_call(token=caller.token, key=idempotency_key, name=f"mcp:{tool}", tenant=tenant,
+                           external_id=external_id,
+                           arguments={"payload": payload, "memory_id": memory_id, "subject": external_id},
+                           run=run)

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from django.db import OperationalError
 from elastic_transport import TransportError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_app.errors import EngramError, ServiceUnavailable, ValidationFailed, database_busy
+from memory_app.errors import EngramError, ValidationFailed, database_busy
+from memory_app.outbox import is_outage, outage_error
 from tenants.errors import AuthenticationFailed
 
 from . import handlers
@@ -49,6 +49,10 @@ Subject = Annotated[str | None, Field(
 MemoryId = Annotated[str, Field(min_length=8, max_length=64, description="A memory id, as returned by recall_memory "
                                                                             "or write_memory.")]
 Steps = str | list[str]
+IdempotencyKey = Annotated[str | None, Field(
+    max_length=255, description="Optional: any unique string per logical write (e.g. a UUID). Calling again with "
+                                "the same key returns the first answer and writes nothing twice; send it when "
+                                "you may retry a call whose answer you did not get.")]
 
 RECALL_DESCRIPTION = """\
 Search the end-user's long-term memory, and the tenant's shared catalog, for what is relevant to a query.
@@ -141,10 +145,11 @@ def build_server() -> MCPServer:
         occurred_at: Annotated[str | None, Field(
             description="episodic: when it happened (ISO 8601 with a timezone); default now.")] = None,
         subject: Subject = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> CallToolResult:
         return await _call(ctx, handlers.write_memory, type=type, text=text, trigger=trigger, steps=steps,
                            supersedes=supersedes, contradiction=contradiction, confidence=confidence,
-                           occurred_at=occurred_at, subject=subject)
+                           occurred_at=occurred_at, subject=subject, idempotency_key=idempotency_key)
 
     @server.tool(description=FORGET_DESCRIPTION,
                  annotations=ToolAnnotations(title="Forget memory", read_only_hint=False, destructive_hint=True,
@@ -155,8 +160,10 @@ def build_server() -> MCPServer:
         reason: Annotated[str, Field(max_length=500, description="Why it is forgotten, e.g. 'user asked'. "
                                                                  "Kept in the audit log; do not repeat the content.")],
         subject: Subject = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> CallToolResult:
-        return await _call(ctx, handlers.forget_memory, id=id, reason=reason, subject=subject)
+        return await _call(ctx, handlers.forget_memory, id=id, reason=reason, subject=subject,
+                           idempotency_key=idempotency_key)
 
     @server.tool(description=OUTCOME_DESCRIPTION,
                  annotations=ToolAnnotations(title="Record playbook outcome", read_only_hint=False,
@@ -169,9 +176,10 @@ def build_server() -> MCPServer:
         refined_steps: Annotated[Steps | None, Field(
             description="The steps as they actually worked, when they differ from the stored ones.")] = None,
         subject: Subject = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> CallToolResult:
         return await _call(ctx, handlers.record_outcome, playbook_id=playbook_id, success=success,
-                           refined_steps=refined_steps, subject=subject)
+                           refined_steps=refined_steps, subject=subject, idempotency_key=idempotency_key)
 
     return server
 
@@ -196,18 +204,15 @@ async def _call(ctx: Context, handler: Callable[..., dict[str, Any]], **argument
         result = await run_sync(handler, caller=_caller(ctx), **arguments)
     except EngramError as exc:
         return error_result(exc)
-    except TransportError:
-        # Connection-level failure mid-call (require_dls already caught a cluster down at the start).
-        return error_result(ServiceUnavailable("Elasticsearch is unreachable; retry later",
-                                               code="elasticsearch_unreachable"))
-    except OperationalError as exc:
+    except Exception as exc:  # noqa: BLE001 - the tool boundary: log it, tell the agent no more than that it failed
         if busy := database_busy(exc):
             return error_result(busy)
-        log.exception("MCP tool %s failed", handler.__name__)
-        return error_result(EngramError("the tool failed unexpectedly; the error was logged", code="internal_error"))
-    except Exception:  # noqa: BLE001 - the tool boundary: log it, tell the agent no more than that it failed
-        log.exception("MCP tool %s failed", handler.__name__)
-        return error_result(EngramError("the tool failed unexpectedly; the error was logged", code="internal_error"))
+        if not (is_outage(exc) or isinstance(exc, TransportError)):
+            log.exception("MCP tool %s failed", handler.__name__)
+            return error_result(EngramError("the tool failed unexpectedly; the error was logged",
+                                            code="internal_error"))
+        # The same code the REST API answers with (memory_app.outbox.outage_error).
+        return error_result(outage_error(exc))
     return CallToolResult(content=[TextContent(type="text", text=_json(result))], structured_content=result)
 
 

@@ -83,19 +83,21 @@ def test_import_export_and_erase(engram):
     result = engram.import_episodes("frank", [
         {"text": f"historic message {n}", "occurred_at": base + timedelta(days=n)} for n in range(3)
     ] + [{"text": "with my own id", "occurred_at": base, "id": "frank-own-0001", "role": "assistant"}])
-    assert result["status"] == "applied" and len(result["ids"]) == 4 and result["ids"][3] == "frank-own-0001"
+    assert result["status"] == "applied" and len(result["ids"]) == 4
+    own = result["ids"][3]  # the client's id, namespaced to this end-user (kept as client_id)
     engram.write_fact("frank", "Frank has a cat")
     export = engram.export("frank")
     assert export["external_id"] == "frank"
     episodes = {m["id"]: m for m in export["memories"]["episodic"]}
     assert set(episodes) == set(result["ids"]) and len(export["memories"]["semantic"]) == 1
     assert episodes[result["ids"][1]]["occurred_at"].startswith("2023-03-02T09:00:00")
-    assert episodes["frank-own-0001"]["role"] == "assistant"
+    assert episodes[own]["role"] == "assistant" and episodes[own]["client_id"] == "frank-own-0001"
 
     erased = engram.erase_subject("frank")
     assert erased == {"status": "applied", "documents_deleted": 5, "operation": None}
-    export = engram.export("frank")
-    assert export["memories"] == {"episodic": [], "semantic": [], "procedural": []}
+    with pytest.raises(EngramAPIError) as err:  # erased, the end-user is unknown (only a tombstone remains)
+        engram.export("frank")
+    assert err.value.status == 404
 
 
 def test_import_refuses_a_bad_episode_and_stores_nothing(engram):

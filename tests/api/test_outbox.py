@@ -107,11 +107,14 @@ def test_a_replayed_import_skips_what_is_stored(memory, tenant, docs):
     subject = Subject.objects.create(tenant=tenant, external_id="gus")
     episodes = [{"id": f"import-gus-{n}", "text": f"old {n}", "occurred_at": f"2020-01-0{n + 1}T00:00:00Z"}
                 for n in range(4)]
+    episodes = services.episodes_assign_ids(tenant_id=tenant.pk, external_id="gus", episodes=episodes, prefix="x")
     services.episodes_import(subject=subject, episodes=episodes[:2])
     OutboxEntry.objects.create(tenant=tenant, external_id="gus", operation="import", payload={"episodes": episodes},
                                actor="t", reason="outage", after_failure=True)
     assert outbox_replay().applied == 1
-    assert [d["id"] for d in docs(MemoryType.EPISODIC, user_id=subject.user_id)] == [e["id"] for e in episodes]
+    stored = docs(MemoryType.EPISODIC, user_id=subject.user_id)
+    assert [d["id"] for d in stored] == [e["memory_id"] for e in episodes]
+    assert [d["client_id"] for d in stored] == [f"import-gus-{n}" for n in range(4)]
 
 
 def test_an_invalid_queued_write_fails_alone_and_is_reported(engram, es_down, docs):

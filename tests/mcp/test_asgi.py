@@ -139,3 +139,40 @@ def test_a_locked_database_answers_503_with_retry_after(endpoint, monkeypatch):
 
     assert (status, json.loads(body)["error"]["code"]) == (503, "database_busy")
     assert headers["retry-after"] == "2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_requests_share_the_tokens_rate_limit(endpoint, settings):
+    from django.core.cache import cache
+
+    from tenants.models import Tenant
+    from tenants.services import agent_token_create
+
+    cache.clear()
+    settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "2/minute"}
+    tenant = Tenant.objects.create(slug="rate", name="Rate")
+    _token, raw = agent_token_create(tenant=tenant, name="a", scopes=["memory:read"], actor="test")
+    endpoint.running = True
+    auth = {"authorization": f"Bearer {raw}"}
+    statuses = []
+    for _ in range(3):
+        status, headers, body = anyio.run(lambda: _http(endpoint, path="/mcp/nowhere", headers=auth))
+        statuses.append(status)
+    # The first two pass the limit (and are refused for their path); the third is throttled.
+    assert statuses == [404, 404, 429]
+    assert json.loads(body)["error"]["code"] == "rate_limited" and int(headers["retry-after"]) >= 1
+    cache.clear()
+
+
+def test_mcp_body_limit_is_the_rest_apis(settings):
+    captured = {}
+    server = build_server()
+    real = server.streamable_http_app
+
+    def spy(**kwargs):
+        captured.update(kwargs)
+        return real(**kwargs)
+
+    server.streamable_http_app = spy
+    McpEndpoint(server)
+    assert captured["max_request_body_size"] == settings.ENGRAM_API_MAX_BODY_BYTES < 16 * 1024 * 1024

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from memory_app import services
-from memory_app.errors import NotFound, PermissionDenied, ValidationFailed
+from memory_app.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.mcp import handlers
 from memory_app.usage import usage_bump
@@ -133,7 +133,7 @@ def test_forget_deletes_and_audits_without_content(acme, make_caller):
     memory_id = handlers.write_memory(caller=alice, type="episodic", text="My PIN is 4321")["memory"]["id"]
 
     assert handlers.forget_memory(caller=alice, id=memory_id, reason="sensitive") == {
-        "subject": "alice", "forgotten": memory_id}
+        "subject": "alice", "forgotten": memory_id, "status": "applied"}
 
     assert "My PIN is 4321" not in texts(handlers.recall_memory(caller=alice, query="PIN"))
     event = AuditEvent.objects.get(action="memory.forget", target_id=memory_id)
@@ -175,3 +175,117 @@ def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make
     assert new["memory"]["supersedes"] == [old]
     assert [m["id"] for m in handlers.recall_memory(caller=alice, query="where does Alice live")["memories"]
             ] == [new["memory"]["id"]]
+
+
+# ---------------------------------------------------------------- one submit path (issue 10)
+
+
+@pytest.fixture
+def api_client_for():
+    from rest_framework.test import APIClient
+
+    from tenants.services import agent_token_create
+
+    def make(tenant):
+        _token, raw = agent_token_create(tenant=tenant, name="rest", scopes=["memory:read", "memory:write",
+                                                                               "memory:forget", "tenant:admin"],
+                                         actor="test")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def es_unreachable(settings):
+    from memory_app.es.client import base_client
+    from tenants import services as tenant_services
+
+    url = settings.ES_URL
+
+    def set_url(value):
+        settings.ES_URL = value
+        base_client.cache_clear()
+        tenant_services.clear_caches()
+
+    yield set_url
+    set_url(url)
+
+
+def test_mcp_writes_are_accepted_into_the_outbox_during_an_outage_and_replayed_in_order(
+        acme, make_caller, es_unreachable, settings):
+    from memory_app.models import OutboxEntry
+    from memory_app.outbox import outbox_replay
+
+    alice = make_caller(acme, subject="alice")
+    first = handlers.write_memory(caller=alice, type="episodic", text="before the outage")
+    url = settings.ES_URL
+    es_unreachable("http://127.0.0.1:9")
+    queued = handlers.write_memory(caller=alice, type="semantic", text="Alice moved to Porto")
+    gone = handlers.forget_memory(caller=alice, id=first["memory"]["id"], reason="asked")
+    assert queued["status"] == gone["status"] == "queued"
+    assert [e.reason for e in OutboxEntry.objects.order_by("id")] == ["outage", "backlog"]
+    es_unreachable(url)
+    # Back, but earlier writes are queued: a new write waits behind them (order).
+    behind = handlers.write_memory(caller=alice, type="semantic", text="Alice likes port wine")
+    assert behind["status"] == "queued" and behind["operation"]["reason"] == "backlog"
+    assert outbox_replay().applied == 3
+    found = handlers.recall_memory(caller=alice, query="Porto port wine before the outage")
+    assert {m["id"] for m in found["memories"]} == {queued["id"], behind["id"]}
+    assert {m.get("source") for m in found["memories"]} == {"mcp"}
+
+
+def test_mcp_writes_with_an_idempotency_key_apply_once(acme, make_caller, count_docs):
+    alice = make_caller(acme, subject="alice")
+    first = handlers.write_memory(caller=alice, type="semantic", text="Alice has two cats", idempotency_key="w1")
+    again = handlers.write_memory(caller=alice, type="semantic", text="Alice has two cats", idempotency_key="w1")
+    assert again == first and count_docs() == 1
+    playbook = handlers.write_memory(caller=alice, type="procedural", trigger="cat sick", steps="call the vet")
+    for _ in range(2):
+        outcome = handlers.record_outcome(caller=alice, playbook_id=playbook["memory"]["id"], success=True,
+                                          idempotency_key="o1")
+    assert outcome["playbook"]["success_count"] == 1
+    with pytest.raises(EngramError) as reused:
+        handlers.write_memory(caller=alice, type="semantic", text="something else", idempotency_key="w1")
+    assert reused.value.code == "idempotency_key_reused"
+
+
+def test_mcp_and_rest_validate_alike(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    with pytest.raises(ValidationFailed) as mcp_error:
+        handlers.write_memory(caller=alice, type="semantic", text="x" * 100_000)
+    assert mcp_error.value.code == "text_too_long"
+
+
+def test_external_ids_are_validated_one_way_everywhere(acme, make_caller, api_client_for):
+    from tenants.services import subject_get_or_create
+
+    bad = "alice\x07"
+    with pytest.raises(ValidationFailed) as mcp_error:
+        handlers.write_memory(caller=make_caller(acme), type="semantic", text="x", subject=bad)
+    with pytest.raises(ValidationFailed) as service_error:
+        subject_get_or_create(tenant=acme, external_id=bad)
+    rest = api_client_for(acme).post("/api/v1/subjects", {"external_id": bad}, format="json")
+    assert mcp_error.value.code == service_error.value.code == rest.json()["error"]["code"] == "invalid_external_id"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outage_has_one_code_in_rest_and_mcp(acme, make_caller, api_client_for, es_unreachable):
+    import anyio
+
+    from memory_app.mcp.server import _call
+
+    handlers.write_memory(caller=make_caller(acme, subject="alice"), type="semantic", text="Alice sings")
+    es_unreachable("http://127.0.0.1:9")
+    rest = api_client_for(acme).post("/api/v1/subjects/alice/recall", {"query": "sings"}, format="json")
+    caller = make_caller(acme, subject="alice")
+
+    class Ctx:
+        class request_context:  # noqa: N801 - the shape the SDK's Context has
+            class request:  # noqa: N801
+                scope = {"engram.mcp.caller": caller}
+
+    result = anyio.run(lambda: _call(Ctx, handlers.recall_memory, query="sings"))
+    assert rest.status_code == 503
+    assert result.structured_content["error"]["code"] == rest.json()["error"]["code"] == "elasticsearch_unreachable"

@@ -230,7 +230,8 @@ def test_recall_write_forget_for_two_end_users_without_crossing(server):
 
             # Alice asks to forget her cat; Bob's dog is untouched.
             assert await ok(alice, "forget_memory", id=cat, reason="user asked") == {"subject": "alice",
-                                                                                    "forgotten": cat}
+                                                                                    "forgotten": cat,
+                                                                                    "status": "applied"}
             assert cat not in ids(await ok(alice, "recall_memory", query="cat called Miso"))
             assert await error_code(alice, "forget_memory", id=cat, reason="again") == "not_found"
             assert dog["memory"]["id"] in ids((await bob("recall_memory", query="dog called Rex"))[1])

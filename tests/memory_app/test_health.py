@@ -86,3 +86,36 @@ def test_production_settings_start_with_their_secrets():
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(),
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_healthz_is_cached_and_probes_with_the_monitor_credential(client, settings, es_prefix, db):
+    from elasticsearch import AuthorizationException
+
+    from memory_app.es.client import base_client, monitor_client
+    from memory_app.health import health_cache_clear
+
+    assert settings.ES_MONITOR_USERNAME and settings.ES_MONITOR_USERNAME != settings.ES_ADMIN_USERNAME
+    who = monitor_client().security.authenticate()
+    assert who["username"] == settings.ES_MONITOR_USERNAME and who["roles"] == ["engram_monitor"]
+    with pytest.raises(AuthorizationException):  # monitor only: it cannot mint keys or write
+        monitor_client().security.create_api_key(name="nope")
+    settings.ENGRAM_HEALTH_CACHE_SECONDS = 60
+    health_cache_clear()
+    url = settings.ES_URL
+    try:
+        first = client.get("/healthz")
+        settings.ES_URL = "http://127.0.0.1:9"  # what the cached answer must not probe again
+        base_client.cache_clear()
+        assert client.get("/healthz").json() == first.json()
+        health_cache_clear()
+        assert client.get("/healthz").status_code == 503  # and uncached, it does
+    finally:
+        settings.ES_URL = url
+        base_client.cache_clear()
+        health_cache_clear()
+
+
+def test_ci_runs_with_the_least_privileged_admin(settings, es_admin):
+    who = es_admin.security.authenticate()
+    assert who["username"] == settings.ES_ADMIN_USERNAME != "elastic"
+    assert who["roles"] == ["engram_admin"]

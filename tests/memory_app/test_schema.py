@@ -62,3 +62,24 @@ def test_english_analysis_stems_and_drops_stop_words(es_admin, es_prefix):
     tokens = es_admin.indices.analyze(index=alias_name(MemoryType.SEMANTIC), field="text",
                                       text="The dogs' owners were running to the Café")["tokens"]
     assert [t["token"] for t in tokens] == ["dog", "owner", "were", "run", "cafe"]
+
+
+def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es_prefix, make_subject):
+    from memory_app.services import client_id_rekey, client_memory_id
+
+    subject = make_subject("alice")
+    alias = alias_name(MemoryType.EPISODIC)
+    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
+    source = {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
+              "text": "imported long ago", "source": "import", "embedding": [1.0] + [0.0] * (dims - 1)}
+    server_id = "0123456789abcdef0123456789abcdef-3"
+    helpers.bulk(es_admin, [{"_index": alias, "_id": "raw-client-id", "_source": source},
+                            {"_index": alias, "_id": server_id, "_source": source}], refresh="wait_for")
+    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
+    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
+    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
+                   rekey=client_id_rekey)
+    new_id = client_memory_id(tenant_id=subject.tenant_id, external_id="alice", client_id="raw-client-id")
+    got = {d["_id"]: d for d in es_admin.mget(index=alias, ids=["raw-client-id", new_id, server_id])["docs"]}
+    assert not got["raw-client-id"]["found"] and got[server_id]["found"]
+    assert got[new_id]["_source"]["client_id"] == "raw-client-id"

@@ -363,3 +363,23 @@ def test_import_command_reports_progress_and_refuses_bad_lines(subject, tmp_path
     with pytest.raises(CommandError, match="empty_text: episode 1: text must not be empty"):
         call_command("memory_import", str(bad), "--tenant", "acme", "--subject", "alice")
     assert count_docs() == 3
+
+
+def test_background_bumps_manage_their_database_connection(subject, monkeypatch):
+    # The pool threads outlive requests: each bump drops broken connections first (a database
+    # restart) and closes its own after, on the thread that did the work.
+    from memory_app import usage
+
+    fact = services.fact_write(subject=subject, text="Alice keeps bees.")
+    calls = []
+    monkeypatch.setattr(usage, "close_old_connections", lambda: calls.append(("check", threading.get_ident())))
+
+    class Connection:
+        def close(self):
+            calls.append(("close", threading.get_ident()))
+
+    monkeypatch.setattr(usage, "connection", Connection())
+    usage.usage_record(ids=[fact["id"]], at=datetime.now(UTC))
+    usage_flush()
+    assert [c[0] for c in calls] == ["check", "close"] and calls[0][1] == calls[1][1] != threading.get_ident()
+    assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 1

@@ -101,6 +101,12 @@ ES_URL = env.str("ES_URL", default="http://127.0.0.1:9200")
 # Dedicated admin credential (a user, not an API key): schema setup and key minting only.
 ES_ADMIN_USERNAME = env.str("ES_ADMIN_USERNAME", default="")
 ES_ADMIN_PASSWORD = env.str("ES_ADMIN_PASSWORD", default="")
+# A monitor-only user (cluster privilege `monitor`, view_index_metadata on the indices) for
+# /healthz and the capability probes; unset, they fall back to the admin credential.
+ES_MONITOR_USERNAME = env.str("ES_MONITOR_USERNAME", default="")
+ES_MONITOR_PASSWORD = env.str("ES_MONITOR_PASSWORD", default="")
+# How long /healthz answers from its last report (it is unauthenticated: it must be cheap).
+ENGRAM_HEALTH_CACHE_SECONDS = env.float("ENGRAM_HEALTH_CACHE_SECONDS", default=5.0)
 ES_CA_CERTS = env.str("ES_CA_CERTS", default="") or None
 ES_VERIFY_CERTS = env.bool("ES_VERIFY_CERTS", default=True)
 ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
@@ -252,6 +258,8 @@ ENGRAM_IDEMPOTENCY_LOCK_SECONDS = env.int("ENGRAM_IDEMPOTENCY_LOCK_SECONDS", def
 ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS = env.int("ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS", default=15)
 ENGRAM_OUTBOX_LEASE_SECONDS = env.int("ENGRAM_OUTBOX_LEASE_SECONDS", default=300)
 ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300)
+# A queued write still meeting a concurrency conflict after this many replays is marked failed.
+ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS = env.int("ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS", default=5)
 # SQLite under concurrent API requests: take the write lock when a transaction starts (a deferred
 # transaction that later needs it fails at once with "database is locked" instead of waiting),
 # wait up to 20 s for it, and let readers proceed during writes (WAL).

@@ -16,3 +16,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 # A fresh encryption key per run: stored secrets never outlive the test database.
 ENGRAM_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+
+# Every /healthz call in a test sees the state the test just set up.
+ENGRAM_HEALTH_CACHE_SECONDS = 0

@@ -5,6 +5,7 @@ from memory_app.es.client import admin_client
 from memory_app.es.schema import ensure_indices
 from tenants.isolation_move import dedicated_indices_ensure
 from tenants.services import keys_upgrade
+from memory_app.services import client_id_rekey
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         )
         for warning in caps.errors:
             self.stderr.write(self.style.WARNING(warning))
-        for result in ensure_indices(es=admin_client()):
+        for result in ensure_indices(es=admin_client(), rekey=client_id_rekey):
             extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")
         # Dedicated tenants' own indices follow the same schema and migrations.

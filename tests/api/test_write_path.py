@@ -1,0 +1,231 @@
+"""The write path under faults (issue 10): per-subject replay progress, deterministic failures that
+end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import httpx
+import pytest
+from django.apps import apps
+from django.core.wsgi import get_wsgi_application
+from django.utils import timezone
+
+from engram_client import EngramAPIError, EngramClient
+from memory_app import services
+from memory_app.es.schema import MemoryType
+from memory_app.models import IdempotencyRecord, OutboxEntry
+from memory_app.outbox import outbox_replay
+from tenants.models import AuditEvent, Subject, Tenant
+
+
+def _texts(docs, memory_type, external_id, tenant=None):
+    subject = Subject.objects.get(external_id=external_id, **({"tenant": tenant} if tenant else {}))
+    return [d["text"] for d in docs(memory_type, user_id=subject.user_id)]
+
+
+def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, monkeypatch):
+    real = services.episode_write
+
+    def stuck_for_one(**kwargs):
+        if kwargs["subject"].external_id == "stuck":
+            raise RuntimeError("a transient failure of this end-user's writes")
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "episode_write", stuck_for_one)
+    for n in range(101):  # more than one batch of the old replayer, all of one end-user
+        OutboxEntry.objects.create(tenant=tenant, external_id="stuck", operation="episode",
+                                   memory_id=f"stuck-turn-{n:04d}", payload={"text": f"s{n}"}, actor="t",
+                                   reason="outage")
+    OutboxEntry.objects.create(tenant=tenant, external_id="free", operation="episode", memory_id="free-turn-0001",
+                               payload={"text": "not held up"}, actor="t", reason="outage")
+    report = outbox_replay()
+    assert (report.applied, report.failed, report.pending) == (1, 0, 101)
+    assert _texts(docs, MemoryType.EPISODIC, "free") == ["not held up"]
+    stuck = OutboxEntry.objects.filter(external_id="stuck").order_by("id")
+    # Only the stuck end-user's first write was tried; its later writes wait behind it, in order.
+    assert [e.attempts for e in stuck[:2]] == [1, 0]
+    assert stuck[0].last_error["code"] == "error"
+
+
+def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client):
+    # Accepted by an older version (today such an import is refused up front): replayed, it must
+    # end as failed with its reason, not be re-embedded and retried on every run.
+    episodes = [{"id": "dup-id-0001", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
+    entry = OutboxEntry.objects.create(tenant=tenant, external_id="mo", operation="import",
+                                       payload={"episodes": episodes}, actor="t", reason="background")
+    report = outbox_replay()
+    assert (report.applied, report.failed, report.pending) == (0, 1, 0)
+    operation = engram.operation(str(entry.uid))
+    assert operation["status"] == "failed" and operation["error"]["code"] == "duplicate_ids"
+    health = client.get("/healthz").json()["outbox"]
+    assert health["failed"] == 1
+    assert health["recent_failures"][0] == {"operation": str(entry.uid), "type": "import", "code": "duplicate_ids",
+                                            "at": health["recent_failures"][0]["at"]}
+    assert outbox_replay().failed == 0  # not tried again
+
+
+def test_an_import_with_duplicate_ids_is_refused_up_front(engram, settings):
+    episodes = [{"id": "dup-id-0002", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
+    for sync_max in (500, 1):  # applied at once, or accepted for the background
+        settings.ENGRAM_API_IMPORT_SYNC_MAX = sync_max
+        with pytest.raises(EngramAPIError) as err:
+            engram.import_episodes("nat", episodes)
+        assert err.value.status == 400 and err.value.code == "duplicate_ids"
+        assert err.value.details["ids"] == ["dup-id-0002"]
+    assert not OutboxEntry.objects.exists()
+
+
+def test_a_client_id_cannot_collide_across_end_users_or_tenants(make_client, tenant, docs):
+    other_tenant = Tenant.objects.create(slug=f"{tenant.slug}-b", name="B")
+    mine, theirs = make_client(), make_client(of=other_tenant)
+    episode = {"id": "my-own-id-001", "text": "hello", "occurred_at": "2021-01-01T00:00:00Z"}
+    results = [mine.import_episodes("alice", [episode]), mine.import_episodes("bob", [episode]),
+               theirs.import_episodes("alice", [episode])]
+    ids = [r["ids"][0] for r in results]
+    assert len(set(ids)) == 3 and "my-own-id-001" not in ids
+    for client, who, memory_id in ((mine, "alice", ids[0]), (mine, "bob", ids[1]), (theirs, "alice", ids[2])):
+        memory = client.get_memory(who, memory_id)
+        assert memory["client_id"] == "my-own-id-001" and memory["text"] == "hello"
+    # The same id again for the same end-user is that end-user's own conflict, not another's.
+    with pytest.raises(EngramAPIError) as err:
+        mine.import_episodes("alice", [episode])
+    assert err.value.status == 409
+
+
+def test_a_write_accepted_during_an_outage_keeps_its_acceptance_time(engram, es_down, docs):
+    engram.turn("pia", "before")
+    es_down.start()
+    accepted = engram.turn("pia", "accepted while Elasticsearch was down")
+    fact = engram.write_fact("pia", "Pia likes tea")
+    accepted_by = timezone.now()
+    es_down.restore()
+    assert outbox_replay().applied == 2
+    subject = Subject.objects.get(external_id="pia")
+    episode = next(d for d in docs(MemoryType.EPISODIC, user_id=subject.user_id) if d["id"] == accepted["id"])
+    stored_fact = docs(MemoryType.SEMANTIC, user_id=subject.user_id)[0]
+    for stamp in (episode["occurred_at"], episode["created_at"], stored_fact["created_at"],
+                  stored_fact["last_used_at"]):
+        assert datetime.fromisoformat(stamp) <= accepted_by
+    assert stored_fact["id"] == fact["id"]
+
+
+class LostAnswer(httpx.BaseTransport):
+    """In front of the application: the first request to ``path`` is applied by the server, whose
+    process then dies before it records its answer (the Idempotency-Key stays claimed and goes
+    stale), and the client sees a read timeout. Every other request passes through."""
+
+    def __init__(self, app, path: str):
+        self.inner, self.path, self.tripped = httpx.WSGITransport(app=app), path, False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.url.path == self.path and not self.tripped:
+            self.tripped = True
+            key = request.headers["Idempotency-Key"]
+            IdempotencyRecord.objects.filter(key=key).update(
+                status_code=None, response_body=None, locked_at=timezone.now() - timedelta(hours=1))
+            raise httpx.ReadTimeout("timed out waiting for the answer", request=request)
+        return response
+
+
+@pytest.fixture
+def lossy(make_token):
+    app = get_wsgi_application()
+
+    def make(path: str) -> EngramClient:
+        return EngramClient("http://testserver", make_token(), retries=2, max_wait=0,
+                            transport=LostAnswer(app, path))
+
+    return make
+
+
+def test_a_create_whose_answer_was_lost_is_retried_into_the_original(lossy, engram, docs):
+    client = lossy("/api/v1/subjects/quinn/memories")
+    fact = client.write_fact("quinn", "Quinn drives a bike")
+    assert fact["status"] == "applied" and fact["memory"]["text"] == "Quinn drives a bike"
+    subject = Subject.objects.get(external_id="quinn")
+    assert [d["id"] for d in docs(MemoryType.SEMANTIC, user_id=subject.user_id)] == [fact["id"]]
+
+
+def test_an_outcome_whose_answer_was_lost_counts_once(lossy, engram):
+    playbook = engram.write_playbook("rae", "wifi drops", "restart the router")
+    client = lossy(f"/api/v1/subjects/rae/playbooks/{playbook['id']}/outcome")
+    outcome = client.record_outcome("rae", playbook["id"], True)
+    assert outcome["memory"]["success_count"] == 1
+    assert engram.get_memory("rae", playbook["id"])["success_count"] == 1
+
+
+def test_a_supersede_whose_answer_was_lost_marks_the_old_fact_once(lossy, engram):
+    old = engram.write_fact("sam", "Sam lives in Kiel")
+    client = lossy("/api/v1/subjects/sam/memories")
+    new = client.write_fact("sam", "Sam lives in Bonn", supersedes=[old["id"]])
+    assert new["status"] == "applied"
+    assert engram.get_memory("sam", old["id"])["superseded_by"] == [new["id"]]
+
+
+def test_a_write_without_an_idempotency_key_is_not_resent_after_a_timeout(make_token):
+    sent = []
+
+    def timeout(request: httpx.Request) -> httpx.Response:
+        sent.append(request.method)
+        raise httpx.ReadTimeout("slow", request=request)
+
+    client = EngramClient("http://testserver", make_token(), retries=2, max_wait=0,
+                          transport=httpx.MockTransport(timeout))
+    with pytest.raises(httpx.ReadTimeout):
+        client.request("POST", "subjects/x/turns", json={"text": "hi"})
+    assert sent == ["POST"]
+    with pytest.raises(httpx.ReadTimeout):
+        client.recall("x", "hi")  # a read: sent again
+    assert sent == ["POST"] * 4
+
+
+def _everywhere(es_admin, *needles: str) -> list[str]:
+    """Where any of ``needles`` is still found: every field of every row of every Django model,
+    and every (non-system) Elasticsearch index."""
+    found = []
+    for model in apps.get_models():
+        for row in model._base_manager.all():
+            for field in model._meta.concrete_fields:
+                value = json.dumps(field.value_from_object(row), default=str)
+                found += [f"{model.__name__}.{field.name}" for n in needles if n in value]
+    es_admin.indices.refresh(index="*")
+    for needle in needles:
+        hits = es_admin.search(index="*", query={"query_string": {"query": f'"{needle}"', "default_field": "*"}},
+                               size=10)["hits"]["hits"]
+        found += [f"{h['_index']}/{h['_id']}" for h in hits]
+    return found
+
+
+def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
+    secret = "my locker code is quixotrel"
+    turn = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
+    again = api.post("/api/v1/subjects/una/turns", {"text": "what is my locker code"}, format="json",
+                     HTTP_IDEMPOTENCY_KEY="t2")
+    assert any("quixotrel" in m["text"] for m in again.json()["recall"])  # a stored answer holds it
+    es_down.start()
+    fact = engram.write_fact("una", "Una's locker: quixotrel")
+    es_down.restore()
+    outbox_replay()
+    assert len(_everywhere(es_admin, "quixotrel")) >= 4
+    engram.forget("una", turn.json()["id"], "asked")
+    engram.forget("una", fact["id"], "asked")
+    assert _everywhere(es_admin, "quixotrel") == []
+    # The stored answers are still replayed, redacted: a retry is not run again.
+    replay = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
+    assert replay.status_code == 201 and replay.json()["memory"] == {"id": turn.json()["id"], "forgotten": True}
+
+
+def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
+    who = "pia.personal@example.com"
+    created = api.post("/api/v1/subjects", {"external_id": who, "display_name": "Pia Personal"}, format="json",
+                       HTTP_IDEMPOTENCY_KEY="create-pia")
+    assert created.status_code == 201
+    engram.turn(who, "I was born in Lisbon")
+    user_id = Subject.objects.get(external_id=who).user_id
+    engram.erase_subject(who)
+    assert _everywhere(es_admin, who, "Pia Personal", "born in Lisbon") == []
+    assert Subject.objects.get(user_id=user_id).external_id == f"erased:{user_id}"
+    assert AuditEvent.objects.filter(action="subject.erase", subject_ref=str(user_id)).exists()
