@@ -106,8 +106,9 @@ def consolidation_due(*, now=None) -> list[Subject]:
                 if (s.tenant.slug, str(s.user_id)) in due]
     busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
                .values_list("subject_id", flat=True))
-    busy |= set(ConsolidationRun.objects.filter(subject__in=subjects, status=Status.QUEUED,
-                                                created_at__gt=now - timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS))
+    # A run queued recently is still coming (one queued longer than a lease ago is presumed lost).
+    recent = timezone.now() - timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+    busy |= set(ConsolidationRun.objects.filter(subject__in=subjects, status=Status.QUEUED, created_at__gt=recent)
                 .values_list("subject_id", flat=True))
     return [s for s in subjects if s.pk not in busy]
 
