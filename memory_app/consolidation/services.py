@@ -300,6 +300,20 @@ def _review_sweep(*, subject: Subject) -> int:
     return flagged
 
 
+def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[str, int]:
+    """Consolidate until no episode waits (evaluation, back-fills); returns the summed run counters."""
+    totals = {"runs": 0, "episodes_read": 0, "facts_created": 0, "facts_merged": 0, "facts_superseded": 0,
+              "candidates_dropped": 0, "playbooks_created": 0, "outcomes_recorded": 0, "prompt_tokens": 0,
+              "completion_tokens": 0, "duration_ms": 0}
+    while selectors.episodes_pending(subject=subject, limit=1):
+        run = consolidation_run(subject=subject, extractor=extractor, trigger=ConsolidationRun.Trigger.EVAL).run
+        totals["runs"] += 1
+        for key in totals:
+            if key != "runs":
+                totals[key] += getattr(run, key) or 0
+    return totals
+
+
 # ---------------------------------------------------------------- lease
 
 
