@@ -71,9 +71,9 @@ def same_value(a: str | None, b: str | None) -> bool:
     na, nb = normalise(a), normalise(b)
     if quantities(a) != quantities(b):
         return _same_date(a, b)
-    if na == nb:
+    if na == nb or fuzz.ratio(na, nb) >= 90:
         return True
-    return fuzz.ratio(na, nb) >= 90
+    return _same_date(a, b)
 
 
 def _same_date(a: str, b: str) -> bool:

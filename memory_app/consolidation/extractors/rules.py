@@ -245,8 +245,14 @@ class RulesExtractor:
         for raw in _clauses(text):
             harsh = bool(_CORRECTION.match(raw))
             clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", raw))).strip()
-            clause = _LEAD.sub("", clause)
+            clause = _LEAD.sub("", clause).rstrip(".!? ")
             if not clause:
+                continue
+            if _PROBLEM.search(clause) or _SUCCESS.search(clause) or _FAILURE.search(clause):
+                # Trouble and its outcome are procedure, not durable facts ("my hub is offline").
+                playbook = self._procedure(clause, episode, state)
+                if playbook is not None:
+                    playbooks.append(playbook)
                 continue
             fact = self._fact(clause, holder, episode, state, harsh=harsh)
             if fact is not None:
