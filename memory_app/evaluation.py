@@ -36,6 +36,7 @@ from django.db.models.signals import post_save
 from django.test.utils import override_settings
 
 from memory_app import services
+from memory_app.consolidation.services import consolidate_all
 from memory_app.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
 from memory_app.selectors import memory_recall
@@ -273,8 +274,12 @@ def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
 
 
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 2,
-                    log: Callable[[str], None] = print) -> dict[str, Any]:
+                    log: Callable[[str], None] = print, consolidate: bool = False,
+                    extractor: str | None = None) -> dict[str, Any]:
+    """``consolidate``: consolidate each conversation first and recall over turns and facts
+    together; R@k still counts evidence turns only (facts must not push them out)."""
     scores = Scores()
+    types = ["episodic", "semantic"] if consolidate else ["episodic"]
     with sandbox():
         tenant = Tenant.objects.create(slug=scratch_slug("locomo"), name="LoCoMo")
         for path in paths:
@@ -286,6 +291,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 2,
             services.episodes_import(subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()}
                                                                 for e in episodes])
             now = max(e["occurred_at"] for e in episodes)
+            if consolidate:
+                log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
             asked = 0
             for q in data["qa"]:
                 if q.get("category") not in (1, 2, 3, 4):
@@ -293,7 +300,7 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 2,
                 expected = locomo_evidence(conversation, q.get("evidence") or [])
                 if not expected:
                     continue
-                results = memory_recall(subject=subject, query=q["question"], k=k, types=["episodic"],
+                results = memory_recall(subject=subject, query=q["question"], k=k, types=types,
                                         record_use=False, now=now)
                 scores.add(f"category {q['category']}", _question_scores([r["id"] for r in results], expected))
                 asked += 1

@@ -104,3 +104,69 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.token_id}:{self.key} {self.method} {self.path} -> {self.status_code}"
+
+
+class ConsolidationRun(models.Model):
+    """One consolidation of one end-user: what it read, wrote and dropped.
+
+    Holds ids and counts, never memory text (a forget must leave nothing behind here); a dry
+    run's proposals go to its caller only.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        DRY_RUN = "dry_run"  # proposed changes returned to the caller, nothing written
+
+    class Trigger(models.TextChoices):
+        API = "api"
+        SCHEDULE = "schedule"
+        ADMIN = "admin"
+        INSPECTOR = "inspector"
+        EVAL = "eval"
+        MANUAL = "manual"
+
+    subject = models.ForeignKey("tenants.Subject", on_delete=models.CASCADE, related_name="consolidation_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
+    extractor = models.CharField(max_length=20)
+    extractor_version = models.CharField(max_length=50, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    episodes_read = models.PositiveIntegerField(default=0)
+    candidates = models.PositiveIntegerField(default=0)
+    candidates_dropped = models.PositiveIntegerField(default=0)  # not grounded in their episodes
+    facts_created = models.PositiveIntegerField(default=0)
+    facts_merged = models.PositiveIntegerField(default=0)
+    facts_superseded = models.PositiveIntegerField(default=0)
+    facts_unchanged = models.PositiveIntegerField(default=0)
+    facts_flagged = models.PositiveIntegerField(default=0)  # every supporting episode forgotten
+    playbooks_created = models.PositiveIntegerField(default=0)
+    outcomes_recorded = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Ids only: facts/playbooks written or changed, superseded ids, drop reasons by count.
+    details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["subject", "-created_at"], name="consolidation_run_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} consolidation #{self.pk} ({self.status})"
+
+
+class ConsolidationLease(models.Model):
+    """Per end-user: at most one consolidation writes at a time. A lease past ``expires_at`` is
+    free (its holder died); a redelivered task takes over its own lease at once (same holder)."""
+
+    subject = models.OneToOneField("tenants.Subject", on_delete=models.CASCADE, primary_key=True,
+                                   related_name="+")
+    holder = models.CharField(max_length=64, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)

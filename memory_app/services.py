@@ -500,21 +500,27 @@ _OUTCOME_IDS_KEPT = 100
 
 
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
-                            refined_steps: str | None = None, operation_id: str | None = None) -> dict[str, Any]:
+                            refined_steps: str | None = None, operation_id: str | None = None,
+                            episode_id: str | None = None) -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps.
 
-    Increments are exact under concurrency (optimistic concurrency control, retried). With an
-    ``operation_id`` (fixed when the write was accepted), the outcome counts once however often
-    it is applied: the playbook keeps the ids of its last outcomes and a repeat is a no-op.
+    Increments are exact under concurrency (optimistic concurrency control, retried). The count is
+    idempotent when the outcome is identified: by ``operation_id`` (fixed when the write was
+    accepted; the playbook keeps the ids of its last outcomes) or by ``episode_id`` (the episode
+    that reported it, from consolidation; it joins ``supporting_episode_ids``). A repeat is a no-op.
     """
     outcome_success_validate(success)
     refined = clean_text(refined_steps, field="refined_steps") if refined_steps is not None else None
+    if episode_id is not None:
+        episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
     writer, _prefix = write_target(tenant=subject.tenant)
     for _attempt in range(20):
         visible = visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
         src = visible.source
         applied = src.get("outcome_ids") or []
-        if operation_id is not None and operation_id in applied:
+        supporting = list(src.get("supporting_episode_ids") or [])
+        if (operation_id is not None and operation_id in applied) or \
+                (episode_id is not None and episode_id in supporting):
             return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}}
         now = _now().isoformat()
         update: dict[str, Any] = (
@@ -525,6 +531,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
             update["refined_steps"] = refined
         if operation_id is not None:
             update["outcome_ids"] = [*applied, operation_id][-_OUTCOME_IDS_KEPT:]
+        if episode_id is not None:
+            update["supporting_episode_ids"] = [*supporting, episode_id]
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh="wait_for")
@@ -533,6 +541,53 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
     raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
                    code="concurrent_update")
+
+
+def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str], confidence_step: float = 0.05,
+                     metadata: dict | None = None) -> tuple[dict[str, Any], bool]:
+    """Add supporting episodes to one of the subject's current facts (a near-duplicate was seen
+    again): their ids join ``supporting_episode_ids`` and confidence rises by ``confidence_step``
+    (capped at 1). Idempotent: episodes already supporting the fact change nothing. ``metadata``
+    keys are merged into the fact's metadata. Returns (the fact, whether it changed).
+    Raises NotFound if the fact is not the subject's.
+    """
+    ids = clean_ids(episode_ids, field="supporting_episode_ids", limit=1000)
+    writer = writer_es_client()
+    for _attempt in range(20):
+        visible = visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC])
+        src = visible.source
+        supporting = list(src.get("supporting_episode_ids") or [])
+        new = [i for i in ids if i not in supporting]
+        merged_metadata = {**(src.get("metadata") or {}), **(metadata or {})}
+        if not new and merged_metadata == (src.get("metadata") or {}):
+            return {"id": visible.id, **src}, False
+        update: dict[str, Any] = {"metadata": clean_metadata(merged_metadata)}
+        if new:
+            update["supporting_episode_ids"] = [*supporting, *new][-1000:]
+            update["confidence"] = min(1.0, float(src.get("confidence") or 0.0) + confidence_step * len(new))
+        try:
+            writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
+                          if_primary_term=visible.primary_term, refresh="wait_for")
+        except ConflictError:
+            continue
+        return {"id": visible.id, **src, **update}, True
+    raise Conflict("the fact is being updated too often; retry", details={"id": memory_id})
+
+
+def supersession_complete(*, subject: Subject, memory_id: str, memory_type: MemoryType) -> int:
+    """Finish a supersession whose new document landed but whose old documents were not marked
+    (the writer died in between): every id in the new document's ``supersedes`` gets it in its
+    ``superseded_by``. Idempotent; returns how many old documents were marked now."""
+    new = visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
+    old_ids = list(new.source.get("supersedes") or [])
+    old = visible_documents(subject=subject, ids=old_ids, types=[memory_type])
+    writer = writer_es_client()
+    marked = 0
+    for visible in old.values():
+        if memory_id not in (visible.source.get("superseded_by") or []):
+            _mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id, now=_now())
+            marked += 1
+    return marked
 
 
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) -> None:

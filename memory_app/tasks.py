@@ -1,9 +1,18 @@
-"""Outbox replay and idempotency-record expiry. Thin: the work is in memory_app.outbox and the API."""
+"""Outbox replay, idempotency-record expiry and consolidation. Thin: the work is in the services."""
+
+import logging
 
 from celery import shared_task
 
 from memory_app.api.idempotency import idempotency_purge
+from memory_app.consolidation.services import consolidation_dispatch as consolidation_dispatch_service
+from memory_app.consolidation.services import consolidation_run
+from memory_app.errors import EngramError
+from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
+from tenants.models import Subject
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(ignore_result=True)
@@ -16,3 +25,23 @@ def replay_outbox() -> dict:
 @shared_task(ignore_result=True)
 def purge_idempotency_records() -> int:
     return idempotency_purge()
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def consolidate_subject(self, subject_id: int, run_id: int | None = None, extractor: str | None = None) -> None:
+    """Consolidate one end-user. Acknowledged only when done: a worker killed mid-run gets the
+    task again (same task id, which takes its lease back at once); the rerun's writes upsert."""
+    subject = Subject.objects.select_related("tenant").filter(pk=subject_id).first()
+    if subject is None:
+        return  # erased meanwhile
+    try:
+        consolidation_run(subject=subject, run_id=run_id, extractor=extractor, holder=self.request.id,
+                          trigger=ConsolidationRun.Trigger.SCHEDULE)
+    except EngramError as exc:  # recorded on the run; the next beat tick tries again
+        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)
+
+
+@shared_task(ignore_result=True)
+def consolidation_dispatch() -> int:
+    """Queue runs for end-users with enough waiting episodes, or quiet for long enough."""
+    return consolidation_dispatch_service()

@@ -38,9 +38,12 @@ from memory_app.api.serializers import (
     WriteResultSerializer,
     write_status,
 )
+from memory_app.consolidation import selectors as consolidation_selectors
+from memory_app.consolidation import services as consolidation
+from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.errors import NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType
-from memory_app.models import OutboxEntry
+from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
@@ -441,6 +444,79 @@ class EpisodesImportApi(BaseApi):
         background = len(episodes) > settings.ENGRAM_API_IMPORT_SYNC_MAX
         submitted = self.submit(request, external_id, Op.IMPORT, {"episodes": episodes}, background=background)
         return self.written(submitted, {"ids": [e["memory_id"] for e in episodes]}, self.OutputSerializer)
+
+
+# ---------------------------------------------------------------- consolidation
+
+
+class ConsolidationRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    trigger = serializers.CharField()
+    extractor = serializers.CharField()
+    extractor_version = serializers.CharField()
+    episodes_read = serializers.IntegerField()
+    candidates = serializers.IntegerField()
+    candidates_dropped = serializers.IntegerField(help_text="not grounded in their supporting episodes")
+    facts_created = serializers.IntegerField()
+    facts_merged = serializers.IntegerField()
+    facts_superseded = serializers.IntegerField()
+    facts_unchanged = serializers.IntegerField()
+    facts_flagged = serializers.IntegerField(help_text="facts whose every supporting episode was forgotten")
+    playbooks_created = serializers.IntegerField()
+    outcomes_recorded = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConsolidationCreateApi(BaseApi):
+    """Consolidate the end-user's waiting episodes: queued on Celery (202, poll the run), or with
+    ``dry_run`` run here and answered with the proposed changes, writing nothing."""
+
+    scopes = {"post": WRITE}
+
+    class InputSerializer(serializers.Serializer):
+        dry_run = serializers.BooleanField(required=False, default=False)
+        extractor = serializers.ChoiceField(choices=list(EXTRACTORS), required=False, allow_null=True,
+                                            help_text="default: the server's ENGRAM_CONSOLIDATION_EXTRACTOR")
+
+    class OutputSerializer(serializers.Serializer):
+        run = ConsolidationRunSerializer()
+        changes = serializers.ListField(child=serializers.DictField(), allow_null=True,
+                                        help_text="dry run: each proposed change (create, merge, supersede, "
+                                                  "playbook, drop); null otherwise")
+
+    @extend_schema(operation_id="consolidation_create", summary="Consolidate an end-user's episodes into facts",
+                   request=InputSerializer,
+                   responses=documented({202: OutputSerializer, 200: OutputSerializer}, write=True),
+                   parameters=[EXTERNAL_ID])
+    def post(self, request: Request, external_id: str) -> Response:
+        data = self.validated(self.InputSerializer, request.data)
+        subject = self.subject(request, external_id)
+        if data["dry_run"]:
+            result = consolidation.consolidation_run(subject=subject, extractor=data.get("extractor"), dry_run=True,
+                                                     trigger=ConsolidationRun.Trigger.API)
+            return Response(self.OutputSerializer({"run": result.run, "changes": result.changes}).data)
+        run = consolidation.consolidation_request(subject=subject, extractor=data.get("extractor"))
+        headers = {"Location": reverse("api:consolidation-get", kwargs={"external_id": subject.external_id,
+                                                                        "run_id": run.pk})}
+        return Response(self.OutputSerializer({"run": run, "changes": None}).data, status=202, headers=headers)
+
+
+class ConsolidationGetApi(BaseApi):
+    scopes = {"get": READ}
+
+    @extend_schema(operation_id="consolidation_get", summary="One consolidation run of the end-user",
+                   responses=documented({200: ConsolidationRunSerializer}),
+                   parameters=[EXTERNAL_ID, OpenApiParameter("run_id", int, OpenApiParameter.PATH)])
+    def get(self, request: Request, external_id: str, run_id: int) -> Response:
+        run = consolidation_selectors.consolidation_run_get(subject=self.subject(request, external_id), run_id=run_id)
+        return Response(ConsolidationRunSerializer(run).data)
 
 
 # ---------------------------------------------------------------- tenant-wide

@@ -21,6 +21,8 @@ urlpatterns = [
     path(f"{_subject}/playbooks/<str:memory_id>/outcome", apis.PlaybookOutcomeApi.as_view(),
          name="playbook-outcome"),
     path(f"{_subject}/episodes:import", apis.EpisodesImportApi.as_view(), name="episodes-import"),
+    path(f"{_subject}/consolidate", apis.ConsolidationCreateApi.as_view(), name="consolidation-create"),
+    path(f"{_subject}/consolidations/<int:run_id>", apis.ConsolidationGetApi.as_view(), name="consolidation-get"),
     path("catalog/entries", apis.CatalogEntryCreateApi.as_view(), name="catalog-entry-create"),
     path("operations/<uuid:uid>", apis.OperationGetApi.as_view(), name="operation-get"),
     re_path(r"^.*$", apis.NotFoundApi.as_view(), name="not-found"),

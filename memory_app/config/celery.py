@@ -16,5 +16,6 @@ def _prepare_filesystem_broker(sender, **kwargs):
     # The embedded filesystem transport needs its folders to exist before it can connect.
     from django.conf import settings  # not sender.conf: reading it inside on_configure recurses
 
-    for folder in settings.CELERY_BROKER_TRANSPORT_OPTIONS.values():
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    if settings.CELERY_BROKER_URL.startswith("filesystem"):
+        for folder in settings.CELERY_BROKER_TRANSPORT_OPTIONS.values():
+            Path(folder).mkdir(parents=True, exist_ok=True)

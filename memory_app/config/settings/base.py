@@ -276,3 +276,35 @@ CELERY_BEAT_SCHEDULE |= {
     "memory_app.purge-idempotency": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
 }
 # ---- end api (issue 5)
+
+# ---- consolidation (issue 12)
+# Extractor: "rules" (offline, deterministic) or "llm" (an OpenAI-compatible chat-completions endpoint).
+ENGRAM_CONSOLIDATION_EXTRACTOR = env.str("ENGRAM_CONSOLIDATION_EXTRACTOR", default="rules")
+ENGRAM_CONSOLIDATION_MAX_EPISODES = env.int("ENGRAM_CONSOLIDATION_MAX_EPISODES", default=500)  # per run
+ENGRAM_CONSOLIDATION_CONTEXT_EPISODES = env.int("ENGRAM_CONSOLIDATION_CONTEXT_EPISODES", default=20)
+# Beat: consolidate an end-user once N episodes wait, or once the newest waiting one is T minutes old.
+ENGRAM_CONSOLIDATION_AFTER_EPISODES = env.int("ENGRAM_CONSOLIDATION_AFTER_EPISODES", default=20)
+ENGRAM_CONSOLIDATION_QUIET_MINUTES = env.float("ENGRAM_CONSOLIDATION_QUIET_MINUTES", default=30)
+ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS = env.int("ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS", default=60)
+ENGRAM_CONSOLIDATION_LEASE_SECONDS = env.int("ENGRAM_CONSOLIDATION_LEASE_SECONDS", default=900)
+# Dedup: a candidate merges into a current fact when cosine >= this and the words agree (and no number or
+# date differs); starting confidence of extracted facts and the rise per extra supporting episode.
+ENGRAM_CONSOLIDATION_DUPLICATE_COSINE = env.float("ENGRAM_CONSOLIDATION_DUPLICATE_COSINE", default=0.88)
+ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL = env.float("ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL", default=85.0)
+ENGRAM_CONSOLIDATION_NEIGHBOURS = env.int("ENGRAM_CONSOLIDATION_NEIGHBOURS", default=10)
+ENGRAM_CONSOLIDATION_CONFIDENCE_STEP = env.float("ENGRAM_CONSOLIDATION_CONFIDENCE_STEP", default=0.05)
+ENGRAM_LLM_URL = env.str("ENGRAM_LLM_URL", default="")  # e.g. http://localhost:8000/v1
+ENGRAM_LLM_MODEL = env.str("ENGRAM_LLM_MODEL", default="")
+ENGRAM_LLM_API_KEY = env.str("ENGRAM_LLM_API_KEY", default="")
+ENGRAM_LLM_TIMEOUT = env.float("ENGRAM_LLM_TIMEOUT", default=60.0)
+ENGRAM_LLM_MAX_RETRIES = env.int("ENGRAM_LLM_MAX_RETRIES", default=3)
+ENGRAM_LLM_BACKOFF_SECONDS = env.float("ENGRAM_LLM_BACKOFF_SECONDS", default=1.0)
+ENGRAM_LLM_MAX_BACKOFF_SECONDS = env.float("ENGRAM_LLM_MAX_BACKOFF_SECONDS", default=30.0)
+if CELERY_BROKER_URL.startswith("redis"):
+    # A task of a worker that died unacknowledged is delivered again after this long.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("ENGRAM_CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_BEAT_SCHEDULE |= {
+    "memory_app.consolidation-dispatch": {"task": "memory_app.tasks.consolidation_dispatch",
+                                          "schedule": float(ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS)},
+}
+# ---- end consolidation (issue 12)

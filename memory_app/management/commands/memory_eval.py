@@ -5,9 +5,11 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from memory_app.consolidation.evaluation import evaluate_consolidation
 from memory_app.evaluation import evaluate_fixture, evaluate_locomo, format_table
 
 DEFAULT_CORPUS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "eval_corpus.json"
+CONSOLIDATION_CORPUS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "consolidation_corpus.json"
 
 
 class Command(BaseCommand):
@@ -28,12 +30,34 @@ class Command(BaseCommand):
         parser.add_argument("--context-turns", type=int, default=2,
                             help="LoCoMo: how many preceding turns of the session each episode carries as context")
         parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+        parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
+                            help="score consolidation on its labelled fixture (default: tests/fixtures/"
+                                 "consolidation_corpus.json)")
+        parser.add_argument("--extractor", choices=["rules", "llm"], default=None,
+                            help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
+        parser.add_argument("--consolidate", action="store_true",
+                            help="LoCoMo: consolidate each conversation first and recall over turns + facts")
 
-    def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool, **options):
+    def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
+               consolidation=None, extractor=None, consolidate=False, **options):
         started = time.monotonic()
+        if consolidation:
+            report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
+            self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "
+                              f"{time.monotonic() - started:.0f}s")
+            for key, value in report.items():
+                if key not in ("counts", "runs", "extractor"):
+                    self.stdout.write(f"  {key:<30}{value}")
+            self.stdout.write(f"  counts {report['counts']}")
+            self.stdout.write(f"  runs   {report['runs']}")
+            if json:
+                self.stdout.write(_json(report))
+            return
         if locomo:
-            summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write)
-            self.stdout.write(f"LoCoMo evidence recall ({', '.join(p.name for p in locomo)}), "
+            summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write,
+                                      consolidate=consolidate, extractor=extractor)
+            self.stdout.write(f"LoCoMo evidence recall{' (turns + consolidated facts)' * consolidate} "
+                              f"({', '.join(p.name for p in locomo)}), "
                               f"{time.monotonic() - started:.0f}s")
             self.stdout.write(format_table(summary, metrics=("R@5", "R@10")))
             if json:

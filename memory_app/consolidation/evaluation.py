@@ -1,0 +1,140 @@
+"""Consolidation quality on a labelled fixture (tests/fixtures/consolidation_corpus.json), run
+through the real services against the real cluster, in the eval sandbox.
+
+Each persona's user turns are imported as episodes (the turn ids are the episode ids), then
+consolidated until nothing waits. Every fact consolidation wrote (current or superseded) is
+matched to at most one gold fact: it must cite one of the gold fact's turns and contain its
+value (fuzzy, rapidfuzz partial ratio >= 90 after normalisation). Figures:
+
+- extraction precision: written facts matching a gold fact / written facts;
+- extraction recall: gold facts matched / gold facts;
+- duplicate-merge precision: merged-in episodes (support beyond a fact's first episode) that
+  are turns of the same gold fact / merged-in episodes; merge recall: restated gold facts whose
+  written fact cites every restating turn;
+- contradiction detection rate: gold supersessions (old → new) where the fact written for the
+  new one supersedes the fact written for the old one; "kind" also requires natural/harsh to match;
+- false supersessions: supersession links written that no gold supersession accounts for;
+- playbook outcomes: per gold playbook, whether a playbook with that trigger exists with the
+  gold success/failure counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from memory_app import services
+from memory_app.consolidation.resolve import normalise
+from memory_app.consolidation.services import consolidate_all
+from memory_app.evaluation import sandbox
+from memory_app.selectors import subject_export
+from tenants import services as tenant_services
+from tenants.models import Tenant
+
+
+def _value_in(value: str, text: str) -> bool:
+    return fuzz.partial_ratio(normalise(value), normalise(text)) >= 90
+
+
+def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Callable[[str], None] = print
+                           ) -> dict[str, Any]:
+    corpus = json.loads(path.read_text())
+    totals: dict[str, float] = {k: 0 for k in (
+        "written", "written_matched", "gold", "gold_matched", "merged_in", "merged_in_correct", "restated",
+        "restated_merged", "contradictions", "detected", "detected_kind", "links", "false_links", "playbooks",
+        "playbooks_exact", "playbooks_found")}
+    run_totals: dict[str, int] = {}
+    with sandbox():
+        tenant = Tenant.objects.create(slug="consolidation-eval", name="Consolidation eval")
+        for persona in corpus["personas"]:
+            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
+                                                            actor="eval")
+            services.episodes_import(subject=subject, episodes=[
+                {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}
+                for t in persona["turns"]])
+            for key, value in consolidate_all(subject=subject, extractor=extractor).items():
+                run_totals[key] = run_totals.get(key, 0) + value
+            memories = subject_export(subject=subject)["memories"]
+            written = [f for f in memories["semantic"] if f.get("source") == "consolidation"]
+            _score_persona(persona, written, memories["procedural"], totals)
+            log(f"  {persona['external_id']}: {len(persona['turns'])} turns, {len(written)} facts written")
+
+    def ratio(a: str, b: str) -> float:
+        return round(totals[a] / totals[b], 3) if totals[b] else 0.0
+
+    return {
+        "extractor": extractor or "default",
+        "extraction_precision": ratio("written_matched", "written"),
+        "extraction_recall": ratio("gold_matched", "gold"),
+        "merge_precision": ratio("merged_in_correct", "merged_in"),
+        "merge_recall": ratio("restated_merged", "restated"),
+        "contradiction_detection_rate": ratio("detected", "contradictions"),
+        "contradiction_kind_rate": ratio("detected_kind", "contradictions"),
+        "false_supersessions": int(totals["false_links"]),
+        "supersession_links": int(totals["links"]),
+        "playbook_outcomes_exact": ratio("playbooks_exact", "playbooks"),
+        "playbooks_found": ratio("playbooks_found", "playbooks"),
+        "counts": {k: int(v) for k, v in totals.items()},
+        "runs": run_totals,
+    }
+
+
+def _score_persona(persona: dict, written: list[dict], playbooks: list[dict], totals: dict[str, float]) -> None:
+    gold = persona["facts"]
+    # Greedy one-to-one matching, best textual agreement first.
+    pairs = []
+    for w in written:
+        support = set(w.get("supporting_episode_ids") or [])
+        for g in gold:
+            if support & set(g["turns"]) and _value_in(g["value"], w["text"]):
+                pairs.append((fuzz.token_set_ratio(normalise(g["text"]), normalise(w["text"])), w["id"], g["key"]))
+    gold_of: dict[str, str] = {}
+    written_of: dict[str, str] = {}
+    for _, wid, gkey in sorted(pairs, reverse=True):
+        if wid not in gold_of and gkey not in written_of:
+            gold_of[wid], written_of[gkey] = gkey, wid
+    by_key = {g["key"]: g for g in gold}
+    totals["written"] += len(written)
+    totals["written_matched"] += len(gold_of)
+    totals["gold"] += len(gold)
+    totals["gold_matched"] += len(written_of)
+
+    for w in written:
+        support = list(w.get("supporting_episode_ids") or [])
+        extra = support[1:]
+        totals["merged_in"] += len(extra)
+        g = by_key.get(gold_of.get(w["id"], ""))
+        totals["merged_in_correct"] += sum(1 for e in extra if g and e in g["turns"])
+    for g in gold:
+        if len(g["turns"]) > 1:
+            totals["restated"] += 1
+            wid = written_of.get(g["key"])
+            w = next((x for x in written if x["id"] == wid), None)
+            totals["restated_merged"] += bool(w and set(g["turns"]) <= set(w.get("supporting_episode_ids") or []))
+
+    written_by_id = {w["id"]: w for w in written}
+    for g in gold:
+        if "supersedes" not in g:
+            continue
+        totals["contradictions"] += 1
+        new, old = written_of.get(g["key"]), written_of.get(g["supersedes"])
+        if new and old and old in (written_by_id[new].get("supersedes") or []):
+            totals["detected"] += 1
+            totals["detected_kind"] += written_by_id[new].get("contradiction") == g["contradiction"]
+    for w in written:
+        for old in w.get("supersedes") or []:
+            totals["links"] += 1
+            new_gold, old_gold = by_key.get(gold_of.get(w["id"], "")), gold_of.get(old)
+            if not (new_gold and old_gold and new_gold.get("supersedes") == old_gold):
+                totals["false_links"] += 1
+
+    for gp in persona["playbooks"]:
+        totals["playbooks"] += 1
+        match = [p for p in playbooks if fuzz.token_set_ratio(normalise(gp["trigger"]), normalise(p["trigger"])) >= 80]
+        totals["playbooks_found"] += bool(match)
+        totals["playbooks_exact"] += any((p.get("success_count"), p.get("failure_count")) ==
+                                         (gp["success"], gp["failure"]) for p in match)

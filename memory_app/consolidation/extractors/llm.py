@@ -1,0 +1,197 @@
+"""Extraction through any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp
+server, hosted APIs), over httpx.
+
+The model answers one JSON object, validated against a schema (pydantic); episode ids it cites
+must be among the ones it was given. Timeouts, and 429/5xx answers, are retried a bounded number
+of times with exponential backoff (honouring Retry-After); a malformed or empty answer is asked
+once more. Anything still wrong raises ExtractorFailed: the run fails and nothing is written.
+Token use is summed over every attempt from the answers' ``usage``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Literal
+
+import httpx
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .base import Episode, Extraction, ExtractorFailed, FactCandidate, PlaybookCandidate
+
+log = logging.getLogger(__name__)
+
+PROMPT_VERSION = "consolidation-llm-1"
+SYSTEM_PROMPT = """You distil a user's conversation turns into long-term memory. Prompt version: {version}.
+
+You get JSON: "episodes" (new turns, each with an id) and "context" (earlier turns of the same sessions,
+for understanding only: never cite them alone). Answer with ONE JSON object and nothing else:
+{{"facts": [{{"text": str, "slot": str|null, "value": str|null, "change": "natural"|"harsh"|null,
+             "supporting_episode_ids": [str, ...], "confidence": number 0..1}}],
+  "playbooks": [{{"trigger": str, "steps": str, "outcome": "success"|"failure"|null,
+                 "outcome_episode_id": str|null, "supporting_episode_ids": [str, ...]}}]}}
+Rules:
+- Only durable facts about the user stated by the user (attributes, preferences, relationships, work, home).
+  Use the user's own words; never add facts that are not in the cited episodes.
+- "slot" names a single-valued attribute in snake_case (home_city, employer, favourite_color) so a later value
+  can replace an earlier one; null when the fact is not single-valued.
+- "change": "natural" when the turn says the value changed (moved, new job, no longer), "harsh" when the user
+  corrects something said before ("actually, it's ..."), else null.
+- Playbooks: a problem, the steps the user took, and whether they reported that it worked (success) or is still
+  broken (failure).
+- Nothing to extract: {{"facts": [], "playbooks": []}}."""
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: str = Field(min_length=1, max_length=2000)
+    slot: str | None = Field(default=None, max_length=200)
+    value: str | None = Field(default=None, max_length=500)
+    change: Literal["natural", "harsh"] | None = None
+    supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+
+
+class _Playbook(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    trigger: str = Field(min_length=1, max_length=2000)
+    steps: str = Field(min_length=1, max_length=4000)
+    outcome: Literal["success", "failure"] | None = None
+    outcome_episode_id: str | None = None
+    supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    facts: list[_Fact] = Field(default_factory=list, max_length=500)
+    playbooks: list[_Playbook] = Field(default_factory=list, max_length=100)
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, *, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
+
+
+class LlmExtractor:
+    name = "llm"
+    version = PROMPT_VERSION
+
+    def __init__(self, *, url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 timeout: float | None = None, max_retries: int | None = None, backoff: float | None = None):
+        self.url = (url or settings.ENGRAM_LLM_URL).rstrip("/")
+        self.model = model or settings.ENGRAM_LLM_MODEL
+        self.api_key = api_key if api_key is not None else settings.ENGRAM_LLM_API_KEY
+        self.timeout = timeout or settings.ENGRAM_LLM_TIMEOUT
+        self.max_retries = settings.ENGRAM_LLM_MAX_RETRIES if max_retries is None else max_retries
+        self.backoff = settings.ENGRAM_LLM_BACKOFF_SECONDS if backoff is None else backoff
+
+    def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
+        out = Extraction()
+        if not episodes:
+            return out
+        given = {e.id for e in episodes}
+        payload = {
+            "model": self.model,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT.format(version=PROMPT_VERSION)},
+                {"role": "user", "content": json.dumps({
+                    "episodes": [_episode_json(e) for e in episodes if e.role == "user"],
+                    "context": [_episode_json(e) for e in context if e.role == "user"]})},
+            ],
+        }
+        answer = self._ask(payload, out)
+        for fact in answer.facts:
+            ids = tuple(dict.fromkeys(i for i in fact.supporting_episode_ids if i in given))
+            if not ids:
+                continue  # cites nothing it was given: ungrounded by construction
+            out.facts.append(FactCandidate(text=fact.text.strip(), episode_ids=ids, slot=fact.slot or None,
+                                           value=fact.value, change=fact.change, confidence=fact.confidence))
+        for playbook in answer.playbooks:
+            ids = tuple(dict.fromkeys(i for i in playbook.supporting_episode_ids if i in given))
+            outcome_id = playbook.outcome_episode_id if playbook.outcome_episode_id in given else None
+            if not ids:
+                continue
+            outcome = None if playbook.outcome is None or outcome_id is None else playbook.outcome == "success"
+            out.playbooks.append(PlaybookCandidate(trigger=playbook.trigger.strip(), steps=playbook.steps.strip(),
+                                                   episode_ids=ids, outcome=outcome, outcome_episode_id=outcome_id))
+        return out
+
+    def _ask(self, payload: dict, out: Extraction) -> _Answer:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        malformed_left = 1
+        attempt = 0
+        with httpx.Client(timeout=self.timeout, headers=headers) as client:
+            while True:
+                attempt += 1
+                try:
+                    content = self._post(client, payload, out)
+                    return _parse(content)
+                except _Retryable as exc:
+                    if attempt > self.max_retries:
+                        raise ExtractorFailed(f"the LLM endpoint kept failing: {exc}",
+                                              details={"attempts": attempt}, code="llm_unavailable") from None
+                    delay = exc.wait if exc.wait is not None else self.backoff * 2 ** (attempt - 1)
+                    log.warning("LLM extraction attempt %d failed (%s); retrying in %.2fs", attempt, exc, delay)
+                    time.sleep(min(delay, settings.ENGRAM_LLM_MAX_BACKOFF_SECONDS))
+                except ExtractorFailed as exc:
+                    if exc.code != "llm_bad_answer" or malformed_left == 0:
+                        raise
+                    malformed_left -= 1
+                    log.warning("LLM answer unusable (%s); asking once more", exc.message)
+
+    def _post(self, client: httpx.Client, payload: dict, out: Extraction) -> str:
+        try:
+            response = client.post(f"{self.url}/chat/completions", json=payload)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timeout ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"transport error ({type(exc).__name__})") from None
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Retryable(f"HTTP {response.status_code}", wait=_retry_after(response))
+        if response.status_code >= 400:
+            raise ExtractorFailed(f"the LLM endpoint refused the request (HTTP {response.status_code})",
+                                  details={"status": response.status_code}, code="llm_refused")
+        try:
+            body = response.json()
+        except ValueError:
+            raise ExtractorFailed("the LLM endpoint answered something that is not JSON",
+                                  code="llm_bad_answer") from None
+        usage = (body.get("usage") if isinstance(body, dict) else None) or {}
+        out.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        out.completion_tokens += int(usage.get("completion_tokens") or 0)
+        try:
+            content = body["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise ExtractorFailed("the LLM answer has no message content", code="llm_bad_answer") from None
+        if not isinstance(content, str) or not content.strip():
+            raise ExtractorFailed("the LLM answer is empty", code="llm_bad_answer")
+        return content
+
+
+def _parse(content: str) -> _Answer:
+    text = content.strip()
+    if text.startswith("```"):  # some servers wrap JSON mode answers in a fence
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        return _Answer.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ExtractorFailed(f"the LLM answer does not match the schema: {first['msg']} at "
+                              f"{'.'.join(map(str, first['loc'])) or 'top level'}", code="llm_bad_answer") from None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _episode_json(e: Episode) -> dict:
+    return {"id": e.id, "text": e.text, "occurred_at": e.occurred_at, "session_id": e.session_id}

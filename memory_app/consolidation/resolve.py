@@ -1,0 +1,202 @@
+"""Resolution: what each grounded candidate does to what is stored.
+
+For a fact candidate, against the end-user's current facts near it (kNN + BM25 neighbours,
+plus the facts this run already wrote):
+- same slot, same value (or, without a slot, nearly the same words, cosine >= threshold and no
+  number or date that differs) → merge: the candidate's episodes join the fact's support;
+- same slot, another value, or the fact holds the value the candidate says was replaced
+  ("switched from X to Y") → supersede it: ``harsh`` for an explicit correction, else ``natural``;
+- otherwise → create. Facts about different things (different slots, or no slot and different
+  words) never touch each other.
+For a playbook candidate: a playbook with a matching trigger gets the outcome counted; with
+none, a success proposes a new playbook (then counts it); a failure alone proposes nothing.
+
+Ids of what consolidation creates derive from the end-user and the candidate (text and
+supporting episodes), so a rerun after a crash proposes the same ids and its writes upsert.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dateutil import parser as date_parser
+from django.conf import settings
+from rapidfuzz import fuzz
+
+from memory_app.consolidation.extractors import FactCandidate, PlaybookCandidate
+from memory_app.consolidation.extractors.rules import infer_slot
+
+_MONTHS = {m: n for n, names in enumerate([("jan", "january"), ("feb", "february"), ("mar", "march"),
+                                           ("apr", "april"), ("may",), ("jun", "june"), ("jul", "july"),
+                                           ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"),
+                                           ("nov", "november"), ("dec", "december")], start=1) for m in names}
+_DEFAULT_DATE = datetime(1900, 1, 1)
+
+
+def deterministic_id(kind: str, scope: dict[str, str], *parts: str) -> str:
+    digest = hashlib.sha256("\x1f".join([kind, scope["tenant_id"], scope["user_id"], *parts]).encode()).hexdigest()
+    return f"c{kind[0]}{digest[:30]}"
+
+
+def fact_id(scope: dict[str, str], candidate: FactCandidate) -> str:
+    return deterministic_id("fact", scope, normalise(candidate.text), *sorted(candidate.episode_ids))
+
+
+def playbook_id(scope: dict[str, str], candidate: PlaybookCandidate) -> str:
+    return deterministic_id("playbook", scope, normalise(candidate.trigger), normalise(candidate.steps),
+                            *sorted(candidate.episode_ids))
+
+
+def normalise(text: str) -> str:
+    text = text.lower().replace("favorite", "favourite").replace("color", "colour")
+    text = re.sub(r"\b(?:a|an|the|my|user|user's)\b", " ", text)
+    return re.sub(r"[^\w]+", " ", text).strip()
+
+
+def quantities(text: str) -> set[str]:
+    """Numbers and month names in a text, normalised ("3rd" → 3, "March" → m3): two facts that
+    differ here are never duplicates of each other."""
+    out = {n.lstrip("0") or "0" for n in re.findall(r"\d+(?:[.,:]\d+)*", text)}
+    out |= {f"m{_MONTHS[w]}" for w in re.findall(r"[a-z]+", text.lower()) if w in _MONTHS and w != "may"}
+    return out
+
+
+def same_value(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return False
+    na, nb = normalise(a), normalise(b)
+    if quantities(a) != quantities(b):
+        return _same_date(a, b)
+    if na == nb or fuzz.ratio(na, nb) >= 90:
+        return True
+    return _same_date(a, b)
+
+
+def _same_date(a: str, b: str) -> bool:
+    # "March 3rd, 1990" and "3 March 1990" are the same date written differently.
+    if not (quantities(a) & {f"m{n}" for n in range(1, 13)}) or not (quantities(b) & {f"m{n}" for n in range(1, 13)}):
+        return False
+    try:
+        return date_parser.parse(a, fuzzy=True, default=_DEFAULT_DATE) == \
+            date_parser.parse(b, fuzzy=True, default=_DEFAULT_DATE)
+    except (ValueError, OverflowError):
+        return False
+
+
+@dataclass
+class StoredFact:
+    id: str
+    text: str
+    slot: str | None
+    value: str | None
+    cosine: float = 0.0  # similarity to the candidate being resolved (kNN), 0 when unknown
+    supporting_episode_ids: list[str] = field(default_factory=list)
+    in_run: bool = False
+
+    @classmethod
+    def from_source(cls, memory_id: str, source: dict[str, Any]) -> StoredFact:
+        meta = (source.get("metadata") or {}).get("consolidation") or {}
+        slot, value = (meta.get("slot"), meta.get("value")) if meta.get("slot") else infer_slot(source["text"])
+        return cls(id=memory_id, text=source["text"], slot=slot, value=value,
+                   supporting_episode_ids=list(source.get("supporting_episode_ids") or []))
+
+
+@dataclass
+class FactAction:
+    kind: str  # create | merge | supersede | exists
+    candidate: FactCandidate
+    memory_id: str  # the new fact (create, supersede, exists) or the fact merged into (merge)
+    supersedes: list[str] = field(default_factory=list)
+    contradiction: str = "natural"
+    target_text: str | None = None  # merge: the fact merged into; supersede: the first fact replaced
+    slot: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"action": self.kind, "id": self.memory_id, "text": self.candidate.text, "slot": self.slot,
+                "supporting_episode_ids": list(self.candidate.episode_ids), "supersedes": self.supersedes,
+                "contradiction": self.contradiction if self.supersedes else None, "target_text": self.target_text}
+
+
+@dataclass
+class PlaybookAction:
+    kind: str  # create | outcome
+    candidate: PlaybookCandidate
+    playbook_id: str
+    target_trigger: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"action": self.kind, "id": self.playbook_id, "trigger": self.candidate.trigger,
+                "steps": self.candidate.steps, "outcome": self.candidate.outcome,
+                "supporting_episode_ids": list(self.candidate.episode_ids), "target_trigger": self.target_trigger}
+
+
+def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[StoredFact], exists: bool) -> FactAction:
+    """Decide one candidate against its neighbours (stored and earlier in this run)."""
+    if exists:  # an earlier attempt of this very candidate landed: only its supersession may be missing
+        return FactAction(kind="exists", candidate=candidate, memory_id=new_id, slot=candidate.slot)
+    slot = candidate.slot
+    duplicate: StoredFact | None = None
+    replaced: list[StoredFact] = []
+    for fact in neighbours:
+        if fact.id == new_id:
+            continue
+        if slot and fact.slot == slot:
+            if same_value(candidate.value, fact.value):
+                duplicate = duplicate or fact
+            else:
+                replaced.append(fact)
+            continue
+        if candidate.replaces and fact.value and same_value(candidate.replaces, fact.value):
+            replaced.append(fact)
+            slot = slot or fact.slot
+            continue
+        if (slot is None or fact.slot is None) and _near_duplicate(candidate.text, fact):
+            duplicate = duplicate or fact
+    if duplicate is not None:
+        return FactAction(kind="merge", candidate=candidate, memory_id=duplicate.id, target_text=duplicate.text,
+                          slot=duplicate.slot or slot)
+    if replaced:
+        contradiction = "harsh" if candidate.change == "harsh" else "natural"
+        return FactAction(kind="supersede", candidate=candidate, memory_id=new_id,
+                          supersedes=list(dict.fromkeys(f.id for f in replaced)), contradiction=contradiction,
+                          target_text=replaced[0].text, slot=slot)
+    return FactAction(kind="create", candidate=candidate, memory_id=new_id, slot=slot)
+
+
+def _near_duplicate(text: str, fact: StoredFact) -> bool:
+    if quantities(text) != quantities(fact.text):
+        return False  # never merge facts whose numbers or dates differ
+    lexical = fuzz.token_set_ratio(normalise(text), normalise(fact.text))
+    if lexical < settings.ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL:
+        return False
+    # Same words in the same run need no vector to confirm; stored facts need the kNN to agree too.
+    return fact.in_run or fact.cosine >= settings.ENGRAM_CONSOLIDATION_DUPLICATE_COSINE
+
+
+@dataclass
+class StoredPlaybook:
+    id: str
+    trigger: str
+    steps: str
+    cosine: float = 0.0
+
+
+def resolve_playbook(candidate: PlaybookCandidate, *, new_id: str, neighbours: list[StoredPlaybook]
+                     ) -> PlaybookAction | None:
+    best, best_score = None, 0.0
+    for playbook in neighbours:
+        score = fuzz.token_set_ratio(normalise(candidate.trigger), normalise(playbook.trigger))
+        if score >= 80 or (score >= 60 and playbook.cosine >= 0.85):
+            if score > best_score:
+                best, best_score = playbook, score
+    if best is not None:
+        if candidate.outcome is None:
+            return None
+        return PlaybookAction(kind="outcome", candidate=candidate, playbook_id=best.id, target_trigger=best.trigger)
+    if candidate.outcome:
+        return PlaybookAction(kind="create", candidate=candidate, playbook_id=new_id)
+    return None

@@ -1,0 +1,183 @@
+"""Consolidation reads. Memory reads go through the end-user's own DLS key; the only other read
+is the scheduler's count of waiting episodes per end-user (ids and counts, never content)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from elasticsearch import helpers
+
+from memory_app.consolidation.extractors import Episode
+from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
+from memory_app.errors import NotFound
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import ConsolidationRun
+from tenants.models import Subject
+from tenants.selectors import memory_scope
+from tenants.services import subject_es_client, writer_es_client
+
+
+@dataclass(frozen=True)
+class PendingEpisode:
+    episode: Episode
+    seq_no: int
+    primary_term: int
+
+
+def _own(subject: Subject) -> list[dict]:
+    scope = memory_scope(subject=subject)
+    return [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}}]
+
+
+def _episode(hit: dict) -> Episode:
+    src = hit["_source"]
+    return Episode(id=hit["_id"], text=src["text"], occurred_at=src.get("occurred_at") or src["created_at"],
+                   session_id=src.get("session_id"), role=src.get("role") or "user")
+
+
+def episodes_pending(*, subject: Subject, limit: int | None = None) -> list[PendingEpisode]:
+    """The end-user's episodes past the watermark (no ``consolidated_at``), oldest first."""
+    es = subject_es_client(subject=subject)
+    response = es.search(index=alias_name(MemoryType.EPISODIC), size=limit or settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
+                         query={"bool": {"filter": _own(subject),
+                                         "must_not": [{"exists": {"field": "consolidated_at"}}]}},
+                         sort=[{"occurred_at": "asc"}, {"created_at": "asc"}], seq_no_primary_term=True,
+                         source_excludes=["embedding", "context"])
+    return [PendingEpisode(episode=_episode(h), seq_no=h["_seq_no"], primary_term=h["_primary_term"])
+            for h in response["hits"]["hits"]]
+
+
+def episodes_context(*, subject: Subject, episodes: list[Episode]) -> list[Episode]:
+    """Already consolidated episodes of the same sessions, up to the earliest new one: what a
+    "that worked" in the new episodes may refer to. One _msearch for all sessions."""
+    sessions: dict[str, str] = {}
+    for e in episodes:
+        if e.session_id and e.session_id not in sessions:
+            sessions[e.session_id] = e.occurred_at
+    if not sessions or settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES <= 0:
+        return []
+    index = alias_name(MemoryType.EPISODIC)
+    searches: list[dict[str, Any]] = []
+    for session_id, first in sessions.items():
+        searches += [{"index": index}, {
+            "size": settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES, "_source": {"excludes": ["embedding", "context"]},
+            "sort": [{"occurred_at": "desc"}],
+            "query": {"bool": {"filter": [*_own(subject), {"term": {"session_id": session_id}},
+                                          {"exists": {"field": "consolidated_at"}},
+                                          {"range": {"occurred_at": {"lte": first}}}]}}}]
+    responses = subject_es_client(subject=subject).msearch(searches=searches)["responses"]
+    out = []
+    for response in responses:
+        if "error" in response:
+            raise RuntimeError(f"context read failed: {response['error']}")
+        out += [_episode(h) for h in response["hits"]["hits"]]
+    return out
+
+
+def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]]
+                    ) -> list[list[StoredFact]]:
+    """Per candidate text: the end-user's current facts near it by kNN and by BM25 (one _msearch)."""
+    return _neighbours(subject=subject, memory_type=MemoryType.SEMANTIC, texts=texts, vectors=vectors,
+                       make=lambda hit, cosine: _with_cosine(StoredFact.from_source(hit["_id"], hit["_source"]),
+                                                             cosine))
+
+
+def playbook_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]]
+                        ) -> list[list[StoredPlaybook]]:
+    return _neighbours(subject=subject, memory_type=MemoryType.PROCEDURAL, texts=texts, vectors=vectors,
+                       make=lambda hit, cosine: StoredPlaybook(id=hit["_id"], trigger=hit["_source"]["trigger"],
+                                                               steps=hit["_source"]["steps"], cosine=cosine))
+
+
+def _with_cosine(fact: StoredFact, cosine: float) -> StoredFact:
+    fact.cosine = cosine
+    return fact
+
+
+def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], vectors: list[list[float]], make):
+    if not texts:
+        return []
+    k = settings.ENGRAM_CONSOLIDATION_NEIGHBOURS
+    index = alias_name(memory_type)
+    current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
+    searches: list[dict[str, Any]] = []
+    for text, vector in zip(texts, vectors, strict=True):
+        searches += [{"index": index}, {"size": k, "_source": {"excludes": ["embedding"]},
+                                        "knn": {"field": "embedding", "query_vector": vector, "k": k,
+                                                "num_candidates": max(50, k * 5), "filter": current}}]
+        searches += [{"index": index}, {"size": k, "_source": {"excludes": ["embedding"]},
+                                        "query": {"bool": {"must": [{"match": {"text": text}}],
+                                                           "filter": [current]}}}]
+    responses = subject_es_client(subject=subject).msearch(searches=searches)["responses"]
+    out = []
+    for n in range(len(texts)):
+        knn, bm25 = responses[2 * n], responses[2 * n + 1]
+        for response in (knn, bm25):
+            if "error" in response:
+                raise RuntimeError(f"neighbour search failed: {response['error']}")
+        found: dict[str, Any] = {}
+        for hit in knn["hits"]["hits"]:
+            found[hit["_id"]] = make(hit, 2 * hit["_score"] - 1)  # cosine similarity's score is (1 + cos) / 2
+        for hit in bm25["hits"]["hits"]:
+            found.setdefault(hit["_id"], make(hit, 0.0))
+        out.append(list(found.values()))
+    return out
+
+
+def memories_existing(*, subject: Subject, ids: list[str], memory_type: MemoryType) -> dict[str, dict[str, Any]]:
+    """Which of ``ids`` exist for the end-user (through their key), with their sources."""
+    if not ids:
+        return {}
+    docs = subject_es_client(subject=subject).mget(index=alias_name(memory_type), ids=ids,
+                                                   source_excludes=["embedding"])["docs"]
+    return {d["_id"]: d["_source"] for d in docs if d.get("found")}
+
+
+def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:
+    """The end-user's current facts that name supporting episodes."""
+    es = subject_es_client(subject=subject)
+    return [(h["_id"], h["_source"]) for h in helpers.scan(
+        es, index=alias_name(MemoryType.SEMANTIC), size=500,
+        query={"query": {"bool": {"filter": [*_own(subject), {"exists": {"field": "supporting_episode_ids"}}],
+                                  "must_not": [{"exists": {"field": "superseded_by"}}]}},
+               "_source": ["text", "supporting_episode_ids", "metadata"]})]
+
+
+def episodes_pending_by_subject(*, now: datetime) -> list[dict[str, Any]]:
+    """Per end-user with waiting episodes: tenant slug, user id, how many wait, the newest one's
+    ``created_at``. Read with the writer credential because it spans end-users; it returns
+    ids and counts only."""
+    es = writer_es_client()
+    out, after = [], None
+    while True:
+        composite: dict[str, Any] = {"size": 500, "sources": [{"tenant_id": {"terms": {"field": "tenant_id"}}},
+                                                             {"user_id": {"terms": {"field": "user_id"}}}]}
+        if after:
+            composite["after"] = after
+        response = es.search(index=alias_name(MemoryType.EPISODIC), size=0,
+                             query={"bool": {"must_not": [{"exists": {"field": "consolidated_at"}}]}},
+                             aggs={"subjects": {"composite": composite,
+                                                "aggs": {"newest": {"max": {"field": "created_at"}}}}})
+        agg = response["aggregations"]["subjects"]
+        for bucket in agg["buckets"]:
+            out.append({**bucket["key"], "pending": bucket["doc_count"],
+                        "newest": bucket["newest"].get("value_as_string") or bucket["newest"].get("value")})
+        after = agg.get("after_key")
+        if not agg["buckets"] or not after:
+            return out
+
+
+def consolidation_runs_list(*, subject: Subject, limit: int = 20) -> list[ConsolidationRun]:
+    """The end-user's most recent consolidation runs, newest first."""
+    return list(ConsolidationRun.objects.filter(subject=subject).order_by("-created_at", "-pk")[:limit])
+
+
+def consolidation_run_get(*, subject: Subject, run_id: int) -> ConsolidationRun:
+    """One of the end-user's runs; NotFound when missing or another end-user's."""
+    try:
+        return ConsolidationRun.objects.get(subject=subject, pk=run_id)
+    except (ConsolidationRun.DoesNotExist, ValueError, TypeError):
+        raise NotFound("no such consolidation run for this end-user", details={"run_id": run_id}) from None

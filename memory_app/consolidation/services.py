@@ -1,0 +1,344 @@
+"""Consolidation runs: read an end-user's waiting episodes, extract, ground, resolve, write,
+advance the watermark, record the run.
+
+Watermark: a ``consolidated_at`` stamp on each episode in Elasticsearch (the schema's field for
+it), not a per-user cursor in the database. A cursor (a time or sequence number) can skip an
+episode that becomes visible after a later one (bulk imports stamp one ``created_at`` on
+minutes of writes; replayed outbox writes land late); a per-episode stamp cannot, a forgotten
+episode takes its stamp with it, and the stamp is written only after everything derived from
+the episode is written. A run killed anywhere before that leaves its episodes unstamped, and
+the rerun proposes the same deterministic ids, so its writes land once.
+
+Forgotten episodes are deleted, so they are never read again. A current fact whose every
+supporting episode is gone is kept and flagged for review in its metadata
+(``metadata.consolidation.review = "supporting_episodes_forgotten"``): it may have been
+confirmed elsewhere, and deleting memory is a decision for a person (or the agent) to take.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_app.consolidation import apply, selectors
+from memory_app.consolidation.extractors import Extraction, get_extractor
+from memory_app.consolidation.grounding import is_grounded
+from memory_app.consolidation.resolve import (
+    FactAction,
+    PlaybookAction,
+    StoredFact,
+    StoredPlaybook,
+    fact_id,
+    playbook_id,
+    resolve_fact,
+    resolve_playbook,
+)
+from memory_app.embeddings import get_embedder
+from memory_app.errors import Conflict, EngramError
+from memory_app.es.schema import MemoryType
+from memory_app.models import ConsolidationLease, ConsolidationRun
+from tenants.models import Subject
+from tenants.selectors import memory_scope
+from tenants.services import require_dls
+
+log = logging.getLogger(__name__)
+CONSOLIDATE_TASK = "memory_app.tasks.consolidate_subject"
+Status = ConsolidationRun.Status
+
+
+@dataclass
+class Plan:
+    facts: list[FactAction] = field(default_factory=list)
+    playbooks: list[PlaybookAction] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [*(a.as_dict() for a in self.facts), *({"kind": "playbook", **a.as_dict()} for a in self.playbooks)]
+
+
+@dataclass
+class ConsolidationResult:
+    run: ConsolidationRun
+    changes: list[dict[str, Any]] | None = None  # dry run: the proposed changes
+
+
+# ---------------------------------------------------------------- requesting and scheduling
+
+
+def consolidation_request(*, subject: Subject, trigger: str = ConsolidationRun.Trigger.API,
+                          extractor: str | None = None) -> ConsolidationRun:
+    """Queue a run of ``subject`` on Celery; returns the queued run (its id is what to poll)."""
+    extractor_obj = get_extractor(extractor)  # ValidationFailed now rather than in the worker
+    run = ConsolidationRun.objects.create(subject=subject, trigger=trigger, extractor=extractor_obj.name,
+                                          extractor_version=extractor_obj.version)
+    # By name: memory_app.tasks imports this module.
+    transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK,
+                                                        kwargs={"subject_id": subject.pk, "run_id": run.pk}))
+    return run
+
+
+def consolidation_due(*, now=None) -> list[Subject]:
+    """End-users to consolidate now: N episodes waiting, or some waiting and none newer than T
+    minutes (ENGRAM_CONSOLIDATION_AFTER_EPISODES / _QUIET_MINUTES); not those with a run queued
+    or holding the lease."""
+    now = now or timezone.now()
+    quiet_before = (now - timedelta(minutes=settings.ENGRAM_CONSOLIDATION_QUIET_MINUTES)).isoformat()
+    due: dict[tuple[str, str], int] = {}
+    for row in selectors.episodes_pending_by_subject(now=now):
+        newest = row["newest"]
+        newest_iso = newest if isinstance(newest, str) else None
+        if row["pending"] >= settings.ENGRAM_CONSOLIDATION_AFTER_EPISODES or (newest_iso and newest_iso <= quiet_before):
+            due[(row["tenant_id"], row["user_id"])] = row["pending"]
+    if not due:
+        return []
+    subjects = [s for s in Subject.objects.select_related("tenant").filter(user_id__in=[u for _, u in due])
+                if (s.tenant.slug, str(s.user_id)) in due]
+    busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
+               .values_list("subject_id", flat=True))
+    # A run queued recently is still coming (one queued longer than a lease ago is presumed lost).
+    recent = timezone.now() - timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+    busy |= set(ConsolidationRun.objects.filter(subject__in=subjects, status=Status.QUEUED, created_at__gt=recent)
+                .values_list("subject_id", flat=True))
+    return [s for s in subjects if s.pk not in busy]
+
+
+def consolidation_dispatch(*, now=None) -> int:
+    """Queue a run for every end-user that is due (beat calls this). Returns how many."""
+    subjects = consolidation_due(now=now)
+    for subject in subjects:
+        consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE)
+    return len(subjects)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run: bool = False,
+                      trigger: str = ConsolidationRun.Trigger.MANUAL, run_id: int | None = None,
+                      holder: str | None = None) -> ConsolidationResult:
+    """Consolidate the end-user's waiting episodes (at most ENGRAM_CONSOLIDATION_MAX_EPISODES).
+
+    Recorded as a ConsolidationRun (``run_id``: the queued one to use). ``dry_run`` returns the
+    proposed changes and writes nothing to Elasticsearch. Guarantees: the watermark moves only
+    after every write derived from the episodes succeeded; any failure (the extractor's
+    ExtractorFailed included) marks the run failed, leaves the watermark where it was and is
+    raised. Only one run per end-user writes at a time (Conflict ``consolidation_running``).
+    """
+    require_dls()
+    if run_id is not None:
+        run = ConsolidationRun.objects.get(pk=run_id, subject=subject)
+        if run.status in (Status.SUCCEEDED, Status.DRY_RUN):
+            return ConsolidationResult(run=run)  # a redelivered task whose run had finished
+    else:
+        run = ConsolidationRun(subject=subject, trigger=trigger)
+    extractor_obj = get_extractor(extractor or (run.extractor or None))
+    run.extractor, run.extractor_version = extractor_obj.name, extractor_obj.version
+    run.status, run.started_at, run.error = Status.RUNNING, timezone.now(), None
+    run.save()
+    holder = holder or f"run-{run.pk}-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    leased = False
+    try:
+        if not dry_run:
+            _lease_acquire(subject=subject, holder=holder, run=run)
+            leased = True
+        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run)
+    except Exception as exc:
+        run.status = Status.FAILED
+        run.error = exc.as_dict() if isinstance(exc, EngramError) else {
+            "code": "internal_error", "message": f"{type(exc).__name__}: {str(exc)[:300]}", "details": {}}
+        raise
+    else:
+        run.status = Status.DRY_RUN if dry_run else Status.SUCCEEDED
+        return ConsolidationResult(run=run, changes=changes if dry_run else None)
+    finally:
+        run.duration_ms = int((time.monotonic() - started) * 1000)
+        run.finished_at = timezone.now()
+        run.save()
+        if leased:
+            _lease_release(subject=subject, holder=holder, succeeded=run.status == Status.SUCCEEDED)
+
+
+def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool
+                 ) -> list[dict[str, Any]] | None:
+    pending = selectors.episodes_pending(subject=subject)
+    episodes = [p.episode for p in pending]
+    run.episodes_read = len(episodes)
+    if not dry_run:
+        run.facts_flagged = _review_sweep(subject=subject)
+    if not episodes:
+        return []
+    context = selectors.episodes_context(subject=subject, episodes=episodes)
+    extraction = extractor_obj.extract(episodes=episodes, context=context)
+    run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
+    run.candidates = len(extraction.facts) + len(extraction.playbooks)
+    plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]})
+    run.candidates_dropped = len(plan.dropped)
+    if dry_run:
+        _count(run, plan, applied=None)
+        return [*plan.as_list(), *({"action": "drop", **d} for d in plan.dropped)]
+    outcomes = {"facts": [], "playbooks": []}
+    for action in plan.facts:
+        outcomes["facts"].append(apply.fact_apply(subject=subject, action=action, run_id=run.pk,
+                                                  extractor=extractor_obj.name))
+    for action in plan.playbooks:
+        outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
+                                                          extractor=extractor_obj.name))
+    _count(run, plan, applied=outcomes)
+    apply.episodes_mark_consolidated(episodes=pending)
+    return None
+
+
+def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any]) -> Plan:
+    plan = Plan()
+    scope = memory_scope(subject=subject)
+    facts = []
+    for candidate in extraction.facts:
+        texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
+        if texts and is_grounded(candidate.text, texts):
+            facts.append(candidate)
+        else:
+            plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
+                                 "supporting_episode_ids": list(candidate.episode_ids)})
+    playbooks = []
+    for candidate in extraction.playbooks:
+        texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
+        steps = re.sub(r"(?m)^\s*\d+[.)]\s*", "", candidate.steps)  # the numbering is ours, not the user's
+        if texts and is_grounded(f"{candidate.trigger} {steps}", texts):
+            playbooks.append(candidate)
+        else:
+            plan.dropped.append({"kind": "playbook", "reason": "ungrounded", "text": candidate.trigger,
+                                 "supporting_episode_ids": list(candidate.episode_ids)})
+
+    embedder = get_embedder()
+    fact_vectors = embedder.embed_documents([c.text for c in facts]) if facts else []
+    neighbours = selectors.fact_neighbours(subject=subject, texts=[c.text for c in facts], vectors=fact_vectors)
+    new_ids = [fact_id(scope, c) for c in facts]
+    existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
+    in_run: list[StoredFact] = []
+    retired: set[str] = set()
+    for candidate, new_id, near in zip(facts, new_ids, neighbours, strict=True):
+        pool = [f for f in [*near, *in_run] if f.id not in retired]
+        action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
+        plan.facts.append(action)
+        if action.kind in ("create", "supersede", "exists"):
+            in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
+                                     supporting_episode_ids=list(candidate.episode_ids), in_run=True))
+            retired.update(action.supersedes)
+        elif action.kind == "merge":
+            for f in in_run:
+                if f.id == action.memory_id:
+                    f.supporting_episode_ids += list(candidate.episode_ids)
+
+    triggers = [c.trigger for c in playbooks]
+    pb_vectors = embedder.embed_documents(triggers) if playbooks else []
+    pb_neighbours = selectors.playbook_neighbours(subject=subject, texts=triggers, vectors=pb_vectors)
+    created = []
+    for candidate, near in zip(playbooks, pb_neighbours, strict=True):
+        action = resolve_playbook(candidate, new_id=playbook_id(scope, candidate), neighbours=[*near, *created])
+        if action is None:
+            continue
+        plan.playbooks.append(action)
+        if action.kind == "create":
+            created.append(StoredPlaybook(id=action.playbook_id, trigger=candidate.trigger, steps=candidate.steps,
+                                          cosine=1.0))
+    return plan
+
+
+def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] | None) -> None:
+    if applied is None:  # dry run: what would happen
+        kinds = [a.kind for a in plan.facts]
+        run.facts_created = kinds.count("create")
+        run.facts_superseded = kinds.count("supersede")
+        run.facts_merged = kinds.count("merge")
+        run.facts_unchanged = kinds.count("exists")
+        run.playbooks_created = sum(a.kind == "create" for a in plan.playbooks)
+        run.outcomes_recorded = sum(a.candidate.outcome is not None for a in plan.playbooks)
+        return
+    facts, playbooks = applied["facts"], applied["playbooks"]
+    run.facts_created = facts.count("created")
+    run.facts_superseded = facts.count("superseded")
+    run.facts_merged = facts.count("merged")
+    run.facts_unchanged = facts.count("unchanged")
+    run.playbooks_created = playbooks.count("created")
+    run.outcomes_recorded = playbooks.count("outcome") + sum(
+        1 for a, r in zip(plan.playbooks, playbooks, strict=True) if r == "created" and a.candidate.outcome is not None)
+    run.details = {
+        "facts": [{"action": r, "id": a.memory_id, "supersedes": a.supersedes}
+                  for a, r in zip(plan.facts, facts, strict=True) if r != "unchanged"],
+        "playbooks": [{"action": r, "id": a.playbook_id} for a, r in zip(plan.playbooks, playbooks, strict=True)
+                      if r != "unchanged"],
+        "dropped": {"ungrounded": len(plan.dropped)},
+    }
+
+
+def _review_sweep(*, subject: Subject) -> int:
+    """Flag current facts whose every supporting episode was forgotten. Returns how many were
+    flagged now (already flagged ones are not counted again)."""
+    facts = selectors.facts_with_support(subject=subject)
+    ids = list({i for _, src in facts for i in src.get("supporting_episode_ids") or []})
+    present = set(selectors.memories_existing(subject=subject, ids=ids, memory_type=MemoryType.EPISODIC)) if ids \
+        else set()
+    flagged = 0
+    for memory_id, src in facts:
+        support = src.get("supporting_episode_ids") or []
+        meta = src.get("metadata") or {}
+        if support and not present.intersection(support) and \
+                (meta.get("consolidation") or {}).get("review") is None:
+            flagged += apply.fact_flag_review(subject=subject, memory_id=memory_id, metadata=meta)
+    return flagged
+
+
+def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[str, int]:
+    """Consolidate until no episode waits (evaluation, back-fills); returns the summed run counters."""
+    totals = {"runs": 0, "episodes_read": 0, "facts_created": 0, "facts_merged": 0, "facts_superseded": 0,
+              "candidates_dropped": 0, "playbooks_created": 0, "outcomes_recorded": 0, "prompt_tokens": 0,
+              "completion_tokens": 0, "duration_ms": 0}
+    while selectors.episodes_pending(subject=subject, limit=1):
+        run = consolidation_run(subject=subject, extractor=extractor, trigger=ConsolidationRun.Trigger.EVAL).run
+        totals["runs"] += 1
+        for key in totals:
+            if key != "runs":
+                totals[key] += getattr(run, key) or 0
+    return totals
+
+
+# ---------------------------------------------------------------- lease
+
+
+def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun) -> None:
+    now = timezone.now()
+    try:
+        ConsolidationLease.objects.get_or_create(subject=subject)
+    except IntegrityError:
+        pass  # created concurrently
+    free = Q(expires_at__isnull=True) | Q(expires_at__lt=now) | Q(holder=holder)
+    taken = ConsolidationLease.objects.filter(free, subject=subject).update(
+        holder=holder, expires_at=now + timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS))
+    if not taken:
+        raise Conflict("a consolidation of this end-user is already running", code="consolidation_running",
+                       details={"run_id": run.pk})
+    # Runs left "running" by a worker that died are over: say so.
+    ConsolidationRun.objects.filter(subject=subject, status=Status.RUNNING).exclude(pk=run.pk).update(
+        status=Status.FAILED, finished_at=now,
+        error={"code": "worker_lost", "message": "the worker stopped during the run; a later run took over",
+               "details": {}})
+
+
+def _lease_release(*, subject: Subject, holder: str, succeeded: bool) -> None:
+    update: dict[str, Any] = {"holder": "", "expires_at": None}
+    if succeeded:
+        update["last_success_at"] = timezone.now()
+    ConsolidationLease.objects.filter(subject=subject, holder=holder).update(**update)
+

@@ -1,0 +1,149 @@
+"""The llm extractor against a local HTTP server speaking the OpenAI chat-completions protocol:
+good answers, malformed JSON, schema violations, empty answers, 429s, 5xx and timeouts. A run
+that cannot get a usable answer fails cleanly: nothing written, the watermark unmoved."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memory_app.consolidation.extractors import ExtractorFailed
+from memory_app.consolidation.extractors.llm import PROMPT_VERSION
+from memory_app.consolidation.selectors import episodes_pending
+from memory_app.consolidation.services import consolidation_run
+from memory_app.models import ConsolidationRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class FakeLlm:
+    """Answers POST /v1/chat/completions from a script: each item is (status, body | None, delay)."""
+
+    def __init__(self):
+        self.script: list[tuple[int, object, float]] = []
+        self.requests: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                status, answer, delay = fake.script.pop(0) if fake.script else (500, {"error": "no script"}, 0)
+                time.sleep(delay)
+                raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    if status == 429:
+                        self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out first
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def completion(self, content: str | None, *, prompt_tokens: int = 100, completion_tokens: int = 20):
+        return {"id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+
+@pytest.fixture
+def llm(settings):
+    fake = FakeLlm()
+    settings.ENGRAM_LLM_URL = fake.url
+    settings.ENGRAM_LLM_MODEL = "test-model"
+    settings.ENGRAM_LLM_API_KEY = "sk-test"
+    settings.ENGRAM_LLM_TIMEOUT = 0.5
+    settings.ENGRAM_LLM_MAX_RETRIES = 2
+    settings.ENGRAM_LLM_BACKOFF_SECONDS = 0.01
+    yield fake
+    fake.server.shutdown()
+
+
+def _answer(ids, **extra):
+    return json.dumps({"facts": [
+        {"text": "User lives in Lisbon.", "slot": "home_city", "value": "Lisbon", "change": None,
+         "supporting_episode_ids": [ids[0]], "confidence": 0.9},
+        {"text": "User's daughter plays the cello.", "slot": None, "value": None, "change": None,
+         "supporting_episode_ids": [ids[1]], "confidence": 0.8},
+        {"text": "User owns a boat.", "supporting_episode_ids": ["not-an-episode-id"]},
+    ], "playbooks": [], **extra})
+
+
+def test_a_good_answer_is_validated_grounded_and_written(subject, say, current_facts, llm):
+    ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
+    llm.script = [(200, llm.completion(_answer(ids), prompt_tokens=321, completion_tokens=45), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert sorted(f["text"] for f in current_facts(subject).values()) == [
+        "User lives in Lisbon.", "User's daughter plays the cello."]
+    assert (run.status, run.extractor, run.extractor_version) == ("succeeded", "llm", PROMPT_VERSION)
+    assert (run.prompt_tokens, run.completion_tokens) == (321, 45)
+    request = llm.requests[0]
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test"
+    assert request["body"]["model"] == "test-model"
+    assert request["body"]["response_format"] == {"type": "json_object"}
+    assert PROMPT_VERSION in request["body"]["messages"][0]["content"]
+    sent = json.loads(request["body"]["messages"][1]["content"])
+    assert [e["id"] for e in sent["episodes"]] == ids
+    assert episodes_pending(subject=subject) == []
+
+
+def test_an_ungrounded_llm_fact_is_dropped(subject, say, current_facts, llm):
+    ids = say(subject, "We live in Lisbon these days.")
+    answer = json.dumps({"facts": [
+        {"text": "User lives in Lisbon.", "supporting_episode_ids": [ids[0]]},
+        {"text": "User is a famous surgeon in Lisbon.", "supporting_episode_ids": [ids[0]]}]})
+    llm.script = [(200, llm.completion(answer), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert [f["text"] for f in current_facts(subject).values()] == ["User lives in Lisbon."]
+    assert run.candidates_dropped == 1
+
+
+def test_429_and_5xx_are_retried_with_backoff_and_tokens_summed(subject, say, current_facts, llm):
+    ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
+    llm.script = [(429, {"error": {"message": "slow down"}}, 0), (503, {"error": "busy"}, 0),
+                  (200, llm.completion(_answer(ids), prompt_tokens=10, completion_tokens=5), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert run.status == "succeeded" and len(llm.requests) == 3
+    assert len(current_facts(subject)) == 2
+
+
+@pytest.mark.parametrize("script, code", [
+    ([(200, "malformed", 0)] * 2, "llm_bad_answer"),
+    ([(200, "schema", 0)] * 2, "llm_bad_answer"),
+    ([(200, "empty", 0)] * 2, "llm_bad_answer"),
+    ([(200, b"<html>not json</html>", 0)] * 2, "llm_bad_answer"),
+    ([(429, {"error": "rate"}, 0)] * 3, "llm_unavailable"),
+    ([(500, {"error": "down"}, 0)] * 3, "llm_unavailable"),
+    ([(200, "good", 2.0)] * 3, "llm_unavailable"),  # every attempt times out
+    ([(401, {"error": "bad key"}, 0)], "llm_refused"),
+], ids=["malformed-json", "schema-violation", "empty-answer", "not-json", "429s", "5xx", "timeouts", "401"])
+def test_a_run_without_a_usable_answer_fails_cleanly(subject, say, current_facts, llm, script, code, count_docs):
+    ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
+    contents = {"malformed": '{"facts": [{"text": "User lives in', "schema": json.dumps({"facts": [{"text": ""}]}),
+                "empty": "", "good": _answer(ids)}
+    llm.script = [(status, llm.completion(contents[body]) if isinstance(body, str) else body, delay)
+                  for status, body, delay in script]
+    docs = count_docs()
+    with pytest.raises(ExtractorFailed) as caught:
+        consolidation_run(subject=subject, extractor="llm")
+    assert caught.value.code == code
+    assert count_docs() == docs and current_facts(subject) == {}
+    assert len(episodes_pending(subject=subject)) == 2  # the watermark did not move
+    run = ConsolidationRun.objects.get(subject=subject)
+    assert run.status == "failed" and run.error["code"] == code
+    assert len(llm.requests) == len(script)  # bounded: exactly the attempts scripted, no more

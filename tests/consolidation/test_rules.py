@@ -1,0 +1,101 @@
+"""The rules extractor, grounding and resolution as pure functions (no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_app.consolidation.extractors import Episode, FactCandidate
+from memory_app.consolidation.extractors.rules import RulesExtractor, infer_slot
+from memory_app.consolidation.grounding import is_grounded, ungrounded_words
+from memory_app.consolidation.resolve import StoredFact, quantities, resolve_fact, same_value
+
+
+def _extract(*texts: str, context: tuple[str, ...] = ()):
+    eps = [Episode(id=f"e{n}", text=t, occurred_at=f"2025-01-01T00:{n:02d}:00", session_id="s")
+           for n, t in enumerate(texts, start=len(context))]
+    ctx = [Episode(id=f"e{n}", text=t, occurred_at=f"2025-01-01T00:{n:02d}:00", session_id="s")
+           for n, t in enumerate(context)]
+    return RulesExtractor().extract(episodes=eps, context=ctx)
+
+
+@pytest.mark.parametrize("text, fact, slot, change", [
+    ("My favourite colour is blue.", "User's favourite colour is blue.", "attr:favourite_color", None),
+    ("I moved to Berlin last month.", "User lives in Berlin.", "home", "natural"),
+    ("Oh, I work as a nurse.", "User works as a nurse.", "occupation", None),
+    ("I prefer tea over coffee", "User prefers tea over coffee.", "prefers:coffee|tea", None),
+    ("I no longer like jazz", "User no longer likes jazz.", "likes:jazz", "natural"),
+    ("Caroline: I'm allergic to peanuts", "Caroline is allergic to peanuts.", "allergy:peanut", None),
+    ("My new car is a blue Tesla.", "User's car is a blue Tesla.", "attr:car", "natural"),
+    ("Correction: my phone number is 555 0101.", "User's phone number is 555 0101.", "attr:phone_number", "harsh"),
+])
+def test_first_person_statements(text, fact, slot, change):
+    [candidate] = _extract(text).facts
+    assert (candidate.text, candidate.slot, candidate.change) == (fact, slot, change)
+
+
+@pytest.mark.parametrize("text", ["my head is killing me", "My problem is the app.", "I like you", "My day is fine",
+                                  "What's my favourite colour?", "My point is not that."])
+def test_chatter_gives_no_fact(text):
+    assert _extract(text).facts == []
+
+
+def test_bare_correction_applies_to_the_last_fact_of_the_session():
+    facts = _extract("I'm 38 years old.", "Actually, it's 39.").facts
+    assert [(f.text, f.slot, f.change) for f in facts] == [("User is 38 years old.", "age", None),
+                                                           ("User is 39 years old.", "age", "harsh")]
+
+
+def test_problem_steps_outcome_and_context():
+    out = _extract("Still broken.", "I power cycled the hub.", "That worked!",
+                   context=("My hub is offline.", "I unplugged the hub."))
+    # Context supplies the problem; only outcomes in the new episodes are proposed.
+    assert [(p.trigger, p.steps, p.outcome) for p in out.playbooks] == [
+        ("The hub is offline", "1. Unplugged the hub", False),
+        ("The hub is offline", "1. Power cycled the hub", True)]
+    assert out.playbooks[1].outcome_episode_id == "e4"
+
+
+def test_infer_slot_reads_third_person_facts():
+    assert infer_slot("User lives in Lisbon.") == ("home", "Lisbon")
+    assert infer_slot("User's favourite colour is blue.") == ("attr:favourite_color", "blue")
+    assert infer_slot("The sky is blue.") == (None, None)
+
+
+def test_grounding():
+    episodes = ["I moved to Berlin last month, my new favourite colour is green"]
+    assert is_grounded("User lives in Berlin.", episodes)
+    assert is_grounded("User's favorite color is green.", episodes)  # spelling variants
+    assert ungrounded_words("User lives in Munich.", episodes) == ["munich"]
+    assert not is_grounded("User lives.", episodes)  # no content word at all
+
+
+def test_numbers_and_dates():
+    assert quantities("March 3rd, 1990") == quantities("3 March 1990")
+    assert same_value("March 3rd, 1990", "3 March 1990")
+    assert not same_value("555 0101", "555 0102")
+    assert not same_value("Paris", "Berlin")
+
+
+def _fact(i, text, slot=None, value=None, cosine=0.0):
+    return StoredFact(id=i, text=text, slot=slot, value=value, cosine=cosine)
+
+
+def test_resolution_merges_supersedes_and_leaves_unrelated_alone():
+    c = FactCandidate(text="User lives in Berlin.", episode_ids=("e1",), slot="home", value="Berlin")
+    assert resolve_fact(c, new_id="n", neighbours=[_fact("a", "User lives in Berlin.", "home", "Berlin")],
+                        exists=False).kind == "merge"
+    action = resolve_fact(c, new_id="n", neighbours=[_fact("a", "User lives in Paris.", "home", "Paris"),
+                                                     _fact("b", "User's sister lives in Paris.", cosine=0.8)],
+                          exists=False)
+    assert (action.kind, action.supersedes, action.contradiction) == ("supersede", ["a"], "natural")
+    # Nearly the same words but a number differs: never merged.
+    n = FactCandidate(text="User has 3 kids.", episode_ids=("e1",))
+    assert resolve_fact(n, new_id="n", neighbours=[_fact("a", "User has 2 kids.", cosine=0.97)],
+                        exists=False).kind == "create"
+    # Same words, no slot, vectors agree: merged.
+    assert resolve_fact(FactCandidate(text="User has two kids.", episode_ids=("e2",)), new_id="n",
+                        neighbours=[_fact("a", "User has two kids.", cosine=0.99)], exists=False).kind == "merge"
+    # A different slot never supersedes.
+    other = FactCandidate(text="User works at Siemens.", episode_ids=("e1",), slot="employer", value="Siemens")
+    assert resolve_fact(other, new_id="n", neighbours=[_fact("a", "User lives in Paris.", "home", "Paris")],
+                        exists=False).kind == "create"

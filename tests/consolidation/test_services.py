@@ -1,0 +1,209 @@
+"""Consolidation runs against the real Elasticsearch: create, merge, supersede, idempotence,
+dry run, forgotten episodes, playbooks, the run record."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_app import services
+from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending
+from memory_app.consolidation.services import consolidation_run
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import ConsolidationRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _texts(facts: dict[str, dict], *, current: bool = True) -> list[str]:
+    return sorted(f["text"] for f in facts.values() if current is None or (not f.get("superseded_by")) == current)
+
+
+def test_creates_grounded_facts_and_advances_the_watermark(subject, say, current_facts):
+    ids = say(subject, "My favourite colour is blue.", "I work as a nurse at the city hospital.",
+              "What's the weather like tomorrow?")
+    run = consolidation_run(subject=subject).run
+    facts = current_facts(subject)
+    assert _texts(facts) == ["User works as a nurse at the city hospital.", "User's favourite colour is blue."]
+    by_text = {f["text"]: f for f in facts.values()}
+    assert by_text["User's favourite colour is blue."]["supporting_episode_ids"] == [ids[0]]
+    assert by_text["User's favourite colour is blue."]["source"] == "consolidation"
+    assert run.status == "succeeded" and run.episodes_read == 3 and run.facts_created == 2
+    assert run.extractor == "rules" and run.duration_ms is not None
+    assert episodes_pending(subject=subject) == []
+    assert consolidation_runs_list(subject=subject, limit=5) == [run]
+
+
+def test_near_duplicate_merges_and_raises_confidence(subject, say, current_facts):
+    first = say(subject, "My favourite colour is blue.")
+    consolidation_run(subject=subject)
+    again = say(subject, "As I said, my favorite color is blue!")
+    run = consolidation_run(subject=subject).run
+    facts = current_facts(subject)
+    assert len(facts) == 1
+    fact = next(iter(facts.values()))
+    assert fact["supporting_episode_ids"] == [*first, *again]
+    assert fact["confidence"] > 0.8
+    assert run.facts_merged == 1 and run.facts_created == 0
+
+
+def test_numbers_that_differ_are_never_merged(subject, say, current_facts):
+    say(subject, "I have 2 kids and a dog named Rex.", "I love the 1990 Lakers.")
+    say(subject, "I love the 1998 Lakers.")
+    consolidation_run(subject=subject)
+    assert _texts(current_facts(subject)) == ["User likes the 1990 Lakers.", "User likes the 1998 Lakers."]
+
+
+def test_same_slot_change_supersedes_naturally_and_correction_harshly(subject, say, current_facts):
+    say(subject, "I live in Paris.", "My favourite colour is blue.")
+    consolidation_run(subject=subject)
+    say(subject, "I moved to Berlin last month.", "Actually, it's green.")  # corrects the last fact: the city
+    consolidation_run(subject=subject)
+    facts = current_facts(subject)
+    by_text = {f["text"]: (i, f) for i, f in facts.items()}
+    berlin_id, berlin = by_text["User lives in Berlin."]
+    paris_id, paris = by_text["User lives in Paris."]
+    assert berlin["supersedes"] == [paris_id] and berlin["contradiction"] == "natural"
+    assert paris["superseded_by"] == [berlin_id]
+    # "Actually, it's green" in the second run follows "I moved to Berlin": it corrects the city, harshly.
+    green_id, green = by_text["User lives in green."]
+    assert green["contradiction"] == "harsh" and green["supersedes"] == [berlin_id]
+    assert green["confidence"] == pytest.approx(0.7)
+    # The colour is another slot: untouched.
+    assert not by_text["User's favourite colour is blue."][1].get("superseded_by")
+
+
+def test_unrelated_facts_never_retire_each_other(subject, say, current_facts):
+    say(subject, "My sister's name is Anna.", "My brother's name is Tom.", "I like jazz.", "I like tennis.",
+        "My car is a red Volvo.", "My bike is a red Trek.")
+    consolidation_run(subject=subject)
+    say(subject, "I no longer like jazz.", "My car is now a blue Tesla.")
+    consolidation_run(subject=subject)
+    facts = current_facts(subject)
+    assert _texts(facts) == sorted([
+        "User's sister's name is Anna.", "User's brother's name is Tom.", "User likes tennis.",
+        "User no longer likes jazz.", "User's bike is a red Trek.", "User's car is a blue Tesla."])
+    assert _texts(facts, current=False) == ["User likes jazz.", "User's car is a red Volvo."]
+
+
+def test_switch_from_x_to_y_supersedes_the_fact_holding_x(subject, say, current_facts):
+    say(subject, "My phone is an Android.", "My laptop is a ThinkPad.")
+    consolidation_run(subject=subject)
+    say(subject, "I switched from Android to an iPhone.")
+    consolidation_run(subject=subject)
+    facts = current_facts(subject)
+    assert _texts(facts) == ["User switched from Android to an iPhone.", "User's laptop is a ThinkPad."]
+
+
+def test_agent_written_fact_is_resolved_by_its_inferred_slot(subject, say, current_facts):
+    old = services.fact_write(subject=subject, text="User lives in Lisbon.")
+    say(subject, "I moved to Porto.")
+    consolidation_run(subject=subject)
+    facts = current_facts(subject)
+    assert facts[old["id"]]["superseded_by"]
+    assert _texts(facts) == ["User lives in Porto."]
+
+
+def test_rerun_over_the_same_episodes_changes_nothing(subject, say, current_facts, es_admin):
+    say(subject, "I live in Paris.", "My favourite colour is blue.", "I moved to Berlin.", "I like jazz.",
+        "My router keeps dropping the connection.", "I restarted the router.", "That worked, thanks!")
+    consolidation_run(subject=subject)
+    before = current_facts(subject)
+    playbooks_before = _all(es_admin, MemoryType.PROCEDURAL, subject)
+    # Move the watermark back: every episode is read and extracted again.
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.update_by_query if False else None
+    for hit in es_admin.search(index=index, size=100, query={"term": {"user_id": str(subject.user_id)}})["hits"]["hits"]:
+        es_admin.update(index=index, id=hit["_id"], script=None, doc={"consolidated_at": None}, refresh=True)
+    assert len(episodes_pending(subject=subject)) == 7
+    run = consolidation_run(subject=subject).run
+    assert current_facts(subject) == before
+    assert _all(es_admin, MemoryType.PROCEDURAL, subject) == playbooks_before
+    assert (run.facts_created, run.facts_merged, run.facts_superseded, run.playbooks_created,
+            run.outcomes_recorded) == (0, 0, 0, 0, 0)
+    assert run.facts_unchanged == 4
+
+
+def _all(es_admin, memory_type, subject):
+    index = alias_name(memory_type)
+    es_admin.indices.refresh(index=index)
+    return {h["_id"]: h["_source"] for h in es_admin.search(
+        index=index, size=100, query={"term": {"user_id": str(subject.user_id)}},
+        source_excludes=["embedding"])["hits"]["hits"]}
+
+
+def test_dry_run_proposes_and_writes_nothing(subject, say, current_facts, count_docs):
+    say(subject, "I live in Paris.")
+    consolidation_run(subject=subject)
+    say(subject, "I moved to Rome.", "My favourite colour is blue.")
+    docs = count_docs()
+    result = consolidation_run(subject=subject, dry_run=True)
+    assert count_docs() == docs
+    assert len(episodes_pending(subject=subject)) == 2
+    actions = {c["text"]: c for c in result.changes}
+    assert actions["User lives in Rome."]["action"] == "supersede"
+    assert actions["User lives in Rome."]["target_text"] == "User lives in Paris."
+    assert actions["User's favourite colour is blue."]["action"] == "create"
+    assert result.run.status == "dry_run" and result.run.facts_superseded == 1
+
+
+def test_ungrounded_candidates_are_dropped_and_counted(subject, say, current_facts, monkeypatch):
+    from memory_app.consolidation.extractors import Extraction, FactCandidate, rules
+
+    ids = say(subject, "I live in Paris.")
+    monkeypatch.setattr(rules.RulesExtractor, "extract", lambda self, *, episodes, context: Extraction(facts=[
+        FactCandidate(text="User lives in Paris.", episode_ids=(ids[0],), slot="home", value="Paris"),
+        FactCandidate(text="User owns a yacht in Monaco.", episode_ids=(ids[0],))]))
+    run = consolidation_run(subject=subject).run
+    assert _texts(current_facts(subject)) == ["User lives in Paris."]
+    assert run.candidates == 2 and run.candidates_dropped == 1 and run.facts_created == 1
+
+
+def test_forgotten_episodes_are_not_rederived_and_orphaned_facts_are_flagged(subject, say, current_facts):
+    ids = say(subject, "My favourite colour is blue.", "I live in Oslo.")
+    consolidation_run(subject=subject)
+    waiting = say(subject, "I like sailing.")
+    services.memory_forget(subject=subject, memory_id=waiting[0], reason="user asked", actor="test")
+    services.memory_forget(subject=subject, memory_id=ids[0], reason="user asked", actor="test")
+    run = consolidation_run(subject=subject).run
+    facts = {f["text"]: f for f in current_facts(subject).values()}
+    assert "User likes sailing." not in facts  # forgotten before consolidation: never derived
+    assert facts["User's favourite colour is blue."]["metadata"]["consolidation"]["review"] == \
+        "supporting_episodes_forgotten"
+    assert "review" not in facts["User lives in Oslo."]["metadata"]["consolidation"]
+    assert run.facts_flagged == 1
+    assert consolidation_run(subject=subject).run.facts_flagged == 0  # flagged once
+
+
+def test_playbooks_are_proposed_and_outcomes_counted_once(subject, say, es_admin):
+    say(subject, "My thermostat won't connect to the wifi.", "I tried restarting the router.",
+        "Still not working.", "I reset the thermostat by holding the button for 10 seconds.", "That worked!",
+        session="a")
+    run = consolidation_run(subject=subject).run
+    playbooks = list(_all(es_admin, MemoryType.PROCEDURAL, subject).values())
+    assert len(playbooks) == 1
+    assert playbooks[0]["trigger"] == "The thermostat won't connect to the wifi"
+    assert "Reset the thermostat" in playbooks[0]["steps"]
+    assert (playbooks[0]["success_count"], playbooks[0]["failure_count"]) == (1, 0)
+    assert run.playbooks_created == 1
+    say(subject, "The thermostat won't connect to the wifi again.", "I reset the thermostat by holding the button.",
+        "Still broken.", session="b")
+    run = consolidation_run(subject=subject).run
+    playbooks = list(_all(es_admin, MemoryType.PROCEDURAL, subject).values())
+    assert len(playbooks) == 1 and (playbooks[0]["success_count"], playbooks[0]["failure_count"]) == (1, 1)
+    assert run.outcomes_recorded == 1
+
+
+def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeypatch):
+    from memory_app.consolidation.extractors import ExtractorFailed, rules
+
+    say(subject, "I live in Paris.")
+
+    def fail(self, *, episodes, context):
+        raise ExtractorFailed("boom", code="llm_bad_answer")
+
+    monkeypatch.setattr(rules.RulesExtractor, "extract", fail)
+    with pytest.raises(ExtractorFailed):
+        consolidation_run(subject=subject)
+    run = ConsolidationRun.objects.get(subject=subject)
+    assert run.status == "failed" and run.error["code"] == "llm_bad_answer"
+    assert len(episodes_pending(subject=subject)) == 1
