@@ -240,9 +240,11 @@ def locomo_turn_id(conversation: str, dia_id: str) -> str:
     return f"locomo-{conversation}-{dia_id.replace(':', '-')}".lower()
 
 
-def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 2) -> list[dict[str, Any]]:
+def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 0) -> list[dict[str, Any]]:
     """Every turn as an episode: 'Speaker: text' (plus the shared photo's caption), dated by its
-    session, with the ``context_turns`` turns before it in the session as its context."""
+    session, with its session id. By default no context is sent (Engram derives it, as for any
+    agent); ``context_turns`` > 0 is the older client-context mode: the caller sends the turns
+    before it in the session as its explicit context."""
     conv = data.get("conversation", data)  # the dev set is flat; the original nests it
     episodes = []
     n = 1
@@ -259,7 +261,7 @@ def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 2) ->
             window = texts[max(0, i - context_turns):i] if context_turns else []
             episodes.append({"id": locomo_turn_id(conversation, turn["dia_id"]), "text": texts[i], "occurred_at": when,
                              "session_id": f"session_{n}", "metadata": {"dia_id": turn["dia_id"]},
-                             "context": "\n".join(window) or None})
+                             **({"context": "\n".join(window) or None} if context_turns else {})})
         n += 1
     return episodes
 
@@ -273,11 +275,14 @@ def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 2,
+def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
                     extractor: str | None = None) -> dict[str, Any]:
-    """``consolidate``: consolidate each conversation first and recall over turns and facts
-    together; R@k still counts evidence turns only (facts must not push them out)."""
+    """Each conversation goes through the import service in one call, as an agent's import
+    would (the default: no client-side context, so Engram derives it); questions are recalled
+    through the subject's own key. ``consolidate``: consolidate each conversation first and
+    recall over turns and facts together; R@k still counts evidence turns only (facts must not
+    push them out)."""
     scores = Scores()
     types = ["episodic", "semantic"] if consolidate else ["episodic"]
     with sandbox():

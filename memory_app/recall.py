@@ -56,14 +56,15 @@ RANGE_FIELD: dict[MemoryType, str] = {
 def text_fields(memory_type: MemoryType) -> list[str]:
     """Fields the BM25 leg searches for a type, with boosts."""
     return {
-        MemoryType.EPISODIC: ["text", "text.exact^0.5", f"context^{settings.ENGRAM_CONTEXT_BOOST}"],
+        MemoryType.EPISODIC: ["text", "text.exact^0.5", f"context^{settings.ENGRAM_CONTEXT_BOOST}",
+                              f"derived_context^{settings.ENGRAM_CONTEXT_BOOST}"],
         MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
         # ``text`` already holds trigger + steps (+ refined steps): searching those fields again
         # would count a playbook's words two or three times against a fact's once.
         MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{settings.ENGRAM_TRIGGER_BOOST}"],
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
-SOURCE_EXCLUDES = ["embedding"]
+SOURCE_EXCLUDES = ["embedding", "derived_context"]
 
 # Function words dropped from the BM25 leg's query (ENGRAM_QUERY_STOPWORDS): the Snowball English
 # stop list (question words, auxiliaries, pronouns, determiners), which the index's smaller

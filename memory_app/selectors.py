@@ -10,6 +10,7 @@ from django.utils import timezone
 from elasticsearch import helpers
 
 from memory_app import recall as rc
+from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.errors import ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
@@ -21,8 +22,11 @@ from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client
 
 
+_HIDDEN = frozenset(("embedding", *HIDDEN_CONTEXT_FIELDS))
+
+
 def _public(memory_type: MemoryType, memory_id: str, source: dict[str, Any]) -> dict[str, Any]:
-    return {"id": memory_id, **{k: v for k, v in source.items() if k != "embedding"}, "memory_type": memory_type.value}
+    return {"id": memory_id, **{k: v for k, v in source.items() if k not in _HIDDEN}, "memory_type": memory_type.value}
 
 
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,

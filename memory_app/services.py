@@ -25,6 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, helpers
 
+from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
@@ -133,8 +134,9 @@ def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
         return f"{doc['trigger']}\n{doc['steps']}"
     if memory_type is MemoryType.CATALOG:
         return f"{doc['title']}\n{doc['text']}"
-    if memory_type is MemoryType.EPISODIC and doc.get("context") and settings.ENGRAM_EMBED_CONTEXT:
-        return f"{doc['context']}\n{doc['text']}"
+    if memory_type is MemoryType.EPISODIC and settings.ENGRAM_EMBED_CONTEXT and (
+            context := doc.get("context") or doc.get("derived_context")):
+        return f"{context}\n{doc['text']}"
     return doc["text"]
 
 
@@ -337,7 +339,7 @@ def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict
             raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
         return {"id": memory_id, **source}
     doc.pop("embedding")
-    return {"id": memory_id, **doc}
+    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in derived.HIDDEN_FIELDS}}
 
 
 def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: datetime, metadata: dict,
@@ -362,7 +364,9 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     time it was accepted, not the time it is applied); it defaults ``created_at`` and ``occurred_at``.
 
     ``context`` (optional) is the conversation just before the turn; recall matches on it with a
-    low weight, which finds short replies ("yes, last Tuesday") by what they answer.
+    low weight, which finds short replies ("yes, last Tuesday") by what they answer. Without it,
+    an episode with a ``session_id`` gets its context derived from the session's preceding
+    episodes (memory_app.context).
     """
     text = clean_text(text)
     context = clean_text(context, field="context") if context is not None else None
@@ -374,6 +378,10 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
+    if context is None and (found := derived.context_for_turn(es=subject_es_client(subject=subject),
+                                                              scope=memory_scope(subject=subject),
+                                                              session_id=session_id, occurred_at=occurred)):
+        doc.update(context_ids=found.ids, derived_context=found.text)
     return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc)
 
 
@@ -598,6 +606,8 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
     except NotFoundError:
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
+    if visible.memory_type is MemoryType.EPISODIC:
+        _context_forget(subject=subject, memory_id=memory_id)
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
     memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
@@ -641,6 +651,24 @@ def memory_copies_purge(*, subject: Subject, memory_id: str, texts: set[str]) ->
                 model.objects.filter(pk=row.pk).update(**{field: value})
                 changed += 1
     return changed
+
+
+def _context_forget(*, subject: Subject, memory_id: str) -> None:
+    """Re-index the episodes whose derived context held a forgotten episode, without its text."""
+    es = subject_es_client(subject=subject)
+    dependents = derived.dependents_of(es=es, scope=memory_scope(subject=subject), memory_id=memory_id)
+    if not dependents:
+        return
+    texts = derived.resolve(es=es, ids=[i for d in dependents for i in d["context_ids"] if i != memory_id])
+    writer = writer_es_client()
+    for dep in dependents:
+        ids = [i for i in dep["context_ids"] if i != memory_id and i in texts]
+        update: dict[str, Any] = {"context_ids": ids or None,
+                                  "derived_context": "\n".join(texts[i] for i in ids) or None}
+        update["embedding"] = get_embedder().embed_documents(
+            [embedding_text(MemoryType.EPISODIC, {"text": dep["text"], **update})])[0]
+        writer.options(ignore_status=404).update(index=alias_name(MemoryType.EPISODIC), id=dep["id"], doc=update,
+                                                 refresh="wait_for")
 
 
 def subject_erase(*, subject: Subject, actor: str) -> int:
@@ -747,23 +775,28 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 
     scope = memory_scope(subject=subject)
+    contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), scope=scope, episodes=cleaned)
+    found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = _accepted(accepted_at).isoformat()
     embedder = get_embedder()
     writer, prefix = write_target(tenant=subject.tenant)
     index = alias_name(MemoryType.EPISODIC, prefix=prefix)
 
+    def context_fields(episode: EpisodeIn) -> dict[str, Any]:
+        c = found.get(episode.id)
+        return {"context_ids": c.ids, "derived_context": c.text} if c else {}
+
     def actions():
         for start in range(0, len(cleaned), batch_size):
             batch = cleaned[start:start + batch_size]
-            vectors = embedder.embed_documents([embedding_text(MemoryType.EPISODIC, {"text": e.text,
-                                                                                     "context": e.context})
-                                                for e in batch])
+            vectors = embedder.embed_documents([embedding_text(MemoryType.EPISODIC, {
+                "text": e.text, "context": e.context, **context_fields(e)}) for e in batch])
             for episode, vector in zip(batch, vectors, strict=True):
                 yield {"_op_type": "create", "_index": index, "_id": episode.id, "_source": {
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text, "embedding": vector,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
-                    "metadata": episode.metadata or {}, "source": "import",
+                    "metadata": episode.metadata or {}, "source": "import", **context_fields(episode),
                     **({"client_id": episode.client_id} if episode.client_id else {})}}
 
     written: list[str] = []

@@ -200,6 +200,8 @@ ENGRAM_RECALL_DENSE = env.bool("ENGRAM_RECALL_DENSE", default=True)
 ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 weight of an episode's context
 # BM25 weight of a playbook's trigger on top of ``text``, which holds trigger and steps already.
 ENGRAM_TRIGGER_BOOST = env.float("ENGRAM_TRIGGER_BOOST", default=0.3)
+# Episodes with a session and no explicit context get the session's N preceding episodes as context.
+ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2)
 ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed context + turn together
 # Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)

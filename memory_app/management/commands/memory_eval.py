@@ -27,8 +27,9 @@ class Command(BaseCommand):
         # R@5/R@10 alone missed a ranking bug that pushed the answer from rank 1 to rank 2-5 for
         # most questions (R@1 0.23); the MRR floor catches that class of regression.
         parser.add_argument("--min-mrr", type=float, default=0.65)
-        parser.add_argument("--context-turns", type=int, default=2,
-                            help="LoCoMo: how many preceding turns of the session each episode carries as context")
+        parser.add_argument("--client-context", dest="context_turns", type=int, default=0, metavar="N",
+                            help="LoCoMo, old mode: the client sends each turn's N preceding turns as explicit "
+                                 "context (default 0: none sent, Engram derives it as for any agent)")
         parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
                             help="score consolidation on its labelled fixture (default: tests/fixtures/"

@@ -1,0 +1,130 @@
+"""Derived episode context: the turns just before an episode in its session.
+
+An episode that arrives with a ``session_id`` and no ``context`` gets, as its context, the
+ENGRAM_DERIVED_CONTEXT_TURNS episodes of the same session that precede it (ordered by
+``occurred_at``, then arrival), whether it comes from a turn, an import or a replayed outbox
+write. What is stored:
+
+- ``context_ids``: the ids of those preceding episodes (returned, so the link is visible);
+- ``derived_context``: their text, resolved when the episode is indexed. It is searched by the
+  BM25 leg and embedded with the turn, but never returned (it is a copy of other memories).
+
+An explicit ``context`` from the caller wins and nothing is derived. When a preceding episode
+is forgotten, every episode whose ``context_ids`` name it is re-indexed without it (its text
+leaves ``derived_context`` and the embedding), so no copy of forgotten text stays searchable.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from elasticsearch import Elasticsearch
+
+from memory_app.es.schema import MemoryType, alias_name
+
+# Fields of a derived context that are kept out of every response.
+HIDDEN_FIELDS = ("derived_context",)
+
+
+@dataclass(frozen=True)
+class Derived:
+    ids: list[str]
+    text: str
+
+
+def _join(texts: Sequence[str]) -> str:
+    return "\n".join(texts)
+
+
+def _session_episodes(*, es: Elasticsearch, scope: dict[str, str], session_ids: Sequence[str],
+                      until: datetime, size: int) -> dict[str, list[dict[str, Any]]]:
+    """The stored episodes of each session that occurred at or before ``until``, latest first
+    (one ``_msearch``, read through the subject's own key)."""
+    body: list[dict] = []
+    for session_id in session_ids:
+        body += [{"index": alias_name(MemoryType.EPISODIC)},
+                 {"size": size, "_source": ["text", "occurred_at", "created_at"],
+                  "query": {"bool": {"filter": [
+                      {"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}},
+                      {"term": {"session_id": session_id}},
+                      {"range": {"occurred_at": {"lte": until.isoformat()}}}]}},
+                  "sort": [{"occurred_at": "desc"}, {"created_at": "desc"}]}]
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not body:
+        return out
+    for session_id, response in zip(session_ids, es.msearch(searches=body)["responses"], strict=True):
+        if "error" in response:
+            raise RuntimeError(f"context lookup failed: {response['error']}")
+        out[session_id] = [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
+    return out
+
+
+def context_for_turn(*, es: Elasticsearch, scope: dict[str, str], session_id: str | None, occurred_at: datetime
+                     ) -> Derived | None:
+    """The derived context of one new episode (None without a session or predecessors)."""
+    turns = settings.ENGRAM_DERIVED_CONTEXT_TURNS
+    if not session_id or turns <= 0:
+        return None
+    stored = _session_episodes(es=es, scope=scope, session_ids=[session_id], until=occurred_at, size=turns)
+    before = list(reversed(stored[session_id]))  # oldest first
+    if not before:
+        return None
+    return Derived(ids=[e["id"] for e in before], text=_join([e["text"] for e in before]))
+
+
+def contexts_for_batch(*, es: Elasticsearch, scope: dict[str, str], episodes: Sequence[Any]) -> list[Derived | None]:
+    """Derived contexts for an import batch, in its order. ``episodes`` have ``id``, ``text``,
+    ``occurred_at``, ``session_id`` and ``context``. An episode's predecessors are the stored
+    episodes of its session and the batch's own, by occurred_at, stored ones first at equal
+    times (they arrived earlier), batch ones in batch order. Episodes with an explicit context
+    still count as predecessors of later ones."""
+    turns = settings.ENGRAM_DERIVED_CONTEXT_TURNS
+    result: list[Derived | None] = [None] * len(episodes)
+    if turns <= 0:
+        return result
+    by_session: dict[str, list[int]] = defaultdict(list)
+    for n, e in enumerate(episodes):
+        if e.session_id:
+            by_session[e.session_id].append(n)
+    if not by_session:
+        return result
+    sessions = list(by_session)
+    latest = max(e.occurred_at for e in episodes if e.session_id)
+    # Enough stored predecessors for every batch episode of the session, however they interleave.
+    stored = _session_episodes(es=es, scope=scope, session_ids=sessions, until=latest,
+                               size=min(10000, turns * max(len(v) for v in by_session.values()) + turns))
+    for session_id, positions in by_session.items():
+        timeline = [(datetime.fromisoformat(s["occurred_at"]), 0, n, s["id"], s["text"])
+                    for n, s in enumerate(reversed(stored[session_id]))]
+        timeline += [(episodes[n].occurred_at, 1, n, episodes[n].id, episodes[n].text) for n in positions]
+        timeline.sort(key=lambda t: (t[0], t[1], t[2]))
+        for place, (_when, from_batch, n, _id, _text) in enumerate(timeline):
+            if not from_batch or episodes[n].context is not None:
+                continue
+            before = timeline[max(0, place - turns):place]
+            if before:
+                result[n] = Derived(ids=[t[3] for t in before], text=_join([t[4] for t in before]))
+    return result
+
+
+def dependents_of(*, es: Elasticsearch, scope: dict[str, str], memory_id: str) -> list[dict[str, Any]]:
+    """Episodes whose derived context names ``memory_id`` (read through the subject's key)."""
+    response = es.search(index=alias_name(MemoryType.EPISODIC), size=1000, _source=["text", "context_ids"],
+                         query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
+                                                    {"term": {"user_id": scope["user_id"]}},
+                                                    {"term": {"context_ids": memory_id}}]}},
+                         seq_no_primary_term=True)
+    return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
+
+
+def resolve(*, es: Elasticsearch, ids: Sequence[str]) -> dict[str, str]:
+    """Texts of the given episodes that still exist (through the subject's key)."""
+    if not ids:
+        return {}
+    docs = es.mget(index=alias_name(MemoryType.EPISODIC), ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
+    return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}

@@ -1,0 +1,101 @@
+"""Derived episode context: turns, imports and forget (real Elasticsearch)."""
+
+from datetime import UTC, datetime, timedelta
+
+from memory_app import services
+from memory_app.embeddings import get_embedder
+from memory_app.es.schema import MemoryType, alias_name
+from memory_app.selectors import memory_get, memory_recall, subject_export
+
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+
+
+def _turns(subject, texts, *, session_id="s1", start=T0):
+    return [services.episode_write(subject=subject, text=t, session_id=session_id,
+                                   occurred_at=start + timedelta(minutes=n)) for n, t in enumerate(texts)]
+
+
+def _stored(es_admin, memory_id):
+    return es_admin.get(index=alias_name(MemoryType.EPISODIC), id=memory_id)["_source"]
+
+
+def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, es_admin):
+    a, b, c, d = _turns(subject, ["Which dog breed sheds least?", "I adopted a poodle named Biscuit.",
+                                  "She loves the lake.", "Yes, every Sunday."])
+    other = services.episode_write(subject=subject, text="Unrelated session.", session_id="s2",
+                                   occurred_at=T0 + timedelta(minutes=9))
+    assert a.get("context_ids") is None
+    assert c["context_ids"] == [a["id"], b["id"]]
+    assert d["context_ids"] == [b["id"], c["id"]]
+    assert _stored(es_admin, d["id"])["derived_context"] == "I adopted a poodle named Biscuit.\nShe loves the lake."
+    assert other.get("context_ids") is None  # never crosses sessions
+    # Indexed but never returned: not by the write, a read, recall or the export.
+    assert "derived_context" not in d
+    assert "derived_context" not in memory_get(subject=subject, memory_id=d["id"])
+    assert all("derived_context" not in e for e in subject_export(subject=subject)["memories"]["episodic"])
+    hits = memory_recall(subject=subject, query="Where does Biscuit the poodle go swimming?", record_use=False)
+    assert all("derived_context" not in h for h in hits)
+    # The short reply is found by what it answers: its own words say nothing about poodles.
+    assert d["id"] in [h["id"] for h in hits[:3]]
+
+
+def test_order_is_occurred_at_then_arrival_and_explicit_context_wins(subject):
+    late = _turns(subject, ["second said"], start=T0)[0]
+    early = services.episode_write(subject=subject, text="first said", session_id="s1",
+                                   occurred_at=T0 - timedelta(minutes=5))
+    assert early.get("context_ids") is None  # occurred before everything stored
+    same_time = services.episode_write(subject=subject, text="same minute", session_id="s1", occurred_at=T0)
+    assert same_time["context_ids"] == [early["id"], late["id"]]  # equal occurred_at: arrival decides
+    explicit = services.episode_write(subject=subject, text="reply", session_id="s1", context="what I was asked",
+                                      occurred_at=T0 + timedelta(minutes=3))
+    assert explicit["context"] == "what I was asked" and explicit.get("context_ids") is None
+    no_session = services.episode_write(subject=subject, text="loose", occurred_at=T0 + timedelta(minutes=4))
+    assert no_session.get("context_ids") is None
+
+
+def test_import_derives_context_within_the_batch_and_against_stored_episodes(subject, es_admin):
+    stored = _turns(subject, ["Stored one about kayaks.", "Stored two about rivers."])
+    ids = services.episodes_import(subject=subject, episodes=[
+        {"id": "imp-000003", "text": "Batch three.", "session_id": "s1",
+         "occurred_at": (T0 + timedelta(minutes=5)).isoformat()},
+        {"id": "imp-000002", "text": "Batch two, earlier.", "session_id": "s1",
+         "occurred_at": (T0 + timedelta(minutes=4)).isoformat()},
+        {"id": "imp-000004", "text": "Batch four.", "session_id": "s1", "context": "explicit words",
+         "occurred_at": (T0 + timedelta(minutes=6)).isoformat()},
+        {"id": "imp-000005", "text": "Batch five.", "session_id": "s1",
+         "occurred_at": (T0 + timedelta(minutes=7)).isoformat()},
+        {"id": "imp-other1", "text": "Other session.", "session_id": "s9",
+         "occurred_at": (T0 + timedelta(minutes=7)).isoformat()},
+    ])
+    assert ids[0] == "imp-000003"
+    assert _stored(es_admin, "imp-000002")["context_ids"] == [stored[0]["id"], stored[1]["id"]]
+    assert _stored(es_admin, "imp-000002")["derived_context"] == "Stored one about kayaks.\nStored two about rivers."
+    assert _stored(es_admin, "imp-000003")["context_ids"] == [stored[1]["id"], "imp-000002"]
+    assert _stored(es_admin, "imp-000004")["context"] == "explicit words"
+    assert "context_ids" not in _stored(es_admin, "imp-000004")
+    # An episode with explicit context still precedes later ones.
+    assert _stored(es_admin, "imp-000005")["context_ids"] == ["imp-000003", "imp-000004"]
+    assert "context_ids" not in _stored(es_admin, "imp-other1")
+
+
+def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(subject, es_admin):
+    one, two, three, four = _turns(subject, ["My locker code is zanzibar.", "Noted, thanks.",
+                                             "Anything else?", "No."])
+    assert "zanzibar" in _stored(es_admin, two["id"])["derived_context"]
+    services.memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
+
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.refresh(index=index)
+    found = es_admin.search(index=index, query={"multi_match": {"query": "zanzibar",
+                                                                "fields": ["text", "context", "derived_context"]}})
+    assert found["hits"]["total"]["value"] == 0
+    after_two, after_three = _stored(es_admin, two["id"]), _stored(es_admin, three["id"])
+    assert after_two.get("context_ids") is None and after_two.get("derived_context") is None
+    assert after_three["context_ids"] == [two["id"]]
+    assert after_three["derived_context"] == "Noted, thanks."
+    # Re-embedded without the forgotten text: the stored vector is that of the turn alone now.
+    vector = get_embedder().embed_documents(["Noted, thanks."])[0]
+    nearest = es_admin.search(index=index, knn={"field": "embedding", "query_vector": vector, "k": 1,
+                                                "num_candidates": 10})["hits"]["hits"][0]
+    assert nearest["_id"] == two["id"] and nearest["_score"] > 0.999
+    assert _stored(es_admin, four["id"])["context_ids"] == [two["id"], three["id"]]  # untouched
