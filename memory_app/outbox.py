@@ -275,7 +275,7 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
-                                                  refined_steps=p.get("refined_steps"))
+                                                  refined_steps=p.get("refined_steps"), actor=actor)
         return {"memory": memory}
     if operation is Op.FORGET:
         services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)

@@ -283,10 +283,11 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
 
 
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
-                            refined_steps: str | None = None) -> dict[str, Any]:
+                            refined_steps: str | None = None, actor: Any = "agent") -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps.
 
-    Increments are exact under concurrency (optimistic concurrency control, retried).
+    Increments are exact under concurrency (optimistic concurrency control, retried). Each
+    outcome is also a content-free ``playbook.outcome`` audit event: the outcome history.
     """
     if not isinstance(success, bool):
         raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
@@ -307,6 +308,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
                           if_primary_term=visible.primary_term, refresh="wait_for")
         except ConflictError:
             continue
+        audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
+                     target_id=visible.id, details={"success": success})
         return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
     raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id})
 

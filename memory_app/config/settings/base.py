@@ -76,7 +76,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-LOGIN_URL = "admin:login"
+LOGIN_URL = "inspector:login"
+LOGIN_REDIRECT_URL = "inspector:home"
+LOGOUT_REDIRECT_URL = "inspector:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
