@@ -250,8 +250,9 @@ def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> Http
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
         if request.htmx:
-            return render(request, "inspector/_messages.html", status=200,
-                          headers={"HX-Reswap": "none", "HX-Trigger": "engram:messages"})
+            response = render(request, "inspector/_messages.html")
+            response["HX-Reswap"] = "none"  # keep the memory on the page; the message arrives out of band
+            return response
         return redirect(back)
     messages.success(request, f"Memory {memory_id} forgotten" + (" (queued: Elasticsearch is unavailable, it "
                                                                  "will be applied in order)" if submitted.queued
