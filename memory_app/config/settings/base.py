@@ -30,6 +30,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The inspector's stylesheet and vendored htmx, served by the app itself under any server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -76,6 +78,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve straight from the apps' static folders: no collectstatic step to forget on deploy.
+WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "inspector:login"
 LOGIN_REDIRECT_URL = "inspector:home"
 LOGOUT_REDIRECT_URL = "inspector:login"
