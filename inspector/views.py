@@ -126,21 +126,14 @@ def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
     playbooks = _reads(request, "Playbooks unavailable",
                        lambda: selectors.playbook_list(subject=subject, include_superseded=include_superseded), [])
     catalog = _reads(request, "Catalog unavailable", lambda: selectors.catalog_list(subject=subject), [])
-    live_since, live_seen = _live_cursor(episodes.items if episodes else [])
+    # The live feed starts after the newest write (not the newest event shown: imports back-date).
+    live_since = _reads(request, "Live updates unavailable",
+                        lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since, live_seen=live_seen,
+                   live_since=live_since,
                    forgets=AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
     return render(request, "inspector/subject.html", context)
-
-
-def _live_cursor(items: list[dict], since: str | None = None, seen: list[str] = ()) -> tuple[str, str]:
-    """The live feed's cursor: the newest write time shown and the ids shown at exactly that time."""
-    newest = max([i["created_at"] for i in items] + ([since] if since else []), default=None)
-    if newest is None:
-        newest = timezone.now().isoformat()
-    ids = [i["id"] for i in items if i["created_at"] == newest] + (list(seen) if since == newest else [])
-    return newest, ",".join(dict.fromkeys(ids))
 
 
 @staff_required
@@ -149,15 +142,14 @@ def episodes_live(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
     """Polled every 2 s by an open end-user page: episodes written since the cursor."""
     subject = access.subject_for(request.user, user_id, "subject.view")
     since = request.GET.get("since") or timezone.now().isoformat()
-    seen = [i for i in request.GET.get("seen", "").split(",") if i][:200]
     try:
-        new = selectors.episode_list_written_since(subject=subject, since=since, exclude_ids=seen)
+        new = selectors.episode_list_written_since(subject=subject, since=since)
         error = ""
     except (EngramError, ApiError, TransportError) as exc:
         new, error = [], _problem(exc)
-    live_since, live_seen = _live_cursor(new, since, seen)
+    live_since = max([since, *(e["created_at"] for e in new)])
     return render(request, "inspector/subject__live.html",
-                  {"subject": subject, "new": new, "live_since": live_since, "live_seen": live_seen,
+                  {"subject": subject, "new": new, "live_since": live_since,
                    "live_error": error, "perms": access.permissions_in(request.user, subject.tenant)})
 
 

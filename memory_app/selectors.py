@@ -189,19 +189,31 @@ def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None)
     return Page(items=items, next_cursor=_cursor_encode(hits[-1]["sort"]) if len(hits) == size else None)
 
 
-def episode_list_written_since(*, subject: Subject, since: datetime | str, exclude_ids: list[str] = (),
-                               size: int = 100) -> list[dict[str, Any]]:
-    """Episodes written (``created_at``) at or after ``since``, newest write first, minus
-    ``exclude_ids`` (those already shown at exactly ``since``): the live feed's poll."""
+def episode_latest_write(*, subject: Subject) -> str | None:
+    """The write time (``created_at``) of the subject's most recently written episode, or None."""
+    require_dls()
+    hits = subject_es_client(subject=subject).search(
+        index=alias_name(MemoryType.EPISODIC), size=1, source_includes=["created_at"], track_total_hits=False,
+        query={"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
+        sort=[{"created_at": {"order": "desc"}}])["hits"]["hits"]
+    return hits[0]["_source"]["created_at"] if hits else None
+
+
+def episode_list_written_since(*, subject: Subject, since: datetime | str, size: int = 100) -> list[dict[str, Any]]:
+    """Episodes written (``created_at``) strictly after ``since``, newest write first: the live
+    feed's poll, with ``since`` the newest write time it has shown (``episode_latest_write``).
+
+    Known limit: an episode written in the same millisecond as ``since`` is not returned (it
+    appears on the next page load); write times, not event times, so a back-dated import still shows.
+    """
     since = clean_datetime(since, field="since")
     require_dls()
     hits = subject_es_client(subject=subject).search(
         index=alias_name(MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": [*_own_filter(subject, MemoryType.EPISODIC),
-                                   {"range": {"created_at": {"gte": since.isoformat()}}}]}},
+                                   {"range": {"created_at": {"gt": since.isoformat()}}}]}},
         sort=[{"created_at": {"order": "desc"}}, {"occurred_at": {"order": "desc"}}])["hits"]["hits"]
-    excluded = set(exclude_ids)
-    return [_public(MemoryType.EPISODIC, h["_id"], h["_source"]) for h in hits if h["_id"] not in excluded]
+    return [_public(MemoryType.EPISODIC, h["_id"], h["_source"]) for h in hits]
 
 
 def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool, size: int,

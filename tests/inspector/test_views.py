@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from urllib.parse import quote
 
 import pytest
 from django.test import Client
@@ -108,12 +109,21 @@ def test_live_poll_returns_only_new_episodes_and_moves_the_cursor(staff, subject
     first = services.episode_write(subject=alice, text="first turn")
     client = Client()
     client.force_login(staff["support"])
-    since, seen = first["created_at"], first["id"]
-    quiet = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since, "seen": seen}).content.decode()
-    assert "first turn" not in quiet and "hx-swap-oob" not in quiet
-    services.episode_write(subject=alice, text="a brand new turn")
-    fresh = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since, "seen": seen}).content.decode()
-    assert "a brand new turn" in fresh and "first turn" not in fresh and 'hx-swap-oob="afterbegin:#episodes"' in fresh
+    # Back-dated imports written in the same batch must not flood the feed (one write time).
+    services.episodes_import(subject=alice, episodes=[
+        {"text": f"old {n}", "occurred_at": f"2025-01-0{n + 1}T00:00:00Z"} for n in range(5)])
+    since = selectors.episode_latest_write(subject=alice)
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert f"since={quote(since)}" in page.replace("&amp;", "&")
+    quiet = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since}).content.decode()
+    assert "first turn" not in quiet and "old " not in quiet and "hx-swap-oob" not in quiet
+    services.episode_write(subject=alice, text="a brand new turn", occurred_at="2020-01-01T00:00:00Z")
+    fresh = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since}).content.decode()
+    assert "a brand new turn" in fresh and "first turn" not in fresh and "old " not in fresh
+    assert 'hx-swap-oob="afterbegin:#episodes"' in fresh
+    newest = selectors.episode_latest_write(subject=alice)
+    assert f"since={quote(newest)}" in fresh.replace("&amp;", "&")  # the cursor moved on
+    assert first["created_at"] < newest
 
 
 def test_episode_paging_with_cursor(staff, subjects):
