@@ -25,8 +25,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from elasticsearch import ApiError, TransportError
 
+from django_htmx.middleware import HtmxDetails
+from elasticsearch import ApiError, TransportError
 from memory_app import outbox, selectors
 from memory_app.errors import EngramError, ValidationFailed
 from tenants import services as tenant_services
@@ -40,8 +41,6 @@ EPISODE_PAGE = 50
 
 
 class HtmxHttpRequest(HttpRequest):
-    from django_htmx.middleware import HtmxDetails
-
     htmx: HtmxDetails
 
 
@@ -394,7 +393,7 @@ def _audit_filters(request) -> dict:
         moment = timezone.make_aware(datetime.combine(value, time.max if end else time.min))
         return moment
     subject_ref = request.GET.get("subject", "").strip()
-    if subject_ref and not subject_ref.count("-") == 4:  # an external id: resolve to the user_id
+    if subject_ref and subject_ref.count("-") != 4:  # an external id: resolve to the user_id
         found = Subject.objects.filter(external_id=subject_ref).values_list("user_id", flat=True).first()
         subject_ref = str(found) if found else subject_ref
     return {"actor": request.GET.get("actor", "").strip(), "action": request.GET.get("action", "").strip(),

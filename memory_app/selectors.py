@@ -10,8 +10,8 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from elasticsearch import helpers
 
+from elasticsearch import helpers
 from memory_app import recall as rc
 from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.errors import ValidationFailed

@@ -16,6 +16,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Iterable
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,7 @@ def verify_jsonl(lines: Iterable[str]) -> list[ChainReport]:
     reports = []
     for chain, records in sorted(by_chain.items()):
         records.sort(key=lambda r: r["seq"])
-        contiguous = all(b["seq"] == a["seq"] + 1 for a, b in zip(records, records[1:]))
+        contiguous = all(b["seq"] == a["seq"] + 1 for a, b in pairwise(records))
         if contiguous and records[0]["seq"] == 1:
             reports.append(chain_verify_records(records, chain=chain))
         else:  # a filtered export: each event's own hash, and links where events are adjacent

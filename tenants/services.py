@@ -23,8 +23,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from elasticsearch import Elasticsearch
 
+from elasticsearch import Elasticsearch
 from memory_app.errors import ServiceUnavailable, ValidationFailed
 from memory_app.es.capabilities import Capabilities, probe_capabilities
 from memory_app.es.client import api_key_client, base_client

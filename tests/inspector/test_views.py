@@ -13,8 +13,8 @@ from django.test import Client
 
 from inspector.access import MATRIX
 from memory_app import selectors, services
-from tenants import services as tenant_services
 from tenants import audit_chain
+from tenants import services as tenant_services
 from tenants.models import AuditEvent, Membership
 
 ROLES = [*Membership.Role.values, "superuser"]

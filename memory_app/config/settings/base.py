@@ -77,8 +77,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# Serve straight from the apps' static folders: no collectstatic step to forget on deploy.
+# Static files are served by WhiteNoise straight from the apps' static folders (no collectstatic
+# step to forget on deploy); set DJANGO_STATIC_ROOT only to collect them for a CDN or proxy.
+STATIC_ROOT = env.str("DJANGO_STATIC_ROOT", default="") or None
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "inspector:login"
 LOGIN_REDIRECT_URL = "inspector:home"

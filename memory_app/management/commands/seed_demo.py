@@ -5,8 +5,8 @@ generated once into the state dir, never hard-coded.
 """
 
 import secrets
-from functools import partial
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -164,10 +164,10 @@ PLAYBOOK_CHAIN = [
     ("hub offline after a power cut", "1. Wait two minutes. 2. Power-cycle the router."),
     ("hub offline after a power cut", "1. Power-cycle the router. 2. Power-cycle the hub. 3. Check the LED is solid green."),
     ("hub offline after a power cut or a router change",
-     "1. Power-cycle the router, then the hub. 2. If the Wi-Fi changed, re-run hub onboarding in the app. "
-     "3. Check the LED is solid green and devices report within a minute."),
+     ("1. Power-cycle the router, then the hub. 2. If the Wi-Fi changed, re-run hub onboarding in the app. "
+      "3. Check the LED is solid green and devices report within a minute.")),
 ]
-# (success, failure) outcomes per playbook version, oldest first: the last one is the reliable one.
+# Reported outcomes (True = success) per playbook version, oldest first: the last version is the reliable one.
 OUTCOMES = [[False, True, False], [True, False, True, True], [True, True, False, True, True, True, True]]
 TOPICS = [
     "the thermostat schedule", "the night temperature", "eco mode", "the hallway motion sensor", "the front door lock",
