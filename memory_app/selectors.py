@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from elasticsearch import helpers
 
+from elasticsearch import helpers
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
@@ -17,9 +20,9 @@ from memory_app.es.schema import MemoryType, alias_name
 from memory_app.services import USER_TYPES, visible_document
 from memory_app.usage import usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
-from tenants.models import Subject
+from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
-from tenants.services import require_dls, subject_es_client
+from tenants.services import require_dls, subject_es_client, writer_es_client
 
 
 _HIDDEN = frozenset(("embedding", *HIDDEN_CONTEXT_FIELDS))
@@ -136,3 +139,174 @@ def subject_export(*, subject: Subject) -> dict[str, Any]:
     for items in out.values():
         items.sort(key=lambda d: (d.get("occurred_at") or d.get("created_at") or "", d["id"]))
     return {"tenant_id": scope["tenant_id"], "user_id": scope["user_id"], "memories": out}
+
+
+# ---------------------------------------------------------------- listings (the inspector's reads)
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    next_cursor: str | None  # opaque search_after cursor for the next (older) page; None at the end
+
+
+def _cursor_encode(sort: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(sort, separators=(",", ":")).encode()).decode()
+
+
+def _cursor_decode(cursor: str) -> list[Any]:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError):
+        raise ValidationFailed("invalid cursor", details={"field": "cursor"}, code="invalid_cursor") from None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValidationFailed("invalid cursor", details={"field": "cursor"}, code="invalid_cursor")
+    return value
+
+
+def _own_filter(subject: Subject, memory_type: MemoryType, *, include_superseded: bool = True) -> list[dict]:
+    scope = memory_scope(subject=subject)
+    filters: list[dict] = [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"memory_type": memory_type.value}}]
+    if memory_type is not MemoryType.CATALOG:
+        filters.append({"term": {"user_id": scope["user_id"]}})
+    if not include_superseded:
+        filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
+    return filters
+
+
+def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None) -> Page:
+    """The subject's episodes, newest first (by ``occurred_at``, then write time), ``size`` at a
+    time; ``cursor`` (from the previous page) continues with older ones via ``search_after``.
+
+    Known limit: two episodes with the same occurred_at and created_at (to the millisecond) at a
+    page boundary can be skipped; the index holds no other unique sortable field."""
+    if not 1 <= size <= 500:
+        raise ValidationFailed("size must be 1-500", details={"field": "size"}, code="invalid_size")
+    require_dls()
+    body: dict[str, Any] = {
+        "size": size, "_source": {"excludes": ["embedding"]},
+        "query": {"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
+        "sort": [{"occurred_at": {"order": "desc"}}, {"created_at": {"order": "desc"}}],
+        "track_total_hits": False,
+    }
+    if cursor:
+        body["search_after"] = _cursor_decode(cursor)
+    hits = subject_es_client(subject=subject).search(index=alias_name(MemoryType.EPISODIC), **body)["hits"]["hits"]
+    items = [_public(MemoryType.EPISODIC, h["_id"], h["_source"]) for h in hits]
+    return Page(items=items, next_cursor=_cursor_encode(hits[-1]["sort"]) if len(hits) == size else None)
+
+
+def episode_latest_write(*, subject: Subject) -> str | None:
+    """The write time (``created_at``) of the subject's most recently written episode, or None."""
+    require_dls()
+    hits = subject_es_client(subject=subject).search(
+        index=alias_name(MemoryType.EPISODIC), size=1, source_includes=["created_at"], track_total_hits=False,
+        query={"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
+        sort=[{"created_at": {"order": "desc"}}])["hits"]["hits"]
+    return hits[0]["_source"]["created_at"] if hits else None
+
+
+def episode_list_written_since(*, subject: Subject, since: datetime | str, size: int = 100) -> list[dict[str, Any]]:
+    """Episodes written (``created_at``) strictly after ``since``, newest write first: the live
+    feed's poll, with ``since`` the newest write time it has shown (``episode_latest_write``).
+
+    Known limit: an episode written in the same millisecond as ``since`` is not returned (it
+    appears on the next page load); write times, not event times, so a back-dated import still shows.
+    """
+    since = clean_datetime(since, field="since")
+    require_dls()
+    hits = subject_es_client(subject=subject).search(
+        index=alias_name(MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
+        query={"bool": {"filter": [*_own_filter(subject, MemoryType.EPISODIC),
+                                   {"range": {"created_at": {"gt": since.isoformat()}}}]}},
+        sort=[{"created_at": {"order": "desc"}}, {"occurred_at": {"order": "desc"}}])["hits"]["hits"]
+    return [_public(MemoryType.EPISODIC, h["_id"], h["_source"]) for h in hits]
+
+
+def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool, size: int,
+          sort: list[dict]) -> list[dict[str, Any]]:
+    require_dls()
+    hits = subject_es_client(subject=subject).search(
+        index=alias_name(memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
+        query={"bool": {"filter": _own_filter(subject, memory_type, include_superseded=include_superseded)}},
+        sort=sort)["hits"]["hits"]
+    return [_public(memory_type, h["_id"], h["_source"]) for h in hits]
+
+
+def fact_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:
+    """The subject's facts, newest first; superseded ones only when asked."""
+    return _list(subject, MemoryType.SEMANTIC, include_superseded=include_superseded, size=size,
+                 sort=[{"created_at": {"order": "desc"}}])
+
+
+def playbook_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:
+    """The subject's playbooks, newest first, each with ``posterior``: the Beta(1 + successes,
+    1 + failures) mean and the outcome multiplier recall applies (memory_app.recall)."""
+    items = _list(subject, MemoryType.PROCEDURAL, include_superseded=include_superseded, size=size,
+                  sort=[{"created_at": {"order": "desc"}}])
+    for item in items:
+        s, f = int(item.get("success_count") or 0), int(item.get("failure_count") or 0)
+        item["posterior"] = {"mean": (1.0 + s) / (2.0 + s + f),
+                             "multiplier": rc.outcome_multiplier(successes=s, failures=f)}
+    return items
+
+
+def catalog_list(*, subject: Subject, size: int = 200) -> list[dict[str, Any]]:
+    """The tenant's catalog entries as the subject's key sees them, newest first."""
+    return _list(subject, MemoryType.CATALOG, include_superseded=True, size=size,
+                 sort=[{"created_at": {"order": "desc"}}])
+
+
+def subject_memory_counts(*, subject: Subject) -> dict[str, int]:
+    """How many memories of each own type the subject has (superseded included), in one request."""
+    require_dls()
+    scope = memory_scope(subject=subject)
+    response = subject_es_client(subject=subject).search(
+        index=",".join(alias_name(t) for t in USER_TYPES), size=0,
+        query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
+                                   {"term": {"user_id": scope["user_id"]}}]}},
+        aggs={"types": {"terms": {"field": "memory_type", "size": 10}}})
+    counts = {t.value: 0 for t in USER_TYPES}
+    counts.update({b["key"]: b["doc_count"] for b in response["aggregations"]["types"]["buckets"]})
+    return counts
+
+
+def subjects_memory_stats(*, tenant: Tenant, subjects: list[Subject]) -> dict[str, dict[str, Any]]:
+    """Per end-user of one tenant: counts per memory type and last activity, for a page of
+    end-users in ONE aggregation request (not one per end-user).
+
+    This is the one memory read not made through an end-user's own key: a DLS key sees one
+    end-user only, and a page of 50 would cost 50 requests. It reads through the writer
+    credential, returns no document at all (``size`` 0: counts and dates only, never content),
+    and is filtered to the tenant and the listed end-users.
+    """
+    if not subjects:
+        return {}
+    if any(s.tenant_id != tenant.pk for s in subjects):
+        raise ValidationFailed("end-users of another tenant", code="invalid_subjects")
+    require_dls()
+    user_ids = [str(s.user_id) for s in subjects]
+    response = writer_es_client().search(
+        index=",".join(alias_name(t) for t in USER_TYPES), size=0,
+        query={"bool": {"filter": [{"term": {"tenant_id": tenant.slug}}, {"terms": {"user_id": user_ids}}]}},
+        aggs={"users": {"terms": {"field": "user_id", "size": len(user_ids)},
+                        "aggs": {"types": {"terms": {"field": "memory_type", "size": 10}},
+                                 "last_write": {"max": {"field": "created_at"}},
+                                 "last_event": {"max": {"field": "occurred_at"}}}}})
+    out: dict[str, dict[str, Any]] = {}
+    for bucket in response["aggregations"]["users"]["buckets"]:
+        counts = {t.value: 0 for t in USER_TYPES}
+        counts.update({b["key"]: b["doc_count"] for b in bucket["types"]["buckets"]})
+        stamps = [v for v in (bucket["last_write"].get("value_as_string"), bucket["last_event"].get("value_as_string"))
+                  if v]
+        out[bucket["key"]] = {"counts": counts, "total": bucket["doc_count"],
+                              "last_activity": max(stamps) if stamps else None}
+    return out
+
+
+def playbook_outcomes(*, subject: Subject, playbook_id: str, limit: int = 200) -> list[dict[str, Any]]:
+    """Outcome history of one of the subject's playbooks, oldest first, from the audit log
+    (``playbook.outcome`` events: time, success, who reported it)."""
+    events = (AuditEvent.objects.filter(action="playbook.outcome", subject=subject, target_id=playbook_id)
+              .order_by("-created_at")[:limit])
+    return [{"at": e.created_at, "success": bool(e.details.get("success")), "actor": e.actor}
+            for e in reversed(list(events))]

@@ -509,13 +509,14 @@ _OUTCOME_IDS_KEPT = 100
 
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
                             refined_steps: str | None = None, operation_id: str | None = None,
-                            episode_id: str | None = None) -> dict[str, Any]:
+                            episode_id: str | None = None, actor: Any = "agent") -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps.
 
     Increments are exact under concurrency (optimistic concurrency control, retried). The count is
     idempotent when the outcome is identified: by ``operation_id`` (fixed when the write was
     accepted; the playbook keeps the ids of its last outcomes) or by ``episode_id`` (the episode
     that reported it, from consolidation; it joins ``supporting_episode_ids``). A repeat is a no-op.
+    Each counted outcome is also a content-free ``playbook.outcome`` audit event: the outcome history.
     """
     outcome_success_validate(success)
     refined = clean_text(refined_steps, field="refined_steps") if refined_steps is not None else None
@@ -546,6 +547,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
                           if_primary_term=visible.primary_term, refresh="wait_for")
         except ConflictError:
             continue
+        audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
+                     target_id=visible.id, details={"success": success})
         return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
     raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
                    code="concurrent_update")

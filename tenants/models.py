@@ -1,7 +1,9 @@
 import uuid
+from datetime import UTC
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Tenant(models.Model):
@@ -187,7 +189,8 @@ class AuditEvent(models.Model):
         AGENT_TOKEN = "agent_token"
         SYSTEM = "system"
 
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set explicitly (not auto_now_add) because the chain hash covers it.
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor_type = models.CharField(max_length=20, choices=ActorType.choices)
     actor = models.CharField(max_length=200)  # "alice", "<token prefix> (<name>)", "key-maintenance"
     action = models.CharField(max_length=100, db_index=True)
@@ -197,11 +200,27 @@ class AuditEvent(models.Model):
     subject_ref = models.CharField(max_length=64, blank=True)  # the subject's opaque user_id
     target_id = models.CharField(max_length=200, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    # Tamper evidence (tenants.audit_chain): position in the tenant's chain and the chained hashes.
+    chain = models.CharField(max_length=64, blank=True, default="")
+    seq = models.PositiveBigIntegerField(default=0)
+    prev_hash = models.CharField(max_length=64, blank=True, default="")
+    hash = models.CharField(max_length=64, blank=True, default="")
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["chain", "seq"], name="audit_chain_seq_unique")]
+        indexes = [models.Index(fields=["tenant_slug", "-created_at"], name="tenants_aud_tenant__idx"),
+                   models.Index(fields=["subject_ref"], name="tenants_aud_subject_idx")]
+
+    def chain_fields(self) -> dict:
+        """The content-free fields the chain hash covers (tenants.audit_chain.HASHED_FIELDS)."""
+        return {"chain": self.chain, "seq": self.seq,
+                "created_at": self.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+                "actor_type": self.actor_type, "actor": self.actor, "action": self.action,
+                "tenant_slug": self.tenant_slug, "subject_ref": self.subject_ref, "target_id": self.target_id,
+                "details": self.details}
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor}: {self.action}"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
 
 from memory_app.errors import NotFound
 
-from .models import Membership, Subject, Tenant
+from . import audit_chain
+from .models import AuditEvent, Membership, Subject, Tenant
 
 
 def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
@@ -75,3 +78,35 @@ def staff_tenant_ids(*, user: AbstractBaseUser | AnonymousUser,
     if roles is not None:
         memberships = memberships.filter(role__in=list(roles))
     return set(memberships.values_list("tenant_id", flat=True))
+
+
+# ---------------------------------------------------------------- audit log
+
+def audit_events(*, tenant_slugs: Iterable[str], actor: str = "", action: str = "", subject_ref: str = "",
+                 since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
+    """Audit events of the given tenants, newest first, filtered (actor and action: prefix
+    match, ``subject_ref`` exact, date range inclusive)."""
+    events = AuditEvent.objects.filter(tenant_slug__in=list(tenant_slugs))
+    if actor:
+        events = events.filter(actor__startswith=actor)
+    if action:
+        events = events.filter(action__startswith=action)
+    if subject_ref:
+        events = events.filter(subject_ref=subject_ref)
+    if since:
+        events = events.filter(created_at__gte=since)
+    if until:
+        events = events.filter(created_at__lte=until)
+    return events.order_by("-created_at", "-id")
+
+
+def audit_export_record(event: AuditEvent) -> dict:
+    """One event as exported: the hashed fields plus the links, enough to verify it offline."""
+    return {"id": event.pk, **event.chain_fields(), "prev_hash": event.prev_hash, "hash": event.hash}
+
+
+def audit_chain_verify(*, chain: str) -> audit_chain.ChainReport:
+    """Recompute the tenant's audit chain (``chain`` = tenant slug) from its first event and
+    report the first broken link: a changed, removed or re-ordered event."""
+    records = (audit_export_record(e) for e in AuditEvent.objects.filter(chain=chain).order_by("seq").iterator())
+    return audit_chain.chain_verify_records(records, chain=chain)

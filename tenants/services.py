@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import OperationalError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from elasticsearch import Elasticsearch
@@ -31,7 +31,7 @@ from memory_app.validation import clean_external_id
 from memory_app.es.capabilities import Capabilities, probe_capabilities
 from memory_app.es.client import api_key_client, base_client
 
-from . import crypto, es_keys
+from . import audit_chain, crypto, es_keys
 from .errors import AuthenticationFailed
 from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey
 from .selectors import index_prefix_for
@@ -62,12 +62,26 @@ def audit_record(*, actor: Actor, action: str, tenant: Tenant | None = None, sub
     if subject is not None and tenant is None:
         tenant = subject.tenant
     actor_type, actor_label = _actor(actor)
-    return AuditEvent.objects.create(
-        actor_type=actor_type, actor=actor_label, action=action,
-        tenant=tenant, tenant_slug=tenant.slug if tenant else "",
-        subject=subject, subject_ref=str(subject.user_id) if subject else "",
-        target_id=str(target_id), details=details,
-    )
+    event = AuditEvent(actor_type=actor_type, actor=actor_label, action=action,
+                       tenant=tenant, tenant_slug=tenant.slug if tenant else "",
+                       subject=subject, subject_ref=str(subject.user_id) if subject else "",
+                       target_id=str(target_id), details=details, chain=tenant.slug if tenant else "")
+    # Chain it to the tenant's previous event. Two writers racing for the same seq: the unique
+    # (chain, seq) constraint refuses the second, which re-reads the head and tries again.
+    for _attempt in range(20):
+        try:
+            with transaction.atomic():
+                head = AuditEvent.objects.filter(chain=event.chain).order_by("-seq").values("seq", "hash").first()
+                event.seq = (head["seq"] if head else 0) + 1
+                event.prev_hash = head["hash"] if head else audit_chain.GENESIS
+                event.created_at = timezone.now()
+                event.hash = audit_chain.link_hash(prev_hash=event.prev_hash, fields=event.chain_fields())
+                event.save(force_insert=True)
+            return event
+        except IntegrityError:
+            event.pk = None
+            event._state.adding = True
+    raise RuntimeError("could not append to the audit chain: too much contention")
 
 
 def _actor(actor: Actor) -> tuple[str, str]:

@@ -30,6 +30,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The inspector's stylesheet and vendored htmx, served by the app itself under any server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -75,8 +77,13 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-LOGIN_URL = "admin:login"
+# Static files are served by WhiteNoise straight from the apps' static folders (no collectstatic
+# step to forget on deploy); set DJANGO_STATIC_ROOT only to collect them for a CDN or proxy.
+STATIC_ROOT = env.str("DJANGO_STATIC_ROOT", default="") or None
+WHITENOISE_USE_FINDERS = True
+LOGIN_URL = "inspector:login"
+LOGIN_REDIRECT_URL = "inspector:home"
+LOGOUT_REDIRECT_URL = "inspector:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],

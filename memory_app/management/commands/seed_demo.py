@@ -5,8 +5,8 @@ generated once into the state dir, never hard-coded.
 """
 
 import secrets
-from functools import partial
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -88,6 +88,7 @@ class Command(BaseCommand):
             token_file.write_text(plaintext + "\n")
             token_file.chmod(0o600)
         written = self._seed_memories(tenant)
+        written += seed_history(tenant)
         self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS)} end-users, {written} memories written"
                           + (" (already seeded)" if not written else ""))
 
@@ -149,3 +150,79 @@ def _playbook(*, subject, memory_id: str, source: str, trigger: str, steps: str,
     for success, times in ((True, success_count), (False, failure_count)):
         for _ in range(times):
             services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success)
+
+
+# ---------------------------------------------------------------- history for the inspector
+
+# Alice's thermostat fact, superseded twice (natural, then harsh): a 3-version chain.
+FACT_CHAIN = [
+    ("Alice keeps the living room at 20 degrees.", "natural", 0.8),
+    ("Alice keeps the living room at 21 degrees since she started working from home.", "natural", 0.9),
+    ("Alice keeps the living room at 19 degrees at night and 21 during the day.", "harsh", 1.0),
+]
+PLAYBOOK_CHAIN = [
+    ("hub offline after a power cut", "1. Wait two minutes. 2. Power-cycle the router."),
+    ("hub offline after a power cut", "1. Power-cycle the router. 2. Power-cycle the hub. 3. Check the LED is solid green."),
+    ("hub offline after a power cut or a router change",
+     ("1. Power-cycle the router, then the hub. 2. If the Wi-Fi changed, re-run hub onboarding in the app. "
+      "3. Check the LED is solid green and devices report within a minute.")),
+]
+# Reported outcomes (True = success) per playbook version, oldest first: the last version is the reliable one.
+OUTCOMES = [[False, True, False], [True, False, True, True], [True, True, False, True, True, True, True]]
+TOPICS = [
+    "the thermostat schedule", "the night temperature", "eco mode", "the hallway motion sensor", "the front door lock",
+    "the lock batteries", "the hub's LED", "the Wi-Fi after the router change", "the garage door sensor",
+    "the bedroom lights routine", "the cat flap camera", "the app notifications",
+]
+TURNS = [
+    "Hi, it's me again about {t}.", "Can you check {t} for me?", "{T} stopped working this morning.",
+    "I changed {t} yesterday, is that why?", "Thanks, {t} works now.", "What did we decide about {t} last time?",
+    "Please remind me how to reset {t}.", "Is there an update for {t}?",
+]
+HISTORY_EPISODES = 320
+HISTORY_SESSIONS = 16
+
+
+def seed_history(tenant: Tenant) -> int:
+    """Alice gets a few hundred episodes over 16 sessions, a 3-version fact chain and a 3-version
+    playbook chain with outcome history (each outcome is an audit event). Idempotent (fixed ids)."""
+    subject = Subject.objects.filter(tenant=tenant, external_id=SUBJECTS[0][0]).first()
+    if subject is None:
+        return 0
+    try:
+        memory_get(subject=subject, memory_id=f"demo-playbook-v{len(PLAYBOOK_CHAIN) - 1}")
+        return 0
+    except NotFound:
+        pass
+    written = 0
+    start = datetime.now(UTC) - timedelta(days=HISTORY_SESSIONS * 4)
+    episodes = []
+    for n in range(HISTORY_EPISODES):
+        session = n * HISTORY_SESSIONS // HISTORY_EPISODES
+        topic = TOPICS[(session * 5 + n) % len(TOPICS)]
+        text = TURNS[n % len(TURNS)].format(t=topic, T=topic[0].upper() + topic[1:])
+        episodes.append({"id": f"demo-alice-ep-{n:04d}", "text": text, "session_id": f"demo-session-{session:02d}",
+                         "occurred_at": (start + timedelta(days=session * 4, minutes=3 * n)).isoformat(),
+                         "role": "user"})
+    try:
+        written += len(services.episodes_import(subject=subject, episodes=episodes))
+    except Conflict:  # imported by an earlier, interrupted run
+        pass
+    previous: list[str] = []
+    for n, (text, contradiction, confidence) in enumerate(FACT_CHAIN):
+        written += _once(partial(services.fact_write, subject=subject, text=text, confidence=confidence,
+                                 supersedes=previous or None, contradiction=contradiction, source="demo",
+                                 supporting_episode_ids=[f"demo-alice-ep-{(n + 1) * 37:04d}"],
+                                 memory_id=f"demo-fact-v{n}"))
+        previous = [f"demo-fact-v{n}"]
+    previous = []
+    for n, (trigger, steps) in enumerate(PLAYBOOK_CHAIN):
+        memory_id = f"demo-playbook-v{n}"
+        if _once(partial(services.playbook_write, subject=subject, trigger=trigger, steps=steps,
+                         supersedes=previous or None, source="demo", memory_id=memory_id)):
+            written += 1
+            for success in OUTCOMES[n]:
+                services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success,
+                                                 actor="demo")
+        previous = [memory_id]
+    return written

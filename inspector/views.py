@@ -1,0 +1,462 @@
+"""The memory inspector: server-rendered pages, htmx partials of the same templates.
+
+Views are thin: resolve the tenant/end-user through ``inspector.access`` (404 not yours, 403 not
+your role), call selectors (reads, through the end-user's own DLS key) or the write path shared
+with the API (``memory_app.outbox.write_submit``) and the tenants services, and render. Expected
+failures (EngramError: cluster down, not found, invalid input) become messages on the page.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from collections.abc import Callable
+from datetime import datetime, time
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from django_htmx.middleware import HtmxDetails
+from elasticsearch import ApiError, TransportError
+from memory_app import outbox, selectors
+from memory_app.errors import EngramError, ValidationFailed
+from tenants import services as tenant_services
+from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
+from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
+
+from . import access
+
+PAGE_SIZE = 50
+EPISODE_PAGE = 50
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, EngramError):
+        return exc.message
+    return f"Elasticsearch refused the request ({type(exc).__name__}); try again shortly"
+
+
+def _reads(request, label: str, fn: Callable, default=None):
+    """Run one read; on an expected failure show a message and carry on with ``default``."""
+    try:
+        return fn()
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, f"{label}: {_problem(exc)}")
+        return default
+
+
+def _viewed(request, subject: Subject, view: str, **details) -> None:
+    """Staff access log: every staff look at an end-user's memories is an audit event."""
+    tenant_services.audit_record(actor=request.user, action="staff.viewed", subject=subject,
+                                 target_id=str(subject.user_id), details={"view": view, **details})
+
+
+def staff_required(view):
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _ctx(request, tenant: Tenant | None = None, **extra) -> dict:
+    nav = {"keys": access.tenants_for(request.user, "keys.view"),
+           "audit": access.tenants_for(request.user, "audit.view")}
+    return {"nav": nav, "tenant": tenant,
+            "perms": access.permissions_in(request.user, tenant) if tenant else set(), **extra}
+
+
+# ---------------------------------------------------------------- home
+
+
+@staff_required
+@require_GET
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    tenants = access.tenants_for(request.user, "home")
+    tenant = next((t for t in tenants if t.slug == request.GET.get("tenant")), tenants[0] if tenants else None)
+    q = request.GET.get("q", "").strip()[:200]
+    page = rows = None
+    if tenant:
+        subjects = Subject.objects.filter(tenant=tenant).order_by("external_id")
+        if q:
+            subjects = subjects.filter(external_id__icontains=q) | subjects.filter(display_name__icontains=q)
+        page = Paginator(subjects.order_by("external_id"), PAGE_SIZE).get_page(request.GET.get("page"))
+        page_subjects = list(page.object_list)
+        stats = _reads(request, "Memory counts unavailable",
+                       lambda: selectors.subjects_memory_stats(tenant=tenant, subjects=page_subjects), {})
+        rows = [{"subject": s, "stats": stats.get(str(s.user_id))} for s in page_subjects]
+    context = _ctx(request, tenant, tenants=tenants, q=q, page=page, rows=rows)
+    # A search or page change from the page itself swaps the table only (partial "page__part.html").
+    partial = request.htmx and request.htmx.target == "subjects"
+    response = render(request, "inspector/home__subjects.html" if partial else "inspector/home.html", context)
+    response["Vary"] = "HX-Request"
+    return response
+
+
+# ---------------------------------------------------------------- end-user page
+
+
+@staff_required
+@require_GET
+def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    subject = access.subject_for(request.user, user_id, "subject.view")
+    include_superseded = request.GET.get("superseded") == "1"
+    _viewed(request, subject, "memories")
+    counts = _reads(request, "Counts unavailable", lambda: selectors.subject_memory_counts(subject=subject), {})
+    episodes = _reads(request, "Episodes unavailable", lambda: selectors.episode_list(subject=subject,
+                                                                                      size=EPISODE_PAGE))
+    facts = _reads(request, "Facts unavailable",
+                   lambda: selectors.fact_list(subject=subject, include_superseded=include_superseded), [])
+    playbooks = _reads(request, "Playbooks unavailable",
+                       lambda: selectors.playbook_list(subject=subject, include_superseded=include_superseded), [])
+    catalog = _reads(request, "Catalog unavailable", lambda: selectors.catalog_list(subject=subject), [])
+    # The live feed starts after the newest write (not the newest event shown: imports back-date).
+    live_since = _reads(request, "Live updates unavailable",
+                        lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
+    context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
+                   playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
+                   live_since=live_since,
+                   forgets=AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
+    return render(request, "inspector/subject.html", context)
+
+
+@staff_required
+@require_GET
+def episodes_live(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """Polled every 2 s by an open end-user page: episodes written since the cursor."""
+    subject = access.subject_for(request.user, user_id, "subject.view")
+    since = request.GET.get("since") or timezone.now().isoformat()
+    try:
+        new = selectors.episode_list_written_since(subject=subject, since=since)
+        error = ""
+    except (EngramError, ApiError, TransportError) as exc:
+        new, error = [], _problem(exc)
+    live_since = max([since, *(e["created_at"] for e in new)])
+    return render(request, "inspector/subject__live.html",
+                  {"subject": subject, "new": new, "live_since": live_since,
+                   "live_error": error, "perms": access.permissions_in(request.user, subject.tenant)})
+
+
+@staff_required
+@require_GET
+def episodes_more(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """Older episodes (``search_after`` cursor)."""
+    subject = access.subject_for(request.user, user_id, "subject.view")
+    try:
+        episodes = selectors.episode_list(subject=subject, size=EPISODE_PAGE, cursor=request.GET.get("cursor"))
+    except (EngramError, ApiError, TransportError) as exc:
+        return render(request, "inspector/_error_item.html", {"message": _problem(exc)})
+    return render(request, "inspector/subject__episodes.html",
+                  {"subject": subject, "episodes": episodes,
+                   "perms": access.permissions_in(request.user, subject.tenant)})
+
+
+@staff_required
+@require_GET
+def chain_page(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> HttpResponse:
+    """A fact's or playbook's supersession chain, both ways, as a timeline (oldest first)."""
+    subject = access.subject_for(request.user, user_id, "subject.view")
+    history = _reads(request, "Chain unavailable",
+                     lambda: selectors.memory_history(subject=subject, memory_id=memory_id[:64]))
+    timeline = []
+    if history:
+        _viewed(request, subject, "chain", memory_id=memory_id[:64])
+        timeline = [*reversed(history["older"]), {**history["memory"], "current_view": True}, *history["newer"]]
+    outcomes = []
+    if history and history["memory"]["memory_type"] == "procedural":
+        outcomes = selectors.playbook_outcomes(subject=subject, playbook_id=history["memory"]["id"])
+    return render(request, "inspector/chain.html",
+                  _ctx(request, subject.tenant, subject=subject, memory_id=memory_id, timeline=timeline,
+                       outcomes=outcomes),
+                  status=200 if history else 404)
+
+
+@staff_required
+@require_GET
+def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """What the agent would recall: the recall selector with explain, without bumping use counts."""
+    subject = access.subject_for(request.user, user_id, "subject.recall")
+    q = request.GET.get("q", "").strip()
+    include_superseded = request.GET.get("superseded") == "1"
+    hits, error = [], ""
+    if q:
+        try:
+            hits = selectors.memory_recall(subject=subject, query=q, k=10, explain=True, record_use=False,
+                                           include_superseded=include_superseded)
+            _viewed(request, subject, "recall", hits=len(hits))
+        except (EngramError, ApiError, TransportError) as exc:
+            error = _problem(exc)
+    rows = [_explain_row(n, hit) for n, hit in enumerate(hits, start=1)]
+    context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error,
+                   include_superseded=include_superseded)
+    if request.htmx:
+        return render(request, "inspector/subject__recall.html", context)
+    return render(request, "inspector/recall.html", context)
+
+
+def _explain_row(rank: int, hit: dict) -> dict:
+    """Lay the explain dict out generically: scalar entries as name/value pairs, dicts (e.g. the
+    multipliers) flattened with their key as prefix. Nothing here depends on specific keys."""
+    explain = hit.get("explain") or {}
+    scalars, factors = [], []
+    for key, value in explain.items():
+        if isinstance(value, dict):
+            factors += [(f"{k}", v) for k, v in value.items()]
+        elif isinstance(value, list):
+            scalars.append((key, ", ".join(map(str, value))))
+        else:
+            scalars.append((key, value))
+    return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors}
+
+
+# ---------------------------------------------------------------- actions
+
+
+@staff_required
+@require_POST
+def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> HttpResponse:
+    subject = access.subject_for(request.user, user_id, "memory.forget")
+    reason = request.POST.get("reason", "").strip()
+    back = reverse("inspector:subject", args=[subject.user_id])
+    try:
+        if not reason:
+            raise ValidationFailed("a reason is required to forget a memory", code="reason_required")
+        submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
+                                        payload={"reason": reason}, memory_id=memory_id[:64], actor=request.user)
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
+        if request.htmx:
+            response = render(request, "inspector/_messages.html")
+            response["HX-Reswap"] = "none"  # keep the memory on the page; the message arrives out of band
+            return response
+        return redirect(back)
+    messages.success(request, f"Memory {memory_id} forgotten" + (" (queued: Elasticsearch is unavailable, it "
+                                                                 "will be applied in order)" if submitted.queued
+                                                                 else "") + ". Reason recorded in the audit log.")
+    if request.htmx:
+        # The memory's element is swapped for nothing; the message arrives out of band.
+        return render(request, "inspector/_forgotten.html", {"memory_id": memory_id})
+    return redirect(back)
+
+
+@staff_required
+@require_GET
+def export(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    subject = access.subject_for(request.user, user_id, "subject.export")
+    try:
+        data = selectors.subject_export(subject=subject)
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, f"Export failed: {_problem(exc)}")
+        return redirect("inspector:subject", user_id=subject.user_id)
+    tenant_services.audit_record(actor=request.user, action="subject.exported", subject=subject,
+                                 target_id=str(subject.user_id),
+                                 details={"counts": {k: len(v) for k, v in data["memories"].items()}})
+    body = json.dumps({**data, "external_id": subject.external_id}, indent=2, ensure_ascii=False)
+    response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="engram-export-{subject.user_id}.json"'
+    return response
+
+
+@staff_required
+@require_http_methods(["GET", "POST"])
+def erase(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    subject = access.subject_for(request.user, user_id, "subject.erase")
+    if request.method == "POST":
+        if request.POST.get("confirm", "").strip() != subject.external_id:
+            messages.error(request, "The confirmation did not match the end-user's external id; nothing was erased.")
+        else:
+            try:
+                submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id,
+                                                operation="erase", payload={}, actor=request.user)
+            except (EngramError, ApiError, TransportError) as exc:
+                messages.error(request, f"Erase failed: {_problem(exc)}")
+            else:
+                deleted = (submitted.result or {}).get("documents_deleted")
+                messages.success(request, f"{subject.external_id} erased: {deleted} memories and every key removed."
+                                 if not submitted.queued else
+                                 f"Erase of {subject.external_id} queued; it is applied once Elasticsearch is back.")
+                return redirect(f"{reverse('inspector:home')}?tenant={subject.tenant.slug}")
+    return render(request, "inspector/erase.html", _ctx(request, subject.tenant, subject=subject))
+
+
+# ---------------------------------------------------------------- keys and tokens
+
+
+@staff_required
+@require_GET
+def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    tenant = access.tenant_for(request.user, slug, "keys.view")
+    q = request.GET.get("q", "").strip()[:200]
+    subjects = Subject.objects.filter(tenant=tenant).order_by("external_id")
+    if q:
+        subjects = subjects.filter(external_id__icontains=q)
+    page = Paginator(subjects, PAGE_SIZE).get_page(request.GET.get("page"))
+    keys: dict[int, list[SubjectKey]] = {}
+    for key in SubjectKey.objects.filter(subject__in=list(page.object_list)).order_by("-created_at"):
+        keys.setdefault(key.subject_id, []).append(key)
+    rows = [{"subject": s, "keys": keys.get(s.pk, [])[:3]} for s in page.object_list]
+    new_token = request.session.pop("new_token", None)
+    context = _ctx(request, tenant, q=q, page=page, rows=rows, now=timezone.now(),
+                   tokens=AgentToken.objects.filter(tenant=tenant).order_by("-created_at"),
+                   memberships=Membership.objects.filter(tenant=tenant).select_related("user").order_by("role"),
+                   scopes=AgentToken.Scope.values, new_token=new_token)
+    return render(request, "inspector/keys.html", context)
+
+
+def _keys_action(request, slug: str, action: Callable[[Tenant], str]) -> HttpResponse:
+    tenant = access.tenant_for(request.user, slug, "keys.manage")
+    try:
+        messages.success(request, action(tenant))
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, _problem(exc))
+    return redirect("inspector:keys", slug=tenant.slug)
+
+
+def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
+    from django.http import Http404
+
+    subject = Subject.objects.select_related("tenant").filter(tenant=tenant, user_id=user_id).first()
+    if subject is None:
+        raise Http404("no such end-user")
+    return subject
+
+
+@staff_required
+@require_POST
+def key_rotate(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
+    def act(tenant):
+        subject = _tenant_subject(tenant, user_id)
+        key = tenant_services.subject_key_rotate(subject=subject, actor=request.user)
+        return f"Key of {subject.external_id} rotated; new key {key.es_key_id}, the old one works during its grace."
+    return _keys_action(request, slug, act)
+
+
+@staff_required
+@require_POST
+def key_revoke(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
+    def act(tenant):
+        subject = _tenant_subject(tenant, user_id)
+        key = tenant_services.subject_key_revoke(subject=subject, actor=request.user)
+        return (f"Key {key.es_key_id} of {subject.external_id} revoked now; a fresh one is minted on next use."
+                if key else f"{subject.external_id} had no live key to revoke.")
+    return _keys_action(request, slug, act)
+
+
+@staff_required
+@require_POST
+def token_create(request, slug: str) -> HttpResponse:
+    def act(tenant):
+        token, raw = tenant_services.agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
+                                                        scopes=request.POST.getlist("scopes"), actor=request.user)
+        request.session["new_token"] = {"name": token.name, "raw": raw}
+        return f"Token {token.name} created. Copy it now: it is not shown again."
+    return _keys_action(request, slug, act)
+
+
+@staff_required
+@require_POST
+def token_revoke(request, slug: str, token_id: int) -> HttpResponse:
+    def act(tenant):
+        from django.http import Http404
+
+        token = AgentToken.objects.select_related("tenant").filter(tenant=tenant, pk=token_id).first()
+        if token is None:
+            raise Http404("no such token")
+        tenant_services.agent_token_revoke(token=token, actor=request.user)
+        return f"Token {token.name} ({token.prefix}) revoked."
+    return _keys_action(request, slug, act)
+
+
+# ---------------------------------------------------------------- compliance
+
+
+def _audit_filters(request) -> dict:
+    def day(name: str, end: bool = False):
+        value = parse_date(request.GET.get(name, "") or "")
+        if not value:
+            return None
+        moment = timezone.make_aware(datetime.combine(value, time.max if end else time.min))
+        return moment
+    subject_ref = request.GET.get("subject", "").strip()
+    if subject_ref and subject_ref.count("-") != 4:  # an external id: resolve to the user_id
+        found = Subject.objects.filter(external_id=subject_ref).values_list("user_id", flat=True).first()
+        subject_ref = str(found) if found else subject_ref
+    return {"actor": request.GET.get("actor", "").strip(), "action": request.GET.get("action", "").strip(),
+            "subject_ref": subject_ref, "since": day("since"), "until": day("until", end=True)}
+
+
+@staff_required
+@require_GET
+def audit_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    tenant = access.tenant_for(request.user, slug, "audit.view")
+    filters = _audit_filters(request)
+    events = audit_events(tenant_slugs=[tenant.slug], **filters)
+    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
+    refs = {e.subject_ref for e in page.object_list if e.subject_ref}
+    names = dict(Subject.objects.filter(user_id__in=refs).values_list("user_id", "external_id"))
+    rows = [{"event": e, "external_id": names.get(uuid.UUID(e.subject_ref)) if e.subject_ref else ""}
+            for e in page.object_list]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = _ctx(request, tenant, page=page, rows=rows, query=query.urlencode(), f=request.GET,
+                   actions=sorted(set(AuditEvent.objects.filter(tenant_slug=tenant.slug)
+                                      .values_list("action", flat=True).distinct())))
+    return render(request, "inspector/audit.html", context)
+
+
+@staff_required
+@require_GET
+def audit_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    tenant = access.tenant_for(request.user, slug, "audit.export")
+    filters = _audit_filters(request)
+    events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
+    tenant_services.audit_record(actor=request.user, action="audit.exported", tenant=tenant,
+                                 details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    if fmt == "jsonl":
+        lines = (json.dumps(audit_export_record(e), ensure_ascii=False, sort_keys=True) + "\n"
+                 for e in events.iterator())
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    else:
+        fields = ["id", "chain", "seq", "created_at", "actor_type", "actor", "action", "tenant_slug", "subject_ref",
+                  "target_id", "details", "prev_hash", "hash"]
+
+        def rows():
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=fields)
+            writer.writeheader()
+            for event in events.iterator():
+                record = audit_export_record(event)
+                record["details"] = json.dumps(record["details"], sort_keys=True, ensure_ascii=False)
+                writer.writerow(record)
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+            yield buffer.getvalue()
+        response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="engram-audit-{tenant.slug}-{stamp}.{fmt}"'
+    return response
+
+
+@staff_required
+@require_GET
+def audit_verify(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    tenant = access.tenant_for(request.user, slug, "audit.view")
+    report = audit_chain_verify(chain=tenant.slug)
+    broken = AuditEvent.objects.filter(pk=report.broken_id).first() if report.broken_id else None
+    return render(request, "inspector/verify.html", _ctx(request, tenant, report=report, broken=broken))

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from memory_app.usage import usage_flush
+from tenants import services as tenant_services
+from tenants.models import Membership, Tenant
+
+
+@pytest.fixture
+def memory(es_prefix, invalidate_minted_keys):
+    yield es_prefix
+    usage_flush()
+
+
+@pytest.fixture
+def tenants(db):
+    return Tenant.objects.create(slug="acme", name="Acme"), Tenant.objects.create(slug="globex", name="Globex")
+
+
+@pytest.fixture
+def staff(tenants):
+    """One staff user per role in tenant acme (and a superuser with no membership)."""
+    acme, _globex = tenants
+    User = get_user_model()
+    users = {}
+    for role in Membership.Role.values:
+        users[role] = User.objects.create_user(username=role, password="pw", is_staff=True)
+        Membership.objects.create(user=users[role], tenant=acme, role=role)
+    users["superuser"] = User.objects.create_superuser("root", "", "pw")
+    return users
+
+
+@pytest.fixture
+def subjects(memory, tenants):
+    acme, globex = tenants
+    alice = tenant_services.subject_get_or_create(tenant=acme, external_id="alice@example.com", display_name="Alice")
+    mallory = tenant_services.subject_get_or_create(tenant=globex, external_id="mallory@example.com")
+    return alice, mallory

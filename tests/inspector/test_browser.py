@@ -1,0 +1,239 @@
+"""The inspector in a real browser: Debian's chromium driven by Selenium (chromedriver), against a
+real Engram server process (tests/api/live.py) seeded with the demo data. Screenshots land in
+docs/screenshots/ for the README."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tenants import audit_chain
+from tests.api.live import ROOT, LiveEngram
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                reason="chromium + chromedriver not installed (scripts/test installs them with apt)")
+SHOTS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, es_admin):
+    server = LiveEngram(tmp_path_factory.mktemp("inspector"))
+    try:
+        server.setup()
+        server.manage("seed_demo")
+        server.start()
+        server.password = (server.workdir / "secrets" / "demo-password").read_text().strip()
+        server.agent_token = (server.workdir / "secrets" / "demo-agent-token").read_text().strip()
+        alice = server.manage("shell", "-c", "from tenants.models import Subject; "
+                                             "print(Subject.objects.get(external_id='alice@example.com').user_id)")
+        server.alice = alice.strip().splitlines()[-1]
+        yield server
+    finally:
+        server.stop()
+        server.cleanup(es_admin)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    downloads = tmp_path_factory.mktemp("downloads")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,900",
+                "--force-device-scale-factor=1", "--lang=en-GB"):
+        options.add_argument(arg)
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
+                                              "download.prompt_for_download": False})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})
+    driver.downloads = downloads
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, condition, timeout: float = 10):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+
+
+def _login(driver, live, username: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.delete_all_cookies()
+    driver.get(f"{live.url}/login/")
+    driver.find_element(By.ID, "id_username").send_keys(username)
+    driver.find_element(By.ID, "id_password").send_keys(live.password)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".who"))
+
+
+def _shot(driver, name: str, full: bool = True) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    if full:  # grow the window to the page's height for a whole-page screenshot
+        height = min(driver.execute_script("return document.documentElement.scrollHeight"), 3000)
+        driver.set_window_size(1366, max(height, 900))
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+    driver.set_window_size(1366, 900)
+
+
+def _text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+# role -> what the matrix says they see on the home page and alice's page
+SEES = {
+    "support": {"keys": False, "compliance": False, "export": False, "erase": False, "forget": True},
+    "admin": {"keys": True, "compliance": False, "export": True, "erase": True, "forget": True},
+    "compliance": {"keys": False, "compliance": True, "export": True, "erase": False, "forget": False},
+    "superuser": {"keys": True, "compliance": True, "export": True, "erase": True, "forget": True},
+}
+
+
+def test_login_page_and_each_role_sees_what_the_matrix_says(live, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.delete_all_cookies()
+    browser.get(f"{live.url}/")
+    assert "/login/" in browser.current_url  # login required
+    _shot(browser, "login", full=False)
+    for username, sees in SEES.items():
+        _login(browser, live, username)
+        nav = browser.find_element(By.CSS_SELECTOR, ".topbar nav").text
+        assert ("Keys & tokens" in nav) is sees["keys"], username
+        assert ("Compliance" in nav) is sees["compliance"], username
+        assert "alice@example.com" in _text(browser)
+        if username == "support":
+            _shot(browser, "home")
+        browser.get(f"{live.url}/u/{live.alice}/")
+        page = _text(browser)
+        assert ("Export JSON" in page) is sees["export"], username
+        assert ("Erase end-user" in page) is sees["erase"], username
+        assert bool(browser.find_elements(By.CSS_SELECTOR, "details.forget")) is sees["forget"], username
+        # The server refuses what the page does not offer (a hidden button is not a permission check).
+        for path, permission in (("/t/acme-home/keys/", "keys"), ("/t/acme-home/audit/", "compliance")):
+            browser.get(f"{live.url}{path}")
+            assert ("Not allowed" in _text(browser)) is not sees[permission], (username, path)
+
+
+def test_a_turn_sent_through_the_api_appears_live(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/u/{live.alice}/")
+    _wait(browser, lambda d: d.find_elements(By.ID, "live-poller"))
+    time.sleep(0.5)  # the page is open and polling
+    marker = f"My smart plug clicks every {int(time.time()) % 1000} seconds, is that normal?"
+    response = httpx.post(f"{live.url}/api/v1/subjects/alice@example.com/turns",
+                          headers={"Authorization": f"Bearer {live.agent_token}"},
+                          json={"text": marker, "session_id": "browser-test"}, timeout=30)
+    assert response.status_code in (200, 201), response.text
+    sent = time.monotonic()
+    first = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#episodes > li"), timeout=3)
+    _wait(browser, lambda d: marker in d.find_element(By.CSS_SELECTOR, "#episodes > li").text, timeout=3)
+    assert time.monotonic() - sent < 3.0
+    assert first is not None
+    _shot(browser, "end-user")
+
+
+def test_supersession_timeline_of_three_versions(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/u/{live.alice}/chain/demo-fact-v1/")
+    versions = browser.find_elements(By.CSS_SELECTOR, ".timeline > li.version")
+    assert len(versions) == 3
+    assert "20 degrees" in versions[0].text and "19 degrees at night" in versions[2].text
+    assert "harsh contradiction" in versions[2].text and "here" in versions[1].get_attribute("class")
+    _shot(browser, "supersession-chain")
+    browser.get(f"{live.url}/u/{live.alice}/chain/demo-playbook-v2/")
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".timeline > li.version")) == 3
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".outcome-strip li")) == 7
+    _shot(browser, "playbook-outcomes")
+
+
+def test_recall_sandbox_shows_explain(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/u/{live.alice}/")
+    box = browser.find_element(By.ID, "recall-q")
+    box.send_keys("what temperature does Alice want at night?")
+    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
+    hits = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit"), timeout=15)
+    assert len(hits) >= 2
+    explain = hits[0].find_element(By.CSS_SELECTOR, "table.explain").text
+    assert "×" in explain and "time_decay" in explain
+    browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
+    _shot(browser, "recall-sandbox")
+
+
+def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/u/{live.alice}/")
+    memory = browser.find_element(By.ID, "m-demo-alice-3")  # "Alice's thermostat model is the Acme T3."
+    memory.find_element(By.CSS_SELECTOR, "details.forget summary").click()
+    memory.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("End-user asked to forget the model")
+    memory.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _wait(browser, lambda d: not d.find_elements(By.ID, "m-demo-alice-3"))
+    assert "forgotten" in browser.find_element(By.ID, "messages").text
+    browser.refresh()
+    assert not browser.find_elements(By.ID, "m-demo-alice-3")
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/t/acme-home/audit/?action=memory.forget")
+    audit = _text(browser)
+    assert "demo-alice-3" in audit and "End-user asked to forget the model" in audit and "support" in audit
+
+
+def test_audit_export_downloads_and_verifies(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/t/acme-home/audit/")
+    _shot(browser, "audit-log", full=False)
+    browser.get(f"{live.url}/t/acme-home/audit/?action=staff.viewed")
+    assert "staff.viewed" in _text(browser)
+    _shot(browser, "staff-access-log", full=False)
+    browser.get(f"{live.url}/t/acme-home/audit/")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "Export JSON Lines").click()
+    path = _wait(browser, lambda d: next((p for p in browser.downloads.glob("*.jsonl")), None), timeout=15)
+    time.sleep(0.3)
+    lines = path.read_text().splitlines()
+    assert len(lines) > 20 and json.loads(lines[0])["seq"] == 1
+    reports = audit_chain.verify_jsonl(lines)
+    assert [r.ok for r in reports] == [True]
+    offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", str(path)], cwd=ROOT, capture_output=True,
+                             text=True, check=False)
+    assert offline.returncode == 0 and "OK" in offline.stdout
+    browser.find_element(By.LINK_TEXT, "Verify chain").click()
+    assert "Chain intact" in browser.find_element(By.ID, "verify-result").text
+    _shot(browser, "audit-verify", full=False)
+
+
+def test_keys_and_tokens_page(live, browser):
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "admin")
+    browser.get(f"{live.url}/t/acme-home/keys/")
+    browser.find_element(By.ID, "token-name").send_keys("browser-test bot")
+    browser.find_element(By.CSS_SELECTOR, "form.inline-form button[type=submit]").click()
+    secret = browser.find_element(By.ID, "new-token").get_attribute("value")
+    assert secret.startswith("eng_")
+    _shot(browser, "keys-and-tokens")
+    browser.refresh()
+    assert not browser.find_elements(By.ID, "new-token")  # shown once
+    assert "browser-test bot" in _text(browser)
