@@ -385,7 +385,7 @@ def token_revoke(request, slug: str, token_id: int) -> HttpResponse:
 # ---------------------------------------------------------------- compliance
 
 
-def _audit_filters(request) -> dict:
+def _audit_filters(request, tenant: Tenant) -> dict:
     def day(name: str, end: bool = False):
         value = parse_date(request.GET.get(name, "") or "")
         if not value:
@@ -394,7 +394,8 @@ def _audit_filters(request) -> dict:
         return moment
     subject_ref = request.GET.get("subject", "").strip()
     if subject_ref and subject_ref.count("-") != 4:  # an external id: resolve to the user_id
-        found = Subject.objects.filter(external_id=subject_ref).values_list("user_id", flat=True).first()
+        found = (Subject.objects.filter(tenant=tenant, external_id=subject_ref)
+                 .values_list("user_id", flat=True).first())
         subject_ref = str(found) if found else subject_ref
     return {"actor": request.GET.get("actor", "").strip(), "action": request.GET.get("action", "").strip(),
             "subject_ref": subject_ref, "since": day("since"), "until": day("until", end=True)}
@@ -404,7 +405,7 @@ def _audit_filters(request) -> dict:
 @require_GET
 def audit_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     tenant = access.tenant_for(request.user, slug, "audit.view")
-    filters = _audit_filters(request)
+    filters = _audit_filters(request, tenant)
     events = audit_events(tenant_slugs=[tenant.slug], **filters)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     refs = {e.subject_ref for e in page.object_list if e.subject_ref}
@@ -423,7 +424,7 @@ def audit_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def audit_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     tenant = access.tenant_for(request.user, slug, "audit.export")
-    filters = _audit_filters(request)
+    filters = _audit_filters(request, tenant)
     events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
     tenant_services.audit_record(actor=request.user, action="audit.exported", tenant=tenant,
                                  details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})

@@ -234,3 +234,25 @@ def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
     assert all(r.ok for r in audit_chain.verify_jsonl(filtered.decode().splitlines()))
     page = client.get("/t/acme/audit/verify/").content.decode()
     assert "Chain intact" in page
+
+
+def test_audit_filters_and_tenant_scope(staff, subjects):
+    alice, mallory = subjects
+    tenant_services.audit_record(actor="zed", action="memory.forget", subject=alice, target_id="m-zed",
+                                 details={"reason": "r"})
+    tenant_services.audit_record(actor="zed", action="subject.exported", subject=alice, target_id="x-zed")
+    tenant_services.audit_record(actor="zed", action="memory.forget", subject=mallory, target_id="m-globex")
+    client = Client()
+    client.force_login(staff["compliance"])
+
+    def targets(**params) -> set[str]:
+        lines = b"".join(client.get("/t/acme/audit/export.jsonl", params).streaming_content).decode().splitlines()
+        return {json.loads(line)["target_id"] for line in lines}
+
+    assert targets(actor="zed") == {"m-zed", "x-zed"}  # never the other tenant's event
+    assert targets(actor="zed", action="memory.") == {"m-zed"}
+    assert "m-zed" in targets(subject="alice@example.com") and "m-globex" not in targets(subject="mallory@example.com")
+    assert targets(actor="zed", since="2999-01-01") == set()
+    assert targets(actor="zed", until="2000-01-01") == set()
+    page = client.get("/t/acme/audit/", {"actor": "zed", "action": "memory.forget"}).content.decode()
+    assert "m-zed" in page and "x-zed" not in page and "m-globex" not in page

@@ -9,7 +9,12 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { localise(document); });
-  document.addEventListener("htmx:load", function (e) { localise(e.detail.elt.parentNode || document); });
+  document.addEventListener("htmx:load", function (e) {
+    localise(e.detail.elt.parentNode || document);
+    // The first live episode replaces the "no episodes yet" empty state.
+    const empty = document.getElementById("episodes-empty");
+    if (empty && document.querySelector("#episodes > li")) empty.remove();
+  });
   // An error answer from the server (4xx/5xx) becomes a visible message instead of silence.
   document.addEventListener("htmx:responseError", function (e) {
     const box = document.getElementById("messages");
