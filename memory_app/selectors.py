@@ -28,6 +28,11 @@ from tenants.services import require_dls, subject_es_client, writer_es_client
 _HIDDEN = frozenset(("embedding", *HIDDEN_CONTEXT_FIELDS))
 
 
+def _alias(subject: Subject, memory_type: MemoryType) -> str:
+    """The alias of ``memory_type`` in the indices holding ``subject``'s tenant (shared or dedicated)."""
+    return alias_name(memory_type, prefix=index_prefix_for(tenant=subject.tenant))
+
+
 def _public(memory_type: MemoryType, memory_id: str, source: dict[str, Any]) -> dict[str, Any]:
     return {"id": memory_id, **{k: v for k, v in source.items() if k not in _HIDDEN}, "memory_type": memory_type.value}
 
@@ -190,7 +195,7 @@ def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None)
     }
     if cursor:
         body["search_after"] = _cursor_decode(cursor)
-    hits = subject_es_client(subject=subject).search(index=alias_name(MemoryType.EPISODIC), **body)["hits"]["hits"]
+    hits = subject_es_client(subject=subject).search(index=_alias(subject, MemoryType.EPISODIC), **body)["hits"]["hits"]
     items = [_public(MemoryType.EPISODIC, h["_id"], h["_source"]) for h in hits]
     return Page(items=items, next_cursor=_cursor_encode(hits[-1]["sort"]) if len(hits) == size else None)
 
@@ -199,7 +204,7 @@ def episode_latest_write(*, subject: Subject) -> str | None:
     """The write time (``created_at``) of the subject's most recently written episode, or None."""
     require_dls()
     hits = subject_es_client(subject=subject).search(
-        index=alias_name(MemoryType.EPISODIC), size=1, source_includes=["created_at"], track_total_hits=False,
+        index=_alias(subject, MemoryType.EPISODIC), size=1, source_includes=["created_at"], track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
         sort=[{"created_at": {"order": "desc"}}])["hits"]["hits"]
     return hits[0]["_source"]["created_at"] if hits else None
@@ -215,7 +220,7 @@ def episode_list_written_since(*, subject: Subject, since: datetime | str, size:
     since = clean_datetime(since, field="since")
     require_dls()
     hits = subject_es_client(subject=subject).search(
-        index=alias_name(MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
+        index=_alias(subject, MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": [*_own_filter(subject, MemoryType.EPISODIC),
                                    {"range": {"created_at": {"gt": since.isoformat()}}}]}},
         sort=[{"created_at": {"order": "desc"}}, {"occurred_at": {"order": "desc"}}])["hits"]["hits"]
@@ -226,7 +231,7 @@ def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool
           sort: list[dict]) -> list[dict[str, Any]]:
     require_dls()
     hits = subject_es_client(subject=subject).search(
-        index=alias_name(memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
+        index=_alias(subject, memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, memory_type, include_superseded=include_superseded)}},
         sort=sort)["hits"]["hits"]
     return [_public(memory_type, h["_id"], h["_source"]) for h in hits]
@@ -261,7 +266,7 @@ def subject_memory_counts(*, subject: Subject) -> dict[str, int]:
     require_dls()
     scope = memory_scope(subject=subject)
     response = subject_es_client(subject=subject).search(
-        index=",".join(alias_name(t) for t in USER_TYPES), size=0,
+        index=",".join(_alias(subject, t) for t in USER_TYPES), size=0,
         query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                    {"term": {"user_id": scope["user_id"]}}]}},
         aggs={"types": {"terms": {"field": "memory_type", "size": 10}}})
@@ -285,8 +290,9 @@ def subjects_memory_stats(*, tenant: Tenant, subjects: list[Subject]) -> dict[st
         raise ValidationFailed("end-users of another tenant", code="invalid_subjects")
     require_dls()
     user_ids = [str(s.user_id) for s in subjects]
-    response = writer_es_client().search(
-        index=",".join(alias_name(t) for t in USER_TYPES), size=0,
+    prefix = index_prefix_for(tenant=tenant)
+    response = writer_es_client(prefix=prefix).search(
+        index=",".join(alias_name(t, prefix=prefix) for t in USER_TYPES), size=0,
         query={"bool": {"filter": [{"term": {"tenant_id": tenant.slug}}, {"terms": {"user_id": user_ids}}]}},
         aggs={"users": {"terms": {"field": "user_id", "size": len(user_ids)},
                         "aggs": {"types": {"terms": {"field": "memory_type", "size": 10}},
