@@ -111,9 +111,8 @@ def test_rerun_over_the_same_episodes_changes_nothing(subject, say, current_fact
     playbooks_before = _all(es_admin, MemoryType.PROCEDURAL, subject)
     # Move the watermark back: every episode is read and extracted again.
     index = alias_name(MemoryType.EPISODIC)
-    es_admin.update_by_query if False else None
     for hit in es_admin.search(index=index, size=100, query={"term": {"user_id": str(subject.user_id)}})["hits"]["hits"]:
-        es_admin.update(index=index, id=hit["_id"], script=None, doc={"consolidated_at": None}, refresh=True)
+        es_admin.update(index=index, id=hit["_id"], doc={"consolidated_at": None}, refresh=True)
     assert len(episodes_pending(subject=subject)) == 7
     run = consolidation_run(subject=subject).run
     assert current_facts(subject) == before
@@ -207,3 +206,23 @@ def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeyp
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "llm_bad_answer"
     assert len(episodes_pending(subject=subject)) == 1
+
+
+def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, current_facts, es_admin):
+    say(subject, "I live in Paris.")
+    consolidation_run(subject=subject)
+    say(subject, "I moved to Rome.")
+    consolidation_run(subject=subject)
+    facts = {f["text"]: (i, f) for i, f in current_facts(subject).items()}
+    paris_id, rome_id = facts["User lives in Paris."][0], facts["User lives in Rome."][0]
+    # As if the worker died after storing the new fact and before marking the old one, and
+    # before the watermark moved.
+    index = alias_name(MemoryType.SEMANTIC)
+    es_admin.update(index=index, id=paris_id, doc={"superseded_by": None, "superseded_at": None}, refresh=True)
+    episodic = alias_name(MemoryType.EPISODIC)
+    for hit in es_admin.search(index=episodic, size=10, query={"match": {"text": "Rome"}})["hits"]["hits"]:
+        es_admin.update(index=episodic, id=hit["_id"], doc={"consolidated_at": None}, refresh=True)
+    run = consolidation_run(subject=subject).run
+    after = current_facts(subject)
+    assert after[paris_id]["superseded_by"] == [rome_id]
+    assert len(after) == 2 and run.facts_unchanged == 1 and run.facts_created == 0
