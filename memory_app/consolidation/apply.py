@@ -19,7 +19,6 @@ from memory_app.consolidation.selectors import PendingEpisode
 from memory_app.errors import Conflict
 from memory_app.es.schema import MemoryType, alias_name
 from tenants.models import Subject
-from tenants.services import writer_es_client
 
 SOURCE = "consolidation"
 
@@ -88,18 +87,19 @@ def fact_flag_review(*, subject: Subject, memory_id: str, metadata: dict[str, An
     return changed
 
 
-def episodes_mark_consolidated(*, episodes: list[PendingEpisode]) -> int:
+def episodes_mark_consolidated(*, subject: Subject, episodes: list[PendingEpisode]) -> int:
     """Advance the watermark: stamp ``consolidated_at`` on the episodes read (they were read
     through the end-user's key; the sequence numbers prove they did not change since). An
     episode forgotten or changed meanwhile is left alone. Returns how many were stamped."""
     if not episodes:
         return 0
     now = timezone.now().isoformat()
-    index = alias_name(MemoryType.EPISODIC)
+    writer, prefix = services.write_target(tenant=subject.tenant)
+    index = alias_name(MemoryType.EPISODIC, prefix=prefix)
     actions = ({"_op_type": "update", "_index": index, "_id": p.episode.id, "if_seq_no": p.seq_no,
                 "if_primary_term": p.primary_term, "doc": {"consolidated_at": now}} for p in episodes)
     stamped = 0
-    for ok, item in helpers.streaming_bulk(writer_es_client(), actions, raise_on_error=False,
+    for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False,
                                            raise_on_exception=True, refresh="wait_for"):
         status = item["update"].get("status")
         if ok:

@@ -16,7 +16,8 @@ from memory_app.errors import NotFound
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 from tenants.models import Subject
-from tenants.selectors import memory_scope
+from tenants.models import Tenant
+from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import subject_es_client, writer_es_client
 
 
@@ -32,6 +33,11 @@ def _own(subject: Subject) -> list[dict]:
     return [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}}]
 
 
+def _alias(subject: Subject, memory_type: MemoryType) -> str:
+    """``memory_type``'s alias in the indices holding ``subject``'s tenant (shared or dedicated)."""
+    return alias_name(memory_type, prefix=index_prefix_for(tenant=subject.tenant))
+
+
 def _episode(hit: dict) -> Episode:
     src = hit["_source"]
     return Episode(id=hit["_id"], text=src["text"], occurred_at=src.get("occurred_at") or src["created_at"],
@@ -41,7 +47,7 @@ def _episode(hit: dict) -> Episode:
 def episodes_pending(*, subject: Subject, limit: int | None = None) -> list[PendingEpisode]:
     """The end-user's episodes past the watermark (no ``consolidated_at``), oldest first."""
     es = subject_es_client(subject=subject)
-    response = es.search(index=alias_name(MemoryType.EPISODIC), size=limit or settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
+    response = es.search(index=_alias(subject, MemoryType.EPISODIC), size=limit or settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
                          query={"bool": {"filter": _own(subject),
                                          "must_not": [{"exists": {"field": "consolidated_at"}}]}},
                          sort=[{"occurred_at": "asc"}, {"created_at": "asc"}], seq_no_primary_term=True,
@@ -59,7 +65,7 @@ def episodes_context(*, subject: Subject, episodes: list[Episode]) -> list[Episo
             sessions[e.session_id] = e.occurred_at
     if not sessions or settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES <= 0:
         return []
-    index = alias_name(MemoryType.EPISODIC)
+    index = _alias(subject, MemoryType.EPISODIC)
     searches: list[dict[str, Any]] = []
     for session_id, first in sessions.items():
         searches += [{"index": index}, {
@@ -101,7 +107,7 @@ def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], 
     if not texts:
         return []
     k = settings.ENGRAM_CONSOLIDATION_NEIGHBOURS
-    index = alias_name(memory_type)
+    index = _alias(subject, memory_type)
     current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
     searches: list[dict[str, Any]] = []
     for text, vector in zip(texts, vectors, strict=True):
@@ -131,7 +137,7 @@ def memories_existing(*, subject: Subject, ids: list[str], memory_type: MemoryTy
     """Which of ``ids`` exist for the end-user (through their key), with their sources."""
     if not ids:
         return {}
-    docs = subject_es_client(subject=subject).mget(index=alias_name(memory_type), ids=ids,
+    docs = subject_es_client(subject=subject).mget(index=_alias(subject, memory_type), ids=ids,
                                                    source_excludes=["embedding"])["docs"]
     return {d["_id"]: d["_source"] for d in docs if d.get("found")}
 
@@ -140,7 +146,7 @@ def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:
     """The end-user's current facts that name supporting episodes."""
     es = subject_es_client(subject=subject)
     return [(h["_id"], h["_source"]) for h in helpers.scan(
-        es, index=alias_name(MemoryType.SEMANTIC), size=500,
+        es, index=_alias(subject, MemoryType.SEMANTIC), size=500,
         query={"query": {"bool": {"filter": [*_own(subject), {"exists": {"field": "supporting_episode_ids"}}],
                                   "must_not": [{"exists": {"field": "superseded_by"}}]}},
                "_source": ["text", "supporting_episode_ids", "metadata"]})]
@@ -149,15 +155,23 @@ def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:
 def episodes_pending_by_subject(*, now: datetime) -> list[dict[str, Any]]:
     """Per end-user with waiting episodes: tenant slug, user id, how many wait, the newest one's
     ``created_at``. Read with the writer credential because it spans end-users; it returns
-    ids and counts only."""
-    es = writer_es_client()
+    ids and counts only. Covers the shared indices and every dedicated tenant's own."""
+    prefixes = {index_prefix_for(tenant=t) for t in Tenant.objects.all()} | {settings.ES_INDEX_PREFIX}
+    out: list[dict[str, Any]] = []
+    for prefix in sorted(prefixes):
+        out += _pending_in(prefix=prefix)
+    return out
+
+
+def _pending_in(*, prefix: str) -> list[dict[str, Any]]:
+    es = writer_es_client(prefix=prefix)
     out, after = [], None
     while True:
         composite: dict[str, Any] = {"size": 500, "sources": [{"tenant_id": {"terms": {"field": "tenant_id"}}},
                                                              {"user_id": {"terms": {"field": "user_id"}}}]}
         if after:
             composite["after"] = after
-        response = es.search(index=alias_name(MemoryType.EPISODIC), size=0,
+        response = es.search(index=alias_name(MemoryType.EPISODIC, prefix=prefix), size=0,
                              query={"bool": {"must_not": [{"exists": {"field": "consolidated_at"}}]}},
                              aggs={"subjects": {"composite": composite,
                                                 "aggs": {"newest": {"max": {"field": "created_at"}}}}})

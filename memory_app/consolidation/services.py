@@ -196,7 +196,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
         outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
                                                           extractor=extractor_obj.name))
     _count(run, plan, applied=outcomes)
-    apply.episodes_mark_consolidated(episodes=pending)
+    apply.episodes_mark_consolidated(subject=subject, episodes=pending)
     return None
 
 
