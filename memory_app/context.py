@@ -117,8 +117,7 @@ def dependents_of(*, es: Elasticsearch, scope: dict[str, str], memory_id: str) -
     response = es.search(index=alias_name(MemoryType.EPISODIC), size=1000, _source=["text", "context_ids"],
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}},
-                                                    {"term": {"context_ids": memory_id}}]}},
-                         seq_no_primary_term=True)
+                                                    {"term": {"context_ids": memory_id}}]}})
     return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
 
 

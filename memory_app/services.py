@@ -605,12 +605,14 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
     """Hard-delete one of the subject's memories; leave a content-free tombstone in the audit log."""
     reason = clean_text(reason, field="reason", limit=500)
     visible = visible_document(subject=subject, memory_id=memory_id)
+    if visible.memory_type is MemoryType.EPISODIC:
+        # Before the delete: a failure here leaves the episode in place, so forget can be retried;
+        # the other order could leave its text in a follower's context with nothing left to forget.
+        _context_forget(subject=subject, memory_id=memory_id)
     try:
         write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
     except NotFoundError:
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
-    if visible.memory_type is MemoryType.EPISODIC:
-        _context_forget(subject=subject, memory_id=memory_id)
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
     memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
@@ -663,15 +665,16 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
     if not dependents:
         return
     texts = derived.resolve(es=es, ids=[i for d in dependents for i in d["context_ids"] if i != memory_id])
-    writer = writer_es_client()
+    updates: list[dict[str, Any]] = []
     for dep in dependents:
         ids = [i for i in dep["context_ids"] if i != memory_id and i in texts]
-        update: dict[str, Any] = {"context_ids": ids or None,
-                                  "derived_context": "\n".join(texts[i] for i in ids) or None}
-        update["embedding"] = get_embedder().embed_documents(
-            [embedding_text(MemoryType.EPISODIC, {"text": dep["text"], **update})])[0]
-        writer.options(ignore_status=404).update(index=alias_name(MemoryType.EPISODIC), id=dep["id"], doc=update,
-                                                 refresh="wait_for")
+        updates.append({"context_ids": ids or None, "derived_context": "\n".join(texts[i] for i in ids) or None})
+    vectors = get_embedder().embed_documents([embedding_text(MemoryType.EPISODIC, {"text": dep["text"], **update})
+                                              for dep, update in zip(dependents, updates, strict=True)])
+    writer = writer_es_client()
+    for dep, update, vector in zip(dependents, updates, vectors, strict=True):
+        writer.options(ignore_status=404).update(index=alias_name(MemoryType.EPISODIC), id=dep["id"],
+                                                 doc={**update, "embedding": vector}, refresh="wait_for")
 
 
 def subject_erase(*, subject: Subject, actor: str) -> int:

@@ -99,3 +99,16 @@ def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(sub
                                                 "num_candidates": 10})["hits"]["hits"][0]
     assert nearest["_id"] == two["id"] and nearest["_score"] > 0.999
     assert _stored(es_admin, four["id"])["context_ids"] == [two["id"], three["id"]]  # untouched
+
+
+def test_a_replayed_outbox_turn_gets_derived_context_like_a_live_one(subject, es_admin):
+    from memory_app.models import OutboxEntry
+    from memory_app.outbox import outbox_replay
+
+    first = _turns(subject, ["Our wifi drops every evening."])[0]
+    OutboxEntry.objects.create(tenant=subject.tenant, external_id=subject.external_id, operation="episode",
+                               memory_id="ep-replayed-01", actor="t", reason="outage",
+                               payload={"text": "Since Tuesday.", "session_id": "s1",
+                                        "occurred_at": (T0 + timedelta(minutes=1)).isoformat()})
+    assert outbox_replay().applied == 1
+    assert _stored(es_admin, "ep-replayed-01")["context_ids"] == [first["id"]]
