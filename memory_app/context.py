@@ -25,7 +25,6 @@ from typing import Any
 from django.conf import settings
 from elasticsearch import Elasticsearch
 
-from memory_app.es.schema import MemoryType, alias_name
 
 # Fields of a derived context that are kept out of every response.
 HIDDEN_FIELDS = ("derived_context",)
@@ -41,13 +40,13 @@ def _join(texts: Sequence[str]) -> str:
     return "\n".join(texts)
 
 
-def _session_episodes(*, es: Elasticsearch, scope: dict[str, str], session_ids: Sequence[str],
+def _session_episodes(*, es: Elasticsearch, index: str, scope: dict[str, str], session_ids: Sequence[str],
                       until: datetime, size: int) -> dict[str, list[dict[str, Any]]]:
     """The stored episodes of each session that occurred at or before ``until``, latest first
     (one ``_msearch``, read through the subject's own key)."""
     body: list[dict] = []
     for session_id in session_ids:
-        body += [{"index": alias_name(MemoryType.EPISODIC)},
+        body += [{"index": index},
                  {"size": size, "_source": ["text", "occurred_at", "created_at"],
                   "query": {"bool": {"filter": [
                       {"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}},
@@ -64,20 +63,21 @@ def _session_episodes(*, es: Elasticsearch, scope: dict[str, str], session_ids: 
     return out
 
 
-def context_for_turn(*, es: Elasticsearch, scope: dict[str, str], session_id: str | None, occurred_at: datetime
-                     ) -> Derived | None:
+def context_for_turn(*, es: Elasticsearch, index: str, scope: dict[str, str], session_id: str | None,
+                     occurred_at: datetime) -> Derived | None:
     """The derived context of one new episode (None without a session or predecessors)."""
     turns = settings.ENGRAM_DERIVED_CONTEXT_TURNS
     if not session_id or turns <= 0:
         return None
-    stored = _session_episodes(es=es, scope=scope, session_ids=[session_id], until=occurred_at, size=turns)
+    stored = _session_episodes(es=es, index=index, scope=scope, session_ids=[session_id], until=occurred_at, size=turns)
     before = list(reversed(stored[session_id]))  # oldest first
     if not before:
         return None
     return Derived(ids=[e["id"] for e in before], text=_join([e["text"] for e in before]))
 
 
-def contexts_for_batch(*, es: Elasticsearch, scope: dict[str, str], episodes: Sequence[Any]) -> list[Derived | None]:
+def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], episodes: Sequence[Any]
+                       ) -> list[Derived | None]:
     """Derived contexts for an import batch, in its order. ``episodes`` have ``id``, ``text``,
     ``occurred_at``, ``session_id`` and ``context``. An episode's predecessors are the stored
     episodes of its session and the batch's own, by occurred_at, stored ones first at equal
@@ -96,7 +96,7 @@ def contexts_for_batch(*, es: Elasticsearch, scope: dict[str, str], episodes: Se
     sessions = list(by_session)
     latest = max(e.occurred_at for e in episodes if e.session_id)
     # Enough stored predecessors for every batch episode of the session, however they interleave.
-    stored = _session_episodes(es=es, scope=scope, session_ids=sessions, until=latest,
+    stored = _session_episodes(es=es, index=index, scope=scope, session_ids=sessions, until=latest,
                                size=min(10000, turns * max(len(v) for v in by_session.values()) + turns))
     for session_id, positions in by_session.items():
         timeline = [(datetime.fromisoformat(s["occurred_at"]), 0, n, s["id"], s["text"])
@@ -112,18 +112,18 @@ def contexts_for_batch(*, es: Elasticsearch, scope: dict[str, str], episodes: Se
     return result
 
 
-def dependents_of(*, es: Elasticsearch, scope: dict[str, str], memory_id: str) -> list[dict[str, Any]]:
+def dependents_of(*, es: Elasticsearch, index: str, scope: dict[str, str], memory_id: str) -> list[dict[str, Any]]:
     """Episodes whose derived context names ``memory_id`` (read through the subject's key)."""
-    response = es.search(index=alias_name(MemoryType.EPISODIC), size=1000, _source=["text", "context_ids"],
+    response = es.search(index=index, size=1000, _source=["text", "context_ids"],
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}},
                                                     {"term": {"context_ids": memory_id}}]}})
     return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
 
 
-def resolve(*, es: Elasticsearch, ids: Sequence[str]) -> dict[str, str]:
+def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, str]:
     """Texts of the given episodes that still exist (through the subject's key)."""
     if not ids:
         return {}
-    docs = es.mget(index=alias_name(MemoryType.EPISODIC), ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
+    docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
     return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}

@@ -61,6 +61,11 @@ def write_target(*, tenant: Tenant) -> tuple[Elasticsearch, str]:
     return writer_es_client(prefix=prefix), prefix
 
 
+def _episodic_alias(subject: Subject) -> str:
+    """The episodic alias of the indices holding ``subject``'s tenant (shared or dedicated)."""
+    return alias_name(MemoryType.EPISODIC, prefix=index_prefix_for(tenant=subject.tenant))
+
+
 def new_memory_id() -> str:
     return uuid.uuid4().hex
 
@@ -379,6 +384,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
     if context is None and (found := derived.context_for_turn(es=subject_es_client(subject=subject),
+                                                              index=_episodic_alias(subject),
                                                               scope=memory_scope(subject=subject),
                                                               session_id=session_id, occurred_at=occurred)):
         doc.update(context_ids=found.ids, derived_context=found.text)
@@ -563,7 +569,7 @@ def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str]
     Raises NotFound if the fact is not the subject's.
     """
     ids = clean_ids(episode_ids, field="supporting_episode_ids", limit=1000)
-    writer = writer_es_client()
+    writer = write_target(tenant=subject.tenant)[0]
     for _attempt in range(20):
         visible = visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC])
         src = visible.source
@@ -592,7 +598,7 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
     new = visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
     old_ids = list(new.source.get("supersedes") or [])
     old = visible_documents(subject=subject, ids=old_ids, types=[memory_type])
-    writer = writer_es_client()
+    writer = write_target(tenant=subject.tenant)[0]
     marked = 0
     for visible in old.values():
         if memory_id not in (visible.source.get("superseded_by") or []):
@@ -661,19 +667,20 @@ def memory_copies_purge(*, subject: Subject, memory_id: str, texts: set[str]) ->
 def _context_forget(*, subject: Subject, memory_id: str) -> None:
     """Re-index the episodes whose derived context held a forgotten episode, without its text."""
     es = subject_es_client(subject=subject)
-    dependents = derived.dependents_of(es=es, scope=memory_scope(subject=subject), memory_id=memory_id)
+    index = _episodic_alias(subject)
+    dependents = derived.dependents_of(es=es, index=index, scope=memory_scope(subject=subject), memory_id=memory_id)
     if not dependents:
         return
-    texts = derived.resolve(es=es, ids=[i for d in dependents for i in d["context_ids"] if i != memory_id])
+    texts = derived.resolve(es=es, index=index, ids=[i for d in dependents for i in d["context_ids"] if i != memory_id])
     updates: list[dict[str, Any]] = []
     for dep in dependents:
         ids = [i for i in dep["context_ids"] if i != memory_id and i in texts]
         updates.append({"context_ids": ids or None, "derived_context": "\n".join(texts[i] for i in ids) or None})
     vectors = get_embedder().embed_documents([embedding_text(MemoryType.EPISODIC, {"text": dep["text"], **update})
                                               for dep, update in zip(dependents, updates, strict=True)])
-    writer = writer_es_client()
+    writer = write_target(tenant=subject.tenant)[0]
     for dep, update, vector in zip(dependents, updates, vectors, strict=True):
-        writer.options(ignore_status=404).update(index=alias_name(MemoryType.EPISODIC), id=dep["id"],
+        writer.options(ignore_status=404).update(index=index, id=dep["id"],
                                                  doc={**update, "embedding": vector}, refresh="wait_for")
 
 
@@ -781,7 +788,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 
     scope = memory_scope(subject=subject)
-    contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), scope=scope, episodes=cleaned)
+    contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), index=_episodic_alias(subject),
+                                          scope=scope, episodes=cleaned)
     found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = _accepted(accepted_at).isoformat()
     embedder = get_embedder()
