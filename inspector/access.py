@@ -24,6 +24,10 @@ MATRIX: dict[str, frozenset[str]] = {
     "subject.view": ALL_ROLES,  # memories, chains, playbooks, catalog
     "subject.recall": ALL_ROLES,  # the "what would the agent recall?" sandbox
     "memory.forget": frozenset({R.SUPPORT, R.TENANT_ADMIN}),
+    # The consolidation panel itself is "subject.view" (compliance reads it); a dry run writes
+    # nothing but shows proposed facts, a run writes memory.
+    "consolidation.dry_run": frozenset({R.SUPPORT, R.TENANT_ADMIN}),
+    "consolidation.run": frozenset({R.TENANT_ADMIN}),
     "subject.export": frozenset({R.TENANT_ADMIN, R.COMPLIANCE}),
     "subject.erase": frozenset({R.TENANT_ADMIN}),
     "keys.view": frozenset({R.TENANT_ADMIN}),

@@ -29,7 +29,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
 from memory_app import outbox, selectors
+from memory_app.consolidation import selectors as consolidation_selectors
+from memory_app.consolidation import services as consolidation
 from memory_app.errors import EngramError, ValidationFailed
+from memory_app.models import ConsolidationRun
 from tenants import services as tenant_services
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
@@ -38,6 +41,7 @@ from . import access
 
 PAGE_SIZE = 50
 EPISODE_PAGE = 50
+CONSOLIDATION_RUNS = 10
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -130,7 +134,7 @@ def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
                         lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since,
+                   live_since=live_since, **_consolidation_ctx(subject),
                    forgets=AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
     return render(request, "inspector/subject.html", context)
 
@@ -222,6 +226,66 @@ def _explain_row(rank: int, hit: dict) -> dict:
         else:
             scalars.append((key, value))
     return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors}
+
+
+# ---------------------------------------------------------------- consolidation
+
+
+def _consolidation_ctx(subject: Subject) -> dict:
+    runs = consolidation_selectors.consolidation_runs_list(subject=subject, limit=CONSOLIDATION_RUNS)
+    active = any(r.status in (ConsolidationRun.Status.QUEUED, ConsolidationRun.Status.RUNNING) for r in runs)
+    return {"runs": runs, "runs_active": active}
+
+
+def _consolidation_panel(request, subject: Subject, **extra) -> HttpResponse:
+    """The panel partial (htmx), or the end-user page for a plain form post."""
+    if not request.htmx:
+        return redirect(reverse("inspector:subject", args=[subject.user_id]) + "#consolidation-section")
+    context = _ctx(request, subject.tenant, subject=subject, **_consolidation_ctx(subject), **extra)
+    return render(request, "inspector/subject__consolidation.html", context)
+
+
+@staff_required
+@require_GET
+def consolidation_panel(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """The recent runs (polled while one is queued or running)."""
+    subject = access.subject_for(request.user, user_id, "subject.view")
+    return _consolidation_panel(request, subject)
+
+
+@staff_required
+@require_POST
+def consolidation_dry_run(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """What a run would write now, shown inline; nothing is written to Elasticsearch (the run is
+    recorded as ``dry_run``, ids and counts only; the proposals go to this response alone)."""
+    subject = access.subject_for(request.user, user_id, "consolidation.dry_run")
+    proposals = None
+    try:
+        result = consolidation.consolidation_run(subject=subject, dry_run=True,
+                                                 trigger=ConsolidationRun.Trigger.INSPECTOR)
+        proposals = result.changes or []
+        _viewed(request, subject, "consolidation_dry_run", run_id=result.run.pk, proposals=len(proposals))
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, f"Dry run failed: {_problem(exc)}")
+    if not request.htmx and proposals is not None:
+        messages.info(request, f"Dry run: {len(proposals)} proposed changes, nothing written.")
+    return _consolidation_panel(request, subject, proposals=proposals)
+
+
+@staff_required
+@require_POST
+def consolidation_now(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+    """Queue a run through the same service as POST /api/v1/subjects/<id>/consolidate."""
+    subject = access.subject_for(request.user, user_id, "consolidation.run")
+    try:
+        run = consolidation.consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.INSPECTOR)
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, f"Could not queue a consolidation: {_problem(exc)}")
+    else:
+        tenant_services.audit_record(actor=request.user, action="consolidation.requested", subject=subject,
+                                     target_id=str(run.pk), details={"extractor": run.extractor})
+        messages.success(request, f"Consolidation run #{run.pk} queued; this panel refreshes until it ends.")
+    return _consolidation_panel(request, subject)
 
 
 # ---------------------------------------------------------------- actions

@@ -13,11 +13,16 @@ from django.test import Client
 
 from inspector.access import MATRIX
 from memory_app import selectors, services
+from memory_app.consolidation import selectors as consolidation_selectors
+from memory_app.consolidation import services as consolidation
+from memory_app.models import ConsolidationRun
+from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
 from tenants import services as tenant_services
 from tenants.models import AuditEvent, Membership
 
 ROLES = [*Membership.Role.values, "superuser"]
+HTMX_ACTIONS = ("memory.forget", "consolidation.dry_run", "consolidation.run")
 
 
 def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
@@ -28,6 +33,8 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "subject.view": ("get", f"/u/{u}/", {}),
         "subject.recall": ("get", f"/u/{u}/recall/", {"q": "thermostat"}),
         "memory.forget": ("post", f"/u/{u}/forget/{memory_id}/", {"reason": "asked by the end-user"}),
+        "consolidation.dry_run": ("post", f"/u/{u}/consolidation/dry-run/", {}),
+        "consolidation.run": ("post", f"/u/{u}/consolidation/run/", {}),
         "subject.export": ("get", f"/u/{u}/export/", {}),
         "subject.erase": ("get", f"/u/{u}/erase/", {}),
         "keys.view": ("get", f"/t/{t}/keys/", {}),
@@ -50,8 +57,8 @@ def test_role_matrix_every_cell(role, staff, subjects):
     for permission in MATRIX:
         memory = services.episode_write(subject=alice, text=f"turn for {permission}")
         method, url, data = _cells(alice, memory["id"])[permission]
-        # htmx for the forget: an allowed forget answers 200 with the message, not a redirect.
-        headers = {"HX-Request": "true"} if permission == "memory.forget" else {}
+        # htmx for the actions: allowed, they answer 200 with the message/partial, not a redirect.
+        headers = {"HX-Request": "true"} if permission in HTMX_ACTIONS else {}
         response = getattr(client, method)(url, data, headers=headers)
         allowed = _allowed(role, permission)
         got[permission] = response.status_code
@@ -256,3 +263,77 @@ def test_audit_filters_and_tenant_scope(staff, subjects):
     assert targets(actor="zed", until="2000-01-01") == set()
     page = client.get("/t/acme/audit/", {"actor": "zed", "action": "memory.forget"}).content.decode()
     assert "m-zed" in page and "x-zed" not in page and "m-globex" not in page
+
+
+# ---------------------------------------------------------------- consolidation panel
+
+HX = {"HX-Request": "true"}
+
+
+def test_consolidation_dry_run_shows_proposals_and_writes_nothing(staff, subjects):
+    alice, _ = subjects
+    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    client = Client()
+    client.force_login(staff["support"])
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert 'id="consolidation-section"' in page and "No consolidation runs yet." in page
+    assert ">Dry run</button>" in page and "Consolidate now" not in page  # support: dry run only
+    response = client.post(f"/u/{alice.user_id}/consolidation/dry-run/", headers=HX)
+    assert response.status_code == 200
+    panel = response.content.decode()
+    assert "Dry run: 1 proposed change " in panel and "User lives in Paris." in panel and "nothing was written" in panel
+    run = ConsolidationRun.objects.get(subject=alice)
+    assert (run.status, run.trigger, run.facts_created, run.episodes_read) == ("dry_run", "inspector", 1, 1)
+    assert f'id="run-{run.pk}"' in panel
+    # Nothing written: no fact, the episode still waits, and the run row holds no text.
+    assert selectors.fact_list(subject=alice) == []
+    assert len(consolidation_selectors.episodes_pending(subject=alice)) == 1
+    assert "Paris" not in json.dumps(run.details)
+    assert AuditEvent.objects.filter(action="staff.viewed", subject_ref=str(alice.user_id),
+                                     details__view="consolidation_dry_run").count() == 1
+
+
+def test_consolidate_now_queues_a_run_the_panel_follows_it_and_facts_name_it(
+        staff, subjects, monkeypatch, django_capture_on_commit_callbacks):
+    alice, _ = subjects
+    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    sent = []  # the broker is not under test (tests/consolidation/test_worker.py runs a real one)
+    monkeypatch.setattr(consolidation.current_app, "send_task", lambda name, kwargs: sent.append((name, kwargs)))
+    client = Client()
+    client.force_login(staff["tenant_admin"])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/u/{alice.user_id}/consolidation/run/", headers=HX)
+    assert response.status_code == 200
+    run = ConsolidationRun.objects.get(subject=alice)
+    assert (run.status, run.trigger) == ("queued", "inspector")
+    assert sent == [("memory_app.tasks.consolidate_subject", {"subject_id": alice.pk, "run_id": run.pk})]
+    queued = response.content.decode()
+    assert f"Consolidation run #{run.pk} queued" in queued and 'hx-trigger="every 3s"' in queued
+    assert AuditEvent.objects.filter(action="consolidation.requested", target_id=str(run.pk), actor="tenant_admin"
+                                     ).count() == 1
+    consolidate_subject.apply(kwargs=sent[0][1])  # what the worker does with it
+    done = client.get(f"/u/{alice.user_id}/consolidation/", headers=HX).content.decode()
+    assert 'hx-trigger="every 3s"' not in done  # polling ends with the run
+    assert "succeeded" in done.lower() and "1 / 0 / 0" in done
+    [fact] = selectors.fact_list(subject=alice)
+    assert fact["text"] == "User lives in Paris." and fact["metadata"]["consolidation"]["run"] == run.pk
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert f'<a href="#run-{run.pk}">consolidation run #{run.pk}</a>' in page
+
+
+def test_consolidation_forbidden_roles_get_403_and_compliance_reads_only(staff, subjects):
+    alice, _ = subjects
+    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    ConsolidationRun.objects.create(subject=alice, extractor="rules", status="succeeded", episodes_read=3,
+                                    facts_created=2, prompt_tokens=120, completion_tokens=40, duration_ms=85)
+    compliance, support = Client(), Client()
+    compliance.force_login(staff["compliance"])
+    support.force_login(staff["support"])
+    for path in ("dry-run", "run"):
+        assert compliance.post(f"/u/{alice.user_id}/consolidation/{path}/", headers=HX).status_code == 403
+    assert support.post(f"/u/{alice.user_id}/consolidation/run/", headers=HX).status_code == 403
+    assert compliance.get(f"/u/{alice.user_id}/consolidation/run/").status_code == 405
+    assert ConsolidationRun.objects.filter(subject=alice).count() == 1  # nothing ran
+    page = compliance.get(f"/u/{alice.user_id}/").content.decode()
+    assert "Read-only for your role" in page and ">Dry run</button>" not in page and "Consolidate now" not in page
+    assert "120 / 40" in page and "85 ms" in page
