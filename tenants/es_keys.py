@@ -48,11 +48,12 @@ def subject_role_descriptors(*, subject: Subject, prefix: str) -> dict:
 
 def writer_role_descriptors(*, prefix: str) -> dict:
     # `read` lets the writer do optimistic-concurrency get-then-update; `write` is
-    # index/update/delete/bulk on existing indices (no `create_index`, no `manage`).
+    # index/update/delete/bulk on existing indices (no `create_index`, no `manage`);
+    # `maintenance` is refresh (memory_app.freshness: a turn's write made visible on demand).
     return {
         "engram_writer": {
             "cluster": [],
-            "indices": [{"names": all_aliases(prefix=prefix), "privileges": ["read", "write"],
+            "indices": [{"names": all_aliases(prefix=prefix), "privileges": ["read", "write", "maintenance"],
                          "allow_restricted_indices": False}],
         }
     }

@@ -79,7 +79,7 @@ def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_
 
     key = WriterKey.objects.get(index_prefix=es_prefix)
     role = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]["role_descriptors"]["engram_writer"]
-    assert role["cluster"] == [] and role["indices"][0]["privileges"] == ["read", "write"]
+    assert role["cluster"] == [] and role["indices"][0]["privileges"] == ["read", "write", "maintenance"]
     with pytest.raises(AuthorizationException):
         writer.indices.create(index=f"{es_prefix}-rogue")
     with pytest.raises(AuthorizationException):
