@@ -28,9 +28,9 @@ SENTENCES = [
 ]
 
 
-def _pct(values: list[float], p: float) -> float:
+def _pct(values: list[float], p: float) -> float | None:
     if not values:
-        return float("nan")
+        return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
@@ -79,8 +79,8 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
     result = {"clients": clients, "seconds": round(wall, 1), "errors": sum(errors.values()), "error_kinds": error_kinds,
               "throughput_rps": round((sum(len(v) for v in latencies.values()) + sum(errors.values())) / wall, 1)}
     for kind, values in latencies.items():
-        result[kind] = {"count": len(values), "p50_ms": round(_pct(values, 50)), "p95_ms": round(_pct(values, 95)),
-                        "p99_ms": round(_pct(values, 99)),
+        result[kind] = {"count": len(values), **{f"p{p}_ms": round(v) if (v := _pct(values, p)) is not None else None
+                                                 for p in (50, 95, 99)},
                         "mean_ms": round(statistics.fmean(values)) if values else None}
     return result
 
@@ -93,6 +93,7 @@ def markdown(results: list[dict]) -> str:
             k = r[kind]
             lines.append(f"| {r['clients']} | {kind} | {k['count']} | {k['p50_ms']} | {k['p95_ms']} | {k['p99_ms']} "
                          f"| {r['throughput_rps']} | {r['errors']} |")
+    lines += [f"errors at {r['clients']} clients: {r['error_kinds']}" for r in results if r["errors"]]
     return "\n".join(lines)
 
 
