@@ -35,6 +35,15 @@ def _pct(values: list[float], p: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def prepare(*, url: str, token: str, subjects: int) -> None:
+    """One turn per end-user, one after the other: creating an end-user mints its key (slow by
+    design, once), which is not what the load measures."""
+    with httpx.Client(base_url=url.rstrip("/") + "/api/v1/", timeout=120,
+                      headers={"Authorization": f"Bearer {token}"}) as http:
+        for n in range(subjects):
+            http.post(f"subjects/load-user-{n}/turns", json={"text": SENTENCES[n % len(SENTENCES)]}).raise_for_status()
+
+
 def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7) -> dict:
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
     errors: dict[str, int] = {"turn": 0, "recall": 0}
@@ -105,7 +114,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--subjects", type=int, default=40)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
     args = parser.parse_args()
+    if args.prepare:
+        prepare(url=args.url, token=args.token, subjects=args.subjects)
     results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects)
                for c in args.clients]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
