@@ -33,6 +33,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 from memory_app import selectors, services
 from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
+from memory_app.freshness import refresh_pending
 from memory_app.models import OutboxEntry, OutboxLease
 from memory_app.validation import clean_k, clean_types
 from tenants.models import AgentToken, AuditEvent, Subject, Tenant
@@ -90,7 +91,7 @@ class Submitted:
 
 def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict[str, Any],
                  memory_id: str = "", token: AgentToken | None = None, actor: str = "api",
-                 background: bool = False) -> Submitted:
+                 background: bool = False, defer_refresh: bool = False) -> Submitted:
     """Apply a write for the subject ``external_id`` of ``tenant`` now, or accept it into the outbox.
 
     The payload is validated first (ValidationFailed: nothing accepted). Queued when
@@ -112,7 +113,7 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
         return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
     try:
         result = _apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                        memory_id=memory_id, actor=token or actor)
+                        memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh)
     except Exception as exc:
         if not is_outage(exc):
             raise
@@ -143,13 +144,18 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     clean_types(types)
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
+    known = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
+    # Earlier turns stored without waiting must be visible to this recall; this turn need not be
+    # (it is left out anyway), so its write does not wait for a refresh either.
+    earlier_pending = known is not None and refresh_pending(subject=known)
     submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
-                             memory_id=memory_id, token=token)
+                             memory_id=memory_id, token=token, defer_refresh=True)
     try:
         subject = subject_get(tenant=tenant, external_id=external_id)
         hits = selectors.memory_recall(subject=subject, query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS],
                                        k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
-                                       types=types, include_superseded=include_superseded, explain=explain)
+                                       types=types, include_superseded=include_superseded, explain=explain,
+                                       ensure_fresh=earlier_pending)
     except NotFound:  # the subject exists only in the outbox so far: nothing to recall
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:
@@ -208,7 +214,8 @@ def _actor_label(token: AgentToken) -> str:
 
 
 def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
-           actor: AgentToken | str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+           actor: AgentToken | str, progress: Callable[[int, int], None] | None = None,
+           defer_refresh: bool = False) -> dict[str, Any]:
     """Run one write through its service. Returns a JSON-able summary."""
     p = payload
     if operation in (Op.OUTCOME, Op.FORGET, Op.ERASE):
@@ -221,7 +228,7 @@ def _apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
                                         metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                        source=p.get("source", "agent"))
+                                        source=p.get("source", "agent"), defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.FACT:
         memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],

@@ -17,6 +17,7 @@ from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.errors import ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.freshness import refresh_ensure
 from memory_app.services import USER_TYPES, visible_document
 from memory_app.usage import usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
@@ -40,7 +41,7 @@ def _public(memory_type: MemoryType, memory_id: str, source: dict[str, Any]) -> 
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False, record_use: bool = True,
-                  now: datetime | None = None) -> list[dict[str, Any]]:
+                  now: datetime | None = None, ensure_fresh: bool = True) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
 
@@ -56,6 +57,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         raise ValidationFailed("since must not be after until", details={"field": "since"}, code="invalid_time_range")
     require_dls()
     now = now or timezone.now()
+    if ensure_fresh:
+        refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
 
     es = subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)

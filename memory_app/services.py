@@ -29,6 +29,7 @@ from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.freshness import refresh_defer
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.validation import (
     clean_confidence,
@@ -362,8 +363,10 @@ def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: date
 def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | None = None, role: str = "user",
                   session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
                   memory_id: str | None = None, source: str = "agent",
-                  accepted_at: datetime | str | None = None) -> dict[str, Any]:
-    """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return.
+                  accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+    """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return; with
+    ``defer_refresh``, visible to the subject's next recall (memory_app.freshness) without
+    waiting for a refresh here.
 
     ``accepted_at`` is when Engram accepted the write (a write replayed from the outbox keeps the
     time it was accepted, not the time it is applied); it defaults ``created_at`` and ``occurred_at``.
@@ -388,7 +391,10 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                                                               scope=memory_scope(subject=subject),
                                                               session_id=session_id, occurred_at=occurred)):
         doc.update(context_ids=found.ids, derived_context=found.text)
-    return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc)
+    if defer_refresh:
+        refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
+    return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
+                  refresh=False if defer_refresh else "wait_for")
 
 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,

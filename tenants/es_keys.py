@@ -41,7 +41,7 @@ def encoded_api_key(key_id: str, secret: str) -> str:
 
 # Bump when a grant below changes: every key minted under an older version gets rotated.
 # 1: the `read` / `read` + `write` privilege groups.  2: the action lists below.
-ROLE_VERSION = 2
+ROLE_VERSION = 3
 
 # What subject keys are used for: recall (_msearch), visibility checks and history (_mget),
 # export (search + scroll + clear scroll). Searches and mgets fan out to shard-level actions
@@ -55,13 +55,15 @@ SUBJECT_ACTIONS = (
     "indices:data/read/scroll/clear",
 )
 # The writer: create/index, partial update (OCC), delete, bulk; plus the reads a write needs
-# (realtime get/mget for use-count bumps, scan for erase).
+# (realtime get/mget for use-count bumps, scan for erase); and refresh, which makes a turn written
+# without waiting visible to the next recall on demand (memory_app.freshness).
 WRITER_ACTIONS = (
     *SUBJECT_ACTIONS,
     "indices:data/write/index",
     "indices:data/write/update",
     "indices:data/write/delete",
     "indices:data/write/bulk",
+    "indices:admin/refresh",
 )
 
 

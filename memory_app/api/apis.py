@@ -49,7 +49,11 @@ from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
 
-READ, WRITE, FORGET, ADMIN = (s.value for s in AgentToken.Scope)
+# By name, not by the enum's order.
+READ = AgentToken.Scope.MEMORY_READ.value
+WRITE = AgentToken.Scope.MEMORY_WRITE.value
+FORGET = AgentToken.Scope.MEMORY_FORGET.value
+ADMIN = AgentToken.Scope.TENANT_ADMIN.value
 Op = OutboxEntry.Operation
 
 # ---------------------------------------------------------------- documentation helpers

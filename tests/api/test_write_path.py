@@ -229,3 +229,29 @@ def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
     assert _everywhere(es_admin, who, "Pia Personal", "born in Lisbon") == []
     assert Subject.objects.get(user_id=user_id).external_id == f"erased:{user_id}"
     assert AuditEvent.objects.filter(action="subject.erase", subject_ref=str(user_id)).exists()
+
+
+def test_a_turn_does_not_wait_for_a_refresh_yet_the_next_recall_sees_it(engram, es_admin, settings):
+    from django.core.cache import cache
+
+    from memory_app.es.schema import alias_name
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    engram.turn("vic", "first words")
+    cache.clear()  # no earlier turn pending: the next turn's own recall has nothing to refresh
+    # Long refresh interval: only an explicit refresh makes a write searchable.
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
+    try:
+        turn = engram.turn("vic", "my bicycle is a green Gazelle")
+        # Stored (a realtime get finds it) but not yet searchable: the turn did not wait for a refresh.
+        assert es_admin.get(index=index, id=turn["id"])["found"]
+        assert es_admin.count(index=index, query={"ids": {"values": [turn["id"]]}})["count"] == 0
+        # The next recall of this end-user refreshes first and finds it (read-your-writes).
+        assert turn["id"] in [m["id"] for m in engram.recall("vic", "green Gazelle bicycle")]
+        # And the next turn's recall sees the previous turn too.
+        later = engram.turn("vic", "it has a broken bell")
+        again = engram.turn("vic", "what colour is my bicycle")
+        assert later["id"] in [m["id"] for m in again["recall"]] or turn["id"] in [m["id"] for m in again["recall"]]
+    finally:
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})

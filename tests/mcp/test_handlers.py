@@ -213,6 +213,7 @@ def es_unreachable(settings):
     set_url(url)
 
 
+@pytest.mark.django_db(transaction=True)  # recall's use-count bumps read the writer key on their own thread
 def test_mcp_writes_are_accepted_into_the_outbox_during_an_outage_and_replayed_in_order(
         acme, make_caller, es_unreachable, settings):
     from memory_app.models import OutboxEntry

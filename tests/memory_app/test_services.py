@@ -321,7 +321,10 @@ def test_import_with_one_bad_episode_writes_nothing(subject, count_docs):
 
 
 def test_import_failing_half_way_keeps_nothing(subject, count_docs):
-    existing = services.episode_write(subject=subject, text="already here", memory_id="episode-0000000005")
+    # The stored id the client's id 5 maps to is taken (client ids are namespaced per end-user).
+    taken = services.client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                      client_id="episode-0000000005")
+    existing = services.episode_write(subject=subject, text="already here", memory_id=taken)
     episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z", "id": f"episode-{n:010d}"}
                 for n in range(10)]
     with pytest.raises(Conflict) as exc:

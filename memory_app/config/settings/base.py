@@ -113,6 +113,9 @@ ES_ADMIN_PASSWORD = env.str("ES_ADMIN_PASSWORD", default="")
 ES_MONITOR_USERNAME = env.str("ES_MONITOR_USERNAME", default="")
 ES_MONITOR_PASSWORD = env.str("ES_MONITOR_PASSWORD", default="")
 # How long /healthz answers from its last report (it is unauthenticated: it must be cheap).
+# A turn's episode is stored without waiting for a refresh; the next recall of the end-user within
+# this many seconds refreshes first (read-your-writes). Longer than the index refresh interval.
+ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS", default=5)
 ENGRAM_HEALTH_CACHE_SECONDS = env.float("ENGRAM_HEALTH_CACHE_SECONDS", default=5.0)
 ES_CA_CERTS = env.str("ES_CA_CERTS", default="") or None
 ES_VERIFY_CERTS = env.bool("ES_VERIFY_CERTS", default=True)

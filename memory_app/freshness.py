@@ -1,0 +1,55 @@
+"""Read-your-writes without waiting for a refresh on the write's response path.
+
+A turn stores its episode without ``refresh=wait_for`` (the write is durable once acknowledged;
+only its visibility to search waits for the next refresh, up to ``refresh_interval``). It marks
+the subject "refresh pending" in the shared cache (Redis when configured, so every worker
+process sees it); the next recall of that subject finds the mark and refreshes the index first,
+and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS`` the periodic refresh has made the write
+visible anyway (a search-idle shard refreshes before it answers a search), so the mark expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from elasticsearch import AuthorizationException
+
+from memory_app.es.schema import MemoryType, alias_name
+from tenants.models import Subject
+from tenants.selectors import index_prefix_for
+from tenants.services import writer_es_client
+
+log = logging.getLogger(__name__)
+
+
+def _key(subject: Subject) -> str:
+    return f"engram:refresh-pending:{subject.pk}"
+
+
+def refresh_pending(*, subject: Subject) -> bool:
+    return cache.get(_key(subject)) is not None
+
+
+def refresh_defer(*, subject: Subject, memory_type: MemoryType) -> None:
+    """Record that ``subject`` has a write in ``memory_type`` not yet visible to search."""
+    cache.set(_key(subject), memory_type.value, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+
+
+def refresh_ensure(*, subject: Subject) -> bool:
+    """Make the subject's deferred writes visible before a recall: a refresh of the index, only
+    when a write is pending. Returns whether a refresh was made."""
+    pending = cache.get(_key(subject))
+    if pending is None:
+        return False
+    try:
+        prefix = index_prefix_for(tenant=subject.tenant)
+        writer_es_client(prefix=prefix).indices.refresh(index=alias_name(MemoryType(pending), prefix=prefix))
+    except AuthorizationException:
+        # A writer key minted before it could refresh: wait out the refresh interval instead.
+        log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
+        time.sleep(1.0)
+    cache.delete(_key(subject))
+    return True
