@@ -67,15 +67,17 @@ def test_import_derives_context_within_the_batch_and_against_stored_episodes(sub
         {"id": "imp-other1", "text": "Other session.", "session_id": "s9",
          "occurred_at": (T0 + timedelta(minutes=7)).isoformat()},
     ])
-    assert ids[0] == "imp-000003"
-    assert _stored(es_admin, "imp-000002")["context_ids"] == [stored[0]["id"], stored[1]["id"]]
-    assert _stored(es_admin, "imp-000002")["derived_context"] == "Stored one about kayaks.\nStored two about rivers."
-    assert _stored(es_admin, "imp-000003")["context_ids"] == [stored[1]["id"], "imp-000002"]
-    assert _stored(es_admin, "imp-000004")["context"] == "explicit words"
-    assert "context_ids" not in _stored(es_admin, "imp-000004")
+    # Client ids are namespaced per end-user: the import answers the stored ids, in input order.
+    sid = dict(zip(["imp-000003", "imp-000002", "imp-000004", "imp-000005", "imp-other1"], ids, strict=True))
+    assert _stored(es_admin, sid["imp-000002"])["context_ids"] == [stored[0]["id"], stored[1]["id"]]
+    assert _stored(es_admin, sid["imp-000002"])["derived_context"] == \
+        "Stored one about kayaks.\nStored two about rivers."
+    assert _stored(es_admin, sid["imp-000003"])["context_ids"] == [stored[1]["id"], sid["imp-000002"]]
+    assert _stored(es_admin, sid["imp-000004"])["context"] == "explicit words"
+    assert "context_ids" not in _stored(es_admin, sid["imp-000004"])
     # An episode with explicit context still precedes later ones.
-    assert _stored(es_admin, "imp-000005")["context_ids"] == ["imp-000003", "imp-000004"]
-    assert "context_ids" not in _stored(es_admin, "imp-other1")
+    assert _stored(es_admin, sid["imp-000005"])["context_ids"] == [sid["imp-000003"], sid["imp-000004"]]
+    assert "context_ids" not in _stored(es_admin, sid["imp-other1"])
 
 
 def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(subject, es_admin):
