@@ -69,15 +69,36 @@ def api(make_token) -> APIClient:
     return client
 
 
+def in_process_app():
+    """Django's WSGI app for in-process requests that, as Django's test client does, never close
+    the test's database connection (on PostgreSQL that would end the test transaction; SQLite in
+    memory ignores it). The signal is detached per request, because Django's own test client
+    re-attaches it after each of its requests."""
+    inner = get_wsgi_application()
+
+    def app(environ, start_response):
+        request_started.disconnect(close_old_connections)
+        request_finished.disconnect(close_old_connections)
+        try:
+            result = inner(environ, start_response)
+            try:
+                body = b"".join(result)
+            finally:
+                if hasattr(result, "close"):
+                    result.close()  # sends request_finished, while detached
+            return [body]
+        finally:
+            request_started.connect(close_old_connections)
+            request_finished.connect(close_old_connections)
+
+    return app
+
+
 @pytest.fixture
 def make_client(make_token):
     """The typed client, in-process (WSGI transport: same thread, same test transaction)."""
-    app = get_wsgi_application()
+    app = in_process_app()
     clients = []
-    # As Django's test client does: a request must not close the test's database connection
-    # (on PostgreSQL that would end the test transaction; SQLite in memory ignores it).
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
 
     def make(*scopes: str, of: Tenant | None = None, retries: int = 0) -> EngramClient:
         client = EngramClient("http://testserver", make_token(*scopes, of=of), retries=retries,
@@ -88,8 +109,6 @@ def make_client(make_token):
     yield make
     for client in clients:
         client.close()
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

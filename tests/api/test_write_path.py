@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 from django.apps import apps
-from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 
 from engram_client import EngramAPIError, EngramClient
@@ -18,6 +17,7 @@ from memory_app.es.schema import MemoryType
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from tenants.models import AuditEvent, Subject, Tenant
+from tests.api.conftest import in_process_app
 
 
 def _texts(docs, memory_type, external_id, tenant=None):
@@ -132,7 +132,7 @@ class LostAnswer(httpx.BaseTransport):
 
 @pytest.fixture
 def lossy(make_token):
-    app = get_wsgi_application()
+    app = in_process_app()
 
     def make(path: str) -> EngramClient:
         return EngramClient("http://testserver", make_token(), retries=2, max_wait=0,
