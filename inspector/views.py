@@ -19,7 +19,7 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -392,7 +392,6 @@ def _keys_action(request, slug: str, action: Callable[[Tenant], str]) -> HttpRes
 
 
 def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
-    from django.http import Http404
 
     subject = Subject.objects.select_related("tenant").filter(tenant=tenant, user_id=user_id).first()
     if subject is None:
@@ -436,8 +435,6 @@ def token_create(request, slug: str) -> HttpResponse:
 @require_POST
 def token_revoke(request, slug: str, token_id: int) -> HttpResponse:
     def act(tenant):
-        from django.http import Http404
-
         token = AgentToken.objects.select_related("tenant").filter(tenant=tenant, pk=token_id).first()
         if token is None:
             raise Http404("no such token")
