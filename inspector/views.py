@@ -392,7 +392,6 @@ def _keys_action(request, slug: str, action: Callable[[Tenant], str]) -> HttpRes
 
 
 def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
-
     subject = Subject.objects.select_related("tenant").filter(tenant=tenant, user_id=user_id).first()
     if subject is None:
         raise Http404("no such end-user")
