@@ -29,10 +29,6 @@ def _key(subject: Subject) -> str:
     return f"engram:refresh-pending:{subject.pk}"
 
 
-def refresh_pending(*, subject: Subject) -> bool:
-    return cache.get(_key(subject)) is not None
-
-
 def refresh_defer(*, subject: Subject, memory_type: MemoryType) -> None:
     """Record that ``subject`` has a write in ``memory_type`` not yet visible to search."""
     cache.set(_key(subject), memory_type.value, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)

@@ -33,7 +33,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 from memory_app import selectors, services
 from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
-from memory_app.freshness import refresh_pending
+from memory_app.freshness import refresh_ensure
 from memory_app.models import OutboxEntry, OutboxLease
 from memory_app.validation import clean_k, clean_types
 from tenants.models import AgentToken, AuditEvent, Subject, Tenant
@@ -145,9 +145,15 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
     known = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
-    # Earlier turns stored without waiting must be visible to this recall; this turn need not be
-    # (it is left out anyway), so its write does not wait for a refresh either.
-    earlier_pending = known is not None and refresh_pending(subject=known)
+    # Earlier turns stored without waiting must be visible to this turn's derived context and to
+    # its recall; this turn need not be (it is left out of the recall anyway), so its write does
+    # not wait for a refresh either.
+    if known is not None:
+        try:
+            refresh_ensure(subject=known)  # one refresh, when one is pending, serves both below
+        except Exception as exc:
+            if not is_outage(exc):
+                raise  # in an outage the write below is accepted into the outbox, the mark kept
     submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
                              memory_id=memory_id, token=token, defer_refresh=True)
     try:
@@ -155,7 +161,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         hits = selectors.memory_recall(subject=subject, query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS],
                                        k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
                                        types=types, include_superseded=include_superseded, explain=explain,
-                                       ensure_fresh=earlier_pending)
+                                       ensure_fresh=False)
     except NotFound:  # the subject exists only in the outbox so far: nothing to recall
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:

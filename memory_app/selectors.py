@@ -135,6 +135,7 @@ def memory_history(*, subject: Subject, memory_id: str) -> dict[str, Any]:
 def subject_export(*, subject: Subject) -> dict[str, Any]:
     """Everything stored for the subject (no embeddings, no catalog), grouped by memory type."""
     require_dls()
+    refresh_ensure(subject=subject)  # the last turn, stored without waiting, is exported too
     es = subject_es_client(subject=subject)
     scope = memory_scope(subject=subject)
     out: dict[str, list] = {t.value: [] for t in USER_TYPES}

@@ -29,7 +29,7 @@ from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
-from memory_app.freshness import refresh_defer
+from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.validation import (
     clean_confidence,
@@ -386,6 +386,8 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     doc = _base_doc(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                     source=source)
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
+    if context is None and session_id:
+        refresh_ensure(subject=subject)  # the session's last turn may be stored but not yet searchable
     if context is None and (found := derived.context_for_turn(es=subject_es_client(subject=subject),
                                                               index=_episodic_alias(subject),
                                                               scope=memory_scope(subject=subject),
@@ -697,6 +699,8 @@ def subject_erase(*, subject: Subject, actor: str) -> int:
     deleted = 0
     indices = ",".join(alias_name(t, prefix=prefix) for t in USER_TYPES)
     query = {"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}}]}}
+    # Writes stored without waiting for a refresh (turns) must be found by the scan below.
+    writer.indices.refresh(index=indices)
     # No _delete_by_query on every cluster: scan the ids, delete them in bulk, until none remain.
     while True:
         actions = [{"_op_type": "delete", "_index": alias_name(h["_source"]["memory_type"], prefix=prefix),
@@ -705,7 +709,8 @@ def subject_erase(*, subject: Subject, actor: str) -> int:
                                          query={"query": query, "_source": ["memory_type"]})]
         if not actions:
             break
-        for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False, refresh="wait_for"):
+        # refresh=True, not wait_for: the next scan must not find them, whatever the refresh interval.
+        for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False, refresh=True):
             deleted += ok
     subject_keys_revoke_all(subject=subject, actor=actor)
     audit_record(actor=actor, action="subject.erase", tenant=subject.tenant, subject=subject,

@@ -4,6 +4,7 @@ end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import httpx
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from engram_client import EngramAPIError, EngramClient
 from memory_app import services
-from memory_app.es.schema import MemoryType
+from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from tenants.models import AuditEvent, Subject, Tenant
@@ -218,14 +219,26 @@ def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
     assert replay.status_code == 201 and replay.json()["memory"] == {"id": turn.json()["id"], "forgotten": True}
 
 
+@contextmanager
+def _slow_refresh(es_admin):
+    """Only an explicit refresh makes a write searchable while inside (refresh interval 60 s)."""
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
+    try:
+        yield index
+    finally:
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
+
+
 def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
     who = "pia.personal@example.com"
     created = api.post("/api/v1/subjects", {"external_id": who, "display_name": "Pia Personal"}, format="json",
                        HTTP_IDEMPOTENCY_KEY="create-pia")
     assert created.status_code == 201
-    engram.turn(who, "I was born in Lisbon")
-    user_id = Subject.objects.get(external_id=who).user_id
-    engram.erase_subject(who)
+    with _slow_refresh(es_admin):
+        engram.turn(who, "I was born in Lisbon")  # stored, not yet searchable: erase must find it anyway
+        user_id = Subject.objects.get(external_id=who).user_id
+        engram.erase_subject(who)
     assert _everywhere(es_admin, who, "Pia Personal", "born in Lisbon") == []
     assert Subject.objects.get(user_id=user_id).external_id == f"erased:{user_id}"
     assert AuditEvent.objects.filter(action="subject.erase", subject_ref=str(user_id)).exists()
@@ -234,15 +247,10 @@ def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
 def test_a_turn_does_not_wait_for_a_refresh_yet_the_next_recall_sees_it(engram, es_admin, settings):
     from django.core.cache import cache
 
-    from memory_app.es.schema import alias_name
-
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     engram.turn("vic", "first words")
     cache.clear()  # no earlier turn pending: the next turn's own recall has nothing to refresh
-    # Long refresh interval: only an explicit refresh makes a write searchable.
-    index = alias_name(MemoryType.EPISODIC)
-    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
-    try:
+    with _slow_refresh(es_admin) as index:
         turn = engram.turn("vic", "my bicycle is a green Gazelle")
         # Stored (a realtime get finds it) but not yet searchable: the turn did not wait for a refresh.
         assert es_admin.get(index=index, id=turn["id"])["found"]
@@ -253,5 +261,21 @@ def test_a_turn_does_not_wait_for_a_refresh_yet_the_next_recall_sees_it(engram, 
         later = engram.turn("vic", "it has a broken bell")
         again = engram.turn("vic", "what colour is my bicycle")
         assert later["id"] in [m["id"] for m in again["recall"]] or turn["id"] in [m["id"] for m in again["recall"]]
-    finally:
-        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
+
+
+def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    with _slow_refresh(es_admin) as index:
+        first = engram.turn("wes", "my sister Ada lives in Porto", session_id="s1")
+        second = engram.turn("wes", "she teaches chemistry there", session_id="s1")
+        stored = es_admin.get(index=index, id=second["id"])["_source"]
+    assert stored["context_ids"] == [first["id"]]
+    assert "Ada lives in Porto" in stored["derived_context"]
+
+
+def test_export_includes_the_last_turn_before_a_refresh(engram, es_admin, settings):
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    with _slow_refresh(es_admin):
+        turn = engram.turn("xan", "my passport expires in May")
+        exported = engram.export("xan")
+    assert turn["id"] in [m["id"] for m in exported["memories"]["episodic"]]
