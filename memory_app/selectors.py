@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from elasticsearch import helpers
+from elasticsearch import Elasticsearch, helpers
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
@@ -41,12 +41,15 @@ def _public(memory_type: MemoryType, memory_id: str, source: dict[str, Any]) -> 
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False, record_use: bool = True,
-                  now: datetime | None = None, ensure_fresh: bool = True) -> list[dict[str, Any]]:
+                  now: datetime | None = None, ensure_fresh: bool = True,
+                  es: Elasticsearch | None = None) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
 
     ``explain`` adds per hit its ranks, fused score and every multiplier. Returned semantic facts
-    get ``use_count``/``last_used_at`` bumped in the background (``record_use``).
+    get ``use_count``/``last_used_at`` bumped in the background (``record_use``). ``es``: the
+    subject's own client, resolved by the caller (a turn runs this off the request thread, which
+    then needs no database access here).
     """
     query = clean_text(query, field="query", limit=settings.ENGRAM_MAX_QUERY_CHARS)
     k = clean_k(k)
@@ -60,7 +63,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     if ensure_fresh:
         refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
 
-    es = subject_es_client(subject=subject)
+    es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
     body = rc.msearch_body(types=memory_types, query=query, vector=get_embedder().embed_query(query),
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,

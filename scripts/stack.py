@@ -252,10 +252,19 @@ class Instance:
     SERVICE_ROLES = {
         "engram_admin": {"cluster": ["manage_api_key", "monitor"],
                          "indices": [{"names": ["engram*"], "privileges": ["all"]}]},
+        # Mints and retires the API keys it owns (an end-user's first key is minted on a request
+        # path); its index actions are the writer's (tenants/es_keys.py WRITER_ACTIONS, a test
+        # keeps them equal), since a key is limited by its owner's privileges.
+        "engram_keys": {"cluster": ["manage_own_api_key"],
+                        "indices": [{"names": ["engram*"], "privileges": [
+                            "indices:data/read/search", "indices:data/read/msearch", "indices:data/read/get",
+                            "indices:data/read/mget", "indices:data/read/scroll", "indices:data/read/scroll/clear",
+                            "indices:data/write/index", "indices:data/write/update", "indices:data/write/delete",
+                            "indices:data/write/bulk", "indices:admin/refresh"]}]},
         "engram_monitor": {"cluster": ["monitor"],
                            "indices": [{"names": ["engram*"], "privileges": ["view_index_metadata"]}]},
     }
-    SERVICE_USERS = {"engram-admin": "engram_admin", "engram-monitor": "engram_monitor"}
+    SERVICE_USERS = {"engram-admin": "engram_admin", "engram-keys": "engram_keys", "engram-monitor": "engram_monitor"}
 
     def service_password(self, user: str) -> str:
         return secret(f"es-{self.name}-{user}-password")
@@ -451,6 +460,8 @@ def main() -> None:
         # Least privilege, as the README documents (not the `elastic` superuser).
         print("export ES_ADMIN_USERNAME=engram-admin")
         print(f"export ES_ADMIN_PASSWORD='{es.service_password('engram-admin')}'")
+        print("export ES_KEYS_USERNAME=engram-keys")
+        print(f"export ES_KEYS_PASSWORD='{es.service_password('engram-keys')}'")
         print("export ES_MONITOR_USERNAME=engram-monitor")
         print(f"export ES_MONITOR_PASSWORD='{es.service_password('engram-monitor')}'")
         print(f"export ENGRAM_ES_PIDFILE={es.pidfile}")

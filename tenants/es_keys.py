@@ -1,4 +1,9 @@
-"""Elasticsearch API keys for Engram, through the security API and the admin credential only.
+"""Elasticsearch API keys for Engram, through the security API and the keys credential
+(``memory_app.es.client.keys_client``: cluster ``manage_own_api_key`` and the writer's index
+actions, nothing else). It owns the keys it mints, and an API key is limited by its owner's
+privileges, so even a bug here cannot mint a key wider than that role. Keys minted by the admin
+credential before the keys credential existed (role version < 4) are shortened or invalidated
+by the admin credential, which owns them; ``es_setup`` rotates them all away.
 
 Two kinds: per-subject read keys carrying the subject's document-level-security query, and
 the writer key. Neither gets cluster privileges or ``manage``; both expire. Connection failures
@@ -18,10 +23,11 @@ import base64
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from elasticsearch import NotFoundError, TransportError
+from django.conf import settings
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from memory_app.errors import ServiceUnavailable
-from memory_app.es.client import admin_client
+from memory_app.es.client import admin_client, keys_client
 from memory_app.es.schema import all_aliases
 
 from .models import Subject
@@ -40,8 +46,9 @@ def encoded_api_key(key_id: str, secret: str) -> str:
 
 
 # Bump when a grant below changes: every key minted under an older version gets rotated.
-# 1: the `read` / `read` + `write` privilege groups.  2: the action lists below.
-ROLE_VERSION = 3
+# 1: the `read` / `read` + `write` privilege groups.  2: the action lists below.  3: + refresh for
+# the writer.  4: minted (and owned) by the keys credential instead of the admin credential.
+ROLE_VERSION = 4
 
 # What subject keys are used for: recall (_msearch), visibility checks and history (_mget),
 # export (search + scroll + clear scroll). Searches and mgets fan out to shard-level actions
@@ -114,7 +121,7 @@ def mint_writer_key(*, prefix: str, ttl: timedelta) -> MintedKey:
 
 def _mint(*, name: str, role_descriptors: dict, metadata: dict, ttl: timedelta) -> MintedKey:
     try:
-        response = admin_client().security.create_api_key(
+        response = keys_client().security.create_api_key(
             name=name, role_descriptors=role_descriptors, metadata=metadata,
             expiration=f"{int(ttl.total_seconds())}s",
             # Refresh now: without it the new key is invisible to an invalidation for up to a
@@ -133,8 +140,15 @@ def expire_key_in(*, key_id: str, seconds: int) -> None:
 
     Enforced by the cluster, so the old key dies on time even if the maintenance task is late.
     """
+    expiration = f"{max(seconds, 1)}s"
     try:
-        admin_client().security.update_api_key(id=key_id, expiration=f"{max(seconds, 1)}s")
+        try:
+            keys_client().security.update_api_key(id=key_id, expiration=expiration)
+        except ApiError as exc:
+            # Only the owner may update a key: one minted by the admin credential (role version < 4).
+            if not _separate_keys_credential() or exc.meta.status not in (403, 404):
+                raise
+            admin_client().security.update_api_key(id=key_id, expiration=expiration)
     except TransportError as exc:
         raise ServiceUnavailable("could not shorten an Elasticsearch API key: cluster unreachable",
                                  details={"error": str(exc)}) from exc
@@ -145,20 +159,37 @@ def invalidate_keys(*, key_ids: list[str]) -> None:
     a key the cluster no longer knows (purged after expiry) counts as invalid."""
     if not key_ids:
         return
-    es = admin_client()
     try:
-        response = es.security.invalidate_api_key(ids=key_ids)
-        if response.get("error_count"):
-            raise ServiceUnavailable("Elasticsearch refused to invalidate some API keys",
-                                     details={"errors": response.get("error_details", [])})
-        done = set(response["invalidated_api_keys"]) | set(response["previously_invalidated_api_keys"])
+        left = set(key_ids)
+        if _separate_keys_credential():
+            # manage_own_api_key invalidates by id only with owner=true: the keys it minted.
+            left -= _invalidated(keys_client(), ids=key_ids, owner=True)
+        if not left:
+            return
+        # Keys the keys credential does not own (minted by the admin credential before it existed),
+        # or not yet visible to it: the admin credential sees every key, and checks what is left.
+        es = admin_client()
+        left -= _invalidated(es, ids=sorted(left), owner=False)
         # An id the invalidation did not see may still be live (e.g. not yet searchable): check it.
-        for key_id in sorted(set(key_ids) - done):
+        for key_id in sorted(left):
             if _live(es, key_id):
                 raise ServiceUnavailable("an API key could not be invalidated", details={"key_id": key_id})
     except TransportError as exc:
         raise ServiceUnavailable("could not invalidate Elasticsearch API keys: cluster unreachable",
                                  details={"error": str(exc)}) from exc
+
+
+def _separate_keys_credential() -> bool:
+    return bool(settings.ES_KEYS_USERNAME) and settings.ES_KEYS_USERNAME != settings.ES_ADMIN_USERNAME
+
+
+def _invalidated(es: Elasticsearch, *, ids: list[str], owner: bool) -> set[str]:
+    """Invalidate ``ids``; returns the ids now invalid (invalidated now or before)."""
+    response = es.security.invalidate_api_key(ids=ids, owner=owner or None)
+    if response.get("error_count"):
+        raise ServiceUnavailable("Elasticsearch refused to invalidate some API keys",
+                                 details={"errors": response.get("error_details", [])})
+    return set(response["invalidated_api_keys"]) | set(response["previously_invalidated_api_keys"])
 
 
 def _live(es, key_id: str) -> bool:

@@ -26,8 +26,18 @@ def base_client() -> Elasticsearch:
 
 
 def admin_client() -> Elasticsearch:
-    """The dedicated admin credential: schema setup and key minting, never a request path."""
+    """The dedicated admin credential: schema setup and key upgrades, never a request path (keys
+    are minted by ``keys_client``)."""
     return base_client().options(basic_auth=(settings.ES_ADMIN_USERNAME, settings.ES_ADMIN_PASSWORD))
+
+
+def keys_client() -> Elasticsearch:
+    """The keys credential: mints end-user and writer keys (on a request path: an end-user's first
+    key) and shortens or invalidates the keys it minted. It can grant nothing beyond its own role
+    (an API key is limited by its owner's privileges); unset, the admin credential does it."""
+    if settings.ES_KEYS_USERNAME:
+        return base_client().options(basic_auth=(settings.ES_KEYS_USERNAME, settings.ES_KEYS_PASSWORD))
+    return admin_client()
 
 
 def monitor_client() -> Elasticsearch:

@@ -279,3 +279,29 @@ def test_export_includes_the_last_turn_before_a_refresh(engram, es_admin, settin
         turn = engram.turn("xan", "my passport expires in May")
         exported = engram.export("xan")
     assert turn["id"] in [m["id"] for m in exported["memories"]["episodic"]]
+
+
+def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
+    import threading
+
+    from memory_app import selectors
+
+    engram.turn("yan", "I keep bees on the roof")  # a known end-user from here on
+    recalling = threading.Event()
+    real_recall, real_write = selectors.memory_recall, services.episode_write
+
+    def recall(**kwargs):
+        recalling.set()
+        return real_recall(**kwargs)
+
+    def write(**kwargs):
+        # Were the recall to follow the write, it could not have started yet: this would time out.
+        if not recalling.wait(timeout=20):
+            raise AssertionError("the turn's recall did not start while the turn was being written")
+        return real_write(**kwargs)
+
+    monkeypatch.setattr(selectors, "memory_recall", recall)
+    monkeypatch.setattr(services, "episode_write", write)
+    turn = engram.turn("yan", "how are my bees doing")
+    assert any("bees on the roof" in m["text"] for m in turn["recall"])
+    assert turn["id"] not in [m["id"] for m in turn["recall"]]

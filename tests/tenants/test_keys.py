@@ -10,6 +10,7 @@ from django.utils import timezone
 from elasticsearch import AuthenticationException, AuthorizationException
 
 from memory_app.errors import NotFound
+from memory_app.es.client import keys_client
 from memory_app.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
@@ -100,7 +101,8 @@ def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, 
     old_client = subject_es_client(subject=subject)
     old_key = SubjectKey.objects.get(subject=subject)
 
-    new_key = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=2))
+    # A rotation (mint with refresh, then shorten the old key) can take seconds on a loaded machine.
+    new_key = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=8))
 
     old_key.refresh_from_db()
     assert old_key.rotated_at and old_key.superseded_by == new_key and old_key.revoked_at is None
@@ -127,7 +129,7 @@ def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, 
     assert result.invalidated == 1 and old_key.revoked_at is not None
     assert _ids(subject_es_client(subject=subject)) == {doc_id}
     assert AuditEvent.objects.filter(action="subject_key.rotated", target_id=old_key.es_key_id,
-                                     details__grace_seconds=2).exists()
+                                     details__grace_seconds=8).exists()
     assert AuditEvent.objects.filter(action="subject_key.invalidated", target_id=old_key.es_key_id).exists()
 
 
@@ -288,3 +290,48 @@ def test_a_stale_grant_is_rotated_on_first_use_too(tenant, es_prefix):
     assert SubjectKey.objects.active().get(subject=subject).role_version == ROLE_VERSION
     old.refresh_from_db()
     assert old.rotated_at is not None
+
+
+def test_keys_are_minted_and_retired_by_the_keys_credential_never_the_admin(tenant, es_prefix, es_admin, settings):
+    """The request paths that touch keys (an end-user's first key, rotation, revocation, erase)
+    work with the admin credential broken: only the keys credential is used, and it owns them."""
+    assert settings.ES_KEYS_USERNAME and settings.ES_KEYS_USERNAME != settings.ES_ADMIN_USERNAME
+    keys = keys_client()
+    assert keys.security.authenticate()["roles"] == ["engram_keys"]
+    # scripts/stack.py grants it the writer's actions (a key is limited by its owner) and nothing more.
+    granted = keys.security.has_privileges(
+        cluster=["manage_own_api_key", "manage_api_key", "manage_security", "monitor"],
+        index=[{"names": [alias_name("semantic")],
+                "privileges": [*WRITER_ACTIONS, "indices:admin/create", "indices:data/read/tv", "manage"]}])
+    assert granted["cluster"] == {"manage_own_api_key": True, "manage_api_key": False, "manage_security": False,
+                                  "monitor": False}
+    assert {p for p, ok in granted["index"][alias_name("semantic")].items() if ok} == set(WRITER_ACTIONS)
+    settings.ES_ADMIN_PASSWORD = "not-the-admin-password"
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    first = SubjectKey.objects.get(subject=subject)
+    rotated = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=30))
+    subject_key_revoke(subject=subject, actor="test")
+    subject_es_client(subject=subject)
+    assert subject_keys_revoke_all(subject=subject, actor="test") == 2  # the fresh key and the one in grace
+    ids = set(SubjectKey.objects.filter(subject=subject).values_list("es_key_id", flat=True))
+    assert len(ids) == 3 and {first.es_key_id, rotated.es_key_id} <= ids
+    keys = [es_admin.security.get_api_key(id=key_id)["api_keys"][0] for key_id in ids]
+    assert {k["username"] for k in keys} == {settings.ES_KEYS_USERNAME}
+    assert all(k["invalidated"] for k in keys)
+
+
+def test_keys_the_admin_credential_minted_before_are_retired_by_it(tenant, es_prefix, es_admin, settings):
+    keys_user = settings.ES_KEYS_USERNAME
+    settings.ES_KEYS_USERNAME = ""  # as before the keys credential existed: the admin mints
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    legacy = SubjectKey.objects.get(subject=subject)
+    settings.ES_KEYS_USERNAME = keys_user
+    clear_caches()
+
+    new = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=30))  # shortens the old key
+    old = es_admin.security.get_api_key(id=legacy.es_key_id)["api_keys"][0]
+    assert old["username"] == settings.ES_ADMIN_USERNAME
+    assert old["expiration"] / 1000 < time.time() + 60
+    assert subject_keys_revoke_all(subject=subject, actor="test") == 2
+    for key_id in (legacy.es_key_id, new.es_key_id):
+        assert es_admin.security.get_api_key(id=key_id)["api_keys"][0]["invalidated"]

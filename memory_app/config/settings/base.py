@@ -108,6 +108,11 @@ ES_URL = env.str("ES_URL", default="http://127.0.0.1:9200")
 # Dedicated admin credential (a user, not an API key): schema setup and key minting only.
 ES_ADMIN_USERNAME = env.str("ES_ADMIN_USERNAME", default="")
 ES_ADMIN_PASSWORD = env.str("ES_ADMIN_PASSWORD", default="")
+# The keys credential (a user whose role has cluster `manage_own_api_key` and exactly the writer's
+# index actions): mints, shortens and invalidates the API keys it owns, the only Elasticsearch
+# security call on a request path (an end-user's first key). Unset, the admin credential does it.
+ES_KEYS_USERNAME = env.str("ES_KEYS_USERNAME", default="")
+ES_KEYS_PASSWORD = env.str("ES_KEYS_PASSWORD", default="")
 # A monitor-only user (cluster privilege `monitor`, view_index_metadata on the indices) for
 # /healthz and the capability probes; unset, they fall back to the admin credential.
 ES_MONITOR_USERNAME = env.str("ES_MONITOR_USERNAME", default="")
@@ -179,6 +184,8 @@ ENGRAM_OUTCOME_WEIGHT = env.float("ENGRAM_OUTCOME_WEIGHT", default=0.1)
 ENGRAM_HARSH_CONFIDENCE_PENALTY = env.float("ENGRAM_HARSH_CONFIDENCE_PENALTY", default=0.1)
 ENGRAM_RERANK_POOL = env.int("ENGRAM_RERANK_POOL", default=50)  # fused hits the reranker sees
 ENGRAM_RECALL_MAX_K = env.int("ENGRAM_RECALL_MAX_K", default=100)
+# Threads per process that run a turn's pre-recall while the request thread writes the turn.
+ENGRAM_TURN_RECALL_THREADS = env.int("ENGRAM_TURN_RECALL_THREADS", default=8)
 # Input limits (documented in the README): text is counted in characters after trimming.
 ENGRAM_MAX_TEXT_CHARS = env.int("ENGRAM_MAX_TEXT_CHARS", default=8000)
 ENGRAM_MAX_QUERY_CHARS = env.int("ENGRAM_MAX_QUERY_CHARS", default=2000)
