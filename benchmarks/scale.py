@@ -288,8 +288,8 @@ def plots(rows: list[dict], http: list[dict], *, out: Path, label: str) -> None:
     for kind, style in (("recall", "s--"), ("turn", "^:")):
         ax2.plot(clients, [r[kind]["p95_ms"] for r in http], style, color="tab:red", label=f"{kind} p95 ms")
     ax2.set_ylabel("p95 latency, ms", color="tab:red")
-    ax.legend(loc="upper left", fontsize=8)
-    ax2.legend(loc="lower right", fontsize=8)
+    handles = [h for a in (ax, ax2) for h in a.get_legend_handles_labels()[0]]
+    ax2.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
     ax.set_title(f"HTTP at {sizes[-1]:,} memories — {label}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "scale_throughput.png", dpi=110)
@@ -364,8 +364,8 @@ def report(rows: list[dict], http: list[dict], footprint: dict, *, run: dict, ar
             f"{run['queries']} (heavy end-user: {max(20, run['queries'] // 2)}); writes: {run['writes']} turns, "
             f"{run['writes']} supersessions.", "", scale_data.markdown_table(rows)]
     if http:
-        text += ["", f"HTTP at {rows[-1]['memories']:,} memories, {footprint['workers']} ASGI worker processes "
-                 f"(RSS {', '.join(f'{m:.0f}' for m in footprint['worker_rss_mb'])} MB), "
+        text += ["", f"HTTP at {rows[-1]['memories']:,} memories, {footprint['workers']} ASGI workers (RSS of the "
+                 f"server's child processes: {', '.join(f'{m:.0f}' for m in footprint['worker_rss_mb'])} MB), "
                  f"{run['http_seconds']:.0f}s per step, a third turns and the rest recalls over "
                  f"{args.tenants * args.users_per_tenant} end-users:", "", http_load.markdown(http)]
     markdown = "\n".join(text)
