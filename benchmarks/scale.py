@@ -41,7 +41,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_latency import percentiles, timed  # noqa: E402  (sets Django up)
+from recall_latency import percentiles, recall_samples, timed  # noqa: E402  (sets Django up)
 
 import http_load  # noqa: E402
 import scale_data  # noqa: E402
@@ -49,11 +49,9 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from memory_app import services  # noqa: E402
-from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.es.client import admin_client  # noqa: E402
 from memory_app.es.schema import all_aliases, drop_indices  # noqa: E402
 from memory_app.outbox import turn_submit, write_submit  # noqa: E402
-from memory_app.selectors import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Subject, Tenant  # noqa: E402
@@ -149,17 +147,11 @@ class Corpus:
 
 
 def measure(corpus: Corpus, *, queries: int, writes: int, rng: random.Random, questions: list[str]) -> dict:
-    embedder = get_embedder()
     normal = [s for e, s in corpus.subjects.items() if e != scale_data.HEAVY]
     heavy = corpus.subjects[scale_data.HEAVY]
 
     def recall(plan: list[tuple[Subject, str]], *, new: bool) -> list[float]:
-        samples = []
-        for subject, question in plan:
-            if new:
-                embedder.query_cache.clear()
-            samples.append(timed(memory_recall, subject=subject, query=question, k=10, record_use=False))
-        return samples
+        return recall_samples(plan, record_use=False, clear_cache=new)
 
     result = {}
     for key, plan in [("recall", [(rng.choice(normal), rng.choice(questions)) for _ in range(queries)]),
@@ -352,8 +344,9 @@ def report(rows: list[dict], http: list[dict], footprint: dict, *, run: dict, ar
            out: Path) -> None:
     began, load_before, load_now = run["began"], run["load_before"], os.getloadavg()
     contended = max(load_before[0], load_now[0]) > 1.0
+    threads = ", ".join(f"{k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if k in os.environ)
     label = (f"{'contended, ' if contended else ''}{began:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores"
-             f"{', quick mode' if args.quick else ''}")
+             f"{', quick mode' if args.quick else ''}{', ' + threads if threads else ''}")
     top = run["sizes"][-1]
     text = [f"Scale curve, {label}: load average {load_before[0]:.1f} at the start, {load_now[0]:.1f} now "
             f"({'other jobs shared the cores' if contended else 'machine otherwise idle'}); "

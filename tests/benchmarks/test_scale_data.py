@@ -14,7 +14,7 @@ START = datetime(2024, 1, 1, tzinfo=UTC)
 def test_spread_is_even_exact_and_monotonic():
     assert spread(10, 4) == [3, 3, 2, 2]
     assert spread(10, 4, offset=2) == [2, 2, 3, 3]
-    for total in range(0, 60):
+    for total in range(60):
         smaller, larger = spread(total, 7, offset=3), spread(total + 1, 7, offset=3)
         assert sum(smaller) == total
         assert all(b >= a for a, b in zip(smaller, larger, strict=True))
