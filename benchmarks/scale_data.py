@@ -243,9 +243,11 @@ def markdown_table(rows: list[dict]) -> str:
     lines.append("| heavy end-user's memories | " + " | ".join(f"{r['heavy_memories']:,}" for r in rows) + " |")
     for label, key in _RECALL_ROWS:
         lines.append(f"| {label}, p50 / p95 / p99 ms | " + " | ".join(_ms(r.get(key)) for r in rows) + " |")
-    for label, key, fmt in [("bulk import, episodes/s", "import_eps", "{:.0f}"),
+    for label, key, fmt in [("bulk import, all end-users (one call each), episodes/s", "import_eps", "{:.0f}"),
+                            ("bulk import, calls of >= 1,000 episodes only, episodes/s", "import_eps_large", "{:.0f}"),
                             ("index size on disk, MB", "store_mb", "{:.1f}"),
                             ("Engram process RSS, MB", "rss_mb", "{:.0f}"),
                             ("Elasticsearch heap used / max, MB", "heap", "{}")]:
-        lines.append(f"| {label} | " + " | ".join(fmt.format(r[key]) for r in rows) + " |")
+        lines.append(f"| {label} | " + " | ".join("n/a" if r.get(key) is None else fmt.format(r[key])
+                                                   for r in rows) + " |")
     return "\n".join(lines)

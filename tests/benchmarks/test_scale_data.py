@@ -80,7 +80,7 @@ def test_playbook_steps_are_numbered():
 def test_markdown_table_has_one_column_per_size():
     p = {"p50": 10.0, "p95": 20.0, "p99": 30.0}
     row = {"memories": 1000, "heavy_memories": 200, "recall_new": p, "recall_repeated": p, "heavy_new": p,
-           "heavy_repeated": p, "turn": p, "fact_supersede": None, "import_eps": 512.4, "store_mb": 3.25,
+           "heavy_repeated": p, "turn": p, "fact_supersede": None, "import_eps": 512.4, "import_eps_large": None, "store_mb": 3.25,
            "rss_mb": 300.4, "heap": "200 / 512"}
     table = markdown_table([row, {**row, "memories": 10000, "heavy_memories": 2000}])
     lines = table.splitlines()
@@ -88,6 +88,7 @@ def test_markdown_table_has_one_column_per_size():
     assert lines[1] == "|---|---:|---:|"
     assert "| recall, new question, p50 / p95 / p99 ms | 10.0 / 20.0 / 30.0 | 10.0 / 20.0 / 30.0 |" in lines
     assert "| fact write superseding one fact, p50 / p95 / p99 ms | n/a | n/a |" in lines
-    assert "| bulk import, episodes/s | 512 | 512 |" in lines
+    assert "| bulk import, all end-users (one call each), episodes/s | 512 | 512 |" in lines
+    assert "| bulk import, calls of >= 1,000 episodes only, episodes/s | n/a | n/a |" in lines
     assert "| Elasticsearch heap used / max, MB | 200 / 512 | 200 / 512 |" in lines
     assert all(line.count("|") == 4 for line in lines)
