@@ -44,7 +44,13 @@ def prepare(*, url: str, token: str, subjects: int) -> None:
             http.post(f"subjects/load-user-{n}/turns", json={"text": SENTENCES[n % len(SENTENCES)]}).raise_for_status()
 
 
-def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7) -> dict:
+def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7,
+        targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None) -> dict:
+    """``targets``: (agent token, external id) pairs to spread the load over (end-users of several
+    tenants); by default ``subjects`` end-users ``load-user-<n>`` under ``token``. ``texts``: what
+    turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors)."""
+    texts = texts or SENTENCES
+    targets = targets or [(token, f"load-user-{n}") for n in range(subjects)]
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
     errors: dict[str, int] = {"turn": 0, "recall": 0}
     error_kinds: dict[str, int] = {}
@@ -53,12 +59,12 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
 
     def client(n: int) -> None:
         rng = random.Random(seed + n)
-        with httpx.Client(base_url=url.rstrip("/") + "/api/v1/", timeout=30,
-                          headers={"Authorization": f"Bearer {token}"}) as http:
+        with httpx.Client(base_url=url.rstrip("/") + "/api/v1/", timeout=30) as http:
             while time.monotonic() < stop_at:
-                who = f"load-user-{rng.randrange(subjects)}"
+                bearer, who = rng.choice(targets)
+                http.headers["Authorization"] = f"Bearer {bearer}"
                 kind = "turn" if rng.random() < 1 / 3 else "recall"
-                text = rng.choice(SENTENCES)
+                text = rng.choice(texts)
                 started = time.monotonic()
                 try:
                     if kind == "turn":

@@ -67,6 +67,18 @@ def timed(fn, *args, **kwargs) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
+def recall_samples(plan: list[tuple], *, record_use: bool, clear_cache: bool) -> list[float]:
+    """One timed recall (k=10) per (subject, question) of ``plan``; ``clear_cache`` empties the
+    query-vector cache before each call (a new question)."""
+    embedder = get_embedder()
+    samples = []
+    for subject, question in plan:
+        if clear_cache:
+            embedder.query_cache.clear()
+        samples.append(timed(memory_recall, subject=subject, query=question, k=10, record_use=record_use))
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=40)
@@ -120,12 +132,7 @@ def main() -> None:
         plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
 
         def run(*, record_use: bool, clear_cache: bool) -> list[float]:
-            samples = []
-            for subject, question in plan:
-                if clear_cache:
-                    embedder.query_cache.clear()
-                samples.append(timed(memory_recall, subject=subject, query=question, k=10, record_use=record_use))
-            return samples
+            return recall_samples(plan, record_use=record_use, clear_cache=clear_cache)
 
         run(record_use=False, clear_cache=False)  # warm-up: keys, connections, Elasticsearch's caches
         cold = run(record_use=False, clear_cache=True)
