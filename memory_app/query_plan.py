@@ -101,13 +101,16 @@ def query_plan(query: str, *, keywords: str) -> QueryPlan:
 
 
 def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
-                since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str]
-                ) -> tuple[list[dict], list[tuple[str, float]]]:
+                since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
+                vector: list[float] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
     """``_msearch`` header/body pairs of the entity legs and their (name, weight) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
-    holds the entity as a phrase. Nothing without a topic or with the BM25 leg off."""
-    if not plan.topic or not settings.ENGRAM_RECALL_BM25 or settings.ENGRAM_RRF_ENTITY_WEIGHT <= 0:
+    holds the entity as a phrase (``entityN``, weight ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's);
+    with ENGRAM_RECALL_ENTITY_DENSE and a query ``vector``, also the query's nearest neighbours
+    among those memories (``entityN_dense``, × the dense leg's weight). Nothing without a topic."""
+    weight = settings.ENGRAM_RRF_ENTITY_WEIGHT
+    if not plan.topic or weight <= 0:
         return [], []
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
@@ -115,12 +118,21 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                                 since=since, until=until)
     body: list[dict] = []
     names: list[tuple[str, float]] = []
-    for n, entity in enumerate(plan.entities):
+    for n, entity in enumerate(plan.entities, start=1):
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
-        body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
-                 {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
-                  "query": {"bool": {"filter": [allowed, mentions],
-                                     "must": {"multi_match": {"query": plan.topic, "fields": rc.bm25_fields(types),
-                                                              "type": "most_fields"}}}}}]
-        names.append((f"entity{n + 1}", settings.ENGRAM_RRF_ENTITY_WEIGHT))
+        if settings.ENGRAM_RECALL_BM25:
+            body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
+                     {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
+                      "query": {"bool": {"filter": [allowed, mentions],
+                                         "must": {"multi_match": {"query": plan.topic,
+                                                                  "fields": rc.bm25_fields(types),
+                                                                  "type": "most_fields"}}}}}]
+            names.append((f"entity{n}", weight * settings.ENGRAM_RRF_BM25_WEIGHT))
+        if settings.ENGRAM_RECALL_ENTITY_DENSE and settings.ENGRAM_RECALL_DENSE and vector is not None:
+            body += [{"index": indices},
+                     {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
+                      "knn": {"field": "embedding", "query_vector": vector, "k": candidates,
+                              "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES),
+                              "filter": [allowed, mentions]}}]
+            names.append((f"entity{n}_dense", weight * settings.ENGRAM_RRF_DENSE_WEIGHT))
     return body, names

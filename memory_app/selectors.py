@@ -64,13 +64,15 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
 
     es = subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
-    body = rc.msearch_body(types=memory_types, query=query, vector=get_embedder().embed_query(query),
+    vector = get_embedder().embed_query(query)
+    body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for={t: alias_name(t, prefix=prefix) for t in memory_types})
     extra_body, extra = qp.entity_legs(plan=qp.query_plan(query, keywords=rc.keyword_query(query)),
                                        types=memory_types, scope=memory_scope(subject=subject),
                                        include_superseded=include_superseded, since=since, until=until,
-                                       index_for={t: alias_name(t, prefix=prefix) for t in memory_types})
+                                       index_for={t: alias_name(t, prefix=prefix) for t in memory_types},
+                                       vector=vector)
     responses = es.msearch(searches=body + extra_body)["responses"]
     for response in responses:
         if "error" in response:
