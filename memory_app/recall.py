@@ -19,7 +19,9 @@ The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Pe
 The BM25 leg searches the episode text, its exact (unstemmed) subfield at half weight and the
 episode's context (the turns before it) at ENGRAM_CONTEXT_BOOST, with the query stripped of
 question words, auxiliaries and pronouns (``keyword_query``); the kNN leg embeds the query as is.
-BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short).
+BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short). Extra legs (the
+entity legs of memory_app.query_plan) join the fusion through ``fuse(extra=...)``; a date the query
+names (memory_app.temporal) adds a ``time_window`` multiplier.
 
 The multipliers are computed here rather than inside Elasticsearch so that ``explain`` can show
 every factor exactly, and so that fusion ranks legs by relevance alone. All constants are settings.
