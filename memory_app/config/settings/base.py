@@ -223,7 +223,7 @@ ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
 # Query decomposition (memory_app.query_plan): up to N named entities of the query each get a BM25
 # leg over the memories naming them, fused at this weight × the BM25 leg's (N = 0 or weight 0: off).
-ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=2)
+ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=0)
 ENGRAM_RRF_ENTITY_WEIGHT = env.float("ENGRAM_RRF_ENTITY_WEIGHT", default=0.5)
 # Each entity also gets a kNN leg filtered to the memories naming it (the query vector is reused).
 ENGRAM_RECALL_ENTITY_DENSE = env.bool("ENGRAM_RECALL_ENTITY_DENSE", default=True)
