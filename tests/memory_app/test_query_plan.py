@@ -36,7 +36,7 @@ def test_the_plan_keeps_at_most_the_configured_entities_and_removes_them_from_th
     settings.ENGRAM_RECALL_ENTITY_LEGS = 0
     assert query_plan(q, keywords=rc.keyword_query(q)).entities == ()
     settings.ENGRAM_RECALL_ENTITY_LEGS = 3
-    only_names = "Jon and Gina?"
+    only_names = "What about Jon and Gina?"
     assert query_plan(only_names, keywords=rc.keyword_query(only_names)).topic == ""  # no topic: no leg
 
 
