@@ -293,8 +293,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
                                                             actor="eval")
             episodes = locomo_episodes(conversation, data, context_turns=context_turns)
-            stored = services.episodes_import(subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()}
-                                                                         for e in episodes])
+            stored = services.episodes_import(
+                subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
             # An imported episode's stored id is its client id namespaced to the end-user: map it back.
             turn_of = {memory_id: e["id"] for e, memory_id in zip(episodes, stored, strict=True)}
             now = max(e["occurred_at"] for e in episodes)
