@@ -293,8 +293,10 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
                                                             actor="eval")
             episodes = locomo_episodes(conversation, data, context_turns=context_turns)
-            services.episodes_import(subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()}
-                                                                for e in episodes])
+            stored = services.episodes_import(
+                subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
+            # An imported episode's stored id is its client id namespaced to the end-user: map it back.
+            turn_of = {memory_id: e["id"] for e, memory_id in zip(episodes, stored, strict=True)}
             now = max(e["occurred_at"] for e in episodes)
             if consolidate:
                 log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
@@ -307,7 +309,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     continue
                 results = memory_recall(subject=subject, query=q["question"], k=k, types=types,
                                         record_use=False, now=now)
-                scores.add(f"category {q['category']}", _question_scores([r["id"] for r in results], expected))
+                scores.add(f"category {q['category']}",
+                           _question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected))
                 asked += 1
             log(f"  {path.name}: {len(episodes)} turns, {asked} questions")
     return scores.summary()

@@ -19,7 +19,9 @@ The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Pe
 The BM25 leg searches the episode text, its exact (unstemmed) subfield at half weight and the
 episode's context (the turns before it) at ENGRAM_CONTEXT_BOOST, with the query stripped of
 question words, auxiliaries and pronouns (``keyword_query``); the kNN leg embeds the query as is.
-BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short).
+BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short). Extra legs (the
+entity legs of memory_app.query_plan) join the fusion through ``fuse(extra=...)``; a date the query
+names (memory_app.temporal) adds a ``time_window`` multiplier.
 
 The multipliers are computed here rather than inside Elasticsearch so that ``explain`` can show
 every factor exactly, and so that fusion ranks legs by relevance alone. All constants are settings.
@@ -30,12 +32,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
 from memory_app.es.schema import MemoryType
+from memory_app.temporal import TimeWindow
 
 # Each type's date field for time decay; None = exempt.
 DECAY_FIELD: dict[MemoryType, str | None] = {
@@ -107,6 +110,7 @@ class Hit:
     rerank_score: float | None = None
     rerank_rank: int | None = None
     score: float = 0.0
+    extra_ranks: dict[str, int] = field(default_factory=dict)  # ranks in extra legs (memory_app.query_plan)
 
     def explain(self) -> dict[str, Any]:
         # Ranks, the rank-based fused score and the multipliers only. Raw BM25 scores are never
@@ -121,6 +125,7 @@ class Hit:
             "rerank_rank": self.rerank_rank,
             "multipliers": self.multipliers,
             "final_score": self.score,
+            **({"extra_ranks": self.extra_ranks} if self.extra_ranks else {}),
         }
 
 
@@ -139,6 +144,18 @@ def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_super
     return {"bool": {"filter": filters}}
 
 
+def allowed_filter(*, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
+                   since: datetime | None, until: datetime | None) -> dict:
+    """A hit must satisfy the filter of one of the requested types."""
+    return {"bool": {"should": [type_filter(memory_type=t, scope=scope, include_superseded=include_superseded,
+                                            since=since, until=until) for t in types],
+                     "minimum_should_match": 1}}
+
+
+def bm25_fields(types: list[MemoryType]) -> list[str]:
+    return list(dict.fromkeys(f for t in types for f in text_fields(t)))
+
+
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
                  index_for: dict[MemoryType, str]) -> list[dict]:
@@ -147,10 +164,8 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
     BM25 uses dfs_query_then_fetch: term statistics are gathered across all the indices."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
-    allowed = {"bool": {"should": [type_filter(memory_type=t, scope=scope, include_superseded=include_superseded,
-                                               since=since, until=until) for t in types],
-                        "minimum_should_match": 1}}
-    fields = list(dict.fromkeys(f for t in types for f in text_fields(t)))
+    allowed = allowed_filter(types=types, scope=scope, include_superseded=include_superseded, since=since, until=until)
+    fields = bm25_fields(types)
     body: list[dict] = []
     if settings.ENGRAM_RECALL_BM25:
         body += [
@@ -174,16 +189,21 @@ def legs() -> list[str]:
     return [leg for leg, on in (("bm25", settings.ENGRAM_RECALL_BM25), ("dense", settings.ENGRAM_RECALL_DENSE)) if on]
 
 
-def fuse(*, responses: list[dict]) -> dict[str, Hit]:
-    """Reciprocal rank fusion of the legs' responses (in ``legs()`` order)."""
+def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = ()) -> dict[str, Hit]:
+    """Reciprocal rank fusion of the legs' responses (in ``legs()`` order, then the ``extra``
+    legs' as (name, weight), e.g. memory_app.query_plan's entity legs)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
-    weights = {"bm25": settings.ENGRAM_RRF_BM25_WEIGHT, "dense": settings.ENGRAM_RRF_DENSE_WEIGHT}
+    weights = {"bm25": settings.ENGRAM_RRF_BM25_WEIGHT, "dense": settings.ENGRAM_RRF_DENSE_WEIGHT,
+               **dict(extra)}
     hits: dict[str, Hit] = {}
-    for leg, response in zip(legs(), responses, strict=True):
+    for leg, response in zip([*legs(), *(name for name, _w in extra)], responses, strict=True):
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
-            setattr(hit, f"{leg}_rank", rank)
+            if leg in ("bm25", "dense"):
+                setattr(hit, f"{leg}_rank", rank)
+            else:
+                hit.extra_ranks[leg] = rank
             hit.rrf += weights[leg] / (k + rank)
     return hits
 
@@ -206,12 +226,15 @@ def outcome_multiplier(*, successes: int, failures: int) -> float:
     return 1.0 + settings.ENGRAM_OUTCOME_WEIGHT * (2.0 * mean - 1.0)
 
 
-def multipliers_for(hit: Hit, *, now: datetime) -> dict[str, float]:
+def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None) -> dict[str, float]:
     src = hit.source
     factors: dict[str, float] = {}
     if date_field := DECAY_FIELD[hit.memory_type]:
         raw = src.get(date_field) or src.get("created_at")
         factors["time_decay"] = gauss_decay(value=datetime.fromisoformat(raw) if raw else None, origin=now)
+    if window is not None and hit.memory_type is MemoryType.EPISODIC and (raw := src.get("occurred_at")) and \
+            window.contains(datetime.fromisoformat(raw), grace=timedelta(days=settings.ENGRAM_TEMPORAL_GRACE_DAYS)):
+        factors["time_window"] = 1.0 + settings.ENGRAM_TEMPORAL_BOOST  # memory_app.temporal
     if hit.memory_type is MemoryType.SEMANTIC:
         factors["use_count"] = 1.0 + settings.ENGRAM_USE_COUNT_WEIGHT * math.log10(1 + int(src.get("use_count") or 0))
     if hit.memory_type is MemoryType.CATALOG:
@@ -222,12 +245,13 @@ def multipliers_for(hit: Hit, *, now: datetime) -> dict[str, float]:
     return factors
 
 
-def score(hits: list[Hit], *, now: datetime) -> list[Hit]:
+def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None) -> list[Hit]:
     """Apply the multipliers and sort. When a reranker ran, its order replaces the fused one
-    (as 1 / (rank_constant + rerank rank), so scores stay positive and comparable)."""
+    (as 1 / (rank_constant + rerank rank), so scores stay positive and comparable). ``window``:
+    the date window the query names (memory_app.temporal), boosting episodes in it."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     for hit in hits:
-        hit.multipliers = multipliers_for(hit, now=now)
+        hit.multipliers = multipliers_for(hit, now=now, window=window)
         base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.rrf
         hit.score = base * math.prod(hit.multipliers.values())
     return sorted(hits, key=lambda h: (-h.score, h.id))

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
+from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
@@ -19,6 +20,7 @@ from memory_app.errors import ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.services import USER_TYPES, visible_document
+from memory_app.temporal import query_time_window
 from memory_app.usage import usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
 from tenants.models import AuditEvent, Subject, Tenant
@@ -65,21 +67,28 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
 
     es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
-    body = rc.msearch_body(types=memory_types, query=query, vector=get_embedder().embed_query(query),
+    vector = get_embedder().embed_query(query)
+    body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for={t: alias_name(t, prefix=prefix) for t in memory_types})
-    responses = es.msearch(searches=body)["responses"]
+    extra_body, extra = qp.entity_legs(plan=qp.query_plan(query, keywords=rc.keyword_query(query)),
+                                       types=memory_types, scope=memory_scope(subject=subject),
+                                       include_superseded=include_superseded, since=since, until=until,
+                                       index_for={t: alias_name(t, prefix=prefix) for t in memory_types},
+                                       vector=vector)
+    responses = es.msearch(searches=body + extra_body)["responses"]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
-    hits = list(rc.fuse(responses=responses).values())
+    hits = list(rc.fuse(responses=responses, extra=extra).values())
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]
         scores = reranker.rerank(query, [_rerank_text(h) for h in pool])
         for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
             hit.rerank_score, hit.rerank_rank = float(value), rank
         hits = pool
-    ranked = rc.score(hits, now=now)[:k]
+    window = query_time_window(query, now=now) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
+    ranked = rc.score(hits, now=now, window=window)[:k]
     if record_use:
         usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now, prefix=prefix)
     results = []

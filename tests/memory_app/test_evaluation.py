@@ -1,5 +1,6 @@
 """The eval's own arithmetic and LoCoMo parsing (the runs themselves are in scripts/test)."""
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -109,3 +110,27 @@ def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin
     assert not AuditEvent.objects.filter(tenant_slug=tenant.slug).exists()
     assert Tenant.objects.filter(pk=real.pk).exists()
     assert AuditEvent.objects.filter(tenant=real, action="tenant.created").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tmp_path, es_admin,
+                                                                               invalidate_minted_keys):
+    # Imported episodes are stored under ids namespaced to the end-user; the eval must map them
+    # back to the dataset's turn ids (it scored every question 0 before).
+    from memory_app.evaluation import evaluate_locomo
+
+    data = {"speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather was rainy all week."}],
+            "session_2_date_time": "10:00 am on 9 June, 2023",
+            "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "I started learning the cello."}],
+            "qa": [{"question": "What is the name of Ann's kitten?", "answer": "Pebble", "evidence": ["D1:1"],
+                    "category": 1},
+                   {"question": "Which instrument is Bo learning?", "answer": "cello", "evidence": ["D2:1"],
+                    "category": 4}]}
+    path = tmp_path / "77.json"
+    path.write_text(json.dumps(data))
+    summary = evaluate_locomo(paths=[path], log=lambda _m: None)
+    assert summary["overall"]["n"] == 2
+    assert summary["overall"]["R@5"] == 1.0

@@ -228,6 +228,16 @@ ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
+# Query decomposition (memory_app.query_plan): up to N named entities of the query each get a BM25
+# leg over the memories naming them, fused at this weight × the BM25 leg's (N = 0 or weight 0: off).
+ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=0)
+ENGRAM_RRF_ENTITY_WEIGHT = env.float("ENGRAM_RRF_ENTITY_WEIGHT", default=0.5)
+# Each entity also gets a kNN leg filtered to the memories naming it (the query vector is reused).
+ENGRAM_RECALL_ENTITY_DENSE = env.bool("ENGRAM_RECALL_ENTITY_DENSE", default=True)
+# Dates named in the query (memory_app.temporal): episodes that occurred in the window, or up to
+# GRACE days after it, get ×(1 + BOOST) (0: off).
+ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.0)
+ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
 
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.

@@ -1,0 +1,82 @@
+"""Query decomposition: entity extraction and the entity legs, through the real Elasticsearch."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_app import recall as rc
+from memory_app import services
+from memory_app.query_plan import query_entities, query_plan
+from memory_app.selectors import memory_recall
+
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query, entities", [
+    ("What books has Melanie read?", ["Melanie"]),
+    ("What do Jon and Gina both have in common?", ["Jon", "Gina"]),
+    ("What do Melanie's kids like?", ["Melanie"]),  # possessive dropped
+    ("Would Caroline likely have Dr. Seuss books on her bookshelf?", ["Caroline", "Dr Seuss"]),
+    ("New York is where she moved?", ["New York"]),  # a multi-word name may open the query
+    ("Melanie went where?", []),  # one capitalised first word is just a sentence start
+    ("When did she read \"Charlotte's Web\"?", ["Charlotte's Web"]),  # a quote; not again as "Charlotte Web"
+    ("What did I say about the garage sensor?", []),  # "I" is a function word, not a name
+    ("Did he say it? Then Anna called.", ["Anna"]),
+])
+def test_entities_are_capitalised_spans_that_do_not_start_a_sentence_and_quotes(query, entities):
+    assert query_entities(query) == entities
+
+
+def test_the_plan_keeps_at_most_the_configured_entities_and_removes_them_from_the_topic(settings):
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 1
+    q = "What do Jon and Gina both like?"
+    plan = query_plan(q, keywords=rc.keyword_query(q))
+    assert plan.entities == ("Jon",)
+    assert plan.topic == "Gina like?"  # ("both" is a stop word) an entity beyond the limit stays a plain keyword
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 0
+    assert query_plan(q, keywords=rc.keyword_query(q)).entities == ()
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 3
+    only_names = "What about Jon and Gina?"
+    assert query_plan(only_names, keywords=rc.keyword_query(only_names)).topic == ""  # no topic: no leg
+
+
+def _import(subject, texts):
+    ids = services.episodes_import(subject=subject, episodes=[
+        {"text": t, "occurred_at": (T0 + timedelta(minutes=n)).isoformat()} for n, t in enumerate(texts)])
+    return dict(zip(texts, ids, strict=True))
+
+
+def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_question(subject, settings):
+    # Many memories about books, none by Melanie except one that shares only "read" with the question;
+    # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first.
+    texts = [f"Caroline: I read {n} good books this month, books are my thing."
+             for n in range(2, 14)]
+    texts += [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
+    target = "Melanie: I loved to read Charlotte's Web as a kid."
+    ids = _import(subject, [*texts, target])
+    question = "What books has Melanie read?"
+
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 0
+    plain = memory_recall(subject=subject, query=question, k=20, explain=True, record_use=False)
+    plain_rank = [h["id"] for h in plain].index(ids[target]) + 1
+    assert all("extra_ranks" not in h["explain"] for h in plain)
+
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RRF_ENTITY_WEIGHT = 0.5
+    hits = memory_recall(subject=subject, query=question, k=20, explain=True, record_use=False)
+    ranked = [h["id"] for h in hits]
+    assert ranked.index(ids[target]) + 1 < plain_rank
+    # The entity leg holds only memories whose own text names Melanie, ranked by "books read".
+    explained = {h["id"]: h["explain"] for h in hits}
+    assert explained[ids[target]]["extra_ranks"]["entity1"] >= 1
+    leg_members = [i for i, e in explained.items() if "entity1" in e.get("extra_ranks", {})]
+    assert leg_members and all("Melanie" in next(h["text"] for h in hits if h["id"] == i) for i in leg_members)
+
+
+def test_entity_legs_respect_the_subject_boundary(make_subject, settings):
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    alice, bob = make_subject("alice-qp"), make_subject("bob-qp")
+    _import(bob, ["Bob: Melanie reads thrillers every night."])
+    mine = _import(alice, ["Alice: the garden needs water."])
+    hits = memory_recall(subject=alice, query="What books does Melanie read?", record_use=False)
+    assert {h["id"] for h in hits} <= set(mine.values())

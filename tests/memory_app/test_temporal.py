@@ -1,0 +1,73 @@
+"""Time expressions in recall queries: parsing, and the boost through the real Elasticsearch."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_app import services
+from memory_app.selectors import memory_recall
+from memory_app.temporal import query_time_window
+
+NOW = datetime(2023, 10, 20, 15, 0, tzinfo=UTC)
+
+
+def _d(*args):
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("When did Melanie go camping in June?", _d(2023, 6, 1), _d(2023, 7, 1)),  # latest June before now
+    ("What did she do in November?", _d(2022, 11, 1), _d(2022, 12, 1)),  # November has not begun in 2023
+    ("What did Mel paint in July 2023?", _d(2023, 7, 1), _d(2023, 8, 1)),
+    ("How many times has she gone to the beach in 2023?", _d(2023, 1, 1), _d(2024, 1, 1)),
+    ("What painting did she show on October 13, 2023?", _d(2023, 10, 13), _d(2023, 10, 14)),
+    ("What happened on 8 May, 2023?", _d(2023, 5, 8), _d(2023, 5, 9)),
+    ("What happened in May?", _d(2023, 5, 1), _d(2023, 6, 1)),
+    ("What did they see on the camping trip last year?", _d(2022, 1, 1), _d(2023, 1, 1)),
+    ("what did I buy last month", _d(2023, 9, 1), _d(2023, 10, 1)),
+    ("anything this week?", _d(2023, 10, 16), _d(2023, 10, 23)),  # Monday to Monday
+    ("what did I say yesterday", _d(2023, 10, 19), _d(2023, 10, 20)),
+    ("the trip two weeks ago", _d(2023, 10, 2), _d(2023, 10, 11)),
+    ("the move 3 months ago", _d(2023, 7, 1), _d(2023, 8, 1)),
+    ("December 2022 plans", _d(2022, 12, 1), _d(2023, 1, 1)),
+    ("What happened on 31 February, 2023?", _d(2023, 2, 1), _d(2023, 3, 1)),  # no such day: the month
+])
+def test_time_expressions_become_windows(query, start, end):
+    window = query_time_window(query, now=NOW)
+    assert (window.start, window.end) == (start, end)
+
+
+@pytest.mark.parametrize("query", [
+    "May I ask what she said about the garage?",  # "May" the verb
+    "What did she do before she moved?",  # a relation to an event names no date
+    "What is 2023 in binary?",  # a bare number is not a year without a preposition
+])
+def test_no_window_where_no_date_is_named(query):
+    assert query_time_window(query, now=NOW) is None
+
+
+def test_the_window_includes_a_grace_after_its_end():
+    window = query_time_window("in June", now=NOW)
+    assert window.contains(_d(2023, 7, 20), grace=timedelta(days=31))
+    assert not window.contains(_d(2023, 8, 5), grace=timedelta(days=31))
+    assert not window.contains(_d(2023, 5, 31), grace=timedelta(days=31))  # never before the window
+
+
+def test_episodes_in_the_named_window_are_boosted(subject, settings):
+    texts = {"june": "We went camping at the lake with the kids.",
+             "march": "We went camping at the lake with the kids again."}
+    june, march = services.episodes_import(subject=subject, episodes=[
+        {"text": texts["june"], "occurred_at": "2023-06-12T10:00:00+00:00"},
+        {"text": texts["march"], "occurred_at": "2023-03-12T10:00:00+00:00"}])
+    question = "When did we go camping at the lake in June?"
+    settings.ENGRAM_TEMPORAL_BOOST = 0.0
+    off = memory_recall(subject=subject, query=question, explain=True, record_use=False, now=NOW)
+    assert all("time_window" not in h["explain"]["multipliers"] for h in off)
+    settings.ENGRAM_TEMPORAL_BOOST = 0.25
+    on = memory_recall(subject=subject, query=question, explain=True, record_use=False, now=NOW)
+    by_id = {h["id"]: h for h in on}
+    assert by_id[june]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
+    assert "time_window" not in by_id[march]["explain"]["multipliers"]
+    assert on[0]["id"] == june
+    # Nothing is filtered out: the March trip is still recalled.
+    assert march in by_id
