@@ -129,6 +129,50 @@ def table(title: str, calls: list[dict[str, float]], order: list[str]) -> tuple[
     return "\n".join(lines), figures
 
 
+def knn_sweep(values: list[int], plan: list) -> str:
+    """The dense leg alone, per ``num_candidates``: _msearch latency, and what share of its top 10 /
+    top 80 an exhaustive candidate list (10,000, Elasticsearch's maximum) also returns."""
+    from tenants.selectors import index_prefix_for, memory_scope
+    from tenants.services import subject_es_client
+
+    from memory_app.es.schema import MemoryType, alias_name
+
+    embedder = get_embedder()
+    saved = settings.ENGRAM_RECALL_NUM_CANDIDATES, settings.ENGRAM_RECALL_BM25
+
+    def run(num_candidates: int) -> tuple[list[float], list[list[str]]]:
+        settings.ENGRAM_RECALL_NUM_CANDIDATES = num_candidates
+        times, ids = [], []
+        for subject, question in plan:
+            types = list(MemoryType)
+            prefix = index_prefix_for(tenant=subject.tenant)
+            body = rc.msearch_body(types=types, query=question, vector=embedder.embed_query(question),
+                                   scope=memory_scope(subject=subject), include_superseded=False, since=None,
+                                   until=None, index_for={t: alias_name(t, prefix=prefix) for t in types})
+            es = subject_es_client(subject=subject)
+            started = time.perf_counter()
+            response = es.msearch(searches=body)["responses"][0]
+            times.append((time.perf_counter() - started) * 1000.0)
+            ids.append([h["_id"] for h in response["hits"]["hits"]])
+        return times, ids
+
+    settings.ENGRAM_RECALL_BM25 = False
+    try:
+        run(values[0])  # warm-up
+        _, exact = run(10000)
+        lines = ["**dense leg alone, by num_candidates** (query vectors cached; overlap with 10,000 candidates)\n",
+                 "| num_candidates | p50 ms | p95 ms | top-10 overlap | top-80 overlap |", "|---|---|---|---|---|"]
+        for value in values:
+            times, ids = run(value)
+            q = statistics.quantiles(sorted(times), n=100, method="inclusive")
+            top10 = statistics.fmean(len(set(a[:10]) & set(b[:10])) / max(1, len(b[:10])) for a, b in zip(ids, exact))
+            top80 = statistics.fmean(len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(ids, exact))
+            lines.append(f"| {value} | {q[49]:.1f} | {q[94]:.1f} | {top10:.3f} | {top80:.3f} |")
+        return "\n".join(lines)
+    finally:
+        settings.ENGRAM_RECALL_NUM_CANDIDATES, settings.ENGRAM_RECALL_BM25 = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=40)
@@ -136,6 +180,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cprofile", help="also write a cProfile of the timed recalls (top 30 by own time) here")
+    parser.add_argument("--knn-sweep", default="", help="comma-separated num_candidates values: for each, the "
+                        "dense leg's _msearch latency and its overlap with an exhaustive (10,000) candidate list")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -242,6 +288,7 @@ def main() -> None:
                 setattr(selectors, name, fn)
             for name, fn in originals_rc.items():
                 setattr(rc, name, fn)
+        sweep = knn_sweep([int(v) for v in args.knn_sweep.split(",") if v], plan[:100]) if args.knn_sweep else ""
         if profiler:
             with open(args.cprofile, "w") as out:
                 pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
@@ -260,6 +307,8 @@ def main() -> None:
         "total", "validation", "derived-context lookup", "embedding", "bulk requests (index, HNSW, refresh wait)"])
     rate = args.episodes / (import_figures["total"]["mean"] / 1000.0)
     print(recall_text + "\n\n" + import_text + f"\n\nimport rate {rate:.0f} episodes/s")
+    if sweep:
+        print("\n" + sweep)
     if args.json:
         print(json.dumps({"recall": recall_figures, "import": import_figures, "import_rate": rate}, indent=2))
 
