@@ -1,5 +1,6 @@
 """The eval's own arithmetic and LoCoMo parsing (the runs themselves are in scripts/test)."""
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -109,3 +110,25 @@ def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin
     assert not AuditEvent.objects.filter(tenant_slug=tenant.slug).exists()
     assert Tenant.objects.filter(pk=real.pk).exists()
     assert AuditEvent.objects.filter(tenant=real, action="tenant.created").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_locomo_eval_finds_evidence_by_the_turns_own_ids(es_admin, invalidate_minted_keys, tmp_path):
+    # Stored ids are namespaced per end-user; the eval must match evidence on the client's id
+    # (it matched the stored id, and every LoCoMo figure read 0.000).
+    from memory_app.evaluation import evaluate_locomo
+
+    turns = [("Caroline", "I adopted a grey kitten called Pepper last week."),
+             ("Melanie", "My pottery class meets every Thursday evening."),
+             ("Caroline", "I am training for the Lisbon marathon in October.")]
+    data = {"conversation": {
+        "speaker_a": "Caroline", "speaker_b": "Melanie",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": s, "dia_id": f"D1:{n}", "text": t} for n, (s, t) in enumerate(turns, start=1)]},
+        "qa": [{"question": "What is the name of Caroline's kitten?", "evidence": ["D1:1"], "category": 4},
+               {"question": "Which marathon is Caroline training for?", "evidence": ["D1:3"], "category": 4}]}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    summary = evaluate_locomo(paths=[path], log=lambda _: None)
+    assert summary["overall"]["n"] == 2
+    assert summary["overall"]["R@10"] == 1.0 and summary["overall"]["R@5"] == 1.0
