@@ -173,6 +173,7 @@ def main() -> None:
             "es_heap_max_mb": round(jvm["heap_max_in_bytes"] / 2**20, 1),
             "index_store_mb": round(store_mb, 1),
             "cpus": os.cpu_count(),
+            "embedder_runtime": getattr(embedder, "runtime", type(embedder).__name__),
         }
     print_table(results)
     if args.json:
@@ -188,7 +189,7 @@ def print_table(r: dict) -> None:
             ("recall, new question", "recall_ms_uncached_query"),
             ("recall, new question, use-count bumps on", "recall_ms_uncached_query_with_use_count_bumps"),
             ("recall, repeated question (vector cached)", "recall_ms_cached_query"),
-            ("query embedding alone (MiniLM, numpy)", "query_embedding_ms")]
+            (f"query embedding alone (MiniLM, {r.get('embedder_runtime', 'numpy')})", "query_embedding_ms")]
     for label, key in rows:
         p = r[key]
         print(f"| {label} | {p['n']} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} |")

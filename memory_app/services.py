@@ -826,8 +826,9 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
 
     written: list[str] = []
     failures: list[dict] = []
+    # No refresh per chunk (each would wait up to a refresh interval): one refresh at the end.
     for ok, item in helpers.streaming_bulk(writer, actions(), chunk_size=batch_size, raise_on_error=False,
-                                           max_retries=3, refresh="wait_for"):
+                                           max_retries=3):
         result = item["create"]
         if ok:
             written.append(result["_id"])
@@ -842,4 +843,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
         error = Conflict if first.get("status") == 409 else ValidationFailed
         raise error(f"import failed at episode {first['_id']!r} ({first.get('error', {}).get('type', 'error')}); "
                     "nothing was kept", details={"failed": len(failures)}, code="import_failed")
+    # Visible to the next recall before returning, through the same refresh path as deferred turns.
+    refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
+    refresh_ensure(subject=subject)
     return [e.id for e in cleaned]

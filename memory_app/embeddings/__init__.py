@@ -7,6 +7,8 @@ changes). Building is cheap: model weights load lazily on first use.
 Settings (all optional):
 
 - ``ENGRAM_EMBEDDER``: "minilm" (default, local all-MiniLM-L6-v2, 384 dims) or "openai".
+- ``ENGRAM_EMBEDDER_RUNTIME``: for "minilm", "onnx" (default), "numpy" or "onnx-int8";
+  ``ENGRAM_EMBEDDER_THREADS`` (0: onnxruntime's intra-op threads, min(CPUs, 4)).
 - ``ENGRAM_EMBEDDER_BATCH_SIZE`` (32), ``ENGRAM_EMBEDDER_QUERY_CACHE_SIZE`` (1024).
 - ``ENGRAM_OPENAI_EMBEDDINGS_URL`` ("https://api.openai.com/v1"), ``..._MODEL``
   ("text-embedding-3-small"), ``..._API_KEY`` (""), ``..._DIMS`` (1536).
@@ -43,7 +45,12 @@ def get_embedder() -> Embedder:
     if kind == "minilm":
         from .minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size)
+        try:
+            return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size,
+                                  runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx")).lower(),
+                                  threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 0)))
+        except EmbeddingError as exc:
+            raise ImproperlyConfigured(f"ENGRAM_EMBEDDER_RUNTIME: {exc}") from exc
     if kind == "openai":
         from .openai import OpenAIEmbedder
 

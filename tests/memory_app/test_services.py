@@ -2,6 +2,7 @@ import io
 import json
 import math
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -309,6 +310,25 @@ def test_import_keeps_original_timestamps_and_reports_progress(subject):
     assert len(written) == 30 and seen[-1] == (30, 30)
     results = memory_recall(subject=subject, query="hiking trail 7", k=1, types=["episodic"])
     assert results[0]["occurred_at"].startswith("2023-05-08T10:00:00")
+
+
+def test_import_refreshes_once_at_the_end_not_per_chunk(subject, es_admin):
+    # Under a 60 s refresh interval, a refresh wait per chunk (the old refresh=wait_for) would
+    # take about a minute per chunk; one refresh at the end makes everything visible at once.
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
+    try:
+        episodes = [{"text": f"Import note {n} about the boiler.", "occurred_at": f"2023-06-{n + 1:02d}T09:00:00Z"}
+                    for n in range(20)]
+        started = time.monotonic()
+        written = services.episodes_import(subject=subject, episodes=episodes, batch_size=8)
+        assert time.monotonic() - started < 30
+        # No refresh of our own: what a search sees right now is what the import made visible.
+        assert es_admin.count(index=index)["count"] == 20
+        assert {r["id"] for r in memory_recall(subject=subject, query="boiler import note", k=20,
+                                               types=["episodic"])} == set(written)
+    finally:
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
 
 
 def test_import_with_one_bad_episode_writes_nothing(subject, count_docs):

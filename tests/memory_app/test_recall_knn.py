@@ -1,0 +1,35 @@
+"""The dense leg's kNN clause against the real node: the scope filter runs inside the HNSW search."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memory_app import recall as rc
+from memory_app import services
+from memory_app.embeddings import get_embedder
+from memory_app.es.schema import MemoryType, alias_name
+from tenants.selectors import memory_scope
+
+
+def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, settings):
+    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RECALL_CANDIDATES = 5
+    settings.ENGRAM_RECALL_NUM_CANDIDATES = 10
+    alice, bob = make_subject("alice"), make_subject("bob")
+    day = datetime(2025, 3, 1, tzinfo=UTC)
+    # Bob holds 60 near-copies of the question; Alice one unrelated episode. A filter applied
+    # after the kNN search (post_filter, or a query beside knn) would see only Bob's 10 nearest.
+    services.episodes_import(subject=bob, episodes=[
+        {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
+        for i in range(60)])
+    [own] = services.episodes_import(subject=alice, episodes=[
+        {"text": "I planted tomatoes in the back garden", "occurred_at": day.isoformat()}])
+    query = "garage door sensor battery low"
+    body = rc.msearch_body(types=[MemoryType.EPISODIC], query=query, vector=get_embedder().embed_query(query),
+                           scope=memory_scope(subject=alice), include_superseded=False, since=None, until=None,
+                           index_for={MemoryType.EPISODIC: alias_name(MemoryType.EPISODIC)})
+    [header, search] = body
+    assert "query" not in search and "post_filter" not in search and search["knn"]["filter"]
+    # Through the admin credential, so no DLS key hides Bob's documents: only the clause filters.
+    [dense] = es_admin.msearch(searches=body)["responses"]
+    assert [hit["_id"] for hit in dense["hits"]["hits"]] == [own]
