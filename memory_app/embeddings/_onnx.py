@@ -129,6 +129,9 @@ def make_session(model_bytes: bytes, *, threads: int = 0):  # -> onnxruntime.Inf
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
     options.inter_op_num_threads = 1
+    # Idle worker threads sleep instead of spinning: Elasticsearch and the other request threads
+    # share these cores, and a spinning pool burns CPU they need.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
     try:
         return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
