@@ -142,7 +142,7 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
                 hits = memory_recall(subject=subjects[u["user_id"]], query=q["question"], k=k, types=["episodic"],
                                      record_use=False, now=u["now"])
                 search_ms.append((time.perf_counter() - started) * 1000)
-                ranked[q["id"]] = [h["id"] for h in hits]
+                ranked[q["id"]] = [h.get("client_id") or h["id"] for h in hits]  # imported: the turn's own id
         log(f"  engram: imported in {import_s:.1f}s, {len(search_ms)} questions")
 
         # 2. Every turn (or the first ``writes`` of all, shared between the conversations) one write
@@ -314,6 +314,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=20, help="untimed writes and searches per system and run")
+    parser.add_argument("--first", choices=["engram", "mem0"], default="engram", help="which system runs first")
     parser.add_argument("--writes", type=int, default=0,
                         help="Engram turns written one at a time per run (0: all, and then scored too)")
     parser.add_argument("--json", type=Path, help="write every figure and per-run sample here")
@@ -328,7 +329,7 @@ def main() -> None:
         server.embedder.embed_documents(["load the weights"])
         engram_runs, mem0_runs = [], []
         for n in range(args.runs):
-            order = ("engram", "mem0") if n % 2 == 0 else ("mem0", "engram")
+            order = ("engram", "mem0") if (n % 2 == 0) == (args.first == "engram") else ("mem0", "engram")
             for system in order:
                 log(f"run {n + 1}/{args.runs}: {system}")
                 if system == "engram":

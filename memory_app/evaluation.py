@@ -307,7 +307,9 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     continue
                 results = memory_recall(subject=subject, query=q["question"], k=k, types=types,
                                         record_use=False, now=now)
-                scores.add(f"category {q['category']}", _question_scores([r["id"] for r in results], expected))
+                # An imported episode's stored id is namespaced; its own (the turn's) id is client_id.
+                ranked = [r.get("client_id") or r["id"] for r in results]
+                scores.add(f"category {q['category']}", _question_scores(ranked, expected))
                 asked += 1
             log(f"  {path.name}: {len(episodes)} turns, {asked} questions")
     return scores.summary()
