@@ -109,3 +109,26 @@ def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin
     assert not AuditEvent.objects.filter(tenant_slug=tenant.slug).exists()
     assert Tenant.objects.filter(pk=real.pk).exists()
     assert AuditEvent.objects.filter(tenant=real, action="tenant.created").count() == 1
+
+
+def test_locomo_eval_scores_imported_turns_by_their_own_ids(es_prefix, invalidate_minted_keys, tmp_path):
+    """Stored ids of imported episodes are namespaced; the eval maps hits back through client_id
+    (it scored 0 for every question when it compared the stored ids with the turn ids)."""
+    import json
+
+    from memory_app.evaluation import evaluate_locomo
+
+    turns = [("Caroline", "I adopted a grey kitten called Pepper last week."),
+             ("Melanie", "That is lovely, my son plays the violin now."),
+             ("Caroline", "I am painting a lighthouse for my mother's birthday.")]
+    conversation = {
+        "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [
+            {"speaker": s, "dia_id": f"D1:{n}", "text": t} for n, (s, t) in enumerate(turns, start=1)]},
+        "qa": [{"question": "What is the name of Caroline's kitten?", "evidence": ["D1:1"], "category": 4},
+               {"question": "What instrument does Melanie's son play?", "evidence": ["D1:2"], "category": 4}],
+    }
+    path = tmp_path / "99.json"
+    path.write_text(json.dumps(conversation))
+    summary = evaluate_locomo(paths=[path], log=lambda _: None)
+    assert summary["overall"]["n"] == 2
+    assert summary["overall"]["R@10"] == 1.0
