@@ -817,13 +817,16 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
             vectors = embedder.embed_documents([embedding_text(MemoryType.EPISODIC, {
                 "text": e.text, "context": e.context, **context_fields(e)}) for e in batch])
             for episode, vector in zip(batch, vectors, strict=True):
-                yield {"_op_type": "create", "_index": index, "_id": episode.id, "_source": {
-                    **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text, "embedding": vector,
+                source = {
+                    **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
                     "metadata": episode.metadata or {}, "source": "import", **context_fields(episode),
-                    **({"client_id": episode.client_id} if episode.client_id else {})}}
+                    **({"client_id": episode.client_id} if episode.client_id else {})}
+                sent[episode.id] = {k: source.get(k) for k in _CREATE_IDENTITY}
+                yield {"_op_type": "create", "_index": index, "_id": episode.id, "_source": {**source, "embedding": vector}}
 
+    sent: dict[str, dict[str, Any]] = {}
     written: list[str] = []
     failures: list[dict] = []
     # No refresh per chunk (each would wait up to a refresh interval): one refresh at the end.
@@ -836,9 +839,19 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                 progress(len(written), len(cleaned))
         else:
             failures.append(result)
+    # A create whose stored document is the one sent is not a conflict, as in _store: either this
+    # call's own chunk sent again by the client (its answer timed out after the cluster applied
+    # it; same created_at, so undone with the rest on failure), or an earlier import of the same
+    # episodes retried by its client (kept as it is whatever happens here).
+    if conflicts := [f["_id"] for f in failures if f.get("status") == 409]:
+        stored = writer.mget(index=index, ids=conflicts, source_excludes=["embedding"])["docs"]
+        same = {d["_id"]: d["_source"] for d in stored
+                if d.get("found") and all(d["_source"].get(k) == v for k, v in sent[d["_id"]].items())}
+        written += [i for i in conflicts if i in same and same[i].get("created_at") == now]
+        failures = [f for f in failures if f["_id"] not in same]
     if failures:
         helpers.bulk(writer, ({"_op_type": "delete", "_index": index, "_id": i} for i in written),
-                     raise_on_error=False, refresh="wait_for")
+                     raise_on_error=False, refresh=True)
         first = failures[0]
         error = Conflict if first.get("status") == 409 else ValidationFailed
         raise error(f"import failed at episode {first['_id']!r} ({first.get('error', {}).get('type', 'error')}); "

@@ -90,7 +90,7 @@ def server(es_admin, tmp_path_factory):
 
 
 def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a loaded machine: model load and the onnx graph build
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
@@ -99,7 +99,7 @@ def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
             return
         except httpx.TransportError:
             time.sleep(0.2)
-    pytest.fail(f"the server did not start within 60 s:\n{log.read_text()}")
+    pytest.fail(f"the server did not start within 120 s:\n{log.read_text()}")
 
 
 @asynccontextmanager

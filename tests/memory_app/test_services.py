@@ -354,6 +354,43 @@ def test_import_failing_half_way_keeps_nothing(subject, count_docs):
     assert memory_get(subject=subject, memory_id=existing["id"])["text"] == "already here"
 
 
+def test_an_import_sent_again_answers_its_episodes_not_a_conflict(subject, count_docs):
+    episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z", "id": f"episode-{n:04d}"}
+                for n in range(5)]
+    first = services.episodes_import(subject=subject, episodes=episodes, batch_size=2)
+    assert services.episodes_import(subject=subject, episodes=episodes, batch_size=2) == first
+    assert count_docs() == 5
+    # The same id with other content is still a conflict, and the earlier import is kept whole.
+    with pytest.raises(Conflict):
+        services.episodes_import(subject=subject, episodes=[*episodes[:4], {**episodes[4], "text": "changed"}])
+    assert count_docs() == 5 and memory_get(subject=subject, memory_id=first[4])["text"] == "episode 4"
+
+
+def test_a_bulk_chunk_the_client_resent_after_it_applied_counts_once(subject, count_docs, monkeypatch):
+    """The Elasticsearch client retries a bulk request whose answer timed out; the cluster had
+    applied it, so the retry's creates conflict with themselves."""
+    real = services.helpers.streaming_bulk
+
+    def applied_then_resent(client, actions, **kwargs):
+        actions = list(actions)
+        services.helpers.bulk(client, actions, raise_on_error=False)  # applied; the answer is lost
+        return real(client, actions, **kwargs)
+
+    monkeypatch.setattr(services.helpers, "streaming_bulk", applied_then_resent)
+    episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z", "id": f"episode-{n:04d}"}
+                for n in range(5)]
+    written = services.episodes_import(subject=subject, episodes=episodes, batch_size=2)
+    assert len(written) == 5 and count_docs() == 5
+    # And when such an import fails for another reason, what it wrote (both sends) is undone.
+    taken = services.client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                      client_id="other-0009")
+    services.episode_write(subject=subject, text="already here", memory_id=taken)
+    more = [{"text": f"other {n}", "occurred_at": "2023-05-02T10:00:00Z", "id": f"other-{n:04d}"} for n in range(10)]
+    with pytest.raises(Conflict):
+        services.episodes_import(subject=subject, episodes=more, batch_size=3)
+    assert count_docs() == 6
+
+
 def test_export_and_erase(subject, make_subject, count_docs):
     bob = make_subject("bob")
     services.episode_write(subject=subject, text="I need a new phone.")
