@@ -37,6 +37,7 @@ from memory_app.validation import (
     clean_ids,
     clean_external_id,
     clean_metadata,
+    clean_session_id,
     clean_text,
 )
 from tenants.models import Subject, Tenant
@@ -204,6 +205,7 @@ def episode_validate(p: dict[str, Any]) -> None:
     _memory_common_validate(p)
     clean_text(p.get("text"))
     _opt_text(p, "context")
+    clean_session_id(p.get("session_id"))
     clean_datetime(p.get("occurred_at"), field="occurred_at")
     role_validate(p.get("role") or "user")
 
@@ -378,6 +380,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     """
     text = clean_text(text)
     context = clean_text(context, field="context") if context is not None else None
+    session_id = clean_session_id(session_id)
     metadata = clean_metadata(metadata)
     memory_id = _clean_memory_id(memory_id)
     now = _accepted(accepted_at)
@@ -785,7 +788,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                 raise ValidationFailed("occurred_at is required for imported episodes", details={"field": "occurred_at"},
                                        code="invalid_datetime")
             cleaned.append(EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
-                                     role=role_validate(raw.get("role") or "user"), session_id=raw.get("session_id"),
+                                     role=role_validate(raw.get("role") or "user"),
+                                     session_id=clean_session_id(raw.get("session_id")),
                                      context=clean_text(raw["context"], field="context")
                                      if raw.get("context") is not None else None,
                                      metadata=clean_metadata(raw.get("metadata")),
@@ -824,7 +828,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     "metadata": episode.metadata or {}, "source": "import", **context_fields(episode),
                     **({"client_id": episode.client_id} if episode.client_id else {})}
                 sent[episode.id] = {k: source.get(k) for k in _CREATE_IDENTITY}
-                yield {"_op_type": "create", "_index": index, "_id": episode.id, "_source": {**source, "embedding": vector}}
+                yield {"_op_type": "create", "_index": index, "_id": episode.id,
+                       "_source": {**source, "embedding": vector}}
 
     sent: dict[str, dict[str, Any]] = {}
     written: list[str] = []

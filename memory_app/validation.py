@@ -28,6 +28,14 @@ def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> 
     return text
 
 
+SESSION_ID_MAX_CHARS = 200
+
+
+def clean_session_id(value: Any) -> str | None:
+    """An episode's optional ``session_id``: a non-empty string of at most 200 characters."""
+    return None if value is None else clean_text(value, field="session_id", limit=SESSION_ID_MAX_CHARS)
+
+
 def clean_memory_type(value: Any, *, allowed: tuple[MemoryType, ...] = tuple(MemoryType)) -> MemoryType:
     try:
         memory_type = MemoryType(value)

@@ -45,6 +45,7 @@ from memory_app.errors import NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
+from memory_app.validation import SESSION_ID_MAX_CHARS
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
@@ -237,7 +238,7 @@ class TurnCreateApi(BaseApi):
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(help_text="the user's message, verbatim")
         occurred_at = serializers.DateTimeField(required=False, allow_null=True)
-        session_id = serializers.CharField(required=False, allow_null=True, max_length=200)
+        session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
         context = serializers.CharField(required=False, allow_null=True,
                                         help_text="the conversation just before the turn (helps short replies)")
         metadata = serializers.DictField(required=False, allow_null=True)
@@ -409,7 +410,7 @@ class ImportEpisodeSerializer(serializers.Serializer):
     text = serializers.CharField()
     occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
     role = serializers.ChoiceField(choices=list(outbox.EPISODE_ROLES), required=False, default="user")
-    session_id = serializers.CharField(required=False, allow_null=True, max_length=200)
+    session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
     context = serializers.CharField(required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
     id = serializers.RegexField(MEMORY_ID_PATTERN, required=False,

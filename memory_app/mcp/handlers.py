@@ -90,7 +90,8 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
 def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger: str | None = None,
                  steps: str | list[str] | None = None, supersedes: list[str] | None = None,
                  contradiction: str = "natural", confidence: float = 1.0, occurred_at: str | None = None,
-                 subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
+                 session_id: str | None = None, subject: str | None = None,
+                 idempotency_key: str | None = None) -> dict[str, Any]:
     """Store one episodic, semantic or procedural memory (memory:write). The end-user is created
     on first write; the arguments are checked first, so a rejected call stores nothing. Goes
     through the same submit path as the REST API: applied now, or accepted into the outbox
@@ -116,11 +117,12 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
     if type == "episodic" and supersedes:
         raise ValidationFailed("episodes record what happened and are never superseded; supersede a semantic "
                                "or procedural memory", details={"field": "supersedes"}, code="invalid_fields")
-    if type != "episodic" and occurred_at is not None:
-        raise ValidationFailed("occurred_at applies to episodic memories only", details={"field": "occurred_at"},
-                               code="invalid_fields")
+    for name, value in (("occurred_at", occurred_at), ("session_id", session_id)):
+        if type != "episodic" and value is not None:
+            raise ValidationFailed(f"{name} applies to episodic memories only", details={"field": name},
+                                   code="invalid_fields")
     if type == "episodic":
-        payload["occurred_at"] = occurred_at
+        payload.update(occurred_at=occurred_at, session_id=session_id)
     else:
         payload.update(supersedes=supersedes, contradiction=contradiction, confidence=confidence)
     payload["source"] = "mcp"

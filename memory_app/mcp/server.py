@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError
 
 from memory_app.errors import EngramError, ValidationFailed, database_busy
 from memory_app.outbox import is_outage, outage_error
+from memory_app.validation import SESSION_ID_MAX_CHARS
 from tenants.errors import AuthenticationFailed
 
 from . import handlers
@@ -35,8 +36,8 @@ CALLER_SCOPE_KEY = "engram.mcp.caller"
 INSTRUCTIONS = """\
 Engram is long-term memory about the end-user you are talking to.
 - Before answering a user message, call recall_memory with that message as the query.
-- Store the user's message verbatim with write_memory type=episodic when it says something worth \
-remembering; store durable facts about the user as type=semantic, and procedures that worked as \
+- Store the user's message verbatim with write_memory type=episodic (with the conversation's session_id) \
+when it says something worth remembering; store durable facts about the user as type=semantic, and procedures that worked as \
 type=procedural (trigger + steps).
 - When a new fact updates or corrects a fact you recalled, write it with supersedes=[that fact's id] \
 instead of leaving both.
@@ -144,12 +145,18 @@ def build_server() -> MCPServer:
                               ] = 1.0,
         occurred_at: Annotated[str | None, Field(
             description="episodic: when it happened (ISO 8601 with a timezone); default now.")] = None,
+        session_id: Annotated[str | None, Field(
+            max_length=SESSION_ID_MAX_CHARS,
+            description="episodic: the conversation the message belongs to (any stable id). Engram stores "
+                        "the session's preceding messages with it as context, so a short reply is found by "
+                        "what it answers.")] = None,
         subject: Subject = None,
         idempotency_key: IdempotencyKey = None,
     ) -> CallToolResult:
         return await _call(ctx, handlers.write_memory, type=type, text=text, trigger=trigger, steps=steps,
                            supersedes=supersedes, contradiction=contradiction, confidence=confidence,
-                           occurred_at=occurred_at, subject=subject, idempotency_key=idempotency_key)
+                           occurred_at=occurred_at, session_id=session_id, subject=subject,
+                           idempotency_key=idempotency_key)
 
     @server.tool(description=FORGET_DESCRIPTION,
                  annotations=ToolAnnotations(title="Forget memory", read_only_hint=False, destructive_hint=True,

@@ -89,9 +89,11 @@ def test_a_client_id_cannot_collide_across_end_users_or_tenants(make_client, ten
     for client, who, memory_id in ((mine, "alice", ids[0]), (mine, "bob", ids[1]), (theirs, "alice", ids[2])):
         memory = client.get_memory(who, memory_id)
         assert memory["client_id"] == "my-own-id-001" and memory["text"] == "hello"
-    # The same id again for the same end-user is that end-user's own conflict, not another's.
+    # The same episode again for the same end-user is a retry (its own id back); the same id with
+    # other content is that end-user's own conflict, not another's.
+    assert mine.import_episodes("alice", [episode])["ids"] == [ids[0]]
     with pytest.raises(EngramAPIError) as err:
-        mine.import_episodes("alice", [episode])
+        mine.import_episodes("alice", [{**episode, "text": "something else"}])
     assert err.value.status == 409
 
 

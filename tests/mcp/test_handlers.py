@@ -290,3 +290,19 @@ def test_an_outage_has_one_code_in_rest_and_mcp(acme, make_caller, api_client_fo
     result = anyio.run(lambda: _call(Ctx, handlers.recall_memory, query="sings"))
     assert rest.status_code == 503
     assert result.structured_content["error"]["code"] == rest.json()["error"]["code"] == "elasticsearch_unreachable"
+
+
+def test_episodes_written_with_a_session_carry_its_preceding_messages_as_context(acme, make_caller, es_admin,
+                                                                                 count_docs):
+    alice = make_caller(acme, subject="alice")
+    first = handlers.write_memory(caller=alice, type="episodic", text="My sister Ada moved to Porto", session_id="s1")
+    second = handlers.write_memory(caller=alice, type="episodic", text="She teaches chemistry", session_id="s1")
+    stored = es_admin.get(index=alias_name(MemoryType.EPISODIC), id=second["memory"]["id"])["_source"]
+    assert stored["session_id"] == "s1" and stored["context_ids"] == [first["memory"]["id"]]
+    for bad, code in (({"type": "semantic", "text": "Ada lives in Porto", "session_id": "s1"}, "invalid_fields"),
+                      ({"type": "episodic", "text": "hi", "session_id": "x" * 201}, "text_too_long"),
+                      ({"type": "episodic", "text": "hi", "session_id": 7}, "invalid_text")):
+        with pytest.raises(ValidationFailed) as exc:
+            handlers.write_memory(caller=alice, **bad)
+        assert exc.value.code == code
+    assert count_docs() == 2  # the refused calls wrote nothing

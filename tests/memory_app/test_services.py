@@ -354,6 +354,18 @@ def test_import_failing_half_way_keeps_nothing(subject, count_docs):
     assert memory_get(subject=subject, memory_id=existing["id"])["text"] == "already here"
 
 
+@pytest.mark.parametrize("session_id", [7, {"id": "s1"}, "", "x" * 201])
+def test_a_bad_session_id_is_refused_before_anything_is_written(subject, count_docs, session_id):
+    with pytest.raises(ValidationFailed) as exc:
+        services.episodes_import(subject=subject, episodes=[
+            {"text": "fine", "occurred_at": "2023-05-01T10:00:00Z", "session_id": "s1"},
+            {"text": "also fine", "occurred_at": "2023-05-01T10:01:00Z", "session_id": session_id}])
+    assert exc.value.details["field"] == "session_id"
+    with pytest.raises(ValidationFailed):
+        services.write_validate(operation="episode", payload={"text": "fine", "session_id": session_id})
+    assert count_docs() == 0
+
+
 def test_an_import_sent_again_answers_its_episodes_not_a_conflict(subject, count_docs):
     episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z", "id": f"episode-{n:04d}"}
                 for n in range(5)]
