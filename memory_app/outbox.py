@@ -167,6 +167,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     clean_types(types)
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
+    services.write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
     known = Subject.objects.filter(tenant=tenant, external_id=external_id).select_related("tenant").first()
     # Earlier turns stored without waiting must be visible to this turn's derived context and to
     # its recall; this turn need not be (it is left out of the recall anyway), so its write does

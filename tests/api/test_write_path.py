@@ -307,3 +307,16 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
     turn = engram.turn("yan", "how are my bees doing")
     assert any("bees on the roof" in m["text"] for m in turn["recall"])
     assert turn["id"] not in [m["id"] for m in turn["recall"]]
+
+
+def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, settings):
+    from memory_app import selectors
+
+    engram.turn("zoe", "I keep bees")
+    recalls = []
+    real = selectors.memory_recall
+    monkeypatch.setattr(selectors, "memory_recall", lambda **kwargs: recalls.append(kwargs) or real(**kwargs))
+    with pytest.raises(EngramAPIError) as err:
+        engram.turn("zoe", "bees " * settings.ENGRAM_MAX_TEXT_CHARS)  # passes the serializer, not the service
+    assert err.value.status == 400 and err.value.code == "text_too_long"
+    assert recalls == []  # no recall ran (and recorded use counts) for a turn that was refused

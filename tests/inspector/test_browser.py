@@ -220,7 +220,8 @@ def test_audit_export_downloads_and_verifies(live, browser):
                              text=True, check=False)
     assert offline.returncode == 0 and "OK" in offline.stdout
     browser.find_element(By.LINK_TEXT, "Verify chain").click()
-    assert "Chain intact" in browser.find_element(By.ID, "verify-result").text
+    _wait(browser, lambda d: any("Chain intact" in e.text for e in d.find_elements(By.ID, "verify-result")),
+          timeout=30)
     _shot(browser, "audit-verify", full=False)
 
 
@@ -231,7 +232,8 @@ def test_keys_and_tokens_page(live, browser):
     browser.get(f"{live.url}/t/acme-home/keys/")
     browser.find_element(By.ID, "token-name").send_keys("browser-test bot")
     browser.find_element(By.CSS_SELECTOR, "form.inline-form button[type=submit]").click()
-    secret = browser.find_element(By.ID, "new-token").get_attribute("value")
+    # The click posts the form; the page that shows the secret may not have loaded yet.
+    secret = _wait(browser, lambda d: d.find_elements(By.ID, "new-token"), timeout=30)[0].get_attribute("value")
     assert secret.startswith("eng_")
     _shot(browser, "keys-and-tokens")
     browser.refresh()
