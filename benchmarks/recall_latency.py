@@ -79,6 +79,29 @@ def recall_samples(plan: list[tuple], *, record_use: bool, clear_cache: bool) ->
     return samples
 
 
+def corpus_texts() -> tuple[dict, list[str], list[str]]:
+    """The fixture corpus, its memory sentences (the benchmarks' synthetic episodes and facts are
+    drawn from them) and its questions."""
+    corpus = json.loads(CORPUS.read_text())
+    sentences = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
+    return corpus, sentences, [q["question"] for q in corpus["questions"]]
+
+
+def bench_tenant(corpus: dict, *, slug: str, name: str) -> Tenant:
+    """A throwaway tenant with the corpus's first catalog."""
+    tenant = Tenant.objects.create(slug=f"{slug}-{uuid.uuid4().hex[:6]}", name=name)
+    for entry in corpus["tenants"][0]["catalog"]:
+        services.catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])
+    return tenant
+
+
+def random_episodes(rng: random.Random, sentences: list[str], *, now: datetime, count: int) -> list[dict]:
+    """``count`` episodes drawn from ``sentences``, dated at random over the two years before ``now``."""
+    return [{"text": f"{rng.choice(sentences)} (note {i})",
+             "occurred_at": (now - timedelta(minutes=rng.randrange(2 * 365 * 24 * 60))).isoformat()}
+            for i in range(count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=40)
@@ -92,26 +115,20 @@ def main() -> None:
     rng = random.Random(args.seed)
     call_command("migrate", verbosity=0)
 
-    corpus = json.loads(CORPUS.read_text())
-    sentences = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
-    questions = [q["question"] for q in corpus["questions"]]
+    corpus, sentences, questions = corpus_texts()
     now = datetime.now(UTC)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
     # Rows kept (on the benchmark's own scratch database): background threads read keys through their own connections.
     with sandbox(clean_db=False) as prefix:
-        tenant = Tenant.objects.create(slug=f"bench-{uuid.uuid4().hex[:6]}", name="Benchmark")
-        for entry in corpus["tenants"][0]["catalog"]:
-            services.catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])
+        tenant = bench_tenant(corpus, slug="bench", name="Benchmark")
         subjects = []
         started = time.perf_counter()
         for n in range(args.subjects):
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
             subjects.append(subject)
-            services.episodes_import(subject=subject, episodes=[
-                {"text": f"{rng.choice(sentences)} (note {i})",
-                 "occurred_at": (now - timedelta(minutes=rng.randrange(2 * 365 * 24 * 60))).isoformat()}
-                for i in range(args.episodes)])
+            services.episodes_import(subject=subject,
+                                     episodes=random_episodes(rng, sentences, now=now, count=args.episodes))
             for text in rng.sample(sentences, 8):
                 services.fact_write(subject=subject, text=text)
             for p in rng.sample([p for s in corpus["subjects"] for p in s["procedural"]], 2):

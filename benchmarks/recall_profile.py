@@ -32,9 +32,8 @@ import random
 import statistics
 import sys
 import time
-import uuid
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,9 +52,7 @@ from memory_app import selectors, services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
-from tenants.models import Tenant  # noqa: E402
-
-CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
+from recall_latency import bench_tenant, corpus_texts, random_episodes  # noqa: E402
 
 
 class Phases:
@@ -186,18 +183,14 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     call_command("migrate", verbosity=0)
-    corpus = json.loads(CORPUS.read_text())
-    sentences = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
-    questions = [q["question"] for q in corpus["questions"]]
+    corpus, sentences, questions = corpus_texts()
     now = datetime.now(UTC)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     embedder = get_embedder()
     embedder.embed_query("load the weights before timing anything")
 
     with sandbox(clean_db=False):
-        tenant = Tenant.objects.create(slug=f"prof-{uuid.uuid4().hex[:6]}", name="Profile")
-        for entry in corpus["tenants"][0]["catalog"]:
-            services.catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])
+        tenant = bench_tenant(corpus, slug="prof", name="Profile")
 
         # ---- bulk import, phase by phase
         imports = Phases()
@@ -216,9 +209,7 @@ def main() -> None:
         for n in range(args.subjects):
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
             subjects.append(subject)
-            episodes = [{"text": f"{rng.choice(sentences)} (note {i})",
-                         "occurred_at": (now - timedelta(minutes=rng.randrange(2 * 365 * 24 * 60))).isoformat()}
-                        for i in range(args.episodes)]
+            episodes = random_episodes(rng, sentences, now=now, count=args.episodes)
             started = time.perf_counter()
             services.episodes_import(subject=subject, episodes=episodes)
             imports.add("total", (time.perf_counter() - started) * 1000.0)
