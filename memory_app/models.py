@@ -170,3 +170,25 @@ class ConsolidationLease(models.Model):
     holder = models.CharField(max_length=64, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
+
+
+class FactUsage(models.Model):
+    """How often recall returned one semantic fact, and when it last did.
+
+    Kept here rather than in the fact's Elasticsearch document: there a bump was a partial
+    update, which rewrites the whole document, vector included, and re-indexes it into the HNSW
+    graph. A row update is one statement, atomic (``use_count + n``), so concurrent recalls
+    need no optimistic-concurrency rounds. Ids and counts only, never memory text; a forget or an
+    erase deletes the rows with the facts.
+    """
+
+    memory_id = models.CharField(max_length=64, primary_key=True)  # the fact's Elasticsearch id
+    # No database constraint: rows are written by the usage pool's threads on their own
+    # connections, and the fact they count lives in Elasticsearch anyway; a forget or an erase
+    # deletes them (memory_app.usage.usage_forget).
+    subject = models.ForeignKey("tenants.Subject", on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    use_count = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.memory_id}: used {self.use_count}×"

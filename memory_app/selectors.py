@@ -21,7 +21,7 @@ from memory_app.es.schema import MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.services import USER_TYPES, visible_document
 from memory_app.temporal import query_time_window
-from memory_app.usage import usage_record
+from memory_app.usage import usage_apply, usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
@@ -38,6 +38,12 @@ def _alias(subject: Subject, memory_type: MemoryType) -> str:
 
 def _public(memory_type: MemoryType, memory_id: str, source: dict[str, Any]) -> dict[str, Any]:
     return {"id": memory_id, **{k: v for k, v in source.items() if k not in _HIDDEN}, "memory_type": memory_type.value}
+
+
+def _with_usage(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (public dicts) with the facts' use counts, which live in the database."""
+    usage_apply({i["id"]: i for i in items if "memory_type" in i})
+    return items
 
 
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
@@ -81,6 +87,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
     hits = list(rc.fuse(responses=responses, extra=extra).values())
+    usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]
         scores = reranker.rerank(query, [_rerank_text(h) for h in pool])
@@ -90,7 +97,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     window = query_time_window(query, now=now) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
     ranked = rc.score(hits, now=now, window=window)[:k]
     if record_use:
-        usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now, prefix=prefix)
+        usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now, subject=subject,
+                     prefix=prefix)
     results = []
     for hit in ranked:
         item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}
@@ -113,7 +121,7 @@ def memory_get(*, subject: Subject, memory_id: str) -> dict[str, Any]:
     """One of the subject's memories; NotFound when missing or not the subject's."""
     require_dls()
     visible = visible_document(subject=subject, memory_id=memory_id)
-    return _public(visible.memory_type, visible.id, visible.source)
+    return _with_usage([_public(visible.memory_type, visible.id, visible.source)])[0]
 
 
 def memory_history(*, subject: Subject, memory_id: str) -> dict[str, Any]:
@@ -157,6 +165,7 @@ def subject_export(*, subject: Subject) -> dict[str, Any]:
                                    "_source": {"excludes": ["embedding"]}, "sort": ["_doc"]}, size=500):
         memory_type = MemoryType(hit["_source"]["memory_type"])
         out[memory_type.value].append(_public(memory_type, hit["_id"], hit["_source"]))
+    _with_usage(out[MemoryType.SEMANTIC.value])
     for items in out.values():
         items.sort(key=lambda d: (d.get("occurred_at") or d.get("created_at") or "", d["id"]))
     return {"tenant_id": scope["tenant_id"], "user_id": scope["user_id"], "memories": out}
@@ -250,7 +259,7 @@ def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool
         index=_alias(subject, memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, memory_type, include_superseded=include_superseded)}},
         sort=sort)["hits"]["hits"]
-    return [_public(memory_type, h["_id"], h["_source"]) for h in hits]
+    return _with_usage([_public(memory_type, h["_id"], h["_source"]) for h in hits])
 
 
 def fact_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:

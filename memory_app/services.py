@@ -31,6 +31,7 @@ from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
+from memory_app.usage import usage_forget
 from memory_app.validation import (
     clean_confidence,
     clean_datetime,
@@ -416,8 +417,7 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     doc = _base_doc(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
                     metadata=clean_metadata(metadata), source=source)
     doc.update(
-        last_used_at=now.isoformat(),
-        use_count=0,
+        last_used_at=now.isoformat(),  # its use count starts at 0 and lives in the database (memory_app.usage)
         confidence=clean_confidence(confidence),
         supporting_episode_ids=clean_ids(supporting_episode_ids, field="supporting_episode_ids", limit=1000),
     )
@@ -630,6 +630,8 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
     except NotFoundError:
         raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
+    if visible.memory_type is MemoryType.SEMANTIC:
+        usage_forget(memory_ids=[visible.id])
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
     memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
@@ -734,6 +736,7 @@ def _subject_pii_erase(*, subject: Subject) -> None:
             record.delete()
     (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
      .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
+    usage_forget(subject=subject)
     Subject.objects.filter(pk=subject.pk).update(external_id=tombstone, display_name="")
 
 

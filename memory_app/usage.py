@@ -1,23 +1,39 @@
-"""Use-count bookkeeping for recalled semantic facts, off the recall path.
+"""Use counts of recalled semantic facts: kept in the database (``FactUsage``), off the recall path.
 
-Recall hands the ids to a small background pool and returns at once. A recall's bumps are one
-read-modify-write round (an mget, then one bulk of updates under optimistic concurrency control,
-``if_seq_no``/``if_primary_term``), retried for the facts that conflicted, so concurrent recalls in
-any number of processes never lose an increment. The bumps do not delay the recall, but they
-use the same CPUs: see the README's Speed and memory figures.
+A fact's ``use_count`` and ``last_used_at`` used to live in its Elasticsearch document, so every
+bump was a partial update, which rewrites the whole document, vector included, and re-indexes it
+into the HNSW graph. They now live in one small row per used fact:
+
+- recall reads the rows of the semantic hits in its fused pool (one indexed query) and overlays
+  them on the documents before scoring, so the use-count boost and the time decay on
+  ``last_used_at`` work as before (``usage_apply``); so do every other read that shows a fact;
+- after a recall, a small background pool bumps the rows (``use_count = use_count + n``, one
+  atomic statement per group of ids: concurrent recalls in any number of processes never lose
+  an increment, and no read-modify-write rounds are needed). A fact's first bump creates its row
+  only if the fact still exists, so a fact forgotten meanwhile gets no counter back;
+- a document without a row keeps what it holds (0 for a new fact; a count from before the move
+  until ``es_setup`` has copied it, ``usage_migrate``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import DateTimeField, F, Value
+from django.db.models.functions import Greatest
 
+from elasticsearch import Elasticsearch, helpers
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import FactUsage
+from tenants.models import Subject
 from tenants.services import writer_es_client
 
 log = logging.getLogger(__name__)
@@ -25,16 +41,14 @@ log = logging.getLogger(__name__)
 _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-usage")
 _pending: set[Future] = set()
 _lock = threading.Lock()
-MAX_ATTEMPTS = 50
 
 
-def usage_record(*, ids: list[str], at: datetime, prefix: str | None = None) -> None:
-    """Schedule a use-count bump for each semantic fact id (in the indices of ``prefix``, default
-    the shared ones); returns immediately."""
+def usage_record(*, ids: list[str], at: datetime, subject: Subject, prefix: str | None = None) -> None:
+    """Schedule a use-count bump of each of ``subject``'s semantic facts in ``ids`` (in the
+    indices of ``prefix``, default the shared ones); returns immediately."""
     if not ids:
         return
-    future = _pool.submit(_bump_in_thread, ids=ids, at=at, index=alias_name(MemoryType.SEMANTIC, prefix=prefix),
-                          prefix=prefix)
+    future = _pool.submit(_bump_in_thread, ids=ids, at=at, subject_id=subject.pk, prefix=prefix)
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)
@@ -65,46 +79,95 @@ def usage_flush(timeout: float = 30.0) -> None:
         future.result(timeout=timeout)
 
 
-def usage_bump(*, ids: list[str], at: datetime, index: str, prefix: str | None = None) -> int:
-    """Add one to use_count (per occurrence in ``ids``) and move last_used_at forward to ``at``;
-    returns how many increments were stored.
+def _increment(*, ids: Iterable[str], n: int, at: datetime, subject_id: int) -> int:
+    return FactUsage.objects.filter(pk__in=list(ids), subject_id=subject_id).update(
+        use_count=F("use_count") + n, last_used_at=Greatest(F("last_used_at"), Value(at, output_field=DateTimeField())))
 
-    Each round is one mget and one bulk request for all pending facts, every update guarded by
-    the seq_no/primary_term it read; those that lost a race are read and tried again, up to
-    MAX_ATTEMPTS rounds. Facts forgotten meanwhile are skipped.
-    """
-    writer = writer_es_client(prefix=prefix)
+
+def usage_bump(*, ids: list[str], at: datetime, subject_id: int, prefix: str | None = None) -> int:
+    """Add one to the use count of each fact (per occurrence in ``ids``) and move its
+    ``last_used_at`` forward to ``at``; returns how many increments were stored. Facts that no
+    longer exist (forgotten meanwhile) are skipped."""
     pending = Counter(ids)
-    stamp = at.isoformat()
-    bumped = 0
-    for _round in range(MAX_ATTEMPTS):
-        if not pending:
-            return bumped
-        docs = writer.mget(index=index, ids=list(pending), source_includes=["use_count", "last_used_at"])["docs"]
-        operations: list[dict] = []
+    existing = set(FactUsage.objects.filter(pk__in=list(pending), subject_id=subject_id).values_list("pk", flat=True))
+    by_count: dict[int, list[str]] = defaultdict(list)
+    for memory_id, n in pending.items():
+        if memory_id in existing:
+            by_count[n].append(memory_id)
+    bumped = sum(n * _increment(ids=group, n=n, at=at, subject_id=subject_id) for n, group in by_count.items())
+    missing = [i for i in pending if i not in existing]
+    if missing:
+        docs = writer_es_client(prefix=prefix).mget(index=alias_name(MemoryType.SEMANTIC, prefix=prefix), ids=missing,
+                                                     source_includes=["use_count"])["docs"]
         for doc in docs:
             if not doc.get("found"):
-                del pending[doc["_id"]]
-                continue
-            src = doc["_source"]
-            last = src.get("last_used_at")
-            operations += [
-                {"update": {"_index": index, "_id": doc["_id"], "if_seq_no": doc["_seq_no"],
-                            "if_primary_term": doc["_primary_term"]}},
-                {"doc": {"use_count": int(src.get("use_count") or 0) + pending[doc["_id"]],
-                         "last_used_at": max(last, stamp) if last else stamp}},
-            ]
-        if not operations:
-            return bumped
-        for item in writer.bulk(operations=operations)["items"]:
-            result = item["update"]
-            if result["status"] == 409:
-                continue  # lost a race: read again next round
-            if result["status"] < 300:
-                bumped += pending[result["_id"]]
-            elif result["status"] != 404:
-                log.error("use-count bump of %s failed: %s", result["_id"], result.get("error"))
-            del pending[result["_id"]]
-    if pending:
-        log.warning("use-count bumps of %s gave up after %d conflicting rounds", list(pending), MAX_ATTEMPTS)
+                continue  # forgotten since the recall
+            memory_id, n = doc["_id"], pending[doc["_id"]]
+            # A fact stored before counts moved here starts from the count its document holds.
+            start = int(doc["_source"].get("use_count") or 0)
+            try:
+                with transaction.atomic():
+                    FactUsage.objects.create(memory_id=memory_id, subject_id=subject_id, use_count=start + n,
+                                             last_used_at=at)
+            except IntegrityError:  # another recall created it first
+                n = _increment(ids=[memory_id], n=n, at=at, subject_id=subject_id) * n
+            bumped += n
     return bumped
+
+
+def usage_counts(*, ids: Iterable[str]) -> dict[str, tuple[int, datetime]]:
+    """``{fact id: (use_count, last_used_at)}`` for the ids that have a row."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    return {pk: (count, last) for pk, count, last in
+            FactUsage.objects.filter(pk__in=ids).values_list("memory_id", "use_count", "last_used_at")}
+
+
+def usage_apply(sources: Mapping[str, dict[str, Any]]) -> None:
+    """Overlay the stored counts on semantic facts' documents (``{id: source}``, changed in
+    place): ``use_count`` and ``last_used_at`` from the fact's row where it has one."""
+    facts = {i: s for i, s in sources.items() if s.get("memory_type") == MemoryType.SEMANTIC.value}
+    rows = usage_counts(ids=facts)
+    for memory_id, source in facts.items():
+        if row := rows.get(memory_id):
+            source["use_count"], source["last_used_at"] = row[0], row[1].isoformat()
+        else:
+            source["use_count"] = int(source.get("use_count") or 0)
+
+
+def usage_forget(*, memory_ids: Iterable[str] = (), subject: Subject | None = None) -> int:
+    """Delete the counters of forgotten facts, or all of an erased subject's."""
+    rows = FactUsage.objects.filter(subject=subject) if subject is not None else \
+        FactUsage.objects.filter(pk__in=list(memory_ids))
+    return rows.delete()[0]
+
+
+def usage_migrate(*, es: Elasticsearch, prefixes: Iterable[str]) -> int:
+    """es_setup: copy the counts still held in fact documents (stored before counts moved to the
+    database) into rows; a row that exists already is newer and kept. Returns rows created."""
+    subjects = dict(Subject.objects.values_list("user_id", "pk"))
+    created = 0
+    for prefix in prefixes:
+        rows = []
+        for hit in helpers.scan(es, index=alias_name(MemoryType.SEMANTIC, prefix=prefix), size=1000,
+                                query={"query": {"range": {"use_count": {"gt": 0}}},
+                                       "_source": ["user_id", "use_count", "last_used_at", "created_at"]}):
+            src = hit["_source"]
+            subject_id = subjects.get(_as_uuid(src.get("user_id")))
+            if subject_id is None:
+                continue
+            rows.append(FactUsage(memory_id=hit["_id"], subject_id=subject_id, use_count=int(src["use_count"]),
+                                  last_used_at=datetime.fromisoformat(src.get("last_used_at") or src["created_at"])))
+        existing = set(FactUsage.objects.filter(pk__in=[r.memory_id for r in rows]).values_list("pk", flat=True))
+        new = [r for r in rows if r.memory_id not in existing]
+        FactUsage.objects.bulk_create(new, batch_size=1000, ignore_conflicts=True)
+        created += len(new)
+    return created
+
+
+def _as_uuid(value: Any) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None

@@ -165,7 +165,7 @@ def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make
         # What a recall's background bump does between the service's read and its update.
         found = real_visible_documents(**kwargs)
         if not raced:
-            raced.append(usage_bump(ids=list(found), at=timezone.now(), index=alias_name(MemoryType.SEMANTIC)))
+            raced.append(usage_bump(ids=list(found), at=timezone.now(), subject_id=Subject.objects.get(tenant=acme, external_id="alice").pk))
         return found
 
     monkeypatch.setattr(services, "visible_documents", visible_documents_then_bump)

@@ -10,6 +10,7 @@ import pytest
 from memory_app import services
 from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
+from memory_app.models import FactUsage
 from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush
@@ -269,7 +270,7 @@ def test_concurrent_use_count_bumps_lose_nothing(subject):
         try:
             barrier.wait()
             for _ in range(5):
-                usage_bump(ids=[fact["id"]], at=at, index=alias_name(MemoryType.SEMANTIC))
+                usage_bump(ids=[fact["id"]], at=at, subject_id=subject.pk)
         except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
 
@@ -288,13 +289,13 @@ def test_one_bump_round_covers_several_facts_and_skips_forgotten_ones(subject):
     gone = services.fact_write(subject=subject, text="Alice used to smoke.")
     services.memory_forget(subject=subject, memory_id=gone["id"], reason="asked", actor="test")
     at = datetime.now(UTC)
-    index = alias_name(MemoryType.SEMANTIC)
-    assert usage_bump(ids=[a["id"], b["id"], a["id"], gone["id"]], at=at, index=index) == 3
+    assert usage_bump(ids=[a["id"], b["id"], a["id"], gone["id"]], at=at, subject_id=subject.pk) == 3
+    assert not FactUsage.objects.filter(pk=gone["id"]).exists()
     assert memory_get(subject=subject, memory_id=a["id"])["use_count"] == 2
     stored = memory_get(subject=subject, memory_id=b["id"])
     assert stored["use_count"] == 1 and stored["last_used_at"] == at.isoformat()
     # last_used_at never moves backwards.
-    assert usage_bump(ids=[b["id"]], at=at - timedelta(days=1), index=index) == 1
+    assert usage_bump(ids=[b["id"]], at=at - timedelta(days=1), subject_id=subject.pk) == 1
     assert memory_get(subject=subject, memory_id=b["id"])["last_used_at"] == at.isoformat()
 
 
@@ -437,6 +438,56 @@ def test_import_command_reports_progress_and_refuses_bad_lines(subject, tmp_path
     assert count_docs() == 3
 
 
+def test_a_bump_leaves_the_fact_document_alone_and_recall_scores_with_the_stored_count(subject, es_admin):
+    fact = services.fact_write(subject=subject, text="Alice prefers window seats on trains.")
+    index = alias_name(MemoryType.SEMANTIC)
+    before = es_admin.get(index=index, id=fact["id"])
+    for _ in range(3):
+        memory_recall(subject=subject, query="seat preference on trains", k=3)
+    usage_flush()
+    after = es_admin.get(index=index, id=fact["id"])
+    # Counted in the database; the document (and its vector) was not rewritten.
+    assert (after["_seq_no"], after["_version"]) == (before["_seq_no"], before["_version"])
+    assert "use_count" not in after["_source"]
+    assert FactUsage.objects.get(pk=fact["id"]).use_count == 3
+    hit = next(h for h in memory_recall(subject=subject, query="seat preference on trains", k=3, explain=True,
+                                        record_use=False) if h["id"] == fact["id"])
+    assert hit["use_count"] == 3
+    assert hit["explain"]["multipliers"]["use_count"] == pytest.approx(1 + 0.2 * math.log10(4))
+
+
+def test_forget_and_erase_delete_the_use_counters(make_subject):
+    alice, bob = make_subject("alice"), make_subject("bob")
+    kept, gone = (services.fact_write(subject=alice, text=t) for t in ("Alice hikes.", "Alice smokes."))
+    bobs = services.fact_write(subject=bob, text="Bob sails.")
+    at = datetime.now(UTC)
+    usage_bump(ids=[kept["id"], gone["id"]], at=at, subject_id=alice.pk)
+    usage_bump(ids=[bobs["id"]], at=at, subject_id=bob.pk)
+    services.memory_forget(subject=alice, memory_id=gone["id"], reason="asked", actor="test")
+    ours = FactUsage.objects.filter(subject__in=[alice, bob])  # (rows of earlier tests' pool threads stay)
+    assert set(ours.values_list("pk", flat=True)) == {kept["id"], bobs["id"]}
+    services.subject_erase(subject=alice, actor="test")
+    assert set(ours.values_list("pk", flat=True)) == {bobs["id"]}
+
+
+def test_counts_held_in_old_fact_documents_are_read_then_moved_by_es_setup(subject, es_admin, settings):
+    from memory_app.usage import usage_migrate
+
+    old, counted = (services.fact_write(subject=subject, text=t) for t in ("Alice owns a kayak.", "Alice bakes."))
+    index = alias_name(MemoryType.SEMANTIC)
+    # As a fact stored before counts moved to the database holds them.
+    for fact, n in ((old, 5), (counted, 2)):
+        es_admin.update(index=index, id=fact["id"], doc={"use_count": n}, refresh=True)
+    assert memory_get(subject=subject, memory_id=old["id"])["use_count"] == 5  # read as stored until moved
+    usage_bump(ids=[counted["id"]], at=datetime.now(UTC), subject_id=subject.pk)  # a first bump starts from it
+    assert FactUsage.objects.get(pk=counted["id"]).use_count == 3
+
+    assert usage_migrate(es=es_admin, prefixes=[settings.ES_INDEX_PREFIX]) == 1  # only the row that was missing
+    assert FactUsage.objects.get(pk=old["id"]).use_count == 5
+    assert FactUsage.objects.get(pk=counted["id"]).use_count == 3  # the newer row is kept
+    assert usage_migrate(es=es_admin, prefixes=[settings.ES_INDEX_PREFIX]) == 0  # idempotent
+
+
 def test_background_bumps_manage_their_database_connection(subject, monkeypatch):
     # The pool threads outlive requests: each bump drops broken connections first (a database
     # restart) and closes its own after, on the thread that did the work.
@@ -451,7 +502,7 @@ def test_background_bumps_manage_their_database_connection(subject, monkeypatch)
             calls.append(("close", threading.get_ident()))
 
     monkeypatch.setattr(usage, "connection", Connection())
-    usage.usage_record(ids=[fact["id"]], at=datetime.now(UTC))
+    usage.usage_record(ids=[fact["id"]], at=datetime.now(UTC), subject=subject)
     usage_flush()
     assert [c[0] for c in calls] == ["check", "close"] and calls[0][1] == calls[1][1] != threading.get_ident()
     assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 1

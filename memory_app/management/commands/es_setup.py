@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from memory_app.es.capabilities import probe_capabilities
@@ -6,6 +7,7 @@ from memory_app.es.schema import ensure_indices
 from tenants.isolation_move import dedicated_indices_ensure
 from tenants.services import keys_upgrade
 from memory_app.services import client_id_rekey
+from memory_app.usage import usage_migrate
 
 
 class Command(BaseCommand):
@@ -27,8 +29,12 @@ class Command(BaseCommand):
             extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")
         # Dedicated tenants' own indices follow the same schema and migrations.
-        for prefix in dedicated_indices_ensure(es=admin_client()):
+        dedicated = dedicated_indices_ensure(es=admin_client())
+        for prefix in dedicated:
             self.stdout.write(f"{prefix}-*: dedicated tenant indices current")
+        # Use counts stored in fact documents before they moved to the database (memory_app.usage).
+        if moved := usage_migrate(es=admin_client(), prefixes=[settings.ES_INDEX_PREFIX, *dedicated]):
+            self.stdout.write(f"use counts moved from fact documents to the database: {moved}")
         # Keys minted under an older, wider grant are rotated (tenants.es_keys.ROLE_VERSION).
         if caps.security:
             upgraded = keys_upgrade(actor="es_setup")
