@@ -6,6 +6,14 @@ the subject "refresh pending" in the shared cache (Redis when configured, so eve
 process sees it); the next recall of that subject finds the mark and refreshes the index first,
 and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS`` the periodic refresh has made the write
 visible anyway (a search-idle shard refreshes before it answers a search), so the mark expires.
+
+The mark names the pending document when there is one (a turn's episode). The recall then first
+asks whether the periodic refresh has already made it searchable (a ``realtime=false`` GET, which
+reads what search reads) and refreshes only when it has not: under load a subject's next request
+usually comes after a periodic refresh, and forcing a refresh per request would cut the index
+into many tiny segments (each flushed with its share of the HNSW graph) that merges then redo.
+Every index holds one shard, so the newest pending document being searchable means every earlier
+write to that index is too.
 """
 
 from __future__ import annotations
@@ -29,20 +37,28 @@ def _key(subject: Subject) -> str:
     return f"engram:refresh-pending:{subject.pk}"
 
 
-def refresh_defer(*, subject: Subject, memory_type: MemoryType) -> None:
-    """Record that ``subject`` has a write in ``memory_type`` not yet visible to search."""
-    cache.set(_key(subject), memory_type.value, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str = "") -> None:
+    """Record that ``subject`` has a write in ``memory_type`` (the document ``memory_id``, when one
+    is named) not yet visible to search."""
+    cache.set(_key(subject), f"{memory_type.value}:{memory_id}", timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
 
 
 def refresh_ensure(*, subject: Subject) -> bool:
-    """Make the subject's deferred writes visible before a recall: a refresh of the index, only
-    when a write is pending. Returns whether a refresh was made."""
+    """Make the subject's deferred writes visible before a recall: when a write is pending and
+    not yet searchable, a refresh of its index. Returns whether a refresh was made."""
     pending = cache.get(_key(subject))
     if pending is None:
         return False
+    memory_type, _, memory_id = pending.partition(":")
     try:
         prefix = index_prefix_for(tenant=subject.tenant)
-        writer_es_client(prefix=prefix).indices.refresh(index=alias_name(MemoryType(pending), prefix=prefix))
+        writer = writer_es_client(prefix=prefix)
+        index = alias_name(MemoryType(memory_type), prefix=prefix)
+        if memory_id and writer.options(ignore_status=404).get(index=index, id=memory_id, realtime=False,
+                                                                source=False).get("found"):
+            cache.delete(_key(subject))  # a periodic refresh made it searchable already
+            return False
+        writer.indices.refresh(index=index)
     except AuthorizationException:
         # A writer key minted before it could refresh: wait out the refresh interval instead.
         log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")

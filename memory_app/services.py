@@ -398,7 +398,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                                                               session_id=session_id, occurred_at=occurred)):
         doc.update(context_ids=found.ids, derived_context=found.text)
     if defer_refresh:
-        refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
+        refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
     return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                   refresh=False if defer_refresh else "wait_for")
 

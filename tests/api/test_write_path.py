@@ -265,6 +265,29 @@ def test_a_turn_does_not_wait_for_a_refresh_yet_the_next_recall_sees_it(engram, 
         assert later["id"] in [m["id"] for m in again["recall"]] or turn["id"] in [m["id"] for m in again["recall"]]
 
 
+def test_a_pending_turn_that_a_periodic_refresh_made_searchable_forces_no_refresh(engram, es_admin, settings):
+    from django.core.cache import cache
+
+    from memory_app.freshness import refresh_ensure
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    with _slow_refresh(es_admin) as index:
+        engram.turn("zoe", "my cat is called Miso")
+        subject = Subject.objects.get(external_id="zoe")
+        refreshes = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
+        # Not searchable yet: the check refreshes.
+        assert refresh_ensure(subject=subject) is True
+        turn = engram.turn("zoe", "Miso is three years old")
+        es_admin.indices.refresh(index=index)  # what the periodic refresh does
+        after = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
+        # Searchable already: no refresh is forced, the mark is cleared, and recall finds the turn.
+        assert refresh_ensure(subject=subject) is False
+        assert cache.get(f"engram:refresh-pending:{subject.pk}") is None
+        now = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
+        assert now["external_total"] == after["external_total"] > refreshes["external_total"]
+        assert turn["id"] in [m["id"] for m in engram.recall("zoe", "how old is Miso")]
+
+
 def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     with _slow_refresh(es_admin) as index:
