@@ -167,6 +167,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {}
 )
+# kombu's filesystem transport, publishing each message atomically (memory_app/config/broker.py).
+CELERY_BROKER_TRANSPORT = "memory_app.config.broker:Transport" if CELERY_BROKER_URL.startswith("filesystem") else None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
