@@ -457,7 +457,7 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
     supersedes = entry.payload.get("supersedes") or []
     if supersedes:
         subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
-        old = services.visible_documents(subject=subject, ids=supersedes, types=[_CREATES[operation]])
+        old = selectors.visible_documents(subject=subject, ids=supersedes, types=[_CREATES[operation]])
         writer = writer_es_client(prefix=writer_prefix(tenant=entry.tenant))
         now = timezone.now().isoformat()
         for visible in old.values():
@@ -486,7 +486,7 @@ def _import_remaining(entry: OutboxEntry) -> dict[str, Any]:
         existing = set()
         ids = [e["memory_id"] for e in episodes]
         for start in range(0, len(ids), 1000):
-            existing |= set(services.visible_documents(subject=subject, ids=ids[start:start + 1000],
+            existing |= set(selectors.visible_documents(subject=subject, ids=ids[start:start + 1000],
                                                        types=[MemoryType.EPISODIC]))
     return {**entry.payload, "episodes": [e for e in episodes if e["memory_id"] not in existing]}
 
