@@ -31,8 +31,8 @@ from django.db.models import Count, Min
 from django.utils import timezone
 from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 
+from engram_core.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app import selectors, services
-from memory_app.errors import Conflict, EngramError, NotFound, ServiceUnavailable, ValidationFailed
 from memory_app.es.schema import MemoryType
 from memory_app.freshness import refresh_ensure
 from memory_app.models import OutboxEntry, OutboxLease

@@ -13,11 +13,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
+from engram_core.errors import NotFound, ValidationFailed
 from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
-from memory_app.errors import NotFound, ValidationFailed
 from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.temporal import query_time_window

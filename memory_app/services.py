@@ -25,9 +25,9 @@ from django.conf import settings
 from django.utils import timezone
 from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, helpers
 
+from engram_core.errors import Conflict, NotFound, ValidationFailed
 from memory_app import context as derived
 from memory_app.embeddings import get_embedder
-from memory_app.errors import Conflict, NotFound, ValidationFailed
 from memory_app import selectors
 from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure

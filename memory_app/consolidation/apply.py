@@ -13,10 +13,10 @@ from typing import Any
 from django.utils import timezone
 from elasticsearch import helpers
 
+from engram_core.errors import Conflict
 from memory_app import selectors, services
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
-from memory_app.errors import Conflict
 from memory_app.es.schema import MemoryType, alias_name
 from tenants.models import Subject
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from engram_core.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
 from memory_app import selectors
-from memory_app.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.mcp import handlers
 from memory_app.usage import usage_bump
@@ -199,7 +199,7 @@ def api_client_for():
 
 @pytest.fixture
 def es_unreachable(settings):
-    from memory_app.es.client import base_client
+    from engram_core.es.client import base_client
     from tenants import services as tenant_services
 
     url = settings.ES_URL
