@@ -409,7 +409,7 @@ class PlaybookOutcomeApi(BaseApi):
 class ImportEpisodeSerializer(serializers.Serializer):
     text = serializers.CharField()
     occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
-    role = serializers.ChoiceField(choices=list(outbox.EPISODE_ROLES), required=False, default="user")
+    role = serializers.ChoiceField(choices=list(services.EPISODE_ROLES), required=False, default="user")
     session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
     context = serializers.CharField(required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
