@@ -142,7 +142,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warmup", type=float, default=10, help="seconds the eval runs before the load starts")
     args = parser.parse_args()
-    from memory_app.es.client import admin_client
+    from engram_core.es.client import admin_client
 
     live = LiveEngram(Path(tempfile.mkdtemp(prefix="engram-contention-")))
     try:

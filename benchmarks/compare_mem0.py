@@ -51,12 +51,12 @@ django.setup()
 from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
+from engram_core.errors import NotFound  # noqa: E402
+from engram_core.es.client import admin_client  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 from memory_app.embeddings.server import EmbeddingsServer  # noqa: E402
-from memory_app.errors import NotFound  # noqa: E402
-from memory_app.es.client import admin_client  # noqa: E402
 from memory_app.es.schema import MemoryType, alias_name  # noqa: E402
 from memory_app.evaluation import (  # noqa: E402
     _question_scores,

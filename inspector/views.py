@@ -28,10 +28,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
+from engram_core.errors import EngramError, ValidationFailed
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
-from memory_app.errors import EngramError, ValidationFailed
 from memory_app.models import ConsolidationRun
 from tenants import services as tenant_services
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant

@@ -9,8 +9,8 @@ from django.conf import settings
 from elasticsearch import ApiError, TransportError
 from kombu import Connection
 
-from memory_app.es.capabilities import probe_capabilities
-from memory_app.es.client import monitor_client
+from engram_core.es.capabilities import probe_capabilities
+from engram_core.es.client import monitor_client
 from memory_app.es.schema import indices_present
 from memory_app.outbox import outbox_backlog
 

@@ -9,8 +9,8 @@ import json
 
 from django.utils import timezone
 
+from engram_core.errors import NotFound
 from memory_app import services
-from memory_app.errors import NotFound
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
 

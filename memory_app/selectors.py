@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,14 +13,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
+from engram_core.errors import NotFound, ValidationFailed
 from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
-from memory_app.errors import ValidationFailed
-from memory_app.es.schema import MemoryType, alias_name
+from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
-from memory_app.services import USER_TYPES, visible_document
 from memory_app.temporal import query_time_window
 from memory_app.usage import usage_apply, usage_record
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
@@ -115,6 +115,55 @@ def _rerank_text(hit: rc.Hit) -> str:
     if hit.memory_type is MemoryType.CATALOG:
         return f"{src.get('title', '')}\n{src.get('text', '')}"
     return src.get("text", "")
+
+
+# ---------------------------------------------------------------- visibility
+# The read a write makes first: what the subject's own key can see of the documents it touches.
+
+
+@dataclass(frozen=True)
+class Visible:
+    """A document as the subject's own key sees it, with what optimistic concurrency needs.
+    ``index`` is the alias: keys are granted on aliases, not on the versioned indices behind them."""
+
+    id: str
+    index: str
+    memory_type: MemoryType
+    source: dict[str, Any]
+    seq_no: int
+    primary_term: int
+
+
+def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[MemoryType] = USER_TYPES,
+                      es: Elasticsearch | None = None) -> dict[str, Visible]:
+    """Read documents through the subject's DLS key (a realtime mget, so the sequence numbers are
+    current). Ids the subject cannot see, or that do not exist, are simply absent."""
+    if not ids:
+        return {}
+    es = es or subject_es_client(subject=subject)
+    scope = memory_scope(subject=subject)
+    prefix = index_prefix_for(tenant=subject.tenant)
+    docs = [{"_index": alias_name(t, prefix=prefix), "_id": i} for i in ids for t in types]
+    response = es.mget(docs=docs, source_excludes=["embedding"])
+    found = {}
+    for d in response["docs"]:
+        src = d.get("_source")
+        # The scope check is the code-level second guard behind the key's DLS query.
+        if d.get("found") and src.get("tenant_id") == scope["tenant_id"] and src.get("user_id") == scope["user_id"]:
+            found[d["_id"]] = Visible(id=d["_id"], index=alias_name(src["memory_type"], prefix=prefix),
+                                      memory_type=MemoryType(src["memory_type"]), source=src,
+                                      seq_no=d["_seq_no"], primary_term=d["_primary_term"])
+    return found
+
+
+def visible_document(*, subject: Subject, memory_id: str, types: Iterable[MemoryType] = USER_TYPES) -> Visible:
+    found = visible_documents(subject=subject, ids=[memory_id], types=types)
+    if memory_id not in found:
+        raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
+    return found[memory_id]
+
+
+# ---------------------------------------------------------------- reads
 
 
 def memory_get(*, subject: Subject, memory_id: str) -> dict[str, Any]:

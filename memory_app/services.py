@@ -25,10 +25,11 @@ from django.conf import settings
 from django.utils import timezone
 from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, helpers
 
+from engram_core.errors import Conflict, NotFound, ValidationFailed
 from memory_app import context as derived
 from memory_app.embeddings import get_embedder
-from memory_app.errors import Conflict, NotFound, ValidationFailed
-from memory_app.es.schema import MemoryType, alias_name
+from memory_app import selectors
+from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.usage import usage_forget
@@ -54,7 +55,6 @@ from tenants.services import (
 
 log = logging.getLogger(__name__)
 
-USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 CONTRADICTIONS = ("natural", "harsh")
 
 
@@ -276,51 +276,6 @@ def write_validate(*, operation: str, payload: dict[str, Any]) -> None:
     _VALIDATORS[str(operation)](payload)
 
 
-# ---------------------------------------------------------------- visibility
-
-
-@dataclass(frozen=True)
-class Visible:
-    """A document as the subject's own key sees it, with what optimistic concurrency needs.
-    ``index`` is the alias: keys are granted on aliases, not on the versioned indices behind them."""
-
-    id: str
-    index: str
-    memory_type: MemoryType
-    source: dict[str, Any]
-    seq_no: int
-    primary_term: int
-
-
-def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[MemoryType] = USER_TYPES,
-                      es: Elasticsearch | None = None) -> dict[str, Visible]:
-    """Read documents through the subject's DLS key (a realtime mget, so the sequence numbers are
-    current). Ids the subject cannot see, or that do not exist, are simply absent."""
-    if not ids:
-        return {}
-    es = es or subject_es_client(subject=subject)
-    scope = memory_scope(subject=subject)
-    prefix = index_prefix_for(tenant=subject.tenant)
-    docs = [{"_index": alias_name(t, prefix=prefix), "_id": i} for i in ids for t in types]
-    response = es.mget(docs=docs, source_excludes=["embedding"])
-    found = {}
-    for d in response["docs"]:
-        src = d.get("_source")
-        # The scope check is the code-level second guard behind the key's DLS query.
-        if d.get("found") and src.get("tenant_id") == scope["tenant_id"] and src.get("user_id") == scope["user_id"]:
-            found[d["_id"]] = Visible(id=d["_id"], index=alias_name(src["memory_type"], prefix=prefix),
-                                      memory_type=MemoryType(src["memory_type"]), source=src,
-                                      seq_no=d["_seq_no"], primary_term=d["_primary_term"])
-    return found
-
-
-def visible_document(*, subject: Subject, memory_id: str, types: Iterable[MemoryType] = USER_TYPES) -> Visible:
-    found = visible_documents(subject=subject, ids=[memory_id], types=types)
-    if memory_id not in found:
-        raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
-    return found[memory_id]
-
-
 # ---------------------------------------------------------------- writes
 
 
@@ -452,7 +407,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     if not old_ids:
         return _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc)
 
-    old = visible_documents(subject=subject, ids=old_ids, types=[memory_type])
+    old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     missing = [i for i in old_ids if i not in old]
     if missing:
         raise NotFound(f"cannot supersede {', '.join(map(repr, missing))}: no such {memory_type.value} memory "
@@ -463,7 +418,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
 
     stored = _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc, refresh=False)
     writer, prefix = write_target(tenant=subject.tenant)
-    done: list[Visible] = []
+    done: list[selectors.Visible] = []
     try:
         for visible in old.values():
             done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
@@ -477,8 +432,8 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     return stored
 
 
-def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visible, memory_id: str,
-                     now: datetime, attempts: int = 20) -> Visible:
+def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
+                     now: datetime, attempts: int = 20) -> selectors.Visible:
     """Append ``memory_id`` to the old document's ``superseded_by``; returns the document as it was
     just before (what an undo restores). Recall bumps use counts at any time, which changes the
     sequence number: on a conflict, re-read through the subject's key and try again."""
@@ -492,7 +447,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
                           doc={"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()})
             return visible
         except ConflictError:
-            fresh = visible_documents(subject=subject, ids=[visible.id], types=[visible.memory_type])
+            fresh = selectors.visible_documents(subject=subject, ids=[visible.id], types=[visible.memory_type])
             if visible.id not in fresh:
                 raise NotFound(f"cannot supersede {visible.id!r}: it was forgotten meanwhile",
                                details={"ids": [visible.id]}) from None
@@ -501,7 +456,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: Visibl
                    details={"ids": [visible.id]}, code="concurrent_update")
 
 
-def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[Visible]) -> None:
+def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[selectors.Visible]) -> None:
     """Compensate a supersession that failed part-way: restore the old docs, drop the new one."""
     for visible in done:
         writer.update(index=visible.index, id=visible.id, refresh="wait_for",
@@ -541,7 +496,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
     writer, _prefix = write_target(tenant=subject.tenant)
     for _attempt in range(20):
-        visible = visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
+        visible = selectors.visible_document(subject=subject, memory_id=playbook_id, types=[MemoryType.PROCEDURAL])
         src = visible.source
         applied = src.get("outcome_ids") or []
         supporting = list(src.get("supporting_episode_ids") or [])
@@ -582,7 +537,7 @@ def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str]
     ids = clean_ids(episode_ids, field="supporting_episode_ids", limit=1000)
     writer = write_target(tenant=subject.tenant)[0]
     for _attempt in range(20):
-        visible = visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC])
+        visible = selectors.visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC])
         src = visible.source
         supporting = list(src.get("supporting_episode_ids") or [])
         new = [i for i in ids if i not in supporting]
@@ -606,9 +561,9 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
     """Finish a supersession whose new document landed but whose old documents were not marked
     (the writer died in between): every id in the new document's ``supersedes`` gets it in its
     ``superseded_by``. Idempotent; returns how many old documents were marked now."""
-    new = visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
+    new = selectors.visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
     old_ids = list(new.source.get("supersedes") or [])
-    old = visible_documents(subject=subject, ids=old_ids, types=[memory_type])
+    old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     writer = write_target(tenant=subject.tenant)[0]
     marked = 0
     for visible in old.values():
@@ -621,7 +576,7 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) -> None:
     """Hard-delete one of the subject's memories; leave a content-free tombstone in the audit log."""
     reason = clean_text(reason, field="reason", limit=500)
-    visible = visible_document(subject=subject, memory_id=memory_id)
+    visible = selectors.visible_document(subject=subject, memory_id=memory_id)
     if visible.memory_type is MemoryType.EPISODIC:
         # Before the delete: a failure here leaves the episode in place, so forget can be retried;
         # the other order could leave its text in a follower's context with nothing left to forget.

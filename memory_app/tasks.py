@@ -4,10 +4,10 @@ import logging
 
 from celery import shared_task
 
+from engram_core.errors import EngramError
 from memory_app.api.idempotency import idempotency_purge
 from memory_app.consolidation.services import consolidation_dispatch as consolidation_dispatch_service
 from memory_app.consolidation.services import consolidation_run
-from memory_app.errors import EngramError
 from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
 from tenants.models import Subject

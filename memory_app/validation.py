@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
-from memory_app.errors import ValidationFailed
+from engram_core.errors import ValidationFailed
 from memory_app.es.schema import MemoryType
 
 

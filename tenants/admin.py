@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from memory_app.errors import EngramError
+from engram_core.errors import EngramError
 
 from .models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from .isolation_move import tenant_indices_ensure

@@ -1,5 +1,5 @@
 """Elasticsearch API keys for Engram, through the security API and the keys credential
-(``memory_app.es.client.keys_client``: cluster ``manage_own_api_key`` and the writer's index
+(``engram_core.es.client.keys_client``: cluster ``manage_own_api_key`` and the writer's index
 actions, nothing else). It owns the keys it mints, and an API key is limited by its owner's
 privileges, so even a bug here cannot mint a key wider than that role. Keys minted by the admin
 credential before the keys credential existed (role version < 4) are shortened or invalidated
@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
-from memory_app.errors import ServiceUnavailable
-from memory_app.es.client import admin_client, keys_client
+from engram_core.errors import ServiceUnavailable
+from engram_core.es.client import admin_client, keys_client
 from memory_app.es.schema import all_aliases
 
 from .models import Subject

@@ -47,7 +47,7 @@ from elasticsearch import (
     helpers,
 )
 
-from memory_app.es.client import admin_client
+from engram_core.es.client import admin_client
 from memory_app.es.schema import MemoryType, alias_name, all_aliases, ensure_indices
 
 from .es_keys import invalidate_keys

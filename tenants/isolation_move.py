@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
-from memory_app.errors import EngramError, ValidationFailed
-from memory_app.es.client import admin_client
+from engram_core.errors import EngramError, ValidationFailed
+from engram_core.es.client import admin_client
 from memory_app.es.schema import MemoryType, alias_name, ensure_indices
 
 from .models import Tenant

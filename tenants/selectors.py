@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
-from memory_app.errors import NotFound
+from engram_core.errors import NotFound
 
 from . import audit_chain
 from .models import AuditEvent, Membership, Subject, Tenant

@@ -26,13 +26,12 @@ from django.db.models import Q
 from django.utils import timezone
 from elasticsearch import Elasticsearch
 
-from memory_app.errors import ServiceUnavailable, ValidationFailed, database_busy
+from engram_core.errors import AuthenticationFailed, ServiceUnavailable, ValidationFailed, database_busy
+from engram_core.es.capabilities import Capabilities, probe_capabilities
+from engram_core.es.client import api_key_client, base_client
 from memory_app.validation import clean_external_id
-from memory_app.es.capabilities import Capabilities, probe_capabilities
-from memory_app.es.client import api_key_client, base_client
 
 from . import audit_chain, crypto, es_keys
-from .errors import AuthenticationFailed
 from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey
 from .selectors import index_prefix_for
 

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from memory_app.es.capabilities import probe_capabilities
-from memory_app.es.client import admin_client
+from engram_core.es.capabilities import probe_capabilities
+from engram_core.es.client import admin_client
 from memory_app.es.schema import drop_indices, ensure_indices
 from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys

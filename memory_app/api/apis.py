@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from engram_core.errors import NotFound, ValidationFailed
 from memory_app import outbox, selectors, services
 from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from memory_app.api.exceptions import RequestTooLarge
@@ -41,7 +42,6 @@ from memory_app.api.serializers import (
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
-from memory_app.errors import NotFound, ValidationFailed
 from memory_app.es.schema import MemoryType
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
@@ -409,7 +409,7 @@ class PlaybookOutcomeApi(BaseApi):
 class ImportEpisodeSerializer(serializers.Serializer):
     text = serializers.CharField()
     occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
-    role = serializers.ChoiceField(choices=list(outbox.EPISODE_ROLES), required=False, default="user")
+    role = serializers.ChoiceField(choices=list(services.EPISODE_ROLES), required=False, default="user")
     session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
     context = serializers.CharField(required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)

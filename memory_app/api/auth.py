@@ -10,8 +10,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import SimpleRateThrottle
 
-from memory_app.errors import EngramError, PermissionDenied
-from tenants.errors import AuthenticationFailed
+from engram_core.errors import AuthenticationFailed, EngramError, PermissionDenied
 from tenants.models import AgentToken
 from tenants.services import agent_token_authenticate
 

@@ -19,7 +19,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from memory_app.errors import EngramError, database_busy
+from engram_core.errors import EngramError, database_busy
 from memory_app.outbox import is_outage, outage_error
 
 log = logging.getLogger(__name__)

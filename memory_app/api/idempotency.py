@@ -25,7 +25,7 @@ from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.errors import Conflict, EngramError, ValidationFailed
+from engram_core.errors import Conflict, EngramError, ValidationFailed
 from memory_app.models import IdempotencyRecord
 from memory_app.services import new_memory_id
 from tenants.models import AgentToken, Tenant

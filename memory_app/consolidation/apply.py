@@ -13,10 +13,10 @@ from typing import Any
 from django.utils import timezone
 from elasticsearch import helpers
 
-from memory_app import services
+from engram_core.errors import Conflict
+from memory_app import selectors, services
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
-from memory_app.errors import Conflict
 from memory_app.es.schema import MemoryType, alias_name
 from tenants.models import Subject
 
@@ -68,7 +68,7 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
                 raise
     if candidate.outcome is None or candidate.outcome_episode_id is None:
         return "created" if created else "unchanged"
-    before = services.visible_document(subject=subject, memory_id=action.playbook_id,
+    before = selectors.visible_document(subject=subject, memory_id=action.playbook_id,
                                        types=[MemoryType.PROCEDURAL]).source
     counted = candidate.outcome_episode_id in (before.get("supporting_episode_ids") or [])
     services.playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,

@@ -10,9 +10,9 @@ from typing import Any
 from django.conf import settings
 from elasticsearch import helpers
 
+from engram_core.errors import NotFound
 from memory_app.consolidation.extractors import Episode
 from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
-from memory_app.errors import NotFound
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 from tenants.models import Subject

@@ -31,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from engram_core.errors import Conflict, EngramError
 from memory_app.consolidation import apply, selectors
 from memory_app.consolidation.extractors import Extraction, get_extractor
 from memory_app.consolidation.grounding import is_grounded
@@ -45,7 +46,6 @@ from memory_app.consolidation.resolve import (
     resolve_playbook,
 )
 from memory_app.embeddings import get_embedder
-from memory_app.errors import Conflict, EngramError
 from memory_app.es.schema import MemoryType
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from tenants.models import Subject

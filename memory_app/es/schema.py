@@ -30,6 +30,10 @@ class MemoryType(StrEnum):
     CATALOG = "catalog"
 
 
+# The types that belong to one end-user (the catalog is tenant-wide).
+USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
+
+
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
     return f"{prefix or settings.ES_INDEX_PREFIX}-{MemoryType(memory_type).value}"
 

@@ -29,8 +29,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_app.api.auth import token_rate_check
-from memory_app.errors import (
+from engram_core.errors import (
+    AuthenticationFailed,
     EngramError,
     NotFound,
     PermissionDenied,
@@ -38,7 +38,7 @@ from memory_app.errors import (
     ValidationFailed,
     database_busy,
 )
-from tenants.errors import AuthenticationFailed
+from memory_app.api.auth import token_rate_check
 from tenants.services import agent_token_authenticate
 
 from .handlers import Caller

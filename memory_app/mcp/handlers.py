@@ -1,7 +1,7 @@
 """What each MCP tool does, as plain synchronous functions: check the token's scope, resolve the
 end-user within the token's tenant, call one service or selector, shape the answer.
 
-Every expected failure is an EngramError (memory_app.errors); the server turns it into an MCP
+Every expected failure is an EngramError (engram_core.errors); the server turns it into an MCP
 tool error carrying its code, message and details.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engram_core.errors import PermissionDenied, ValidationFailed
 from memory_app import outbox, selectors, services
 from memory_app.api.idempotency import idempotent_call
-from memory_app.errors import PermissionDenied, ValidationFailed
 from memory_app.models import OutboxEntry
 from tenants.models import AgentToken, Subject
 from tenants.selectors import subject_get

@@ -19,10 +19,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_app.errors import EngramError, ValidationFailed, database_busy
+from engram_core.errors import AuthenticationFailed, EngramError, ValidationFailed, database_busy
 from memory_app.outbox import is_outage, outage_error
 from memory_app.validation import SESSION_ID_MAX_CHARS
-from tenants.errors import AuthenticationFailed
 
 from . import handlers
 from .handlers import Caller

@@ -17,7 +17,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from engram_client import EngramClient
-from memory_app.es.client import base_client
+from engram_core.es.client import base_client
 from memory_app.es.schema import MemoryType, alias_name, drop_indices, ensure_indices
 from memory_app.usage import usage_flush
 from tenants import services as tenant_services

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from engram_client import EngramAPIError
-from memory_app import outbox, services
+from memory_app import services
 from memory_app.es.schema import MemoryType
 from memory_app.health import health_report
 from memory_app.models import OutboxEntry
-from memory_app.outbox import outbox_replay
+from memory_app.outbox import lease, outbox_replay
 from tenants.models import AuditEvent, Subject
 
 
@@ -160,11 +160,11 @@ def test_large_imports_run_in_the_background(engram, settings, docs):
 def test_one_replayer_at_a_time(memory, tenant):
     OutboxEntry.objects.create(tenant=tenant, external_id="kim", operation="episode", memory_id="kim-turn-0001",
                                payload={"text": "x"}, actor="t", reason="outage")
-    holder = outbox._lease_acquire()
+    holder = lease.lease_acquire()
     try:
         assert outbox_replay().skipped
     finally:
-        outbox._lease_release(holder)
+        lease.lease_release(holder)
     assert outbox_replay().applied == 1
 
 

@@ -17,7 +17,7 @@ import django
 def setup() -> dict[str, str]:
     from django.core.management import call_command
 
-    from memory_app.es.client import admin_client
+    from engram_core.es.client import admin_client
     from memory_app.es.schema import ensure_indices
     from tenants.models import Tenant
     from tenants.services import agent_token_create
@@ -35,7 +35,7 @@ def setup() -> dict[str, str]:
 def teardown() -> None:
     from django.conf import settings
 
-    from memory_app.es.client import admin_client
+    from engram_core.es.client import admin_client
     from memory_app.es.schema import drop_indices
     from tenants.es_keys import invalidate_keys
     from tenants.models import SubjectKey, WriterKey

@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 
-from memory_app.errors import NotFound
+from engram_core.errors import NotFound
 from memory_app.mcp.asgi import McpEndpoint, PrefixRouter
 from memory_app.mcp.server import build_server
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from memory_app import services
-from memory_app.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
+from engram_core.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
+from memory_app import selectors
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.mcp import handlers
 from memory_app.usage import usage_bump
@@ -158,7 +158,7 @@ def test_playbook_outcomes_are_counted_and_steps_may_be_a_list(acme, make_caller
 def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make_caller, monkeypatch):
     alice = make_caller(acme, subject="alice")
     old = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Lyon")["memory"]["id"]
-    real_visible_documents = services.visible_documents
+    real_visible_documents = selectors.visible_documents
     raced = []
 
     def visible_documents_then_bump(**kwargs):
@@ -168,7 +168,7 @@ def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make
             raced.append(usage_bump(ids=list(found), at=timezone.now(), subject_id=Subject.objects.get(tenant=acme, external_id="alice").pk))
         return found
 
-    monkeypatch.setattr(services, "visible_documents", visible_documents_then_bump)
+    monkeypatch.setattr(selectors, "visible_documents", visible_documents_then_bump)
     new = handlers.write_memory(caller=alice, type="semantic", text="Alice lives in Porto", supersedes=[old])
 
     assert raced == [1]
@@ -199,7 +199,7 @@ def api_client_for():
 
 @pytest.fixture
 def es_unreachable(settings):
-    from memory_app.es.client import base_client
+    from engram_core.es.client import base_client
     from tenants import services as tenant_services
 
     url = settings.ES_URL

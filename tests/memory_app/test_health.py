@@ -91,7 +91,7 @@ def test_production_settings_start_with_their_secrets():
 def test_healthz_is_cached_and_probes_with_the_monitor_credential(client, settings, es_prefix, db):
     from elasticsearch import AuthorizationException
 
-    from memory_app.es.client import base_client, monitor_client
+    from engram_core.es.client import base_client, monitor_client
     from memory_app.health import health_cache_clear
 
     assert settings.ES_MONITOR_USERNAME and settings.ES_MONITOR_USERNAME != settings.ES_ADMIN_USERNAME

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app import services
-from memory_app.errors import Conflict, NotFound, ValidationFailed
+from engram_core.errors import Conflict, NotFound, ValidationFailed
+from memory_app import selectors, services
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
@@ -111,10 +111,10 @@ def test_a_supersession_that_fails_half_way_is_undone(subject, count_docs, monke
                             memory_id=other["id"])
     assert "superseded_by" not in memory_get(subject=subject, memory_id=old["id"])
     # Now fail on the second old document (a concurrent change bumps its sequence number).
-    visible = services.visible_documents(subject=subject, ids=[old["id"], other["id"]])
+    visible = selectors.visible_documents(subject=subject, ids=[old["id"], other["id"]])
     services.writer_es_client().update(index=alias_name(MemoryType.SEMANTIC), id=other["id"],
                                        doc={"confidence": 0.5}, refresh=True)
-    monkeypatch.setattr(services, "visible_documents", lambda **kw: visible)  # hand over the now-stale view
+    monkeypatch.setattr(selectors, "visible_documents", lambda **kw: visible)  # hand over the now-stale view
     with pytest.raises(Conflict):
         services.fact_write(subject=subject, text="Alice works at Globex.", supersedes=[old["id"], other["id"]],
                             memory_id="new-fact-0001")

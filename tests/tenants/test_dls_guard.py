@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from memory_app.errors import ServiceUnavailable
+from engram_core.errors import ServiceUnavailable
 from tenants.services import (
     _capabilities,
     require_dls,

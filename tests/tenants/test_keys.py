@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 from elasticsearch import AuthenticationException, AuthorizationException
 
-from memory_app.errors import NotFound
-from memory_app.es.client import keys_client
+from engram_core.errors import NotFound
+from engram_core.es.client import keys_client
 from memory_app.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey

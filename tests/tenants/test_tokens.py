@@ -8,8 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory_app.errors import ValidationFailed
-from tenants.errors import AuthenticationFailed
+from engram_core.errors import AuthenticationFailed, ValidationFailed
 from tenants.models import AgentToken, AuditEvent
 from tenants.services import agent_token_authenticate, agent_token_create, agent_token_revoke
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from memory_app.errors import ValidationFailed
+from engram_core.errors import ValidationFailed
 
 from .base import Episode, Extraction, Extractor, ExtractorFailed, FactCandidate, PlaybookCandidate
 from .llm import LlmExtractor

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memory_app.errors import EngramError
+from engram_core.errors import EngramError
 
 
 class ExtractorFailed(EngramError):

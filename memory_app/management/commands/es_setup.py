@@ -1,8 +1,8 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memory_app.es.capabilities import probe_capabilities
-from memory_app.es.client import admin_client
+from engram_core.es.capabilities import probe_capabilities
+from engram_core.es.client import admin_client
 from memory_app.es.schema import ensure_indices
 from tenants.isolation_move import dedicated_indices_ensure
 from tenants.services import keys_upgrade

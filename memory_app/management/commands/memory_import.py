@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory_app.errors import EngramError
+from engram_core.errors import EngramError
 from memory_app.services import episodes_import
 from tenants.models import Tenant
 from tenants.services import subject_get_or_create

@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from engram_core.errors import Conflict, NotFound
 from memory_app import services
-from memory_app.errors import Conflict, NotFound
 from memory_app.selectors import memory_get
 from tenants.models import AgentToken, Membership, Subject, Tenant
 from tenants.services import agent_token_create, subject_get_or_create

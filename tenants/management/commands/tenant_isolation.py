@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from memory_app.errors import EngramError
+from engram_core.errors import EngramError
 from tenants.isolation_move import tenant_isolation_set
 from tenants.models import Tenant
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from django.conf import settings
 from elasticsearch import ApiError, TransportError
 
-from .client import monitor_client
+from engram_core.es.client import monitor_client
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """One application error path: every expected failure is an EngramError with a code and a status.
 
-The API maps these (and only these) into ``{"error": {"code", "message", "details"}}``.
+Shared by every app (``memory_app``, ``tenants``, ``inspector``). The API maps these (and only
+these) into ``{"error": {"code", "message", "details"}}`` (``memory_app.api.exceptions``); the MCP
+server into tool errors with the same codes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ class EngramError(Exception):
 
 class ValidationFailed(EngramError):
     code, status = "invalid", 400
+
+
+class AuthenticationFailed(EngramError):
+    """The credential is missing, malformed, unknown or revoked: one answer for all of them."""
+
+    code, status = "unauthenticated", 401
 
 
 class PermissionDenied(EngramError):

@@ -1,0 +1,67 @@
+"""Run one write through its service: the step a submit takes now and a replay takes later."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memory_app import services
+from memory_app.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+from tenants.models import AgentToken, Tenant
+from tenants.selectors import subject_get
+from tenants.services import subject_get_or_create
+
+Op = OutboxEntry.Operation
+# The operations that create a memory, and the type of memory each creates.
+CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
+
+
+def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
+                actor: AgentToken | str, progress: Callable[[int, int], None] | None = None,
+                defer_refresh: bool = False) -> dict[str, Any]:
+    """Run one write through its service. Returns a JSON-able summary."""
+    p = payload
+    if operation in (Op.OUTCOME, Op.FORGET, Op.ERASE):
+        subject = subject_get(tenant=tenant, external_id=external_id)
+    else:
+        subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor)
+
+    if operation is Op.EPISODE:
+        memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
+                                        occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
+                                        session_id=p.get("session_id"), context=p.get("context"),
+                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                        source=p.get("source", "agent"), defer_refresh=defer_refresh)
+        return {"memory": memory}
+    if operation is Op.FACT:
+        memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
+                                     confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
+                                     contradiction=p.get("contradiction", "natural"),
+                                     supporting_episode_ids=p.get("supporting_episode_ids"),
+                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                     source=p.get("source", "agent"))
+        return {"memory": memory}
+    if operation is Op.PLAYBOOK:
+        memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
+                                         steps=p["steps"], supersedes=p.get("supersedes"),
+                                         contradiction=p.get("contradiction", "natural"),
+                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
+                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"))
+        return {"memory": memory}
+    if operation is Op.OUTCOME:
+        memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
+                                                  refined_steps=p.get("refined_steps"),
+                                                  operation_id=p.get("operation_id"), actor=actor)
+        return {"memory": memory}
+    if operation is Op.FORGET:
+        services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
+        return {}
+    if operation is Op.IMPORT:
+        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
+                                       accepted_at=p.get("accepted_at"))
+        return {"ids": ids}
+    if operation is Op.ERASE:
+        deleted = services.subject_erase(subject=subject, actor=actor)
+        return {"documents_deleted": deleted}
+    raise ValueError(f"unknown outbox operation {operation!r}")

@@ -1,0 +1,31 @@
+"""What counts as an Elasticsearch outage (queue the write, stop the replay), and the one error
+every interface (REST, MCP, a turn's recall) reports it with."""
+
+from __future__ import annotations
+
+from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
+
+from engram_core.errors import ServiceUnavailable
+
+_ES_BUSY = {429, 502, 503, 504}
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when ``exc`` means "Elasticsearch cannot take requests right now" (unreachable, still
+    starting, overloaded, or unable to enforce isolation), as opposed to a refusal of this request.
+    Writes meeting such an error are queued; a replay meeting one stops and tries again later."""
+    if isinstance(exc, ServiceUnavailable):
+        return True
+    if isinstance(exc, SSLError):  # a TLS misconfiguration is not an outage
+        return False
+    if isinstance(exc, (ConnectionError, ConnectionTimeout)):
+        return True
+    # 401: a restarted node refuses every credential until its security index is available again.
+    return isinstance(exc, ApiError) and (exc.meta.status == 401 or exc.meta.status in _ES_BUSY)
+
+
+def outage_error(exc: BaseException) -> ServiceUnavailable:
+    """The one answer to an outage, for every interface (REST, MCP, a turn's recall)."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
+    return ServiceUnavailable("Elasticsearch is unreachable; retry later", code="elasticsearch_unreachable")

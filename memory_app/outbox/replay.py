@@ -1,0 +1,223 @@
+"""Apply queued writes in acceptance order, per subject, idempotently; and the state each entry
+ends in (done, failed for good, retried later, stopped by an outage)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Min
+from django.utils import timezone
+
+from engram_core.errors import Conflict, EngramError, NotFound
+from memory_app import selectors
+from memory_app.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+from memory_app.outbox.dispatch import CREATES, Op, write_apply
+from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
+from memory_app.outbox.outage import is_outage
+from tenants.models import AgentToken, AuditEvent, Subject
+from tenants.selectors import subject_get
+from tenants.services import audit_record, writer_es_client, writer_prefix
+
+log = logging.getLogger(__name__)
+
+# Conflicts that no retry resolves: the id is taken by a document the write did not create.
+_PERMANENT_CONFLICTS = {"import_failed", "conflict"}
+
+
+@dataclass
+class ReplayReport:
+    applied: int = 0
+    failed: int = 0
+    pending: int = 0
+    stopped_by_outage: bool = False
+    skipped: bool = False  # another replayer holds the lease
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def outbox_replay(*, limit: int | None = None) -> ReplayReport:
+    """Apply pending outbox entries, per subject in acceptance order.
+
+    Progress is per subject: an entry that cannot be applied yet (a transient error) holds back
+    only the later entries of its own subject; every other subject's entries are applied. Stops
+    at the first outage (entries stay pending, to be retried by the next run). An entry that
+    fails for a reason of its own (invalid, not found, an id conflict, a conflict still there
+    after ``ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS`` tries) is marked failed with its error, visible
+    in the operation and in /healthz. Only one replayer runs at a time (a database lease).
+    """
+    report = ReplayReport()
+    holder = lease_acquire()
+    if holder is None:
+        report.skipped = True
+        return report
+    try:
+        done = 0
+        pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
+        subjects = list(pending.values("tenant_id", "external_id").annotate(first=Min("id")).order_by("first"))
+        for subject in subjects:
+            last_id = 0
+            while limit is None or done < limit:
+                entry = (pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"],
+                                        id__gt=last_id)
+                         .select_related("tenant", "token").order_by("id").first())
+                if entry is None:
+                    break
+                last_id = entry.pk
+                lease_renew(holder)
+                outcome = _replay_one(entry, holder=holder)
+                if outcome == "outage":
+                    report.stopped_by_outage = True
+                    break
+                if outcome == "retry":
+                    break  # this subject waits; the others go on
+                done += 1
+                report.applied += outcome == "done"
+                report.failed += outcome == "failed"
+            if report.stopped_by_outage or (limit is not None and done >= limit):
+                break
+    finally:
+        lease_release(holder)
+    report.pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING).count()
+    return report
+
+
+def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
+    """Apply one entry. Returns done | failed | retry | outage."""
+    operation = Op(entry.operation)
+    actor: AgentToken | str = entry.token or entry.actor
+    payload = entry.payload
+    try:
+        if operation is Op.IMPORT:
+            payload = _import_remaining(entry)
+            if not payload["episodes"]:
+                return _finish(entry, result={"ids": _import_ids(entry)})
+        result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
+                             payload=payload, memory_id=entry.memory_id, actor=actor,
+                             progress=lambda done, total: lease_renew(holder))
+        if operation is Op.IMPORT:
+            result = {"ids": _import_ids(entry)}
+    except Conflict as exc:
+        if operation in CREATES and exc.details.get("id") == entry.memory_id:
+            # A create that already landed (the first attempt's answer was lost to the outage).
+            return _finish(entry, result=_already_created(entry, operation))
+        if exc.code in _PERMANENT_CONFLICTS or entry.attempts + 1 >= settings.ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS:
+            return _fail(entry, exc)
+        return _retry(entry, exc)
+    except NotFound as exc:
+        if operation is Op.ERASE:
+            return _finish(entry, result={"documents_deleted": 0})
+        if operation is Op.FORGET and entry.after_failure:
+            # The first attempt may have deleted it before the outage cut it short.
+            _tombstone_if_missing(entry)
+            return _finish(entry, result={})
+        return _fail(entry, exc)
+    except EngramError as exc:
+        if is_outage(exc):
+            return _outage(entry, exc)
+        if exc.status < 500:
+            return _fail(entry, exc)
+        log.error("outbox entry %s (%s) failed: %s", entry.pk, entry.operation, exc)
+        return _retry(entry, exc)
+    except Exception as exc:
+        if is_outage(exc):
+            return _outage(entry, exc)
+        log.exception("outbox entry %s (%s) failed", entry.pk, entry.operation)
+        return _retry(entry, exc)
+    return _finish(entry, result=_summary(result))
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    # The outbox keeps ids, not content: a later forget must leave nothing behind here.
+    if "memory" in result:
+        return {"id": result["memory"]["id"]}
+    return result
+
+
+def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
+    entry.status, entry.result, entry.payload = OutboxEntry.Status.DONE, result, {}
+    entry.processed_at = timezone.now()
+    entry.attempts += 1
+    if entry.operation == Op.ERASE:  # the erased end-user's external id is not kept, here either
+        entry.external_id = "erased"
+    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts", "external_id"])
+    return "done"
+
+
+def _fail(entry: OutboxEntry, exc: Exception) -> str:
+    error = exc.as_dict() if isinstance(exc, EngramError) else {"code": "internal_error", "message": str(exc)[:500],
+                                                                "details": {}}
+    log.warning("outbox entry %s (%s for %s) failed for good: %s", entry.pk, entry.operation, entry.external_id,
+                error["message"])
+    entry.status, entry.last_error, entry.payload = OutboxEntry.Status.FAILED, error, {}
+    entry.processed_at = timezone.now()
+    entry.attempts += 1
+    entry.save(update_fields=["status", "last_error", "payload", "processed_at", "attempts"])
+    return "failed"
+
+
+def _retry(entry: OutboxEntry, exc: Exception) -> str:
+    # Never given up: an acknowledged write is not dropped for an error that is not its own fault.
+    # /healthz reports the stuck backlog; the subject's later writes wait behind it.
+    entry.attempts += 1
+    entry.last_error = {"code": getattr(exc, "code", "error"), "message": str(exc)[:500]}
+    entry.save(update_fields=["attempts", "last_error"])
+    return "retry"
+
+
+def _outage(entry: OutboxEntry, exc: Exception) -> str:
+    entry.attempts += 1
+    entry.last_error = {"code": getattr(exc, "code", "elasticsearch_unavailable"), "message": str(exc)[:500]}
+    entry.save(update_fields=["attempts", "last_error"])
+    return "outage"
+
+
+def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
+    """The create landed before; make sure its supersession landed too."""
+    supersedes = entry.payload.get("supersedes") or []
+    if supersedes:
+        subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
+        old = selectors.visible_documents(subject=subject, ids=supersedes, types=[CREATES[operation]])
+        writer = writer_es_client(prefix=writer_prefix(tenant=entry.tenant))
+        now = timezone.now().isoformat()
+        for visible in old.values():
+            previous = visible.source.get("superseded_by") or []
+            if entry.memory_id not in previous:
+                writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
+                              if_primary_term=visible.primary_term, refresh="wait_for",
+                              doc={"superseded_by": [*previous, entry.memory_id], "superseded_at": now})
+    return {"id": entry.memory_id}
+
+
+def _import_ids(entry: OutboxEntry) -> list[str]:
+    # Entries accepted before ids were assigned at acceptance carry the stored id in "id".
+    return [e.get("memory_id") or e["id"] for e in entry.payload["episodes"]]
+
+
+def _import_remaining(entry: OutboxEntry) -> dict[str, Any]:
+    """The import without the episodes already stored (an earlier attempt may have stored some)."""
+    episodes = [e if "memory_id" in e else {**{k: v for k, v in e.items() if k != "id"}, "memory_id": e["id"]}
+                for e in entry.payload["episodes"]]
+    try:
+        subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
+    except NotFound:
+        existing: set[str] = set()
+    else:
+        existing = set()
+        ids = [e["memory_id"] for e in episodes]
+        for start in range(0, len(ids), 1000):
+            existing |= set(selectors.visible_documents(subject=subject, ids=ids[start:start + 1000],
+                                                       types=[MemoryType.EPISODIC]))
+    return {**entry.payload, "episodes": [e for e in episodes if e["memory_id"] not in existing]}
+
+
+def _tombstone_if_missing(entry: OutboxEntry) -> None:
+    subject = Subject.objects.filter(tenant=entry.tenant, external_id=entry.external_id).first()
+    if subject and not AuditEvent.objects.filter(action="memory.forget", subject=subject,
+                                                 target_id=entry.memory_id).exists():
+        audit_record(actor=entry.token or entry.actor, action="memory.forget", subject=subject,
+                     target_id=entry.memory_id, details={"reason": entry.payload.get("reason", ""), "replayed": True})

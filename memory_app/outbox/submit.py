@@ -1,0 +1,108 @@
+"""The one way a subject write enters Engram: validated, stamped, then applied now or accepted
+into the outbox (a durable row committed before the caller is answered)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from memory_app import services
+from memory_app.models import OutboxEntry
+from memory_app.outbox.dispatch import CREATES, Op, write_apply
+from memory_app.outbox.outage import is_outage
+from memory_app.outbox.selectors import outbox_has_pending
+from tenants.models import AgentToken, Tenant
+
+log = logging.getLogger(__name__)
+
+# Sent by name: the task module imports the outbox, not the other way round.
+REPLAY_TASK = "memory_app.tasks.replay_outbox"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What became of a write: applied now (``result``), or queued (``entry``). ``memory_id`` is
+    the id of the memory the write creates or targets, known either way."""
+
+    memory_id: str = ""
+    result: dict[str, Any] | None = None
+    entry: OutboxEntry | None = None
+
+    @property
+    def queued(self) -> bool:
+        return self.entry is not None
+
+
+def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict[str, Any],
+                 memory_id: str = "", token: AgentToken | None = None, actor: str = "api",
+                 background: bool = False, defer_refresh: bool = False) -> Submitted:
+    """Apply a write for the subject ``external_id`` of ``tenant`` now, or accept it into the outbox.
+
+    The payload is validated first (ValidationFailed: nothing accepted). Queued when
+    ``background`` is set, when earlier writes of the subject are still queued (order), or when
+    Elasticsearch turns out to be unavailable during the attempt. Errors that are not an outage
+    (NotFound, Conflict, ...) are raised as they are.
+    """
+    operation = Op(operation)
+    services.write_validate(operation=operation, payload=payload)
+    external_id = services.external_id_validate(external_id)
+    if operation in CREATES and not memory_id:
+        memory_id = services.new_memory_id()
+    payload = _stamped(operation, payload)
+    queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
+                 memory_id=memory_id, token=token, actor=actor)
+    if background:
+        return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKGROUND))
+    if outbox_has_pending(tenant=tenant, external_id=external_id):
+        return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
+    try:
+        result = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
+                             memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        log.warning("Elasticsearch unavailable (%s: %s); %s write for %s/%s accepted into the outbox",
+                    type(exc).__name__, exc, operation, tenant.slug, external_id)
+        return Submitted(memory_id=memory_id,
+                         entry=_enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
+    return Submitted(memory_id=memory_id, result=result)
+
+
+def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
+    """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
+    if operation is Op.OUTCOME:
+        return {**payload, "operation_id": payload.get("operation_id") or services.new_memory_id()}
+    if operation not in (*CREATES, Op.IMPORT):
+        return payload
+    now = timezone.now().isoformat()
+    stamped = {**payload, "accepted_at": payload.get("accepted_at") or now}
+    if operation is Op.EPISODE and not payload.get("occurred_at"):
+        stamped["occurred_at"] = stamped["accepted_at"]
+    return stamped
+
+
+def _enqueue(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
+             token: AgentToken | None, actor: str, reason: str, after_failure: bool = False) -> OutboxEntry:
+    entry = OutboxEntry.objects.create(
+        tenant=tenant, external_id=external_id, operation=operation, payload=payload, memory_id=memory_id,
+        token=token, actor=_actor_label(token) if token else actor, reason=reason, after_failure=after_failure)
+    if reason != OutboxEntry.Reason.OUTAGE:  # during an outage a replay now is pointless: beat retries
+        transaction.on_commit(_kick)
+    return entry
+
+
+def _kick() -> None:
+    try:
+        current_app.send_task(REPLAY_TASK, retry=False, ignore_result=True)
+    except Exception as exc:  # noqa: BLE001 - the entry is safe in the database; the periodic replay takes it
+        log.warning("could not enqueue an outbox replay (%s: %s); the periodic replay will apply it",
+                    type(exc).__name__, exc)
+
+
+def _actor_label(token: AgentToken) -> str:
+    return f"{token.prefix} ({token.name})"[:200]

@@ -1,0 +1,101 @@
+"""A user turn: its episode is written (through ``write_submit``) while a recall on its text runs."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from engram_core.errors import EngramError, NotFound
+from memory_app import selectors, services
+from memory_app.freshness import refresh_ensure
+from memory_app.outbox.dispatch import Op
+from memory_app.outbox.outage import is_outage, outage_error
+from memory_app.outbox.submit import Submitted, write_submit
+from memory_app.validation import clean_k, clean_types
+from tenants.models import AgentToken, Subject, Tenant
+from tenants.selectors import subject_get
+from tenants.services import subject_es_client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    submitted: Submitted
+    recall: list[dict[str, Any]] | None  # None: recall was not possible (see recall_error)
+    recall_error: EngramError | None = None
+
+
+# A turn's pre-recall runs here while the request thread writes the turn.
+_turn_recalls = ThreadPoolExecutor(max_workers=settings.ENGRAM_TURN_RECALL_THREADS, thread_name_prefix="turn-recall")
+
+
+def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
+    # The recall itself needs no database (the caller resolved the subject and its client); if
+    # anything does open a connection in this long-lived thread, it is closed, never kept stale.
+    close_old_connections()
+    try:
+        return selectors.memory_recall(**kwargs)
+    finally:
+        connection.close()
+
+
+def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str = "", token: AgentToken | None = None,
+                occurred_at: datetime | str | None = None, session_id: str | None = None,
+                context: str | None = None, metadata: dict | None = None, k: int = 5,
+                types: list[str] | None = None, include_superseded: bool = False,
+                explain: bool = False) -> TurnResult:
+    """Store the verbatim user turn as an episode and recall on the same text (its first
+    ``ENGRAM_MAX_QUERY_CHARS`` characters), leaving out the turn itself. For a known end-user the
+    recall runs on a pool thread while this thread writes (the turn is left out of the recall
+    either way, so neither waits for the other); a new end-user's recall follows its first write.
+    The write decides the outcome: once it is applied or queued, a recall failure is reported in
+    ``recall_error`` instead of being raised (the turn must not be sent again)."""
+    clean_k(k)
+    clean_types(types)
+    payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
+               "context": context, "metadata": metadata}
+    services.write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
+    known = Subject.objects.filter(tenant=tenant, external_id=external_id).select_related("tenant").first()
+    # Earlier turns stored without waiting must be visible to this turn's derived context and to
+    # its recall; this turn need not be (it is left out of the recall anyway), so its write does
+    # not wait for a refresh either.
+    if known is not None:
+        try:
+            refresh_ensure(subject=known)  # one refresh, when one is pending, serves both below
+        except Exception as exc:
+            if not is_outage(exc):
+                raise  # in an outage the write below is accepted into the outbox, the mark kept
+    recall = dict(query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS], k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
+                  types=types, include_superseded=include_superseded, explain=explain, ensure_fresh=False)
+    concurrent: Future | None = None
+    if known is not None:
+        try:
+            concurrent = _turn_recalls.submit(_recall_in_thread, subject=known,
+                                              es=subject_es_client(subject=known), **recall)
+        except Exception as exc:  # no client (e.g. an outage): the recall below reports it
+            log.info("turn recall not started concurrently: %s", exc)
+    submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
+                             memory_id=memory_id, token=token, defer_refresh=True)
+    try:
+        if concurrent is not None:
+            hits = concurrent.result()
+        else:
+            subject = subject_get(tenant=tenant, external_id=external_id)
+            hits = selectors.memory_recall(subject=subject, **recall)
+    except NotFound:  # the subject exists only in the outbox so far: nothing to recall
+        return TurnResult(submitted=submitted, recall=[])
+    except Exception as exc:
+        if is_outage(exc):
+            return TurnResult(submitted=submitted, recall=None,
+                              recall_error=exc if isinstance(exc, EngramError) else outage_error(exc))
+        log.exception("pre-recall failed after the turn was stored")
+        return TurnResult(submitted=submitted, recall=None,
+                          recall_error=EngramError("recall failed", code="recall_failed"))
+    return TurnResult(submitted=submitted, recall=[h for h in hits if h["id"] != submitted.memory_id][:k])
