@@ -123,7 +123,7 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
             services.episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
         for n in range(warmup):
             clear_query_cache()
-            memory_recall(subject=warm, query=f"warm-up question {n}?", k=k, types=["episodic"], record_use=False)
+            memory_recall(subject=warm, query=f"warm-up question {n}?", k=k, types=["episodic"])
 
         # 1. The memory_eval --locomo path: one import per conversation, then the questions.
         subjects, import_s = {}, 0.0
@@ -139,8 +139,7 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
             for q in u["questions"]:
                 clear_query_cache()
                 started = time.perf_counter()
-                hits = memory_recall(subject=subjects[u["user_id"]], query=q["question"], k=k, types=["episodic"],
-                                     record_use=False, now=u["now"])
+                hits = memory_recall(subject=subjects[u["user_id"]], query=q["question"], k=k, types=["episodic"], now=u["now"])
                 search_ms.append((time.perf_counter() - started) * 1000)
                 ranked[q["id"]] = [h.get("client_id") or h["id"] for h in hits]  # imported: the turn's own id
         log(f"  engram: imported in {import_s:.1f}s, {len(search_ms)} questions")
@@ -166,7 +165,7 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
         for u in users if per_user is None else []:  # scored only when every turn was written
             for q in u["questions"]:
                 hits = memory_recall(subject=turn_subjects[u["user_id"]], query=q["question"], k=k,
-                                     types=["episodic"], record_use=False, now=u["now"])
+                                     types=["episodic"], now=u["now"])
                 ranked_writes[q["id"]] = [by_write.get(h["id"], h["id"]) for h in hits]
         log(f"  engram: {len(add_ms)} turn writes in {write_s:.1f}s")
         attempts = engram_isolation(tenant, subjects, users)
@@ -200,8 +199,7 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
 
     attempts = [
         _attempt("recall A's verbatim turn as B (service, B's key)",
-                 lambda: memory_recall(subject=b, query=probe["text"], k=10, include_superseded=True,
-                                       record_use=False), count_a),
+                 lambda: memory_recall(subject=b, query=probe["text"], k=10, include_superseded=True), count_a),
         _attempt("memory_get(A's memory id) as B", lambda: memory_get(subject=b, memory_id=probe_id), served),
         _attempt("memory_history(A's memory id) as B", lambda: memory_history(subject=b, memory_id=probe_id), served),
         _attempt("memory_forget(A's memory id) as B", lambda: services.memory_forget(

@@ -48,7 +48,7 @@ from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.es.schema import all_aliases  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
-from memory_app.usage import usage_flush  # noqa: E402
+from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 
@@ -67,6 +67,12 @@ def timed(fn, *args, **kwargs) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
+def _recall(*, subject, query: str, record_use: bool) -> None:
+    memories = memory_recall(subject=subject, query=query, k=10)
+    if record_use:  # as the REST and MCP recalls do with what they hand to the agent
+        usage_record_recalled(subject=subject, memories=memories)
+
+
 def recall_samples(plan: list[tuple], *, record_use: bool, clear_cache: bool) -> list[float]:
     """One timed recall (k=10) per (subject, question) of ``plan``; ``clear_cache`` empties the
     query-vector cache before each call (a new question)."""
@@ -75,7 +81,7 @@ def recall_samples(plan: list[tuple], *, record_use: bool, clear_cache: bool) ->
     for subject, question in plan:
         if clear_cache:
             embedder.query_cache.clear()
-        samples.append(timed(memory_recall, subject=subject, query=question, k=10, record_use=record_use))
+        samples.append(timed(_recall, subject=subject, query=question, record_use=record_use))
     return samples
 
 
@@ -164,7 +170,7 @@ def main() -> None:
 
         def worker(chunk: list[tuple]) -> int:
             for subject, question in chunk:
-                memory_recall(subject=subject, query=question, k=10, record_use=False)
+                memory_recall(subject=subject, query=question, k=10)
             return len(chunk)
 
         started = time.perf_counter()

@@ -233,7 +233,7 @@ def main() -> None:
         # ---- recall, phase by phase
         plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
         for subject, question in plan:  # warm-up: keys, connections, Elasticsearch's caches
-            selectors.memory_recall(subject=subject, query=question, k=10, record_use=False)
+            selectors.memory_recall(subject=subject, query=question, k=10)
         recalls = Phases()
         last: dict = {}
         timed_embedder = TimedEmbedder(embedder, recalls)
@@ -253,7 +253,7 @@ def main() -> None:
                 if profiler:
                     profiler.enable()
                 started = time.perf_counter()
-                results = selectors.memory_recall(subject=subject, query=question, k=10, record_use=False)
+                results = selectors.memory_recall(subject=subject, query=question, k=10)
                 total = (time.perf_counter() - started) * 1000.0
                 if profiler:
                     profiler.disable()

@@ -200,7 +200,7 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     hits, error = [], ""
     if q:
         try:
-            hits = selectors.memory_recall(subject=subject, query=q, k=10, explain=True, record_use=False,
+            hits = selectors.memory_recall(subject=subject, query=q, k=10, explain=True,
                                            include_superseded=include_superseded)
             _viewed(request, subject, "recall", hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:

@@ -159,7 +159,7 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
         leak_examples: list[str] = []
         for q in corpus["questions"]:
             subject = subjects[(q["tenant"], q["subject"])]
-            results = memory_recall(subject=subject, query=q["question"], k=k, record_use=False, now=now)
+            results = memory_recall(subject=subject, query=q["question"], k=k, now=now)
             ranked = [r["id"] for r in results]
             expected = [key_to_id[e] for e in q["expected"]]
             scores.add(key_type[q["expected"][0]], _question_scores(ranked, expected))
@@ -176,7 +176,7 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
                     continue
                 for memory in other["semantic"] + other["episodic"]:
                     results = memory_recall(subject=subject, query=memory["text"], k=k,
-                                            include_superseded=True, record_use=False, now=now)
+                                            include_superseded=True, now=now)
                     for r in results:
                         leak_probes += 1
                         if r["tenant_id"] != tenant_slug or r.get("user_id") not in (None, str(subject.user_id)):
@@ -307,8 +307,7 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                 expected = locomo_evidence(conversation, q.get("evidence") or [])
                 if not expected:
                     continue
-                results = memory_recall(subject=subject, query=q["question"], k=k, types=types,
-                                        record_use=False, now=now)
+                results = memory_recall(subject=subject, query=q["question"], k=k, types=types, now=now)
                 scores.add(f"category {q['category']}",
                            _question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected))
                 asked += 1

@@ -34,7 +34,7 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
             # Recall with the other subject's own marker word, including superseded documents.
             with recorder.probe("service.recall(other's marker)", who) as scope:
                 hits = memory_recall(subject=who.subject, query=f"{other.marker} memory", k=100,
-                                     include_superseded=True, record_use=False)
+                                     include_superseded=True)
                 scope.ids([h["id"] for h in hits], allowed=allowed)
             foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type.value in USER_TYPES]
             for doc in foreign:
@@ -59,8 +59,7 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
 
 
 def _recall_bytes(who, now) -> tuple[bytes, list[str]]:
-    hits = memory_recall(subject=who.subject, query=f"{who.marker} memory probe", k=20, explain=True,
-                         record_use=False, now=now)
+    hits = memory_recall(subject=who.subject, query=f"{who.marker} memory probe", k=20, explain=True, now=now)
     return json.dumps(hits, sort_keys=True, default=str).encode(), [h["id"] for h in hits]
 
 

@@ -21,7 +21,7 @@ from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.temporal import query_time_window
-from memory_app.usage import usage_apply, usage_record
+from memory_app.usage import usage_apply
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
@@ -48,16 +48,16 @@ def _with_usage(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                   since: datetime | str | None = None, until: datetime | str | None = None,
-                  include_superseded: bool = False, explain: bool = False, record_use: bool = True,
+                  include_superseded: bool = False, explain: bool = False,
                   now: datetime | None = None, ensure_fresh: bool = True,
                   es: Elasticsearch | None = None) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
 
-    ``explain`` adds per hit its ranks, fused score and every multiplier. Returned semantic facts
-    get ``use_count``/``last_used_at`` bumped in the background (``record_use``). ``es``: the
-    subject's own client, resolved by the caller (a turn runs this off the request thread, which
-    then needs no database access here).
+    ``explain`` adds per hit its ranks, fused score and every multiplier. A read only: facts
+    handed to an agent are counted as used by the caller (``usage.usage_record_recalled``), so a
+    preview, an eval or a probe counts nothing. ``es``: the subject's own client, resolved by the
+    caller (a turn runs this on a pool thread).
     """
     query = clean_text(query, field="query", limit=settings.ENGRAM_MAX_QUERY_CHARS)
     k = clean_k(k)
@@ -96,9 +96,6 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         hits = pool
     window = query_time_window(query, now=now) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
     ranked = rc.score(hits, now=now, window=window)[:k]
-    if record_use:
-        usage_record(ids=[h.id for h in ranked if h.memory_type is MemoryType.SEMANTIC], at=now, subject=subject,
-                     prefix=prefix)
     results = []
     for hit in ranked:
         item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}

@@ -29,11 +29,13 @@ from typing import Any
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
+from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
 from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from tenants.models import Subject
+from tenants.selectors import index_prefix_for
 from tenants.services import writer_es_client
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,14 @@ def usage_record(*, ids: list[str], at: datetime, subject: Subject, prefix: str 
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)
+
+
+def usage_record_recalled(*, subject: Subject, memories: Iterable[dict[str, Any]], at: datetime | None = None) -> None:
+    """A recall's results were handed to an agent: schedule the bumps of the semantic facts among
+    them (the REST and MCP recalls and a turn's pre-recall call this; a preview, an eval or a probe
+    does not, so nothing it reads is counted as used)."""
+    usage_record(ids=[m["id"] for m in memories if m.get("memory_type") == MemoryType.SEMANTIC.value],
+                 at=at or timezone.now(), subject=subject, prefix=index_prefix_for(tenant=subject.tenant))
 
 
 def _bump_in_thread(**kwargs) -> int:

@@ -45,6 +45,7 @@ from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.es.schema import MemoryType
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
+from memory_app.usage import usage_record_recalled
 from memory_app.validation import SESSION_ID_MAX_CHARS
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
@@ -290,6 +291,7 @@ class RecallApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         subject = self.subject(request, external_id)
         memories = selectors.memory_recall(subject=subject, **data)
+        usage_record_recalled(subject=subject, memories=memories)
         return Response(self.OutputSerializer({"memories": memories}).data)
 
 

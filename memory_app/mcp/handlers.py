@@ -15,6 +15,7 @@ from engram_core.errors import PermissionDenied, ValidationFailed
 from memory_app import outbox, selectors, services
 from memory_app.api.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
+from memory_app.usage import usage_record_recalled
 from tenants.models import AgentToken, Subject
 from tenants.selectors import subject_get
 
@@ -84,6 +85,7 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
     who = _existing_subject(caller, subject)
     found = selectors.memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
                                     include_superseded=include_superseded, explain=explain)
+    usage_record_recalled(subject=who, memories=found)
     return {"subject": who.external_id, "memories": [_public(m) for m in found]}
 
 

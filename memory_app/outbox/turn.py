@@ -17,6 +17,7 @@ from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
+from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_k, clean_types
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
@@ -37,8 +38,8 @@ _turn_recalls = ThreadPoolExecutor(max_workers=settings.ENGRAM_TURN_RECALL_THREA
 
 
 def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
-    # The recall itself needs no database (the caller resolved the subject and its client); if
-    # anything does open a connection in this long-lived thread, it is closed, never kept stale.
+    # A long-lived thread: like a request, it drops a broken connection first (the recall reads
+    # the facts' use counts) and closes its own after, so none is kept stale.
     close_old_connections()
     try:
         return selectors.memory_recall(**kwargs)
@@ -83,12 +84,13 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
             log.info("turn recall not started concurrently: %s", exc)
     submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
                              memory_id=memory_id, token=token, defer_refresh=True)
+    who = known
     try:
         if concurrent is not None:
             hits = concurrent.result()
         else:
-            subject = subject_get(tenant=tenant, external_id=external_id)
-            hits = selectors.memory_recall(subject=subject, **recall)
+            who = subject_get(tenant=tenant, external_id=external_id)
+            hits = selectors.memory_recall(subject=who, **recall)
     except NotFound:  # the subject exists only in the outbox so far: nothing to recall
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:
@@ -98,4 +100,6 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         log.exception("pre-recall failed after the turn was stored")
         return TurnResult(submitted=submitted, recall=None,
                           recall_error=EngramError("recall failed", code="recall_failed"))
-    return TurnResult(submitted=submitted, recall=[h for h in hits if h["id"] != submitted.memory_id][:k])
+    recalled = [h for h in hits if h["id"] != submitted.memory_id][:k]
+    usage_record_recalled(subject=who, memories=recalled)  # handed to the agent: its facts count as used
+    return TurnResult(submitted=submitted, recall=recalled)

@@ -343,3 +343,16 @@ def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, set
         engram.turn("zoe", "bees " * settings.ENGRAM_MAX_TEXT_CHARS)  # passes the serializer, not the service
     assert err.value.status == 400 and err.value.code == "text_too_long"
     assert recalls == []  # no recall ran (and recorded use counts) for a turn that was refused
+
+
+def test_what_rest_and_turns_hand_to_the_agent_counts_as_used_and_a_preview_does_not(engram):
+    from memory_app import selectors
+    from memory_app.usage import usage_flush
+
+    fact = engram.write_fact("una", "Una is allergic to peanuts")
+    engram.recall("una", "peanut allergy")
+    engram.turn("una", "do I have a peanut allergy?")
+    subject = Subject.objects.get(external_id="una")
+    selectors.memory_recall(subject=subject, query="peanut allergy")  # a read alone (the inspector's preview)
+    usage_flush()
+    assert engram.get_memory("una", fact["id"])["use_count"] == 2

@@ -172,8 +172,7 @@ def test_recall_sandbox_renders_explain_generically_and_does_not_bump_use(staff,
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "thermostat model"},
                       headers={"HX-Request": "true"}).content.decode()
     assert "Acme T3" in html and "#1" in html
-    for key, value in selectors.memory_recall(subject=alice, query="thermostat model", explain=True,
-                                              record_use=False)[0]["explain"].items():
+    for key, value in selectors.memory_recall(subject=alice, query="thermostat model", explain=True)[0]["explain"].items():
         for name in (value if isinstance(value, dict) else {key: value}):
             assert name in html  # every explain key is laid out, whatever the keys are
     assert selectors.memory_get(subject=alice, memory_id=fact["id"])["use_count"] == 0

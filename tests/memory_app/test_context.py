@@ -33,7 +33,7 @@ def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, 
     assert "derived_context" not in d
     assert "derived_context" not in memory_get(subject=subject, memory_id=d["id"])
     assert all("derived_context" not in e for e in subject_export(subject=subject)["memories"]["episodic"])
-    hits = memory_recall(subject=subject, query="Where does Biscuit the poodle go swimming?", record_use=False)
+    hits = memory_recall(subject=subject, query="Where does Biscuit the poodle go swimming?")
     assert all("derived_context" not in h for h in hits)
     # The short reply is found by what it answers: its own words say nothing about poodles.
     assert d["id"] in [h["id"] for h in hits[:3]]

@@ -57,13 +57,13 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
     question = "What books has Melanie read?"
 
     settings.ENGRAM_RECALL_ENTITY_LEGS = 0
-    plain = memory_recall(subject=subject, query=question, k=20, explain=True, record_use=False)
+    plain = memory_recall(subject=subject, query=question, k=20, explain=True)
     plain_rank = [h["id"] for h in plain].index(ids[target]) + 1
     assert all("extra_ranks" not in h["explain"] for h in plain)
 
     settings.ENGRAM_RECALL_ENTITY_LEGS = 2
     settings.ENGRAM_RRF_ENTITY_WEIGHT = 0.5
-    hits = memory_recall(subject=subject, query=question, k=20, explain=True, record_use=False)
+    hits = memory_recall(subject=subject, query=question, k=20, explain=True)
     ranked = [h["id"] for h in hits]
     assert ranked.index(ids[target]) + 1 < plain_rank
     # The entity leg holds only memories whose own text names Melanie, ranked by "books read".
@@ -78,5 +78,5 @@ def test_entity_legs_respect_the_subject_boundary(make_subject, settings):
     alice, bob = make_subject("alice-qp"), make_subject("bob-qp")
     _import(bob, ["Bob: Melanie reads thrillers every night."])
     mine = _import(alice, ["Alice: the garden needs water."])
-    hits = memory_recall(subject=alice, query="What books does Melanie read?", record_use=False)
+    hits = memory_recall(subject=alice, query="What books does Melanie read?")
     assert {h["id"] for h in hits} <= set(mine.values())

@@ -23,7 +23,7 @@ def _subject(slug: str, external_id: str, isolation: str = "shared"):
 
 
 def _recall(subject, query: str) -> bytes:
-    hits = memory_recall(subject=subject, query=query, k=10, explain=True, record_use=False, now=NOW)
+    hits = memory_recall(subject=subject, query=query, k=10, explain=True, now=NOW)
     return json.dumps(hits, sort_keys=True).encode()
 
 
@@ -35,7 +35,7 @@ def test_explain_shows_ranks_and_factors_but_no_raw_score(memory):
     alice = _subject("acme", "alice")
     services.fact_write(subject=alice, text="The user likes zqapi17230 tea.")
 
-    [hit] = memory_recall(subject=alice, query="zqapi17230", k=1, explain=True, record_use=False, now=NOW)
+    [hit] = memory_recall(subject=alice, query="zqapi17230", k=1, explain=True, now=NOW)
 
     assert set(hit["explain"]) == EXPLAIN_KEYS
     assert "bm25_score" not in json.dumps(hit) and "dense_score" not in json.dumps(hit)

@@ -13,7 +13,7 @@ from memory_app.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
-from memory_app.usage import usage_bump, usage_flush
+from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
 from tenants.models import AuditEvent, SubjectKey
 
 
@@ -125,7 +125,7 @@ def test_a_supersession_that_fails_half_way_is_undone(subject, count_docs, monke
     # Undone: the old facts carry no superseded_by (null) and are recalled as current again.
     assert memory_get(subject=subject, memory_id=old["id"]).get("superseded_by") is None
     assert memory_get(subject=subject, memory_id=other["id"]).get("superseded_by") is None
-    assert set(ids(memory_recall(subject=subject, query="where does Alice work", k=5, record_use=False))) == {
+    assert set(ids(memory_recall(subject=subject, query="where does Alice work", k=5))) == {
         old["id"], other["id"]}
 
 
@@ -204,7 +204,7 @@ def test_explain_shows_ranks_fusion_and_every_multiplier(subject):
                                  occurred_at=now - timedelta(days=900))
     fact = services.fact_write(subject=subject, text="Alice has a beagle called Max.")
     services.catalog_entry_write(tenant=subject.tenant, title="Pets", text="Pet cameras support beagle-sized dogs.")
-    results = memory_recall(subject=subject, query="beagle Max", k=5, explain=True, now=now, record_use=False)
+    results = memory_recall(subject=subject, query="beagle Max", k=5, explain=True, now=now)
     by_id = {r["id"]: r for r in results}
     e = by_id[old["id"]]["explain"]
     assert e["bm25_rank"] >= 1 and e["dense_rank"] >= 1
@@ -251,8 +251,12 @@ def test_decay_and_outcome_formulas():
 
 def test_recall_bumps_use_count_in_the_background(subject):
     fact = services.fact_write(subject=subject, text="Alice prefers morning appointments.")
+    memory_recall(subject=subject, query="appointment time preference", k=3)
+    usage_flush()
+    assert memory_get(subject=subject, memory_id=fact["id"])["use_count"] == 0  # a read alone counts nothing
     for _ in range(3):
-        memory_recall(subject=subject, query="appointment time preference", k=3)
+        hits = memory_recall(subject=subject, query="appointment time preference", k=3)
+        usage_record_recalled(subject=subject, memories=hits)
     usage_flush()
     stored = memory_get(subject=subject, memory_id=fact["id"])
     assert stored["use_count"] == 3
@@ -442,16 +446,16 @@ def test_a_bump_leaves_the_fact_document_alone_and_recall_scores_with_the_stored
     fact = services.fact_write(subject=subject, text="Alice prefers window seats on trains.")
     index = alias_name(MemoryType.SEMANTIC)
     before = es_admin.get(index=index, id=fact["id"])
+    question = "seat preference on trains"
     for _ in range(3):
-        memory_recall(subject=subject, query="seat preference on trains", k=3)
+        usage_record_recalled(subject=subject, memories=memory_recall(subject=subject, query=question, k=3))
     usage_flush()
     after = es_admin.get(index=index, id=fact["id"])
     # Counted in the database; the document (and its vector) was not rewritten.
     assert (after["_seq_no"], after["_version"]) == (before["_seq_no"], before["_version"])
     assert "use_count" not in after["_source"]
     assert FactUsage.objects.get(pk=fact["id"]).use_count == 3
-    hit = next(h for h in memory_recall(subject=subject, query="seat preference on trains", k=3, explain=True,
-                                        record_use=False) if h["id"] == fact["id"])
+    hit = next(h for h in memory_recall(subject=subject, query=question, k=3, explain=True) if h["id"] == fact["id"])
     assert hit["use_count"] == 3
     assert hit["explain"]["multipliers"]["use_count"] == pytest.approx(1 + 0.2 * math.log10(4))
 

@@ -61,10 +61,10 @@ def test_episodes_in_the_named_window_are_boosted(subject, settings):
         {"text": texts["march"], "occurred_at": "2023-03-12T10:00:00+00:00"}])
     question = "When did we go camping at the lake in June?"
     settings.ENGRAM_TEMPORAL_BOOST = 0.0
-    off = memory_recall(subject=subject, query=question, explain=True, record_use=False, now=NOW)
+    off = memory_recall(subject=subject, query=question, explain=True, now=NOW)
     assert all("time_window" not in h["explain"]["multipliers"] for h in off)
     settings.ENGRAM_TEMPORAL_BOOST = 0.25
-    on = memory_recall(subject=subject, query=question, explain=True, record_use=False, now=NOW)
+    on = memory_recall(subject=subject, query=question, explain=True, now=NOW)
     by_id = {h["id"]: h for h in on}
     assert by_id[june]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
     assert "time_window" not in by_id[march]["explain"]["multipliers"]
