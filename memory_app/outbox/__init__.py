@@ -9,9 +9,10 @@ memory already gone is done, an import skips the episodes already stored.
 
 Guarantees: an accepted write is applied once, after every write of the same subject accepted
 before it. One that turns out to be invalid at replay (e.g. it supersedes a memory that does
-not exist) is marked failed with its error; any other failure is retried, never given up. Known limit: a playbook
-outcome whose update reached Elasticsearch but whose answer was lost to the outage is counted
-again on replay (the playbook document carries no outcome id to recognise it by).
+not exist) is marked failed with its error; any other failure is retried, never given up. A
+playbook outcome is stamped with an operation id when accepted, and the playbook keeps the ids
+of its last outcomes, so one whose update reached Elasticsearch but whose answer was lost to the
+outage is recognised on replay and not counted again.
 
 One job per module:
 - ``outage``: what counts as an outage, and the one error that reports it;
