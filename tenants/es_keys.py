@@ -62,8 +62,9 @@ SUBJECT_ACTIONS = (
     "indices:data/read/scroll/clear",
 )
 # The writer: create/index, partial update (OCC), delete, bulk; plus the reads a write needs
-# (realtime get/mget for use-count bumps, scan for erase); and refresh, which makes a turn written
-# without waiting visible to the next recall on demand (memory_app.freshness).
+# (mget: a first use-count bump checks the fact still exists; get: whether a turn written without
+# waiting is searchable yet; scan for erase); and refresh, which makes such a turn visible to the
+# next recall on demand (memory_app.freshness).
 WRITER_ACTIONS = (
     *SUBJECT_ACTIONS,
     "indices:data/write/index",
