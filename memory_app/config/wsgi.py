@@ -5,3 +5,8 @@ from django.core.wsgi import get_wsgi_application
 # Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 application = get_wsgi_application()
+
+# Load the local models now, not on the first request (ENGRAM_WARM_UP=false skips it).
+from memory_app.embeddings import warm_up  # noqa: E402
+
+warm_up()

@@ -81,6 +81,11 @@ class MiniLMEmbedder:
         """Whether the weights and tokenizer have been loaded."""
         return self._forward is not None
 
+    def load(self) -> None:
+        """Load the weights and tokenizer and run one batch now, instead of on first use (a server
+        does this at start: building the ONNX graph takes seconds, more on a busy machine)."""
+        self.embed_array(["warm up"])
+
     def _load(self) -> tuple[Tokenizer, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:
         if self._forward is None or self._tokenizer is None:
             with self._lock:

@@ -115,6 +115,10 @@ class CrossEncoderReranker:
         """Whether the weights and tokenizer have been loaded."""
         return self._loaded is not None
 
+    def load(self) -> None:
+        """Load the weights and tokenizer now instead of on first use (servers do at start)."""
+        self._load()
+
     def _load(self) -> tuple[Tokenizer, BertEncoder, np.ndarray, np.ndarray]:
         if self._loaded is None:
             with self._lock:

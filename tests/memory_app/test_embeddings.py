@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
-from memory_app.embeddings import clear_cache, get_embedder, get_reranker
+from memory_app.embeddings import clear_cache, get_embedder, get_reranker, warm_up
 from memory_app.embeddings.base import Embedder, EmbeddingError, Reranker
 from memory_app.embeddings.minilm import MiniLMEmbedder
 from memory_app.embeddings.openai import OpenAIEmbedder
@@ -579,3 +579,22 @@ def test_factories_reject_bad_settings(settings, tmp_path):
     settings.ENGRAM_RERANKER_URL = ""
     with pytest.raises(ImproperlyConfigured, match="needs a url"):
         get_reranker()
+
+
+def test_warm_up_loads_local_models_and_leaves_hosted_ones_alone(settings, tmp_path, server):
+    # The entry points (wsgi.py, asgi.py) call warm_up, so a server's first request does not wait
+    # for the ONNX graph to build (13-20 s on a busy 2-core machine: a CI failure's cause).
+    settings.ENGRAM_EMBEDDER = "minilm"
+    write_tiny_cross_encoder(tmp_path / "ce")
+    settings.ENGRAM_RERANKER, settings.ENGRAM_RERANKER_PATH = "cross-encoder", str(tmp_path / "ce")
+    settings.ENGRAM_WARM_UP = False
+    assert warm_up() == [] and not get_embedder().is_loaded and not get_reranker().is_loaded
+    settings.ENGRAM_WARM_UP = True
+    assert warm_up() == ["MiniLMEmbedder", "CrossEncoderReranker"]
+    assert get_embedder().is_loaded and get_reranker().is_loaded
+    clear_cache()
+    settings.ENGRAM_EMBEDDER, settings.ENGRAM_RERANKER = "openai", "none"
+    settings.ENGRAM_OPENAI_EMBEDDINGS_URL = server.url
+    calls: list[str] = []
+    server.respond = lambda path, body: (calls.append(path), (500, {}))[1]
+    assert warm_up() == [] and calls == []  # nothing sent to a hosted provider
