@@ -132,7 +132,7 @@ def knn_sweep(values: list[int], plan: list) -> str:
     from tenants.selectors import index_prefix_for, memory_scope
     from tenants.services import subject_es_client
 
-    from memory_app.es.schema import MemoryType, alias_name
+    from engram_core.es.schema import MemoryType, alias_name
 
     embedder = get_embedder()
     saved = settings.ENGRAM_RECALL_NUM_CANDIDATES, settings.ENGRAM_RECALL_BM25

@@ -50,7 +50,7 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from memory_app import services  # noqa: E402
-from memory_app.es.schema import all_aliases, drop_indices  # noqa: E402
+from engram_core.es.schema import all_aliases, drop_indices  # noqa: E402
 from memory_app.outbox import turn_submit, write_submit  # noqa: E402
 from memory_app.usage import usage_flush  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402

@@ -1,4 +1,5 @@
-"""The small core below the apps: the error family, the Elasticsearch client and capability probes.
+"""The small core below the apps: the error family, the Elasticsearch client, capability probes,
+the index layout (``es.schema``) and the end-user id check (``validation``).
 
 ``memory_app`` and ``tenants`` both import from here and this package imports from neither, so
 dependencies point one way. It is a plain package, not a Django app: no models, no settings of

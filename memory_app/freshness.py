@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.cache import cache
 from elasticsearch import AuthorizationException
 
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
 from tenants.services import writer_es_client

@@ -11,7 +11,7 @@ from kombu import Connection
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import monitor_client
-from memory_app.es.schema import indices_present
+from engram_core.es.schema import indices_present
 from memory_app.outbox import outbox_backlog
 
 

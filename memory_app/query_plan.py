@@ -23,7 +23,7 @@ from datetime import datetime
 from django.conf import settings
 
 from memory_app import recall as rc
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 
 _TOKEN = re.compile(r"[\"“”]|[A-Za-z0-9][\w]*(?:['’][A-Za-z]+)*|[.?!;:]")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]")

@@ -37,7 +37,7 @@ from typing import Any
 
 from django.conf import settings
 
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.temporal import TimeWindow
 
 # Each type's date field for time decay; None = exempt.

@@ -18,7 +18,7 @@ from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
-from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
+from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.temporal import query_time_window
 from memory_app.usage import usage_apply

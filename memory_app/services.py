@@ -29,15 +29,15 @@ from engram_core.errors import Conflict, NotFound, ValidationFailed
 from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
-from memory_app.es.schema import USER_TYPES, MemoryType, alias_name
+from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.usage import usage_forget
+from engram_core.validation import clean_external_id
 from memory_app.validation import (
     clean_confidence,
     clean_datetime,
     clean_ids,
-    clean_external_id,
     clean_metadata,
     clean_session_id,
     clean_text,

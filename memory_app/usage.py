@@ -32,7 +32,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 
 from engram_core.errors import ValidationFailed
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 
 
 def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> str:
@@ -115,12 +114,3 @@ def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:
         raise ValidationFailed(f"{field} names {len(values)} ids; the limit is {limit}", details={"field": field},
                                code="invalid_ids")
     return list(dict.fromkeys(v.strip() for v in values))
-
-
-def clean_external_id(value: Any) -> str:
-    """An end-user's external id: 1-200 characters (after trimming) without control characters."""
-    external_id = value.strip() if isinstance(value, str) else ""
-    if not 1 <= len(external_id) <= 200 or any(unicodedata.category(c) in ("Cc", "Cs") for c in external_id):
-        raise ValidationFailed("external_id must be 1-200 characters without control characters",
-                               details={"field": "external_id"}, code="invalid_external_id")
-    return external_id

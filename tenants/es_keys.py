@@ -28,7 +28,7 @@ from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import admin_client, keys_client
-from memory_app.es.schema import all_aliases
+from engram_core.es.schema import all_aliases
 
 from .models import Subject
 from .selectors import memory_scope, memory_scope_filter

@@ -48,7 +48,7 @@ from elasticsearch import (
 )
 
 from engram_core.es.client import admin_client
-from memory_app.es.schema import MemoryType, alias_name, all_aliases, ensure_indices
+from engram_core.es.schema import MemoryType, alias_name, all_aliases, ensure_indices
 
 from .es_keys import invalidate_keys
 from .models import Subject, SubjectKey, Tenant

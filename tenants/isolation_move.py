@@ -24,7 +24,7 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from engram_core.errors import EngramError, ValidationFailed
 from engram_core.es.client import admin_client
-from memory_app.es.schema import MemoryType, alias_name, ensure_indices
+from engram_core.es.schema import MemoryType, alias_name, ensure_indices
 
 from .models import Tenant
 from .selectors import index_prefix_for

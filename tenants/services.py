@@ -29,7 +29,7 @@ from elasticsearch import Elasticsearch
 from engram_core.errors import AuthenticationFailed, ServiceUnavailable, ValidationFailed, database_busy
 from engram_core.es.capabilities import Capabilities, probe_capabilities
 from engram_core.es.client import api_key_client, base_client
-from memory_app.validation import clean_external_id
+from engram_core.validation import clean_external_id
 
 from . import audit_chain, crypto, es_keys
 from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import admin_client
-from memory_app.es.schema import drop_indices, ensure_indices
+from engram_core.es.schema import drop_indices, ensure_indices
 from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
 from tenants.models import SubjectKey, WriterKey

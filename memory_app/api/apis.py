@@ -42,7 +42,7 @@ from memory_app.api.serializers import (
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.usage import usage_record_recalled

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
 
 MEMORY_ID_PATTERN = r"^[A-Za-z0-9-]{8,64}$"

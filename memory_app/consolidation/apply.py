@@ -17,7 +17,7 @@ from engram_core.errors import Conflict
 from memory_app import selectors, services
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from tenants.models import Subject
 
 SOURCE = "consolidation"

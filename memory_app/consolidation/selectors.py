@@ -13,7 +13,7 @@ from elasticsearch import helpers
 from engram_core.errors import NotFound
 from memory_app.consolidation.extractors import Episode
 from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 from tenants.models import Subject
 from tenants.models import Tenant

@@ -46,7 +46,7 @@ from memory_app.consolidation.resolve import (
     resolve_playbook,
 )
 from memory_app.embeddings import get_embedder
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from tenants.models import Subject
 from tenants.selectors import memory_scope

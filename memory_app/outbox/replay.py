@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError, NotFound
 from memory_app import selectors
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from engram_client import EngramClient
 from engram_core.es.client import base_client
-from memory_app.es.schema import MemoryType, alias_name, drop_indices, ensure_indices
+from engram_core.es.schema import MemoryType, alias_name, drop_indices, ensure_indices
 from memory_app.usage import usage_flush
 from tenants import services as tenant_services
 from tenants.models import AgentToken, Tenant

@@ -117,7 +117,7 @@ class LiveEngram:
                     process.wait()
 
     def cleanup(self, es_admin) -> None:
-        from memory_app.es.schema import drop_indices
+        from engram_core.es.schema import drop_indices
 
         try:
             self.manage("shell", "-c", _INVALIDATE_KEYS)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engram_client import EngramAPIError
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from tenants.models import AuditEvent, Subject
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from engram_client import EngramAPIError
 from memory_app import services
-from memory_app.es.schema import MemoryType
+from engram_core.es.schema import MemoryType
 from memory_app.health import health_report
 from memory_app.models import OutboxEntry
 from memory_app.outbox import lease, outbox_replay

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory_app import services
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from tests.memory_app.conftest import count_docs, make_subject, memory, subject  # noqa: F401 - shared fixtures
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 from memory_app import services
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending
 from memory_app.consolidation.services import consolidation_run
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from tests.api.live import ROOT, LiveEngram
 
 pytestmark = [pytest.mark.slow]

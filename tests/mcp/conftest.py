@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.mcp.handlers import Caller
 from memory_app.usage import usage_flush
 from tenants.models import Tenant

@@ -18,7 +18,7 @@ def setup() -> dict[str, str]:
     from django.core.management import call_command
 
     from engram_core.es.client import admin_client
-    from memory_app.es.schema import ensure_indices
+    from engram_core.es.schema import ensure_indices
     from tenants.models import Tenant
     from tenants.services import agent_token_create
 
@@ -36,7 +36,7 @@ def teardown() -> None:
     from django.conf import settings
 
     from engram_core.es.client import admin_client
-    from memory_app.es.schema import drop_indices
+    from engram_core.es.schema import drop_indices
     from tenants.es_keys import invalidate_keys
     from tenants.models import SubjectKey, WriterKey
 

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.usage import usage_flush
 from tenants import services as tenant_services
 from tenants.models import Tenant

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from memory_app import recall as rc
 from memory_app import services
 from memory_app.embeddings import get_embedder
-from memory_app.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from tenants.selectors import memory_scope
 
 

@@ -2,7 +2,7 @@ import copy
 
 from elasticsearch import helpers
 
-from memory_app.es.schema import (
+from engram_core.es.schema import (
     IndexDefinition,
     MemoryType,
     alias_name,

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from elasticsearch import AuthorizationException
 
-from memory_app.es.schema import all_aliases
+from engram_core.es.schema import all_aliases
 from memory_app.isolation_probes import service_probes
 from tenants.isolation import ProbeRecorder, TenantSpec, World, run_isolation_probes
 from tenants.models import AuditEvent, Subject, SubjectKey

@@ -9,7 +9,7 @@ from elasticsearch import AuthorizationException
 
 from engram_core.errors import ServiceUnavailable
 from memory_app import services
-from memory_app.es.schema import MemoryType, alias_name, all_aliases
+from engram_core.es.schema import MemoryType, alias_name, all_aliases
 from memory_app.selectors import memory_recall, subject_export
 from memory_app.usage import usage_flush
 from tenants import isolation_move

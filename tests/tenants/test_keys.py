@@ -11,7 +11,7 @@ from elasticsearch import AuthenticationException, AuthorizationException
 
 from engram_core.errors import NotFound
 from engram_core.es.client import keys_client
-from memory_app.es.schema import all_aliases, alias_name
+from engram_core.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
@@ -180,7 +180,7 @@ def test_maintenance_rotates_keys_near_expiry(tenant, es_prefix, settings):
 
 
 def test_a_key_minted_for_another_index_prefix_is_replaced(tenant, es_prefix, settings, es_admin):
-    from memory_app.es.schema import drop_indices, ensure_indices
+    from engram_core.es.schema import drop_indices, ensure_indices
 
     subject = subject_get_or_create(tenant=tenant, external_id="alice")
     first = SubjectKey.objects.get(subject=subject)

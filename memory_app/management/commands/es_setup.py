@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import admin_client
-from memory_app.es.schema import ensure_indices
+from engram_core.es.schema import ensure_indices
 from tenants.isolation_move import dedicated_indices_ensure
 from tenants.services import keys_upgrade
 from memory_app.services import client_id_rekey

@@ -8,7 +8,7 @@ from django.test.utils import override_settings
 from engram_core.errors import EngramError
 from engram_core.es.client import admin_client
 from memory_app.evaluation import scratch_rows
-from memory_app.es.schema import drop_indices, ensure_indices
+from engram_core.es.schema import drop_indices, ensure_indices
 from memory_app.isolation_probes import recall_drift_probes, service_probes
 from tenants.isolation import DEFAULT_TENANTS, TenantSpec, run_isolation_probes
 

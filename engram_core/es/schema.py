@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,21 @@ def all_aliases(*, prefix: str | None = None) -> list[str]:
     return [alias_name(t, prefix=prefix) for t in MemoryType]
 
 
-def _embedding_dims() -> int:
-    from memory_app.embeddings import get_embedder
+# The vector width is the configured embedder's, and the embedders live in memory_app: its
+# AppConfig registers the source here at start-up, so this core module imports no app.
+_dims_source: Callable[[], int] | None = None
 
-    return get_embedder().dims
+
+def register_dims_source(source: Callable[[], int]) -> None:
+    """Name the function that gives the embedding width (``memory_app`` does, when ready)."""
+    global _dims_source
+    _dims_source = source
+
+
+def _embedding_dims() -> int:
+    if _dims_source is None:
+        raise ImproperlyConfigured("no embedding width registered: is memory_app in INSTALLED_APPS?")
+    return _dims_source()
 
 
 # English analysis: possessives, lower case, ASCII folding, stop words, Porter stemming.
