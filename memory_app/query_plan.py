@@ -12,6 +12,16 @@ never removes any: the plain legs still run.
 Entities are found without a model (no model download at run time): capitalised word spans that
 are not the sentence's first word or a function word, and quoted phrases. It is a heuristic by
 design: a missed entity leaves recall as it was; a false one adds one leg of a modest weight.
+
+**Guard: only common names get a leg.** The leg helps when the name no longer selects in the
+plain BM25 leg, i.e. when it is common among the end-user's memories (low idf: a speaker, a
+partner). A rare name already carries a high idf there, and its leg only lifts the few memories
+that name it, related or not (an end-user's own memories rarely name the end-user, so "Does
+Maria own any pets?" would lift Maria's one unrelated mention). So the same ``_msearch`` counts,
+per entity, the memories that name it (up to ENGRAM_RECALL_ENTITY_MIN_MENTIONS, a filter-only
+count), and ``entity_guard`` fuses an entity's legs only when the count reaches that minimum
+(by default the legs' own candidate count: when fewer memories name the entity than a leg
+fetches, the plain BM25 leg's pool can hold them all anyway).
 """
 
 from __future__ import annotations
@@ -108,10 +118,13 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     own text (not their context: a neighbour naming someone does not make a turn about them)
     holds the entity as a phrase (``entityN``, weight ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's);
     with ENGRAM_RECALL_ENTITY_DENSE and a query ``vector``, also the query's nearest neighbours
-    among those memories (``entityN_dense``, × the dense leg's weight). Nothing without a topic."""
+    among those memories (``entityN_dense``, × the dense leg's weight). With
+    ENGRAM_RECALL_ENTITY_MIN_MENTIONS, each entity's legs are preceded by a count of the memories
+    naming it (``entityN_mentions``), which ``entity_guard`` reads and removes. Nothing without a topic."""
     weight = settings.ENGRAM_RRF_ENTITY_WEIGHT
     if not plan.topic or weight <= 0:
         return [], []
+    min_mentions = settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
@@ -120,6 +133,10 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     names: list[tuple[str, float]] = []
     for n, entity in enumerate(plan.entities, start=1):
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
+        if min_mentions > 0:  # how many memories name the entity, counted up to the minimum (entity_guard)
+            body += [{"index": indices},
+                     {"size": 0, "track_total_hits": min_mentions, "query": {"bool": {"filter": [allowed, mentions]}}}]
+            names.append((f"entity{n}{_MENTIONS}", 0.0))
         if settings.ENGRAM_RECALL_BM25:
             body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
                      {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
@@ -136,3 +153,19 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                               "filter": [allowed, mentions]}}]
             names.append((f"entity{n}_dense", weight * settings.ENGRAM_RRF_DENSE_WEIGHT))
     return body, names
+
+
+_MENTIONS = "_mentions"
+
+
+def entity_guard(responses: list[dict], extra: list[tuple[str, float]]) -> tuple[list[dict], list[tuple[str, float]]]:
+    """The entity legs' responses and (name, weight) pairs without the mention counts, and without
+    the legs of an entity that fewer than ENGRAM_RECALL_ENTITY_MIN_MENTIONS memories name (see
+    the module docstring). ``responses`` and ``extra`` are in ``entity_legs`` order."""
+    dropped: set[str] = set()
+    for (name, _weight), response in zip(extra, responses, strict=True):
+        if name.endswith(_MENTIONS) and response["hits"]["total"]["value"] < settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS:
+            dropped.add(name.removesuffix(_MENTIONS))
+    kept = [(r, (name, w)) for (name, w), r in zip(extra, responses, strict=True)
+            if not name.endswith(_MENTIONS) and name.removesuffix("_dense") not in dropped]
+    return [r for r, _ in kept], [leg for _, leg in kept]

@@ -86,7 +86,9 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
-    hits = list(rc.fuse(responses=responses, extra=extra).values())
+    plain = len(body) // 2
+    extra_responses, extra = qp.entity_guard(responses[plain:], extra)
+    hits = list(rc.fuse(responses=responses[:plain] + extra_responses, extra=extra).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]

@@ -63,6 +63,7 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
 
     settings.ENGRAM_RECALL_ENTITY_LEGS = 2
     settings.ENGRAM_RRF_ENTITY_WEIGHT = 0.5
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0  # the guard has its own test below
     hits = memory_recall(subject=subject, query=question, k=20, explain=True)
     ranked = [h["id"] for h in hits]
     assert ranked.index(ids[target]) + 1 < plain_rank
@@ -75,8 +76,30 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
 
 def test_entity_legs_respect_the_subject_boundary(make_subject, settings):
     settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
     alice, bob = make_subject("alice-qp"), make_subject("bob-qp")
     _import(bob, ["Bob: Melanie reads thrillers every night."])
     mine = _import(alice, ["Alice: the garden needs water."])
     hits = memory_recall(subject=alice, query="What books does Melanie read?")
     assert {h["id"] for h in hits} <= set(mine.values())
+
+
+def test_the_guard_gives_a_leg_only_to_an_entity_many_memories_name(subject, settings):
+    # 13 memories name Melanie, 1 names Gina. With a minimum of 5 mentions, Melanie's legs are
+    # fused and Gina's are not (a rare name already has a high idf in the plain BM25 leg); the
+    # counts themselves never join the fusion.
+    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
+    texts += ["Melanie: I loved to read Charlotte's Web as a kid.", "Caroline: Gina lent me a book about dance."]
+    _import(subject, texts)
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
+    legs = {leg for h in hits for leg in h["explain"].get("extra_ranks", {})}
+    assert legs == {"entity1", "entity1_dense"}, legs  # Melanie's BM25 and kNN legs; none for Gina
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 14  # more than name Melanie: no entity leg at all
+    hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
+    assert all("extra_ranks" not in h["explain"] for h in hits)
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 1  # both named at least once: both get legs
+    hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
+    legs = {leg for h in hits for leg in h["explain"].get("extra_ranks", {})}
+    assert {"entity1", "entity2"} <= legs and not any(leg.endswith("_mentions") for leg in legs), legs
