@@ -21,16 +21,20 @@ Maria own any pets?" would lift Maria's one unrelated mention). So the same ``_m
 per entity, the memories that name it (up to ENGRAM_RECALL_ENTITY_MIN_MENTIONS, a filter-only
 count), and ``entity_guard`` fuses an entity's legs only when the count reaches that minimum
 (by default the legs' own candidate count: when fewer memories name the entity than a leg
-fetches, the plain BM25 leg's pool can hold them all anyway).
+fetches, the plain BM25 leg's pool can hold them all anyway). The count is cached per end-user
+and entity for a few minutes (the Django cache; the key is a hash, no name), so a name asked
+about again costs no count, and a rare one no legs either.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.core.cache import cache
 
 from memory_app import recall as rc
 from engram_core.es.schema import MemoryType
@@ -112,19 +116,24 @@ def query_plan(query: str, *, keywords: str) -> QueryPlan:
 
 def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
-                vector: list[float] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
+                vector: list[float] | None = None,
+                mention_counts: dict[str, int] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
     """``_msearch`` header/body pairs of the entity legs and their (name, weight) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
     holds the entity as a phrase (``entityN``, weight ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's);
     with ENGRAM_RECALL_ENTITY_DENSE and a query ``vector``, also the query's nearest neighbours
-    among those memories (``entityN_dense``, × the dense leg's weight). With
-    ENGRAM_RECALL_ENTITY_MIN_MENTIONS, each entity's legs are preceded by a count of the memories
-    naming it (``entityN_mentions``), which ``entity_guard`` reads and removes. Nothing without a topic."""
+    among those memories (``entityN_dense``, × the dense leg's weight). Nothing without a topic.
+
+    The guard (ENGRAM_RECALL_ENTITY_MIN_MENTIONS > 0): an entity whose count of naming memories
+    is known (``mention_counts``, see ``mention_counts_cached``) gets its legs only if the count
+    reaches the minimum; an unknown one gets a count first (``entityN_mentions``, over the
+    requested types without the time range), and ``entity_guard`` decides after the search."""
     weight = settings.ENGRAM_RRF_ENTITY_WEIGHT
     if not plan.topic or weight <= 0:
         return [], []
     min_mentions = settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS
+    known = mention_counts or {}
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
@@ -133,10 +142,17 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     names: list[tuple[str, float]] = []
     for n, entity in enumerate(plan.entities, start=1):
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
-        if min_mentions > 0:  # how many memories name the entity, counted up to the minimum (entity_guard)
-            body += [{"index": indices},
-                     {"size": 0, "track_total_hits": min_mentions, "query": {"bool": {"filter": [allowed, mentions]}}}]
-            names.append((f"entity{n}{_MENTIONS}", 0.0))
+        if min_mentions > 0:
+            count = known.get(entity)
+            if count is not None and count < min_mentions:
+                continue  # a rare name: the plain BM25 leg already selects by it
+            if count is None:  # counted up to the minimum, in the same _msearch (entity_guard reads it)
+                every_time = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
+                                               since=None, until=None)
+                body += [{"index": indices},
+                         {"size": 0, "track_total_hits": min_mentions,
+                          "query": {"bool": {"filter": [every_time, mentions]}}}]
+                names.append((f"entity{n}{_MENTIONS}", 0.0))
         if settings.ENGRAM_RECALL_BM25:
             body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
                      {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
@@ -155,17 +171,46 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     return body, names
 
 
+def _count_key(*, subject: str, indices: str, entity: str) -> str:
+    scope = f"{subject}|{indices}|{settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS}|{entity.casefold()}"
+    digest = hashlib.sha256(scope.encode()).hexdigest()[:32]
+    return f"engram:entity-mentions:{digest}"  # no name in the key: a cache holds no memory text
+
+
+def mention_counts_cached(*, plan: QueryPlan, subject: str, indices: str) -> dict[str, int]:
+    """The counts of naming memories that an earlier recall of this end-user found for the plan's
+    entities (within ENGRAM_RECALL_ENTITY_COUNT_SECONDS), so a repeated name costs no count and a
+    rare one no legs."""
+    if not plan.entities or settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
+        return {}
+    keys = {_count_key(subject=subject, indices=indices, entity=e): e for e in plan.entities}
+    return {keys[k]: int(v) for k, v in cache.get_many(list(keys)).items()}
+
+
+def mention_counts_store(counts: dict[str, int], *, subject: str, indices: str) -> None:
+    """Keep the counts ``entity_guard`` read (capped at the minimum: the key names the minimum)."""
+    if counts:
+        cache.set_many({_count_key(subject=subject, indices=indices, entity=e): n for e, n in counts.items()},
+                       timeout=settings.ENGRAM_RECALL_ENTITY_COUNT_SECONDS)
+
+
 _MENTIONS = "_mentions"
 
 
-def entity_guard(responses: list[dict], extra: list[tuple[str, float]]) -> tuple[list[dict], list[tuple[str, float]]]:
+def entity_guard(responses: list[dict], extra: list[tuple[str, float]], *,
+                 entities: tuple[str, ...] = ()) -> tuple[list[dict], list[tuple[str, float]], dict[str, int]]:
     """The entity legs' responses and (name, weight) pairs without the mention counts, and without
     the legs of an entity that fewer than ENGRAM_RECALL_ENTITY_MIN_MENTIONS memories name (see
-    the module docstring). ``responses`` and ``extra`` are in ``entity_legs`` order."""
+    the module docstring); and the counts read, by entity (of ``entities``, the plan's), for
+    ``mention_counts_store``. ``responses`` and ``extra`` are in ``entity_legs`` order."""
     dropped: set[str] = set()
+    counts: dict[str, int] = {}
     for (name, _weight), response in zip(extra, responses, strict=True):
-        if name.endswith(_MENTIONS) and response["hits"]["total"]["value"] < settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS:
-            dropped.add(name.removesuffix(_MENTIONS))
+        if name.endswith(_MENTIONS):
+            leg = name.removesuffix(_MENTIONS)
+            counts[entities[int(leg.removeprefix("entity")) - 1]] = count = response["hits"]["total"]["value"]
+            if count < settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS:
+                dropped.add(leg)
     kept = [(r, (name, w)) for (name, w), r in zip(extra, responses, strict=True)
             if not name.endswith(_MENTIONS) and name.removesuffix("_dense") not in dropped]
-    return [r for r, _ in kept], [leg for _, leg in kept]
+    return [r for r, _ in kept], [leg for _, leg in kept], counts

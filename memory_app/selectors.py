@@ -74,20 +74,23 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
     vector = get_embedder().embed_query(query)
+    index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for={t: alias_name(t, prefix=prefix) for t in memory_types})
-    extra_body, extra = qp.entity_legs(plan=qp.query_plan(query, keywords=rc.keyword_query(query)),
-                                       types=memory_types, scope=memory_scope(subject=subject),
-                                       include_superseded=include_superseded, since=since, until=until,
-                                       index_for={t: alias_name(t, prefix=prefix) for t in memory_types},
-                                       vector=vector)
+                           since=since, until=until, index_for=index_for)
+    plan = qp.query_plan(query, keywords=rc.keyword_query(query))
+    counted_in = ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
+    extra_body, extra = qp.entity_legs(
+        plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
+        since=since, until=until, index_for=index_for, vector=vector,
+        mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in))
     responses = es.msearch(searches=body + extra_body)["responses"]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
     plain = len(body) // 2
-    extra_responses, extra = qp.entity_guard(responses[plain:], extra)
+    extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
+    qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
     hits = list(rc.fuse(responses=responses[:plain] + extra_responses, extra=extra).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():

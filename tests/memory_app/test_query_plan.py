@@ -8,6 +8,7 @@ from memory_app import recall as rc
 from memory_app import services
 from memory_app.query_plan import query_entities, query_plan
 from memory_app.selectors import memory_recall
+from tenants.services import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
@@ -103,3 +104,27 @@ def test_the_guard_gives_a_leg_only_to_an_entity_many_memories_name(subject, set
     hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
     legs = {leg for h in hits for leg in h["explain"].get("extra_ranks", {})}
     assert {"entity1", "entity2"} <= legs and not any(leg.endswith("_mentions") for leg in legs), legs
+
+
+def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subject, settings):
+    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
+    texts += ["Caroline: Gina lent me a book about dance."]
+    _import(subject, texts)
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    sent: list[int] = []
+    own = subject_es_client(subject=subject)
+
+    class Recording:  # the end-user's own client, counting the searches of each _msearch
+        def msearch(self, *, searches):
+            sent.append(len(searches) // 2)
+            return own.msearch(searches=searches)
+
+    question = "Which books did Melanie and Gina read?"
+    first = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
+    second = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
+    # First: 2 plain legs + per entity a count, a BM25 and a kNN leg. Then the counts are known:
+    # Gina (1 < 5) gets nothing, Melanie (>= 5) her two legs without a count.
+    assert sent == [2 + 3 + 3, 2 + 2]
+    assert [(h["id"], h["explain"].get("extra_ranks")) for h in first] == \
+        [(h["id"], h["explain"].get("extra_ranks")) for h in second]
