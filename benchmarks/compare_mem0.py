@@ -320,7 +320,7 @@ def main() -> None:
     if len(args.paths) < 2:
         parser.error("give at least two conversations (the isolation attempts need two users)")
     users = load(args.paths)
-    es_version = next(iter(admin_client().nodes.info(metric="_none")["nodes"].values()), {}).get("version")
+    es_version = next(iter(admin_client().nodes.info(filter_path="nodes.*.version")["nodes"].values()), {}).get("version")
     started = datetime.now(UTC)
     # Engram's embedder, served; a separate instance with no query cache.
     with EmbeddingsServer(MiniLMEmbedder(query_cache_size=0)) as server:
