@@ -53,11 +53,11 @@ from django.urls import reverse  # noqa: E402
 
 from engram_core.errors import NotFound  # noqa: E402
 from engram_core.es.client import admin_client  # noqa: E402
+from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 from memory_app.embeddings.server import EmbeddingsServer  # noqa: E402
-from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
 from memory_app.evaluation import (  # noqa: E402
     _question_scores,
     locomo_episodes,

@@ -43,9 +43,9 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
+from engram_core.es.schema import all_aliases  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from engram_core.es.schema import all_aliases  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402

@@ -36,9 +36,9 @@ from django.db.models.signals import post_save
 from django.test.utils import override_settings
 
 from engram_core.es.client import admin_client
+from engram_core.es.schema import drop_indices, ensure_indices
 from memory_app import services
 from memory_app.consolidation.services import consolidate_all
-from engram_core.es.schema import drop_indices, ensure_indices
 from memory_app.selectors import memory_recall
 from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime

@@ -29,6 +29,7 @@ about again costs no count, and a rare one no legs either.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,8 +37,10 @@ from datetime import datetime
 from django.conf import settings
 from django.core.cache import cache
 
-from memory_app import recall as rc
 from engram_core.es.schema import MemoryType
+from memory_app import recall as rc
+
+log = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"[\"“”]|[A-Za-z0-9][\w]*(?:['’][A-Za-z]+)*|[.?!;:]")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]")
@@ -184,14 +187,23 @@ def mention_counts_cached(*, plan: QueryPlan, subject: str, indices: str) -> dic
     if not plan.entities or settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
         return {}
     keys = {_count_key(subject=subject, indices=indices, entity=e): e for e in plan.entities}
-    return {keys[k]: int(v) for k, v in cache.get_many(list(keys)).items()}
+    try:
+        found = cache.get_many(list(keys))
+    except Exception as exc:  # the cache only saves work: without it, every name is counted again
+        log.warning("entity mention counts not read from the cache: %s", exc)
+        return {}
+    return {keys[k]: int(v) for k, v in found.items()}
 
 
 def mention_counts_store(counts: dict[str, int], *, subject: str, indices: str) -> None:
     """Keep the counts ``entity_guard`` read (capped at the minimum: the key names the minimum)."""
-    if counts:
+    if not counts:
+        return
+    try:
         cache.set_many({_count_key(subject=subject, indices=indices, entity=e): n for e, n in counts.items()},
                        timeout=settings.ENGRAM_RECALL_ENTITY_COUNT_SECONDS)
+    except Exception as exc:
+        log.warning("entity mention counts not kept in the cache: %s", exc)
 
 
 _MENTIONS = "_mentions"

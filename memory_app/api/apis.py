@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from engram_core.errors import NotFound, ValidationFailed
+from engram_core.es.schema import MemoryType
 from memory_app import outbox, selectors, services
 from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from memory_app.api.exceptions import RequestTooLarge
@@ -42,7 +43,6 @@ from memory_app.api.serializers import (
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
-from engram_core.es.schema import MemoryType
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.usage import usage_record_recalled

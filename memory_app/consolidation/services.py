@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError
+from engram_core.es.schema import MemoryType
 from memory_app.consolidation import apply, selectors
 from memory_app.consolidation.extractors import Extraction, get_extractor
 from memory_app.consolidation.grounding import is_grounded
@@ -46,7 +47,6 @@ from memory_app.consolidation.resolve import (
     resolve_playbook,
 )
 from memory_app.embeddings import get_embedder
-from engram_core.es.schema import MemoryType
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from tenants.models import Subject
 from tenants.selectors import memory_scope

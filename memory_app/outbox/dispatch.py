@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory_app import services
 from engram_core.es.schema import MemoryType
+from memory_app import services
 from memory_app.models import OutboxEntry
 from tenants.models import AgentToken, Tenant
 from tenants.selectors import subject_get

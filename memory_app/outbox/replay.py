@@ -12,8 +12,8 @@ from django.db.models import Min
 from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError, NotFound
-from memory_app import selectors
 from engram_core.es.schema import MemoryType
+from memory_app import selectors
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew

@@ -9,9 +9,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from engram_core.errors import Conflict
+from engram_core.es.schema import MemoryType
 from memory_app import services
 from memory_app.api.idempotency import idempotency_claim, idempotency_purge
-from engram_core.es.schema import MemoryType
 from memory_app.models import IdempotencyRecord
 from tenants.models import AgentToken, Subject
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from engram_client import EngramAPIError
-from memory_app import services
 from engram_core.es.schema import MemoryType
+from memory_app import services
 from memory_app.health import health_report
 from memory_app.models import OutboxEntry
 from memory_app.outbox import lease, outbox_replay

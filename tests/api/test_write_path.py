@@ -13,8 +13,8 @@ from django.apps import apps
 from django.utils import timezone
 
 from engram_client import EngramAPIError, EngramClient
-from memory_app import services
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app import services
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from tenants.models import AuditEvent, Subject, Tenant

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app import services
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app import services
 from tests.memory_app.conftest import count_docs, make_subject, memory, subject  # noqa: F401 - shared fixtures
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending
 from memory_app.consolidation.services import consolidation_run
-from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

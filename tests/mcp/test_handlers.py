@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from engram_core.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
-from memory_app import selectors
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app import selectors
 from memory_app.mcp import handlers
 from memory_app.usage import usage_bump
 from tenants.models import AuditEvent, Subject

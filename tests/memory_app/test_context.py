@@ -2,9 +2,9 @@
 
 from datetime import UTC, datetime, timedelta
 
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
 from memory_app.embeddings import get_embedder
-from engram_core.es.schema import MemoryType, alias_name
 from memory_app.selectors import memory_get, memory_recall, subject_export
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)

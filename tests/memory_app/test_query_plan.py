@@ -128,3 +128,19 @@ def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subjec
     assert sent == [2 + 3 + 3, 2 + 2]
     assert [(h["id"], h["explain"].get("extra_ranks")) for h in first] == \
         [(h["id"], h["explain"].get("extra_ranks")) for h in second]
+
+
+def test_a_cache_outage_costs_the_counts_not_the_recall(subject, settings, monkeypatch):
+    from django.core.cache import cache
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("cache down")
+
+    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(6)]
+    _import(subject, texts)
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    monkeypatch.setattr(cache, "get_many", broken)
+    monkeypatch.setattr(cache, "set_many", broken)
+    hits = memory_recall(subject=subject, query="How is the weather for Melanie?", k=5, explain=True)
+    assert len(hits) == 5 and "entity1" in hits[0]["explain"]["extra_ranks"]  # counted again, legs kept

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app import recall as rc
 from memory_app import services
 from memory_app.embeddings import get_embedder
-from engram_core.es.schema import MemoryType, alias_name
 from tenants.selectors import memory_scope
 
 

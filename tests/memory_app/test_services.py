@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engram_core.errors import Conflict, NotFound, ValidationFailed
-from memory_app import selectors, services
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app import selectors, services
 from memory_app.models import FactUsage
 from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
