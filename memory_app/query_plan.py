@@ -141,6 +141,9 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     indices = ",".join(index_for[t] for t in types)
     allowed = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
                                 since=since, until=until)
+    # The mention counts ignore the time range, so one count serves every recall of the name.
+    any_time = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
+                                 since=None, until=None)
     body: list[dict] = []
     names: list[tuple[str, float]] = []
     for n, entity in enumerate(plan.entities, start=1):
@@ -150,11 +153,9 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
             if count is not None and count < min_mentions:
                 continue  # a rare name: the plain BM25 leg already selects by it
             if count is None:  # counted up to the minimum, in the same _msearch (entity_guard reads it)
-                every_time = rc.allowed_filter(types=types, scope=scope, include_superseded=include_superseded,
-                                               since=None, until=None)
                 body += [{"index": indices},
                          {"size": 0, "track_total_hits": min_mentions,
-                          "query": {"bool": {"filter": [every_time, mentions]}}}]
+                          "query": {"bool": {"filter": [any_time, mentions]}}}]
                 names.append((f"entity{n}{_MENTIONS}", 0.0))
         if settings.ENGRAM_RECALL_BM25:
             body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
@@ -184,8 +185,8 @@ def mention_counts_cached(*, plan: QueryPlan, subject: str, indices: str) -> dic
     """The counts of naming memories that an earlier recall of this end-user found for the plan's
     entities (within ENGRAM_RECALL_ENTITY_COUNT_SECONDS), so a repeated name costs no count and a
     rare one no legs."""
-    if not plan.entities or settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
-        return {}
+    if not plan.entities or not plan.topic or settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
+        return {}  # no legs will be built (entity_legs), so no count is needed
     keys = {_count_key(subject=subject, indices=indices, entity=e): e for e in plan.entities}
     try:
         found = cache.get_many(list(keys))
