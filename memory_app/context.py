@@ -7,7 +7,8 @@ write. What is stored:
 
 - ``context_ids``: the ids of those preceding episodes (returned, so the link is visible);
 - ``derived_context``: their text, resolved when the episode is indexed. It is searched by the
-  BM25 leg and embedded with the turn, but never returned (it is a copy of other memories).
+  BM25 leg and goes into the episode's vector (``episode_vectors``), but is never returned (it
+  is a copy of other memories).
 
 An explicit ``context`` from the caller wins and nothing is derived. When a preceding episode
 is forgotten, every episode whose ``context_ids`` name it is re-indexed without it (its text
@@ -22,8 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import Elasticsearch
+
+from memory_app.embeddings import get_embedder
 
 
 # Fields of a derived context that are kept out of every response.
@@ -33,7 +38,11 @@ HIDDEN_FIELDS = ("derived_context",)
 @dataclass(frozen=True)
 class Derived:
     ids: list[str]
-    text: str
+    texts: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return _join(self.texts)
 
 
 def _join(texts: Sequence[str]) -> str:
@@ -73,7 +82,7 @@ def context_for_turn(*, es: Elasticsearch, index: str, scope: dict[str, str], se
     before = list(reversed(stored[session_id]))  # oldest first
     if not before:
         return None
-    return Derived(ids=[e["id"] for e in before], text=_join([e["text"] for e in before]))
+    return Derived(ids=[e["id"] for e in before], texts=tuple(e["text"] for e in before))
 
 
 def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], episodes: Sequence[Any]
@@ -108,7 +117,7 @@ def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], 
                 continue
             before = timeline[max(0, place - turns):place]
             if before:
-                result[n] = Derived(ids=[t[3] for t in before], text=_join([t[4] for t in before]))
+                result[n] = Derived(ids=[t[3] for t in before], texts=tuple(t[4] for t in before))
     return result
 
 
@@ -127,3 +136,49 @@ def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, s
         return {}
     docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
     return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}
+
+
+
+def embed_context_mode() -> str:
+    """ENGRAM_EMBED_CONTEXT as one of "composed", "joint" or "off" ("true"/"false" are read as
+    "composed"/"off")."""
+    mode = str(settings.ENGRAM_EMBED_CONTEXT).strip().lower()
+    mode = {"true": "composed", "1": "composed", "yes": "composed", "false": "off", "0": "off", "no": "off"}.get(mode, mode)
+    if mode not in ("composed", "joint", "off"):
+        raise ImproperlyConfigured(f"ENGRAM_EMBED_CONTEXT must be 'composed', 'joint' or 'off', not {mode!r}")
+    return mode
+
+
+def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool = False) -> list[list[float]]:
+    """The dense vector of each episode given as (its text, its context): the explicit context as
+    one part, or the texts of the derived context's episodes, oldest first.
+
+    ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each
+    text embedded on its own. The turn stays the vector's anchor, as on the BM25 side (context at
+    ENGRAM_CONTEXT_BOOST), and a text is embedded once however many later turns carry it as
+    context: an import embeds each turn once instead of three turns' worth of tokens, and a
+    turn whose predecessors were embedded recently (``cached``: through the embedder's LRU, which
+    the turn's own recall shares) embeds only itself. ``joint``: context and text embedded as
+    one text (the previous default). ``off``: the text alone.
+    """
+    embedder = get_embedder()
+    mode = embed_context_mode()
+    if mode == "joint":
+        return embedder.embed_documents([_join([*parts, text]) for text, parts in items])
+    if mode == "off":
+        items = [(text, ()) for text, _parts in items]
+    unique = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
+    if cached:  # the providers here are symmetric: a query's vector is its document vector
+        found = [embedder.embed_query(t) for t in unique]
+    else:
+        found = embedder.embed_documents(unique)
+    table = dict(zip(unique, np.asarray(found, dtype=np.float64), strict=True))
+    weight = settings.ENGRAM_EMBED_CONTEXT_WEIGHT
+    out = []
+    for text, parts in items:
+        vector = table[text]
+        if parts and weight > 0:
+            vector = vector + weight * np.mean([table[p] for p in parts], axis=0)
+            vector = vector / (np.linalg.norm(vector) or 1.0)
+        out.append(vector.tolist())
+    return out

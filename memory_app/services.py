@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -142,10 +142,7 @@ def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
         return f"{doc['trigger']}\n{doc['steps']}"
     if memory_type is MemoryType.CATALOG:
         return f"{doc['title']}\n{doc['text']}"
-    if memory_type is MemoryType.EPISODIC and settings.ENGRAM_EMBED_CONTEXT and (
-            context := doc.get("context") or doc.get("derived_context")):
-        return f"{context}\n{doc['text']}"
-    return doc["text"]
+    return doc["text"]  # an episode's vector also holds its context: see context.episode_vectors
 
 
 def _clean_memory_id(memory_id: str | None) -> str:
@@ -290,7 +287,8 @@ def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict
     """Create the document in ``tenant``'s indices. A document already under ``memory_id`` with the
     same content from the same end-user is this write applied before (a retry): it is returned as
     it is. Any other document there is a Conflict."""
-    doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
+    if "embedding" not in doc:
+        doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
     writer, prefix = write_target(tenant=tenant)
     index = alias_name(memory_type, prefix=prefix)
     try:
@@ -347,11 +345,16 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
     if context is None and session_id:
         refresh_ensure(subject=subject)  # the session's last turn may be stored but not yet searchable
+    parts: Sequence[str] = [context] if context is not None else ()
     if context is None and (found := derived.context_for_turn(es=subject_es_client(subject=subject),
                                                               index=_episodic_alias(subject),
                                                               scope=memory_scope(subject=subject),
                                                               session_id=session_id, occurred_at=occurred)):
         doc.update(context_ids=found.ids, derived_context=found.text)
+        parts = found.texts
+    # Cached: the session's previous turns were embedded when they were written, and a turn's
+    # own text is also its recall's query (turn_submit embeds it first).
+    doc["embedding"] = derived.episode_vectors([(text, parts)], cached=True)[0]
     if defer_refresh:
         refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
     return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
@@ -644,8 +647,8 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
     for dep in dependents:
         ids = [i for i in dep["context_ids"] if i != memory_id and i in texts]
         updates.append({"context_ids": ids or None, "derived_context": "\n".join(texts[i] for i in ids) or None})
-    vectors = get_embedder().embed_documents([embedding_text(MemoryType.EPISODIC, {"text": dep["text"], **update})
-                                              for dep, update in zip(dependents, updates, strict=True)])
+    vectors = derived.episode_vectors([(dep["text"], [texts[i] for i in update["context_ids"] or ()])
+                                       for dep, update in zip(dependents, updates, strict=True)])
     writer = write_target(tenant=subject.tenant)[0]
     for dep, update, vector in zip(dependents, updates, vectors, strict=True):
         writer.options(ignore_status=404).update(index=index, id=dep["id"],
@@ -765,7 +768,6 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                                           scope=scope, episodes=cleaned)
     found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = _accepted(accepted_at).isoformat()
-    embedder = get_embedder()
     writer, prefix = write_target(tenant=subject.tenant)
     index = alias_name(MemoryType.EPISODIC, prefix=prefix)
 
@@ -776,8 +778,9 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     def actions():
         for start in range(0, len(cleaned), batch_size):
             batch = cleaned[start:start + batch_size]
-            vectors = embedder.embed_documents([embedding_text(MemoryType.EPISODIC, {
-                "text": e.text, "context": e.context, **context_fields(e)}) for e in batch])
+            vectors = derived.episode_vectors([
+                (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
+                for e in batch])
             for episode, vector in zip(batch, vectors, strict=True):
                 source = {
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text,

@@ -13,6 +13,7 @@ from django.db import close_old_connections, connection
 
 from engram_core.errors import EngramError, NotFound
 from memory_app import selectors, services
+from memory_app.embeddings import EmbeddingError, get_embedder
 from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
@@ -77,6 +78,10 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
                   types=types, include_superseded=include_superseded, explain=explain, ensure_fresh=False)
     concurrent: Future | None = None
     if known is not None:
+        try:  # the write and the recall both need the turn's vector: computed once, before they split
+            get_embedder().embed_query(recall["query"])
+        except EmbeddingError as exc:  # the recall reports it; the write is still accepted
+            log.info("turn text not embedded ahead: %s", exc)
         try:
             concurrent = _turn_recalls.submit(_recall_in_thread, subject=known,
                                               es=subject_es_client(subject=known), **recall)

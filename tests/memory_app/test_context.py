@@ -2,6 +2,10 @@
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
 from memory_app.embeddings import get_embedder
@@ -114,3 +118,73 @@ def test_a_replayed_outbox_turn_gets_derived_context_like_a_live_one(subject, es
                                         "occurred_at": (T0 + timedelta(minutes=1)).isoformat()})
     assert outbox_replay().applied == 1
     assert _stored(es_admin, "ep-replayed-01")["context_ids"] == [first["id"]]
+
+
+def _unit(vector):
+    vector = np.asarray(vector, dtype=np.float64)
+    return vector / np.linalg.norm(vector)
+
+
+def _cos(es_admin, memory_id, vector):
+    """Cosine of a stored episode's vector with ``vector`` (from a kNN score: (1 + cos) / 2)."""
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.refresh(index=index)
+    hit = es_admin.search(index=index, knn={"field": "embedding", "query_vector": list(vector), "k": 1,
+                                            "num_candidates": 10, "filter": {"ids": {"values": [memory_id]}}}
+                          )["hits"]["hits"][0]
+    return 2 * hit["_score"] - 1
+
+
+def _composed(text, parts, weight=0.5):
+    vectors = [_unit(v) for v in get_embedder().embed_documents([text, *parts])]
+    return _unit(vectors[0] + weight * np.mean(vectors[1:], axis=0)) if parts else vectors[0]
+
+
+def test_an_episode_vector_is_its_own_text_plus_half_its_contexts_mean_alike_for_turns_and_imports(
+        subject, es_admin):
+    texts = ["We hiked the ridge trail at dawn.", "The fog lifted by eight.", "Then we saw two elk."]
+    one, two, three = _turns(subject, texts)
+    explicit = services.episode_write(subject=subject, text="It was cold.", context="How was the hike?",
+                                      session_id="s1", occurred_at=T0 + timedelta(minutes=9))
+    imported = services.episodes_import(subject=subject, episodes=[
+        {"text": t, "session_id": "s7", "occurred_at": (T0 + timedelta(minutes=n)).isoformat()}
+        for n, t in enumerate(texts)])[2]
+    assert _cos(es_admin, one["id"], _composed(texts[0], [])) > 0.9999  # no context: the text's own vector
+    assert _cos(es_admin, three["id"], _composed(texts[2], texts[:2])) > 0.9999
+    assert _cos(es_admin, explicit["id"], _composed("It was cold.", ["How was the hike?"])) > 0.9999
+    # An import stores what the same turns written one by one store.
+    assert _cos(es_admin, imported, _composed(texts[2], texts[:2])) > 0.9999
+    # The context moves the vector, and the turn stays its anchor.
+    assert 0.8 < _cos(es_admin, three["id"], _composed(texts[2], [])) < 0.999
+    assert _cos(es_admin, three["id"], _composed(texts[2], [])) > _cos(es_admin, three["id"], _composed(texts[0], []))
+
+
+def test_joint_and_off_modes_embed_context_with_the_text_or_not_at_all(subject, es_admin, settings):
+    settings.ENGRAM_EMBED_CONTEXT = "joint"
+    first, joint = _turns(subject, ["Where is the spare key?", "Under the blue pot."])
+    settings.ENGRAM_EMBED_CONTEXT = "false"
+    off = services.episode_write(subject=subject, text="Under the blue pot.", session_id="s1",
+                                 occurred_at=T0 + timedelta(minutes=2))
+    assert off["context_ids"] == [first["id"], joint["id"]]  # still derived and searched by BM25
+    vectors = get_embedder().embed_documents(["Where is the spare key?\nUnder the blue pot.", "Under the blue pot."])
+    assert _cos(es_admin, joint["id"], vectors[0]) > 0.9999
+    assert _cos(es_admin, off["id"], vectors[1]) > 0.9999
+    settings.ENGRAM_EMBED_CONTEXT = "sideways"
+    with pytest.raises(ImproperlyConfigured):
+        services.episode_write(subject=subject, text="x", session_id="s1", occurred_at=T0 + timedelta(minutes=3))
+
+
+def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(subject):
+    from memory_app.outbox.turn import turn_submit
+
+    cache = get_embedder().query_cache
+    for n, text in enumerate(["I planted tomatoes today.", "The basil is coming up too."]):
+        turn_submit(tenant=subject.tenant, external_id=subject.external_id, text=text, session_id="g1",
+                    occurred_at=(T0 + timedelta(minutes=n)).isoformat())
+    misses = cache.misses
+    result = turn_submit(tenant=subject.tenant, external_id=subject.external_id, text="When do I water them?",
+                         session_id="g1", occurred_at=(T0 + timedelta(minutes=5)).isoformat())
+    assert result.recall is not None and result.submitted.memory_id
+    # One new text embedded, once: shared by the write (with its two predecessors' cached
+    # vectors) and the recall on the turn's text that runs beside it.
+    assert cache.misses - misses == 1

@@ -228,7 +228,11 @@ ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 we
 ENGRAM_TRIGGER_BOOST = env.float("ENGRAM_TRIGGER_BOOST", default=0.3)
 # Episodes with a session and no explicit context get the session's N preceding episodes as context.
 ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2)
-ENGRAM_EMBED_CONTEXT = env.bool("ENGRAM_EMBED_CONTEXT", default=True)  # embed context + turn together
+# How an episode's context enters its vector (memory_app.context.episode_vectors): "composed"
+# (each text embedded once, context mean at ENGRAM_EMBED_CONTEXT_WEIGHT), "joint" (context + turn
+# embedded as one text) or "off".
+ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")
+ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0.5)
 # Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
 # BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
