@@ -5,7 +5,12 @@ Run through ``scripts/bench --http`` (which starts Elasticsearch, a scratch data
 server with its worker processes), or against any server:
 
     python benchmarks/http_load.py --url http://127.0.0.1:8000 --token <agent token> \\
-        [--clients 8 32] [--seconds 40] [--subjects 40]
+        [--clients 8 32] [--seconds 40] [--subjects 40] [--varied]
+
+By default turns and recalls say one of a dozen fixed sentences (so after a few requests every
+query vector is cached, and turns carry no session). ``--varied`` is an agent's conversation
+instead: every turn a new synthetic sentence, in sessions of six turns per client and end-user
+(so each gets its derived context), and every recall a new synthetic question (no cached vector).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import random
 import statistics
 import threading
 import time
+from datetime import UTC, datetime
 
 import httpx
+
+from scale_data import Synth
 
 SENTENCES = [
     "my router keeps dropping the wifi in the evening", "I moved to Hamburg last spring",
@@ -45,10 +53,12 @@ def prepare(*, url: str, token: str, subjects: int) -> None:
 
 
 def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7,
-        targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None) -> dict:
+        targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None,
+        varied: bool = False) -> dict:
     """``targets``: (agent token, external id) pairs to spread the load over (end-users of several
     tenants); by default ``subjects`` end-users ``load-user-<n>`` under ``token``. ``texts``: what
-    turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors)."""
+    turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors).
+    ``varied``: new synthetic text for every request, turns in sessions (see the module doc)."""
     texts = texts or SENTENCES
     targets = targets or [(token, f"load-user-{n}") for n in range(subjects)]
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
@@ -57,18 +67,27 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
+    synth, origin = Synth(seed=seed), datetime.now(UTC)
+
     def client(n: int) -> None:
         rng = random.Random(seed + n)
+        said: dict[str, int] = {}  # turns this client sent per end-user: sessions of six
         with httpx.Client(base_url=url.rstrip("/") + "/api/v1/", timeout=30) as http:
             while time.monotonic() < stop_at:
                 bearer, who = rng.choice(targets)
                 http.headers["Authorization"] = f"Bearer {bearer}"
                 kind = "turn" if rng.random() < 1 / 3 else "recall"
-                text = rng.choice(texts)
+                text, turn = rng.choice(texts), {}
+                if varied and kind == "turn":
+                    said[who] = count = said.get(who, 0) + 1
+                    turn = {"session_id": f"load-{seed}-{n}-{who}-{count // 6}"}
+                    text = synth.episode(f"{seed}-{n}-{who}", count, start=origin)["text"]
+                elif varied:
+                    text = synth.question(rng.randrange(10**9))
                 started = time.monotonic()
                 try:
                     if kind == "turn":
-                        response = http.post(f"subjects/{who}/turns", json={"text": text, "k": 5},
+                        response = http.post(f"subjects/{who}/turns", json={"text": text, "k": 5, **turn},
                                              headers={"Idempotency-Key": f"{n}-{time.monotonic_ns()}"})
                     else:
                         response = http.post(f"subjects/{who}/recall", json={"query": text, "k": 10})
@@ -121,10 +140,12 @@ def main() -> None:
     parser.add_argument("--subjects", type=int, default=40)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
+    parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
-    results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects)
+    results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects,
+                   varied=args.varied)
                for c in args.clients]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 
