@@ -143,7 +143,8 @@ def embed_context_mode() -> str:
     """ENGRAM_EMBED_CONTEXT as one of "composed", "joint" or "off" ("true"/"false" are read as
     "composed"/"off")."""
     mode = str(settings.ENGRAM_EMBED_CONTEXT).strip().lower()
-    mode = {"true": "composed", "1": "composed", "yes": "composed", "false": "off", "0": "off", "no": "off"}.get(mode, mode)
+    aliases = {"true": "composed", "1": "composed", "yes": "composed", "false": "off", "0": "off", "no": "off"}
+    mode = aliases.get(mode, mode)
     if mode not in ("composed", "joint", "off"):
         raise ImproperlyConfigured(f"ENGRAM_EMBED_CONTEXT must be 'composed', 'joint' or 'off', not {mode!r}")
     return mode
