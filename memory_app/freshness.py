@@ -1,6 +1,7 @@
 """Read-your-writes without waiting for a refresh on the write's response path.
 
-A turn stores its episode without ``refresh=wait_for`` (the write is durable once acknowledged;
+Turns, and the episodes, facts and playbooks created through the API and MCP, are stored without
+waiting for a refresh. A turn stores its episode without ``refresh=wait_for`` (the write is durable once acknowledged;
 only its visibility to search waits for the next refresh, up to ``refresh_interval``). It marks
 the subject "refresh pending" in the shared cache (Redis when configured, so every worker
 process sees it); the next recall of that subject finds the mark and refreshes the index first,
@@ -33,35 +34,47 @@ from tenants.services import writer_es_client
 log = logging.getLogger(__name__)
 
 
-def _key(subject: Subject) -> str:
-    return f"engram:refresh-pending:{subject.pk}"
+# The memory types a subject's own writes go to (catalog entries are the tenant's and wait for
+# their refresh). One mark per type, so a pending fact does not hide a pending turn.
+_DEFERRABLE = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
+
+
+def _key(subject: Subject, memory_type: MemoryType) -> str:
+    return f"engram:refresh-pending:{subject.pk}:{memory_type.value}"
 
 
 def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str = "") -> None:
-    """Record that ``subject`` has a write in ``memory_type`` (the document ``memory_id``, when one
-    is named) not yet visible to search."""
-    cache.set(_key(subject), f"{memory_type.value}:{memory_id}", timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+    """Record that ``subject`` has a write in ``memory_type`` not yet visible to search. Name the
+    document (``memory_id``) only when the write was its creation, the last write to that index
+    for it: then the next read may skip the refresh once that document is searchable. Without a
+    name (an update, a supersession, an import), the next read refreshes."""
+    cache.set(_key(subject, memory_type), memory_id, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
 
 
 def refresh_ensure(*, subject: Subject) -> bool:
-    """Make the subject's deferred writes visible before a recall: when a write is pending and
-    not yet searchable, a refresh of its index. Returns whether a refresh was made."""
-    pending = cache.get(_key(subject))
-    if pending is None:
+    """Make the subject's deferred writes visible before a read: for each memory type with a
+    pending write not yet searchable, a refresh of its index (one request for all). Returns
+    whether a refresh was made."""
+    keys = {_key(subject, t): t for t in _DEFERRABLE}
+    pending = cache.get_many(list(keys))
+    if not pending:
         return False
-    memory_type, _, memory_id = pending.partition(":")
     try:
         prefix = index_prefix_for(tenant=subject.tenant)
         writer = writer_es_client(prefix=prefix)
-        index = alias_name(MemoryType(memory_type), prefix=prefix)
-        if memory_id and writer.options(ignore_status=404).get(index=index, id=memory_id, realtime=False,
-                                                                source=False).get("found"):
-            cache.delete(_key(subject))  # a periodic refresh made it searchable already
-            return False
-        writer.indices.refresh(index=index)
+        stale = []
+        for key, memory_id in pending.items():
+            index = alias_name(keys[key], prefix=prefix)
+            if memory_id and writer.options(ignore_status=404).get(index=index, id=memory_id, realtime=False,
+                                                                    source=False).get("found"):
+                continue  # a periodic refresh made it searchable already
+            stale.append(index)
+        if stale:
+            writer.indices.refresh(index=",".join(stale))
     except AuthorizationException:
         # A writer key minted before it could refresh: wait out the refresh interval instead.
         log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
         time.sleep(1.0)
-    cache.delete(_key(subject))
-    return True
+        stale = [True]
+    cache.delete_many(list(pending))
+    return bool(stale)

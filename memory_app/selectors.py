@@ -263,6 +263,7 @@ def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None)
     if not 1 <= size <= 500:
         raise ValidationFailed("size must be 1-500", details={"field": "size"}, code="invalid_size")
     require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     body: dict[str, Any] = {
         "size": size, "_source": {"excludes": ["embedding"]},
         "query": {"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
@@ -279,6 +280,7 @@ def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None)
 def episode_latest_write(*, subject: Subject) -> str | None:
     """The write time (``created_at``) of the subject's most recently written episode, or None."""
     require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     hits = subject_es_client(subject=subject).search(
         index=_alias(subject, MemoryType.EPISODIC), size=1, source_includes=["created_at"], track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
@@ -295,6 +297,7 @@ def episode_list_written_since(*, subject: Subject, since: datetime | str, size:
     """
     since = clean_datetime(since, field="since")
     require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     hits = subject_es_client(subject=subject).search(
         index=_alias(subject, MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": [*_own_filter(subject, MemoryType.EPISODIC),
@@ -306,6 +309,7 @@ def episode_list_written_since(*, subject: Subject, since: datetime | str, size:
 def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool, size: int,
           sort: list[dict]) -> list[dict[str, Any]]:
     require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     hits = subject_es_client(subject=subject).search(
         index=_alias(subject, memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, memory_type, include_superseded=include_superseded)}},
@@ -340,6 +344,7 @@ def catalog_list(*, subject: Subject, size: int = 200) -> list[dict[str, Any]]:
 def subject_memory_counts(*, subject: Subject) -> dict[str, int]:
     """How many memories of each own type the subject has (superseded included), in one request."""
     require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     scope = memory_scope(subject=subject)
     response = subject_es_client(subject=subject).search(
         index=",".join(_alias(subject, t) for t in USER_TYPES), size=0,

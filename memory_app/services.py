@@ -364,8 +364,10 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
                contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
                metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
-               accepted_at: datetime | str | None = None) -> dict[str, Any]:
-    """Store a semantic fact, optionally superseding older facts of the same subject.
+               accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+    """Store a semantic fact, optionally superseding older facts of the same subject. With
+    ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
+    Engram sees it (memory_app.freshness).
 
     A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
@@ -380,14 +382,16 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
         supporting_episode_ids=clean_ids(supporting_episode_ids, field="supporting_episode_ids", limit=1000),
     )
     return _write_superseding(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
-                              supersedes=supersedes, contradiction=contradiction, now=now)
+                              supersedes=supersedes, contradiction=contradiction, now=now,
+                              defer_refresh=defer_refresh)
 
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
                    contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
                    memory_id: str | None = None, source: str = "agent",
-                   accepted_at: datetime | str | None = None) -> dict[str, Any]:
-    """Store a procedural playbook (trigger + steps) with zeroed outcome counters."""
+                   accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+    """Store a procedural playbook (trigger + steps) with zeroed outcome counters
+    (``defer_refresh`` as for facts)."""
     trigger = clean_text(trigger, field="trigger")
     steps = clean_text(steps, field="steps")
     now = _accepted(accepted_at)
@@ -396,19 +400,26 @@ def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: li
     doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
                confidence=clean_confidence(confidence))
     return _write_superseding(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
-                              supersedes=supersedes, contradiction=contradiction, now=now)
+                              supersedes=supersedes, contradiction=contradiction, now=now,
+                              defer_refresh=defer_refresh)
 
 
 def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
-                       supersedes: list[str] | None, contradiction: str, now: datetime) -> dict[str, Any]:
+                       supersedes: list[str] | None, contradiction: str, now: datetime,
+                       defer_refresh: bool = False) -> dict[str, Any]:
     memory_id = _clean_memory_id(memory_id)
     old_ids = clean_ids(supersedes, field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
     contradiction_validate(contradiction)
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
+    # Deferred: the next read refreshes. A creation names its document (searchable => visible);
+    # a supersession also updates older documents after it, so it names none.
+    refresh: str | bool = False if defer_refresh else "wait_for"
     if not old_ids:
-        return _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc)
+        if defer_refresh:
+            refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
+        return _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc, refresh=refresh)
 
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     missing = [i for i in old_ids if i not in old]
@@ -419,13 +430,15 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     if contradiction == "harsh":
         doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
 
+    if defer_refresh:
+        refresh_defer(subject=subject, memory_type=memory_type)
     stored = _store(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc, refresh=False)
     writer, prefix = write_target(tenant=subject.tenant)
     done: list[selectors.Visible] = []
     try:
         for visible in old.values():
             done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                                         now=now))
+                                         now=now, refresh=refresh))
     except (ApiError, NotFound, Conflict) as exc:
         _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
@@ -436,7 +449,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
 
 
 def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
-                     now: datetime, attempts: int = 20) -> selectors.Visible:
+                     now: datetime, refresh: str | bool = "wait_for", attempts: int = 20) -> selectors.Visible:
     """Append ``memory_id`` to the old document's ``superseded_by``; returns the document as it was
     just before (what an undo restores). Recall bumps use counts at any time, which changes the
     sequence number: on a conflict, re-read through the subject's key and try again."""
@@ -446,7 +459,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
             return visible
         try:
             writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
-                          if_primary_term=visible.primary_term, refresh="wait_for",
+                          if_primary_term=visible.primary_term, refresh=refresh,
                           doc={"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()})
             return visible
         except ConflictError:

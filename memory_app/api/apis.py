@@ -140,7 +140,7 @@ class BaseApi(APIView):
                memory_id: str = "", background: bool = False) -> Submitted:
         return outbox.write_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
                                    operation=operation, payload=payload, memory_id=memory_id, token=request.auth,
-                                   background=background)
+                                   background=background, defer_refresh=True)
 
     @staticmethod
     def written(submitted: Submitted, body: dict[str, Any], serializer_class, *, status: int = 201) -> Response:

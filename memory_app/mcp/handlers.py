@@ -165,7 +165,7 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
             payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
         target = memory_id or assigned_id
         submitted = outbox.write_submit(tenant=tenant, external_id=external_id, operation=operation,
-                                        payload=payload, memory_id=target, token=caller.token)
+                                        payload=payload, memory_id=target, token=caller.token, defer_refresh=True)
         if submitted.queued:
             entry = submitted.entry
             return {"subject": external_id, "id": submitted.memory_id, "status": "queued",

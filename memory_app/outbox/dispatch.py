@@ -40,14 +40,15 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                                      contradiction=p.get("contradiction", "natural"),
                                      supporting_episode_ids=p.get("supporting_episode_ids"),
                                      metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                     source=p.get("source", "agent"))
+                                     source=p.get("source", "agent"), defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.PLAYBOOK:
         memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
                                          steps=p["steps"], supersedes=p.get("supersedes"),
                                          contradiction=p.get("contradiction", "natural"),
                                          confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
-                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"))
+                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"),
+                                         defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],

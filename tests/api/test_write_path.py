@@ -4,6 +4,7 @@ end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -282,7 +283,7 @@ def test_a_pending_turn_that_a_periodic_refresh_made_searchable_forces_no_refres
         after = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
         # Searchable already: no refresh is forced, the mark is cleared, and recall finds the turn.
         assert refresh_ensure(subject=subject) is False
-        assert cache.get(f"engram:refresh-pending:{subject.pk}") is None
+        assert cache.get(f"engram:refresh-pending:{subject.pk}:episodic") is None
         now = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
         assert now["external_total"] == after["external_total"] > refreshes["external_total"]
         assert turn["id"] in [m["id"] for m in engram.recall("zoe", "how old is Miso")]
@@ -356,3 +357,36 @@ def test_what_rest_and_turns_hand_to_the_agent_counts_as_used_and_a_preview_does
     selectors.memory_recall(subject=subject, query="peanut allergy")  # a read alone (the inspector's preview)
     usage_flush()
     assert engram.get_memory("una", fact["id"])["use_count"] == 2
+
+
+def test_api_fact_and_playbook_writes_do_not_wait_for_a_refresh_yet_the_next_read_sees_them(engram, es_admin,
+                                                                                             settings):
+    from memory_app import selectors
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    indices = [alias_name(t) for t in (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)]
+    for index in indices:
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
+    try:
+        engram.turn("yara", "hello")  # the end-user exists, with a pending turn
+        started = time.monotonic()
+        old = engram.write_fact("yara", "Yara lives in Porto.")
+        playbook = engram.write_playbook("yara", "printer jams", "open tray B; remove the sheet")
+        # Under a 60 s refresh interval a write waiting for its refresh would take up to a minute.
+        assert time.monotonic() - started < 20
+        searchable = es_admin.count(index=f"{alias_name(MemoryType.SEMANTIC)},{alias_name(MemoryType.PROCEDURAL)}",
+                                    query={"ids": {"values": [old["id"], playbook["id"]]}})["count"]
+        assert searchable == 0  # stored, not yet searchable: nothing waited for them
+        turn = engram.turn("yara", "my printer jammed again")
+        # One mark per type: the fact's mark did not replace the turn's, nor the playbook's.
+        ids = {m["id"] for m in engram.recall("yara", "printer jammed Porto", k=20)}
+        assert {old["id"], playbook["id"], turn["memory"]["id"]} <= ids
+        # A supersession: the old fact leaves recall and the listing at the next read.
+        new = engram.write_fact("yara", "Yara lives in Lisbon now.", supersedes=[old["id"]])
+        facts = engram.recall("yara", "where does Yara live", types=["semantic"], k=5)
+        assert [f["id"] for f in facts] == [new["id"]]
+        subject = Subject.objects.get(external_id="yara")
+        assert [f["id"] for f in selectors.fact_list(subject=subject)] == [new["id"]]
+    finally:
+        for index in indices:
+            es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
