@@ -138,7 +138,6 @@ def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, s
     return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}
 
 
-
 def embed_context_mode() -> str:
     """ENGRAM_EMBED_CONTEXT as one of "composed", "joint" or "off" ("true"/"false" are read as
     "composed"/"off")."""

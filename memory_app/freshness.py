@@ -1,16 +1,16 @@
 """Read-your-writes without waiting for a refresh on the write's response path.
 
 Turns, and the episodes, facts and playbooks created through the API and MCP, are stored without
-waiting for a refresh. A turn stores its episode without ``refresh=wait_for`` (the write is durable once acknowledged;
-only its visibility to search waits for the next refresh, up to ``refresh_interval``). It marks
-the subject "refresh pending" in the shared cache (Redis when configured, so every worker
-process sees it); the next recall of that subject finds the mark and refreshes the index first,
-and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS`` the periodic refresh has made the write
+``refresh=wait_for`` (the write is durable once acknowledged; only its visibility to search waits
+for the next refresh, up to ``refresh_interval``). Each marks the subject "refresh pending" for
+its memory type in the shared cache (Redis when configured, so every worker process sees it);
+the subject's next read (recall, export, a listing) finds the marks and refreshes those indices
+first, and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS`` the periodic refresh has made the write
 visible anyway (a search-idle shard refreshes before it answers a search), so the mark expires.
 
-The mark names the pending document when there is one (a turn's episode). The recall then first
-asks whether the periodic refresh has already made it searchable (a ``realtime=false`` GET, which
-reads what search reads) and refreshes only when it has not: under load a subject's next request
+The mark names the pending document when the write created it (a turn's episode, a new fact).
+The read then first asks whether the periodic refresh has already made it searchable (a
+``realtime=false`` GET, which reads what search reads) and refreshes only when it has not: under load a subject's next request
 usually comes after a periodic refresh, and forcing a refresh per request would cut the index
 into many tiny segments (each flushed with its share of the HNSW graph) that merges then redo.
 Every index holds one shard, so the newest pending document being searchable means every earlier
@@ -59,6 +59,7 @@ def refresh_ensure(*, subject: Subject) -> bool:
     pending = cache.get_many(list(keys))
     if not pending:
         return False
+    refreshed = False
     try:
         prefix = index_prefix_for(tenant=subject.tenant)
         writer = writer_es_client(prefix=prefix)
@@ -71,10 +72,11 @@ def refresh_ensure(*, subject: Subject) -> bool:
             stale.append(index)
         if stale:
             writer.indices.refresh(index=",".join(stale))
+            refreshed = True
     except AuthorizationException:
         # A writer key minted before it could refresh: wait out the refresh interval instead.
         log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
         time.sleep(1.0)
-        stale = [True]
+        refreshed = True
     cache.delete_many(list(pending))
-    return bool(stale)
+    return refreshed
