@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core.cache import cache
 from elasticsearch import AuthorizationException
 
-from engram_core.es.schema import MemoryType, alias_name
+from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
 from tenants.services import writer_es_client
@@ -34,12 +34,9 @@ from tenants.services import writer_es_client
 log = logging.getLogger(__name__)
 
 
-# The memory types a subject's own writes go to (catalog entries are the tenant's and wait for
-# their refresh). One mark per type, so a pending fact does not hide a pending turn.
-_DEFERRABLE = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
-
-
 def _key(subject: Subject, memory_type: MemoryType) -> str:
+    # One mark per type of the subject's own memories (USER_TYPES; catalog entries are the
+    # tenant's and wait for their refresh), so a pending fact does not hide a pending turn.
     return f"engram:refresh-pending:{subject.pk}:{memory_type.value}"
 
 
@@ -55,7 +52,7 @@ def refresh_ensure(*, subject: Subject) -> bool:
     """Make the subject's deferred writes visible before a read: for each memory type with a
     pending write not yet searchable, a refresh of its index (one request for all). Returns
     whether a refresh was made."""
-    keys = {_key(subject, t): t for t in _DEFERRABLE}
+    keys = {_key(subject, t): t for t in USER_TYPES}
     pending = cache.get_many(list(keys))
     if not pending:
         return False
