@@ -24,7 +24,7 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from engram_core.errors import EngramError, ValidationFailed
 from engram_core.es.client import admin_client
-from engram_core.es.schema import MemoryType, alias_name, ensure_indices
+from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, ensure_indices
 
 from .models import Tenant
 from .selectors import index_prefix_for
@@ -134,7 +134,8 @@ def _copy(es: Elasticsearch, *, tenant: Tenant, memory_type: MemoryType, source:
 
 def _batches(es: Elasticsearch, *, src: str, dst: str, tenant: Tenant, size: int) -> Iterator[list[dict]]:
     batch: list[dict] = []
-    for hit in helpers.scan(es, index=src, query={"query": _tenant_query(tenant), "sort": ["_doc"]}, size=size):
+    for hit in helpers.scan(es, index=src, size=size,
+                            query={"query": _tenant_query(tenant), "sort": ["_doc"], "_source": SOURCE_WITH_VECTORS}):
         batch.append({"_op_type": "index", "_index": dst, "_id": hit["_id"], "_source": hit["_source"]})
         if len(batch) >= size:
             yield batch

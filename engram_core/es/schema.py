@@ -34,6 +34,12 @@ class MemoryType(StrEnum):
 # The types that belong to one end-user (the catalog is tenant-wide).
 USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 
+# Elasticsearch 9 leaves dense vectors out of a returned ``_source`` (the index setting
+# ``index.mapping.exclude_source_vectors`` is on by default). A copy that rebuilds documents from
+# their ``_source`` (a migration, a tenant's move between indices) must ask for them back, or the
+# copies lose their vectors and drop out of every kNN search without an error.
+SOURCE_WITH_VECTORS = {"exclude_vectors": False}
+
 
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
     return f"{prefix or settings.ES_INDEX_PREFIX}-{MemoryType(memory_type).value}"
@@ -250,7 +256,8 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Reke
         actions = (
             {"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
             for doc_id, source in (_rekeyed(hit, rekey) for hit in helpers.scan(
-                es, index=old, query={"query": {"match_all": {}}}, size=500, preserve_order=False))
+                es, index=old, query={"query": {"match_all": {}}, "_source": SOURCE_WITH_VECTORS}, size=500,
+                preserve_order=False))
         )
         copied = 0
         for ok, item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):

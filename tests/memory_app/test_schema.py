@@ -42,6 +42,12 @@ def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     assert es_admin.count(index=alias)["count"] == 1234
     got = es_admin.mget(index=alias, ids=["doc-0", "doc-1233"])["docs"]
     assert [d["_source"]["text"] for d in got] == ["fact number 0", "fact number 1233"]
+    # The vectors came along (Elasticsearch 9 leaves them out of a returned _source by default):
+    # every copy is still found by a kNN search.
+    assert es_admin.count(index=alias, query={"exists": {"field": "embedding"}})["count"] == 1234
+    knn = es_admin.search(index=alias, knn={"field": "embedding", "query_vector": [1.0] + [0.0] * (dims - 1),
+                                            "k": 5, "num_candidates": 50}, size=5)
+    assert len(knn["hits"]["hits"]) == 5
     assert "topic" in es_admin.indices.get_mapping(index=alias)[f"{alias}-v2"]["mappings"]["properties"]
     # The other types were untouched, and running the changed setup again is a no-op.
     assert {r.action for r in results if r.alias != alias} == {"unchanged"}

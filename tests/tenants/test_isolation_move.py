@@ -63,6 +63,10 @@ def test_a_tenant_moves_to_dedicated_indices_and_back(world, es_admin, es_prefix
     assert (acme.isolation, acme.isolation_moving_to) == ("dedicated", "")
     assert index_prefix_for(tenant=acme) == own
     assert _count(es_admin, own, "acme") == 6 and _count(es_admin, es_prefix, "acme") == 0
+    # The copies kept their vectors (a copy from _source alone would drop them: Elasticsearch 9
+    # leaves vectors out of a returned _source), so the dense leg still finds them.
+    with_vectors = {"bool": {"filter": [{"term": {"tenant_id": "acme"}}, {"exists": {"field": "embedding"}}]}}
+    assert es_admin.count(index=",".join(all_aliases(prefix=own)), query=with_vectors)["count"] == 6
     assert _count(es_admin, es_prefix, "globex") == 1  # the other tenant is untouched
     assert _exported_ids(alice) == alice_ids and _exported_ids(bob) == bob_ids and _exported_ids(dana) == dana_ids
     assert [h["memory_type"] for h in memory_recall(subject=bob, query="wifi drops", k=1)] == ["procedural"]
@@ -83,6 +87,7 @@ def test_a_tenant_moves_to_dedicated_indices_and_back(world, es_admin, es_prefix
     alice.tenant.refresh_from_db()
     assert acme.isolation == "shared"
     assert _count(es_admin, es_prefix, "acme") == 7
+    assert es_admin.count(index=",".join(all_aliases(prefix=es_prefix)), query=with_vectors)["count"] == 7
     assert es_admin.indices.get_alias(name=f"{own}-*", allow_no_indices=True) == {}
     assert _exported_ids(alice) == alice_ids | {new["id"]}
 
