@@ -29,10 +29,11 @@ from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import Elasticsearch
 
 from memory_app.embeddings import get_embedder
+from memory_app.passages import passages_of
 
 
-# Fields of a derived context that are kept out of every response.
-HIDDEN_FIELDS = ("derived_context",)
+# Fields derived for search (context text, passage vectors) that are kept out of every response.
+HIDDEN_FIELDS = ("derived_context", "passages")
 
 
 @dataclass(frozen=True)
@@ -149,9 +150,11 @@ def embed_context_mode() -> str:
     return mode
 
 
-def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool = False) -> list[list[float]]:
-    """The dense vector of each episode given as (its text, its context): the explicit context as
-    one part, or the texts of the derived context's episodes, oldest first.
+def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool = False) -> list[dict[str, Any]]:
+    """The vector fields of each episode given as (its text, its context): the explicit context as
+    one part, or the texts of the derived context's episodes, oldest first. Each is a dict with
+    ``embedding`` (the episode's vector) and ``passages`` (one vector per passage, searched by the
+    recall's passage leg; ``memory_app.passages``), to merge into the stored document.
 
     ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each
     text embedded on its own. The turn stays the vector's anchor, as on the BM25 side (context at
@@ -160,25 +163,38 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     turn whose predecessors were embedded recently (``cached``: through the embedder's LRU, which
     the turn's own recall shares) embeds only itself. ``joint``: context and text embedded as
     one text (the previous default). ``off``: the text alone.
+
+    With ENGRAM_EMBED_PASSAGES (composed and off modes) a text of several sentences is embedded
+    sentence by sentence: v(text) is the unit sum of its passages' vectors, and passage i's vector
+    is unit(v(passage i) + 0.5 · v(text) + weight · mean(v(part))), i.e. the sentence anchored in
+    its turn and its context. A one-sentence text has one passage, the episode's own vector.
     """
     embedder = get_embedder()
     mode = embed_context_mode()
     if mode == "joint":
-        return embedder.embed_documents([_join([*parts, text]) for text, parts in items])
+        vectors = embedder.embed_documents([_join([*parts, text]) for text, parts in items])
+        return [{"embedding": v, "passages": [{"embedding": v}]} for v in vectors]
     if mode == "off":
         items = [(text, ()) for text, _parts in items]
-    unique = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
+    texts = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
+    split = {t: passages_of(t) if settings.ENGRAM_EMBED_PASSAGES else [t] for t in texts}
+    unique = list(dict.fromkeys(p for t in texts for p in split[t]))
     if cached:  # the providers here are symmetric: a query's vector is its document vector
         found = [embedder.embed_query(t) for t in unique]
     else:
         found = embedder.embed_documents(unique)
-    table = dict(zip(unique, np.asarray(found, dtype=np.float64), strict=True))
+    sentence = dict(zip(unique, np.asarray(found, dtype=np.float64), strict=True))
+    whole = {t: _unit(np.sum([sentence[p] for p in split[t]], axis=0)) for t in texts}
     weight = settings.ENGRAM_EMBED_CONTEXT_WEIGHT
     out = []
     for text, parts in items:
-        vector = table[text]
-        if parts and weight > 0:
-            vector = vector + weight * np.mean([table[p] for p in parts], axis=0)
-            vector = vector / (np.linalg.norm(vector) or 1.0)
-        out.append(vector.tolist())
+        context = weight * np.mean([whole[p] for p in parts], axis=0) if parts and weight > 0 else 0.0
+        vector = _unit(whole[text] + context)
+        passages = [_unit(sentence[p] + 0.5 * whole[text] + context) for p in split[text]] \
+            if len(split[text]) > 1 else [vector]
+        out.append({"embedding": vector.tolist(), "passages": [{"embedding": p.tolist()} for p in passages]})
     return out
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return vector / (np.linalg.norm(vector) or 1.0)

@@ -37,7 +37,7 @@ from typing import Any
 
 from django.conf import settings
 
-from engram_core.es.schema import MemoryType
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app.temporal import TimeWindow
 
 # Each type's date field for time decay; None = exempt.
@@ -67,7 +67,7 @@ def text_fields(memory_type: MemoryType) -> list[str]:
         MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{settings.ENGRAM_TRIGGER_BOOST}"],
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
-SOURCE_EXCLUDES = ["embedding", "derived_context"]
+SOURCE_EXCLUDES = [*VECTOR_FIELDS, "derived_context"]
 
 # Function words dropped from the BM25 leg's query (ENGRAM_QUERY_STOPWORDS): the Snowball English
 # stop list (question words, auxiliaries, pronouns, determiners), which the index's smaller
@@ -182,7 +182,44 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
              "knn": {"field": "embedding", "query_vector": vector, "k": candidates,
                      "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": [allowed]}},
         ]
+        if passages_searched(types):
+            body += passage_search(index=index_for[MemoryType.EPISODIC], vector=vector, filters=[allowed])
     return body
+
+
+def passages_searched(types: list[MemoryType]) -> bool:
+    return settings.ENGRAM_RECALL_DENSE and settings.ENGRAM_RECALL_PASSAGES and MemoryType.EPISODIC in types
+
+
+def passage_search(*, index: str, vector: list[float], filters: list[dict]) -> list[dict]:
+    """The header/body pair of a kNN search over the episodes' sentence vectors
+    (``passages.embedding``, nested): an episode scores by its nearest passage. ``merge_dense``
+    folds it into the dense leg it follows."""
+    candidates = settings.ENGRAM_RECALL_CANDIDATES
+    return [{"index": index},
+            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+             "knn": {"field": "passages.embedding", "query_vector": vector, "k": candidates,
+                     "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}}]
+
+
+def merge_dense(whole: dict, passages: dict) -> dict:
+    """One dense ranking from the search over memories' own vectors and the one over episodes'
+    passages: each memory at its better score (both are cosine similarities on Elasticsearch's
+    (1 + cos) / 2 scale), so an episode ranks by max(its vector, its best sentence)."""
+    best: dict[str, dict] = {}
+    for raw in (*whole["hits"]["hits"], *passages["hits"]["hits"]):
+        if raw["_id"] not in best or raw["_score"] > best[raw["_id"]]["_score"]:
+            best[raw["_id"]] = raw
+    ranked = sorted(best.values(), key=lambda raw: -raw["_score"])[: settings.ENGRAM_RECALL_CANDIDATES]
+    return {"hits": {"hits": ranked}}
+
+
+def leg_responses(responses: list[dict], *, types: list[MemoryType]) -> list[dict]:
+    """``msearch_body``'s responses in ``legs()`` order: the passage search merged into the dense leg."""
+    if passages_searched(types):
+        *plain, dense, passages = responses
+        return [*plain, merge_dense(dense, passages)]
+    return responses
 
 
 def legs() -> list[str]:

@@ -18,7 +18,7 @@ from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
-from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
+from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.temporal import query_time_window
 from memory_app.usage import usage_apply
@@ -28,7 +28,7 @@ from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client, writer_es_client
 
 
-_HIDDEN = frozenset(("embedding", *HIDDEN_CONTEXT_FIELDS))
+_HIDDEN = frozenset((*VECTOR_FIELDS, *HIDDEN_CONTEXT_FIELDS))
 
 
 def _alias(subject: Subject, memory_type: MemoryType) -> str:
@@ -91,7 +91,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     plain = len(body) // 2
     extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
     qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
-    hits = list(rc.fuse(responses=responses[:plain] + extra_responses, extra=extra).values())
+    hits = list(rc.fuse(responses=rc.leg_responses(responses[:plain], types=memory_types) + extra_responses,
+                        extra=extra).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]
@@ -146,7 +147,7 @@ def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[Memor
     scope = memory_scope(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
     docs = [{"_index": alias_name(t, prefix=prefix), "_id": i} for i in ids for t in types]
-    response = es.mget(docs=docs, source_excludes=["embedding"])
+    response = es.mget(docs=docs, source_excludes=VECTOR_FIELDS)
     found = {}
     for d in response["docs"]:
         src = d.get("_source")
@@ -191,7 +192,7 @@ def memory_history(*, subject: Subject, memory_id: str) -> dict[str, Any]:
             if not frontier:
                 break
             seen.update(frontier)
-            docs = es.mget(index=indices, ids=frontier, source_excludes=["embedding"])["docs"]
+            docs = es.mget(index=indices, ids=frontier, source_excludes=VECTOR_FIELDS)["docs"]
             found = [d for d in docs if d.get("found")]
             # Forgotten links are kept as ids, so the gap in a chain stays visible.
             out += [_public(start.memory_type, d["_id"], d["_source"]) for d in found]
@@ -213,7 +214,7 @@ def subject_export(*, subject: Subject) -> dict[str, Any]:
     prefix = index_prefix_for(tenant=subject.tenant)
     for hit in helpers.scan(es, index=",".join(alias_name(t, prefix=prefix) for t in USER_TYPES),
                             query={"query": {"bool": {"filter": [{"term": {"user_id": scope["user_id"]}}]}},
-                                   "_source": {"excludes": ["embedding"]}, "sort": ["_doc"]}, size=500):
+                                   "_source": {"excludes": VECTOR_FIELDS}, "sort": ["_doc"]}, size=500):
         memory_type = MemoryType(hit["_source"]["memory_type"])
         out[memory_type.value].append(_public(memory_type, hit["_id"], hit["_source"]))
     _with_usage(out[MemoryType.SEMANTIC.value])
@@ -265,7 +266,7 @@ def episode_list(*, subject: Subject, size: int = 50, cursor: str | None = None)
     require_dls()
     refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     body: dict[str, Any] = {
-        "size": size, "_source": {"excludes": ["embedding"]},
+        "size": size, "_source": {"excludes": VECTOR_FIELDS},
         "query": {"bool": {"filter": _own_filter(subject, MemoryType.EPISODIC)}},
         "sort": [{"occurred_at": {"order": "desc"}}, {"created_at": {"order": "desc"}}],
         "track_total_hits": False,
@@ -299,7 +300,7 @@ def episode_list_written_since(*, subject: Subject, since: datetime | str, size:
     require_dls()
     refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     hits = subject_es_client(subject=subject).search(
-        index=_alias(subject, MemoryType.EPISODIC), size=size, source_excludes=["embedding"], track_total_hits=False,
+        index=_alias(subject, MemoryType.EPISODIC), size=size, source_excludes=VECTOR_FIELDS, track_total_hits=False,
         query={"bool": {"filter": [*_own_filter(subject, MemoryType.EPISODIC),
                                    {"range": {"created_at": {"gt": since.isoformat()}}}]}},
         sort=[{"created_at": {"order": "desc"}}, {"occurred_at": {"order": "desc"}}])["hits"]["hits"]
@@ -311,7 +312,7 @@ def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool
     require_dls()
     refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
     hits = subject_es_client(subject=subject).search(
-        index=_alias(subject, memory_type), size=size, source_excludes=["embedding"], track_total_hits=False,
+        index=_alias(subject, memory_type), size=size, source_excludes=VECTOR_FIELDS, track_total_hits=False,
         query={"bool": {"filter": _own_filter(subject, memory_type, include_superseded=include_superseded)}},
         sort=sort)["hits"]["hits"]
     return _with_usage([_public(memory_type, h["_id"], h["_source"]) for h in hits])

@@ -29,7 +29,7 @@ from engram_core.errors import Conflict, NotFound, ValidationFailed
 from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
-from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
+from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.usage import usage_forget
@@ -295,13 +295,12 @@ def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict
         writer.index(index=index, id=memory_id, document=doc, op_type="create", refresh=refresh)
     except ConflictError:
         existing = writer.options(ignore_status=404).get(index=index, id=memory_id,
-                                                         source_excludes=["embedding"])
+                                                         source_excludes=VECTOR_FIELDS)
         source = existing.get("_source") if existing.get("found") else None
         if source is None or any(source.get(k) != doc.get(k) for k in _CREATE_IDENTITY):
             raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
         return {"id": memory_id, **source}
-    doc.pop("embedding")
-    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in derived.HIDDEN_FIELDS}}
+    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in (*VECTOR_FIELDS, *derived.HIDDEN_FIELDS)}}
 
 
 def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: datetime, metadata: dict,
@@ -354,7 +353,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
         parts = found.texts
     # Cached: the session's previous turns were embedded when they were written, and a turn's
     # own text is also its recall's query (turn_submit embeds it first).
-    doc["embedding"] = derived.episode_vectors([(text, parts)], cached=True)[0]
+    doc.update(derived.episode_vectors([(text, parts)], cached=True)[0])
     if defer_refresh:
         refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
     return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
@@ -518,7 +517,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         supporting = list(src.get("supporting_episode_ids") or [])
         if (operation_id is not None and operation_id in applied) or \
                 (episode_id is not None and episode_id in supporting):
-            return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}}
+            return {"id": visible.id, **{k: v for k, v in src.items() if k not in VECTOR_FIELDS}}
         now = _now().isoformat()
         update: dict[str, Any] = (
             {"success_count": int(src.get("success_count") or 0) + 1, "last_success_at": now} if success
@@ -537,7 +536,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
             continue
         audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
                      target_id=visible.id, details={"success": success})
-        return {"id": visible.id, **{k: v for k, v in src.items() if k != "embedding"}, **update}
+        return {"id": visible.id, **{k: v for k, v in src.items() if k not in VECTOR_FIELDS}, **update}
     raise Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
                    code="concurrent_update")
 
@@ -665,7 +664,7 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
     writer = write_target(tenant=subject.tenant)[0]
     for dep, update, vector in zip(dependents, updates, vectors, strict=True):
         writer.options(ignore_status=404).update(index=index, id=dep["id"],
-                                                 doc={**update, "embedding": vector}, refresh="wait_for")
+                                                 doc={**update, **vector}, refresh="wait_for")
 
 
 def subject_erase(*, subject: Subject, actor: str) -> int:
@@ -803,7 +802,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     **({"client_id": episode.client_id} if episode.client_id else {})}
                 sent[episode.id] = {k: source.get(k) for k in _CREATE_IDENTITY}
                 yield {"_op_type": "create", "_index": index, "_id": episode.id,
-                       "_source": {**source, "embedding": vector}}
+                       "_source": {**source, **vector}}
 
     sent: dict[str, dict[str, Any]] = {}
     written: list[str] = []
@@ -823,7 +822,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     # it; same created_at, so undone with the rest on failure), or an earlier import of the same
     # episodes retried by its client (kept as it is whatever happens here).
     if conflicts := [f["_id"] for f in failures if f.get("status") == 409]:
-        stored = writer.mget(index=index, ids=conflicts, source_excludes=["embedding"])["docs"]
+        stored = writer.mget(index=index, ids=conflicts, source_excludes=VECTOR_FIELDS)["docs"]
         same = {d["_id"]: d["_source"] for d in stored
                 if d.get("found") and all(d["_source"].get(k) == v for k, v in sent[d["_id"]].items())}
         written += [i for i in conflicts if i in same and same[i].get("created_at") == now]

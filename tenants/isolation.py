@@ -348,6 +348,8 @@ def _action(doc: SeededDoc, now: str) -> dict:
         source.update(trigger=f"{doc.marker} trigger", steps=f"{doc.marker} step one")
     if doc.memory_type is MemoryType.CATALOG:
         source["title"] = f"{doc.marker} article"
+    if doc.memory_type is MemoryType.EPISODIC:  # two passages, as a two-sentence episode has
+        source["passages"] = [{"embedding": list(doc.vector)}, {"embedding": list(doc.vector)}]
     return {"_op_type": "index", "_index": doc.alias, "_id": doc.id, "_source": source}
 
 
@@ -491,6 +493,16 @@ def _probe_alias(world: World, rec: ProbeRecorder, who: SeededSubject, es: Elast
         with rec.probe(f"knn:{kind}", who) as p:
             response = es.search(index=alias, size=100, knn={
                 "field": "embedding", "query_vector": list(foreign[0].vector), "k": 100, "num_candidates": 200})
+            p.ids(_hit_ids(response), allowed=visible, required=visible)
+    if foreign and kind == MemoryType.EPISODIC.value:  # episodes' sentence vectors: nested documents
+        with rec.probe(f"knn:passages:{kind}", who) as p:
+            response = es.search(index=alias, size=100, knn={
+                "field": "passages.embedding", "query_vector": list(foreign[0].vector), "k": 100,
+                "num_candidates": 200})
+            p.ids(_hit_ids(response), allowed=visible, required=visible)
+        with rec.probe(f"nested:inner_hits:{kind}", who) as p:
+            response = es.search(index=alias, size=1000, query={
+                "nested": {"path": "passages", "query": {"match_all": {}}, "inner_hits": {}}})
             p.ids(_hit_ids(response), allowed=visible, required=visible)
     with rec.probe(f"suggest:term:{kind}", who, refusal_ok=True) as p:
         target = sorted(foreign_markers)[0]

@@ -44,7 +44,7 @@ SYSTEM_KEY_MAINTENANCE = "key-maintenance"
 # ---------------------------------------------------------------- audit
 
 # Memory document fields: audit details must never carry them.
-_CONTENT_FIELDS = frozenset({"text", "content", "title", "trigger", "steps", "refined_steps", "embedding"})
+_CONTENT_FIELDS = frozenset({"text", "content", "title", "trigger", "steps", "refined_steps", "embedding", "passages"})
 
 
 def audit_record(*, actor: Actor, action: str, tenant: Tenant | None = None, subject: Subject | None = None,

@@ -39,6 +39,9 @@ USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 # their ``_source`` (a migration, a tenant's move between indices) must ask for them back, or the
 # copies lose their vectors and drop out of every kNN search without an error.
 SOURCE_WITH_VECTORS = {"exclude_vectors": False}
+# The vector fields, kept out of every response (they are excluded from a returned _source anyway,
+# but a nested field such as ``passages`` would still show as a list of empty objects).
+VECTOR_FIELDS = ["embedding", "passages"]
 
 
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
@@ -90,19 +93,17 @@ def _text(**extra) -> dict:
             **extra}
 
 
-def _common_properties(dims: int) -> dict:
+def _vector(dims: int) -> dict:
+    return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine",
+            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE}}
+
+
+def _common_properties() -> dict:
     return {
         "tenant_id": {"type": "keyword"},
         "user_id": {"type": "keyword"},
         "memory_type": {"type": "keyword"},
         "text": _text(),
-        "embedding": {
-            "type": "dense_vector",
-            "dims": dims,
-            "index": True,
-            "similarity": "cosine",
-            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE},
-        },
         "created_at": {"type": "date"},
         "occurred_at": {"type": "date"},
         "last_used_at": {"type": "date"},
@@ -149,6 +150,15 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
 }
 
 
+def _vector_properties(memory_type: MemoryType, dims: int) -> dict:
+    """The memory's own vector; an episode also has one per sentence (memory_app.passages), which
+    the recall's passage leg ranks it by. Episodes stored before ``passages`` existed have none and
+    are found through ``embedding``."""
+    if memory_type is MemoryType.EPISODIC:
+        return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}
+    return {"embedding": _vector(dims)}
+
+
 @dataclass(frozen=True)
 class IndexDefinition:
     memory_type: MemoryType
@@ -177,7 +187,8 @@ def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> Ind
         "mappings": {
             # Unknown fields are an error, not a silent new mapping.
             "dynamic": "strict",
-            "properties": {**_common_properties(dims), **_EXTRA_PROPERTIES[memory_type]},
+            "properties": {**_common_properties(), **_vector_properties(memory_type, dims),
+                           **_EXTRA_PROPERTIES[memory_type]},
         },
     }
     return IndexDefinition(memory_type=memory_type, body=body)

@@ -13,7 +13,7 @@ from elasticsearch import helpers
 from engram_core.errors import NotFound
 from memory_app.consolidation.extractors import Episode
 from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
-from engram_core.es.schema import MemoryType, alias_name
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.models import ConsolidationRun
 from tenants.models import Subject
 from tenants.models import Tenant
@@ -51,7 +51,7 @@ def episodes_pending(*, subject: Subject, limit: int | None = None) -> list[Pend
                          query={"bool": {"filter": _own(subject),
                                          "must_not": [{"exists": {"field": "consolidated_at"}}]}},
                          sort=[{"occurred_at": "asc"}, {"created_at": "asc"}], seq_no_primary_term=True,
-                         source_excludes=["embedding", "context"])
+                         source_excludes=[*VECTOR_FIELDS, "context"])
     return [PendingEpisode(episode=_episode(h), seq_no=h["_seq_no"], primary_term=h["_primary_term"])
             for h in response["hits"]["hits"]]
 
@@ -69,7 +69,8 @@ def episodes_context(*, subject: Subject, episodes: list[Episode]) -> list[Episo
     searches: list[dict[str, Any]] = []
     for session_id, first in sessions.items():
         searches += [{"index": index}, {
-            "size": settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES, "_source": {"excludes": ["embedding", "context"]},
+            "size": settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES,
+            "_source": {"excludes": [*VECTOR_FIELDS, "context"]},
             "sort": [{"occurred_at": "desc"}],
             "query": {"bool": {"filter": [*_own(subject), {"term": {"session_id": session_id}},
                                           {"exists": {"field": "consolidated_at"}},
@@ -111,10 +112,10 @@ def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], 
     current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
     searches: list[dict[str, Any]] = []
     for text, vector in zip(texts, vectors, strict=True):
-        searches += [{"index": index}, {"size": k, "_source": {"excludes": ["embedding"]},
+        searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
                                         "knn": {"field": "embedding", "query_vector": vector, "k": k,
                                                 "num_candidates": max(50, k * 5), "filter": current}}]
-        searches += [{"index": index}, {"size": k, "_source": {"excludes": ["embedding"]},
+        searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
                                         "query": {"bool": {"must": [{"match": {"text": text}}],
                                                            "filter": [current]}}}]
     responses = subject_es_client(subject=subject).msearch(searches=searches)["responses"]
@@ -138,7 +139,7 @@ def memories_existing(*, subject: Subject, ids: list[str], memory_type: MemoryTy
     if not ids:
         return {}
     docs = subject_es_client(subject=subject).mget(index=_alias(subject, memory_type), ids=ids,
-                                                   source_excludes=["embedding"])["docs"]
+                                                   source_excludes=VECTOR_FIELDS)["docs"]
     return {d["_id"]: d["_source"] for d in docs if d.get("found")}
 
 

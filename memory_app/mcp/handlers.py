@@ -26,7 +26,7 @@ WRITE = AgentToken.Scope.MEMORY_WRITE.value
 FORGET = AgentToken.Scope.MEMORY_FORGET.value
 
 # Internal scope fields an agent has no use for (the end-user is the one it is talking to).
-_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", "embedding", "outcome_ids"})
+_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", "embedding", "passages", "outcome_ids"})
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,11 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     body = rc.msearch_body(types=[MemoryType.EPISODIC], query=query, vector=get_embedder().embed_query(query),
                            scope=memory_scope(subject=alice), include_superseded=False, since=None, until=None,
                            index_for={MemoryType.EPISODIC: alias_name(MemoryType.EPISODIC)})
-    [header, search] = body
-    assert "query" not in search and "post_filter" not in search and search["knn"]["filter"]
+    # The dense leg and the passage search over the episodes' sentences (memory_app.passages).
+    [_header, search, _passage_header, passages] = body
+    assert passages["knn"]["field"] == "passages.embedding"
+    for leg in (search, passages):
+        assert "query" not in leg and "post_filter" not in leg and leg["knn"]["filter"]
     # Through the admin credential, so no DLS key hides Bob's documents: only the clause filters.
-    [dense] = es_admin.msearch(searches=body)["responses"]
-    assert [hit["_id"] for hit in dense["hits"]["hits"]] == [own]
+    for response in es_admin.msearch(searches=body)["responses"]:
+        assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]

@@ -233,6 +233,11 @@ ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2
 # embedded as one text) or "off".
 ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")
 ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0.5)
+# An episode of several sentences gets one vector per sentence (memory_app.passages), and the
+# dense leg ranks it by its best one (ENGRAM_RECALL_PASSAGES); off: one vector per episode.
+ENGRAM_EMBED_PASSAGES = env.bool("ENGRAM_EMBED_PASSAGES", default=True)
+ENGRAM_PASSAGES_MAX = env.int("ENGRAM_PASSAGES_MAX", default=12)
+ENGRAM_RECALL_PASSAGES = env.bool("ENGRAM_RECALL_PASSAGES", default=True)
 # Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
 # BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).

@@ -1,0 +1,114 @@
+"""Episode passages: one vector per sentence, and the dense leg ranks an episode by its best one
+(real Elasticsearch, real MiniLM)."""
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name
+from memory_app import services
+from memory_app.embeddings import get_embedder
+from memory_app.passages import passages_of
+from memory_app.selectors import memory_get, memory_recall
+
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+LONG = ("Maya: Thanks for asking about the move! The boxes are finally unpacked and the kitchen works. "
+        "I'm off to go swimming with the kids. Talk to you soon!")
+
+
+def test_passages_are_sentences_with_the_speaker_label_carried_over():
+    assert passages_of(LONG) == [
+        "Maya: Thanks for asking about the move!",
+        "Maya: The boxes are finally unpacked and the kitchen works.",
+        "Maya: I'm off to go swimming with the kids.",
+        "Maya: Talk to you soon!",
+    ]
+    assert passages_of("One sentence only.") == ["One sentence only."]
+    assert passages_of('I loved "Charlotte\'s Web." It was fun.') == ['I loved "Charlotte\'s Web."', "It was fun."]
+    assert passages_of("We met Dr. Seuss at St. Mary's. Then we left.") == ["We met Dr. Seuss at St. Mary's.",
+                                                                            "Then we left."]
+    assert passages_of("first line\nsecond line") == ["first line", "second line"]
+    assert passages_of("3.5 stars, i.e. fine.") == ["3.5 stars, i.e. fine."]
+
+
+def test_a_long_text_is_cut_into_at_most_the_configured_runs_of_sentences(settings):
+    settings.ENGRAM_PASSAGES_MAX = 3
+    text = " ".join(f"Sentence number {n} is here." for n in range(1, 8))
+    runs = passages_of(text)
+    assert len(runs) == 3
+    assert " ".join(runs) == text  # nothing lost, order kept
+    assert runs[0] == "Sentence number 1 is here. Sentence number 2 is here. Sentence number 3 is here."
+
+
+def _unit(vector):
+    vector = np.asarray(vector, dtype=np.float64)
+    return vector / np.linalg.norm(vector)
+
+
+def _stored_vectors(es_admin, memory_id):
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.refresh(index=index)
+    source = es_admin.search(index=index, query={"ids": {"values": [memory_id]}},
+                             source=SOURCE_WITH_VECTORS)["hits"]["hits"][0]["_source"]
+    return np.asarray(source["embedding"]), [np.asarray(p["embedding"]) for p in source["passages"]]
+
+
+def test_each_sentence_gets_a_vector_anchored_in_its_turn_and_context_and_none_is_returned(subject, es_admin):
+    before = services.episode_write(subject=subject, text="How was your weekend?", session_id="w1",
+                                    occurred_at=T0)
+    turn = services.episode_write(subject=subject, text=LONG, session_id="w1", occurred_at=T0 + timedelta(minutes=1))
+    sentences = passages_of(LONG)
+    s = [_unit(v) for v in get_embedder().embed_documents(sentences)]
+    context = _unit(get_embedder().embed_documents(["How was your weekend?"])[0])
+    whole = _unit(np.sum(s, axis=0))
+    embedding, passages = _stored_vectors(es_admin, turn["id"])
+    assert float(_unit(embedding) @ _unit(whole + 0.5 * context)) > 0.9999
+    assert len(passages) == 4
+    for sentence, stored in zip(s, passages, strict=True):
+        assert float(_unit(stored) @ _unit(sentence + 0.5 * whole + 0.5 * context)) > 0.9999
+    # A one-sentence episode has one passage: its own vector.
+    embedding, passages = _stored_vectors(es_admin, before["id"])
+    assert len(passages) == 1 and float(_unit(passages[0]) @ _unit(embedding)) > 0.9999
+    # The vectors are for search only: no response carries them.
+    assert "passages" not in turn and "embedding" not in turn
+    assert "passages" not in memory_get(subject=subject, memory_id=turn["id"])
+
+
+def test_an_import_stores_the_same_passages_as_turns_written_one_by_one(subject, es_admin):
+    one = services.episode_write(subject=subject, text="How was your weekend?", session_id="a", occurred_at=T0)
+    two = services.episode_write(subject=subject, text=LONG, session_id="a", occurred_at=T0 + timedelta(minutes=1))
+    imported = services.episodes_import(subject=subject, episodes=[
+        {"text": t, "session_id": "b", "occurred_at": (T0 + timedelta(minutes=n)).isoformat()}
+        for n, t in enumerate(["How was your weekend?", LONG])])
+    assert one["id"] and two["id"]
+    live, batch = _stored_vectors(es_admin, two["id"]), _stored_vectors(es_admin, imported[1])
+    assert float(_unit(live[0]) @ _unit(batch[0])) > 0.9999
+    assert all(float(_unit(a) @ _unit(b)) > 0.9999 for a, b in zip(live[1], batch[1], strict=True))
+
+
+def _dense_rank(subject, query, target):
+    hits = memory_recall(subject=subject, query=query, k=10, types=["episodic"], explain=True)
+    return next((h["explain"]["dense_rank"] for h in hits if h["id"] == target), None)
+
+
+def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
+    """A question about one statement inside a turn that says several things: the turn's single
+    vector is far from it, its sentence is near. Measured on the dense leg alone."""
+    settings.ENGRAM_RECALL_BM25 = False
+    # Chosen so that the question's cosine (MiniLM) is 0.638 and 0.603 with the first two, 0.583
+    # with the long turn's single vector and 0.651 with its swimming sentence's passage.
+    distractors = [
+        "Maya: My kids watched a football match on TV.",
+        "Maya: I play board games with my children on Sundays.",
+        "Maya: The kids' bedroom needs new curtains.",
+        "Maya: My son has a cold and stayed home from school.",
+    ]
+    for n, text in enumerate(distractors):
+        services.episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
+    target = services.episode_write(subject=subject, text=LONG, occurred_at=T0 + timedelta(hours=10))["id"]
+    question = "What sport does Maya do with her children?"
+    with_passages = _dense_rank(subject, question, target)
+    settings.ENGRAM_RECALL_PASSAGES = False
+    whole_only = _dense_rank(subject, question, target)
+    assert with_passages == 1
+    assert whole_only is None or whole_only > with_passages
