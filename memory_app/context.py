@@ -154,7 +154,8 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     """The vector fields of each episode given as (its text, its context): the explicit context as
     one part, or the texts of the derived context's episodes, oldest first. Each is a dict with
     ``embedding`` (the episode's vector) and ``passages`` (one vector per passage, searched by the
-    recall's passage leg; ``memory_app.passages``), to merge into the stored document.
+    recall's passage leg; ``memory_app.passages``; only for a text of several sentences), to merge
+    into the stored document.
 
     ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each
     text embedded on its own. The turn stays the vector's anchor, as on the BM25 side (context at
@@ -167,13 +168,14 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     With ENGRAM_EMBED_PASSAGES (composed and off modes) a text of several sentences is embedded
     sentence by sentence: v(text) is the unit sum of its passages' vectors, and passage i's vector
     is unit(v(passage i) + 0.5 · v(text) + weight · mean(v(part))), i.e. the sentence anchored in
-    its turn and its context. A one-sentence text has one passage, the episode's own vector.
+    its turn and its context. A one-sentence text gets no passages: its one passage would be the
+    episode's own vector, which the whole-vector search already finds with the same score, and
+    every stored passage is one more vector in the HNSW graph to build.
     """
     embedder = get_embedder()
     mode = embed_context_mode()
     if mode == "joint":
-        vectors = embedder.embed_documents([_join([*parts, text]) for text, parts in items])
-        return [{"embedding": v, "passages": [{"embedding": v}]} for v in vectors]
+        return [{"embedding": v} for v in embedder.embed_documents([_join([*parts, text]) for text, parts in items])]
     if mode == "off":
         items = [(text, ()) for text, _parts in items]
     texts = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
@@ -190,9 +192,11 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     for text, parts in items:
         context = weight * np.mean([whole[p] for p in parts], axis=0) if parts and weight > 0 else 0.0
         vector = _unit(whole[text] + context)
-        passages = [_unit(sentence[p] + 0.5 * whole[text] + context) for p in split[text]] \
-            if len(split[text]) > 1 else [vector]
-        out.append({"embedding": vector.tolist(), "passages": [{"embedding": p.tolist()} for p in passages]})
+        fields: dict[str, Any] = {"embedding": vector.tolist()}
+        if len(split[text]) > 1:
+            fields["passages"] = [{"embedding": _unit(sentence[p] + 0.5 * whole[text] + context).tolist()}
+                                  for p in split[text]]
+        out.append(fields)
     return out
 
 

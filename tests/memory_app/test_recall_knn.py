@@ -17,13 +17,14 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     settings.ENGRAM_RECALL_NUM_CANDIDATES = 10
     alice, bob = make_subject("alice"), make_subject("bob")
     day = datetime(2025, 3, 1, tzinfo=UTC)
-    # Bob holds 60 near-copies of the question; Alice one unrelated episode. A filter applied
-    # after the kNN search (post_filter, or a query beside knn) would see only Bob's 10 nearest.
+    # Bob holds 60 near-copies of the question; Alice one unrelated episode of two sentences (so it
+    # has passages, memory_app.passages). A filter applied after the kNN search (post_filter, or a
+    # query beside knn) would see only Bob's 10 nearest.
     services.episodes_import(subject=bob, episodes=[
         {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
         for i in range(60)])
     [own] = services.episodes_import(subject=alice, episodes=[
-        {"text": "I planted tomatoes in the back garden", "occurred_at": day.isoformat()}])
+        {"text": "I planted tomatoes in the back garden. The soil was dry.", "occurred_at": day.isoformat()}])
     query = "garage door sensor battery low"
     body = rc.msearch_body(types=[MemoryType.EPISODIC], query=query, vector=get_embedder().embed_query(query),
                            scope=memory_scope(subject=alice), include_superseded=False, since=None, until=None,
