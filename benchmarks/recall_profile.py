@@ -148,7 +148,8 @@ def knn_sweep(values: list[int], plan: list) -> str:
                                    until=None, index_for={t: alias_name(t, prefix=prefix) for t in types})
             es = subject_es_client(subject=subject)
             started = time.perf_counter()
-            response = es.msearch(searches=body)["responses"][0]
+            # The dense leg as fusion sees it: with the episodes' passage search merged in.
+            response = rc.leg_responses(es.msearch(searches=body)["responses"], types=types)[0]
             times.append((time.perf_counter() - started) * 1000.0)
             ids.append([h["_id"] for h in response["hits"]["hits"]])
         return times, ids

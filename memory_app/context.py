@@ -32,8 +32,8 @@ from memory_app.embeddings import get_embedder
 from memory_app.passages import passages_of
 
 
-# Fields derived for search (context text, passage vectors) that are kept out of every response.
-HIDDEN_FIELDS = ("derived_context", "passages")
+# Fields of a derived context that are kept out of every response (vectors: VECTOR_FIELDS).
+HIDDEN_FIELDS = ("derived_context",)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_core.errors import PermissionDenied, ValidationFailed
+from engram_core.es.schema import VECTOR_FIELDS
 from memory_app import outbox, selectors, services
 from memory_app.api.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
@@ -26,7 +27,7 @@ WRITE = AgentToken.Scope.MEMORY_WRITE.value
 FORGET = AgentToken.Scope.MEMORY_FORGET.value
 
 # Internal scope fields an agent has no use for (the end-user is the one it is talking to).
-_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", "embedding", "passages", "outcome_ids"})
+_HIDDEN_FIELDS = frozenset({"tenant_id", "user_id", *VECTOR_FIELDS, "outcome_ids"})
 
 
 @dataclass(frozen=True)
