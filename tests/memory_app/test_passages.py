@@ -112,3 +112,24 @@ def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
     whole_only = _dense_rank(subject, question, target)
     assert with_passages == 1
     assert whole_only is None or whole_only > with_passages
+
+
+def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subject, es_admin):
+    """A passage's vector holds its turn's context (see the first test), so forgetting the turn
+    before re-computes the passages too, not only the episode's own vector."""
+    secret = services.episode_write(subject=subject, text="My locker code is zanzibar.", session_id="f1",
+                                    occurred_at=T0)
+    turn = services.episode_write(subject=subject, text=LONG, session_id="f1", occurred_at=T0 + timedelta(minutes=1))
+    s = [_unit(v) for v in get_embedder().embed_documents(passages_of(LONG))]
+    whole = _unit(np.sum(s, axis=0))
+    context = _unit(get_embedder().embed_documents(["My locker code is zanzibar."])[0])
+    _embedding, passages = _stored_vectors(es_admin, turn["id"])
+    assert float(_unit(passages[0]) @ _unit(s[0] + 0.5 * whole + 0.5 * context)) > 0.9999
+
+    services.memory_forget(subject=subject, memory_id=secret["id"], reason="user asked", actor="test")
+
+    embedding, passages = _stored_vectors(es_admin, turn["id"])
+    assert float(_unit(embedding) @ whole) > 0.9999
+    assert len(passages) == len(s)
+    for sentence, stored in zip(s, passages, strict=True):
+        assert float(_unit(stored) @ _unit(sentence + 0.5 * whole)) > 0.9999
