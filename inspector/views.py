@@ -215,8 +215,10 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
 
 def _explain_row(rank: int, hit: dict) -> dict:
     """Lay the explain dict out generically: scalar entries as name/value pairs, dicts (e.g. the
-    multipliers) flattened with their key as prefix. Nothing here depends on specific keys."""
-    explain = hit.get("explain") or {}
+    multipliers) flattened with their key as prefix. The one exception is ``dense_sentence`` (the
+    sentence of an episode its dense rank came from), a text shown under the hit, not a cell."""
+    explain = dict(hit.get("explain") or {})
+    sentence = explain.pop("dense_sentence", None)
     scalars, factors = [], []
     for key, value in explain.items():
         if isinstance(value, dict):
@@ -225,7 +227,7 @@ def _explain_row(rank: int, hit: dict) -> dict:
             scalars.append((key, ", ".join(map(str, value))))
         else:
             scalars.append((key, value))
-    return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors}
+    return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors, "sentence": sentence}
 
 
 # ---------------------------------------------------------------- consolidation

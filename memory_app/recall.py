@@ -38,6 +38,7 @@ from typing import Any
 from django.conf import settings
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
+from memory_app.passages import passages_of
 from memory_app.temporal import TimeWindow
 
 # Each type's date field for time decay; None = exempt.
@@ -111,12 +112,13 @@ class Hit:
     rerank_rank: int | None = None
     score: float = 0.0
     extra_ranks: dict[str, int] = field(default_factory=dict)  # ranks in extra legs (memory_app.query_plan)
+    dense_passage: int | None = None  # the passage an episode's dense rank came from, if one did (explain only)
 
     def explain(self) -> dict[str, Any]:
-        # Ranks, the rank-based fused score and the multipliers only. Raw BM25 scores are never
-        # exposed: they carry index-wide term statistics (idf, average length), which in shared
-        # indices move when another tenant writes. Dense similarities are left out too: ranks
-        # say what fusion used.
+        # Ranks, the rank-based fused score and the multipliers, and the sentence of the
+        # episode's own text its dense rank came from. Raw BM25 scores are never exposed: they
+        # carry index-wide term statistics (idf, average length), which in shared indices move
+        # when another tenant writes. Dense similarities are left out too: ranks say what fusion used.
         return {
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
@@ -126,7 +128,15 @@ class Hit:
             "multipliers": self.multipliers,
             "final_score": self.score,
             **({"extra_ranks": self.extra_ranks} if self.extra_ranks else {}),
+            **({"dense_sentence": sentence} if (sentence := self._dense_sentence()) else {}),
         }
+
+    def _dense_sentence(self) -> str | None:
+        # Passages are not stored as text: the offset indexes the same split of the episode's text.
+        if self.dense_passage is None:
+            return None
+        passages = passages_of(self.source.get("text") or "")
+        return passages[self.dense_passage] if self.dense_passage < len(passages) else None
 
 
 def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
@@ -158,10 +168,11 @@ def bm25_fields(types: list[MemoryType]) -> list[str]:
 
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
-                 index_for: dict[MemoryType, str]) -> list[dict]:
+                 index_for: dict[MemoryType, str], explain: bool = False) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
-    BM25 uses dfs_query_then_fetch: term statistics are gathered across all the indices."""
+    BM25 uses dfs_query_then_fetch: term statistics are gathered across all the indices.
+    ``explain``: the passage search also names each episode's nearest passage (``passage_search``)."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = allowed_filter(types=types, scope=scope, include_superseded=include_superseded, since=since, until=until)
@@ -183,7 +194,8 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                      "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": [allowed]}},
         ]
         if passages_searched(types):
-            body += passage_search(index=index_for[MemoryType.EPISODIC], vector=vector, filters=[allowed])
+            body += passage_search(index=index_for[MemoryType.EPISODIC], vector=vector, filters=[allowed],
+                                   explain=explain)
     return body
 
 
@@ -191,15 +203,26 @@ def passages_searched(types: list[MemoryType]) -> bool:
     return settings.ENGRAM_RECALL_DENSE and settings.ENGRAM_RECALL_PASSAGES and MemoryType.EPISODIC in types
 
 
-def passage_search(*, index: str, vector: list[float], filters: list[dict]) -> list[dict]:
+def passage_search(*, index: str, vector: list[float], filters: list[dict], explain: bool = False) -> list[dict]:
     """The header/body pair of a kNN search over the episodes' sentence vectors
     (``passages.embedding``, nested): an episode scores by its nearest passage. ``merge_dense``
-    folds it into the dense leg it follows."""
+    folds it into the dense leg it follows. With ``explain``, each hit also carries that passage's
+    position (nested ``inner_hits``, no source), which ``fuse`` keeps for the explain output."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
-    return [{"index": index},
-            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-             "knn": {"field": "passages.embedding", "query_vector": vector, "k": candidates,
-                     "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}}]
+    knn = {"field": "passages.embedding", "query_vector": vector, "k": candidates,
+           "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}
+    if explain:
+        knn["inner_hits"] = {"name": PASSAGE_HITS, "size": 1, "_source": False}
+    return [{"index": index}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "knn": knn}]
+
+
+PASSAGE_HITS = "passage"
+
+
+def best_passage(raw: dict) -> int | None:
+    """The offset of the passage a passage-search hit scored by (present with ``explain``)."""
+    hits = raw.get("inner_hits", {}).get(PASSAGE_HITS, {}).get("hits", {}).get("hits") or []
+    return hits[0]["_nested"]["offset"] if hits else None
 
 
 def merge_dense(whole: dict, passages: dict) -> dict:
@@ -239,6 +262,8 @@ def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = ()) -> dict[
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
             if leg in ("bm25", "dense"):
                 setattr(hit, f"{leg}_rank", rank)
+                if leg == "dense":
+                    hit.dense_passage = best_passage(raw)
             else:
                 hit.extra_ranks[leg] = rank
             hit.rrf += weights[leg] / (k + rank)

@@ -77,7 +77,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for=index_for)
+                           since=since, until=until, index_for=index_for, explain=explain)
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
     counted_in = ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
     extra_body, extra = qp.entity_legs(

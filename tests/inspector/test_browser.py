@@ -178,6 +178,15 @@ def test_recall_sandbox_shows_explain(live, browser):
     assert "×" in explain and "time_decay" in explain
     browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
     _shot(browser, "recall-sandbox")
+    # A turn that says two things is found by the sentence the question is about, and the card says which.
+    box = browser.find_element(By.ID, "recall-q")
+    box.clear()
+    box.send_keys("why does the smoke alarm keep beeping?")
+    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
+    matched = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit .matched"), timeout=15)
+    assert "the kitchen smoke alarm beeps every few minutes" in matched[0].text
+    browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
+    _shot(browser, "recall-sandbox-sentence", full=False)
 
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):

@@ -178,6 +178,17 @@ def test_recall_sandbox_renders_explain_generically_and_does_not_bump_use(staff,
     assert selectors.memory_get(subject=alice, memory_id=fact["id"])["use_count"] == 0
 
 
+def test_recall_sandbox_shows_the_sentence_an_episode_was_found_by(staff, subjects):
+    alice, _ = subjects
+    services.episode_write(subject=alice, text="Thanks for asking about the move! The boxes are unpacked. "
+                                               "I'm off to go swimming with the kids.")
+    client = Client()
+    client.force_login(staff["support"])
+    html = client.get(f"/u/{alice.user_id}/recall/", {"q": "what sport does she do with her children"},
+                      headers={"HX-Request": "true"}).content.decode()
+    assert "Dense match on the sentence" in html and "I&#x27;m off to go swimming with the kids." in html
+
+
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):
     alice, _ = subjects
     fact = services.fact_write(subject=alice, text="Alice's door code hint.")

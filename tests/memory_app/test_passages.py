@@ -133,3 +133,17 @@ def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subje
     assert len(passages) == len(s)
     for sentence, stored in zip(s, passages, strict=True):
         assert float(_unit(stored) @ _unit(sentence + 0.5 * whole)) > 0.9999
+
+
+def test_explain_names_the_sentence_an_episodes_dense_rank_came_from(subject, settings):
+    settings.ENGRAM_RECALL_BM25 = False
+    target = services.episode_write(subject=subject, text=LONG, occurred_at=T0)["id"]
+    single = services.episode_write(subject=subject, text="Maya: The kids' bedroom needs new curtains.",
+                                    occurred_at=T0 + timedelta(hours=1))["id"]
+    hits = {h["id"]: h for h in memory_recall(subject=subject, query="What sport does Maya do with her children?",
+                                              k=10, types=["episodic"], explain=True)}
+    assert hits[target]["explain"]["dense_sentence"] == "Maya: I'm off to go swimming with the kids."
+    assert "dense_sentence" not in hits[single]["explain"]  # ranked by its own (only) vector
+    # Without explain the passage search asks for no inner hits, and no hit says more.
+    plain = memory_recall(subject=subject, query="What sport does Maya do with her children?", k=10, types=["episodic"])
+    assert all("explain" not in h for h in plain)

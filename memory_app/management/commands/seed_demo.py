@@ -27,7 +27,7 @@ NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
 # (external_id, display name, memories): (type, text, extra fields)
 SUBJECTS = [
     ("alice@example.com", "Alice", [
-        ("episodic", "My living-room thermostat keeps dropping to 16 degrees at night.", {}),
+        ("episodic", "My living-room thermostat keeps dropping to 16 degrees at night. Also, the kitchen smoke alarm beeps every few minutes.", {}),
         ("episodic", "I have a cat, so please no loud alarms after 10pm.", {}),
         ("semantic", "Alice has a cat and wants no loud alarms after 22:00.", {"confidence": 0.9}),
         ("semantic", "Alice's thermostat model is the Acme T3.", {"confidence": 0.8}),
