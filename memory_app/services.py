@@ -605,6 +605,15 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,
                  details={"memory_type": visible.memory_type.value, "reason": reason})
     memory_copies_purge(subject=subject, memory_id=memory_id, texts=_texts_of(visible.source))
+    _cached_vectors_drop()
+
+
+def _cached_vectors_drop() -> None:
+    """Empty this process's cache of embedded texts (a turn's text and sentences go through it,
+    keyed by digest): a forgotten text's vector must not outlive the forget here. Other processes'
+    entries expire after ENGRAM_EMBEDDER_QUERY_CACHE_SECONDS."""
+    if (cache := getattr(get_embedder(), "query_cache", None)) is not None:
+        cache.clear()
 
 
 def _texts_of(source: dict[str, Any]) -> set[str]:
@@ -708,6 +717,7 @@ def _subject_pii_erase(*, subject: Subject) -> None:
      .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
     usage_forget(subject=subject)
     Subject.objects.filter(pk=subject.pk).update(external_id=tombstone, display_name="")
+    _cached_vectors_drop()
 
 
 

@@ -44,11 +44,12 @@ def get_embedder() -> Embedder:
     kind = str(_setting("ENGRAM_EMBEDDER", "minilm")).lower()
     batch_size = int(_setting("ENGRAM_EMBEDDER_BATCH_SIZE", 32))
     cache_size = int(_setting("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", 1024))
+    cache_seconds = float(_setting("ENGRAM_EMBEDDER_QUERY_CACHE_SECONDS", 600))
     if kind == "minilm":
         from .minilm import MiniLMEmbedder
 
         try:
-            return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size,
+            return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size, query_cache_seconds=cache_seconds,
                                   runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx")).lower(),
                                   threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 0)))
         except EmbeddingError as exc:
@@ -66,6 +67,7 @@ def get_embedder() -> Embedder:
                 batch_size=batch_size,
                 timeout=float(_setting("ENGRAM_HTTP_TIMEOUT", 10.0)),
                 query_cache_size=cache_size,
+                query_cache_seconds=cache_seconds,
             )
         except ValueError as exc:
             raise ImproperlyConfigured(f"ENGRAM_EMBEDDER=openai: {exc}") from exc

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
@@ -56,34 +58,55 @@ class Reranker(Protocol):
 
 
 class QueryCache:
-    """A thread-safe LRU cache of query vectors, with hit/miss counters. ``maxsize <= 0`` disables it."""
+    """A thread-safe LRU cache of query vectors, with hit/miss counters. ``maxsize <= 0`` disables it.
 
-    def __init__(self, maxsize: int) -> None:
+    It holds no text: entries are keyed by the SHA-256 digest of the text, since the texts are
+    turns and their sentences as well as questions, and a forgotten memory's text must not stay
+    in a process's memory. Entries expire ``ttl`` seconds after they were computed (0: never), which
+    bounds how long any process keeps a forgotten text's vector; ``clear`` drops them at once (the
+    process that runs a forget or an erase does).
+    """
+
+    def __init__(self, maxsize: int, *, ttl: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.maxsize = maxsize
+        self.ttl = ttl
         self.hits = 0
         self.misses = 0
-        self._data: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self._clock = clock
+        self._data: OrderedDict[bytes, tuple[float, tuple[float, ...]]] = OrderedDict()
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+    def _fresh(self, stored_at: float) -> bool:
+        return self.ttl <= 0 or self._clock() - stored_at < self.ttl
 
     def get_or_compute(self, text: str, compute: Callable[[str], list[float]]) -> list[float]:
         """The cached vector for ``text``, else ``compute(text)`` (stored). Returns a fresh list each time."""
         if self.maxsize <= 0:
             return compute(text)
+        key = self._key(text)
         with self._lock:
-            cached = self._data.get(text)
-            if cached is not None:
-                self._data.move_to_end(text)
+            entry = self._data.get(key)
+            if entry is not None and self._fresh(entry[0]):
+                self._data.move_to_end(key)
                 self.hits += 1
-                return list(cached)
+                return list(entry[1])
             self.misses += 1
         # Computed outside the lock: concurrent misses for one text may both compute, which is harmless.
         vector = compute(text)
         with self._lock:
-            self._data[text] = tuple(vector)
-            self._data.move_to_end(text)
+            self._data[key] = (self._clock(), tuple(vector))
+            self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
                 self._data.popitem(last=False)
         return vector
+
+    def __contains__(self, text: str) -> bool:
+        entry = self._data.get(self._key(text))
+        return entry is not None and self._fresh(entry[0])
 
     def clear(self) -> None:
         """Drop every entry and reset the counters."""

@@ -50,6 +50,7 @@ class MiniLMEmbedder:
         *,
         batch_size: int = 32,
         query_cache_size: int = 1024,
+        query_cache_seconds: float = 0.0,
         max_seq_length: int | None = None,
         runtime: str = "numpy",
         threads: int = 0,
@@ -64,7 +65,7 @@ class MiniLMEmbedder:
         self.batch_size = max(1, batch_size)
         max_seq_length = max_seq_length or self._configured_max_seq_length()
         self.max_seq_length = min(max_seq_length, self.config.max_position_embeddings)
-        self.query_cache = QueryCache(query_cache_size)
+        self.query_cache = QueryCache(query_cache_size, ttl=query_cache_seconds)
         self._lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
         self._forward: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None

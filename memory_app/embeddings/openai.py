@@ -64,6 +64,7 @@ class OpenAIEmbedder:
         batch_size: int = 32,
         timeout: float = 10.0,
         query_cache_size: int = 1024,
+        query_cache_seconds: float = 0.0,
     ) -> None:
         if not url or not model or dims <= 0:
             raise ValueError("OpenAIEmbedder needs a url, a model and positive dims")
@@ -72,7 +73,7 @@ class OpenAIEmbedder:
         self.name = f"openai:{model}"
         self.dims = dims
         self.batch_size = max(1, batch_size)
-        self.query_cache = QueryCache(query_cache_size)
+        self.query_cache = QueryCache(query_cache_size, ttl=query_cache_seconds)
         self._client = make_client(api_key, timeout)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:

@@ -88,7 +88,10 @@ def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(sub
     one, two, three, four = _turns(subject, ["My locker code is zanzibar.", "Noted, thanks.",
                                              "Anything else?", "No."])
     assert "zanzibar" in _stored(es_admin, two["id"])["derived_context"]
+    assert "My locker code is zanzibar." in get_embedder().query_cache  # embedded through the cache
     services.memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
+    # Nor does this process keep its vector (the cache holds digests, never texts; see test_embeddings).
+    assert "My locker code is zanzibar." not in get_embedder().query_cache
 
     index = alias_name(MemoryType.EPISODIC)
     es_admin.indices.refresh(index=index)
@@ -188,3 +191,10 @@ def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(
     # One new text embedded, once: shared by the write (with its two predecessors' cached
     # vectors) and the recall on the turn's text that runs beside it.
     assert cache.misses - misses == 1
+
+
+def test_erasing_an_end_user_empties_the_cache_of_embedded_texts(subject):
+    _turns(subject, ["My locker code is zanzibar.", "Noted."])
+    assert "My locker code is zanzibar." in get_embedder().query_cache
+    services.subject_erase(subject=subject, actor="test")
+    assert len(get_embedder().query_cache) == 0

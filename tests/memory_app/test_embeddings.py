@@ -23,7 +23,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
 from memory_app.embeddings import clear_cache, get_embedder, get_reranker, warm_up
-from memory_app.embeddings.base import Embedder, EmbeddingError, Reranker
+from memory_app.embeddings.base import Embedder, EmbeddingError, QueryCache, Reranker
 from memory_app.embeddings.minilm import MiniLMEmbedder
 from memory_app.embeddings.openai import OpenAIEmbedder
 from memory_app.embeddings.rerankers import CrossEncoderReranker, HttpReranker
@@ -170,6 +170,30 @@ def test_query_cache_hits_and_is_safe_to_mutate():
     assert len(embedder.query_cache) == 2
     embedder.embed_query("what is my favourite food?")
     assert embedder.query_cache.misses == 4
+
+
+def test_query_cache_holds_digests_not_texts_and_entries_expire():
+    now = [100.0]
+    cache = QueryCache(8, ttl=60.0, clock=lambda: now[0])
+    computed: list[str] = []
+
+    def compute(text: str) -> list[float]:
+        computed.append(text)
+        return [float(len(text))]
+
+    cache.get_or_compute("My locker code is zanzibar.", compute)
+    assert "My locker code is zanzibar." in cache
+    held = repr(cache._data)  # what the process keeps
+    assert "zanzibar" not in held and all(isinstance(k, bytes) and len(k) == 32 for k in cache._data)
+    now[0] += 59.0
+    cache.get_or_compute("My locker code is zanzibar.", compute)
+    assert computed == ["My locker code is zanzibar."]  # still fresh: a hit
+    now[0] += 2.0
+    assert "My locker code is zanzibar." not in cache
+    cache.get_or_compute("My locker code is zanzibar.", compute)
+    assert len(computed) == 2  # expired: computed again
+    cache.clear()
+    assert len(cache) == 0 and "My locker code is zanzibar." not in cache
 
 
 def test_concurrent_first_use_loads_once_and_agrees():

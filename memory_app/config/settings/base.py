@@ -142,6 +142,9 @@ ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx")
 ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=0)  # onnxruntime intra-op; 0: min(CPUs, 4)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
+# How long a cached vector lives (the cache holds digests, not texts; this bounds how long any
+# process keeps a forgotten text's vector; the process that runs a forget clears its cache at once).
+ENGRAM_EMBEDDER_QUERY_CACHE_SECONDS = env.float("ENGRAM_EMBEDDER_QUERY_CACHE_SECONDS", default=600.0)
 # Servers (wsgi.py, asgi.py) load the local models before taking requests, not on the first one.
 ENGRAM_WARM_UP = env.bool("ENGRAM_WARM_UP", default=True)
 ENGRAM_OPENAI_EMBEDDINGS_URL = env.str("ENGRAM_OPENAI_EMBEDDINGS_URL", default="https://api.openai.com/v1")
