@@ -161,7 +161,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     text embedded on its own. The turn stays the vector's anchor, as on the BM25 side (context at
     ENGRAM_CONTEXT_BOOST), and a text is embedded once however many later turns carry it as
     context: an import embeds each turn once instead of three turns' worth of tokens, and a
-    turn whose predecessors were embedded recently (``cached``: through the embedder's LRU, which
+    turn whose predecessors were embedded recently (``cached``: through the embedder's vector cache, which
     the turn's own recall shares) embeds only itself. ``joint``: context and text embedded as
     one text (the previous default). ``off``: the text alone.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -58,13 +59,16 @@ class Reranker(Protocol):
 
 
 class QueryCache:
-    """A thread-safe LRU cache of query vectors, with hit/miss counters. ``maxsize <= 0`` disables it.
+    """A thread-safe cache of query vectors, with hit/miss counters. ``maxsize <= 0`` disables it.
 
     It holds no text: entries are keyed by the SHA-256 digest of the text, since the texts are
     turns and their sentences as well as questions, and a forgotten memory's text must not stay
-    in a process's memory. Entries expire ``ttl`` seconds after they were computed (0: never), which
-    bounds how long any process keeps a forgotten text's vector; ``clear`` drops them at once (the
-    process that runs a forget or an erase does).
+    in a process's memory. With ``ttl`` > 0 an entry expires ``ttl`` seconds after it was
+    computed and is dropped by the next use of the cache or, in an idle process, by a sweeper
+    thread within a quarter of ``ttl`` more, which bounds how long any process keeps a forgotten
+    text's vector; ``clear`` drops them all at once (the process that runs a forget or an erase
+    does). Entries leave in the order they were computed (oldest first, also when ``maxsize`` is
+    reached): a hit does not extend an entry's life.
     """
 
     def __init__(self, maxsize: int, *, ttl: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -75,13 +79,34 @@ class QueryCache:
         self._clock = clock
         self._data: OrderedDict[bytes, tuple[float, tuple[float, ...]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._sweeper_pid: int | None = None
 
     @staticmethod
     def _key(text: str) -> bytes:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
-    def _fresh(self, stored_at: float) -> bool:
-        return self.ttl <= 0 or self._clock() - stored_at < self.ttl
+    def _expire(self) -> None:
+        # Called under the lock. Entries are in the order they were stored, so the expired ones lead.
+        if self.ttl <= 0:
+            return
+        cutoff = self._clock() - self.ttl
+        while self._data:
+            key, (stored_at, _vector) = next(iter(self._data.items()))
+            if stored_at > cutoff:
+                break
+            del self._data[key]
+
+    def _sweep_forever(self) -> None:
+        while True:
+            time.sleep(max(1.0, self.ttl / 4))
+            with self._lock:
+                self._expire()
+
+    def _ensure_sweeper(self) -> None:
+        # One daemon thread per process (a forked worker starts its own), only once something is stored.
+        if self.ttl > 0 and self._sweeper_pid != os.getpid():
+            self._sweeper_pid = os.getpid()
+            threading.Thread(target=self._sweep_forever, name="engram-vector-cache-expiry", daemon=True).start()
 
     def get_or_compute(self, text: str, compute: Callable[[str], list[float]]) -> list[float]:
         """The cached vector for ``text``, else ``compute(text)`` (stored). Returns a fresh list each time."""
@@ -89,9 +114,9 @@ class QueryCache:
             return compute(text)
         key = self._key(text)
         with self._lock:
+            self._expire()
             entry = self._data.get(key)
-            if entry is not None and self._fresh(entry[0]):
-                self._data.move_to_end(key)
+            if entry is not None:
                 self.hits += 1
                 return list(entry[1])
             self.misses += 1
@@ -102,11 +127,13 @@ class QueryCache:
             self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
                 self._data.popitem(last=False)
+            self._ensure_sweeper()
         return vector
 
     def __contains__(self, text: str) -> bool:
-        entry = self._data.get(self._key(text))
-        return entry is not None and self._fresh(entry[0])
+        with self._lock:
+            self._expire()
+            return self._key(text) in self._data
 
     def clear(self) -> None:
         """Drop every entry and reset the counters."""
@@ -115,4 +142,6 @@ class QueryCache:
             self.hits = self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._data)
+        with self._lock:
+            self._expire()
+            return len(self._data)

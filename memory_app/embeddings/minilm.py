@@ -133,5 +133,5 @@ class MiniLMEmbedder:
         return self.embed_array(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        """The unit vector for ``text``, from the LRU query cache when possible."""
+        """The unit vector for ``text``, from the query cache when possible."""
         return self.query_cache.get_or_compute(text, lambda t: self.embed_array([t])[0].tolist())

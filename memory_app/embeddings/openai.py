@@ -104,7 +104,7 @@ class OpenAIEmbedder:
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        """The unit vector for ``text``, from the LRU query cache when possible."""
+        """The unit vector for ``text``, from the query cache when possible."""
         return self.query_cache.get_or_compute(text, lambda t: self._embed_batch([t])[0].tolist())
 
     def close(self) -> None:

@@ -166,7 +166,7 @@ def test_query_cache_hits_and_is_safe_to_mutate():
     assert second[0] != 123.0
     assert np.abs(np.array(second) - np.array(embedder.embed_documents(["what is my favourite food?"])[0])).max() < 1e-6
     embedder.embed_query("b")
-    embedder.embed_query("c")  # evicts the least recently used entry
+    embedder.embed_query("c")  # evicts the oldest entry
     assert len(embedder.query_cache) == 2
     embedder.embed_query("what is my favourite food?")
     assert embedder.query_cache.misses == 4
@@ -189,11 +189,20 @@ def test_query_cache_holds_digests_not_texts_and_entries_expire():
     cache.get_or_compute("My locker code is zanzibar.", compute)
     assert computed == ["My locker code is zanzibar."]  # still fresh: a hit
     now[0] += 2.0
-    assert "My locker code is zanzibar." not in cache
+    assert len(cache) == 0 and "My locker code is zanzibar." not in cache  # expired entries are dropped
     cache.get_or_compute("My locker code is zanzibar.", compute)
     assert len(computed) == 2  # expired: computed again
     cache.clear()
     assert len(cache) == 0 and "My locker code is zanzibar." not in cache
+
+
+def test_an_idle_process_drops_expired_vectors_too():
+    cache = QueryCache(8, ttl=2.0)  # its sweeper wakes every second
+    cache.get_or_compute("My locker code is zanzibar.", lambda t: [1.0])
+    deadline = time.monotonic() + 10
+    while cache._data and time.monotonic() < deadline:  # nothing calls the cache meanwhile
+        time.sleep(0.25)
+    assert not cache._data
 
 
 def test_concurrent_first_use_loads_once_and_agrees():
