@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
+import recall_latency  # noqa: E402  (its percentiles)
 import scale_data  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
@@ -58,8 +58,8 @@ VARIANTS = [("off/off (previous release)", "off", OFF), ("on/on (default)", "on"
 
 
 def percentiles(samples: list[float]) -> str:
-    q = statistics.quantiles(sorted(samples), n=100, method="inclusive")
-    return f"{q[49]:.1f} / {q[94]:.1f} / {q[98]:.1f}"
+    p = recall_latency.percentiles(samples)
+    return f"{p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f}"
 
 
 def main() -> None:
