@@ -2,7 +2,7 @@
 
 The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Per hit:
 
-    score = rrf × time_decay × use_count_boost × catalog_prior × outcome
+    score = rrf × time_decay × use_count_boost × catalog_prior × outcome  (+ reply credit)
 
 - rrf: Σ over the legs the hit appears in of weight_leg / (rank_constant + rank), ranks from 1
   (ENGRAM_RRF_BM25_WEIGHT 1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the stronger one
@@ -22,6 +22,14 @@ question words, auxiliaries and pronouns (``keyword_query``); the kNN leg embeds
 BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short). Extra legs (the
 entity legs of memory_app.query_plan) join the fusion through ``fuse(extra=...)``; a date the query
 names (memory_app.temporal) adds a ``time_window`` multiplier.
+
+Reply credit (ENGRAM_REPLY_CREDIT, 0.25): an episode whose predecessor in its session (the last
+of its derived ``context_ids``, memory_app.context) asks a question gains 0.25 × that question's
+score, when both are candidates. In a conversation the turn that asks names the topic and the
+turn that answers it often does not ("Anything you're excited about in the adoption process?" →
+"I'm thrilled to make a family for kids who need one"); derived context carries the question's
+words into the answer's BM25 fields and vector at a discount, and the credit ranks the answer
+next to a question that matched.
 
 The multipliers are computed here rather than inside Elasticsearch so that ``explain`` can show
 every factor exactly, and so that fusion ranks legs by relevance alone. All constants are settings.
@@ -113,6 +121,8 @@ class Hit:
     score: float = 0.0
     extra_ranks: dict[str, int] = field(default_factory=dict)  # ranks in extra legs (memory_app.query_plan)
     dense_passage: int | None = None  # the passage an episode's dense rank came from, if one did (explain only)
+    reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
+    replies_to: str | None = None
 
     def explain(self) -> dict[str, Any]:
         # Ranks, the rank-based fused score and the multipliers, and the sentence of the
@@ -128,6 +138,7 @@ class Hit:
             "multipliers": self.multipliers,
             "final_score": self.score,
             **({"extra_ranks": self.extra_ranks} if self.extra_ranks else {}),
+            **({"reply_credit": self.reply_credit, "replies_to": self.replies_to} if self.replies_to else {}),
             **({"dense_sentence": sentence} if (sentence := self._dense_sentence()) else {}),
         }
 
@@ -308,12 +319,42 @@ def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None
 
 
 def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None) -> list[Hit]:
-    """Apply the multipliers and sort. When a reranker ran, its order replaces the fused one
-    (as 1 / (rank_constant + rerank rank), so scores stay positive and comparable). ``window``:
-    the date window the query names (memory_app.temporal), boosting episodes in it."""
+    """Apply the multipliers and the reply credit, and sort. When a reranker ran, its order
+    replaces the fused one (as 1 / (rank_constant + rerank rank), so scores stay positive and
+    comparable). ``window``: the date window the query names (memory_app.temporal), boosting
+    episodes in it."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     for hit in hits:
         hit.multipliers = multipliers_for(hit, now=now, window=window)
         base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.rrf
         hit.score = base * math.prod(hit.multipliers.values())
+    reply_credit(hits)
     return sorted(hits, key=lambda h: (-h.score, h.id))
+
+
+# A sentence that ends in a question mark (before optional closing quotes or brackets).
+_ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` asks a question: one of its sentences ends with a question mark."""
+    return bool(_ASKS.search(text))
+
+
+def reply_credit(hits: list[Hit]) -> None:
+    """Add ENGRAM_REPLY_CREDIT × its question's score to every episode whose predecessor in its
+    session (the last of its ``context_ids``) is a candidate that asks a question. Credits are
+    computed from the scores before any credit, so they do not chain along a session."""
+    weight = settings.ENGRAM_REPLY_CREDIT
+    if weight <= 0:
+        return
+    by_id = {hit.id: hit for hit in hits if hit.memory_type is MemoryType.EPISODIC}
+    credits: list[tuple[Hit, Hit, float]] = []
+    for hit in by_id.values():
+        before = hit.source.get("context_ids") or []
+        question = by_id.get(before[-1]) if before else None
+        if question is not None and asks(question.source.get("text") or ""):
+            credits.append((hit, question, weight * question.score))
+    for hit, question, credit in credits:
+        hit.reply_credit, hit.replies_to = credit, question.id
+        hit.score += credit

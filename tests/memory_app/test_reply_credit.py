@@ -1,0 +1,77 @@
+"""Reply credit: an answer ranks by the question it answers (real Elasticsearch)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_app import services
+from memory_app.recall import asks
+from memory_app.selectors import memory_recall
+
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Anything you're excited about in the adoption process?", True),
+    ("Really? Tell me more.", True),
+    ('She asked "why not?" and left.', True),
+    ("What about you? [shares a photo of a lake]", True),
+    ("See https://example.com/?q=1 for the form.", False),  # a query string asks nothing
+    ("We went camping last weekend.", False),
+])
+def test_a_text_asks_when_one_of_its_sentences_ends_in_a_question_mark(text, expected):
+    assert asks(text) is expected
+
+
+def _session(subject, texts, session_id):
+    return [services.episode_write(subject=subject, text=t, session_id=session_id,
+                                   occurred_at=T0 + timedelta(minutes=n)) for n, t in enumerate(texts)]
+
+
+def _by_id(hits):
+    return {h["id"]: h for h in hits}
+
+
+def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, settings):
+    question, answer, after = _session(subject, [
+        "Melanie: How was your trip to Lisbon with the choir?",
+        "Caroline: Wonderful, we ate grilled sardines every night.",  # never says Lisbon or trip
+        "Melanie: Sounds lovely.",
+    ], "s1")
+    told, reply = _session(subject, ["Caroline: The choir sang in Lisbon.", "Melanie: Lovely."], "s2")
+    hits = _by_id(memory_recall(subject=subject, query="How was Caroline's trip to Lisbon?", explain=True))
+
+    credited = hits[answer["id"]]["explain"]
+    assert credited["replies_to"] == question["id"]
+    assert credited["reply_credit"] == pytest.approx(settings.ENGRAM_REPLY_CREDIT * hits[question["id"]]["score"])
+    # The credit is added to the fused, weighted score, and shown apart from it.
+    weighted = credited["rrf_score"]
+    for factor in credited["multipliers"].values():
+        weighted *= factor
+    assert hits[answer["id"]]["score"] == pytest.approx(weighted + credited["reply_credit"])
+    # Only a predecessor that asks gives credit, and only to the turn right after it.
+    for memory in (question, after, told, reply):
+        if memory["id"] in hits:
+            assert "replies_to" not in hits[memory["id"]]["explain"]
+
+
+def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
+    question, answer = _session(subject, ["Melanie: How was your trip to Lisbon?",
+                                          "Caroline: Wonderful, sardines every night."], "s1")
+    loose_question = services.episode_write(subject=subject, text="Melanie: Did you like Porto?",
+                                            occurred_at=T0 + timedelta(hours=1))
+    loose_answer = services.episode_write(subject=subject, text="Caroline: Porto was rainy.",
+                                          occurred_at=T0 + timedelta(hours=1, minutes=1))
+    hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
+    assert hits[answer["id"]]["explain"]["replies_to"] == question["id"]
+    assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known
+    assert loose_question["id"] in hits
+
+    settings.ENGRAM_REPLY_CREDIT = 0.0
+    hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
+    assert all("reply_credit" not in h["explain"] for h in hits.values())
+    explained = hits[answer["id"]]["explain"]
+    weighted = explained["rrf_score"]
+    for factor in explained["multipliers"].values():
+        weighted *= factor
+    assert hits[answer["id"]]["score"] == pytest.approx(weighted)
