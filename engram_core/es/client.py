@@ -20,6 +20,7 @@ def base_client() -> Elasticsearch:
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,
         request_timeout=settings.ES_REQUEST_TIMEOUT,
+        connections_per_node=settings.ES_CONNECTIONS_PER_NODE,
         retry_on_timeout=True,
         max_retries=2,
     )

@@ -125,6 +125,10 @@ ENGRAM_HEALTH_CACHE_SECONDS = env.float("ENGRAM_HEALTH_CACHE_SECONDS", default=5
 ES_CA_CERTS = env.str("ES_CA_CERTS", default="") or None
 ES_VERIFY_CERTS = env.bool("ES_VERIFY_CERTS", default=True)
 ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
+# HTTP connections a process keeps to each node; a request beyond them waits for a free one. Most
+# writes wait for a refresh (up to ES_REFRESH_INTERVAL) while holding theirs, so the client's
+# default of 10 capped a process at about 40 such writes a second whatever its threads.
+ES_CONNECTIONS_PER_NODE = env.int("ES_CONNECTIONS_PER_NODE", default=32)
 ES_INDEX_PREFIX = env.str("ES_INDEX_PREFIX", default="engram")
 ES_NUMBER_OF_REPLICAS = env.int("ES_NUMBER_OF_REPLICAS", default=0)
 # Licence types whose clusters enforce document-level security.
