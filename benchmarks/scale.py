@@ -253,50 +253,6 @@ def _ppid(proc: Path) -> int | None:
         return None
 
 
-def plots(rows: list[dict], http: list[dict], *, out: Path, label: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r["memories"] for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, (title, key) in zip(axes, [("ordinary end-users", "recall_new"), ("heavy end-user", "heavy_new")],
-                                strict=True):
-        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
-            ax.plot(sizes, [r[key][p] for r in rows], style, label=f"new question {p}")
-        ax.plot(sizes, [r[key.replace("new", "repeated")]["p50"] for r in rows], "x-", label="repeated question p50")
-        ax.set_xscale("log")
-        ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
-        ax.set_xlabel("memories in the corpus")
-        ax.set_title(f"recall, {title}")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("latency, ms")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Engram recall latency vs corpus size (service level) — {label}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "scale_latency.png", dpi=110)
-    plt.close(fig)
-    if not http:
-        return
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    clients = [r["clients"] for r in http]
-    ax.plot(clients, [r["throughput_rps"] for r in http], "o-", color="tab:blue", label="requests/s (all)")
-    ax.set_xlabel("concurrent HTTP clients")
-    ax.set_ylabel("requests/s", color="tab:blue")
-    ax.set_xticks(clients)
-    ax2 = ax.twinx()
-    for kind, style in (("recall", "s--"), ("turn", "^:")):
-        ax2.plot(clients, [r[kind]["p95_ms"] for r in http], style, color="tab:red", label=f"{kind} p95 ms")
-    ax2.set_ylabel("p95 latency, ms", color="tab:red")
-    handles = [h for a in (ax, ax2) for h in a.get_legend_handles_labels()[0]]
-    ax2.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
-    ax.set_title(f"HTTP at {sizes[-1]:,} memories — {label}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "scale_throughput.png", dpi=110)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1k and 5k, fewer samples, 5 s HTTP steps")
@@ -378,8 +334,10 @@ def report(rows: list[dict], http: list[dict], footprint: dict, *, run: dict, ar
     print("\n" + markdown, flush=True)
     (out / "scale.md").write_text(markdown + "\n")
     (out / "scale.json").write_text(json.dumps({"label": label, "rows": rows, "http": http, "footprint": footprint,
-                                                "load_average": [load_before, load_now]}, indent=2) + "\n")
-    plots(rows, http, out=out, label=label)
+                                                "load_average": [load_before, load_now],
+                                                "minutes": round((datetime.now(UTC) - began).total_seconds() / 60, 1)},
+                                               indent=2) + "\n")
+    scale_data.plots(rows, http, out=out, label=label)
     log(f"wrote {out}/scale.md, scale.json and the plots")
 
 

@@ -1,5 +1,6 @@
-"""The scale benchmark's pure parts: the corpus plan per size, the seeded synthetic text, and the
-Markdown table. No Django, no Elasticsearch (tests/benchmarks/test_scale_data.py covers them).
+"""The scale benchmark's pure parts: the corpus plan per size, the seeded synthetic text, the
+Markdown table, the plots and the median of several runs. No Django, no Elasticsearch
+(tests/benchmarks/test_scale_data.py covers them).
 
 The corpus at ``size`` memories: 2% tenant catalog entries, spread over the tenants; 20% (by
 default) one heavy end-user's; the rest shared by ``tenants x users_per_tenant`` ordinary
@@ -11,8 +12,10 @@ monotonically, so a run loads 1k, measures, adds the difference up to 10k, and s
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 CATALOG_SHARE = 0.02
 FACT_SHARE = 0.10
@@ -251,3 +254,82 @@ def markdown_table(rows: list[dict]) -> str:
         lines.append(f"| {label} | " + " | ".join("n/a" if r.get(key) is None else fmt.format(r[key])
                                                    for r in rows) + " |")
     return "\n".join(lines)
+
+
+def plots(rows: list[dict], http: list[dict], *, out: Path, label: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["memories"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, (title, key) in zip(axes, [("ordinary end-users", "recall_new"), ("heavy end-user", "heavy_new")],
+                                strict=True):
+        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+            ax.plot(sizes, [r[key][p] for r in rows], style, label=f"new question {p}")
+        ax.plot(sizes, [r[key.replace("new", "repeated")]["p50"] for r in rows], "x-", label="repeated question p50")
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
+        ax.set_xlabel("memories in the corpus")
+        ax.set_title(f"recall, {title}")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("latency, ms")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Engram recall latency vs corpus size (service level) — {label}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "scale_latency.png", dpi=110)
+    plt.close(fig)
+    if not http:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    clients = [r["clients"] for r in http]
+    ax.plot(clients, [r["throughput_rps"] for r in http], "o-", color="tab:blue", label="requests/s (all)")
+    ax.set_xlabel("concurrent HTTP clients")
+    ax.set_ylabel("requests/s", color="tab:blue")
+    ax.set_xticks(clients)
+    ax2 = ax.twinx()
+    for kind, style in (("recall", "s--"), ("turn", "^:")):
+        ax2.plot(clients, [r[kind]["p95_ms"] for r in http], style, color="tab:red", label=f"{kind} p95 ms")
+    ax2.set_ylabel("p95 latency, ms", color="tab:red")
+    handles = [h for a in (ax, ax2) for h in a.get_legend_handles_labels()[0]]
+    ax2.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
+    ax.set_title(f"HTTP at {sizes[-1]:,} memories — {label}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "scale_throughput.png", dpi=110)
+    plt.close(fig)
+
+
+def median_of_runs(runs: list[dict]) -> dict:
+    """One ``scale.json`` from several: every number the median of the runs' (sizes, client
+    counts and sample counts must match), the heap as the median used over the largest maximum.
+    ``runs`` keeps each run's label, duration and headline figures."""
+    def merge(values: list):
+        first = values[0]
+        if isinstance(first, dict):
+            if set().union(*values) != set(first):
+                raise ValueError("the runs measured different things")
+            return {key: merge([v.get(key) for v in values]) for key in first}
+        if isinstance(first, list):
+            if len({len(v) for v in values}) != 1:
+                raise ValueError("the runs measured different sizes or client counts")
+            return [merge(list(items)) for items in zip(*values, strict=True)]
+        if first is None or isinstance(first, bool):
+            return first if all(v == first for v in values) else None
+        if isinstance(first, (int, float)):
+            return statistics.median(values)
+        if isinstance(first, str) and " / " in first:  # heap "used / max"
+            used = statistics.median(float(v.split(" / ")[0]) for v in values)
+            return f"{used:.0f} / {max(float(v.split(' / ')[1]) for v in values):.0f}"
+        return first if all(v == first for v in values) else " | ".join(values)
+
+    for group, key in (("rows", "memories"), ("http", "clients")):
+        shapes = {tuple(item[key] for item in run[group]) for run in runs}
+        if len(shapes) > 1:
+            raise ValueError(f"the runs measured different {key}: {sorted(shapes)}")
+    return {"label": f"median of {len(runs)} runs", "rows": merge([r["rows"] for r in runs]),
+            "http": merge([r["http"] for r in runs]) if all(r["http"] for r in runs) else [],
+            "runs": [{"label": r["label"], "minutes": r.get("minutes"),
+                      "recall_new": [row["recall_new"] for row in r["rows"]],
+                      "heavy_new": [row["heavy_new"] for row in r["rows"]],
+                      "import_eps": [row["import_eps"] for row in r["rows"]]} for r in runs]}

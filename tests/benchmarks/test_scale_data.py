@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from benchmarks.scale_data import HEAVY, Counts, Synth, markdown_table, plan, spread
+from benchmarks.scale_data import HEAVY, Counts, Synth, markdown_table, median_of_runs, plan, spread
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -92,3 +92,32 @@ def test_markdown_table_has_one_column_per_size():
     assert "| bulk import, calls of >= 1,000 episodes only, episodes/s | n/a | n/a |" in lines
     assert "| Elasticsearch heap used / max, MB | 200 / 512 | 200 / 512 |" in lines
     assert all(line.count("|") == 4 for line in lines)
+
+
+def _run(label, p50, heap_used, *, sizes=(1000, 10000), clients=(1, 8), rps=10.0, minutes=20.0):
+    latency = {"n": 40, "p50": p50, "p95": 2 * p50, "p99": 3 * p50, "mean": p50}
+    rows = [{"memories": size, "heavy_memories": size // 5, "import_eps": p50 * 3, "import_eps_large": None,
+             "recall_new": latency, "heavy_new": latency, "heap": f"{heap_used} / 512"} for size in sizes]
+    http = [{"clients": c, "throughput_rps": rps * c, "errors": 0, "error_kinds": {},
+             "turn": {"count": 10, "p50_ms": p50}, "recall": {"count": 20, "p50_ms": p50}} for c in clients]
+    return {"label": label, "rows": rows, "http": http, "minutes": minutes}
+
+
+def test_the_median_of_runs_takes_every_figure_from_the_middle_run_of_each():
+    median = median_of_runs([_run("a", 30.0, 300, rps=12.0), _run("b", 10.0, 100, rps=20.0),
+                             _run("c", 20.0, 200, rps=9.0, minutes=25.0)])
+    top = median["rows"][-1]
+    assert top["recall_new"] == {"n": 40, "p50": 20.0, "p95": 40.0, "p99": 60.0, "mean": 20.0}
+    assert top["memories"] == 10000 and top["import_eps"] == 60.0 and top["import_eps_large"] is None
+    assert top["heap"] == "200 / 512"
+    assert [h["throughput_rps"] for h in median["http"]] == [12.0, 96.0]  # per step, not per run
+    assert [r["label"] for r in median["runs"]] == ["a", "b", "c"]
+    assert [r["minutes"] for r in median["runs"]] == [20.0, 20.0, 25.0]
+    assert markdown_table(median["rows"]).count("|") > 0
+
+
+def test_runs_that_measured_different_sizes_are_not_merged():
+    with pytest.raises(ValueError, match="memories"):
+        median_of_runs([_run("a", 10.0, 100), _run("b", 10.0, 100, sizes=(1000, 5000))])
+    with pytest.raises(ValueError, match="clients"):
+        median_of_runs([_run("a", 10.0, 100), _run("b", 10.0, 100, clients=(1, 2, 8))])
