@@ -205,7 +205,8 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
             _viewed(request, subject, "recall", hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
             error = _problem(exc)
-    rows = [_explain_row(n, hit) for n, hit in enumerate(hits, start=1)]
+    ranks = {hit["id"]: n for n, hit in enumerate(hits, start=1)}
+    rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error,
                    include_superseded=include_superseded)
     if request.htmx:
@@ -213,12 +214,16 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     return render(request, "inspector/recall.html", context)
 
 
-def _explain_row(rank: int, hit: dict) -> dict:
+def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
     """Lay the explain dict out generically: scalar entries as name/value pairs, dicts (e.g. the
-    multipliers) flattened with their key as prefix. The one exception is ``dense_sentence`` (the
-    sentence of an episode its dense rank came from), a text shown under the hit, not a cell."""
+    multipliers) flattened with their key as prefix. Two exceptions are shown under the hit as
+    text, not as cells: ``dense_sentence`` (the sentence of an episode its dense rank came from)
+    and ``replies_to`` (the question a reply took credit from: its rank here, or ``None`` when it
+    ranked below the list)."""
     explain = dict(hit.get("explain") or {})
     sentence = explain.pop("dense_sentence", None)
+    replies_to = explain.pop("replies_to", None)
+    reply = {"rank": ranks.get(replies_to)} if replies_to else None
     scalars, factors = [], []
     for key, value in explain.items():
         if isinstance(value, dict):
@@ -227,7 +232,8 @@ def _explain_row(rank: int, hit: dict) -> dict:
             scalars.append((key, ", ".join(map(str, value))))
         else:
             scalars.append((key, value))
-    return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors, "sentence": sentence}
+    return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors, "sentence": sentence,
+            "reply": reply}
 
 
 # ---------------------------------------------------------------- consolidation

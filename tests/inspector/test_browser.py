@@ -187,6 +187,19 @@ def test_recall_sandbox_shows_explain(live, browser):
     assert "the kitchen smoke alarm beeps every few minutes" in matched[0].text
     browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
     _shot(browser, "recall-sandbox-sentence", full=False)
+    # Alice's demo sessions hold questions ("Can you check ... for me?") and the turns after them:
+    # a turn right after a matched question is credited, and its card links to the question.
+    box = browser.find_element(By.ID, "recall-q")
+    box.clear()
+    box.send_keys("can you check the front door lock for me?")
+    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
+    replies = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit .reply"), timeout=15)
+    assert "Answers the question before it in its session" in replies[0].text
+    links = replies[0].find_elements(By.TAG_NAME, "a")
+    if links:  # the question ranks in the list: the link jumps to its card
+        assert browser.find_element(By.CSS_SELECTOR, links[0].get_attribute("hash")).tag_name == "li"
+    browser.execute_script("arguments[0].scrollIntoView()", replies[0])
+    _shot(browser, "recall-sandbox-reply", full=False)
 
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import pytest
@@ -187,6 +188,24 @@ def test_recall_sandbox_shows_the_sentence_an_episode_was_found_by(staff, subjec
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "what sport does she do with her children"},
                       headers={"HX-Request": "true"}).content.decode()
     assert "Dense match on the sentence" in html and "I&#x27;m off to go swimming with the kids." in html
+
+
+def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subjects):
+    alice, _ = subjects
+    question, answer = (services.episode_write(subject=alice, text=text, session_id="trip",
+                                               occurred_at=datetime(2025, 3, 1, 10, n, tzinfo=UTC))
+                        for n, text in enumerate(["Melanie: How was your trip to Lisbon with the choir?",
+                                                  "Alice: Wonderful, we ate grilled sardines every night."]))
+    client = Client()
+    client.force_login(staff["support"])
+    html = client.get(f"/u/{alice.user_id}/recall/", {"q": "How was Alice's trip to Lisbon?"},
+                      headers={"HX-Request": "true"}).content.decode()
+    ranks = {hit["id"]: n for n, hit in enumerate(
+        selectors.memory_recall(subject=alice, query="How was Alice's trip to Lisbon?", k=10), start=1)}
+    card = html.split(f'id="hit-{ranks[answer["id"]]}"')[1].split("</li>")[0]
+    assert "grilled sardines" in card and "Answers the question before it in its session" in card
+    assert f'href="#hit-{ranks[question["id"]]}"' in card and "reply_credit" in card
+    assert question["id"] not in card  # the raw id is not a cell
 
 
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):
