@@ -1,0 +1,189 @@
+"""Elasticsearch's own CPU per recall, and which part of the ``_msearch`` it goes to.
+
+Run through ``scripts/bench --es-cost`` (its own Elasticsearch); extra arguments come here:
+
+    scripts/bench --es-cost [--subjects 20] [--episodes 250] [--queries 300] [--rounds 3]
+
+It loads the corpus of benchmarks/recall_latency.py (``--subjects`` end-users with ``--episodes``
+imported episodes and 8 facts each, the fixture catalog), records the ``_msearch`` bodies that
+``--queries`` real recalls send (``memory_recall``, k=10, each through its end-user's own key),
+then sends those bodies again, each through the same key, in variants that take one part away:
+
+- ``as sent``: the recall's own bodies;
+- ``no _source``: every search returns ids and scores only (the fetch phase loads no stored
+  ``_source``; what a recall would save by fetching the sources of the fused top k alone);
+- ``10 hits per search``: ``size`` 10 instead of the over-fetch (80 per leg by default);
+- ``no DFS``: the BM25 leg as ``query_then_fetch`` (no round gathering term statistics first);
+- ``no passage search``: without the kNN search over episodes' sentence vectors.
+
+Only ``as sent`` is what a recall does; the others answer differently and exist to be measured.
+For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
+``process.cpu.total_in_millis`` before and after), the round trip and the sum of the searches'
+``took``. A warm-up round of every variant comes first; then ``--rounds`` rounds, the variants
+in turn within each (so the machine's drift falls on all alike); the median of the rounds is
+printed as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from elasticsearch import Elasticsearch  # noqa: E402
+
+from engram_core.es.client import admin_client  # noqa: E402
+from memory_app import services  # noqa: E402
+from memory_app.evaluation import sandbox  # noqa: E402
+from memory_app.selectors import memory_recall  # noqa: E402
+from recall_latency import bench_tenant, corpus_texts, percentiles, random_episodes  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
+
+
+def _each_search(body: list[dict], change: Callable[[dict, dict], None]) -> list[dict]:
+    """A copy of an ``_msearch`` body (header, search, header, search, ...) with ``change(header,
+    search)`` applied to each pair."""
+    body = copy.deepcopy(body)
+    for header, search in zip(body[::2], body[1::2], strict=True):
+        change(header, search)
+    return body
+
+
+def _no_source(header: dict, search: dict) -> None:
+    search["_source"] = False
+
+
+def _ten_hits(header: dict, search: dict) -> None:
+    search["size"] = 10
+
+
+def _no_dfs(header: dict, search: dict) -> None:
+    header.pop("search_type", None)
+
+
+def _without_passages(body: list[dict]) -> list[dict]:
+    pairs = list(zip(body[::2], body[1::2], strict=True))
+    kept = [pair for pair in pairs if pair[1].get("knn", {}).get("field") != "passages.embedding"]
+    return [part for pair in kept for part in pair]
+
+
+VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
+    "as sent": copy.deepcopy,
+    "no _source": lambda body: _each_search(body, _no_source),
+    "10 hits per search": lambda body: _each_search(body, _ten_hits),
+    "no DFS": lambda body: _each_search(body, _no_dfs),
+    "no passage search": _without_passages,
+}
+
+
+def node_cpu_ms(es: Elasticsearch) -> int:
+    nodes = es.nodes.stats(metric="process")["nodes"]
+    return sum(node["process"]["cpu"]["total_in_millis"] for node in nodes.values())
+
+
+def record_bodies(plan: list[tuple]) -> list[tuple[Elasticsearch, list[dict]]]:
+    """The (end-user's client, ``_msearch`` body) of every recall of ``plan``, as sent."""
+    recorded: list[tuple[Elasticsearch, list[dict]]] = []
+    original = Elasticsearch.msearch
+
+    def recording(self, *args, **kwargs):
+        recorded.append((self, copy.deepcopy(kwargs["searches"])))
+        return original(self, *args, **kwargs)
+
+    Elasticsearch.msearch = recording
+    try:
+        for subject, question in plan:
+            memory_recall(subject=subject, query=question, k=10)
+    finally:
+        Elasticsearch.msearch = original
+    return recorded
+
+
+def measure(recorded: list[tuple[Elasticsearch, list[dict]]], variant: Callable, es: Elasticsearch) -> dict:
+    bodies = [(client, variant(body)) for client, body in recorded]
+    walls, tooks = [], []
+    cpu_before = node_cpu_ms(es)
+    for client, body in bodies:
+        started = time.perf_counter()
+        responses = client.msearch(searches=body)["responses"]
+        walls.append((time.perf_counter() - started) * 1000.0)
+        tooks.append(float(sum(r.get("took", 0) for r in responses)))
+    cpu_ms = node_cpu_ms(es) - cpu_before
+    return {"cpu_ms": cpu_ms / len(bodies), "round_trip_ms": percentiles(walls), "took_ms": percentiles(tooks)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subjects", type=int, default=20)
+    parser.add_argument("--episodes", type=int, default=250, help="episodes per end-user")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    call_command("migrate", verbosity=0)
+    corpus, sentences, questions = corpus_texts()
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+
+    with sandbox(clean_db=False):
+        tenant = bench_tenant(corpus, slug="escost", name="ES cost")
+        subjects = []
+        for n in range(args.subjects):
+            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
+            subjects.append(subject)
+            services.episodes_import(subject=subject, episodes=random_episodes(
+                rng, sentences, now=datetime.now(UTC), count=args.episodes))
+            for text in rng.sample(sentences, 8):
+                services.fact_write(subject=subject, text=text)
+        plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
+        recorded = record_bodies(plan)
+        log(f"recorded {len(recorded)} _msearch bodies of {len(recorded[0][1]) // 2} searches "
+            f"({args.subjects} end-users, {args.episodes} episodes each)")
+        es = admin_client()
+        for variant in VARIANTS.values():  # warm-up
+            measure(recorded, variant, es)
+        rounds: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+        for n in range(args.rounds):
+            for name, variant in VARIANTS.items():
+                rounds[name].append(measure(recorded, variant, es))
+            log(f"round {n + 1} of {args.rounds}")
+
+    results = {name: {"cpu_ms": statistics.median(r["cpu_ms"] for r in runs),
+                      "round_trip_p50_ms": statistics.median(r["round_trip_ms"]["p50"] for r in runs),
+                      "round_trip_p95_ms": statistics.median(r["round_trip_ms"]["p95"] for r in runs),
+                      "took_p50_ms": statistics.median(r["took_ms"]["p50"] for r in runs),
+                      "cpu_ms_rounds": [round(r["cpu_ms"], 1) for r in runs]}
+               for name, runs in rounds.items()}
+    base = results["as sent"]["cpu_ms"]
+    print(f"Elasticsearch CPU per recall `_msearch`, {args.queries} recalls, {args.subjects} end-users × "
+          f"{args.episodes} episodes; median of {args.rounds} rounds\n")
+    print("| variant | ES CPU ms per _msearch (rounds) | vs as sent | round trip p50 / p95 ms | took p50 ms |")
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        rounds_text = ", ".join(f"{v:.1f}" for v in r["cpu_ms_rounds"])
+        print(f"| {name} | {r['cpu_ms']:.1f} ({rounds_text}) | {100 * (r['cpu_ms'] - base) / base:+.0f}% | "
+              f"{r['round_trip_p50_ms']:.1f} / {r['round_trip_p95_ms']:.1f} | {r['took_p50_ms']:.0f} |")
+    if args.json:
+        print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
