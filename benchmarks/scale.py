@@ -30,6 +30,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -50,6 +51,7 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from memory_app import services  # noqa: E402
+from memory_app.embeddings import get_embedder  # noqa: E402
 from engram_core.es.schema import all_aliases, drop_indices  # noqa: E402
 from memory_app.outbox import turn_submit, write_submit  # noqa: E402
 from memory_app.usage import usage_flush  # noqa: E402
@@ -253,6 +255,27 @@ def _ppid(proc: Path) -> int | None:
         return None
 
 
+def machine_record(synth: scale_data.Synth) -> dict:
+    """What the run ran on: the CPU (model and vector instruction sets) and a speed probe taken
+    before anything else runs, the configured embedder's throughput on a fixed batch of 64 of the
+    corpus's sentences (median of 3). The same VM type has measured 2x apart within a day, so
+    runs are compared with this figure beside them, not by their date."""
+    try:
+        cpu = scale_data.cpu_description(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        cpu = "unknown CPU"
+    texts = [synth.episode("speed-probe", n, start=START)["text"] for n in range(64)]
+    embedder = get_embedder()
+    embedder.embed_documents(texts[:8])  # first use builds the runtime's graph: not part of the probe
+    rates = []
+    for _ in range(3):
+        started = time.perf_counter()
+        embedder.embed_documents(texts)
+        rates.append(len(texts) / (time.perf_counter() - started))
+    return {"cpu": cpu, "embed_sentences_per_s": round(statistics.median(rates), 1),
+            "embedder_runtime": getattr(embedder, "runtime", type(embedder).__name__)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1k and 5k, fewer samples, 5 s HTTP steps")
@@ -279,12 +302,14 @@ def main() -> None:
     synth = scale_data.Synth(args.seed)
     questions = [synth.question(n) for n in range(2000)]
 
+    machine = machine_record(synth)
+    log(f"machine: {machine['cpu']}; embedder {machine['embed_sentences_per_s']:.0f} sentences/s at the start")
     call_command("migrate", verbosity=0)
     call_command("es_setup", verbosity=0)
     corpus = Corpus(synth=synth, tenants=args.tenants, users_per_tenant=args.users_per_tenant, threads=args.threads)
     rows: list[dict] = []
     run = {"began": began, "load_before": load_before, "created_s": 0.0, "queries": queries, "writes": writes,
-           "http_seconds": http_seconds, "sizes": sizes}
+           "http_seconds": http_seconds, "sizes": sizes, "machine": machine}
     try:
         run["created_s"] = corpus.create()
         log(f"{len(corpus.subjects)} end-users in {args.tenants} tenants created (keys minted) "
@@ -324,7 +349,9 @@ def report(rows: list[dict], http: list[dict], footprint: dict, *, run: dict, ar
             f"{scale_data.plan(top).users[(0, scale_data.HEAVY)].total:,} memories at {top:,}); "
             f"{run['created_s']:.0f}s to create the end-users (keys minted). Recall samples per size: "
             f"{run['queries']} (heavy end-user: {max(20, run['queries'] // 2)}); writes: {run['writes']} turns, "
-            f"{run['writes']} supersessions.", "", scale_data.markdown_table(rows)]
+            f"{run['writes']} supersessions. Machine: {run['machine']['cpu']}; the embedder "
+            f"({run['machine']['embedder_runtime']}) embedded {run['machine']['embed_sentences_per_s']:.0f} "
+            f"sentences/s at the start.", "", scale_data.markdown_table(rows)]
     if http:
         text += ["", f"HTTP at {rows[-1]['memories']:,} memories, {footprint['workers']} ASGI workers (RSS of the "
                  f"server's child processes: {', '.join(f'{m:.0f}' for m in footprint['worker_rss_mb'])} MB), "
@@ -334,7 +361,7 @@ def report(rows: list[dict], http: list[dict], footprint: dict, *, run: dict, ar
     print("\n" + markdown, flush=True)
     (out / "scale.md").write_text(markdown + "\n")
     (out / "scale.json").write_text(json.dumps({"label": label, "rows": rows, "http": http, "footprint": footprint,
-                                                "load_average": [load_before, load_now],
+                                                "load_average": [load_before, load_now], "machine": run["machine"],
                                                 "minutes": round((datetime.now(UTC) - began).total_seconds() / 60, 1)},
                                                indent=2) + "\n")
     scale_data.plots(rows, http, out=out, label=label)

@@ -300,6 +300,25 @@ def plots(rows: list[dict], http: list[dict], *, out: Path, label: str) -> None:
     plt.close(fig)
 
 
+_CPU_FEATURES = [("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"),
+                 ("amx_tile", "AMX")]
+
+
+def cpu_description(cpuinfo: str) -> str:
+    """The CPU model and the vector instruction sets onnxruntime's kernels care about, from the
+    text of ``/proc/cpuinfo`` (its first processor): e.g. "AMD EPYC; AVX2, AVX-512, AVX-512 VNNI"."""
+    model, flags = "unknown CPU", set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model == "unknown CPU":
+            model = value.strip()
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    features = [name for flag, name in _CPU_FEATURES if flag in flags]
+    return f"{model}; {', '.join(features) or 'no AVX2'}"
+
+
 def median_of_runs(runs: list[dict]) -> dict:
     """One ``scale.json`` from several: every number the median of the runs' (sizes, client
     counts and sample counts must match), the heap as the median used over the largest maximum.
@@ -316,6 +335,8 @@ def median_of_runs(runs: list[dict]) -> dict:
             return [merge(list(items)) for items in zip(*values, strict=True)]
         if first is None or isinstance(first, bool):
             return first if all(v == first for v in values) else None
+        if all(isinstance(v, int) for v in values):  # sizes, counts and whole-ms latencies stay whole
+            return round(statistics.median(values))
         if isinstance(first, (int, float)):
             return statistics.median(values)
         if isinstance(first, str) and " / " in first:  # heap "used / max"
@@ -329,7 +350,7 @@ def median_of_runs(runs: list[dict]) -> dict:
             raise ValueError(f"the runs measured different {key}: {sorted(shapes)}")
     return {"label": f"median of {len(runs)} runs", "rows": merge([r["rows"] for r in runs]),
             "http": merge([r["http"] for r in runs]) if all(r["http"] for r in runs) else [],
-            "runs": [{"label": r["label"], "minutes": r.get("minutes"),
+            "runs": [{"label": r["label"], "minutes": r.get("minutes"), "machine": r.get("machine"),
                       "recall_new": [row["recall_new"] for row in r["rows"]],
                       "heavy_new": [row["heavy_new"] for row in r["rows"]],
                       "import_eps": [row["import_eps"] for row in r["rows"]]} for r in runs]}

@@ -24,7 +24,10 @@ def markdown(median: dict) -> str:
     for n, run in enumerate(median["runs"], start=1):
         new, heavy = run["recall_new"][-1], run["heavy_new"][-1]
         minutes = f"{run['minutes']:.1f} min" if run.get("minutes") is not None else "duration not recorded"
-        lines.append(f"- run {n}: {run['label']}; {minutes}; at {top:,} memories recall (new question) "
+        machine = run.get("machine")
+        speed = (f"embedder {machine['embed_sentences_per_s']:.0f} sentences/s at the start" if machine
+                 else "machine not recorded")
+        lines.append(f"- run {n}: {run['label']}; {minutes}; {speed}; at {top:,} memories recall (new question) "
                      f"p50 / p95 {new['p50']:.1f} / {new['p95']:.1f} ms, heavy end-user {heavy['p50']:.1f} / "
                      f"{heavy['p95']:.1f} ms; bulk import {run['import_eps'][-1]:.0f} episodes/s")
     lines += ["", scale_data.markdown_table(median["rows"])]

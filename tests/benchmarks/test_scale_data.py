@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from benchmarks.scale_data import HEAVY, Counts, Synth, markdown_table, median_of_runs, plan, spread
+from benchmarks.scale_data import (HEAVY, Counts, Synth, cpu_description, markdown_table, median_of_runs, plan,
+                                   spread)
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -121,3 +122,39 @@ def test_runs_that_measured_different_sizes_are_not_merged():
         median_of_runs([_run("a", 10.0, 100), _run("b", 10.0, 100, sizes=(1000, 5000))])
     with pytest.raises(ValueError, match="clients"):
         median_of_runs([_run("a", 10.0, 100), _run("b", 10.0, 100, clients=(1, 2, 8))])
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw avx512_vnni
+processor\t: 1
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2
+"""
+
+
+def test_cpu_description_names_the_model_and_the_vector_instruction_sets():
+    assert cpu_description(CPUINFO) == "AMD EPYC; AVX2, AVX-512, AVX-512 VNNI"
+    assert cpu_description("model name : Old CPU\nflags : fpu sse2 avx\n") == "Old CPU; no AVX2"
+    assert cpu_description("") == "unknown CPU; no AVX2"
+
+
+def test_median_of_runs_keeps_each_runs_machine():
+    rows = [{"memories": 1000, "recall_new": {"p50": 10.0}, "heavy_new": {"p50": 12.0}, "import_eps": 50.0}]
+    runs = [{"label": f"run {n}", "minutes": 1.0, "rows": rows, "http": [],
+             "machine": {"cpu": "AMD EPYC; AVX2", "embed_sentences_per_s": speed}} for n, speed in enumerate((300.0, 150.0))]
+    merged = median_of_runs(runs)
+    assert [r["machine"]["embed_sentences_per_s"] for r in merged["runs"]] == [300.0, 150.0]
+    assert median_of_runs([{k: v for k, v in runs[0].items() if k != "machine"}])["runs"][0]["machine"] is None
+
+
+def test_median_of_an_even_number_of_runs_keeps_counts_whole():
+    rows = [{"memories": 5000, "recall_new": {"p50": 10.0, "n": 40}, "heavy_new": {"p50": 12.0}, "import_eps": 50.0}]
+    runs = [{"label": "a", "rows": rows, "http": [{"clients": 8, "turn": {"count": 66}}]},
+            {"label": "b", "rows": [{**rows[0], "recall_new": {"p50": 11.0, "n": 40}}],
+             "http": [{"clients": 8, "turn": {"count": 67}}]}]
+    merged = median_of_runs(runs)
+    assert merged["rows"][0]["memories"] == 5000 and isinstance(merged["rows"][0]["memories"], int)
+    assert merged["rows"][0]["recall_new"] == {"p50": 10.5, "n": 40}
+    assert merged["http"][0] == {"clients": 8, "turn": {"count": 66}}
