@@ -50,11 +50,9 @@ from django.core.management import call_command  # noqa: E402
 from elasticsearch import Elasticsearch  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
-from memory_app import services  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
-from recall_latency import bench_tenant, corpus_texts, percentiles, random_episodes  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
+from recall_latency import bench_subjects, bench_tenant, corpus_texts, percentiles  # noqa: E402
 
 
 def _each_search(body: list[dict], change: Callable[[dict, dict], None]) -> list[dict]:
@@ -145,14 +143,8 @@ def main() -> None:
 
     with sandbox(clean_db=False):
         tenant = bench_tenant(corpus, slug="escost", name="ES cost")
-        subjects = []
-        for n in range(args.subjects):
-            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
-            subjects.append(subject)
-            services.episodes_import(subject=subject, episodes=random_episodes(
-                rng, sentences, now=datetime.now(UTC), count=args.episodes))
-            for text in rng.sample(sentences, 8):
-                services.fact_write(subject=subject, text=text)
+        subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
+                                  now=datetime.now(UTC), facts=8)
         plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
         recorded = record_bodies(plan)
         log(f"recorded {len(recorded)} _msearch bodies of {len(recorded[0][1]) // 2} searches "

@@ -50,7 +50,7 @@ from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
-from tenants.models import Tenant  # noqa: E402
+from tenants.models import Subject, Tenant  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
 
@@ -108,6 +108,22 @@ def random_episodes(rng: random.Random, sentences: list[str], *, now: datetime, 
             for i in range(count)]
 
 
+def bench_subjects(tenant: Tenant, *, count: int, episodes: int, rng: random.Random, sentences: list[str],
+                   now: datetime, facts: int = 0, playbooks: list[dict] | None = None) -> list[Subject]:
+    """``count`` end-users ``user-<n>`` of ``tenant``, each given ``episodes`` episodes in one bulk
+    import, ``facts`` facts drawn from ``sentences`` and two playbooks drawn from ``playbooks``."""
+    subjects = []
+    for n in range(count):
+        subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
+        subjects.append(subject)
+        services.episodes_import(subject=subject, episodes=random_episodes(rng, sentences, now=now, count=episodes))
+        for text in rng.sample(sentences, facts):
+            services.fact_write(subject=subject, text=text)
+        for p in rng.sample(playbooks, 2) if playbooks else ():
+            services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
+    return subjects
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=40)
@@ -128,17 +144,10 @@ def main() -> None:
     # Rows kept (on the benchmark's own scratch database): background threads read keys through their own connections.
     with sandbox(clean_db=False) as prefix:
         tenant = bench_tenant(corpus, slug="bench", name="Benchmark")
-        subjects = []
         started = time.perf_counter()
-        for n in range(args.subjects):
-            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
-            subjects.append(subject)
-            services.episodes_import(subject=subject,
-                                     episodes=random_episodes(rng, sentences, now=now, count=args.episodes))
-            for text in rng.sample(sentences, 8):
-                services.fact_write(subject=subject, text=text)
-            for p in rng.sample([p for s in corpus["subjects"] for p in s["procedural"]], 2):
-                services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
+        subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
+                                  now=now, facts=8,
+                                  playbooks=[p for s in corpus["subjects"] for p in s["procedural"]])
         load_s = time.perf_counter() - started
         total = args.subjects * (args.episodes + 10) + len(corpus["tenants"][0]["catalog"])
         log(f"loaded {total} memories for {args.subjects} end-users in {load_s:.0f}s")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import subprocess
 import sys
 import threading
@@ -46,17 +45,15 @@ import httpx  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from memory_app import services  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
-from recall_latency import corpus_texts, random_episodes  # noqa: E402
+from recall_latency import bench_subjects, corpus_texts, percentiles  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 
 
 def summary(samples_ms: list[float]) -> str:
-    ordered = sorted(samples_ms)
-    return (f"p50 {ordered[len(ordered) // 2]:.1f} / p95 {ordered[int(len(ordered) * 0.95)]:.1f} / "
-            f"mean {statistics.fmean(ordered):.1f} ms")
+    p = percentiles(samples_ms)
+    return f"p50 {p['p50']:.1f} / p95 {p['p95']:.1f} / mean {p['mean']:.1f} ms"
 
 
 def timed_rounds(label: str, plan: list[tuple[str, str]], call: Callable[[str, str], None], rounds: int) -> None:
@@ -100,12 +97,8 @@ def main() -> None:
     tenant = Tenant.objects.create(slug=f"layers-{rng.randrange(10**6)}", name="Request layers")
     _, token = tenant_services.agent_token_create(tenant=tenant, name="layers", scopes=AgentToken.Scope.values,
                                                   actor="bench")
-    subjects = {}
-    for n in range(args.subjects):
-        subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
-        services.episodes_import(subject=subject, episodes=random_episodes(
-            rng, sentences, now=datetime.now(UTC), count=args.episodes))
-        subjects[subject.external_id] = subject
+    subjects = {subject.external_id: subject for subject in bench_subjects(
+        tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences, now=datetime.now(UTC))}
     plan = [(rng.choice(list(subjects)), rng.choice(questions)) for _ in range(args.queries)]
     for who, question in plan:  # every vector cached, Elasticsearch warm
         memory_recall(subject=subjects[who], query=question, k=10)

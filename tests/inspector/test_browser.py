@@ -164,36 +164,36 @@ def test_supersession_timeline_of_three_versions(live, browser):
     _shot(browser, "playbook-outcomes")
 
 
+def _ask_sandbox(browser, question: str, found: str) -> list:
+    """Ask the recall sandbox ``question``; the elements matching ``found`` once the answer shows."""
+    from selenium.webdriver.common.by import By
+
+    box = browser.find_element(By.ID, "recall-q")
+    box.clear()
+    box.send_keys(question)
+    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
+    return _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, found), timeout=15)
+
+
 def test_recall_sandbox_shows_explain(live, browser):
     from selenium.webdriver.common.by import By
 
     _login(browser, live, "support")
     browser.get(f"{live.url}/u/{live.alice}/")
-    box = browser.find_element(By.ID, "recall-q")
-    box.send_keys("what temperature does Alice want at night?")
-    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
-    hits = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit"), timeout=15)
+    hits = _ask_sandbox(browser, "what temperature does Alice want at night?", "#recall-results .hit")
     assert len(hits) >= 2
     explain = hits[0].find_element(By.CSS_SELECTOR, "table.explain").text
     assert "×" in explain and "time_decay" in explain
     browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
     _shot(browser, "recall-sandbox")
     # A turn that says two things is found by the sentence the question is about, and the card says which.
-    box = browser.find_element(By.ID, "recall-q")
-    box.clear()
-    box.send_keys("why does the smoke alarm keep beeping?")
-    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
-    matched = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit .matched"), timeout=15)
+    matched = _ask_sandbox(browser, "why does the smoke alarm keep beeping?", "#recall-results .hit .matched")
     assert "the kitchen smoke alarm beeps every few minutes" in matched[0].text
     browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
     _shot(browser, "recall-sandbox-sentence", full=False)
     # Alice's demo sessions hold questions ("Can you check ... for me?") and the turns after them:
     # a turn right after a matched question is credited, and its card links to the question.
-    box = browser.find_element(By.ID, "recall-q")
-    box.clear()
-    box.send_keys("can you check the front door lock for me?")
-    browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
-    replies = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results .hit .reply"), timeout=15)
+    replies = _ask_sandbox(browser, "can you check the front door lock for me?", "#recall-results .hit .reply")
     assert "Answers the question before it in its session" in replies[0].text
     links = replies[0].find_elements(By.TAG_NAME, "a")
     if links:  # the question ranks in the list: the link jumps to its card
