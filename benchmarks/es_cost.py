@@ -92,6 +92,10 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
 
 
 def node_cpu_ms(es: Elasticsearch) -> int:
+    """The node's process CPU so far. Elasticsearch caches its process stats for
+    ``monitor.process.refresh_interval`` (1 s), so the reading waits that long: a cached figure
+    would count part of one variant's CPU in the next."""
+    time.sleep(1.1)
     nodes = es.nodes.stats(metric="process")["nodes"]
     return sum(node["process"]["cpu"]["total_in_millis"] for node in nodes.values())
 
