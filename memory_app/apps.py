@@ -6,8 +6,11 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        from engram_core.es.schema import register_dims_source
+        from engram_core.es.schema import EmbedderSource, register_embedder
         from memory_app.embeddings import get_embedder
+        from memory_app.services import vectors_rebuild
 
-        # The index mappings (in the core package) take their vector width from the embedder.
-        register_dims_source(lambda: get_embedder().dims)
+        # The index mappings (in the core package) take their vector width from the embedder, record
+        # its vector space, and compute vectors again when an index was written by another embedder.
+        register_embedder(EmbedderSource(dims=lambda: get_embedder().dims, space=lambda: get_embedder().space,
+                                         revector=vectors_rebuild))

@@ -11,7 +11,8 @@ from kombu import Connection
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import monitor_client
-from engram_core.es.schema import indices_present
+from engram_core.es.schema import indices_present, vector_spaces
+from memory_app.embeddings import get_embedder
 from memory_app.outbox import outbox_backlog
 
 
@@ -49,19 +50,30 @@ def health_cache_clear() -> None:
 
 
 def health_report() -> tuple[bool, dict]:
-    """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present, broker up, and
-    no outbox backlog older than ``ENGRAM_OUTBOX_STALE_SECONDS``."""
+    """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present and holding
+    vectors of this process's embedder, broker up, and no outbox backlog older than
+    ``ENGRAM_OUTBOX_STALE_SECONDS``."""
     caps = probe_capabilities()
     reasons = list(caps.errors)
     indices: dict[str, bool] = {}
+    spaces: dict[str, str] = {}
     if caps.reachable:
+        es = monitor_client().options(request_timeout=3, max_retries=0)
         try:
-            indices = indices_present(es=monitor_client().options(request_timeout=3, max_retries=0))
+            indices = indices_present(es=es)
+            spaces = vector_spaces(es=es)
         except (ApiError, TransportError) as exc:
             reasons.append(f"could not list indices: {exc}")
         missing = [name for name, ok in indices.items() if not ok]
         if missing:
             reasons.append(f"indices missing: {', '.join(missing)} (run `manage.py es_setup`)")
+        # Vectors of another embedder in an index would be compared with this process's query
+        # vectors (and joined by its writes' vectors): recall degrades without an error.
+        space = get_embedder().space
+        if other := sorted({s for s in spaces.values() if s != space}):
+            reasons.append(f"indices hold vectors of {', '.join(map(repr, other))} and this process embeds with "
+                           f"{space!r}: run `manage.py es_setup` to compute them again, or configure the embedder "
+                           "that wrote them (ENGRAM_EMBEDDER, ENGRAM_EMBEDDER_RUNTIME)")
     broker = broker_status()
     if not broker["reachable"]:
         reasons.append(f"broker unreachable ({broker['transport']}): {broker['error']}")
@@ -83,6 +95,7 @@ def health_report() -> tuple[bool, dict]:
             "document_level_security": caps.dls,
         },
         "indices": indices,
+        "vectors": {"embedder": get_embedder().space, "indices": spaces},
         "broker": broker,
         "outbox": outbox,
         "reasons": reasons,

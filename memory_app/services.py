@@ -676,6 +676,28 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
                                                  doc={**update, **vector}, refresh="wait_for")
 
 
+def vectors_rebuild(es: Elasticsearch, index: str, memory_type: MemoryType, hits: list[dict[str, Any]]) -> None:
+    """Compute the vector fields of documents again, in place in each hit's ``_source``, as a write
+    of them would today: an index migration calls this when the embedder changed
+    (``engram_core.es.schema``). An episode's context is its explicit ``context`` or the texts of
+    its ``context_ids`` still in ``index``, as on the write path."""
+    sources = [hit["_source"] for hit in hits]
+    for source in sources:
+        for field in VECTOR_FIELDS:
+            source.pop(field, None)
+    if memory_type is not MemoryType.EPISODIC:
+        vectors = get_embedder().embed_documents([embedding_text(memory_type, s) for s in sources])
+        for source, vector in zip(sources, vectors, strict=True):
+            source["embedding"] = vector
+        return
+    texts = derived.resolve(es=es, index=index, ids=[i for s in sources if s.get("context") is None
+                                                    for i in s.get("context_ids") or ()])
+    items = [(s["text"], [s["context"]] if s.get("context") is not None
+              else [texts[i] for i in s.get("context_ids") or () if i in texts]) for s in sources]
+    for source, fields in zip(sources, derived.episode_vectors(items), strict=True):
+        source.update(fields)
+
+
 def subject_erase(*, subject: Subject, actor: str) -> int:
     """Delete every document and key of a subject. Returns the number of documents deleted."""
     scope = memory_scope(subject=subject)

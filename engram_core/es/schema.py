@@ -2,18 +2,21 @@
 
 Each memory type lives in one index shared by all tenants, behind an alias
 (``<prefix>-episodic`` …). The concrete index is versioned (``<alias>-v<N>``) and records a
-hash of its definition in ``_meta``. ``ensure_indices`` creates what is missing, leaves what is
-current alone, and when a definition changed it creates the next version, copies the documents
-(scroll + bulk: the CI node has no ``_reindex``), flips the alias atomically and drops the old
-index once the copy is verified.
+hash of its definition and the vector space of its embedder in ``_meta``. ``ensure_indices``
+creates what is missing, leaves what is current alone, and when a definition or the embedder
+changed it creates the next version, copies the documents (scroll + bulk: the CI node has no
+``_reindex``; with their vectors computed again when the embedder changed), flips the alias
+atomically and drops the old index once the copy is verified.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -52,21 +55,45 @@ def all_aliases(*, prefix: str | None = None) -> list[str]:
     return [alias_name(t, prefix=prefix) for t in MemoryType]
 
 
-# The vector width is the configured embedder's, and the embedders live in memory_app: its
-# AppConfig registers the source here at start-up, so this core module imports no app.
-_dims_source: Callable[[], int] | None = None
+# The vectors come from the configured embedder, and the embedders live in memory_app: its AppConfig
+# registers them here at start-up (``register_embedder``), so this core module imports no app.
+# ``space`` names the embedder's vector space: two embedders with the same space give the same
+# vectors (the numpy and onnx runtimes of one model), two different spaces must never share an
+# index. Each index records the space of the vectors it holds in its ``_meta``; an index recorded
+# under another space is migrated with every vector computed again (``revector``).
+Revector = Callable[[Elasticsearch, str, "MemoryType", list[dict]], None]
 
 
-def register_dims_source(source: Callable[[], int]) -> None:
-    """Name the function that gives the embedding width (``memory_app`` does, when ready)."""
-    global _dims_source
-    _dims_source = source
+@dataclass(frozen=True)
+class EmbedderSource:
+    dims: Callable[[], int]
+    space: Callable[[], str]
+    # revector(es, index, memory_type, hits): set the vector fields of each hit's _source again,
+    # in place, from its text (``index``: the index the hits were read from, for their context).
+    revector: Revector
+
+
+_embedder_source: EmbedderSource | None = None
+
+# The space assumed for an index that records none: every release before the record existed wrote
+# all-MiniLM-L6-v2 vectors with float weights (its default), and only that model's 384 dims fit.
+UNRECORDED_SPACE = "all-MiniLM-L6-v2"
+
+
+def register_embedder(source: EmbedderSource) -> None:
+    """Name where the vectors come from (``memory_app`` does, when ready)."""
+    global _embedder_source
+    _embedder_source = source
+
+
+def _embedder() -> EmbedderSource:
+    if _embedder_source is None:
+        raise ImproperlyConfigured("no embedder registered: is memory_app in INSTALLED_APPS?")
+    return _embedder_source
 
 
 def _embedding_dims() -> int:
-    if _dims_source is None:
-        raise ImproperlyConfigured("no embedding width registered: is memory_app in INSTALLED_APPS?")
-    return _dims_source()
+    return _embedder().dims()
 
 
 # English analysis: possessives, lower case, ASCII folding, stop words, Porter stemming.
@@ -200,6 +227,7 @@ class SetupResult:
     index: str
     action: str  # created | unchanged | migrated
     copied: int = 0
+    revectored: bool = False  # the copies' vectors were computed again (the embedder changed)
 
 
 def _current_index(es: Elasticsearch, alias: str) -> str | None:
@@ -234,26 +262,43 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
 def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition, *, rekey: Rekey | None = None
                   ) -> SetupResult:
     current = _current_index(es, alias)
-    body = {**definition.body, "mappings": {**definition.body["mappings"],
-                                            "_meta": {"engram_schema_hash": definition.schema_hash}}}
+    space = _embedder().space()
+    meta = {"engram_schema_hash": definition.schema_hash, "engram_vector_space": space}
+    body = {**definition.body, "mappings": {**definition.body["mappings"], "_meta": meta}}
     if current is None:
         index = f"{alias}-v1"
         es.indices.create(index=index, aliases={alias: {"is_write_index": True}}, **body)
         es.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
         log.info("created %s", index)
         return SetupResult(alias=alias, index=index, action="created")
-    meta = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
-    if meta.get("engram_schema_hash") == definition.schema_hash:
+    recorded = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
+    same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
+    if recorded.get("engram_schema_hash") == definition.schema_hash and same_space:
+        if "engram_vector_space" not in recorded:  # written before the record existed: add it
+            es.indices.put_mapping(index=current, meta={**recorded, **meta})
         return SetupResult(alias=alias, index=current, action="unchanged")
-    return _migrate(es, alias, current, body, rekey=rekey)
+    revector = None if same_space else _embedder().revector
+    if revector is not None:
+        log.warning("%s holds vectors of %s, the embedder gives %s: computing them again", alias,
+                    recorded.get("engram_vector_space", f"{UNRECORDED_SPACE} (unrecorded)"), space)
+    return _migrate(es, alias, current, body, rekey=rekey,
+                    revector=revector and functools.partial(revector, es, current, definition.memory_type))
 
 
-def _rekeyed(hit: dict, rekey: Rekey | None) -> tuple[str, dict]:
-    changed = rekey(hit["_id"], hit["_source"]) if rekey else None
-    return changed or (hit["_id"], hit["_source"])
+def _copies(hits: Iterable[dict], *, rekey: Rekey | None, revector: Callable[[list[dict]], None] | None,
+            page: int) -> Iterator[tuple[str, dict]]:
+    """(id, source) of each document to copy, its vectors computed again a page at a time with ``revector``."""
+    hits = iter(hits)
+    while chunk := list(itertools.islice(hits, page)):
+        if revector is not None:
+            revector(chunk)
+        for hit in chunk:
+            changed = rekey(hit["_id"], hit["_source"]) if rekey else None
+            yield changed or (hit["_id"], hit["_source"])
 
 
-def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Rekey | None = None) -> SetupResult:
+def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Rekey | None = None,
+             revector: Callable[[list[dict]], None] | None = None) -> SetupResult:
     new = f"{alias}-v{_version_of(old) + 1}"
     if es.indices.exists(index=new):  # left over from an interrupted migration: start it again
         es.indices.delete(index=new)
@@ -264,12 +309,11 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Reke
     es.indices.put_settings(index=old, settings={"index.blocks.write": True})
     try:
         es.indices.refresh(index=old)
-        actions = (
-            {"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
-            for doc_id, source in (_rekeyed(hit, rekey) for hit in helpers.scan(
-                es, index=old, query={"query": {"match_all": {}}, "_source": SOURCE_WITH_VECTORS}, size=500,
-                preserve_order=False))
-        )
+        # Vectors computed again need only the text: leave the old ones in the old index.
+        hits = helpers.scan(es, index=old, query={"query": {"match_all": {}}, "_source": (
+            {"excludes": VECTOR_FIELDS} if revector else SOURCE_WITH_VECTORS)}, size=500, preserve_order=False)
+        actions = ({"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
+                   for doc_id, source in _copies(hits, rekey=rekey, revector=revector, page=500))
         copied = 0
         for ok, item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
             copied += ok
@@ -288,8 +332,9 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Reke
         es.indices.put_settings(index=old, settings={"index.blocks.write": False})
         raise
     es.indices.delete(index=old)
-    log.info("migrated %s: %s -> %s (%d documents)", alias, old, new, copied)
-    return SetupResult(alias=alias, index=new, action="migrated", copied=copied)
+    log.info("migrated %s: %s -> %s (%d documents%s)", alias, old, new, copied,
+             ", vectors computed again" if revector else "")
+    return SetupResult(alias=alias, index=new, action="migrated", copied=copied, revectored=revector is not None)
 
 
 def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, bool]:
@@ -298,6 +343,20 @@ def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str
     found = es.indices.get_alias(name=f"{prefix or settings.ES_INDEX_PREFIX}-*")
     present = {a for info in found.values() for a in info.get("aliases", {})}
     return {MemoryType(a.rsplit("-", 1)[1]).value: a in present for a in aliases}
+
+
+def vector_spaces(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, str]:
+    """The vector space each present memory index records (``UNRECORDED_SPACE`` if none), by type."""
+    wanted = set(all_aliases(prefix=prefix))
+    # A wildcard answers {} rather than 404 when nothing matches.
+    found = es.indices.get_alias(name=f"{prefix or settings.ES_INDEX_PREFIX}-*")
+    alias_of = {index: a for index, info in found.items() for a in info.get("aliases", {}) if a in wanted}
+    if not alias_of:
+        return {}
+    mappings = es.indices.get_mapping(index=list(alias_of))
+    return {MemoryType(alias_of[index].rsplit("-", 1)[1]).value:
+            body["mappings"].get("_meta", {}).get("engram_vector_space", UNRECORDED_SPACE)
+            for index, body in mappings.items()}
 
 
 def drop_indices(*, es: Elasticsearch, prefix: str) -> None:

@@ -9,7 +9,8 @@ server's first requests do not wait seconds for a local model to load.
 Settings (all optional):
 
 - ``ENGRAM_EMBEDDER``: "minilm" (default, local all-MiniLM-L6-v2, 384 dims) or "openai".
-- ``ENGRAM_EMBEDDER_RUNTIME``: for "minilm", "onnx" (default), "numpy" or "onnx-int8";
+- ``ENGRAM_EMBEDDER_RUNTIME``: for "minilm", "onnx-int8" (default: int8 MatMul weights), "onnx"
+  or "numpy" (the float weights; the same vectors);
   ``ENGRAM_EMBEDDER_THREADS`` (0: onnxruntime's intra-op threads, min(CPUs, 4)).
 - ``ENGRAM_EMBEDDER_BATCH_SIZE`` (32), ``ENGRAM_EMBEDDER_QUERY_CACHE_SIZE`` (1024).
 - ``ENGRAM_OPENAI_EMBEDDINGS_URL`` ("https://api.openai.com/v1"), ``..._MODEL``
@@ -50,7 +51,7 @@ def get_embedder() -> Embedder:
 
         try:
             return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size, query_cache_seconds=cache_seconds,
-                                  runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx")).lower(),
+                                  runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx-int8")).lower(),
                                   threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 0)))
         except EmbeddingError as exc:
             raise ImproperlyConfigured(f"ENGRAM_EMBEDDER_RUNTIME: {exc}") from exc

@@ -29,11 +29,15 @@ class Embedder(Protocol):
     Contract: every vector has exactly ``dims`` floats and unit L2 norm; ``embed_documents``
     returns one vector per input text, in input order; the same text always yields the same
     vector whether embedded alone or in a batch (up to float rounding); failures raise
-    :class:`EmbeddingError`. ``name`` identifies the model, so vectors from different models
-    are never mixed in one index. Implementations are safe to share between threads.
+    :class:`EmbeddingError`. ``name`` identifies the model; ``space`` identifies the vectors:
+    two embedders with the same ``space`` give the same vector for a text (up to float rounding).
+    Each index records the space its vectors were made in, and an index of another space is
+    re-embedded by ``es_setup``, so vectors of two spaces never mix in one index.
+    Implementations are safe to share between threads.
     """
 
     name: str
+    space: str
     dims: int
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

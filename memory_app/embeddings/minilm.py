@@ -58,6 +58,9 @@ class MiniLMEmbedder:
         if runtime not in RUNTIMES:
             raise EmbeddingError(f"unknown MiniLM runtime {runtime!r} (one of {', '.join(RUNTIMES)})")
         self.runtime = runtime
+        # The numpy and onnx runtimes compute the same float vectors; int8 weights move them (cosine
+        # about 0.99), so they are a vector space of their own.
+        self.space = f"{self.name} int8" if runtime == "onnx-int8" else self.name
         self.threads = threads
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
         self.config = BertConfig.from_dir(self.model_dir)

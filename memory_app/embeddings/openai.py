@@ -71,6 +71,7 @@ class OpenAIEmbedder:
         self.endpoint = url.rstrip("/") + "/embeddings"
         self.model = model
         self.name = f"openai:{model}"
+        self.space = f"{self.name} {dims}"  # one model at another width is another space
         self.dims = dims
         self.batch_size = max(1, batch_size)
         self.query_cache = QueryCache(query_cache_size, ttl=query_cache_seconds)

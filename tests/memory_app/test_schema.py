@@ -1,8 +1,11 @@
 import copy
 
+import numpy as np
+
 from elasticsearch import helpers
 
 from engram_core.es.schema import (
+    SOURCE_WITH_VECTORS,
     IndexDefinition,
     MemoryType,
     alias_name,
@@ -89,3 +92,109 @@ def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es
     got = {d["_id"]: d for d in es_admin.mget(index=alias, ids=["raw-client-id", new_id, server_id])["docs"]}
     assert not got["raw-client-id"]["found"] and got[server_id]["found"]
     assert got[new_id]["_source"]["client_id"] == "raw-client-id"
+
+
+def _vectors(es_admin, memory_type, ids):
+    hits = es_admin.search(index=alias_name(memory_type), query={"ids": {"values": ids}}, size=len(ids),
+                           source=SOURCE_WITH_VECTORS)["hits"]["hits"]
+    return {h["_id"]: (h["_source"]["embedding"], [p["embedding"] for p in h["_source"].get("passages", [])])
+            for h in hits}
+
+
+def test_each_index_records_the_vector_space_of_its_embedder(es_admin, es_prefix):
+    from memory_app.embeddings import get_embedder
+
+    space = get_embedder().space
+    for memory_type in MemoryType:
+        alias = alias_name(memory_type)
+        meta = next(iter(es_admin.indices.get_mapping(index=alias).values()))["mappings"]["_meta"]
+        assert meta["engram_vector_space"] == space
+
+
+def test_an_index_without_a_record_is_taken_as_float_minilm_and_stamped(es_admin, es_prefix, settings):
+    from engram_core.es.schema import UNRECORDED_SPACE
+    from memory_app.embeddings import clear_cache
+
+    # An index written before the record existed, by that release's default (float MiniLM).
+    settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"
+    clear_cache()
+    alias = alias_name(MemoryType.SEMANTIC)
+    index = next(iter(es_admin.indices.get_alias(name=alias)))
+    schema_hash = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["engram_schema_hash"]
+    es_admin.indices.put_mapping(index=index, meta={"engram_schema_hash": schema_hash})
+    assert "engram_vector_space" not in es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+    try:
+        results = {r.alias: r for r in ensure_indices(es=es_admin)}
+        assert results[alias].action == "unchanged" and results[alias].index == index  # no copy
+        meta = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+        assert meta == {"engram_schema_hash": schema_hash, "engram_vector_space": UNRECORDED_SPACE}
+    finally:
+        clear_cache()
+
+
+def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_prefix, make_subject, settings):
+    """Indices written with float weights, then set up with int8 ones: every vector (episodes with
+    derived and explicit context and their passages, facts, playbooks, catalog entries) is what a
+    write with the new embedder gives, and recall finds the memories with the new query vectors."""
+    from memory_app import services
+    from memory_app.embeddings import clear_cache, get_embedder
+    from memory_app.selectors import memory_recall
+
+    settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"
+    clear_cache()
+    subject = make_subject("alice")
+    float_space = get_embedder().space
+    for memory_type in MemoryType:  # as if created by the float embedder
+        index = next(iter(es_admin.indices.get_alias(name=alias_name(memory_type))))
+        meta = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+        es_admin.indices.put_mapping(index=index, meta={**meta, "engram_vector_space": float_space})
+    texts = ["We are planning a trip to Lisbon in May.", "Book the hotel near the river. Ask for a quiet room.",
+             "The budget is two thousand euros."]
+    turns = [services.episode_write(subject=subject, text=t, session_id="s1",
+                                    occurred_at=f"2025-03-01T10:0{n}:00Z") for n, t in enumerate(texts)]
+    explicit = services.episode_write(subject=subject, text="Yes, the blue one.", context="Which suitcase?",
+                                      session_id="s2")
+    fact = services.fact_write(subject=subject, text="Alice is allergic to peanuts.")
+    playbook = services.playbook_write(subject=subject, trigger="user asks for a refund",
+                                       steps="check the order; refund to the card")
+    entry = services.catalog_entry_write(tenant=subject.tenant, title="Opening hours", text="Open 9 to 5 on weekdays.")
+    episode_ids = [t["id"] for t in turns] + [explicit["id"]]
+    assert turns[2]["context_ids"] == [turns[0]["id"], turns[1]["id"]]
+
+    settings.ENGRAM_EMBEDDER_RUNTIME = "onnx-int8"
+    clear_cache()
+    int8_space = get_embedder().space
+    assert int8_space != float_space
+    # What writes with the int8 embedder store, computed the way the write path does.
+    from memory_app import context as derived
+    expected_episodes = derived.episode_vectors(
+        [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])])
+    embedder = get_embedder()
+
+    results = {r.alias: r for r in ensure_indices(es=es_admin)}
+    for memory_type in MemoryType:
+        result = results[alias_name(memory_type)]
+        assert (result.action, result.revectored) == ("migrated", True), memory_type
+        meta = next(iter(es_admin.indices.get_mapping(index=alias_name(memory_type)).values()))["mappings"]["_meta"]
+        assert meta["engram_vector_space"] == int8_space
+    stored = _vectors(es_admin, MemoryType.EPISODIC, episode_ids)
+    for memory_id, want in zip(episode_ids, expected_episodes, strict=True):
+        vector, passages = stored[memory_id]
+        np.testing.assert_allclose(vector, want["embedding"], atol=1e-5)
+        assert len(passages) == len(want.get("passages", []))
+        for got, expected in zip(passages, want.get("passages", []), strict=True):
+            np.testing.assert_allclose(got, expected["embedding"], atol=1e-5)
+    assert len(stored[turns[1]["id"]][1]) == 2  # the two-sentence turn kept its passage vectors
+    for memory_type, memory_id, text in [
+        (MemoryType.SEMANTIC, fact["id"], "Alice is allergic to peanuts."),
+        (MemoryType.PROCEDURAL, playbook["id"], "user asks for a refund\ncheck the order; refund to the card"),
+        (MemoryType.CATALOG, entry["id"], "Opening hours\nOpen 9 to 5 on weekdays."),
+    ]:
+        vector, _ = _vectors(es_admin, memory_type, [memory_id])[memory_id]
+        np.testing.assert_allclose(vector, embedder.embed_documents([text])[0], atol=1e-5)
+    # The text and everything else came along unchanged, and recall works on the new vectors.
+    got = es_admin.get(index=alias_name(MemoryType.EPISODIC), id=turns[2]["id"])["_source"]
+    assert (got["text"], got["context_ids"]) == (texts[2], turns[2]["context_ids"])
+    hits = memory_recall(subject=subject, query="How much money can we spend on the Lisbon trip?")
+    assert turns[2]["id"] in [h["id"] for h in hits[:3]]
+    assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}

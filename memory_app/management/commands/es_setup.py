@@ -11,8 +11,9 @@ from memory_app.usage import usage_migrate
 
 
 class Command(BaseCommand):
-    help = ("Probe the cluster, create or migrate Engram's indices (shared and dedicated tenants') and rotate "
-            "keys minted under an older grant. Idempotent: run it on every deploy.")
+    help = ("Probe the cluster, create or migrate Engram's indices (shared and dedicated tenants'; re-embedding "
+            "their documents when the embedder changed) and rotate keys minted under an older grant. Idempotent: "
+            "run it on every deploy.")
 
     def handle(self, *args, **options):
         caps = probe_capabilities()
@@ -26,7 +27,8 @@ class Command(BaseCommand):
         for warning in caps.errors:
             self.stderr.write(self.style.WARNING(warning))
         for result in ensure_indices(es=admin_client(), rekey=client_id_rekey):
-            extra = f" ({result.copied} documents copied)" if result.action == "migrated" else ""
+            extra = (f" ({result.copied} documents copied{', vectors computed by the new embedder' if result.revectored else ''})"
+                     if result.action == "migrated" else "")
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")
         # Dedicated tenants' own indices follow the same schema and migrations.
         dedicated = dedicated_indices_ensure(es=admin_client())
