@@ -304,8 +304,9 @@ def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Reke
         es.indices.delete(index=new)
     es.indices.create(index=new, **body)
     es.cluster.health(index=new, wait_for_status="yellow", timeout="30s")
-    # Block writes on the old index so nothing lands there after the copy has passed it;
-    # a write in that window fails loudly instead of being lost.
+    # Block writes on the old index so nothing lands there after the copy has passed it; a write
+    # in that window meets a cluster block, which the write path takes as an outage: it waits in
+    # the outbox and lands in the new version (memory_app.outbox.outage).
     es.indices.put_settings(index=old, settings={"index.blocks.write": True})
     try:
         es.indices.refresh(index=old)

@@ -12,7 +12,8 @@ _ES_BUSY = {429, 502, 503, 504}
 
 def is_outage(exc: BaseException) -> bool:
     """True when ``exc`` means "Elasticsearch cannot take requests right now" (unreachable, still
-    starting, overloaded, or unable to enforce isolation), as opposed to a refusal of this request.
+    starting, overloaded, unable to enforce isolation, or an index write-blocked by a migration), as
+    opposed to a refusal of this request.
     Writes meeting such an error are queued; a replay meeting one stops and tries again later."""
     if isinstance(exc, ServiceUnavailable):
         return True
@@ -20,8 +21,17 @@ def is_outage(exc: BaseException) -> bool:
         return False
     if isinstance(exc, (ConnectionError, ConnectionTimeout)):
         return True
+    if not isinstance(exc, ApiError):
+        return False
     # 401: a restarted node refuses every credential until its security index is available again.
-    return isinstance(exc, ApiError) and (exc.meta.status == 401 or exc.meta.status in _ES_BUSY)
+    # 403 cluster_block_exception: an index whose writes are blocked while es_setup copies it into
+    # its next version (engram_core.es.schema); the write lands in that version once it is done.
+    return exc.meta.status == 401 or exc.meta.status in _ES_BUSY or (exc.meta.status == 403 and _blocked(exc))
+
+
+def _blocked(exc: ApiError) -> bool:
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    return isinstance(error, dict) and error.get("type") == "cluster_block_exception"
 
 
 def outage_error(exc: BaseException) -> ServiceUnavailable:

@@ -175,3 +175,27 @@ def test_healthz_reports_a_stale_backlog(memory, tenant, settings, client):
     body = client.get("/healthz").json()
     assert body["outbox"]["pending"] == 1
     assert any(r.startswith("outbox backlog: 1 acknowledged writes waiting") for r in body["reasons"])
+
+
+def test_writes_meeting_a_migrations_write_block_are_queued_and_replayed(engram, es_admin, docs):
+    """es_setup blocks writes on an index while it copies it into the next version (a mapping or
+    embedder change): a write or an import in that window is accepted into the outbox, not refused."""
+    from engram_core.es.schema import alias_name
+
+    engram.turn("alice", "hello")
+    blocked = [next(iter(es_admin.indices.get_alias(name=alias_name(t))))
+               for t in (MemoryType.SEMANTIC, MemoryType.EPISODIC)]
+    es_admin.indices.put_settings(index=",".join(blocked), settings={"index.blocks.write": True})
+    try:
+        fact = engram.write_fact("alice", "Alice moved to Porto")
+        imported = engram.import_episodes("bob", [{"text": f"old {n}", "occurred_at": f"2020-01-0{n + 1}T00:00:00Z"}
+                                                  for n in range(3)])
+        assert fact["status"] == "queued" and fact["operation"]["reason"] == "outage"
+        assert imported["status"] == "queued" and imported["operation"]["reason"] == "outage"
+        assert outbox_replay().stopped_by_outage  # still blocked: kept, not failed
+        assert set(OutboxEntry.objects.values_list("status", flat=True)) == {"pending"}
+    finally:
+        es_admin.indices.put_settings(index=",".join(blocked), settings={"index.blocks.write": False})
+    assert outbox_replay().applied == 2
+    assert engram.get_memory("alice", fact["id"])["text"] == "Alice moved to Porto"
+    assert _texts(docs, MemoryType.EPISODIC, "bob") == ["old 0", "old 1", "old 2"]
