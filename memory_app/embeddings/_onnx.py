@@ -4,15 +4,13 @@ The graph is built from the already loaded :class:`BertEncoder` weights with the
 helper API, in memory, so nothing is downloaded and no exporter (torch) is needed. It computes
 exactly what :meth:`BertEncoder.forward` computes (same pre-scaled packed QKV weights, same
 additive padding mask, exact-erf GELU), in standard opset-17 operators that onnxruntime's graph
-optimiser fuses (LayerNorm, GELU, MatMul + Add). ``quantize_int8`` turns it into the dynamic
-int8 variant (weights int8, activations quantised per batch) with onnxruntime's quantiser.
+optimiser fuses (LayerNorm, GELU, MatMul + Add). ``int8=True`` builds the integer variant
+(weights int8 per output channel, activations uint8 per token; see ``build_bert_graph``).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -22,9 +20,15 @@ from .base import EmbeddingError
 OPSET = 17
 
 
-def build_bert_graph(encoder: BertEncoder):  # -> onnx.ModelProto
+def build_bert_graph(encoder: BertEncoder, *, int8: bool = False):  # -> onnx.ModelProto
     """An ONNX model with inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64, (B, L))
-    and output ``last_hidden_state`` (float32, (B, L, hidden))."""
+    and output ``last_hidden_state`` (float32, (B, L, hidden)).
+
+    With ``int8`` every weight MatMul (QKV, attention output, both feed-forward layers) runs in
+    integers: weights int8 per output channel, activations uint8 per token, each token's scale
+    and zero point taken from its own row. So a text's vector does not depend on what else is in
+    its batch (onnxruntime's dynamic quantiser takes one scale for the whole batch tensor, padding
+    included, which moved a text's vector by up to cosine 0.014 with its batch-mates)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -48,7 +52,36 @@ def build_bert_graph(encoder: BertEncoder):  # -> onnx.ModelProto
         return node("LayerNormalization", [x, const(f"{name}.w", w), const(f"{name}.b", b)], name, axis=-1, epsilon=eps)
 
     def linear(x: str, w: np.ndarray, b: np.ndarray, name: str) -> str:
+        if int8:
+            return linear_int8(x, w, b, name)
         mm = node("MatMul", [x, const(f"{name}.w", w)], f"{name}.mm")
+        return node("Add", [mm, const(f"{name}.b", b)], name)
+
+    zero_f = const("q.zero", np.array(0.0, dtype=np.float32))
+    u8_max = const("q.u8max", np.array(255.0, dtype=np.float32))
+    tiny = const("q.tiny", np.array(1e-12, dtype=np.float32))
+
+    def linear_int8(x: str, w: np.ndarray, b: np.ndarray, name: str) -> str:
+        # Weights: symmetric int8 per output column. Activations: asymmetric uint8 per token row
+        # (range widened to hold 0, as DynamicQuantizeLinear does). x·W = s_x·s_w·(q_x − z_x)·q_w
+        # = s_x·s_w·(q_x·q_w − z_x·colsum(q_w)): one MatMulInteger without zero points (onnxruntime
+        # takes only a scalar zero point for A) and the per-row correction.
+        w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12).astype(np.float32) / 127.0
+        w_q = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
+        lo = node("Min", [node("ReduceMin", [x], f"{name}.min", axes=[-1], keepdims=1), zero_f], f"{name}.lo")
+        hi = node("Max", [node("ReduceMax", [x], f"{name}.max", axes=[-1], keepdims=1), zero_f], f"{name}.hi")
+        scale = node("Max", [node("Div", [node("Sub", [hi, lo], f"{name}.range"), u8_max], f"{name}.s0"), tiny],
+                     f"{name}.scale")
+        zero_point = node("Round", [node("Div", [node("Neg", [lo], f"{name}.nlo"), scale], f"{name}.z0")],
+                          f"{name}.zp")
+        q = node("Round", [node("Add", [node("Div", [x, scale], f"{name}.xs"), zero_point], f"{name}.xz")],
+                 f"{name}.xr")  # round(x/s) + z = round(x/s + z), z being whole
+        q = node("Cast", [node("Clip", [q, zero_f, u8_max], f"{name}.xc")], f"{name}.xq", to=TensorProto.UINT8)
+        acc = node("Cast", [node("MatMulInteger", [q, const(f"{name}.wq", w_q)], f"{name}.mmi")], f"{name}.acc",
+                   to=TensorProto.FLOAT)
+        colsum = const(f"{name}.colsum", w_q.astype(np.float32).sum(axis=0))
+        acc = node("Sub", [acc, node("Mul", [zero_point, colsum], f"{name}.zc")], f"{name}.accz")
+        mm = node("Mul", [node("Mul", [acc, scale], f"{name}.deq"), const(f"{name}.ws", w_scale)], f"{name}.mm")
         return node("Add", [mm, const(f"{name}.b", b)], name)
 
     # Embeddings: word + token type + position (0..L-1).
@@ -105,20 +138,6 @@ def build_bert_graph(encoder: BertEncoder):  # -> onnx.ModelProto
     model.ir_version = min(model.ir_version, 9)  # readable by older onnxruntime builds too
     onnx.checker.check_model(model, full_check=False)
     return model
-
-
-def quantize_int8(model) -> bytes:  # model: onnx.ModelProto
-    """The dynamic int8 quantisation of ``model`` (MatMul weights int8, per-channel), serialised."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with tempfile.TemporaryDirectory(prefix="engram-onnx-") as tmp:
-        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
-        src.write_bytes(model.SerializeToString())
-        try:
-            quantize_dynamic(src, dst, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
-        except Exception as exc:  # the quantiser raises assorted errors on graphs it cannot handle
-            raise EmbeddingError(f"int8 quantisation failed: {exc}") from exc
-        return dst.read_bytes()
 
 
 def make_session(model_bytes: bytes, *, threads: int = 0):  # -> onnxruntime.InferenceSession

