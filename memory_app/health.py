@@ -57,6 +57,7 @@ def health_report() -> tuple[bool, dict]:
     reasons = list(caps.errors)
     indices: dict[str, bool] = {}
     spaces: dict[str, str] = {}
+    space = get_embedder().space
     if caps.reachable:
         es = monitor_client().options(request_timeout=3, max_retries=0)
         try:
@@ -69,7 +70,6 @@ def health_report() -> tuple[bool, dict]:
             reasons.append(f"indices missing: {', '.join(missing)} (run `manage.py es_setup`)")
         # Vectors of another embedder in an index would be compared with this process's query
         # vectors (and joined by its writes' vectors): recall degrades without an error.
-        space = get_embedder().space
         if other := sorted({s for s in spaces.values() if s != space}):
             reasons.append(f"indices hold vectors of {', '.join(map(repr, other))} and this process embeds with "
                            f"{space!r}: run `manage.py es_setup` to compute them again, or configure the embedder "
@@ -95,7 +95,7 @@ def health_report() -> tuple[bool, dict]:
             "document_level_security": caps.dls,
         },
         "indices": indices,
-        "vectors": {"embedder": get_embedder().space, "indices": spaces},
+        "vectors": {"embedder": space, "indices": spaces},
         "broker": broker,
         "outbox": outbox,
         "reasons": reasons,

@@ -26,6 +26,7 @@ from django.utils import timezone
 from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, helpers
 
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
+from engram_core.es.client import unavailable_answer
 from memory_app import context as derived
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
@@ -863,7 +864,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
         helpers.bulk(writer, ({"_op_type": "delete", "_index": index, "_id": i} for i in written),
                      raise_on_error=False, refresh=True)
         first = failures[0]
-        if first.get("status") in (429, 503) or first.get("error", {}).get("type") == "cluster_block_exception":
+        if unavailable_answer(first.get("status", 0), first.get("error", {}).get("type")):
             # Busy after the bulk helper's retries, or an index write-blocked by a migration: an
             # outage (the submit path queues the import), not a refusal of these episodes.
             raise ServiceUnavailable("Elasticsearch cannot take the import's writes now; retry later",

@@ -58,3 +58,16 @@ def reset_clients() -> None:
     if base_client.cache_info().currsize:
         base_client().close()
     base_client.cache_clear()
+
+
+# Answers that mean "Elasticsearch cannot take this request now", as opposed to a refusal of it:
+# overloaded or behind a failing gateway; 401, which a restarted node gives every credential until
+# its security index is available again; and 403 cluster_block_exception, an index whose writes
+# es_setup blocks while it copies it into its next version (``engram_core.es.schema``).
+_BUSY = {429, 502, 503, 504}
+
+
+def unavailable_answer(status: int, error_type: str | None) -> bool:
+    """Whether an answer (a whole request's, or one bulk item's) means the cluster cannot take it now."""
+    return status == 401 or status in _BUSY or (status == 403 and error_type == "cluster_block_exception")
+

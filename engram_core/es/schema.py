@@ -347,15 +347,11 @@ def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str
 
 
 def vector_spaces(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, str]:
-    """The vector space each present memory index records (``UNRECORDED_SPACE`` if none), by type."""
-    wanted = set(all_aliases(prefix=prefix))
-    # A wildcard answers {} rather than 404 when nothing matches.
-    found = es.indices.get_alias(name=f"{prefix or settings.ES_INDEX_PREFIX}-*")
-    alias_of = {index: a for index, info in found.items() for a in info.get("aliases", {}) if a in wanted}
-    if not alias_of:
-        return {}
-    mappings = es.indices.get_mapping(index=list(alias_of))
-    return {MemoryType(alias_of[index].rsplit("-", 1)[1]).value:
+    """The vector space each present memory index records (``UNRECORDED_SPACE`` if none), by type:
+    one request, the mappings of the aliases (answered by concrete index, ``<alias>-v<N>``)."""
+    mappings = es.indices.get_mapping(index=all_aliases(prefix=prefix), ignore_unavailable=True,
+                                      allow_no_indices=True)
+    return {MemoryType(index.rsplit("-v", 1)[0].rsplit("-", 1)[1]).value:
             body["mappings"].get("_meta", {}).get("engram_vector_space", UNRECORDED_SPACE)
             for index, body in mappings.items()}
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError
 
 from engram_core.errors import ServiceUnavailable
-
-_ES_BUSY = {429, 502, 503, 504}
+from engram_core.es.client import unavailable_answer
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -23,15 +22,8 @@ def is_outage(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, ApiError):
         return False
-    # 401: a restarted node refuses every credential until its security index is available again.
-    # 403 cluster_block_exception: an index whose writes are blocked while es_setup copies it into
-    # its next version (engram_core.es.schema); the write lands in that version once it is done.
-    return exc.meta.status == 401 or exc.meta.status in _ES_BUSY or (exc.meta.status == 403 and _blocked(exc))
-
-
-def _blocked(exc: ApiError) -> bool:
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
-    return isinstance(error, dict) and error.get("type") == "cluster_block_exception"
+    return unavailable_answer(exc.meta.status, error.get("type") if isinstance(error, dict) else None)
 
 
 def outage_error(exc: BaseException) -> ServiceUnavailable:
