@@ -1,19 +1,25 @@
 """MiniLM runtimes side by side: single-query latency, batch throughput, CPU cost, and agreement.
 
     python benchmarks/embedder_speed.py [--runtimes numpy,onnx,onnx-int8] [--queries 150] [--docs 512]
+                                        [--int8-graph-from REV]
 
 No Elasticsearch needed. The runtimes take turns query by query, so a machine shared with
 other jobs slows them alike; CPU milliseconds per query (process time, all threads) are given
 beside wall time because they move much less with contention. Agreement: cosine of each
 runtime's vectors with the numpy runtime's on the fixture corpus's sentences and questions.
+``--int8-graph-from REV`` adds the int8 graph as commit REV built it (``git show
+REV:memory_app/embeddings/_onnx.py``), as the runtime ``onnx-int8@REV``, so that two versions
+of the graph are measured in one sitting, taking turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,6 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import memory_app.embeddings._onnx as onnx_graph  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
@@ -35,6 +42,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--docs", type=int, default=512)
+    parser.add_argument("--int8-graph-from", metavar="REV", help="also the int8 graph of this git revision")
     args = parser.parse_args()
     corpus = json.loads(CORPUS.read_text())
     sentences = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
@@ -46,6 +54,10 @@ def main() -> None:
         embedders[runtime] = MiniLMEmbedder(runtime=runtime, threads=args.threads, query_cache_size=0)
         embedders[runtime].embed_query("load")
         print(f"{runtime}: first use (load / build graph) {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if args.int8_graph_from:
+        runtime = f"onnx-int8@{args.int8_graph_from}"
+        embedders[runtime] = _embedder_with_graph_of(args.int8_graph_from, threads=args.threads)
+        runtimes.append(runtime)
     wall: dict[str, list[float]] = {r: [] for r in runtimes}
     cpu: dict[str, list[float]] = {r: [] for r in runtimes}
     for question in (questions * 2)[: args.queries]:
@@ -71,6 +83,24 @@ def main() -> None:
         cos = (embedder.embed_array(sentences + questions) * reference).sum(axis=1)
         print(f"| {runtime} | {q[49]:.1f} | {q[94]:.1f} | {statistics.fmean(cpu[runtime]):.1f} "
               f"| {statistics.median(rates[runtime]):.0f} | {np.mean(cos):.5f} / {np.min(cos):.5f} |")
+
+
+def _embedder_with_graph_of(rev: str, *, threads: int) -> MiniLMEmbedder:
+    """An int8 MiniLM embedder whose ONNX graph is built by ``_onnx.py`` as it was at ``rev``."""
+    source = subprocess.run(["git", "show", f"{rev}:memory_app/embeddings/_onnx.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader("memory_app.embeddings._onnx_at_rev", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "memory_app.embeddings"
+    exec(compile(source, f"{rev}:_onnx.py", "exec"), module.__dict__)  # noqa: S102  (our own history)
+    current = onnx_graph.build_bert_graph
+    onnx_graph.build_bert_graph = module.build_bert_graph  # read when the session is built, just below
+    try:
+        embedder = MiniLMEmbedder(runtime="onnx-int8", threads=threads, query_cache_size=0)
+        embedder.embed_query("load")
+    finally:
+        onnx_graph.build_bert_graph = current
+    return embedder
 
 
 if __name__ == "__main__":

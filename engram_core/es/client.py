@@ -11,12 +11,27 @@ import functools
 
 from django.conf import settings
 from elasticsearch import Elasticsearch
+from elasticsearch.serializer import NdjsonSerializer, OrjsonSerializer
+
+
+class OrjsonNdjsonSerializer(NdjsonSerializer):
+    """``_bulk`` and ``_msearch`` bodies written line by line with orjson, like ``OrjsonSerializer``."""
+
+    json_dumps = OrjsonSerializer.json_dumps
+    json_loads = OrjsonSerializer.json_loads
+
+
+# Bodies carry vectors (384 floats per document or query): the standard library's json takes
+# ~0.35 ms per vector to write them, orjson ~0.02 ms (the import's bulk requests, every recall's
+# kNN legs). The client uses these for the compatibility mimetypes it sends as well.
+SERIALIZERS = {"application/json": OrjsonSerializer(), "application/x-ndjson": OrjsonNdjsonSerializer()}
 
 
 @functools.cache
 def base_client() -> Elasticsearch:
     return Elasticsearch(
         settings.ES_URL,
+        serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,
         request_timeout=settings.ES_REQUEST_TIMEOUT,

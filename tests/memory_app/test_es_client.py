@@ -29,3 +29,38 @@ def test_a_process_keeps_more_requests_in_flight_than_the_client_default(setting
     finally:
         base_client().close()
         base_client.cache_clear()
+
+
+def test_bodies_are_written_by_orjson_and_read_back_the_same(es_prefix):
+    """Request bodies with vectors are written by orjson (the standard library's json took ~0.35 ms
+    per 384-float vector): documents, bulk and msearch lines, and the compatibility mimetypes the
+    client actually sends. A document with a vector, a numpy array, a date and non-ASCII text goes
+    through _bulk and comes back through _msearch as it was sent."""
+    import datetime
+
+    import numpy as np
+    import orjson
+    from elasticsearch import helpers
+
+    from engram_core.es.client import OrjsonNdjsonSerializer
+
+    serializers = base_client().transport.serializers
+    for mimetype in ("application/json", "application/vnd.elasticsearch+json"):
+        assert serializers.get_serializer(mimetype).json_dumps({"v": [0.5]}) == orjson.dumps({"v": [0.5]})
+    for mimetype in ("application/x-ndjson", "application/vnd.elasticsearch+x-ndjson"):
+        assert isinstance(serializers.get_serializer(mimetype), OrjsonNdjsonSerializer)
+    es, index = admin_client(), f"{es_prefix}-serializer"
+    es.indices.create(index=index, mappings={"properties": {"v": {"type": "dense_vector", "dims": 3},
+                                                            "at": {"type": "date"}}})
+    try:
+        when = datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.UTC)
+        helpers.bulk(es, [{"_index": index, "_id": "a", "text": "Zoë’s café", "at": when,
+                           "v": np.array([0.25, -0.5, 1.0], dtype=np.float32), "n": np.int64(3)}], refresh=True)
+        found = es.msearch(searches=[{"index": index}, {"query": {"knn": {"field": "v", "query_vector": [0.25, -0.5, 1.0]}},
+                                                        "fields": ["v"]}])["responses"][0]["hits"]["hits"]
+        assert [h["_id"] for h in found] == ["a"]
+        source = es.get(index=index, id="a")["_source"]
+        assert source["text"] == "Zoë’s café" and source["at"] == "2024-05-01T12:30:00+00:00" and source["n"] == 3
+        assert found[0]["fields"]["v"] == [0.25, -0.5, 1.0]
+    finally:
+        es.indices.delete(index=index)
