@@ -172,6 +172,10 @@ def knn_sweep(values: list[int], plan: list) -> str:
         settings.ENGRAM_RECALL_NUM_CANDIDATES, settings.ENGRAM_RECALL_BM25 = saved
 
 
+JSON_ROWS = ("  client JSON encode + decode, orjson as the client does (redone)",
+             "  the same with the standard library's json (the client's before 2026-11-25)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=40)
@@ -270,14 +274,12 @@ def main() -> None:
                 raw = serializers.get_serializer("application/x-ndjson").dumps(last["request"])
                 raw = serializers.get_serializer("application/json").dumps(last["response"])
                 serializers.get_serializer("application/json").loads(raw)
-                recalls.add("  client JSON encode + decode, orjson as the client does (redone)",
-                            (time.perf_counter() - started) * 1000.0)
+                recalls.add(JSON_ROWS[0], (time.perf_counter() - started) * 1000.0)
                 started = time.perf_counter()
                 for line in last["request"]:
                     json.dumps(line)
                 json.loads(json.dumps(last["response"]))
-                recalls.add("  the same with the standard library's json (before 2026-11-25)",
-                            (time.perf_counter() - started) * 1000.0)
+                recalls.add(JSON_ROWS[1], (time.perf_counter() - started) * 1000.0)
                 started = time.perf_counter()
                 json.dumps(results, default=str)
                 recalls.add("  API response JSON (redone)", (time.perf_counter() - started) * 1000.0)
@@ -302,7 +304,7 @@ def main() -> None:
         "total", "refresh check", "per-user key and client", "query embedding", "_msearch body",
         "_msearch round trip", "  of which Elasticsearch took (whole _msearch)", *(f"  of which took, {leg} leg" for leg in rc.legs()),
         "fusion (RRF)", "scoring (multipliers, sort)", "rest: validation, result dicts (Python)",
-        "  client JSON encode + decode (redone)", "  API response JSON (redone)", "  response size KB"])
+        *JSON_ROWS, "  API response JSON (redone)", "  response size KB"])
     import_text, import_figures = table(f"bulk import, {args.episodes} episodes per call", imports.calls, [
         "total", "validation", "derived-context lookup", "embedding", "bulk requests (index, HNSW, refresh wait)"])
     rate = args.episodes / (import_figures["total"]["mean"] / 1000.0)

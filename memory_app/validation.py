@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from engram_core.errors import ValidationFailed
@@ -88,10 +89,13 @@ def clean_metadata(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationFailed("metadata must be an object", details={"field": "metadata"}, code="invalid_metadata")
     try:
-        size = len(json.dumps(value).encode())
+        size = len(json.dumps(value, allow_nan=False).encode())
+        # What the Elasticsearch client writes (engram_core.es.client): no whole number beyond 64
+        # bits, no lone surrogate; and above, no NaN or infinity (orjson would write null).
+        orjson.dumps(value)
     except (TypeError, ValueError):
-        raise ValidationFailed("metadata must be JSON-serialisable", details={"field": "metadata"},
-                               code="invalid_metadata") from None
+        raise ValidationFailed("metadata must be JSON with finite numbers, whole numbers within 64 bits and "
+                               "valid Unicode text", details={"field": "metadata"}, code="invalid_metadata") from None
     if size > settings.ENGRAM_MAX_METADATA_BYTES:
         raise ValidationFailed(f"metadata is {size} bytes; the limit is {settings.ENGRAM_MAX_METADATA_BYTES}",
                                details={"field": "metadata"}, code="metadata_too_large")

@@ -8,23 +8,42 @@ base client's connection pool.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
+import orjson
 from django.conf import settings
 from elasticsearch import Elasticsearch
-from elasticsearch.serializer import NdjsonSerializer, OrjsonSerializer
+from elasticsearch.serializer import JsonSerializer, NdjsonSerializer
 
 
-class OrjsonNdjsonSerializer(NdjsonSerializer):
-    """``_bulk`` and ``_msearch`` bodies written line by line with orjson, like ``OrjsonSerializer``."""
+class _OrjsonFirst:
+    """orjson for bodies, falling back to the standard library's json for a body orjson refuses (a
+    whole number beyond 64 bits, a lone surrogate: what the client wrote before orjson, so such a
+    body meets Elasticsearch's answer as it did then, not a serialisation error that reads as an
+    outage). Responses are read by orjson."""
 
-    json_dumps = OrjsonSerializer.json_dumps
-    json_loads = OrjsonSerializer.json_loads
+    def json_dumps(self, data: Any) -> bytes:
+        try:
+            return orjson.dumps(data, default=self.default, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # orjson.JSONEncodeError is one
+            return JsonSerializer.json_dumps(self, data)
+
+    def json_loads(self, data: bytes) -> Any:
+        return orjson.loads(data)
+
+
+class OrjsonJsonSerializer(_OrjsonFirst, JsonSerializer):
+    """JSON bodies written by orjson (as elasticsearch's OrjsonSerializer), see _OrjsonFirst."""
+
+
+class OrjsonNdjsonSerializer(_OrjsonFirst, NdjsonSerializer):
+    """``_bulk`` and ``_msearch`` bodies written line by line by orjson, see _OrjsonFirst."""
 
 
 # Bodies carry vectors (384 floats per document or query): the standard library's json takes
 # ~0.35 ms per vector to write them, orjson ~0.02 ms (the import's bulk requests, every recall's
 # kNN legs). The client uses these for the compatibility mimetypes it sends as well.
-SERIALIZERS = {"application/json": OrjsonSerializer(), "application/x-ndjson": OrjsonNdjsonSerializer()}
+SERIALIZERS = {"application/json": OrjsonJsonSerializer(), "application/x-ndjson": OrjsonNdjsonSerializer()}
 
 
 @functools.cache

@@ -65,6 +65,11 @@ def test_tampered_scope_in_metadata_does_not_move_a_memory(subject, make_subject
     ({"text": "ok", "occurred_at": "2026-01-31T09:00:00"}, "invalid_datetime"),
     ({"text": "ok", "role": "robot"}, "invalid_role"),
     ({"text": "ok", "metadata": {"blob": "x" * 5000}}, "metadata_too_large"),
+    # What Elasticsearch's client cannot write faithfully (found by schemathesis): numbers
+    # beyond 64 bits, infinities, lone surrogates.
+    ({"text": "ok", "metadata": {"n": 876050756799401203597312}}, "invalid_metadata"),
+    ({"text": "ok", "metadata": {"n": [float("inf")]}}, "invalid_metadata"),
+    ({"text": "ok", "metadata": {"\ud9d3": "x"}}, "invalid_metadata"),
     ({"text": "ok", "memory_id": "bad id!"}, "invalid_id"),
 ])
 def test_bad_episode_input_is_refused_and_nothing_is_written(subject, count_docs, kwargs, code):
