@@ -271,7 +271,7 @@ def main() -> None:
                 # view's rendering of this recall cost, redone here to be measured.
                 serializers = base_client().transport.serializers
                 started = time.perf_counter()
-                raw = serializers.get_serializer("application/x-ndjson").dumps(last["request"])
+                serializers.get_serializer("application/x-ndjson").dumps(last["request"])
                 raw = serializers.get_serializer("application/json").dumps(last["response"])
                 serializers.get_serializer("application/json").loads(raw)
                 recalls.add(JSON_ROWS[0], (time.perf_counter() - started) * 1000.0)
