@@ -45,6 +45,7 @@ import httpx  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, corpus_texts, percentiles  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
@@ -68,7 +69,7 @@ def timed_rounds(label: str, plan: list[tuple[str, str]], call: Callable[[str, s
 
 def serve(port: int) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application", "--host",
-                               "127.0.0.1", "--port", str(port), "--log-level", "error", "--workers", "1"])
+                               "127.0.0.1", "--port", str(port), "--log-level", "error", *UVICORN_FLAGS, "--workers", "1"])
     for _ in range(240):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code < 500:

@@ -50,6 +50,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
+from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from engram_core.es.schema import all_aliases, drop_indices  # noqa: E402
@@ -219,7 +220,7 @@ def http_curve(corpus: Corpus, *, clients: list[int], seconds: float, texts: lis
                     if s.tenant_id == tenant.pk and s.external_id != scale_data.HEAVY]
     workers = os.environ.get("ENGRAM_WEB_WORKERS", "2")
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application", "--host",
-                               "127.0.0.1", "--port", str(port), "--log-level", "error", "--workers", workers],
+                               "127.0.0.1", "--port", str(port), "--log-level", "error", *UVICORN_FLAGS, "--workers", workers],
                               cwd=ROOT)
     try:
         for _ in range(120):

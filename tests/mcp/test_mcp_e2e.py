@@ -29,6 +29,8 @@ from mcp.client import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from memory_app.config.serving import UVICORN_FLAGS
+
 ROOT = Path(settings.BASE_DIR)
 TOOLS = {"recall_memory", "write_memory", "forget_memory", "record_outcome"}
 
@@ -72,7 +74,7 @@ def server(es_admin, tmp_path_factory):
         log = (state / "server.log").open("w")
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application", "--host", "127.0.0.1",
-             "--port", str(port), "--lifespan", "on", "--log-level", "warning"],
+             "--port", str(port), "--lifespan", "on", "--log-level", "warning", *UVICORN_FLAGS],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}"
