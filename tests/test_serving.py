@@ -25,7 +25,10 @@ def test_the_flags_name_an_installed_loop_and_parser():
     """uvicorn resolves both (uvloop and httptools are installed, from uvicorn[standard]); a
     missing one would fail here rather than leave the server on a slower fallback."""
     flags = dict(zip(UVICORN_FLAGS[::2], UVICORN_FLAGS[1::2], strict=True))
-    config = Config("memory_app.config.asgi:application", loop=flags["--loop"], http=flags["--http"])
+    async def app(scope, receive, send):  # uvicorn resolves the flags without loading Engram
+        pass
+
+    config = Config(app, loop=flags["--loop"], http=flags["--http"], interface="asgi3", log_config=None)
     config.load()
     assert config.get_loop_factory().__module__.startswith("uvloop")
     assert config.http_protocol_class.__name__ == "HttpToolsProtocol"
