@@ -50,8 +50,8 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
-from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app import services  # noqa: E402
+from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from engram_core.es.schema import all_aliases, drop_indices  # noqa: E402
 from memory_app.outbox import turn_submit, write_submit  # noqa: E402

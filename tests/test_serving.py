@@ -25,6 +25,7 @@ def test_the_flags_name_an_installed_loop_and_parser():
     """uvicorn resolves both (uvloop and httptools are installed, from uvicorn[standard]); a
     missing one would fail here rather than leave the server on a slower fallback."""
     flags = dict(zip(UVICORN_FLAGS[::2], UVICORN_FLAGS[1::2], strict=True))
+
     async def app(scope, receive, send):  # uvicorn resolves the flags without loading Engram
         pass
 
