@@ -96,6 +96,11 @@ def test_a_worker_killed_mid_run_leaves_no_duplicate_and_loses_no_episode(live, 
         while _waiting(es_admin, live.prefix) > 0:
             assert time.monotonic() < deadline, live.log("worker")
             time.sleep(0.5)
+        # The episodes' stamps land just before the run's row is marked succeeded: wait for the row
+        # before the `finally` stops the worker, which could otherwise kill it in between.
+        while f"({run_id}, 'succeeded')" not in live.manage("shell", "-c", _RUNS):
+            assert time.monotonic() < deadline, live.log("worker")
+            time.sleep(0.5)
     finally:
         if worker.poll() is None:
             worker.kill()
