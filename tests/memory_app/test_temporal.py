@@ -60,14 +60,13 @@ def test_episodes_in_the_named_window_are_boosted(subject, settings):
         {"text": texts["june"], "occurred_at": "2023-06-12T10:00:00+00:00"},
         {"text": texts["march"], "occurred_at": "2023-03-12T10:00:00+00:00"}])
     question = "When did we go camping at the lake in June?"
-    settings.ENGRAM_TEMPORAL_BOOST = 0.0
-    off = memory_recall(subject=subject, query=question, explain=True, now=NOW)
-    assert all("time_window" not in h["explain"]["multipliers"] for h in off)
-    settings.ENGRAM_TEMPORAL_BOOST = 0.25
-    on = memory_recall(subject=subject, query=question, explain=True, now=NOW)
+    on = memory_recall(subject=subject, query=question, explain=True, now=NOW)  # the shipped default: on, 0.25
     by_id = {h["id"]: h for h in on}
     assert by_id[june]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
     assert "time_window" not in by_id[march]["explain"]["multipliers"]
     assert on[0]["id"] == june
     # Nothing is filtered out: the March trip is still recalled.
     assert march in by_id
+    settings.ENGRAM_TEMPORAL_BOOST = 0.0
+    off = memory_recall(subject=subject, query=question, explain=True, now=NOW)
+    assert all("time_window" not in h["explain"]["multipliers"] for h in off)
