@@ -176,6 +176,7 @@ def _ask_sandbox(browser, question: str, found: str) -> list:
 
 
 def test_recall_sandbox_shows_explain(live, browser):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     _login(browser, live, "support")
@@ -200,6 +201,20 @@ def test_recall_sandbox_shows_explain(live, browser):
         assert browser.find_element(By.CSS_SELECTOR, links[0].get_attribute("hash")).tag_name == "li"
     browser.execute_script("arguments[0].scrollIntoView()", replies[0])
     _shot(browser, "recall-sandbox-reply", full=False)
+    # A question that names a period: the episodes told in it carry the date boost (× time_window).
+    # (The previous answer has no such factor, so waiting for one waits for the new answer.)
+    _ask_sandbox(browser, "what did I say about the night temperature in the past month?", "#recall-results .hit")
+
+    def boosted_hits(driver):
+        try:
+            return [h for h in driver.find_elements(By.CSS_SELECTOR, "#recall-results .hit") if "time_window" in h.text]
+        except StaleElementReferenceException:  # the answer was being swapped in
+            return []
+
+    boosted = _wait(browser, boosted_hits, timeout=15)
+    assert all("episodic" in h.text for h in boosted)
+    browser.execute_script("arguments[0].scrollIntoView()", boosted[0])
+    _shot(browser, "recall-sandbox-dates", full=False)
 
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):
