@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -119,14 +120,17 @@ def query_plan(query: str, *, keywords: str) -> QueryPlan:
 
 def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
-                vector: list[float] | None = None,
+                vector: Callable[[], list[float]] | None = None,
                 mention_counts: dict[str, int] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
     """``_msearch`` header/body pairs of the entity legs and their (name, weight) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
     holds the entity as a phrase (``entityN``, weight ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's);
-    with ENGRAM_RECALL_ENTITY_DENSE and a query ``vector``, also the query's nearest neighbours
-    among those memories (``entityN_dense``, × the dense leg's weight). Nothing without a topic.
+    with ENGRAM_RECALL_ENTITY_DENSE and ``vector``, also the nearest neighbours among those
+    memories (``entityN_dense``, × the dense leg's weight) of the vector ``vector()`` returns,
+    called once, only if a kNN leg is built: the caller's embedding of the topic
+    (ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, see selectors.memory_recall) or of the whole query.
+    Nothing without a topic.
 
     The guard (ENGRAM_RECALL_ENTITY_MIN_MENTIONS > 0): an entity whose count of naming memories
     is known (``mention_counts``, see ``mention_counts_cached``) gets its legs only if the count
@@ -146,6 +150,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                                  since=None, until=None)
     body: list[dict] = []
     names: list[tuple[str, float]] = []
+    dense_vector: list[float] | None = None
     for n, entity in enumerate(plan.entities, start=1):
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
         if min_mentions > 0:
@@ -166,9 +171,10 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                                                                   "type": "most_fields"}}}}}]
             names.append((f"entity{n}", weight * settings.ENGRAM_RRF_BM25_WEIGHT))
         if settings.ENGRAM_RECALL_ENTITY_DENSE and settings.ENGRAM_RECALL_DENSE and vector is not None:
+            dense_vector = dense_vector or vector()
             body += [{"index": indices},
                      {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
-                      "knn": {"field": "embedding", "query_vector": vector, "k": candidates,
+                      "knn": {"field": "embedding", "query_vector": dense_vector, "k": candidates,
                               "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES),
                               "filter": [allowed, mentions]}}]
             names.append((f"entity{n}_dense", weight * settings.ENGRAM_RRF_DENSE_WEIGHT))

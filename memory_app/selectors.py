@@ -73,16 +73,23 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
 
     es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
-    vector = get_embedder().embed_query(query)
+    embedder = get_embedder()
+    vector = embedder.embed_query(query)
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for=index_for, explain=explain)
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
+
+    def entity_vector() -> list[float]:
+        # Inside an entity's filter every memory names the entity, so its name in the query vector
+        # ranks nothing there: the kNN legs search the topic, as the entity BM25 legs do.
+        return embedder.embed_query(plan.topic) if settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR else vector
+
     counted_in = ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
     extra_body, extra = qp.entity_legs(
         plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
-        since=since, until=until, index_for=index_for, vector=vector,
+        since=since, until=until, index_for=index_for, vector=entity_vector,
         mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in))
     responses = es.msearch(searches=body + extra_body)["responses"]
     for response in responses:

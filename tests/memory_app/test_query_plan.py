@@ -150,3 +150,36 @@ def test_a_cache_outage_costs_the_counts_not_the_recall(subject, settings, monke
     monkeypatch.setattr(cache, "set_many", broken)
     hits = memory_recall(subject=subject, query="How is the weather for Melanie?", k=5, explain=True)
     assert len(hits) == 5 and "entity1" in hits[0]["explain"]["extra_ranks"]  # counted again, legs kept
+
+
+def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
+    # Inside an entity's filter every memory names the entity, so the kNN leg searches the
+    # embedding of the topic (the entity BM25 leg's query), not of the whole question; with
+    # ENGRAM_RECALL_ENTITY_TOPIC_VECTOR off, the question's own vector as before. The plain kNN
+    # legs search the question's vector either way.
+    from memory_app.embeddings import get_embedder
+
+    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(6)]
+    _import(subject, texts)
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
+    own = subject_es_client(subject=subject)
+    vectors: list[list[list[float]]] = []
+
+    class Recording:  # the end-user's own client, keeping the query vector of every kNN search
+        def msearch(self, *, searches):
+            vectors.append([b["knn"]["query_vector"] for b in searches[1::2] if "knn" in b])
+            return own.msearch(searches=searches)
+
+    question = "What do Melanie's kids like?"
+    embedder = get_embedder()
+    asked, topic = embedder.embed_query(question), embedder.embed_query("kids like?")
+    assert query_plan(question, keywords=rc.keyword_query(question)).topic == "kids like?"
+    hits = memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
+    assert "entity1_dense" in hits[0]["explain"]["extra_ranks"]
+    *plain, entity = vectors[-1]
+    assert entity == topic and all(v == asked for v in plain), "the entity kNN leg searches the topic"
+
+    settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = False
+    memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
+    assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 1

@@ -261,8 +261,11 @@ ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
 # On by default since the guard below (LoCoMo R@5 0.611 -> 0.629; the fixture corpus unchanged).
 ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=2)
 ENGRAM_RRF_ENTITY_WEIGHT = env.float("ENGRAM_RRF_ENTITY_WEIGHT", default=0.5)
-# Each entity also gets a kNN leg filtered to the memories naming it (the query vector is reused).
+# Each entity also gets a kNN leg filtered to the memories naming it, searching the embedding of
+# the topic (the query without its entities and stop words, the entity BM25 legs' query; one more
+# short embedding, cached like a query's) or, with TOPIC_VECTOR off, the query's own vector.
 ENGRAM_RECALL_ENTITY_DENSE = env.bool("ENGRAM_RECALL_ENTITY_DENSE", default=True)
+ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = env.bool("ENGRAM_RECALL_ENTITY_TOPIC_VECTOR", default=True)
 # An entity's legs are fused only when at least this many of the end-user's memories name it
 # (a common name no longer selects in the plain BM25 leg; a rare one does). 0: always.
 ENGRAM_RECALL_ENTITY_MIN_MENTIONS = env.int("ENGRAM_RECALL_ENTITY_MIN_MENTIONS", default=80)
