@@ -13,9 +13,10 @@ import io
 import json
 import uuid
 from collections.abc import Callable
-from datetime import datetime, time
+from datetime import datetime, time, timedelta
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -197,18 +198,22 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     subject = access.subject_for(request.user, user_id, "subject.recall")
     q = request.GET.get("q", "").strip()
     include_superseded = request.GET.get("superseded") == "1"
-    hits, error = [], ""
+    hits, error, reading = [], "", None
     if q:
         try:
+            now = timezone.now()
             hits = selectors.memory_recall(subject=subject, query=q, k=10, explain=True,
-                                           include_superseded=include_superseded)
+                                           include_superseded=include_superseded, now=now)
+            reading = selectors.query_reading(subject=subject, query=q, include_superseded=include_superseded, now=now)
             _viewed(request, subject, "recall", hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
             error = _problem(exc)
     ranks = {hit["id"]: n for n, hit in enumerate(hits, start=1)}
     rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
-    context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error,
-                   include_superseded=include_superseded)
+    context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
+                   include_superseded=include_superseded, mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
+                   temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
+                   window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None)
     if request.htmx:
         return render(request, "inspector/subject__recall.html", context)
     return render(request, "inspector/recall.html", context)

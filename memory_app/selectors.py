@@ -20,7 +20,7 @@ from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
-from memory_app.temporal import query_time_window
+from memory_app.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
 from tenants.models import AuditEvent, Subject, Tenant
@@ -80,13 +80,13 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for=index_for, explain=explain)
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
+    counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
 
     def entity_vector() -> list[float]:
         # Inside an entity's filter every memory names the entity, so its name in the query vector
         # ranks nothing there: the kNN legs search the topic, as the entity BM25 legs do.
         return embedder.embed_query(plan.topic) if settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR else vector
 
-    counted_in = ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
     extra_body, extra = qp.entity_legs(
         plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
         since=since, until=until, index_for=index_for, vector=entity_vector,
@@ -116,6 +116,67 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
             item["explain"] = hit.explain()
         results.append(item)
     return results
+
+
+def _mentions_counted_in(index_for: dict[MemoryType, str], *, include_superseded: bool) -> str:
+    """What a recall's entity mention counts were taken over (part of their cache key)."""
+    return ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
+
+
+@dataclass(frozen=True)
+class EntityReading:
+    """A name the query names: how many of the end-user's memories name it (counted up to
+    ENGRAM_RECALL_ENTITY_MIN_MENTIONS; None when no recall counted it lately) and whether it gets
+    entity legs (None: decided by the next recall's count)."""
+
+    name: str
+    mentions: int | None
+    legs: bool | None
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """How a recall reads its query: the BM25 leg's ``keywords``, the named ``entities`` and the
+    ``topic`` their legs search (by words and, with ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, by the
+    topic's embedding), and the date ``time_window`` that boosts episodes (None: no date named,
+    or the boost is off)."""
+
+    keywords: str
+    topic: str
+    entities: tuple[EntityReading, ...]
+    time_window: TimeWindow | None
+    topic_vector: bool
+
+
+def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
+                  include_superseded: bool = False, now: datetime | None = None) -> QueryReading:
+    """How ``memory_recall`` reads ``query`` for ``subject`` (the inspector shows it beside the
+    hits). No Elasticsearch request: the entity counts are the ones the end-user's recalls keep
+    in the cache, so call it after the recall it explains."""
+    query = clean_text(query, field="query", limit=settings.ENGRAM_MAX_QUERY_CHARS)
+    memory_types = clean_types(types)
+    keywords = rc.keyword_query(query)
+    plan = qp.query_plan(query, keywords=keywords)
+    prefix = index_prefix_for(tenant=subject.tenant)
+    counted_in = _mentions_counted_in({t: alias_name(t, prefix=prefix) for t in memory_types},
+                                      include_superseded=include_superseded)
+    counts = qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in)
+    minimum = settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS
+    legs_possible = bool(plan.topic) and settings.ENGRAM_RRF_ENTITY_WEIGHT > 0
+
+    def legs(entity: str) -> bool | None:
+        if not legs_possible:
+            return False
+        if minimum <= 0:
+            return True
+        return None if entity not in counts else counts[entity] >= minimum
+
+    window = (query_time_window(query, now=now or timezone.now()) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None)
+    return QueryReading(keywords=keywords, topic=plan.topic, time_window=window,
+                        entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
+                                       for e in plan.entities),
+                        topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
+                        and settings.ENGRAM_RECALL_DENSE)
 
 
 def _rerank_text(hit: rc.Hit) -> str:

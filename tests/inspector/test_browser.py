@@ -213,7 +213,11 @@ def test_recall_sandbox_shows_explain(live, browser):
 
     boosted = _wait(browser, boosted_hits, timeout=15)
     assert all("episodic" in h.text for h in boosted)
-    browser.execute_script("arguments[0].scrollIntoView()", boosted[0])
+    # Above the hits, how the question was read: the words searched and the period it names.
+    reading = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading").text
+    assert "Words searched" in reading and "“past month”: episodes from" in reading, reading
+    browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)",
+                           browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading"))
     _shot(browser, "recall-sandbox-dates", full=False)
 
 

@@ -208,6 +208,22 @@ def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subj
     assert question["id"] not in card  # the raw id is not a cell
 
 
+def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings):
+    alice, _ = subjects
+    for n in range(6):
+        services.episode_write(subject=alice, text=f"Melanie: the kids loved the lake, day {n}.")
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    client = Client()
+    client.force_login(staff["support"])
+    html = client.get(f"/u/{alice.user_id}/recall/", {"q": "What did Melanie's kids love last week?"},
+                      headers={"HX-Request": "true"}).content.decode()
+    reading = html.split('<dl class="reading"')[1].split("</dl>")[0]
+    assert "<code>Melanie&#x27;s kids love last week?</code>" in reading  # the BM25 leg's words
+    assert "Name “Melanie”" in reading and "named by 5 or more of this end-user’s memories" in reading
+    assert "searched for <code>kids love last week?</code> by words and by the meaning" in reading
+    assert "“last week”: episodes from" in reading and "× 1.25 (time_window)" in reading
+
+
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):
     alice, _ = subjects
     fact = services.fact_write(subject=alice, text="Alice's door code hint.")

@@ -183,3 +183,27 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = False
     memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
     assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 1
+
+
+def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subject, settings):
+    # What the inspector shows beside the hits: the BM25 keywords, each name with its count and
+    # whether it got legs (from the counts the recall left in the cache, so no request of its
+    # own), the topic, and the date window.
+    from memory_app.selectors import query_reading
+
+    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
+    texts += ["Caroline: Gina lent me a book about dance."]
+    _import(subject, texts)
+    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    question = "Which books did Melanie and Gina read in June?"
+    now = datetime(2025, 7, 10, tzinfo=UTC)
+    before = query_reading(subject=subject, query=question, now=now)
+    assert [(e.name, e.mentions, e.legs) for e in before.entities] == [("Melanie", None, None), ("Gina", None, None)]
+    memory_recall(subject=subject, query=question, now=now)
+    reading = query_reading(subject=subject, query=question, now=now)
+    assert reading.keywords == "books Melanie Gina read June?" and reading.topic == "books read June?"
+    assert [(e.name, e.mentions, e.legs) for e in reading.entities] == [("Melanie", 5, True), ("Gina", 1, False)]
+    assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC) and reading.topic_vector
+    settings.ENGRAM_TEMPORAL_BOOST = 0
+    assert query_reading(subject=subject, query=question, now=now).time_window is None
