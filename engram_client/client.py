@@ -155,20 +155,21 @@ class EngramClient:
     def turn(self, external_id: str, text: str, *, occurred_at: datetime | str | None = None,
              session_id: str | None = None, context: str | None = None, metadata: dict[str, Any] | None = None,
              k: int = 5, types: list[str] | None = None, include_superseded: bool = False, explain: bool = False,
-             idempotency_key: str | None = None) -> TurnResult:
-        """Store the user's turn verbatim and recall for it (the turn itself left out)."""
+             timezone: str | None = None, idempotency_key: str | None = None) -> TurnResult:
+        """Store the user's turn verbatim and recall for it (the turn itself left out). ``timezone``:
+        the user's IANA zone, in whose calendar days the recall reads dates ("yesterday")."""
         payload = _drop_none({"text": text, "occurred_at": _iso(occurred_at), "session_id": session_id,
                               "context": context, "metadata": metadata, "k": k, "types": types,
-                              "include_superseded": include_superseded, "explain": explain})
+                              "include_superseded": include_superseded, "explain": explain, "timezone": timezone})
         _, body = self.request("POST", self._subject(external_id, "/turns"), json=payload,
                                idempotency_key=idempotency_key, write=True)
         return cast(TurnResult, body)
 
     def recall(self, external_id: str, query: str, *, k: int = 10, types: list[str] | None = None,
                since: datetime | str | None = None, until: datetime | str | None = None,
-               include_superseded: bool = False, explain: bool = False) -> list[Memory]:
+               include_superseded: bool = False, explain: bool = False, timezone: str | None = None) -> list[Memory]:
         payload = _drop_none({"query": query, "k": k, "types": types, "since": _iso(since), "until": _iso(until),
-                              "include_superseded": include_superseded, "explain": explain})
+                              "include_superseded": include_superseded, "explain": explain, "timezone": timezone})
         _, body = self.request("POST", self._subject(external_id, "/recall"), json=payload, safe=True)
         return cast(list[Memory], body["memories"])
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
+from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import NotFound, ValidationFailed
@@ -22,7 +22,7 @@ from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_n
 from memory_app.freshness import refresh_ensure
 from memory_app.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
-from memory_app.validation import clean_datetime, clean_k, clean_text, clean_types
+from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client, writer_es_client
@@ -49,10 +49,12 @@ def _with_usage(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False,
-                  now: datetime | None = None, ensure_fresh: bool = True,
+                  now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
                   es: Elasticsearch | None = None) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
+    ``timezone``: the end-user's IANA zone, whose calendar days the dates a query names are
+    read in (memory_app.temporal; default UTC).
 
     ``explain`` adds per hit its ranks, fused score and every multiplier. A read only: facts
     handed to an agent are counted as used by the caller (``usage.usage_record_recalled``), so a
@@ -66,8 +68,9 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     until = clean_datetime(until, field="until")
     if since and until and since > until:
         raise ValidationFailed("since must not be after until", details={"field": "since"}, code="invalid_time_range")
+    tz = clean_timezone(timezone)
     require_dls()
-    now = now or timezone.now()
+    now = now or django_timezone.now()
     if ensure_fresh:
         refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
 
@@ -107,7 +110,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
             hit.rerank_score, hit.rerank_rank = float(value), rank
         hits = pool
-    window = query_time_window(query, now=now) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
+    window = query_time_window(query, now=now, tz=tz) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
     ranked = rc.score(hits, now=now, window=window)[:k]
     results = []
     for hit in ranked:
@@ -149,7 +152,8 @@ class QueryReading:
 
 
 def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
-                  include_superseded: bool = False, now: datetime | None = None) -> QueryReading:
+                  include_superseded: bool = False, now: datetime | None = None,
+                  timezone: str | None = None) -> QueryReading:
     """How ``memory_recall`` reads ``query`` for ``subject`` (the inspector shows it beside the
     hits). No Elasticsearch request: the entity counts are the ones the end-user's recalls keep
     in the cache, so call it after the recall it explains."""
@@ -171,7 +175,9 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
             return True
         return None if entity not in counts else counts[entity] >= minimum
 
-    window = (query_time_window(query, now=now or timezone.now()) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None)
+    tz = clean_timezone(timezone)
+    window = (query_time_window(query, now=now or django_timezone.now(), tz=tz)
+              if settings.ENGRAM_TEMPORAL_BOOST > 0 else None)
     return QueryReading(keywords=keywords, topic=plan.topic, time_window=window,
                         entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
                                        for e in plan.entities),

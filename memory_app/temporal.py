@@ -13,13 +13,17 @@ Recognised, without a model or a date-parsing dependency (relative ones against 
 without a year the latest June not after ``now``), "in 2023" (a year), "yesterday", "today",
 "last/this week|month|year", "N days|weeks|months|years ago". Relations to other events
 ("before she moved") are not resolved: they name no date.
+
+Days, months and years are the end-user's calendar when the recall names their time zone
+(``tz``: "yesterday" asked at 20:00 in Los Angeles is the Los Angeles day before, which starts at
+08:00 UTC), else UTC's.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 MONTHS = {m: n for n, m in enumerate(
     ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -47,9 +51,9 @@ class TimeWindow:
         return self.start <= when < self.end + grace
 
 
-def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+def _month_window(year: int, month: int, tz: tzinfo) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=tz)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz)
     return start, end
 
 
@@ -58,15 +62,16 @@ def _shift_months(when: datetime, months: int) -> datetime:
     return when.replace(year=index // 12, month=index % 12 + 1, day=1)
 
 
-def query_time_window(query: str, *, now: datetime) -> TimeWindow | None:
+def query_time_window(query: str, *, now: datetime, tz: tzinfo | None = None) -> TimeWindow | None:
     """The date window ``query`` names (the first recognised expression, most specific kind
-    first), or None. ``now`` anchors relative expressions and month names without a year."""
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
+    first), or None. ``now`` anchors relative expressions and month names without a year; the
+    window's days are ``tz``'s (default UTC)."""
+    tz = tz or UTC
+    now = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(tz)
     for pattern in (_DAY_FIRST, _MONTH_FIRST):
         if m := pattern.search(query):
             try:
-                start = datetime(int(m["year"]), MONTHS[m["month"].lower()], int(m["day"]), tzinfo=UTC)
+                start = datetime(int(m["year"]), MONTHS[m["month"].lower()], int(m["day"]), tzinfo=tz)
             except ValueError:  # "31 February": no such day
                 continue
             return TimeWindow(start=start, end=start + timedelta(days=1), phrase=m.group())
@@ -78,11 +83,11 @@ def query_time_window(query: str, *, now: datetime) -> TimeWindow | None:
             year = int(m["year"])
         else:  # the latest such month that has begun by ``now``
             year = now.year if month <= now.month else now.year - 1
-        start, end = _month_window(year, month)
+        start, end = _month_window(year, month, tz)
         return TimeWindow(start=start, end=end, phrase=m.group())
     if m := _YEAR.search(query):
         year = int(m["year"])
-        return TimeWindow(start=datetime(year, 1, 1, tzinfo=UTC), end=datetime(year + 1, 1, 1, tzinfo=UTC),
+        return TimeWindow(start=datetime(year, 1, 1, tzinfo=tz), end=datetime(year + 1, 1, 1, tzinfo=tz),
                           phrase=m.group())
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if m := _DAY_WORD.search(query):
@@ -98,8 +103,8 @@ def query_time_window(query: str, *, now: datetime) -> TimeWindow | None:
             start = _shift_months(today, back)
             end = _shift_months(today, back - 1)
         else:
-            start = datetime(today.year - back, 1, 1, tzinfo=UTC)
-            end = datetime(today.year - back + 1, 1, 1, tzinfo=UTC)
+            start = datetime(today.year - back, 1, 1, tzinfo=tz)
+            end = datetime(today.year - back + 1, 1, 1, tzinfo=tz)
         if which == "past":  # "the past month": the last 30 days, not the calendar month
             span = {"week": 7, "month": 31, "year": 366}[unit]
             start, end = today - timedelta(days=span), today + timedelta(days=1)
@@ -116,6 +121,6 @@ def query_time_window(query: str, *, now: datetime) -> TimeWindow | None:
         if unit == "month":
             start = _shift_months(today, n)
             return TimeWindow(start=start, end=_shift_months(today, n - 1), phrase=m.group())
-        return TimeWindow(start=datetime(today.year - n, 1, 1, tzinfo=UTC),
-                          end=datetime(today.year - n + 1, 1, 1, tzinfo=UTC), phrase=m.group())
+        return TimeWindow(start=datetime(today.year - n, 1, 1, tzinfo=tz),
+                          end=datetime(today.year - n + 1, 1, 1, tzinfo=tz), phrase=m.group())
     return None

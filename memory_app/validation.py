@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import Any
 
 import orjson
@@ -55,6 +56,24 @@ def clean_types(values: Any) -> list[MemoryType]:
     if not isinstance(values, (list, tuple)) or not values:
         raise ValidationFailed("types must be a non-empty list", details={"field": "types"}, code="invalid_types")
     return list(dict.fromkeys(clean_memory_type(v) for v in values))
+
+
+TIMEZONE_MAX_CHARS = 64
+
+
+def clean_timezone(value: Any) -> ZoneInfo | None:
+    """An IANA time zone name ("Europe/Paris", "America/Los_Angeles", "UTC") as a ZoneInfo; None
+    (or empty) passes through as None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > TIMEZONE_MAX_CHARS:
+        raise ValidationFailed("timezone must be an IANA time zone name, e.g. Europe/Paris",
+                               details={"field": "timezone"}, code="invalid_timezone")
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # unknown name, or a path-like one ZoneInfo refuses
+        raise ValidationFailed(f"unknown time zone {value[:TIMEZONE_MAX_CHARS]!r}; use an IANA name, e.g. Europe/Paris",
+                               details={"field": "timezone"}, code="invalid_timezone") from None
 
 
 def clean_datetime(value: Any, *, field: str) -> datetime | None:

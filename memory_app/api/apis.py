@@ -233,6 +233,15 @@ class SubjectExportApi(BaseApi):
 # ---------------------------------------------------------------- turns and recall
 
 
+def _timezone_field() -> serializers.CharField:
+    """The optional ``timezone`` of recall and turns (checked by validation.clean_timezone, one
+    rule for REST and MCP)."""
+    return serializers.CharField(
+        required=False, allow_null=True, allow_blank=True,
+        help_text="the end-user's IANA time zone, e.g. Europe/Paris: dates the query names "
+                  "(\"yesterday\", \"in June\") are read as their calendar days (default UTC)")
+
+
 class TurnCreateApi(BaseApi):
     scopes = {"post": WRITE}
 
@@ -248,6 +257,7 @@ class TurnCreateApi(BaseApi):
                                       required=False, allow_null=True, min_length=1)
         include_superseded = serializers.BooleanField(required=False, default=False)
         explain = serializers.BooleanField(required=False, default=False)
+        timezone = _timezone_field()
 
     class OutputSerializer(WriteResultSerializer):
         recall = MemorySerializer(many=True, allow_null=True,
@@ -281,6 +291,7 @@ class RecallApi(BaseApi):
         until = serializers.DateTimeField(required=False, allow_null=True)
         include_superseded = serializers.BooleanField(required=False, default=False)
         explain = serializers.BooleanField(required=False, default=False)
+        timezone = _timezone_field()
 
     class OutputSerializer(serializers.Serializer):
         memories = MemorySerializer(many=True)

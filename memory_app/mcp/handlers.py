@@ -79,13 +79,13 @@ def _steps(value: str | list[str] | None, *, field: str) -> str | None:
 
 def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] | None = None,
                   since: str | None = None, until: str | None = None, include_superseded: bool = False,
-                  explain: bool = False, subject: str | None = None) -> dict[str, Any]:
+                  explain: bool = False, timezone: str | None = None, subject: str | None = None) -> dict[str, Any]:
     """The end-user's memories most relevant to ``query`` (memory:read). NotFound for an end-user
     this tenant does not have."""
     _require(caller, READ)
     who = _existing_subject(caller, subject)
     found = selectors.memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
-                                    include_superseded=include_superseded, explain=explain)
+                                    include_superseded=include_superseded, explain=explain, timezone=timezone)
     usage_record_recalled(subject=who, memories=found)
     return {"subject": who.external_id, "memories": [_public(m) for m in found]}
 

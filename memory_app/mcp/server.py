@@ -120,10 +120,14 @@ def build_server() -> MCPServer:
         include_superseded: Annotated[bool, Field(
             description="Also return facts and playbooks that were superseded.")] = False,
         explain: Annotated[bool, Field(description="Add per result how its score was computed.")] = False,
+        timezone: Annotated[str | None, Field(description=(
+            "The user's IANA time zone, e.g. Europe/Paris: dates the query names ('yesterday', 'in June') "
+            "are read as their calendar days (default UTC)."))] = None,
         subject: Subject = None,
     ) -> CallToolResult:
         return await _call(ctx, handlers.recall_memory, query=query, k=k, types=types, since=since, until=until,
-                           include_superseded=include_superseded, explain=explain, subject=subject)
+                           include_superseded=include_superseded, explain=explain, timezone=timezone,
+                           subject=subject)
 
     @server.tool(description=WRITE_DESCRIPTION,
                  annotations=ToolAnnotations(title="Write memory", read_only_hint=False, destructive_hint=False,

@@ -19,7 +19,7 @@ from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import clean_k, clean_types
+from memory_app.validation import clean_k, clean_timezone, clean_types
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_es_client
@@ -52,7 +52,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
                 occurred_at: datetime | str | None = None, session_id: str | None = None,
                 context: str | None = None, metadata: dict | None = None, k: int = 5,
                 types: list[str] | None = None, include_superseded: bool = False,
-                explain: bool = False) -> TurnResult:
+                explain: bool = False, timezone: str | None = None) -> TurnResult:
     """Store the verbatim user turn as an episode and recall on the same text (its first
     ``ENGRAM_MAX_QUERY_CHARS`` characters), leaving out the turn itself. For a known end-user the
     recall runs on a pool thread while this thread writes (the turn is left out of the recall
@@ -61,6 +61,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     ``recall_error`` instead of being raised (the turn must not be sent again)."""
     clean_k(k)
     clean_types(types)
+    clean_timezone(timezone)  # the recall's; checked before anything is written
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
     services.write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
@@ -75,7 +76,8 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
             if not is_outage(exc):
                 raise  # in an outage the write below is accepted into the outbox, the mark kept
     recall = dict(query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS], k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
-                  types=types, include_superseded=include_superseded, explain=explain, ensure_fresh=False)
+                  types=types, include_superseded=include_superseded, explain=explain, timezone=timezone,
+                  ensure_fresh=False)
     concurrent: Future | None = None
     if known is not None:
         try:  # the write and the recall both need the turn's vector: computed once, before they split

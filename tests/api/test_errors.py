@@ -76,6 +76,21 @@ def test_service_validation_errors_keep_their_codes(api, settings):
     assert error["details"] == {"field": "text", "length": 20, "limit": 10}
 
 
+def test_an_unknown_time_zone_is_refused_and_a_turn_that_names_one_stores_nothing(api):
+    api.post("/api/v1/subjects/tz/turns", {"text": "hello"}, format="json")
+    error = _error(api.post("/api/v1/subjects/tz/recall", {"query": "what did I say yesterday?",
+                                                            "timezone": "Mars/Olympus_Mons"}, format="json"),
+                   400, "invalid_timezone")
+    assert error["details"] == {"field": "timezone"}
+    _error(api.post("/api/v1/subjects/tz/turns", {"text": "I fixed the gate yesterday", "timezone": "../etc/passwd"},
+                    format="json"), 400, "invalid_timezone")
+    export = api.get("/api/v1/subjects/tz/export").json()
+    assert [e["text"] for e in export["memories"]["episodic"]] == ["hello"]  # the refused turn was not stored
+    ok = api.post("/api/v1/subjects/tz/recall", {"query": "what did I say yesterday?", "timezone": "Europe/Paris"},
+                  format="json")
+    assert ok.status_code == 200, ok.content
+
+
 def test_unknown_end_users_and_memories_are_404(api):
     _error(api.get("/api/v1/subjects/nobody/export"), 404, "not_found")
     api.post("/api/v1/subjects/known/turns", {"text": "hello"}, format="json")

@@ -306,3 +306,20 @@ def test_episodes_written_with_a_session_carry_its_preceding_messages_as_context
             handlers.write_memory(caller=alice, **bad)
         assert exc.value.code == code
     assert count_docs() == 2  # the refused calls wrote nothing
+
+
+def test_recall_reads_dates_in_the_named_time_zone_and_refuses_an_unknown_one(acme, make_caller, monkeypatch):
+    from datetime import UTC, datetime
+
+    # 20 October 2023, 03:00 UTC: the evening of the 19th in Los Angeles, whose "yesterday" is the 18th.
+    monkeypatch.setattr(timezone, "now", lambda: datetime(2023, 10, 20, 3, 0, tzinfo=UTC))
+    caller = make_caller(acme)
+    handlers.write_memory(caller=caller, type="episodic", text="We repainted the fence blue.",
+                          occurred_at="2023-10-18T19:00:00Z", subject="tz")
+    found = handlers.recall_memory(caller=caller, query="What did we paint yesterday?", explain=True,
+                                   timezone="America/Los_Angeles", subject="tz")["memories"]
+    assert found[0]["text"] == "We repainted the fence blue." and "time_window" in found[0]["explain"]["multipliers"]
+    with pytest.raises(ValidationFailed) as err:
+        handlers.recall_memory(caller=caller, query="what happened yesterday?", timezone="Nowhere/Atlantis",
+                               subject="tz")
+    assert err.value.code == "invalid_timezone"

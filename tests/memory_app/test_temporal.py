@@ -1,9 +1,11 @@
 """Time expressions in recall queries: parsing, and the boost through the real Elasticsearch."""
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from engram_core.errors import ValidationFailed
 from memory_app import services
 from memory_app.selectors import memory_recall
 from memory_app.temporal import query_time_window
@@ -70,3 +72,34 @@ def test_episodes_in_the_named_window_are_boosted(subject, settings):
     settings.ENGRAM_TEMPORAL_BOOST = 0.0
     off = memory_recall(subject=subject, query=question, explain=True, now=NOW)
     assert all("time_window" not in h["explain"]["multipliers"] for h in off)
+
+
+def test_windows_are_the_end_users_calendar_days_when_a_timezone_is_named():
+    # 20 October 2023, 03:00 UTC is still the evening of the 19th in Los Angeles (UTC-7 then).
+    now = datetime(2023, 10, 20, 3, 0, tzinfo=UTC)
+    la = ZoneInfo("America/Los_Angeles")
+    utc_yesterday = query_time_window("what did I say yesterday", now=now)
+    assert (utc_yesterday.start, utc_yesterday.end) == (_d(2023, 10, 19), _d(2023, 10, 20))
+    la_yesterday = query_time_window("what did I say yesterday", now=now, tz=la)
+    assert (la_yesterday.start, la_yesterday.end) == (_d(2023, 10, 18, 7), _d(2023, 10, 19, 7))
+    june = query_time_window("in June", now=now, tz=ZoneInfo("Asia/Tokyo"))  # Tokyo's June: from 31 May 15:00 UTC
+    assert (june.start, june.end) == (_d(2023, 5, 31, 15), _d(2023, 6, 30, 15))
+
+
+def test_a_recall_reads_dates_in_the_end_users_time_zone(subject):
+    # Told at 12:00 on 18 October in Los Angeles (19:00 UTC): "yesterday" at 20:00 on the 19th there.
+    told = services.episodes_import(subject=subject, episodes=[
+        {"text": "We repainted the fence blue.", "occurred_at": "2023-10-18T19:00:00+00:00"}])[0]
+    now = datetime(2023, 10, 20, 3, 0, tzinfo=UTC)
+    question = "What did we paint yesterday?"
+    local = memory_recall(subject=subject, query=question, explain=True, now=now, timezone="America/Los_Angeles")
+    assert local[0]["id"] == told and local[0]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
+    in_utc = memory_recall(subject=subject, query=question, explain=True, now=now)  # UTC's yesterday: the 19th
+    assert in_utc[0]["id"] == told and "time_window" not in in_utc[0]["explain"]["multipliers"]
+
+
+@pytest.mark.parametrize("timezone", ["Mars/Olympus_Mons", "../etc/passwd", "/etc/localtime", "x" * 65, 7])
+def test_an_unknown_time_zone_is_refused(subject, timezone):
+    with pytest.raises(ValidationFailed) as err:
+        memory_recall(subject=subject, query="what happened yesterday?", timezone=timezone)
+    assert err.value.code == "invalid_timezone" and err.value.details == {"field": "timezone"}
