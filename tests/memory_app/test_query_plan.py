@@ -106,12 +106,17 @@ def test_the_guard_gives_a_leg_only_to_an_entity_many_memories_name(subject, set
     assert {"entity1", "entity2"} <= legs and not any(leg.endswith("_mentions") for leg in legs), legs
 
 
-def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subject, settings):
+def _twelve_melanie_one_gina(subject, settings) -> None:
+    """12 memories name Melanie, 1 names Gina; entity legs for names at least 5 memories name."""
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
     texts += ["Caroline: Gina lent me a book about dance."]
     _import(subject, texts)
     settings.ENGRAM_RECALL_ENTITY_LEGS = 2
     settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+
+
+def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subject, settings):
+    _twelve_melanie_one_gina(subject, settings)
     sent: list[int] = []
     own = subject_es_client(subject=subject)
 
@@ -191,11 +196,7 @@ def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subjec
     # own), the topic, and the date window.
     from memory_app.selectors import query_reading
 
-    texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
-    texts += ["Caroline: Gina lent me a book about dance."]
-    _import(subject, texts)
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    _twelve_melanie_one_gina(subject, settings)
     question = "Which books did Melanie and Gina read in June?"
     now = datetime(2025, 7, 10, tzinfo=UTC)
     before = query_reading(subject=subject, query=question, now=now)
