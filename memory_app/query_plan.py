@@ -118,6 +118,11 @@ def query_plan(query: str, *, keywords: str) -> QueryPlan:
     return QueryPlan(entities=entities, topic=topic if _WORDS.search(topic) else "")
 
 
+def enough_mentions(count: int) -> bool:
+    """The guard's rule: an entity that ``count`` of the end-user's memories name gets its legs."""
+    return count >= settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS
+
+
 def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
                 vector: Callable[[], list[float]] | None = None,
@@ -155,7 +160,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
         if min_mentions > 0:
             count = known.get(entity)
-            if count is not None and count < min_mentions:
+            if count is not None and not enough_mentions(count):
                 continue  # a rare name: the plain BM25 leg already selects by it
             if count is None:  # counted up to the minimum, in the same _msearch (entity_guard reads it)
                 body += [{"index": indices},
@@ -228,7 +233,7 @@ def entity_guard(responses: list[dict], extra: list[tuple[str, float]], *,
         if name.endswith(_MENTIONS):
             leg = name.removesuffix(_MENTIONS)
             counts[entities[int(leg.removeprefix("entity")) - 1]] = count = response["hits"]["total"]["value"]
-            if count < settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS:
+            if not enough_mentions(count):
                 dropped.add(leg)
     kept = [(r, (name, w)) for (name, w), r in zip(extra, responses, strict=True)
             if not name.endswith(_MENTIONS) and name.removesuffix("_dense") not in dropped]

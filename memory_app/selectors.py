@@ -165,15 +165,14 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
     counted_in = _mentions_counted_in({t: alias_name(t, prefix=prefix) for t in memory_types},
                                       include_superseded=include_superseded)
     counts = qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in)
-    minimum = settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS
     legs_possible = bool(plan.topic) and settings.ENGRAM_RRF_ENTITY_WEIGHT > 0
 
     def legs(entity: str) -> bool | None:
         if not legs_possible:
             return False
-        if minimum <= 0:
+        if settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
             return True
-        return None if entity not in counts else counts[entity] >= minimum
+        return None if entity not in counts else qp.enough_mentions(counts[entity])
 
     tz = clean_timezone(timezone)
     window = (query_time_window(query, now=now or django_timezone.now(), tz=tz)
