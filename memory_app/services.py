@@ -16,14 +16,15 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, helpers
+from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError, TransportError, helpers
 
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from engram_core.es.client import unavailable_answer
@@ -768,6 +769,22 @@ class EpisodeIn:
     client_id: str | None = None
 
 
+def computed_ahead(items: Sequence[Any], compute: Callable[[Any], Any]) -> Iterator[tuple[Any, Any]]:
+    """Each item with ``compute(item)``, in order, the next item's computed in a worker thread
+    while the caller uses this one's. An import embeds its next batch while the bulk helper sends
+    this one, so the embedder and Elasticsearch's indexing run side by side instead of taking
+    turns. If the caller stops early, the item being computed finishes and nothing follows it."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-ahead") as pool:
+        pending = pool.submit(compute, items[0])
+        for n, item in enumerate(items):
+            result = pending.result()
+            if n + 1 < len(items):
+                pending = pool.submit(compute, items[n + 1])
+            yield item, result
+
+
 def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
                     accepted_at: datetime | str | None = None) -> list[str]:
@@ -820,12 +837,14 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
         c = found.get(episode.id)
         return {"context_ids": c.ids, "derived_context": c.text} if c else {}
 
+    def vectors_of(batch: list[EpisodeIn]) -> list[dict[str, Any]]:
+        return derived.episode_vectors([
+            (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
+            for e in batch])
+
     def actions():
-        for start in range(0, len(cleaned), batch_size):
-            batch = cleaned[start:start + batch_size]
-            vectors = derived.episode_vectors([
-                (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
-                for e in batch])
+        batches = [cleaned[start:start + batch_size] for start in range(0, len(cleaned), batch_size)]
+        for batch, vectors in computed_ahead(batches, vectors_of):
             for episode, vector in zip(batch, vectors, strict=True):
                 source = {
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text,
@@ -840,16 +859,32 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     sent: dict[str, dict[str, Any]] = {}
     written: list[str] = []
     failures: list[dict] = []
+
+    def undo() -> None:
+        helpers.bulk(writer, ({"_op_type": "delete", "_index": index, "_id": i} for i in written),
+                     raise_on_error=False, refresh=True)
+
     # No refresh per chunk (each would wait up to a refresh interval): one refresh at the end.
-    for ok, item in helpers.streaming_bulk(writer, actions(), chunk_size=batch_size, raise_on_error=False,
-                                           max_retries=3):
-        result = item["create"]
-        if ok:
-            written.append(result["_id"])
-            if progress:
-                progress(len(written), len(cleaned))
-        else:
-            failures.append(result)
+    try:
+        for ok, item in helpers.streaming_bulk(writer, actions(), chunk_size=batch_size, raise_on_error=False,
+                                               max_retries=3):
+            result = item["create"]
+            if ok:
+                written.append(result["_id"])
+                if progress:
+                    progress(len(written), len(cleaned))
+            else:
+                failures.append(result)
+    except Exception:
+        # A later batch's embedding failed, or the cluster went away between chunks: the chunks
+        # already written go again, as on a refusal (if the cluster cannot take the deletes either,
+        # the import is retried from the outbox, where the same creates are not conflicts).
+        if written:
+            try:
+                undo()
+            except (ApiError, TransportError) as exc:
+                log.warning("import: could not delete the %d episodes written before a failure: %s", len(written), exc)
+        raise
     # A create whose stored document is the one sent is not a conflict, as in _store: either this
     # call's own chunk sent again by the client (its answer timed out after the cluster applied
     # it; same created_at, so undone with the rest on failure), or an earlier import of the same
@@ -861,8 +896,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
         written += [i for i in conflicts if i in same and same[i].get("created_at") == now]
         failures = [f for f in failures if f["_id"] not in same]
     if failures:
-        helpers.bulk(writer, ({"_op_type": "delete", "_index": index, "_id": i} for i in written),
-                     raise_on_error=False, refresh=True)
+        undo()
         first = failures[0]
         if unavailable_answer(first.get("status", 0), first.get("error", {}).get("type")):
             # Busy after the bulk helper's retries, or an index write-blocked by a migration: an

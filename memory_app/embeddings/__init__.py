@@ -11,7 +11,8 @@ Settings (all optional):
 - ``ENGRAM_EMBEDDER``: "minilm" (default, local all-MiniLM-L6-v2, 384 dims) or "openai".
 - ``ENGRAM_EMBEDDER_RUNTIME``: for "minilm", "onnx-int8" (default: int8 MatMul weights), "onnx"
   or "numpy" (the float weights; the same vectors);
-  ``ENGRAM_EMBEDDER_THREADS`` (0: onnxruntime's intra-op threads, min(CPUs, 4)).
+  ``ENGRAM_EMBEDDER_THREADS`` (onnxruntime's intra-op threads per batch, 1) and
+  ``ENGRAM_EMBEDDER_WORKERS`` (batches of one call run at once, 0: min(CPUs, 4)).
 - ``ENGRAM_EMBEDDER_BATCH_SIZE`` (32), ``ENGRAM_EMBEDDER_QUERY_CACHE_SIZE`` (1024).
 - ``ENGRAM_OPENAI_EMBEDDINGS_URL`` ("https://api.openai.com/v1"), ``..._MODEL``
   ("text-embedding-3-small"), ``..._API_KEY`` (""), ``..._DIMS`` (1536).
@@ -52,7 +53,8 @@ def get_embedder() -> Embedder:
         try:
             return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size, query_cache_seconds=cache_seconds,
                                   runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx-int8")).lower(),
-                                  threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 0)))
+                                  threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 1)),
+                                  workers=int(_setting("ENGRAM_EMBEDDER_WORKERS", 0)))
         except EmbeddingError as exc:
             raise ImproperlyConfigured(f"ENGRAM_EMBEDDER_RUNTIME: {exc}") from exc
     if kind == "openai":

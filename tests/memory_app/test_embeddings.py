@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -162,6 +163,29 @@ def test_onnx_int8_vectors_do_not_depend_on_the_batch(real_sentences):
     mixed = embedder.embed_array([texts[0], "x " * 200, "ok"])[0]
     assert np.abs(batched - alone).max() < 1e-5
     assert np.abs(mixed - alone[0]).max() < 1e-5
+
+
+def test_a_call_of_several_batches_runs_them_on_the_embedders_pool(real_sentences):
+    """One onnxruntime thread per batch, and the batches of a large call spread over a pool
+    (workers); the vectors and their order are those of one batch at a time."""
+    texts = real_sentences[:100]
+    expected = MiniLMEmbedder(runtime="onnx-int8", batch_size=16, workers=1).embed_array(texts)
+    pooled = MiniLMEmbedder(runtime="onnx-int8", batch_size=16, workers=3)
+    assert pooled.threads == 1 and pooled.workers == 3
+    pooled.load()
+    ran_on, forward = [], pooled._forward
+
+    def spy(*arrays):
+        ran_on.append(threading.current_thread().name)
+        return forward(*arrays)
+
+    pooled._forward = spy
+    assert np.abs(pooled.embed_array(texts) - expected).max() < 1e-6
+    assert len(ran_on) == 7 and all(name.startswith("engram-embed") for name in ran_on)
+    ran_on.clear()
+    pooled.embed_query("a question runs in the caller's thread")
+    assert ran_on == [threading.current_thread().name]
+    assert MiniLMEmbedder(runtime="numpy", workers=3).workers == 1  # numpy's BLAS has its own threads
 
 
 def test_unknown_runtime_is_refused():
@@ -573,6 +597,7 @@ def test_default_embedder_is_minilm_and_cached(settings):
     embedder = get_embedder()
     assert isinstance(embedder, MiniLMEmbedder) and embedder.batch_size == 8
     assert embedder.runtime == "onnx-int8" and embedder.space == "all-MiniLM-L6-v2 int8 v2"
+    assert embedder.threads == 1 and embedder.workers == min(os.cpu_count() or 1, 4)
     assert get_embedder() is embedder
     clear_cache()
     assert get_embedder() is not embedder

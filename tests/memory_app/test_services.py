@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engram_core.errors import Conflict, NotFound, ValidationFailed
+from memory_app.embeddings import EmbeddingError
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors, services
 from memory_app.models import FactUsage
@@ -362,6 +363,51 @@ def test_import_failing_half_way_keeps_nothing(subject, count_docs):
     assert exc.value.code == "import_failed"
     assert count_docs() == 1
     assert memory_get(subject=subject, memory_id=existing["id"])["text"] == "already here"
+
+
+def test_an_import_whose_embedding_fails_part_way_keeps_nothing(subject, count_docs, monkeypatch):
+    # The third batch's vectors fail (a hosted embedder gone away) after the first chunk was
+    # written: that chunk is deleted again before the error reaches the caller.
+    embedded = []
+    episode_vectors = services.derived.episode_vectors
+
+    def failing(items, **kwargs):
+        embedded.append(len(items))
+        if len(embedded) == 3:
+            raise EmbeddingError("the embedding server went away")
+        return episode_vectors(items, **kwargs)
+
+    monkeypatch.setattr(services.derived, "episode_vectors", failing)
+    episodes = [{"text": f"episode {n}", "occurred_at": "2023-05-01T10:00:00Z"} for n in range(10)]
+    written = []
+    with pytest.raises(EmbeddingError):
+        services.episodes_import(subject=subject, episodes=episodes, batch_size=3,
+                                 progress=lambda done, total: written.append(done))
+    assert written and written[-1] >= 3  # a chunk had been written when the embedding failed
+    assert count_docs() == 0
+
+
+def test_computed_ahead_computes_the_next_item_while_the_caller_holds_this_one():
+    started = {n: threading.Event() for n in range(4)}
+
+    def compute(n):
+        started[n].set()
+        return n * 10
+
+    ahead = services.computed_ahead([0, 1, 2, 3], compute)
+    assert next(ahead) == (0, 0)
+    # The caller has not asked for item 1, and it is being (or has been) computed.
+    assert started[1].wait(timeout=10)
+    assert not started[2].is_set()
+    assert list(ahead) == [(1, 10), (2, 20), (3, 30)]
+    assert list(services.computed_ahead([], compute)) == []
+
+    # A caller that stops early: the item in flight finishes and nothing after it starts.
+    started = {n: threading.Event() for n in range(4)}
+    ahead = services.computed_ahead([0, 1, 2, 3], compute)
+    next(ahead)
+    ahead.close()
+    assert started[1].is_set() and not started[2].is_set() and not started[3].is_set()
 
 
 @pytest.mark.parametrize("session_id", [7, {"id": "s1"}, "", "x" * 201])

@@ -146,7 +146,10 @@ ENGRAM_EMBEDDER = env.str("ENGRAM_EMBEDDER", default="minilm")
 # "numpy" (the float weights without onnxruntime: the same vectors as "onnx"). Indices record which
 # vectors they hold; es_setup computes them again after a change between int8 and float.
 ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8")
-ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=0)  # onnxruntime intra-op; 0: min(CPUs, 4)
+# onnxruntime threads per batch, and batches of one call run at once (0: min(CPUs, 4)); one thread
+# per batch is the cheaper way to use the cores (MiniLMEmbedder).
+ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=1)
+ENGRAM_EMBEDDER_WORKERS = env.int("ENGRAM_EMBEDDER_WORKERS", default=0)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
 # How long a cached vector lives (the cache holds digests, not texts; this bounds how long any
