@@ -121,8 +121,12 @@ def _text(**extra) -> dict:
 
 
 def _vector(dims: int) -> dict:
+    # HNSW's m and ef_construction only when set (0: Elasticsearch's defaults, 16 and 100, not
+    # written, so an index made before these settings existed keeps its schema hash).
+    graph = {key: value for key, value in (("m", settings.ENGRAM_HNSW_M),
+                                           ("ef_construction", settings.ENGRAM_HNSW_EF_CONSTRUCTION)) if value}
     return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine",
-            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE}}
+            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE, **graph}}
 
 
 def _common_properties() -> dict:

@@ -22,6 +22,22 @@ def test_setup_is_idempotent(es_admin, es_prefix):
     assert indices_present(es=es_admin) == {t.value: True for t in MemoryType}
 
 
+def test_hnsw_graph_options_are_written_only_when_set(settings):
+    """m and ef_construction left at 0 are Elasticsearch's defaults and absent from the mapping,
+    so an index made before the settings existed keeps its schema hash (no migration)."""
+    def options(memory_type):
+        properties = index_definition(memory_type).body["mappings"]["properties"]
+        return properties["embedding"]["index_options"], index_definition(memory_type).schema_hash
+
+    default, default_hash = options(MemoryType.EPISODIC)
+    assert default == {"type": "hnsw"}
+    settings.ENGRAM_HNSW_EF_CONSTRUCTION, settings.ENGRAM_HNSW_M = 50, 24
+    tuned, tuned_hash = options(MemoryType.EPISODIC)
+    assert tuned == {"type": "hnsw", "m": 24, "ef_construction": 50} and tuned_hash != default_hash
+    passages = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["passages"]
+    assert passages["properties"]["embedding"]["index_options"] == tuned
+
+
 def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     alias = alias_name(MemoryType.SEMANTIC)
     dims = index_definition(MemoryType.SEMANTIC).body["mappings"]["properties"]["embedding"]["dims"]

@@ -191,6 +191,8 @@ CELERY_TIMEZONE = TIME_ZONE
 
 # dense_vector index_options type: "hnsw" (float, best recall), "int8_hnsw" or "bbq_hnsw" (smaller).
 ENGRAM_VECTOR_INDEX_TYPE = env.str("ENGRAM_VECTOR_INDEX_TYPE", default="hnsw")
+ENGRAM_HNSW_M = env.int("ENGRAM_HNSW_M", default=0)  # 0: Elasticsearch's default (16)
+ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0)  # 0: Elasticsearch's default (100)
 
 # ---------------------------------------------------------------- Recall and writing
 ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # per leg over-fetch
