@@ -79,7 +79,7 @@ class MiniLMEmbedder:
         self.space = f"{self.name} {INT8_SPACE}" if runtime == "onnx-int8" else self.name
         self.threads = max(1, threads)
         self.workers = 1 if runtime == "numpy" else workers or min(os.cpu_count() or 1, 4)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the pool)
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
         self.config = BertConfig.from_dir(self.model_dir)
         self.dims: int = self.config.hidden_size
@@ -114,8 +114,6 @@ class MiniLMEmbedder:
                 if self._forward is None:
                     self._tokenizer = load_tokenizer(self.model_dir, self.max_seq_length)
                     self._forward = self._build_forward(BertEncoder(self.model_dir, self.config))
-                    if self.workers > 1:
-                        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="engram-embed")
         assert self._tokenizer is not None and self._forward is not None
         return self._tokenizer, self._forward
 
@@ -149,10 +147,23 @@ class MiniLMEmbedder:
             return mean_pool(forward(ids, types, mask), mask)
 
         batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
-        pooled = self._pool.map(run, batches) if self._pool is not None and len(batches) > 1 else map(run, batches)
+        pool = self._batch_pool() if len(batches) > 1 else None
+        pooled = pool.map(run, batches) if pool is not None else map(run, batches)
         for rows, vectors in zip(batches, pooled, strict=True):
             out[rows] = vectors
         return l2_normalize(out)
+
+    def _batch_pool(self) -> ThreadPoolExecutor | None:
+        """The pool a call's batches share, made on first need in each process: a pool inherited
+        through fork() would have no threads behind it (Celery's prefork workers)."""
+        if self.workers <= 1:
+            return None
+        if self._pool is None or self._pool[0] != os.getpid():
+            with self._lock:
+                if self._pool is None or self._pool[0] != os.getpid():
+                    self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.workers,
+                                                                  thread_name_prefix="engram-embed"))
+        return self._pool[1]
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector (``dims`` floats) per text, in input order."""

@@ -188,6 +188,15 @@ def test_a_call_of_several_batches_runs_them_on_the_embedders_pool(real_sentence
     assert MiniLMEmbedder(runtime="numpy", workers=3).workers == 1  # numpy's BLAS has its own threads
 
 
+def test_a_forked_process_makes_its_own_batch_pool(monkeypatch):
+    # A pool inherited through fork() has no threads behind it; the child must not wait on it.
+    embedder = MiniLMEmbedder(runtime="onnx-int8", workers=2)
+    parents = embedder._batch_pool()
+    assert embedder._batch_pool() is parents
+    monkeypatch.setattr(os, "getpid", lambda: -1)
+    assert embedder._batch_pool() is not parents
+
+
 def test_unknown_runtime_is_refused():
     with pytest.raises(EmbeddingError, match="unknown MiniLM runtime"):
         MiniLMEmbedder(runtime="tensorrt")
