@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Indices of their own: the bench node keeps its data between runs, and each run imports the same ids.
+os.environ.setdefault("ES_INDEX_PREFIX", f"engram-import-cost-{int(time.time())}")
 
 from recall_latency import percentiles  # noqa: E402  (sets Django up)
 
@@ -125,9 +127,9 @@ def main() -> None:
     segments = es.indices.segments(index=index)["indices"]
     count = sum(len(copy["segments"]) for i in segments.values() for shard in i["shards"].values() for copy in shard)
     p = percentiles(latency)
-    options = {"type": settings.ENGRAM_VECTOR_INDEX_TYPE, "m": settings.ENGRAM_HNSW_M or "16 (default)",
-               "ef_construction": settings.ENGRAM_HNSW_EF_CONSTRUCTION or "100 (default)",
-               # (getattr: this script also measures releases whose embedder had no workers)
+    # (getattr: this script also measures releases without these settings and embedder workers)
+    options = {"type": settings.ENGRAM_VECTOR_INDEX_TYPE, "m": getattr(settings, "ENGRAM_HNSW_M", 0) or "16 (default)",
+               "ef_construction": getattr(settings, "ENGRAM_HNSW_EF_CONSTRUCTION", 0) or "100 (default)",
                "embedder threads x workers": f"{getattr(get_embedder(), 'threads', '?')} x "
                                              f"{getattr(get_embedder(), 'workers', 1)}"}
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
