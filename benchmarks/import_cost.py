@@ -41,25 +41,20 @@ from recall_latency import percentiles  # noqa: E402  (sets Django up)
 
 import numpy as np  # noqa: E402
 import scale_data  # noqa: E402
+from es_cost import node_cpu_ms  # noqa: E402
+from scale import import_call  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from elasticsearch import helpers  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
-from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.outbox import write_submit  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 from tenants.selectors import memory_scope  # noqa: E402
 
-START = datetime(2024, 1, 1, tzinfo=UTC)
 HEAVY_CALL = 5000
-
-
-def es_cpu_seconds(es) -> float:
-    return sum(n["process"]["cpu"]["total_in_millis"] for n in es.nodes.stats(metric="process")["nodes"].values()) / 1000
 
 
 def merges_running(es) -> int:
@@ -84,23 +79,16 @@ def main() -> None:
     subjects = {u: tenant_services.subject_get_or_create(tenant=tenant, external_id=u, actor="bench") for u in users}
     get_embedder().load()
 
-    def call(external_id: str, start: int, count: int) -> int:
-        episodes = [synth.episode(external_id, n, start=START) for n in range(start, start + count)]
-        payload = {"episodes": services.episodes_assign_ids(tenant_id=tenant.pk, external_id=external_id,
-                                                            episodes=episodes, prefix=f"{external_id}-{start}")}
-        return len(write_submit(tenant=tenant, external_id=external_id, operation="import", payload=payload,
-                                actor="bench").result["ids"])
-
     jobs = [(u, 0, args.episodes) for u in users[:-1]]
-    jobs += [("heavy", start, min(HEAVY_CALL, args.heavy - start)) for start in range(0, args.heavy, HEAVY_CALL)]
-    cpu, es_before, started = time.process_time(), es_cpu_seconds(es), time.perf_counter()
+    jobs += [("heavy", start, min(start + HEAVY_CALL, args.heavy)) for start in range(0, args.heavy, HEAVY_CALL)]
+    cpu, es_before, started = time.process_time(), node_cpu_ms(es), time.perf_counter()
     with ThreadPoolExecutor(args.callers) as pool:
-        imported = sum(pool.map(lambda job: call(*job), jobs))
+        imported = sum(n for n, _seconds in pool.map(lambda job: import_call(synth, tenant, *job), jobs))
     wall, python_cpu = time.perf_counter() - started, time.process_time() - cpu
     waited = time.perf_counter()
     while merges_running(es) and time.perf_counter() - waited < 60:
         time.sleep(0.5)
-    es_used = es_cpu_seconds(es) - es_before
+    es_used = (node_cpu_ms(es) - es_before) / 1000
     log(f"imported {imported} episodes in {wall:.1f} s")
 
     index = alias_name(MemoryType.EPISODIC)

@@ -76,6 +76,20 @@ def rss_mb(pid: int | str = "self") -> float:
     return 0.0
 
 
+def import_call(synth: scale_data.Synth, tenant: Tenant, external_id: str, start: int, stop: int) -> tuple[int, float]:
+    """One import call of the end-user's synthetic episodes ``start`` to ``stop`` as ``POST
+    .../episodes/import`` makes it; (episodes, seconds of the call, not of making its text)."""
+    episodes = [synth.episode(external_id, n, start=START) for n in range(start, stop)]
+    request_id = f"{external_id}-{start}"
+    payload = {"episodes": services.episodes_assign_ids(tenant_id=tenant.pk, external_id=external_id,
+                                                        episodes=episodes, prefix=request_id)}
+    started = time.perf_counter()
+    submitted = write_submit(tenant=tenant, external_id=external_id, operation="import", payload=payload,
+                             actor="bench")
+    assert not submitted.queued, "the import was queued (Elasticsearch unavailable?)"
+    return len(submitted.result["ids"]), time.perf_counter() - started
+
+
 class Corpus:
     """The tenants, end-users and what has been loaded so far."""
 
@@ -130,16 +144,8 @@ class Corpus:
                 "import_eps_large": sum(n for n, _ in large) / sum(s for _, s in large) if large else None}
 
     def _import(self, tenant: Tenant, external_id: str, start: int, stop: int) -> tuple[int, float]:
-        """One import call as ``POST .../episodes/import`` makes it; (episodes, seconds)."""
-        episodes = [self.synth.episode(external_id, n, start=START) for n in range(start, stop)]
-        request_id = f"{external_id}-{start}"
-        payload = {"episodes": services.episodes_assign_ids(tenant_id=tenant.pk, external_id=external_id,
-                                                            episodes=episodes, prefix=request_id)}
-        started = time.perf_counter()
-        submitted = write_submit(tenant=tenant, external_id=external_id, operation="import", payload=payload,
-                                 actor="bench")
-        assert not submitted.queued, "the import was queued (Elasticsearch unavailable?)"
-        return len(submitted.result["ids"]), time.perf_counter() - started
+        """One import call; (episodes, seconds)."""
+        return import_call(self.synth, tenant, external_id, start, stop)
 
     def _single(self, kind: str, tenant: Tenant, external_id: str | None, n: int) -> None:
         if kind == "catalog":
