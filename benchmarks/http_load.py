@@ -11,12 +11,19 @@ By default turns and recalls say one of a dozen fixed sentences (so after a few 
 query vector is cached, and turns carry no session). ``--varied`` is an agent's conversation
 instead: every turn a new synthetic sentence, in sessions of six turns per client and end-user
 (so each gets its derived context), and every recall a new synthetic question (no cached vector).
+
+``--cpu-split`` also reports where each step's CPU went on this machine: CPU seconds of the
+Elasticsearch node, of the ASGI server's processes, of Redis and of this load generator (from
+``/proc``, Linux only), each per request, and, when ``ES_URL`` and ``ES_MONITOR_USERNAME`` /
+``ES_MONITOR_PASSWORD`` are set (``scripts/bench`` sets them), what the node did per request
+(``_nodes/stats``: shard-level query and fetch phases, documents indexed, refreshes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import threading
@@ -43,6 +50,74 @@ def _pct(values: list[float], p: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+# ---------------------------------------------------------------- where the CPU went (--cpu-split)
+
+_CLASSES = ("elasticsearch", "engram server", "redis", "load generator")
+
+
+def _proc_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) of every process, by class: the Elasticsearch node, the ASGI
+    server and its worker processes (any process with a uvicorn ancestor), Redis, this process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        procs[int(entry)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
+
+    def klass(pid: int) -> str:
+        ppid, cmd, _ = procs[pid]
+        if pid == os.getpid():
+            return "load generator"
+        if "org.elasticsearch" in cmd:
+            return "elasticsearch"
+        if "redis-server" in cmd:
+            return "redis"
+        while pid in procs:
+            if "uvicorn" in procs[pid][1]:
+                return "engram server"
+            pid = procs[pid][0]
+        return "other"
+
+    return {pid: (klass(pid), cpu) for pid, (_, _, cpu) in procs.items()}
+
+
+def _node_stats() -> dict[str, float] | None:
+    url, user = os.environ.get("ES_URL"), os.environ.get("ES_MONITOR_USERNAME")
+    if not url or not user:
+        return None
+    response = httpx.get(f"{url.rstrip('/')}/_nodes/_local/stats/indices",
+                         auth=(user, os.environ.get("ES_MONITOR_PASSWORD", "")), timeout=10,
+                         params={"filter_path": "nodes.*.indices.search,nodes.*.indices.indexing,nodes.*.indices.refresh"},
+                         verify=os.environ.get("ES_CA_CERTS") or True)
+    indices = next(iter(response.json()["nodes"].values()))["indices"]
+    return {"query phases": indices["search"]["query_total"], "fetch phases": indices["search"]["fetch_total"],
+            "documents indexed": indices["indexing"]["index_total"], "refreshes": indices["refresh"]["external_total"]}
+
+
+def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dict:
+    """CPU ms per request by process class and the node's work per request, between two
+    ``(_proc_cpu(), _node_stats())`` readings."""
+    (cpu0, node0), (cpu1, node1) = before, after
+    spent = dict.fromkeys((*_CLASSES, "other"), 0.0)
+    for pid, (klass, cpu) in cpu1.items():
+        if pid in cpu0:
+            spent[klass] += cpu - cpu0[pid][1]
+    per = max(requests, 1)
+    out = {"cpu_ms_per_request": {k: round(v * 1000 / per, 1) for k, v in spent.items()},
+           "cores_busy": {k: round(v / wall, 2) for k, v in spent.items()}}
+    if node0 and node1:
+        out["node_per_request"] = {k: round((node1[k] - node0[k]) / per, 2) for k in node1}
+    return out
+
+
 def prepare(*, url: str, token: str, subjects: int) -> None:
     """One turn per end-user, one after the other: creating an end-user mints its key (slow by
     design, once), which is not what the load measures."""
@@ -54,7 +129,7 @@ def prepare(*, url: str, token: str, subjects: int) -> None:
 
 def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7,
         targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None,
-        varied: bool = False) -> dict:
+        varied: bool = False, measure_cpu: bool = False) -> dict:
     """``targets``: (agent token, external id) pairs to spread the load over (end-users of several
     tenants); by default ``subjects`` end-users ``load-user-<n>`` under ``token``. ``texts``: what
     turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors).
@@ -104,18 +179,22 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                         error_kinds[label] = error_kinds.get(label, 0) + 1
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    before = (_proc_cpu(), _node_stats()) if measure_cpu else None
     began = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.monotonic() - began
+    requests = sum(len(v) for v in latencies.values()) + sum(errors.values())
     result = {"clients": clients, "seconds": round(wall, 1), "errors": sum(errors.values()), "error_kinds": error_kinds,
-              "throughput_rps": round((sum(len(v) for v in latencies.values()) + sum(errors.values())) / wall, 1)}
+              "throughput_rps": round(requests / wall, 1)}
     for kind, values in latencies.items():
         result[kind] = {"count": len(values), **{f"p{p}_ms": round(v) if (v := _pct(values, p)) is not None else None
                                                  for p in (50, 95, 99)},
                         "mean_ms": round(statistics.fmean(values)) if values else None}
+    if before is not None:
+        result["cpu"] = cpu_split(before, (_proc_cpu(), _node_stats()), requests=requests, wall=wall)
     return result
 
 
@@ -128,6 +207,17 @@ def markdown(results: list[dict]) -> str:
             lines.append(f"| {r['clients']} | {kind} | {k['count']} | {k['p50_ms']} | {k['p95_ms']} | {k['p99_ms']} "
                          f"| {r['throughput_rps']} | {r['errors']} |")
     lines += [f"errors at {r['clients']} clients: {r['error_kinds']}" for r in results if r["errors"]]
+    split = [r for r in results if "cpu" in r]
+    if split:
+        classes = [*_CLASSES, "other"]
+        lines += ["", "CPU per request, ms (cores busy)", "",
+                  "| clients | " + " | ".join(classes) + " | Elasticsearch per request |",
+                  "|---:|" + "---:|" * len(classes) + "---|"]
+        for r in split:
+            cpu = r["cpu"]
+            node = ", ".join(f"{k} {v}" for k, v in cpu.get("node_per_request", {}).items()) or "n/a"
+            lines.append(f"| {r['clients']} | " + " | ".join(f"{cpu['cpu_ms_per_request'][k]} ({cpu['cores_busy'][k]})"
+                                                             for k in classes) + f" | {node} |")
     return "\n".join(lines)
 
 
@@ -141,11 +231,12 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
     parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
+    parser.add_argument("--cpu-split", action="store_true", help="CPU per request by process, and the node's work")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
     results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects,
-                   varied=args.varied)
+                   varied=args.varied, measure_cpu=args.cpu_split)
                for c in args.clients]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 

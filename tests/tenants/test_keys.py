@@ -7,14 +7,16 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from elasticsearch import AuthenticationException, AuthorizationException
+from elasticsearch import AuthenticationException, AuthorizationException, Elasticsearch
 
 from engram_core.errors import NotFound
+from engram_core.es import client as es_client_module
 from engram_core.es.client import keys_client
 from engram_core.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
+from tenants import services as tenant_services
 from tenants.tasks import maintain_keys
 from tenants.services import (
     clear_caches,
@@ -93,6 +95,27 @@ def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_
         writer.cluster.health()
     assert writer_es_client().search(index=alias_name("semantic"))["hits"]["total"]["value"] == 1  # cached, same key
     assert WriterKey.objects.count() == 1
+
+
+def test_a_cached_keys_client_is_made_once_and_again_for_a_new_base_client(tenant, es_prefix, settings, monkeypatch):
+    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    doc_id = _own_doc(subject, writer_es_client())
+    first = subject_es_client(subject=subject)
+    assert subject_es_client(subject=subject) is first  # no new client object per request
+    assert writer_es_client() is writer_es_client()
+
+    # reset_clients() replaces the base client (closing the old one's connections): a cached key
+    # then gets a client on the new one.
+    replaced = Elasticsearch(settings.ES_URL, request_timeout=settings.ES_REQUEST_TIMEOUT)
+    monkeypatch.setattr(es_client_module, "base_client", lambda: replaced)
+    monkeypatch.setattr(tenant_services, "base_client", lambda: replaced)
+    try:
+        second = subject_es_client(subject=subject)
+        assert second is not first and second.transport is replaced.transport
+        assert _ids(second) == {doc_id}
+    finally:
+        monkeypatch.undo()
+        replaced.close()
 
 
 def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, es_prefix):

@@ -1,0 +1,53 @@
+"""benchmarks/http_load.py's CPU split: readings by process class, per request (no server needed)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture
+def http_load(monkeypatch):
+    # The benchmark scripts import their siblings by module name (they run as scripts).
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from benchmarks import http_load
+
+    return http_load
+
+
+def test_cpu_split_counts_processes_seen_at_both_readings_per_request_and_per_second(http_load):
+    before = ({1: ("elasticsearch", 10.0), 2: ("engram server", 5.0), 3: ("engram server", 1.0),
+               9: ("other", 7.0)},
+              {"query phases": 100, "fetch phases": 10, "documents indexed": 0, "refreshes": 3})
+    after = ({1: ("elasticsearch", 14.0), 2: ("engram server", 7.0), 3: ("engram server", 2.0),
+              4: ("redis", 50.0),  # started between the readings: its past CPU is not this step's
+              9: ("other", 7.5)},
+             {"query phases": 1100, "fetch phases": 60, "documents indexed": 20, "refreshes": 8})
+    split = http_load.cpu_split(before, after, requests=100, wall=2.0)
+    assert split["cpu_ms_per_request"] == {"elasticsearch": 40.0, "engram server": 30.0, "redis": 0.0,
+                                           "load generator": 0.0, "other": 5.0}
+    assert split["cores_busy"]["elasticsearch"] == 2.0 and split["cores_busy"]["engram server"] == 1.5
+    assert split["node_per_request"] == {"query phases": 10.0, "fetch phases": 0.5, "documents indexed": 0.2,
+                                         "refreshes": 0.05}
+    assert "node_per_request" not in http_load.cpu_split((before[0], None), (after[0], None), requests=100, wall=2.0)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_this_process_is_the_load_generator(http_load):
+    readings = http_load._proc_cpu()
+    assert readings[os.getpid()][0] == "load generator"
+    assert readings[os.getpid()][1] > 0
+
+
+def test_the_table_shows_the_split(http_load):
+    row = {"clients": 8, "seconds": 30.0, "errors": 0, "error_kinds": {}, "throughput_rps": 25.0,
+           "turn": {"count": 1, "p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "mean_ms": 1},
+           "recall": {"count": 1, "p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "mean_ms": 1},
+           "cpu": {"cpu_ms_per_request": {"elasticsearch": 43.3, "engram server": 34.5, "redis": 0.7,
+                                          "load generator": 2.3, "other": 0.8},
+                   "cores_busy": {"elasticsearch": 1.07, "engram server": 0.85, "redis": 0.02,
+                                  "load generator": 0.06, "other": 0.02},
+                   "node_per_request": {"query phases": 22.61}}}
+    table = http_load.markdown([row])
+    assert "| 8 | 43.3 (1.07) | 34.5 (0.85) | 0.7 (0.02) | 2.3 (0.06) | 0.8 (0.02) | query phases 22.61 |" in table
