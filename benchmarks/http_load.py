@@ -73,7 +73,7 @@ def _proc_cpu() -> dict[int, tuple[str, float]]:
         procs[int(entry)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
 
     def klass(pid: int) -> str:
-        ppid, cmd, _ = procs[pid]
+        cmd = procs[pid][1]
         if pid == os.getpid():
             return "load generator"
         if "org.elasticsearch" in cmd:
@@ -95,7 +95,8 @@ def _node_stats() -> dict[str, float] | None:
         return None
     response = httpx.get(f"{url.rstrip('/')}/_nodes/_local/stats/indices",
                          auth=(user, os.environ.get("ES_MONITOR_PASSWORD", "")), timeout=10,
-                         params={"filter_path": "nodes.*.indices.search,nodes.*.indices.indexing,nodes.*.indices.refresh"},
+                         params={"filter_path": ",".join(f"nodes.*.indices.{part}"
+                                                         for part in ("search", "indexing", "refresh"))},
                          verify=os.environ.get("ES_CA_CERTS") or True)
     indices = next(iter(response.json()["nodes"].values()))["indices"]
     return {"query phases": indices["search"]["query_total"], "fetch phases": indices["search"]["fetch_total"],
