@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from scale_data import Synth
+from scale_data import Synth, proc_stat
 
 SENTENCES = [
     "my router keeps dropping the wifi in the evening", "I moved to Hamburg last spring",
@@ -61,11 +61,9 @@ def _proc_cpu() -> dict[int, tuple[str, float]]:
     tick = os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, str, float]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or (fields := proc_stat(entry)) is None:
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:

@@ -128,7 +128,7 @@ class Corpus:
 
         started = time.perf_counter()
         with ThreadPoolExecutor(self.threads) as pool:
-            calls = list(pool.map(lambda job: self._import(*job), imports))
+            calls = list(pool.map(lambda job: import_call(self.synth, *job), imports))
         import_s = time.perf_counter() - started
         imported = sum(n for n, _ in calls)
         large = [(n, s) for n, s in calls if n >= LARGE_IMPORT]
@@ -142,10 +142,6 @@ class Corpus:
         return {"episodes_imported": imported, "import_s": import_s, "singles": len(singles), "singles_s": singles_s,
                 "import_eps": imported / import_s if import_s else None,
                 "import_eps_large": sum(n for n, _ in large) / sum(s for _, s in large) if large else None}
-
-    def _import(self, tenant: Tenant, external_id: str, start: int, stop: int) -> tuple[int, float]:
-        """One import call; (episodes, seconds)."""
-        return import_call(self.synth, tenant, external_id, start, stop)
 
     def _single(self, kind: str, tenant: Tenant, external_id: str | None, n: int) -> None:
         if kind == "catalog":
@@ -256,10 +252,8 @@ def http_curve(corpus: Corpus, *, clients: list[int], seconds: float, texts: lis
 
 
 def _ppid(proc: Path) -> int | None:
-    try:
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = scale_data.proc_stat(proc.name)
+    return int(fields[1]) if fields else None
 
 
 def machine_record(synth: scale_data.Synth) -> dict:

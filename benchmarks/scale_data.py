@@ -304,6 +304,15 @@ _CPU_FEATURES = [("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX-
                  ("amx_tile", "AMX")]
 
 
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, ..., utime at [11],
+    stime at [12]); None if the process is gone or unreadable."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def cpu_description(cpuinfo: str) -> str:
     """The CPU model and the vector instruction sets onnxruntime's kernels care about, from the
     text of ``/proc/cpuinfo`` (its first processor): e.g. "AMD EPYC; AVX2, AVX-512, AVX-512 VNNI"."""

