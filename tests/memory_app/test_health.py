@@ -18,9 +18,9 @@ def test_healthz_reports_a_healthy_stack(client, db, es_prefix):
     assert body["elasticsearch"]["document_level_security"] is True
     assert body["indices"] == {"episodic": True, "semantic": True, "procedural": True, "catalog": True}
     assert body["broker"]["reachable"] is True
-    assert body["vectors"] == {"embedder": "all-MiniLM-L6-v2 int8 v2",
+    assert body["vectors"] == {"embedder": "all-MiniLM-L6-v2 int8 v3",
                                "indices": dict.fromkeys(["episodic", "semantic", "procedural", "catalog"],
-                                                        "all-MiniLM-L6-v2 int8 v2")}
+                                                        "all-MiniLM-L6-v2 int8 v3")}
     assert body["reasons"] == []
     assert response["Cache-Control"] == "no-store"
 
@@ -37,7 +37,7 @@ def test_healthz_names_indices_written_by_another_embedder(client, db, es_prefix
     assert response.status_code == 503
     assert response.json()["vectors"]["embedder"] == "all-MiniLM-L6-v2"
     assert response.json()["reasons"] == [
-        "indices hold vectors of 'all-MiniLM-L6-v2 int8 v2' and this process embeds with 'all-MiniLM-L6-v2': run "
+        "indices hold vectors of 'all-MiniLM-L6-v2 int8 v3' and this process embeds with 'all-MiniLM-L6-v2': run "
         "`manage.py es_setup` to compute them again, or configure the embedder that wrote them (ENGRAM_EMBEDDER, "
         "ENGRAM_EMBEDDER_RUNTIME)"]
 
