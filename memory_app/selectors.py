@@ -14,6 +14,7 @@ from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import NotFound, ValidationFailed
+from memory_app import concepts
 from memory_app import query_plan as qp
 from memory_app import recall as rc
 from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
@@ -141,14 +142,16 @@ class EntityReading:
 class QueryReading:
     """How a recall reads its query: the BM25 leg's ``keywords``, the named ``entities`` and the
     ``topic`` their legs search (by words and, with ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, by the
-    topic's embedding), and the date ``time_window`` that boosts episodes (None: no date named,
-    or the boost is off)."""
+    topic's embedding), the date ``time_window`` that boosts episodes (None: no date named,
+    or the boost is off), and the ``kinds`` the question asks for members of, which the BM25
+    leg matches against memories' concepts (memory_app.concepts; None: none)."""
 
     keywords: str
     topic: str
     entities: tuple[EntityReading, ...]
     time_window: TimeWindow | None
     topic_vector: bool
+    kinds: str | None = None
 
 
 def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
@@ -181,7 +184,8 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
                         entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
                                        for e in plan.entities),
                         topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
-                        and settings.ENGRAM_RECALL_DENSE)
+                        and settings.ENGRAM_RECALL_DENSE,
+                        kinds=concepts.query_categories(query) if settings.ENGRAM_RECALL_BM25 else None)
 
 
 def _rerank_text(hit: rc.Hit) -> str:
