@@ -47,6 +47,7 @@ from django.conf import settings
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app import concepts
+from memory_app.context import HIDDEN_FIELDS
 from memory_app.passages import passages_of
 from memory_app.temporal import TimeWindow
 
@@ -77,7 +78,7 @@ def text_fields(memory_type: MemoryType) -> list[str]:
         MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{settings.ENGRAM_TRIGGER_BOOST}"],
         MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
     }[memory_type]
-SOURCE_EXCLUDES = [*VECTOR_FIELDS, "derived_context", "concepts"]  # memory_app.context.HIDDEN_FIELDS
+SOURCE_EXCLUDES = [*VECTOR_FIELDS, *HIDDEN_FIELDS]
 
 # Function words dropped from the BM25 leg's query (ENGRAM_QUERY_STOPWORDS): the Snowball English
 # stop list (question words, auxiliaries, pronouns, determiners), which the index's smaller

@@ -284,8 +284,9 @@ ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
-# Concept expansion (memory_app.concepts): an episode's nouns add their WordNet categories to its
-# ``concepts`` field, which the BM25 leg searches at CONCEPT_BOOST ("violin" -> "musical instrument").
+# Concept expansion (memory_app.concepts): a memory's nouns add their WordNet categories to its
+# ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches, at CONCEPT_BOOST, against the
+# kinds a question asks for ("Which cities ...?").
 ENGRAM_CONCEPTS = env.bool("ENGRAM_CONCEPTS", default=True)
 ENGRAM_CONCEPT_BOOST = env.float("ENGRAM_CONCEPT_BOOST", default=0.3)
 # Categories fewer steps than this below WordNet's root (entity, object, act) are too general to add.
