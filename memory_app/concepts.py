@@ -66,7 +66,6 @@ class WordNet:
     """The noun side of WordNet 3.0: lemma → senses, synset → hypernyms and names."""
 
     def __init__(self, root: Path):
-        self.root = root
         self.senses: dict[str, list[int]] = {}
         with open(root / "index.noun", encoding="utf-8") as index:
             for line in index:
@@ -211,6 +210,13 @@ def concepts_of(text: str) -> str | None:
                                    levels=settings.ENGRAM_CONCEPT_LEVELS, names=settings.ENGRAM_CONCEPT_NAMES):
             lines.append(" ".join(names))
     return "\n".join(dict.fromkeys(lines)) or None
+
+
+def concepts_of_memory(source: dict) -> str | None:
+    """``concepts_of`` the text a stored memory is known by: a catalog entry's title and text,
+    any other memory's text."""
+    text = source.get("text") or ""
+    return concepts_of(f"{source.get('title') or ''}\n{text}" if source.get("memory_type") == "catalog" else text)
 
 
 def query_categories(query: str) -> str | None:

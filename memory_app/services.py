@@ -29,7 +29,7 @@ from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError,
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from engram_core.es.client import unavailable_answer
 from memory_app import context as derived
-from memory_app.concepts import concepts_of
+from memory_app.concepts import concepts_of, concepts_of_memory
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
@@ -111,9 +111,7 @@ def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
     doc_id, source = rekeyed or (doc_id, source)
     if "concepts" in source or not settings.ENGRAM_CONCEPTS or not isinstance(source.get("text"), str):
         return rekeyed
-    text = source["text"] if source.get("memory_type") != MemoryType.CATALOG.value \
-        else f"{source.get('title') or ''}\n{source['text']}"
-    return doc_id, {**source, "concepts": concepts_of(text)}
+    return doc_id, {**source, "concepts": concepts_of_memory(source)}
 
 
 def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict[str, Any]], prefix: str
@@ -503,8 +501,8 @@ def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict
     text = clean_text(text)
     now = _now()
     doc = {"tenant_id": tenant.slug, "memory_type": MemoryType.CATALOG.value, "title": title, "text": text,
-           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata),
-           "concepts": concepts_of(f"{title}\n{text}")}
+           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata)}
+    doc["concepts"] = concepts_of_memory(doc)
     return _store(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=_clean_memory_id(memory_id), doc=doc)
 
 

@@ -1,12 +1,9 @@
 """Concept expansion: a memory's nouns bring their WordNet categories, which a question asking for
 members of a kind matches (memory_app.concepts; recall against the real Elasticsearch)."""
 
-import copy
-
 import pytest
-from elasticsearch import helpers
 
-from engram_core.es.schema import IndexDefinition, MemoryType, alias_name, ensure_indices, index_definition
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
 from memory_app.concepts import concepts_of, query_categories
 from memory_app.selectors import memory_get, memory_recall
@@ -87,23 +84,3 @@ def test_facts_and_catalog_entries_get_concepts_too(subject, es_admin):
         assert es_admin.get(index=alias_name(memory_type), id=memory["id"])["_source"]["concepts"]
     hits = {h["id"] for h in memory_recall(subject=subject, query="What instruments does the user play?")}
     assert fact["id"] in hits
-
-
-def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
-    from memory_app.services import migration_rekey
-
-    subject = make_subject("alice")
-    alias = alias_name(MemoryType.EPISODIC)
-    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
-    source = {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
-              "text": "We flew to Lisbon in May.", "source": "agent", "embedding": [1.0] + [0.0] * (dims - 1)}
-    kept = {**source, "text": "Just a violin.", "concepts": "kept as stored"}
-    helpers.bulk(es_admin, [{"_index": alias, "_id": "0" * 32, "_source": source},
-                            {"_index": alias, "_id": "1" * 32, "_source": kept}], refresh="wait_for")
-    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
-    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
-    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
-                   rekey=migration_rekey)
-    got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias, ids=["0" * 32, "1" * 32])["docs"]}
-    assert got["0" * 32]["concepts"] == concepts_of("We flew to Lisbon in May.") and "city" in got["0" * 32]["concepts"]
-    assert got["1" * 32]["concepts"] == "kept as stored"

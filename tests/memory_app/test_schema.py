@@ -89,25 +89,50 @@ def test_english_analysis_stems_and_drops_stop_words(es_admin, es_prefix):
     assert [t["token"] for t in tokens] == ["dog", "owner", "were", "run", "cafe"]
 
 
+def _episode_source(subject, **fields) -> dict:
+    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
+    return {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
+            "embedding": [1.0] + [0.0] * (dims - 1), **fields}
+
+
+def _store_then_migrate(es_admin, docs: dict[str, dict], rekey) -> None:
+    """Store ``docs`` (id -> source) in the episodic index as an earlier release left them, then
+    migrate the index (a mapping change) through ``rekey``, as es_setup does."""
+    alias = alias_name(MemoryType.EPISODIC)
+    helpers.bulk(es_admin, [{"_index": alias, "_id": i, "_source": src} for i, src in docs.items()],
+                 refresh="wait_for")
+    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
+    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
+    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
+                   rekey=rekey)
+
+
 def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es_prefix, make_subject):
     from memory_app.services import client_id_rekey, client_memory_id
 
     subject = make_subject("alice")
     alias = alias_name(MemoryType.EPISODIC)
-    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
-    source = {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
-              "text": "imported long ago", "source": "import", "embedding": [1.0] + [0.0] * (dims - 1)}
+    source = _episode_source(subject, text="imported long ago", source="import")
     server_id = "0123456789abcdef0123456789abcdef-3"
-    helpers.bulk(es_admin, [{"_index": alias, "_id": "raw-client-id", "_source": source},
-                            {"_index": alias, "_id": server_id, "_source": source}], refresh="wait_for")
-    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
-    changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
-    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
-                   rekey=client_id_rekey)
+    _store_then_migrate(es_admin, {"raw-client-id": source, server_id: source}, client_id_rekey)
     new_id = client_memory_id(tenant_id=subject.tenant_id, external_id="alice", client_id="raw-client-id")
     got = {d["_id"]: d for d in es_admin.mget(index=alias, ids=["raw-client-id", new_id, server_id])["docs"]}
     assert not got["raw-client-id"]["found"] and got[server_id]["found"]
     assert got[new_id]["_source"]["client_id"] == "raw-client-id"
+
+
+def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
+    from memory_app.concepts import concepts_of
+    from memory_app.services import migration_rekey
+
+    subject = make_subject("alice")
+    source = _episode_source(subject, text="We flew to Lisbon in May.", source="agent")
+    kept = {**source, "text": "Just a violin.", "concepts": "kept as stored"}
+    _store_then_migrate(es_admin, {"0" * 32: source, "1" * 32: kept}, migration_rekey)
+    alias = alias_name(MemoryType.EPISODIC)
+    got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias, ids=["0" * 32, "1" * 32])["docs"]}
+    assert got["0" * 32]["concepts"] == concepts_of("We flew to Lisbon in May.") and "city" in got["0" * 32]["concepts"]
+    assert got["1" * 32]["concepts"] == "kept as stored"
 
 
 def _vectors(es_admin, memory_type, ids):
