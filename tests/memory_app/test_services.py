@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from engram_core.errors import Conflict, NotFound, ValidationFailed
 from memory_app.embeddings import EmbeddingError
@@ -283,6 +284,8 @@ def test_concurrent_use_count_bumps_lose_nothing(subject):
                 usage_bump(ids=[fact["id"]], at=at, subject_id=subject.pk)
         except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
+        finally:
+            connection.close()  # this thread's own, so no session outlives the test
 
     threads = [threading.Thread(target=bump) for _ in range(8)]
     for t in threads:
@@ -555,6 +558,7 @@ def test_background_bumps_manage_their_database_connection(subject, monkeypatch)
     class Connection:
         def close(self):
             calls.append(("close", threading.get_ident()))
+            connection.close()  # and the pool thread's real one, which would stay open otherwise
 
     monkeypatch.setattr(usage, "connection", Connection())
     usage.usage_record(ids=[fact["id"]], at=datetime.now(UTC), subject=subject)
