@@ -1,0 +1,102 @@
+"""Recall latency with one setting at its default and at another value, on the LoCoMo sandbox.
+
+Run through ``scripts/bench`` (which starts its own Elasticsearch):
+
+    scripts/bench --setting-ab --locomo ../shared/data/locomo-dev/26.json ../shared/data/locomo-dev/30.json \\
+        --setting ENGRAM_CONCEPTS=false [--passes 10] [--asking-kind]
+
+The conversations are imported as ``memory_eval --locomo`` imports them (one end-user each, with
+the defaults, so the stored memories are the default's); then every category 1-4 question is
+asked ``--passes`` times with the setting at its default and at the value given, taking turns
+question by question (and which goes first, pass by pass) so that the machine's load falls on
+both alike, after ``--warmup`` untimed passes (a node just started has cold caches and an
+unwarmed JIT); the query-vector cache is cleared before each call (a new question).
+``--asking-kind``: only the questions that ask for members of a kind (memory_app.concepts'
+``query_categories``), the ones concept expansion acts on. The value is read as JSON (false,
+0, 0.25), else as a string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+
+import django  # noqa: E402
+
+django.setup()
+
+import recall_latency  # noqa: E402  (its percentiles)
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test.utils import override_settings  # noqa: E402
+
+from memory_app import concepts, evaluation, services  # noqa: E402
+from memory_app.embeddings import get_embedder  # noqa: E402
+from memory_app.selectors import memory_recall  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
+from tenants.models import Tenant  # noqa: E402
+
+
+def setting(text: str) -> tuple[str, object]:
+    name, _, raw = text.partition("=")
+    if not hasattr(settings, name):
+        raise argparse.ArgumentTypeError(f"no such setting: {name}")
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--locomo", nargs="+", type=Path, required=True, help="LoCoMo conversation files")
+    parser.add_argument("--setting", type=setting, required=True, help="NAME=value, the variant against the default")
+    parser.add_argument("--passes", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed passes first")
+    parser.add_argument("--asking-kind", action="store_true", help="only questions that ask for a kind")
+    args = parser.parse_args()
+    name, value = args.setting
+    call_command("migrate", verbosity=0)
+    embedder = get_embedder()
+    plan = []
+    with evaluation.sandbox(clean_db=False):
+        tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
+        for path in args.locomo:
+            data = json.loads(path.read_text())
+            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
+            episodes = evaluation.locomo_episodes(path.stem, data)
+            services.episodes_import(subject=subject, episodes=[
+                {**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
+            now = max(e["occurred_at"] for e in episodes)
+            plan += [(subject, q["question"], now) for q in data["qa"] if q.get("category") in (1, 2, 3, 4)
+                     and (not args.asking_kind or concepts.query_categories(q["question"]))]
+        variants = [("default", {}), (f"{name}={json.dumps(value)}", {name: value})]
+        samples: dict[str, list[float]] = {label: [] for label, _o in variants}
+        for n in range(args.warmup + args.passes):
+            for subject, question, now in plan:
+                for label, overrides in (variants if n % 2 == 0 else variants[::-1]):
+                    with override_settings(**overrides):
+                        embedder.query_cache.clear()
+                        started = time.perf_counter()
+                        memory_recall(subject=subject, query=question, k=10, now=now)
+                        if n >= args.warmup:
+                            samples[label].append((time.perf_counter() - started) * 1000.0)
+    print(f"{len(plan)} questions x {args.passes} passes each way after {args.warmup} untimed "
+          f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f})\n")
+    print("| variant | recall p50 / p95 / p99 ms |\n|---|---|")
+    for label, values in samples.items():
+        p = recall_latency.percentiles(values)
+        print(f"| {label} | {p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
