@@ -1,14 +1,18 @@
 """The inspector in a real browser: Debian's chromium driven by Selenium (chromedriver), against a
 real Engram server process (tests/api/live.py) seeded with the demo data. Screenshots land in
-docs/screenshots/ for the README."""
+.engram/screenshots/ (ignored by git, so a test run leaves the tree as it was), or in
+ENGRAM_SCREENSHOTS_DIR: ``ENGRAM_SCREENSHOTS_DIR=docs/screenshots scripts/test
+tests/inspector/test_browser.py`` refreshes the README's."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +23,7 @@ from tests.api.live import ROOT, LiveEngram
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                                 reason="chromium + chromedriver not installed (scripts/test installs them with apt)")
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = Path(os.environ.get("ENGRAM_SCREENSHOTS_DIR") or ROOT / ".engram" / "screenshots")
 
 
 @pytest.fixture(scope="module")
