@@ -41,12 +41,10 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-import recall_latency  # noqa: E402  (its percentiles)
+import recall_latency  # noqa: E402  (its timing and percentiles)
 import scale_data  # noqa: E402
 from memory_app import services  # noqa: E402
-from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
-from memory_app.selectors import memory_recall  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 
@@ -55,11 +53,6 @@ LEG_OFF = {"ENGRAM_RECALL_PASSAGES": False}
 # (label, end-user, settings while recalling)
 VARIANTS = [("off/off (previous release)", "off", OFF), ("on/on (default)", "on", {}),
             ("on/off (leg off)", "on", LEG_OFF), ("off/on (old episodes, leg on)", "off", {})]
-
-
-def percentiles(samples: list[float]) -> str:
-    p = recall_latency.percentiles(samples)
-    return f"{p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f}"
 
 
 def main() -> None:
@@ -72,7 +65,6 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     synth = scale_data.Synth(args.seed)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    embedder = get_embedder()
     with sandbox(clean_db=False):
         tenant = Tenant.objects.create(slug="passages-ab", name="Passages A/B")
         subjects, rates = {}, {}
@@ -92,16 +84,14 @@ def main() -> None:
         for n, question in enumerate(questions):
             for label, who, overrides in VARIANTS[n % 4:] + VARIANTS[:n % 4]:
                 with override_settings(**overrides):
-                    embedder.query_cache.clear()
-                    started = time.perf_counter()
-                    memory_recall(subject=subjects[who], query=question, k=10)
-                    if n >= args.warmup:
-                        samples[label].append((time.perf_counter() - started) * 1000.0)
+                    elapsed = recall_latency.new_question_ms(subject=subjects[who], query=question)
+                if n >= args.warmup:
+                    samples[label].append(elapsed)
     print(f"{args.episodes} episodes per end-user, {args.queries} new questions each way "
           f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f})\n")
     print("| end-user's episodes / passage leg | recall p50 / p95 / p99 ms |\n|---|---|")
     for label, values in samples.items():
-        print(f"| {label} | {percentiles(values)} |")
+        print(f"| {label} | {recall_latency.percentiles_text(values)} |")
     print(f"\nbulk import, 1,000 episodes per call: passages off {rates['off']:.0f}, "
           f"on {rates['on']:.0f} episodes/s")
 

@@ -61,10 +61,22 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
     return {"n": len(ordered), "p50": q[49], "p95": q[94], "p99": q[98], "mean": statistics.fmean(ordered)}
 
 
+def percentiles_text(samples_ms: list[float]) -> str:
+    """"p50 / p95 / p99" of ``samples_ms``, as the benchmarks' tables print them."""
+    p = percentiles(samples_ms)
+    return f"{p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f}"
+
+
 def timed(fn, *args, **kwargs) -> float:
     started = time.perf_counter()
     fn(*args, **kwargs)
     return (time.perf_counter() - started) * 1000.0
+
+
+def new_question_ms(**recall_kwargs) -> float:
+    """One recall (k=10) of a question not asked before: the query-vector cache is emptied first."""
+    get_embedder().query_cache.clear()
+    return timed(memory_recall, k=10, **recall_kwargs)
 
 
 def _recall(*, subject, query: str, record_use: bool) -> None:

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,14 +33,12 @@ import django  # noqa: E402
 
 django.setup()
 
-import recall_latency  # noqa: E402  (its percentiles)
+import recall_latency  # noqa: E402  (its timing and percentiles)
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from memory_app import concepts, evaluation, services  # noqa: E402
-from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.selectors import memory_recall  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 
@@ -66,7 +63,6 @@ def main() -> None:
     args = parser.parse_args()
     name, value = args.setting
     call_command("migrate", verbosity=0)
-    embedder = get_embedder()
     plan = []
     with evaluation.sandbox(clean_db=False):
         tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
@@ -85,17 +81,14 @@ def main() -> None:
             for subject, question, now in plan:
                 for label, overrides in (variants if n % 2 == 0 else variants[::-1]):
                     with override_settings(**overrides):
-                        embedder.query_cache.clear()
-                        started = time.perf_counter()
-                        memory_recall(subject=subject, query=question, k=10, now=now)
-                        if n >= args.warmup:
-                            samples[label].append((time.perf_counter() - started) * 1000.0)
+                        elapsed = recall_latency.new_question_ms(subject=subject, query=question, now=now)
+                    if n >= args.warmup:
+                        samples[label].append(elapsed)
     print(f"{len(plan)} questions x {args.passes} passes each way after {args.warmup} untimed "
           f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f})\n")
     print("| variant | recall p50 / p95 / p99 ms |\n|---|---|")
     for label, values in samples.items():
-        p = recall_latency.percentiles(values)
-        print(f"| {label} | {p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f} |")
+        print(f"| {label} | {recall_latency.percentiles_text(values)} |")
 
 
 if __name__ == "__main__":
