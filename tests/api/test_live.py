@@ -201,7 +201,6 @@ def test_elasticsearch_stopped_mid_run_loses_nothing_acknowledged(es_admin, tmp_
         server.cleanup(es_admin)
 
 
-@pytest.mark.slow
 def test_api_calls_during_a_running_memory_eval_never_answer_500(live, live_token):
     # The finding: while memory_eval ran against the same SQLite file, every API call
     # answered 500 "database is locked" (the eval held one write transaction for minutes).

@@ -14,8 +14,6 @@ import pytest
 from engram_core.es.schema import MemoryType, alias_name
 from tests.api.live import ROOT, LiveEngram
 
-pytestmark = [pytest.mark.slow]
-
 FACTS = 40
 _SETUP = """
 from datetime import UTC, datetime, timedelta
