@@ -44,6 +44,7 @@ from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime
 from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
+from tenants.isolation_move import tenant_indices_ensure
 from tenants.models import AuditEvent, Subject, SubjectKey, Tenant, WriterKey
 
 KS = (1, 5, 10)
@@ -52,6 +53,15 @@ KS = (1, 5, 10)
 def scratch_slug(slug: str) -> str:
     """A run-unique tenant slug for sandboxed data (``eval-<run>-<slug>``)."""
     return f"eval-{uuid.uuid4().hex[:6]}-{slug}"[:64]
+
+
+def scratch_tenant(*, slug: str, name: str, dedicated: bool = False) -> Tenant:
+    """A sandboxed tenant, in the shared indices or in dedicated ones of its own (created here,
+    under the sandbox's prefix, so ``sandbox`` drops them too)."""
+    isolation = Tenant.Isolation.DEDICATED if dedicated else Tenant.Isolation.SHARED
+    tenant = Tenant.objects.create(slug=scratch_slug(slug), name=name, isolation=isolation)
+    tenant_indices_ensure(tenant=tenant)
+    return tenant
 
 
 @contextmanager
@@ -149,11 +159,14 @@ class FixtureReport:
     leak_examples: list[str]
 
 
-def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = print) -> FixtureReport:
+def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = print,
+                     dedicated: bool = False) -> FixtureReport:
+    """``dedicated``: every tenant in dedicated indices (its own statistics, and its fusion
+    ENGRAM_DEDICATED_FUSION) instead of the shared ones."""
     corpus = json.loads(path.read_text())
     now = clean_datetime(corpus["now"], field="now")
     with sandbox():
-        key_to_id, key_type, subjects = _load_fixture(corpus, log=log)
+        key_to_id, key_type, subjects = _load_fixture(corpus, log=log, dedicated=dedicated)
         scores = Scores()
         leak_probes = leaks = 0
         leak_examples: list[str] = []
@@ -186,12 +199,12 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
                              leaks=leaks, leak_examples=leak_examples[:10])
 
 
-def _load_fixture(corpus: dict, *, log: Callable[[str], None]):
+def _load_fixture(corpus: dict, *, log: Callable[[str], None], dedicated: bool = False):
     key_to_id: dict[str, str] = {}
     key_type: dict[str, str] = {}
     tenants = {}
     for t in corpus["tenants"]:
-        tenants[t["slug"]] = Tenant.objects.create(slug=scratch_slug(t["slug"]), name=t["name"])
+        tenants[t["slug"]] = scratch_tenant(slug=t["slug"], name=t["name"], dedicated=dedicated)
         for entry in t["catalog"]:
             written = services.catalog_entry_write(tenant=tenants[t["slug"]], title=entry["title"], text=entry["text"])
             key_to_id[entry["key"]], key_type[entry["key"]] = written["id"], "catalog"
@@ -277,16 +290,17 @@ def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
 
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
-                    extractor: str | None = None) -> dict[str, Any]:
+                    extractor: str | None = None, dedicated: bool = False) -> dict[str, Any]:
     """Each conversation goes through the import service in one call, as an agent's import
     would (the default: no client-side context, so Engram derives it); questions are recalled
     through the subject's own key. ``consolidate``: consolidate each conversation first and
     recall over turns and facts together; R@k still counts evidence turns only (facts must not
-    push them out)."""
+    push them out). ``dedicated``: the conversations' tenant in dedicated indices (as
+    ``evaluate_fixture``)."""
     scores = Scores()
     types = ["episodic", "semantic"] if consolidate else ["episodic"]
     with sandbox():
-        tenant = Tenant.objects.create(slug=scratch_slug("locomo"), name="LoCoMo")
+        tenant = scratch_tenant(slug="locomo", name="LoCoMo", dedicated=dedicated)
         for path in paths:
             data = json.loads(path.read_text())
             conversation = path.stem

@@ -5,7 +5,7 @@ BM25 leg scores the name like any other word: a name the memories mention often 
 partner, a speaker) has a low idf and barely moves the ranking, so turns about books by anyone
 outrank the turns about Melanie's. Decomposition adds, per named entity, an **entity leg**: a
 BM25 search for the rest of the query (the topic) among the memories whose own text names the
-entity, fused with the other legs by RRF (ENGRAM_RRF_ENTITY_WEIGHT). It adds candidates the
+entity, fused with the other legs (at ENGRAM_RRF_ENTITY_WEIGHT × the plain leg's weight). It adds candidates the
 plain legs rank low (evidence about the entity that shares few words with the question) and
 never removes any: the plain legs still run.
 
@@ -127,12 +127,12 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
                 vector: Callable[[], list[float]] | None = None,
                 mention_counts: dict[str, int] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
-    """``_msearch`` header/body pairs of the entity legs and their (name, weight) for
+    """``_msearch`` header/body pairs of the entity legs and their (name, factor) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
-    holds the entity as a phrase (``entityN``, weight ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's);
-    with ENGRAM_RECALL_ENTITY_DENSE and ``vector``, also the nearest neighbours among those
-    memories (``entityN_dense``, × the dense leg's weight) of the vector ``vector()`` returns,
+    holds the entity as a phrase (``entityN``, weighted ENGRAM_RRF_ENTITY_WEIGHT × the BM25 leg's
+    weight in either fusion); with ENGRAM_RECALL_ENTITY_DENSE and ``vector``, also the nearest
+    neighbours among those memories (``entityN_dense``, × the dense leg's) of the vector ``vector()`` returns,
     called once, only if a kNN leg is built: the caller's embedding of the topic
     (ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, see selectors.memory_recall) or of the whole query.
     Nothing without a topic.
@@ -174,7 +174,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                                          "must": {"multi_match": {"query": plan.topic,
                                                                   "fields": rc.bm25_fields(types),
                                                                   "type": "most_fields"}}}}}]
-            names.append((f"entity{n}", weight * settings.ENGRAM_RRF_BM25_WEIGHT))
+            names.append((f"entity{n}", weight))
         if settings.ENGRAM_RECALL_ENTITY_DENSE and settings.ENGRAM_RECALL_DENSE and vector is not None:
             dense_vector = dense_vector or vector()
             body += [{"index": indices},
@@ -182,7 +182,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                       "knn": {"field": "embedding", "query_vector": dense_vector, "k": candidates,
                               "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES),
                               "filter": [allowed, mentions]}}]
-            names.append((f"entity{n}_dense", weight * settings.ENGRAM_RRF_DENSE_WEIGHT))
+            names.append((f"entity{n}_dense", weight))
     return body, names
 
 
@@ -223,7 +223,7 @@ _MENTIONS = "_mentions"
 
 def entity_guard(responses: list[dict], extra: list[tuple[str, float]], *,
                  entities: tuple[str, ...] = ()) -> tuple[list[dict], list[tuple[str, float]], dict[str, int]]:
-    """The entity legs' responses and (name, weight) pairs without the mention counts, and without
+    """The entity legs' responses and (name, factor) pairs without the mention counts, and without
     the legs of an entity that fewer than ENGRAM_RECALL_ENTITY_MIN_MENTIONS memories name (see
     the module docstring); and the counts read, by entity (of ``entities``, the plan's), for
     ``mention_counts_store``. ``responses`` and ``extra`` are in ``entity_legs`` order."""

@@ -1,12 +1,19 @@
 """Hybrid recall: BM25 and kNN legs per memory type in one ``_msearch``, fused in Python.
 
-The CI node has no ``rrf`` retriever, so reciprocal rank fusion happens here. Per hit:
+The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per hit:
 
-    score = rrf × time_decay × use_count_boost × catalog_prior × outcome  (+ reply credit)
+    score = fused × time_decay × use_count_boost × catalog_prior × outcome  (+ reply credit)
 
-- rrf: Σ over the legs the hit appears in of weight_leg / (rank_constant + rank), ranks from 1
-  (ENGRAM_RRF_BM25_WEIGHT 1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the stronger one
-  for conversational memory with the bundled MiniLM embedder; equal weights give plain RRF).
+- fused, by reciprocal rank fusion (every shared tenant; ``fusion_for``): Σ over the legs the
+  hit appears in of weight_leg / (rank_constant + rank), ranks from 1 (ENGRAM_RRF_BM25_WEIGHT
+  1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the stronger one for conversational
+  memory with the bundled MiniLM embedder; equal weights give plain RRF).
+- or, linearly (a tenant in dedicated indices with ENGRAM_DEDICATED_FUSION = "linear"): Σ of
+  weight_leg × the hit's score min-max normalised over the leg's candidates (1 for the leg's
+  best, 0 for its last; ENGRAM_LINEAR_*_WEIGHT, 1.0 each), as Elasticsearch's linear retriever
+  with its minmax normaliser. Ranks discard how far a leg's best match is ahead of the rest;
+  scores keep it. But a BM25 score carries the index's term statistics, so only a tenant whose
+  indices are its own may be ranked (and shown scores) by them: see ``fusion_for``.
 - time_decay: the gauss function Elasticsearch's ``function_score`` uses, on the type's own date
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
@@ -44,6 +51,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app import concepts
@@ -116,7 +124,8 @@ class Hit:
     source: dict[str, Any]
     bm25_rank: int | None = None
     dense_rank: int | None = None
-    rrf: float = 0.0
+    fused: float = 0.0
+    fusion: str = "rrf"  # how ``fused`` was computed (``fuse``)
     multipliers: dict[str, float] = field(default_factory=dict)
     rerank_score: float | None = None
     rerank_rank: int | None = None
@@ -127,14 +136,16 @@ class Hit:
     replies_to: str | None = None
 
     def explain(self) -> dict[str, Any]:
-        # Ranks, the rank-based fused score and the multipliers, and the sentence of the
-        # episode's own text its dense rank came from. Raw BM25 scores are never exposed: they
-        # carry index-wide term statistics (idf, average length), which in shared indices move
-        # when another tenant writes. Dense similarities are left out too: ranks say what fusion used.
+        # Ranks, the fused score and the multipliers, and the sentence of the episode's own text
+        # its dense rank came from. Raw BM25 scores are never exposed: they carry index-wide term
+        # statistics (idf, average length), which in shared indices move when another tenant
+        # writes; a shared tenant's fused score is rank-based (``fusion_for``). Dense similarities
+        # are left out too.
         return {
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
-            "rrf_score": self.rrf,
+            "fusion": self.fusion,
+            f"{self.fusion}_score": self.fused,
             "rerank_score": self.rerank_score,
             "rerank_rank": self.rerank_rank,
             "multipliers": self.multipliers,
@@ -263,24 +274,59 @@ def legs() -> list[str]:
     return [leg for leg, on in (("bm25", settings.ENGRAM_RECALL_BM25), ("dense", settings.ENGRAM_RECALL_DENSE)) if on]
 
 
-def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = ()) -> dict[str, Hit]:
-    """Reciprocal rank fusion of the legs' responses (in ``legs()`` order, then the ``extra``
-    legs' as (name, weight), e.g. memory_app.query_plan's entity legs)."""
+FUSIONS = ("rrf", "linear")
+
+
+def fusion_for(*, dedicated: bool) -> str:
+    """How a tenant's recall fuses its legs: "rrf" for a tenant in the shared indices, whatever
+    the settings; ENGRAM_DEDICATED_FUSION for a tenant in dedicated indices. Linear fusion ranks
+    by BM25 score gaps and returns scores computed from them, and a shared index's BM25 scores
+    move when another tenant writes (README, Isolation): rank-based fusion exposes only ranks."""
+    fusion = str(settings.ENGRAM_DEDICATED_FUSION).strip().lower()
+    if fusion not in FUSIONS:
+        raise ImproperlyConfigured(f"ENGRAM_DEDICATED_FUSION must be 'rrf' or 'linear', not {fusion!r}")
+    return fusion if dedicated else "rrf"
+
+
+def leg_weight(leg: str, *, fusion: str) -> float:
+    """A leg's weight in ``fusion``: the dense weight for the dense leg and the entity kNN legs
+    (``entityN_dense``), the BM25 weight for the others."""
+    dense = leg == "dense" or leg.endswith("_dense")
+    if fusion == "linear":
+        return settings.ENGRAM_LINEAR_DENSE_WEIGHT if dense else settings.ENGRAM_LINEAR_BM25_WEIGHT
+    return settings.ENGRAM_RRF_DENSE_WEIGHT if dense else settings.ENGRAM_RRF_BM25_WEIGHT
+
+
+def minmax(scores: list[float]) -> list[float]:
+    """Scores rescaled to [0, 1] over their own range (all 1.0 when they are equal: a leg's only
+    match, or a tie, is its best)."""
+    low, high = min(scores, default=0.0), max(scores, default=0.0)
+    return [(value - low) / (high - low) if high > low else 1.0 for value in scores]
+
+
+def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = (), fusion: str = "rrf") -> dict[str, Hit]:
+    """Fusion of the legs' responses (in ``legs()`` order, then the ``extra`` legs' as (name,
+    factor), e.g. memory_app.query_plan's entity legs, weighted factor × ``leg_weight``): by
+    reciprocal rank, or for "linear" by min-max normalised score (see the module docstring)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
-    weights = {"bm25": settings.ENGRAM_RRF_BM25_WEIGHT, "dense": settings.ENGRAM_RRF_DENSE_WEIGHT,
-               **dict(extra)}
+    factors = {"bm25": 1.0, "dense": 1.0, **dict(extra)}
     hits: dict[str, Hit] = {}
-    for leg, response in zip([*legs(), *(name for name, _w in extra)], responses, strict=True):
-        for rank, raw in enumerate(response["hits"]["hits"], start=1):
+    for leg, response in zip([*legs(), *(name for name, _f in extra)], responses, strict=True):
+        raws = response["hits"]["hits"]
+        weight = factors[leg] * leg_weight(leg, fusion=fusion)
+        values = [weight * v for v in minmax([raw["_score"] for raw in raws])] if fusion == "linear" else \
+            [weight / (k + rank) for rank in range(1, len(raws) + 1)]
+        for rank, (raw, value) in enumerate(zip(raws, values, strict=True), start=1):
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
-                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"]))
+                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"],
+                fusion=fusion))
             if leg in ("bm25", "dense"):
                 setattr(hit, f"{leg}_rank", rank)
                 if leg == "dense":
                     hit.dense_passage = best_passage(raw)
             else:
                 hit.extra_ranks[leg] = rank
-            hit.rrf += weights[leg] / (k + rank)
+            hit.fused += value
     return hits
 
 
@@ -329,7 +375,7 @@ def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None) -
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     for hit in hits:
         hit.multipliers = multipliers_for(hit, now=now, window=window)
-        base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.rrf
+        base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits)
     return sorted(hits, key=lambda h: (-h.score, h.id))

@@ -102,11 +102,12 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     plain = len(body) // 2
     extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
     qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
+    fusion = rc.fusion_for(dedicated=subject.tenant.isolation == Tenant.Isolation.DEDICATED)
     hits = list(rc.fuse(responses=rc.leg_responses(responses[:plain], types=memory_types) + extra_responses,
-                        extra=extra).values())
+                        extra=extra, fusion=fusion).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():
-        pool = sorted(hits, key=lambda h: -h.rrf)[: settings.ENGRAM_RERANK_POOL]
+        pool = sorted(hits, key=lambda h: -h.fused)[: settings.ENGRAM_RERANK_POOL]
         scores = reranker.rerank(query, [_rerank_text(h) for h in pool])
         for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
             hit.rerank_score, hit.rerank_rank = float(value), rank

@@ -134,3 +134,37 @@ def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tm
     summary = evaluate_locomo(paths=[path], log=lambda _m: None)
     assert summary["overall"]["n"] == 2
     assert summary["overall"]["R@5"] == 1.0
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_path, es_admin, invalidate_minted_keys,
+                                                                           monkeypatch, settings):
+    from django.conf import settings as live_settings  # the sandbox overrides the index prefix inside
+
+    from memory_app import evaluation
+    from memory_app.selectors import memory_recall
+
+    settings.ENGRAM_DEDICATED_FUSION = "linear"
+    data = {"speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather was rainy all week."}],
+            "qa": [{"question": "What is the name of Ann's kitten?", "evidence": ["D1:1"], "category": 1}]}
+    path = tmp_path / "78.json"
+    path.write_text(json.dumps(data))
+    seen = []
+
+    def recall(*, subject, **kwargs):
+        hits = memory_recall(subject=subject, explain=True, **kwargs)
+        own_index = f"{live_settings.ES_INDEX_PREFIX}-t-{subject.tenant.slug}-episodic"
+        seen.append((subject.tenant.isolation, {h["explain"]["fusion"] for h in hits},
+                     es_admin.indices.exists(index=own_index).body, live_settings.ES_INDEX_PREFIX))
+        return hits
+
+    monkeypatch.setattr(evaluation, "memory_recall", recall)
+    summary = evaluation.evaluate_locomo(paths=[path], log=lambda _m: None, dedicated=True)
+
+    assert summary["overall"]["R@5"] == 1.0
+    [(isolation, fusions, existed, prefix)] = seen
+    assert (isolation, fusions, existed) == ("dedicated", {"linear"}, True)
+    assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)

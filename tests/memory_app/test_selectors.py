@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from memory_app import services
 from memory_app.selectors import memory_recall
 from tenants import services as tenant_services
@@ -13,7 +15,8 @@ from tenants.isolation_move import tenant_indices_ensure
 from tenants.models import Tenant
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
-EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "rrf_score", "rerank_score", "rerank_rank", "multipliers", "final_score"}
+EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "rrf_score", "rerank_score", "rerank_rank", "multipliers",
+                "final_score"}
 
 
 def _subject(slug: str, external_id: str, isolation: str = "shared"):
@@ -94,3 +97,21 @@ def test_dedicated_tenant_recall_is_byte_identical_rank_order_included(memory):
 
     assert _ids(before)[0] == tea
     assert after == before
+
+
+def test_a_dedicated_tenant_fuses_by_score_when_configured_and_a_shared_one_never(memory, settings):
+    settings.ENGRAM_DEDICATED_FUSION = "linear"
+    shared, _mallory, _tea = _near_identical_world("shared")
+    dedicated = _subject("own-indices", "dora", isolation="dedicated")
+    target = services.episode_write(subject=dedicated, text="Tea with lemon and the garden")["id"]
+    services.episode_write(subject=dedicated, text="Garden shed repairs")
+
+    [top, *_rest] = memory_recall(subject=dedicated, query="tea with lemon and the garden", k=5, explain=True, now=NOW)
+    assert top["id"] == target and top["explain"]["fusion"] == "linear"
+    assert "rrf_score" not in top["explain"]
+    # The best of both legs: 1.0 from each (ENGRAM_LINEAR_*_WEIGHT), times the multipliers.
+    assert top["explain"]["linear_score"] == pytest.approx(2.0)
+    assert top["score"] == pytest.approx(2.0 * top["explain"]["multipliers"]["time_decay"])
+    # A shared tenant's BM25 scores carry every tenant's statistics: it stays on ranks.
+    assert {h["explain"]["fusion"] for h in memory_recall(subject=shared, query="tea garden", explain=True,
+                                                          now=NOW)} == {"rrf"}

@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from engram_core.errors import Conflict, NotFound, ValidationFailed
@@ -13,7 +14,7 @@ from memory_app.embeddings import EmbeddingError
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors, services
 from memory_app.models import FactUsage
-from memory_app.recall import fuse, gauss_decay, keyword_query, outcome_multiplier
+from memory_app.recall import fuse, fusion_for, gauss_decay, keyword_query, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
 from tenants.models import AuditEvent, SubjectKey
@@ -239,10 +240,39 @@ def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf(settings):
         return {"hits": {"hits": [{"_id": i, "_score": 1.0, "_source": {"memory_type": "episodic"}} for i in ids]}}
 
     hits = fuse(responses=[response("a", "b"), response("b", "a")])
-    assert hits["a"].rrf == pytest.approx(1 / 31 + 0.5 / 32) and hits["b"].rrf == pytest.approx(1 / 32 + 0.5 / 31)
+    assert hits["a"].fused == pytest.approx(1 / 31 + 0.5 / 32)
+    assert hits["b"].fused == pytest.approx(1 / 32 + 0.5 / 31)
     settings.ENGRAM_RRF_DENSE_WEIGHT = 1.0
     hits = fuse(responses=[response("a", "b"), response("b", "a")])
-    assert hits["a"].rrf == hits["b"].rrf == pytest.approx(1 / 31 + 1 / 32)
+    assert hits["a"].fused == hits["b"].fused == pytest.approx(1 / 31 + 1 / 32)
+    assert {h.fusion for h in hits.values()} == {"rrf"}
+
+
+def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight(settings):
+    def response(*scored):
+        return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}} for i, s in scored]}}
+
+    bm25 = response(("a", 12.0), ("b", 3.0), ("c", 2.0))  # a far ahead, which ranks alone do not say
+    dense = response(("b", 0.90), ("c", 0.89), ("a", 0.70))
+    entity = response(("c", 5.0))  # a leg's only match is its best
+    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1", 0.5)], fusion="linear")
+    assert hits["a"].fused == pytest.approx(1.0 + 0.0)
+    assert hits["b"].fused == pytest.approx(0.1 + 1.0)
+    assert hits["c"].fused == pytest.approx(0.0 + 0.95 + 0.5)
+    assert {h.fusion for h in hits.values()} == {"linear"} and hits["a"].bm25_rank == 1 and hits["a"].dense_rank == 3
+    settings.ENGRAM_LINEAR_DENSE_WEIGHT = 0.5
+    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1_dense", 0.5)], fusion="linear")
+    assert hits["c"].fused == pytest.approx(0.0 + 0.5 * 0.95 + 0.5 * 0.5)
+
+
+def test_only_a_dedicated_tenant_may_fuse_by_score(settings):
+    assert fusion_for(dedicated=False) == fusion_for(dedicated=True) == "rrf"
+    settings.ENGRAM_DEDICATED_FUSION = "linear"
+    assert fusion_for(dedicated=True) == "linear"
+    assert fusion_for(dedicated=False) == "rrf"  # shared indices: BM25 scores carry other tenants' statistics
+    settings.ENGRAM_DEDICATED_FUSION = "convex"
+    with pytest.raises(ImproperlyConfigured, match="ENGRAM_DEDICATED_FUSION"):
+        fusion_for(dedicated=True)
 
 
 def test_decay_and_outcome_formulas():

@@ -261,6 +261,13 @@ ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
+# Fusion for tenants in dedicated indices (memory_app.recall.fusion_for): "rrf" (the default) or
+# "linear", each leg's scores min-max normalised and summed at these weights (Elasticsearch's
+# linear retriever with its minmax normaliser). Shared tenants always fuse by RRF: their BM25
+# scores carry every tenant's term statistics, and linear fusion ranks and scores by them.
+ENGRAM_DEDICATED_FUSION = env.str("ENGRAM_DEDICATED_FUSION", default="rrf")
+ENGRAM_LINEAR_BM25_WEIGHT = env.float("ENGRAM_LINEAR_BM25_WEIGHT", default=1.0)
+ENGRAM_LINEAR_DENSE_WEIGHT = env.float("ENGRAM_LINEAR_DENSE_WEIGHT", default=1.0)
 # Query decomposition (memory_app.query_plan): up to N named entities of the query each get a BM25
 # leg over the memories naming them, fused at this weight × the BM25 leg's (N = 0 or weight 0: off).
 # On by default since the guard below (LoCoMo R@5 0.611 -> 0.629; the fixture corpus unchanged).

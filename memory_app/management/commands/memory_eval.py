@@ -31,6 +31,9 @@ class Command(BaseCommand):
                             help="LoCoMo, old mode: the client sends each turn's N preceding turns as explicit "
                                  "context (default 0: none sent, Engram derives it as for any agent)")
         parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+        parser.add_argument("--dedicated", action="store_true",
+                            help="put the eval's tenants in dedicated indices instead of the shared ones "
+                                 "(their recall fuses by ENGRAM_DEDICATED_FUSION)")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
                             help="score consolidation on its labelled fixture (default: tests/fixtures/"
                                  "consolidation_corpus.json)")
@@ -40,7 +43,7 @@ class Command(BaseCommand):
                             help="LoCoMo: consolidate each conversation first and recall over turns + facts")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
-               consolidation=None, extractor=None, consolidate=False, **options):
+               consolidation=None, extractor=None, consolidate=False, dedicated=False, **options):
         started = time.monotonic()
         if consolidation:
             report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
@@ -56,7 +59,7 @@ class Command(BaseCommand):
             return
         if locomo:
             summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write,
-                                      consolidate=consolidate, extractor=extractor)
+                                      consolidate=consolidate, extractor=extractor, dedicated=dedicated)
             self.stdout.write(f"LoCoMo evidence recall{' (turns + consolidated facts)' * consolidate} "
                               f"({', '.join(p.name for p in locomo)}), "
                               f"{time.monotonic() - started:.0f}s")
@@ -64,7 +67,7 @@ class Command(BaseCommand):
             if json:
                 self.stdout.write(_json(summary))
             return
-        report = evaluate_fixture(path=corpus, log=self.stdout.write)
+        report = evaluate_fixture(path=corpus, log=self.stdout.write, dedicated=dedicated)
         self.stdout.write(f"fixture corpus {corpus.name}: {report.questions} questions, "
                           f"{time.monotonic() - started:.0f}s")
         self.stdout.write(format_table(report.scores, metrics=("R@1", "R@5", "R@10", "MRR")))
