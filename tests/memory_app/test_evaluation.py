@@ -136,7 +136,6 @@ def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tm
     assert summary["overall"]["R@5"] == 1.0
 
 
-
 @pytest.mark.django_db(transaction=True)
 def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_path, es_admin, invalidate_minted_keys,
                                                                            monkeypatch, settings):
