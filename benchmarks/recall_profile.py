@@ -250,7 +250,7 @@ def main() -> None:
         selectors.subject_es_client = lambda **kw: TimedClient(client_for(**kw), recalls, last)
         selectors.get_embedder = lambda: timed_embedder
         rc.msearch_body = wrap(recalls, "_msearch body", originals_rc["msearch_body"])
-        rc.fuse = wrap(recalls, "fusion (RRF)", originals_rc["fuse"])
+        rc.fuse = wrap(recalls, "fusion", originals_rc["fuse"])
         rc.score = wrap(recalls, "scoring (multipliers, sort)", originals_rc["score"])
         profiler = cProfile.Profile() if args.cprofile else None
         try:
@@ -303,7 +303,7 @@ def main() -> None:
     recall_text, recall_figures = table("recall, new question", recalls.calls, [
         "total", "refresh check", "per-user key and client", "query embedding", "_msearch body",
         "_msearch round trip", "  of which Elasticsearch took (whole _msearch)", *(f"  of which took, {leg} leg" for leg in rc.legs()),
-        "fusion (RRF)", "scoring (multipliers, sort)", "rest: validation, result dicts (Python)",
+        "fusion", "scoring (multipliers, sort)", "rest: validation, result dicts (Python)",
         *JSON_ROWS, "  API response JSON (redone)", "  response size KB"])
     import_text, import_figures = table(f"bulk import, {args.episodes} episodes per call", imports.calls, [
         "total", "validation", "derived-context lookup", "embedding", "bulk requests (index, HNSW, refresh wait)"])

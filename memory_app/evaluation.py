@@ -161,8 +161,8 @@ class FixtureReport:
 
 def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = print,
                      dedicated: bool = False) -> FixtureReport:
-    """``dedicated``: every tenant in dedicated indices (its own statistics, and its fusion
-    ENGRAM_DEDICATED_FUSION) instead of the shared ones."""
+    """``dedicated``: every tenant in dedicated indices (its own index statistics) instead of the
+    shared ones."""
     corpus = json.loads(path.read_text())
     now = clean_datetime(corpus["now"], field="now")
     with sandbox():

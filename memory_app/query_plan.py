@@ -126,7 +126,8 @@ def enough_mentions(count: int) -> bool:
 def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, str], include_superseded: bool,
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
                 vector: Callable[[], list[float]] | None = None,
-                mention_counts: dict[str, int] | None = None) -> tuple[list[dict], list[tuple[str, float]]]:
+                mention_counts: dict[str, int] | None = None,
+                words: list[str] = ()) -> tuple[list[dict], list[tuple[str, float]]]:
     """``_msearch`` header/body pairs of the entity legs and their (name, factor) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
@@ -140,7 +141,8 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     The guard (ENGRAM_RECALL_ENTITY_MIN_MENTIONS > 0): an entity whose count of naming memories
     is known (``mention_counts``, see ``mention_counts_cached``) gets its legs only if the count
     reaches the minimum; an unknown one gets a count first (``entityN_mentions``, over the
-    requested types without the time range), and ``entity_guard`` decides after the search."""
+    requested types without the time range), and ``entity_guard`` decides after the search.
+    ``words``: as ``recall.msearch_body``'s, for linear fusion's lexical score."""
     weight = settings.ENGRAM_RRF_ENTITY_WEIGHT
     if not plan.topic or weight <= 0:
         return [], []
@@ -173,7 +175,8 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                       "query": {"bool": {"filter": [allowed, mentions],
                                          "must": {"multi_match": {"query": plan.topic,
                                                                   "fields": rc.bm25_fields(types),
-                                                                  "type": "most_fields"}}}}}]
+                                                                  "type": "most_fields"}},
+                                         "should": rc.word_clauses(words)}}}]
             names.append((f"entity{n}", weight))
         if settings.ENGRAM_RECALL_ENTITY_DENSE and settings.ENGRAM_RECALL_DENSE and vector is not None:
             dense_vector = dense_vector or vector()

@@ -4,16 +4,21 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
 
     score = fused × time_decay × use_count_boost × catalog_prior × outcome  (+ reply credit)
 
-- fused, by reciprocal rank fusion (every shared tenant; ``fusion_for``): Σ over the legs the
-  hit appears in of weight_leg / (rank_constant + rank), ranks from 1 (ENGRAM_RRF_BM25_WEIGHT
-  1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the stronger one for conversational
-  memory with the bundled MiniLM embedder; equal weights give plain RRF).
-- or, linearly (a tenant in dedicated indices with ENGRAM_DEDICATED_FUSION = "linear"): Σ of
-  weight_leg × the hit's score min-max normalised over the leg's candidates (1 for the leg's
-  best, 0 for its last; ENGRAM_LINEAR_*_WEIGHT, 1.0 each), as Elasticsearch's linear retriever
-  with its minmax normaliser. Ranks discard how far a leg's best match is ahead of the rest;
-  scores keep it. But a BM25 score carries the index's term statistics, so only a tenant whose
-  indices are its own may be ranked (and shown scores) by them: see ``fusion_for``.
+- fused, linearly (ENGRAM_FUSION "linear", the default): Σ over the legs the hit appears in of
+  weight_leg × its score min-max normalised over the leg's candidates (1 for the leg's best, 0
+  for its last; ENGRAM_LINEAR_*_WEIGHT, 1.0 each), as Elasticsearch's linear retriever with its
+  minmax normaliser. A dense leg's score is its similarity. A lexical leg's (BM25, entity) is not
+  Elasticsearch's BM25 score, whose idf and average length are the index's, i.e. in shared
+  indices every tenant's: it is the idf of each query word the hit's text holds (+
+  ENGRAM_CONTEXT_BOOST × that of each word only its context holds), counted among the memories
+  the end-user may read, in the same ``_msearch`` through their own key (``lexical_words``,
+  ``word_clauses``, ``word_counts_search``, ``lexical_score``); the leg is ordered by it too. So
+  nothing another tenant writes moves a score or the order, except which memories are among a
+  leg's 80 candidates. Ranks discard how far a leg's best match is ahead of the rest; scores keep it.
+- or by reciprocal rank (ENGRAM_FUSION "rrf"): Σ weight_leg / (rank_constant + rank), ranks
+  from 1 (ENGRAM_RRF_BM25_WEIGHT 1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the
+  stronger one for conversational memory with the bundled MiniLM embedder; equal weights give
+  plain RRF); the legs keep Elasticsearch's order.
 - time_decay: the gauss function Elasticsearch's ``function_score`` uses, on the type's own date
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
@@ -139,8 +144,7 @@ class Hit:
         # Ranks, the fused score and the multipliers, and the sentence of the episode's own text
         # its dense rank came from. Raw BM25 scores are never exposed: they carry index-wide term
         # statistics (idf, average length), which in shared indices move when another tenant
-        # writes; a shared tenant's fused score is rank-based (``fusion_for``). Dense similarities
-        # are left out too.
+        # writes; the fused score uses none (linear: own-memory word counts; rrf: ranks).
         return {
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
@@ -192,11 +196,13 @@ def bm25_fields(types: list[MemoryType]) -> list[str]:
 
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
-                 index_for: dict[MemoryType, str], explain: bool = False) -> list[dict]:
+                 index_for: dict[MemoryType, str], explain: bool = False, words: list[str] = ()) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
     BM25 uses dfs_query_then_fetch: term statistics are gathered across all the indices.
-    ``explain``: the passage search also names each episode's nearest passage (``passage_search``)."""
+    ``explain``: the passage search also names each episode's nearest passage (``passage_search``).
+    ``words`` (linear fusion, ``lexical_words``): each hit of the BM25 leg also reports which of
+    them its text and its context hold (``word_clauses``)."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = allowed_filter(types=types, scope=scope, include_superseded=include_superseded, since=since, until=until)
@@ -209,7 +215,8 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
              "query": {"bool": {"filter": [allowed], "minimum_should_match": 1, "should": [
                  {"multi_match": {"query": keyword_query(query), "fields": fields, "type": "most_fields"}},
                  *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST}}}]
-                   if (kinds := concepts.query_categories(query)) else [])]}}},
+                   if (kinds := concepts.query_categories(query)) else []),
+                 *word_clauses(words)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         body += [
@@ -275,26 +282,81 @@ def legs() -> list[str]:
 
 
 FUSIONS = ("rrf", "linear")
+_WORD_IN_TEXT, _WORD_IN_CONTEXT = "word_text_", "word_context_"  # named-query prefixes (``word_clauses``)
 
 
-def fusion_for(*, dedicated: bool) -> str:
-    """How a tenant's recall fuses its legs: "rrf" for a tenant in the shared indices, whatever
-    the settings; ENGRAM_DEDICATED_FUSION for a tenant in dedicated indices. Linear fusion ranks
-    by BM25 score gaps and returns scores computed from them, and a shared index's BM25 scores
-    move when another tenant writes (README, Isolation): rank-based fusion exposes only ranks."""
-    fusion = str(settings.ENGRAM_DEDICATED_FUSION).strip().lower()
-    if fusion not in FUSIONS:
-        raise ImproperlyConfigured(f"ENGRAM_DEDICATED_FUSION must be 'rrf' or 'linear', not {fusion!r}")
-    return fusion if dedicated else "rrf"
+def fusion() -> str:
+    """ENGRAM_FUSION, checked: "linear" (the default) or "rrf"."""
+    value = str(settings.ENGRAM_FUSION).strip().lower()
+    if value not in FUSIONS:
+        raise ImproperlyConfigured(f"ENGRAM_FUSION must be 'linear' or 'rrf', not {value!r}")
+    return value
+
+
+def lexical_words(query: str) -> list[str]:
+    """The words linear fusion scores the lexical legs by: the distinct words of the BM25 leg's
+    query (``keyword_query``), lower-cased, at most ENGRAM_LINEAR_MAX_WORDS."""
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(keyword_query(query)))
+    return list(words)[: settings.ENGRAM_LINEAR_MAX_WORDS]
+
+
+def word_clauses(words: list[str]) -> list[dict]:
+    """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which
+    of ``words`` its own text (or a catalog entry's title) holds and which its context holds
+    (``matched_queries``), each word analysed as the fields are (stemmed)."""
+    clauses: list[dict] = []
+    for n, word in enumerate(words):
+        clauses += [{"multi_match": {"query": word, "fields": ["text", "title"], "boost": 0.0,
+                                     "_name": f"{_WORD_IN_TEXT}{n}"}},
+                    {"multi_match": {"query": word, "fields": ["context", "derived_context"], "boost": 0.0,
+                                     "_name": f"{_WORD_IN_CONTEXT}{n}"}}]
+    return clauses
+
+
+def word_counts_search(*, words: list[str], indices: str, allowed: dict) -> list[dict]:
+    """The header/body pair counting, among the memories the recall may return (``allowed``,
+    read through the end-user's own key: their memories and their tenant's catalog), how many
+    there are and how many hold each word in their text or title (``word_idf``)."""
+    return [{"index": indices},
+            {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [allowed]}},
+             "aggs": {"words": {"filters": {"filters": {
+                 f"{_WORD_IN_TEXT}{n}": {"multi_match": {"query": word, "fields": ["text", "title"]}}
+                 for n, word in enumerate(words)}}}}}]
+
+
+def word_idf(response: dict) -> dict[str, float]:
+    """BM25's idf of each word, log(1 + (N − n + 0.5) / (n + 0.5)), from ``word_counts_search``'s
+    counts: N the end-user's memories (with their tenant's catalog), n those holding the word."""
+    total = response["hits"]["total"]["value"]
+    buckets = response.get("aggregations", {}).get("words", {}).get("buckets", {})
+    return {name: math.log(1.0 + (total - bucket["doc_count"] + 0.5) / (bucket["doc_count"] + 0.5))
+            for name, bucket in buckets.items()}
+
+
+def lexical_score(raw: dict, idf: dict[str, float]) -> float:
+    """A lexical hit's score for linear fusion: the idf of each query word its text holds, plus
+    ENGRAM_CONTEXT_BOOST × the idf of each word only its context holds."""
+    matched = set(raw.get("matched_queries") or ())
+    score = 0.0
+    for name, value in idf.items():
+        if name in matched:
+            score += value
+        elif f"{_WORD_IN_CONTEXT}{name.removeprefix(_WORD_IN_TEXT)}" in matched:
+            score += settings.ENGRAM_CONTEXT_BOOST * value
+    return score
 
 
 def leg_weight(leg: str, *, fusion: str) -> float:
     """A leg's weight in ``fusion``: the dense weight for the dense leg and the entity kNN legs
     (``entityN_dense``), the BM25 weight for the others."""
-    dense = leg == "dense" or leg.endswith("_dense")
+    dense = is_dense(leg)
     if fusion == "linear":
         return settings.ENGRAM_LINEAR_DENSE_WEIGHT if dense else settings.ENGRAM_LINEAR_BM25_WEIGHT
     return settings.ENGRAM_RRF_DENSE_WEIGHT if dense else settings.ENGRAM_RRF_BM25_WEIGHT
+
+
+def is_dense(leg: str) -> bool:
+    return leg == "dense" or leg.endswith("_dense")
 
 
 def minmax(scores: list[float]) -> list[float]:
@@ -304,18 +366,28 @@ def minmax(scores: list[float]) -> list[float]:
     return [(value - low) / (high - low) if high > low else 1.0 for value in scores]
 
 
-def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = (), fusion: str = "rrf") -> dict[str, Hit]:
+def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = (), fusion: str = "rrf",
+         idf: dict[str, float] | None = None) -> dict[str, Hit]:
     """Fusion of the legs' responses (in ``legs()`` order, then the ``extra`` legs' as (name,
     factor), e.g. memory_app.query_plan's entity legs, weighted factor × ``leg_weight``): by
-    reciprocal rank, or for "linear" by min-max normalised score (see the module docstring)."""
+    reciprocal rank, or for "linear" by min-max normalised score, a dense leg's similarity and a
+    lexical leg's ``lexical_score`` with ``idf`` (see the module docstring)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     factors = {"bm25": 1.0, "dense": 1.0, **dict(extra)}
     hits: dict[str, Hit] = {}
     for leg, response in zip([*legs(), *(name for name, _f in extra)], responses, strict=True):
         raws = response["hits"]["hits"]
         weight = factors[leg] * leg_weight(leg, fusion=fusion)
-        values = [weight * v for v in minmax([raw["_score"] for raw in raws])] if fusion == "linear" else \
-            [weight / (k + rank) for rank in range(1, len(raws) + 1)]
+        if fusion == "linear":
+            if is_dense(leg):
+                scores = [raw["_score"] for raw in raws]
+            else:  # ranked by its own score, ties by id: no index-wide statistic orders the leg
+                scored = sorted(((lexical_score(raw, idf or {}), raw) for raw in raws),
+                                key=lambda pair: (-pair[0], pair[1]["_id"]))
+                scores, raws = [score for score, _ in scored], [raw for _, raw in scored]
+            values = [weight * v for v in minmax(scores)]
+        else:
+            values = [weight / (k + rank) for rank in range(1, len(raws) + 1)]
         for rank, (raw, value) in enumerate(zip(raws, values, strict=True), start=1):
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"],

@@ -80,9 +80,11 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     embedder = get_embedder()
     vector = embedder.embed_query(query)
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
+    fusion = rc.fusion()
+    words = rc.lexical_words(query) if fusion == "linear" else []
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for=index_for, explain=explain)
+                           since=since, until=until, index_for=index_for, explain=explain, words=words)
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
     counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
 
@@ -94,17 +96,22 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     extra_body, extra = qp.entity_legs(
         plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
         since=since, until=until, index_for=index_for, vector=entity_vector,
-        mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in))
-    responses = es.msearch(searches=body + extra_body)["responses"]
+        mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
+        words=words)
+    counts_body = rc.word_counts_search(
+        words=words, indices=",".join(index_for.values()),
+        allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
+                                  include_superseded=include_superseded, since=since, until=until)) if words else []
+    responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")
+    idf = rc.word_idf(responses.pop()) if counts_body else {}
     plain = len(body) // 2
     extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
     qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
-    fusion = rc.fusion_for(dedicated=subject.tenant.isolation == Tenant.Isolation.DEDICATED)
     hits = list(rc.fuse(responses=rc.leg_responses(responses[:plain], types=memory_types) + extra_responses,
-                        extra=extra, fusion=fusion).values())
+                        extra=extra, fusion=fusion, idf=idf).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():
         pool = sorted(hits, key=lambda h: -h.fused)[: settings.ENGRAM_RERANK_POOL]

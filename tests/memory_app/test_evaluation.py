@@ -138,13 +138,12 @@ def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tm
 
 @pytest.mark.django_db(transaction=True)
 def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_path, es_admin, invalidate_minted_keys,
-                                                                           monkeypatch, settings):
+                                                                           monkeypatch):
     from django.conf import settings as live_settings  # the sandbox overrides the index prefix inside
 
     from memory_app import evaluation
     from memory_app.selectors import memory_recall
 
-    settings.ENGRAM_DEDICATED_FUSION = "linear"
     data = {"speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},
                           {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather was rainy all week."}],

@@ -49,7 +49,9 @@ def _import(subject, texts):
 
 def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_question(subject, settings):
     # Many memories about books, none by Melanie except one that shares only "read" with the question;
-    # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first.
+    # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first (under rank
+    # fusion, which this test uses).
+    settings.ENGRAM_FUSION = "rrf"
     texts = [f"Caroline: I read {n} good books this month, books are my thing."
              for n in range(2, 14)]
     texts += [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
@@ -129,9 +131,9 @@ def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subjec
     first = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
     second = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
     # First: 3 plain searches (BM25, kNN, the episodes' passage kNN) + per entity a count, a BM25
-    # and a kNN leg. Then the counts are known: Gina (1 < 5) gets nothing, Melanie (>= 5) her two
-    # legs without a count.
-    assert sent == [3 + 3 + 3, 3 + 2]
+    # and a kNN leg + linear fusion's word counts. Then the counts are known: Gina (1 < 5) gets
+    # nothing, Melanie (>= 5) her two legs without a count.
+    assert sent == [3 + 3 + 3 + 1, 3 + 2 + 1]
     assert [(h["id"], h["explain"].get("extra_ranks")) for h in first] == \
         [(h["id"], h["explain"].get("extra_ranks")) for h in second]
 

@@ -45,7 +45,7 @@ def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, s
     assert credited["replies_to"] == question["id"]
     assert credited["reply_credit"] == pytest.approx(settings.ENGRAM_REPLY_CREDIT * hits[question["id"]]["score"])
     # The credit is added to the fused, weighted score, and shown apart from it.
-    weighted = credited["rrf_score"]
+    weighted = credited[f"{credited['fusion']}_score"]
     for factor in credited["multipliers"].values():
         weighted *= factor
     assert hits[answer["id"]]["score"] == pytest.approx(weighted + credited["reply_credit"])
@@ -71,7 +71,7 @@ def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
     assert all("reply_credit" not in h["explain"] for h in hits.values())
     explained = hits[answer["id"]]["explain"]
-    weighted = explained["rrf_score"]
+    weighted = explained[f"{explained['fusion']}_score"]
     for factor in explained["multipliers"].values():
         weighted *= factor
     assert hits[answer["id"]]["score"] == pytest.approx(weighted)

@@ -14,7 +14,7 @@ from memory_app.embeddings import EmbeddingError
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors, services
 from memory_app.models import FactUsage
-from memory_app.recall import fuse, fusion_for, gauss_decay, keyword_query, outcome_multiplier
+from memory_app.recall import fuse, fusion, gauss_decay, keyword_query, lexical_words, outcome_multiplier
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
 from tenants.models import AuditEvent, SubjectKey
@@ -206,7 +206,8 @@ def test_playbook_outcomes_are_counted_and_rank_playbooks(subject):
     assert results[0]["success_count"] == 4 and results[0]["last_success_at"]
 
 
-def test_explain_shows_ranks_fusion_and_every_multiplier(subject):
+def test_explain_shows_ranks_fusion_and_every_multiplier(subject, settings):
+    settings.ENGRAM_FUSION = "rrf"
     now = datetime(2026, 11, 1, tzinfo=UTC)
     old = services.episode_write(subject=subject, text="We adopted a beagle puppy named Max.",
                                  occurred_at=now - timedelta(days=900))
@@ -249,30 +250,44 @@ def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf(settings):
 
 
 def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight(settings):
+    settings.ENGRAM_CONTEXT_BOOST = 0.3
+
     def response(*scored):
-        return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}} for i, s in scored]}}
+        return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}, **extra}
+                                  for i, s, extra in scored]}}
 
-    bm25 = response(("a", 12.0), ("b", 3.0), ("c", 2.0))  # a far ahead, which ranks alone do not say
-    dense = response(("b", 0.90), ("c", 0.89), ("a", 0.70))
-    entity = response(("c", 5.0))  # a leg's only match is its best
-    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1", 0.5)], fusion="linear")
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5}  # a rare word and a common one
+    # Lexical legs score by the idf of the words a hit holds (Elasticsearch's _score is not used).
+    bm25 = response(("b", 9.0, {"matched_queries": ["word_text_1"]}),
+                    ("a", 8.0, {"matched_queries": ["word_text_0", "word_text_1"]}),
+                    ("c", 7.0, {"matched_queries": ["word_context_0"]}))  # only in its context: × 0.3
+    dense = response(("b", 0.90, {}), ("c", 0.89, {}), ("a", 0.70, {}))
+    entity = response(("c", 5.0, {"matched_queries": ["word_text_1"]}))  # a leg's only match is its best
+    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1", 0.5)], fusion="linear", idf=idf)
+    # Lexical scores a 2.5, c 0.6, b 0.5 -> 1.0, 0.05, 0.0; dense b 1.0, c 0.95, a 0.0.
     assert hits["a"].fused == pytest.approx(1.0 + 0.0)
-    assert hits["b"].fused == pytest.approx(0.1 + 1.0)
-    assert hits["c"].fused == pytest.approx(0.0 + 0.95 + 0.5)
-    assert {h.fusion for h in hits.values()} == {"linear"} and hits["a"].bm25_rank == 1 and hits["a"].dense_rank == 3
+    assert hits["b"].fused == pytest.approx(0.0 + 1.0)
+    assert hits["c"].fused == pytest.approx(0.05 + 0.95 + 0.5)
+    assert {h.fusion for h in hits.values()} == {"linear"}
+    assert (hits["a"].bm25_rank, hits["c"].bm25_rank, hits["b"].bm25_rank) == (1, 2, 3)  # by its own score
+    assert hits["a"].dense_rank == 3
     settings.ENGRAM_LINEAR_DENSE_WEIGHT = 0.5
-    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1_dense", 0.5)], fusion="linear")
-    assert hits["c"].fused == pytest.approx(0.0 + 0.5 * 0.95 + 0.5 * 0.5)
+    hits = fuse(responses=[bm25, dense, entity], extra=[("entity1_dense", 0.5)], fusion="linear", idf=idf)
+    assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
 
 
-def test_only_a_dedicated_tenant_may_fuse_by_score(settings):
-    assert fusion_for(dedicated=False) == fusion_for(dedicated=True) == "rrf"
-    settings.ENGRAM_DEDICATED_FUSION = "linear"
-    assert fusion_for(dedicated=True) == "linear"
-    assert fusion_for(dedicated=False) == "rrf"  # shared indices: BM25 scores carry other tenants' statistics
-    settings.ENGRAM_DEDICATED_FUSION = "convex"
-    with pytest.raises(ImproperlyConfigured, match="ENGRAM_DEDICATED_FUSION"):
-        fusion_for(dedicated=True)
+def test_the_fusion_setting_is_checked(settings):
+    assert fusion() == "linear"
+    settings.ENGRAM_FUSION = "RRF"
+    assert fusion() == "rrf"
+    settings.ENGRAM_FUSION = "convex"
+    with pytest.raises(ImproperlyConfigured, match="ENGRAM_FUSION"):
+        fusion()
+
+
+def test_lexical_words_are_the_bm25_query_s_distinct_words():
+    assert lexical_words("What did Caroline's sister say about Berlin and berlin?") == [
+        "caroline's", "sister", "say", "berlin"]
 
 
 def test_decay_and_outcome_formulas():

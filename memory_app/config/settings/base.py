@@ -261,11 +261,12 @@ ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
-# Fusion for tenants in dedicated indices (memory_app.recall.fusion_for): "rrf" (the default) or
-# "linear", each leg's scores min-max normalised and summed at these weights (Elasticsearch's
-# linear retriever with its minmax normaliser). Shared tenants always fuse by RRF: their BM25
-# scores carry every tenant's term statistics, and linear fusion ranks and scores by them.
-ENGRAM_DEDICATED_FUSION = env.str("ENGRAM_DEDICATED_FUSION", default="rrf")
+# Fusion (memory_app.recall): "linear" (the default), each leg's scores min-max normalised over its
+# candidates and summed at these weights (Elasticsearch's linear retriever with its minmax
+# normaliser), a lexical leg scored by the idf of the query words a hit holds, counted among the
+# end-user's own memories (no index-wide statistics); or "rrf", reciprocal rank fusion.
+ENGRAM_FUSION = env.str("ENGRAM_FUSION", default="linear")
+ENGRAM_LINEAR_MAX_WORDS = env.int("ENGRAM_LINEAR_MAX_WORDS", default=16)
 ENGRAM_LINEAR_BM25_WEIGHT = env.float("ENGRAM_LINEAR_BM25_WEIGHT", default=1.0)
 ENGRAM_LINEAR_DENSE_WEIGHT = env.float("ENGRAM_LINEAR_DENSE_WEIGHT", default=1.0)
 # Query decomposition (memory_app.query_plan): up to N named entities of the query each get a BM25

@@ -32,8 +32,7 @@ class Command(BaseCommand):
                                  "context (default 0: none sent, Engram derives it as for any agent)")
         parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
         parser.add_argument("--dedicated", action="store_true",
-                            help="put the eval's tenants in dedicated indices instead of the shared ones "
-                                 "(their recall fuses by ENGRAM_DEDICATED_FUSION)")
+                            help="put the eval's tenants in dedicated indices instead of the shared ones")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
                             help="score consolidation on its labelled fixture (default: tests/fixtures/"
                                  "consolidation_corpus.json)")
