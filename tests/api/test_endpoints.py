@@ -30,7 +30,8 @@ def test_recall_with_filters_and_explain(engram):
     fact = engram.write_fact("bob", "Bob prefers email over phone calls")
     hits = engram.recall("bob", "how should we contact Bob? email or phone", k=5, explain=True)
     assert fact["id"] in [h["id"] for h in hits]
-    assert {"bm25_rank", "dense_rank", "fusion", "linear_score", "multipliers", "final_score"} <= set(hits[0]["explain"])
+    explained = set(hits[0]["explain"])
+    assert {"bm25_rank", "dense_rank", "fusion", "linear_score", "multipliers", "final_score"} <= explained
     only_facts = engram.recall("bob", "email", types=["semantic"])
     assert [h["memory_type"] for h in only_facts] == ["semantic"]
     recent = engram.recall("bob", "email phone", types=["episodic"], since=datetime.now(UTC) - timedelta(days=1))
