@@ -216,7 +216,7 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                  {"multi_match": {"query": keyword_query(query), "fields": fields, "type": "most_fields"}},
                  *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST}}}]
                    if (kinds := concepts.query_categories(query)) else []),
-                 *word_clauses(words)]}}},
+                 *word_clauses(words, kinds if words else None)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         body += [
@@ -283,6 +283,7 @@ def legs() -> list[str]:
 
 FUSIONS = ("rrf", "linear")
 _WORD_IN_TEXT, _WORD_IN_CONTEXT = "word_text_", "word_context_"  # named-query prefixes (``word_clauses``)
+_KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.concepts)
 
 
 def fusion() -> str:
@@ -300,11 +301,12 @@ def lexical_words(query: str) -> list[str]:
     return list(words)[: settings.ENGRAM_LINEAR_MAX_WORDS]
 
 
-def word_clauses(words: list[str]) -> list[dict]:
+def word_clauses(words: list[str], kinds: str | None = None) -> list[dict]:
     """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which
     of ``words`` its own text (or a catalog entry's title) holds and which its context holds
-    (``matched_queries``), each word analysed as the fields are (stemmed)."""
-    clauses: list[dict] = []
+    (``matched_queries``), each word analysed as the fields are (stemmed); and whether its
+    ``concepts`` hold one of the ``kinds`` the question asks for (``concepts.query_categories``)."""
+    clauses: list[dict] = [{"match": {"concepts": {"query": kinds, "boost": 0.0, "_name": _KINDS}}}] if kinds else []
     for n, word in enumerate(words):
         clauses += [{"multi_match": {"query": word, "fields": ["text", "title"], "boost": 0.0,
                                      "_name": f"{_WORD_IN_TEXT}{n}"}},
@@ -313,15 +315,18 @@ def word_clauses(words: list[str]) -> list[dict]:
     return clauses
 
 
-def word_counts_search(*, words: list[str], indices: str, allowed: dict) -> list[dict]:
+def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: str | None = None) -> list[dict]:
     """The header/body pair counting, among the memories the recall may return (``allowed``,
     read through the end-user's own key: their memories and their tenant's catalog), how many
-    there are and how many hold each word in their text or title (``word_idf``)."""
+    there are, how many hold each word in their text or title, and how many are of one of the
+    ``kinds`` (``word_idf``)."""
+    filters = {f"{_WORD_IN_TEXT}{n}": {"multi_match": {"query": word, "fields": ["text", "title"]}}
+               for n, word in enumerate(words)}
+    if kinds:
+        filters[_KINDS] = {"match": {"concepts": kinds}}
     return [{"index": indices},
             {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [allowed]}},
-             "aggs": {"words": {"filters": {"filters": {
-                 f"{_WORD_IN_TEXT}{n}": {"multi_match": {"query": word, "fields": ["text", "title"]}}
-                 for n, word in enumerate(words)}}}}}]
+             "aggs": {"words": {"filters": {"filters": filters}}}}]
 
 
 def word_idf(response: dict) -> dict[str, float]:
@@ -335,11 +340,14 @@ def word_idf(response: dict) -> dict[str, float]:
 
 def lexical_score(raw: dict, idf: dict[str, float]) -> float:
     """A lexical hit's score for linear fusion: the idf of each query word its text holds, plus
-    ENGRAM_CONTEXT_BOOST × the idf of each word only its context holds."""
+    ENGRAM_CONTEXT_BOOST × the idf of each word only its context holds, plus ENGRAM_CONCEPT_BOOST
+    × the idf of the asked kinds if its concepts hold one (the BM25 leg's fields at their boosts)."""
     matched = set(raw.get("matched_queries") or ())
     score = 0.0
     for name, value in idf.items():
-        if name in matched:
+        if name == _KINDS:
+            score += settings.ENGRAM_CONCEPT_BOOST * value if name in matched else 0.0
+        elif name in matched:
             score += value
         elif f"{_WORD_IN_CONTEXT}{name.removeprefix(_WORD_IN_TEXT)}" in matched:
             score += settings.ENGRAM_CONTEXT_BOOST * value

@@ -99,7 +99,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
         words=words)
     counts_body = rc.word_counts_search(
-        words=words, indices=",".join(index_for.values()),
+        words=words, kinds=concepts.query_categories(query), indices=",".join(index_for.values()),
         allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
                                   include_superseded=include_superseded, since=since, until=until)) if words else []
     responses = es.msearch(searches=body + extra_body + counts_body)["responses"]

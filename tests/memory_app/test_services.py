@@ -14,7 +14,8 @@ from memory_app.embeddings import EmbeddingError
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors, services
 from memory_app.models import FactUsage
-from memory_app.recall import fuse, fusion, gauss_decay, keyword_query, lexical_words, outcome_multiplier
+from memory_app.recall import (fuse, fusion, gauss_decay, keyword_query, lexical_score, lexical_words,
+                                outcome_multiplier)
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
 from tenants.models import AuditEvent, SubjectKey
@@ -274,6 +275,19 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight(setti
     settings.ENGRAM_LINEAR_DENSE_WEIGHT = 0.5
     hits = fuse(responses=[bm25, dense, entity], extra=[("entity1_dense", 0.5)], fusion="linear", idf=idf)
     assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
+
+
+def test_a_lexical_score_counts_each_field_of_the_bm25_leg_at_its_boost(settings):
+    settings.ENGRAM_CONTEXT_BOOST, settings.ENGRAM_CONCEPT_BOOST = 0.3, 0.3
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5, "kinds": 1.5}
+
+    def score(*matched):
+        return lexical_score({"matched_queries": list(matched)}, idf)
+
+    assert score() == 0.0
+    assert score("word_text_0", "word_context_0") == pytest.approx(2.0)  # its text holds it: context adds nothing
+    assert score("word_context_0", "word_text_1") == pytest.approx(0.3 * 2.0 + 0.5)
+    assert score("kinds") == pytest.approx(0.3 * 1.5)  # one of the kinds the question asks for (concepts)
 
 
 def test_the_fusion_setting_is_checked(settings):
