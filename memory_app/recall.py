@@ -10,7 +10,8 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   minmax normaliser. A dense leg's score is its similarity. A lexical leg's (BM25, entity) is not
   Elasticsearch's BM25 score, whose idf and average length are the index's, i.e. in shared
   indices every tenant's: it is the idf of each query word the hit's text holds (+
-  ENGRAM_CONTEXT_BOOST × that of each word only its context holds), counted among the memories
+  ENGRAM_CONTEXT_BOOST × that of each word only its context holds, + ENGRAM_CONCEPT_BOOST × that
+  of the asked kinds if its concepts hold one), counted among the memories
   the end-user may read, in the same ``_msearch`` through their own key (``lexical_words``,
   ``word_clauses``, ``word_counts_search``, ``lexical_score``); the leg is ordered by it too. So
   nothing another tenant writes moves a score or the order, except which memories are among a
