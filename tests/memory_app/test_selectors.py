@@ -1,5 +1,6 @@
 """Recall exposes nothing statistical: another tenant's writes leave a tenant's recall response
-unchanged, byte for byte (shared indices: as long as its ranks do not move; dedicated: always)."""
+unchanged, byte for byte (shared indices: with linear fusion, as long as a leg's candidates stay
+the same; with rank fusion, as long as its ranks do not move; dedicated: always)."""
 
 from __future__ import annotations
 
