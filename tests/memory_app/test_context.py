@@ -23,7 +23,7 @@ def _stored(es_admin, memory_id):
     return es_admin.get(index=alias_name(MemoryType.EPISODIC), id=memory_id)["_source"]
 
 
-def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, es_admin):
+def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, es_admin, settings):
     a, b, c, d = _turns(subject, ["Which dog breed sheds least?", "I adopted a poodle named Biscuit.",
                                   "She loves the lake.", "Yes, every Sunday."])
     other = services.episode_write(subject=subject, text="Unrelated session.", session_id="s2",
@@ -37,10 +37,17 @@ def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, 
     assert "derived_context" not in d
     assert "derived_context" not in memory_get(subject=subject, memory_id=d["id"])
     assert all("derived_context" not in e for e in subject_export(subject=subject)["memories"]["episodic"])
-    hits = memory_recall(subject=subject, query="Where does Biscuit the poodle go swimming?")
+    question = "Where does Biscuit the poodle go swimming?"
+    hits = memory_recall(subject=subject, query=question, explain=True)
     assert all("derived_context" not in h for h in hits)
-    # The short reply is found by what it answers: its own words say nothing about poodles.
-    assert d["id"] in [h["id"] for h in hits[:3]]
+    # The short reply is found by what it answers: its own words say nothing about poodles, yet the
+    # lexical leg finds it through the turns stored as its context.
+    assert next(h for h in hits if h["id"] == d["id"])["explain"]["bm25_rank"] is not None
+    # Under rank fusion it ranks among the first three of these five. Linear fusion's min-max gives
+    # the lexical leg's weakest matches 0, and here the reply and c tie at that minimum (both hold
+    # the words only in their context), so it ranks lower: a corpus this small has no weaker match.
+    settings.ENGRAM_FUSION = "rrf"
+    assert d["id"] in [h["id"] for h in memory_recall(subject=subject, query=question)[:3]]
 
 
 def test_order_is_occurred_at_then_arrival_and_explicit_context_wins(subject):
