@@ -215,9 +215,11 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
             {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
              "query": {"bool": {"filter": [allowed], "minimum_should_match": 1, "should": [
                  {"multi_match": {"query": keyword_query(query), "fields": fields, "type": "most_fields"}},
-                 *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST}}}]
+                 *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST,
+                                            # named for linear fusion's lexical score (``lexical_score``)
+                                            **({"_name": _KINDS} if words else {})}}}]
                    if (kinds := concepts.query_categories(query)) else []),
-                 *word_clauses(words, kinds if words else None)]}}},
+                 *word_clauses(words)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         body += [
@@ -302,17 +304,25 @@ def lexical_words(query: str) -> list[str]:
     return list(words)[: settings.ENGRAM_LINEAR_MAX_WORDS]
 
 
-def word_clauses(words: list[str], kinds: str | None = None) -> list[dict]:
+def _holds(word: str, fields: list[str], **options) -> dict:
+    """The clause matching a memory whose ``fields`` hold ``word`` (analysed as those fields are):
+    one definition for the named clause a hit reports and the filter that counts such memories."""
+    return {"multi_match": {"query": word, "fields": fields, **options}}
+
+
+_TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
+
+
+def word_clauses(words: list[str]) -> list[dict]:
     """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which
     of ``words`` its own text (or a catalog entry's title) holds and which its context holds
-    (``matched_queries``), each word analysed as the fields are (stemmed); and whether its
-    ``concepts`` hold one of the ``kinds`` the question asks for (``concepts.query_categories``)."""
-    clauses: list[dict] = [{"match": {"concepts": {"query": kinds, "boost": 0.0, "_name": _KINDS}}}] if kinds else []
+    (``matched_queries``), each word analysed as the fields are (stemmed). Whether its
+    ``concepts`` hold an asked kind is reported by the BM25 leg's own concepts clause, named
+    ``_KINDS`` (``msearch_body``)."""
+    clauses: list[dict] = []
     for n, word in enumerate(words):
-        clauses += [{"multi_match": {"query": word, "fields": ["text", "title"], "boost": 0.0,
-                                     "_name": f"{_WORD_IN_TEXT}{n}"}},
-                    {"multi_match": {"query": word, "fields": ["context", "derived_context"], "boost": 0.0,
-                                     "_name": f"{_WORD_IN_CONTEXT}{n}"}}]
+        clauses += [_holds(word, _TEXT_FIELDS, boost=0.0, _name=f"{_WORD_IN_TEXT}{n}"),
+                    _holds(word, _CONTEXT_FIELDS, boost=0.0, _name=f"{_WORD_IN_CONTEXT}{n}")]
     return clauses
 
 
@@ -321,8 +331,7 @@ def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: 
     read through the end-user's own key: their memories and their tenant's catalog), how many
     there are, how many hold each word in their text or title, and how many are of one of the
     ``kinds`` (``word_idf``)."""
-    filters = {f"{_WORD_IN_TEXT}{n}": {"multi_match": {"query": word, "fields": ["text", "title"]}}
-               for n, word in enumerate(words)}
+    filters = {f"{_WORD_IN_TEXT}{n}": _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
     if kinds:
         filters[_KINDS] = {"match": {"concepts": kinds}}
     return [{"index": indices},

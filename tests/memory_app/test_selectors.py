@@ -77,15 +77,20 @@ def _flood(mallory) -> None:
         services.episode_write(subject=mallory, text=f"Tea with lemon, tea again {n}")
 
 
+def _recall_around_a_flood(isolation: str) -> tuple[str, bytes, bytes]:
+    """Alice's tea memory's id and her recall of "tea garden" before and after another tenant
+    makes "tea" common."""
+    alice, mallory, tea = _near_identical_world(isolation)
+    before = _recall(alice, "tea garden")
+    _flood(mallory)
+    return tea, before, _recall(alice, "tea garden")
+
+
 def test_shared_tenant_ranks_can_move_through_idf_under_rrf(memory, settings):
     # The residual channel of shared indices under rank fusion, documented in the README: this is
     # what dedicated indices, or linear fusion's own-memory statistics (next test), close.
     settings.ENGRAM_FUSION = "rrf"
-    alice, mallory, _tea = _near_identical_world("shared")
-    before = _recall(alice, "tea garden")
-
-    _flood(mallory)
-    after = _recall(alice, "tea garden")
+    _tea, before, after = _recall_around_a_flood("shared")
 
     assert _ids(before) != _ids(after)
     assert all(set(h["explain"]) == EXPLAIN_KEYS - {"linear_score"} | {"rrf_score"} for h in json.loads(after))
@@ -94,11 +99,7 @@ def test_shared_tenant_ranks_can_move_through_idf_under_rrf(memory, settings):
 def test_linear_fusion_leaves_a_shared_tenant_s_recall_byte_identical_rank_order_included(memory):
     # Linear fusion (the default) scores and orders the lexical legs by word counts among the
     # end-user's own memories, so the flood that reorders RRF's ranks above changes nothing here.
-    alice, mallory, tea = _near_identical_world("shared")
-    before = _recall(alice, "tea garden")
-
-    _flood(mallory)
-    after = _recall(alice, "tea garden")
+    tea, before, after = _recall_around_a_flood("shared")
 
     assert _ids(before)[0] == tea
     assert after == before
@@ -106,11 +107,7 @@ def test_linear_fusion_leaves_a_shared_tenant_s_recall_byte_identical_rank_order
 
 
 def test_dedicated_tenant_recall_is_byte_identical_rank_order_included(memory):
-    alice, mallory, tea = _near_identical_world("dedicated")
-    before = _recall(alice, "tea garden")
-
-    _flood(mallory)
-    after = _recall(alice, "tea garden")
+    tea, before, after = _recall_around_a_flood("dedicated")
 
     assert _ids(before)[0] == tea
     assert after == before
