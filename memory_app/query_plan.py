@@ -170,7 +170,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                           "query": {"bool": {"filter": [any_time, mentions]}}}]
                 names.append((f"entity{n}{_MENTIONS}", 0.0))
         if settings.ENGRAM_RECALL_BM25:
-            body += [{"index": indices, "search_type": "dfs_query_then_fetch"},
+            body += [rc.lexical_header(indices, words=words),
                      {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
                       "query": {"bool": {"filter": [allowed, mentions],
                                          "must": {"multi_match": {"query": plan.topic,

@@ -14,6 +14,7 @@ from memory_app.selectors import memory_recall
 from tenants import services as tenant_services
 from tenants.isolation_move import tenant_indices_ensure
 from tenants.models import Tenant
+from tenants.services import subject_es_client
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "linear_score", "rerank_score", "rerank_rank", "multipliers",
@@ -123,3 +124,41 @@ def test_linear_fusion_explains_its_score(memory):
     # The best of both legs: 1.0 from each (ENGRAM_LINEAR_*_WEIGHT), times the multipliers.
     assert top["explain"]["linear_score"] == pytest.approx(2.0)
     assert top["score"] == pytest.approx(2.0 * top["explain"]["multipliers"]["time_decay"])
+
+
+class _Recorder:
+    """The end-user's own client, recording each ``_msearch`` it sends."""
+
+    def __init__(self, es):
+        self.es, self.sent = es, []
+
+    def msearch(self, *, searches):
+        self.sent.append(searches)
+        return self.es.msearch(searches=searches)
+
+
+@pytest.mark.parametrize("fusion", ["linear", "rrf"])
+def test_the_lexical_legs_gather_index_statistics_first_under_rank_fusion_only(memory, settings, fusion):
+    # Under rank fusion Elasticsearch's BM25 score orders a lexical leg, so its statistics are
+    # gathered across the four indices first (DFS); linear fusion scores the leg from the
+    # end-user's own memories and skips that round. Entity legs (no guard here) alike.
+    settings.ENGRAM_FUSION = fusion
+    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
+    alice = _subject("acme", "alice")
+    target = services.episode_write(subject=alice, text="Melanie painted a sunset over the lake.")["id"]
+    services.episode_write(subject=alice, text="Melanie went camping with her kids.")
+    es = _Recorder(subject_es_client(subject=alice))
+
+    hits = memory_recall(subject=alice, query="What did Melanie paint?", k=5, now=NOW, es=es)
+
+    assert hits[0]["id"] == target
+    [searches] = es.sent
+    lexical = [header for header, body in zip(searches[::2], searches[1::2], strict=True) if "query" in body
+               and body.get("size")]  # the BM25 leg and the entity's (counts have size 0)
+    assert len(lexical) == 2
+    search_types = [header.get("search_type") for header in searches[::2]]
+    if fusion == "linear":
+        assert search_types == [None] * len(search_types)
+    else:
+        assert [header.get("search_type") for header in lexical] == ["dfs_query_then_fetch"] * 2
+        assert search_types.count("dfs_query_then_fetch") == 2
