@@ -14,7 +14,15 @@ then sends those bodies again, each through the same key, in variants that take 
   ``_source``; what a recall would save by fetching the sources of the fused top k alone);
 - ``10 hits per search``: ``size`` 10 instead of the over-fetch (80 per leg by default);
 - ``no DFS``: the BM25 leg as ``query_then_fetch`` (no round gathering term statistics first);
-- ``no passage search``: without the kNN search over episodes' sentence vectors.
+- ``no passage search``: without the kNN search over episodes' sentence vectors;
+- ``no word counts``: without linear fusion's count of each query word among the end-user's
+  memories (``recall.word_counts_search``);
+- ``no word clauses``: the lexical legs without linear fusion's zero-boost named clauses
+  (``recall.word_clauses``);
+- ``with DFS``: the lexical legs as ``dfs_query_then_fetch``, as rank fusion sends them.
+
+``--variants`` picks some (``as sent`` is always measured). Each round starts one variant later
+than the one before, so no variant is always first.
 
 Only ``as sent`` is what a recall does; the others answer differently and exist to be measured.
 For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
@@ -76,10 +84,32 @@ def _no_dfs(header: dict, search: dict) -> None:
     header.pop("search_type", None)
 
 
+def _dfs(header: dict, search: dict) -> None:
+    if "query" in search and search.get("size"):  # a lexical leg (BM25, entity), not a count
+        header["search_type"] = "dfs_query_then_fetch"
+
+
 def _without_passages(body: list[dict]) -> list[dict]:
     pairs = list(zip(body[::2], body[1::2], strict=True))
     kept = [pair for pair in pairs if pair[1].get("knn", {}).get("field") != "passages.embedding"]
     return [part for pair in kept for part in pair]
+
+
+def _without_word_counts(body: list[dict]) -> list[dict]:
+    pairs = list(zip(body[::2], body[1::2], strict=True))
+    kept = [pair for pair in pairs if "words" not in pair[1].get("aggs", {})]
+    return [part for pair in kept for part in pair]
+
+
+def _no_word_clauses(header: dict, search: dict) -> None:
+    should = search.get("query", {}).get("bool", {}).get("should")
+    if isinstance(should, list):
+        search["query"]["bool"]["should"] = [clause for clause in should if not _word_clause(clause)]
+
+
+def _word_clause(clause: dict) -> bool:
+    return any(str(options.get("_name", "")).startswith("word_")
+               for options in clause.values() if isinstance(options, dict))
 
 
 VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
@@ -87,7 +117,13 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "no _source": lambda body: _each_search(body, _no_source),
     "10 hits per search": lambda body: _each_search(body, _ten_hits),
     "no DFS": lambda body: _each_search(body, _no_dfs),
+    # the lexical legs with the DFS round rank fusion gives them (linear fusion, the default, skips it)
+    "with DFS": lambda body: _each_search(body, _dfs),
     "no passage search": _without_passages,
+    # linear fusion's own parts (memory_app.recall): the count of each query word among the
+    # end-user's memories, and the zero-boost clauses that report which words a hit holds
+    "no word counts": _without_word_counts,
+    "no word clauses": lambda body: _each_search(body, _no_word_clauses),
 }
 
 
@@ -139,7 +175,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--variants", default="", help="comma-separated variant names beside 'as sent' (default: all)")
     args = parser.parse_args()
+    chosen = [name.strip() for name in args.variants.split(",") if name.strip()]
+    if unknown := set(chosen) - set(VARIANTS):
+        parser.error(f"unknown variants: {sorted(unknown)}; known: {list(VARIANTS)}")
+    variants = {name: v for name, v in VARIANTS.items() if not chosen or name == "as sent" or name in chosen}
     rng = random.Random(args.seed)
     call_command("migrate", verbosity=0)
     corpus, sentences, questions = corpus_texts()
@@ -154,12 +195,15 @@ def main() -> None:
         log(f"recorded {len(recorded)} _msearch bodies of {len(recorded[0][1]) // 2} searches "
             f"({args.subjects} end-users, {args.episodes} episodes each)")
         es = admin_client()
-        for variant in VARIANTS.values():  # warm-up
+        for variant in variants.values():  # warm-up
             measure(recorded, variant, es)
-        rounds: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+        rounds: dict[str, list[dict]] = {name: [] for name in variants}
+        names = list(variants)
         for n in range(args.rounds):
-            for name, variant in VARIANTS.items():
-                rounds[name].append(measure(recorded, variant, es))
+            # each round starts one variant later: the first of a round measured higher in every
+            # round of two runs on 2026-11-27, identical bodies included
+            for name in names[n % len(names):] + names[: n % len(names)]:
+                rounds[name].append(measure(recorded, variants[name], es))
             log(f"round {n + 1} of {args.rounds}")
 
     results = {name: {"cpu_ms": statistics.median(r["cpu_ms"] for r in runs),

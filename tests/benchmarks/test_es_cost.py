@@ -14,6 +14,14 @@ BODY = [
     {"index": "a"},
     {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "passages.embedding", "k": 80}},
 ]
+WORDS = [  # linear fusion's parts: a lexical leg with a named word clause, then the word counts
+    {"index": "a,b"},
+    {"size": 80, "query": {"bool": {"should": [
+        {"match": {"text": "lisbon"}},
+        {"multi_match": {"query": "lisbon", "fields": ["text"], "boost": 0.0, "_name": "word_text_0"}}]}}},
+    {"index": "a,b"},
+    {"size": 0, "aggs": {"words": {"filters": {"filters": {"word_text_0": {"match": {"text": "lisbon"}}}}}}},
+]
 
 
 def test_as_sent_is_an_equal_copy_and_no_variant_changes_the_recorded_body():
@@ -37,3 +45,16 @@ def test_each_variant_takes_away_only_its_part():
 
     no_passages = VARIANTS["no passage search"](BODY)
     assert no_passages == BODY[:4]
+
+
+def test_the_word_variants_take_away_linear_fusion_s_parts_only():
+    assert VARIANTS["no word counts"](BODY + WORDS) == BODY + WORDS[:2]
+    stripped = VARIANTS["no word clauses"](BODY + WORDS)
+    assert stripped[:-4] == BODY and stripped[-2:] == WORDS[-2:]
+    assert stripped[-3]["query"]["bool"]["should"] == [{"match": {"text": "lisbon"}}]
+
+
+def test_with_dfs_marks_the_lexical_legs_only():
+    body = VARIANTS["with DFS"](BODY + WORDS)
+    assert [header.get("search_type") for header in body[::2]] == ["dfs_query_then_fetch", None, None,
+                                                                  "dfs_query_then_fetch", None]
