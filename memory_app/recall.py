@@ -201,8 +201,9 @@ def lexical_header(indices: str, *, words: list[str]) -> dict:
     all the indices (``dfs_query_then_fetch``), which makes scores comparable across the memory
     types. Under linear fusion (``words``) Engram scores and orders the leg itself
     (``lexical_score``, from the end-user's own memories) and BM25 only picks its candidates, so
-    that extra round, about a seventh of Elasticsearch's CPU for a recall, is not spent: it only
-    decides which types' memories are among the 80 candidates of an end-user with more matches."""
+    that extra round is not spent (it cost 8–28% more Elasticsearch CPU per recall in
+    benchmarks/es_cost.py's "with DFS" runs): without it each index's own statistics pick its
+    share of the 80 candidates, which matters only for an end-user with more matching memories."""
     return {"index": indices} if words else {"index": indices, "search_type": "dfs_query_then_fetch"}
 
 
