@@ -1,12 +1,17 @@
-"""Recall latency with one setting at its default and at another value, on the LoCoMo sandbox.
+"""Recall latency with one setting at its default and at another value, on the LoCoMo sandbox
+or on the corpus of ``scripts/bench``.
 
 Run through ``scripts/bench`` (which starts its own Elasticsearch):
 
     scripts/bench --setting-ab --locomo ../shared/data/locomo-dev/26.json ../shared/data/locomo-dev/30.json \\
         --setting ENGRAM_CONCEPTS=false [--passes 10] [--asking-kind]
+    scripts/bench --setting-ab --bench-corpus --setting ENGRAM_FUSION=rrf [--queries 400] [--passes 3]
 
-The conversations are imported as ``memory_eval --locomo`` imports them (one end-user each, with
-the defaults, so the stored memories are the default's); then every category 1-4 question is
+``--bench-corpus``: the 10,407 memories of benchmarks/recall_latency.py (40 end-users × 250
+episodes, 8 facts and 2 playbooks each, the fixture catalog), ``--queries`` of its questions,
+each asked of a random end-user (the seed's), dated now. Otherwise the conversations are
+imported as ``memory_eval --locomo`` imports them (one end-user each, with the defaults, so the
+stored memories are the default's), and every category 1-4 question is asked. Each question is
 asked ``--passes`` times with the setting at its default and at the value given, taking turns
 question by question (and which goes first, pass by pass) so that the machine's load falls on
 both alike, after ``--warmup`` untimed passes (a node just started has cold caches and an
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,9 +59,26 @@ def setting(text: str) -> tuple[str, object]:
         return name, raw
 
 
+def bench_plan(*, queries: int, seed: int) -> list[tuple]:
+    """The corpus of benchmarks/recall_latency.py, loaded as it loads it, and ``queries`` (end-user,
+    question, now) to ask."""
+    rng = random.Random(seed)
+    corpus, sentences, questions = recall_latency.corpus_texts()
+    now = datetime.now(UTC)
+    tenant = recall_latency.bench_tenant(corpus, slug="setting-ab", name="Setting A/B")
+    subjects = recall_latency.bench_subjects(
+        tenant, count=40, episodes=250, rng=rng, sentences=sentences, now=now, facts=8,
+        playbooks=[p for s in corpus["subjects"] for p in s["procedural"]])
+    return [(rng.choice(subjects), rng.choice(questions), now) for _ in range(queries)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--locomo", nargs="+", type=Path, required=True, help="LoCoMo conversation files")
+    corpus = parser.add_mutually_exclusive_group(required=True)
+    corpus.add_argument("--locomo", nargs="+", type=Path, help="LoCoMo conversation files")
+    corpus.add_argument("--bench-corpus", action="store_true", help="the 10k corpus of scripts/bench")
+    parser.add_argument("--queries", type=int, default=400, help="--bench-corpus: questions asked")
+    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--setting", type=setting, required=True, help="NAME=value, the variant against the default")
     parser.add_argument("--passes", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2, help="untimed passes first")
@@ -65,8 +88,11 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     plan = []
     with evaluation.sandbox(clean_db=False):
-        tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
-        for path in args.locomo:
+        if args.bench_corpus:
+            plan = bench_plan(queries=args.queries, seed=args.seed)
+        else:
+            tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
+        for path in args.locomo or ():
             data = json.loads(path.read_text())
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
             episodes = evaluation.locomo_episodes(path.stem, data)
