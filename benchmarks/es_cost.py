@@ -89,16 +89,12 @@ def _dfs(header: dict, search: dict) -> None:
         header["search_type"] = "dfs_query_then_fetch"
 
 
-def _without_passages(body: list[dict]) -> list[dict]:
-    pairs = list(zip(body[::2], body[1::2], strict=True))
-    kept = [pair for pair in pairs if pair[1].get("knn", {}).get("field") != "passages.embedding"]
-    return [part for pair in kept for part in pair]
-
-
-def _without_word_counts(body: list[dict]) -> list[dict]:
-    pairs = list(zip(body[::2], body[1::2], strict=True))
-    kept = [pair for pair in pairs if "words" not in pair[1].get("aggs", {})]
-    return [part for pair in kept for part in pair]
+def _without(dropped: Callable[[dict], bool]) -> Callable[[list[dict]], list[dict]]:
+    """A variant that leaves out every search (and its header) for which ``dropped(search)``."""
+    def variant(body: list[dict]) -> list[dict]:
+        pairs = [pair for pair in zip(body[::2], body[1::2], strict=True) if not dropped(pair[1])]
+        return [part for pair in pairs for part in pair]
+    return variant
 
 
 def _no_word_clauses(header: dict, search: dict) -> None:
@@ -119,10 +115,10 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "no DFS": lambda body: _each_search(body, _no_dfs),
     # the lexical legs with the DFS round rank fusion gives them (linear fusion, the default, skips it)
     "with DFS": lambda body: _each_search(body, _dfs),
-    "no passage search": _without_passages,
+    "no passage search": _without(lambda search: search.get("knn", {}).get("field") == "passages.embedding"),
     # linear fusion's own parts (memory_app.recall): the count of each query word among the
     # end-user's memories, and the zero-boost clauses that report which words a hit holds
-    "no word counts": _without_word_counts,
+    "no word counts": _without(lambda search: "words" in search.get("aggs", {})),
     "no word clauses": lambda body: _each_search(body, _no_word_clauses),
 }
 

@@ -120,6 +120,11 @@ def random_episodes(rng: random.Random, sentences: list[str], *, now: datetime, 
             for i in range(count)]
 
 
+def bench_playbooks(corpus: dict) -> list[dict]:
+    """Every playbook of the fixture corpus, the pool ``bench_subjects`` draws from."""
+    return [p for s in corpus["subjects"] for p in s["procedural"]]
+
+
 def bench_subjects(tenant: Tenant, *, count: int, episodes: int, rng: random.Random, sentences: list[str],
                    now: datetime, facts: int = 0, playbooks: list[dict] | None = None) -> list[Subject]:
     """``count`` end-users ``user-<n>`` of ``tenant``, each given ``episodes`` episodes in one bulk
@@ -159,7 +164,7 @@ def main() -> None:
         started = time.perf_counter()
         subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
                                   now=now, facts=8,
-                                  playbooks=[p for s in corpus["subjects"] for p in s["procedural"]])
+                                  playbooks=bench_playbooks(corpus))
         load_s = time.perf_counter() - started
         total = args.subjects * (args.episodes + 10) + len(corpus["tenants"][0]["catalog"])
         log(f"loaded {total} memories for {args.subjects} end-users in {load_s:.0f}s")

@@ -49,11 +49,11 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import base_client  # noqa: E402
 from memory_app import recall as rc  # noqa: E402
-from memory_app import selectors, services  # noqa: E402
+from memory_app import concepts, selectors, services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
-from recall_latency import bench_tenant, corpus_texts, random_episodes  # noqa: E402
+from recall_latency import bench_playbooks, bench_tenant, corpus_texts, random_episodes  # noqa: E402
 
 
 class Phases:
@@ -146,7 +146,8 @@ def knn_sweep(values: list[int], plan: list) -> str:
             prefix = index_prefix_for(tenant=subject.tenant)
             body = rc.msearch_body(types=types, query=question, vector=embedder.embed_query(question),
                                    scope=memory_scope(subject=subject), include_superseded=False, since=None,
-                                   until=None, index_for={t: alias_name(t, prefix=prefix) for t in types})
+                                   until=None, index_for={t: alias_name(t, prefix=prefix) for t in types},
+                                   kinds=concepts.query_categories(question))
             es = subject_es_client(subject=subject)
             started = time.perf_counter()
             # The dense leg as fusion sees it: with the episodes' passage search merged in.
@@ -226,7 +227,7 @@ def main() -> None:
             imports.close()
             for text in rng.sample(sentences, 8):
                 services.fact_write(subject=subject, text=text)
-            for p in rng.sample([p for s in corpus["subjects"] for p in s["procedural"]], 2):
+            for p in rng.sample(bench_playbooks(corpus), 2):
                 services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
         services.get_embedder = get_embedder
         services.derived.contexts_for_batch = contexts_for_batch

@@ -68,7 +68,7 @@ def bench_plan(*, queries: int, seed: int) -> list[tuple]:
     tenant = recall_latency.bench_tenant(corpus, slug="setting-ab", name="Setting A/B")
     subjects = recall_latency.bench_subjects(
         tenant, count=40, episodes=250, rng=rng, sentences=sentences, now=now, facts=8,
-        playbooks=[p for s in corpus["subjects"] for p in s["procedural"]])
+        playbooks=recall_latency.bench_playbooks(corpus))
     return [(rng.choice(subjects), rng.choice(questions), now) for _ in range(queries)]
 
 

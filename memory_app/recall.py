@@ -60,7 +60,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
-from memory_app import concepts
 from memory_app.context import HIDDEN_FIELDS
 from memory_app.passages import passages_of
 from memory_app.temporal import TimeWindow
@@ -209,13 +208,15 @@ def lexical_header(indices: str, *, words: list[str]) -> dict:
 
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
-                 index_for: dict[MemoryType, str], explain: bool = False, words: list[str] = ()) -> list[dict]:
+                 index_for: dict[MemoryType, str], explain: bool = False, words: list[str] = (),
+                 kinds: str | None = None) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
     ``explain``: the passage search also names each episode's nearest passage (``passage_search``).
     ``words`` (linear fusion, ``lexical_words``): each hit of the BM25 leg also reports which of
     them its text and its context hold (``word_clauses``), and the leg skips the DFS round
-    (``lexical_header``)."""
+    (``lexical_header``). ``kinds``: the kinds the question asks for (``concepts.query_categories``),
+    which the BM25 leg matches against the memories' ``concepts``."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = allowed_filter(types=types, scope=scope, include_superseded=include_superseded, since=since, until=until)
@@ -230,7 +231,7 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                  *([{"match": {"concepts": {"query": kinds, "boost": settings.ENGRAM_CONCEPT_BOOST,
                                             # named for linear fusion's lexical score (``lexical_score``)
                                             **({"_name": _KINDS} if words else {})}}}]
-                   if (kinds := concepts.query_categories(query)) else []),
+                   if kinds else []),
                  *word_clauses(words)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:

@@ -82,9 +82,11 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     fusion = rc.fusion()
     words = rc.lexical_words(query) if fusion == "linear" else []
+    kinds = concepts.query_categories(query)
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for=index_for, explain=explain, words=words)
+                           since=since, until=until, index_for=index_for, explain=explain, words=words,
+                           kinds=kinds)
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
     counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
 
@@ -99,7 +101,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
         words=words)
     counts_body = rc.word_counts_search(
-        words=words, kinds=concepts.query_categories(query), indices=",".join(index_for.values()),
+        words=words, kinds=kinds, indices=",".join(index_for.values()),
         allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
                                   include_superseded=include_superseded, since=since, until=until)) if words else []
     responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
