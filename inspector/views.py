@@ -30,9 +30,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
 from engram_core.errors import EngramError, ValidationFailed
+from engram_core.es.schema import MemoryType
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
+from memory_app.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun
 from tenants import services as tenant_services
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
@@ -213,10 +215,22 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
                    include_superseded=include_superseded, mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
                    temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
-                   window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None)
+                   window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None,
+                   **_intent_context(reading.intent if reading else None))
     if request.htmx:
         return render(request, "inspector/subject__recall.html", context)
     return render(request, "inspector/recall.html", context)
+
+
+_INTENT_LABELS = {Intent.EVENT: "an event", Intent.STATE: "how things stand", Intent.PROCEDURE: "a way to do something"}
+
+
+def _intent_context(intent: Intent | None) -> dict:
+    """How the recall sandbox names the kind of memory the question asks for (memory_app.intent)."""
+    if intent is None:
+        return {}
+    return {"intent_label": _INTENT_LABELS[intent], "intent_boost": 1 + settings.ENGRAM_INTENT_BOOST,
+            "intent_types": [t.value for t in MemoryType if t in ANSWERED_BY[intent]]}
 
 
 def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:

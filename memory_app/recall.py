@@ -2,7 +2,8 @@
 
 The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per hit:
 
-    score = fused × time_decay × use_count_boost × catalog_prior × outcome  (+ reply credit)
+    score = fused × time_decay × use_count_boost × catalog_prior × outcome × time_window × intent
+            (+ reply credit)
 
 - fused, linearly (ENGRAM_FUSION "linear", the default): Σ over the legs the hit appears in of
   weight_leg × its score min-max normalised over the leg's candidates (1 for the leg's best, 0
@@ -24,6 +25,9 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
 - catalog_prior (catalog): 0.85.
+- time_window (episodic, memory_app.temporal): 1 + ENGRAM_TEMPORAL_BOOST in the date window the query names.
+- intent (memory_app.intent): 1 + ENGRAM_INTENT_BOOST for the types that answer the kind of
+  question asked (an event: episodes; a state: facts and catalog; a procedure: playbooks and catalog).
 - outcome (procedural): 1 + ENGRAM_OUTCOME_WEIGHT · (2·m − 1), m the posterior mean of
   Beta(1 + successes, 1 + failures): untried ×1.0, reliable up to ×(1 + w), failing down to
   ×(1 − w). w is 0.1 because fused scores are close together (rank 1 and rank 10 of one leg differ
@@ -61,6 +65,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app.context import HIDDEN_FIELDS
+from memory_app.intent import ANSWERED_BY, Intent
 from memory_app.passages import passages_of
 from memory_app.temporal import TimeWindow
 
@@ -451,7 +456,8 @@ def outcome_multiplier(*, successes: int, failures: int) -> float:
     return 1.0 + settings.ENGRAM_OUTCOME_WEIGHT * (2.0 * mean - 1.0)
 
 
-def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None) -> dict[str, float]:
+def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None,
+                    intent: Intent | None = None) -> dict[str, float]:
     src = hit.source
     factors: dict[str, float] = {}
     if date_field := DECAY_FIELD[hit.memory_type]:
@@ -460,6 +466,8 @@ def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None
     if window is not None and hit.memory_type is MemoryType.EPISODIC and (raw := src.get("occurred_at")) and \
             window.contains(datetime.fromisoformat(raw), grace=timedelta(days=settings.ENGRAM_TEMPORAL_GRACE_DAYS)):
         factors["time_window"] = 1.0 + settings.ENGRAM_TEMPORAL_BOOST  # memory_app.temporal
+    if intent is not None and hit.memory_type in ANSWERED_BY[intent]:
+        factors["intent"] = 1.0 + settings.ENGRAM_INTENT_BOOST  # memory_app.intent
     if hit.memory_type is MemoryType.SEMANTIC:
         factors["use_count"] = 1.0 + settings.ENGRAM_USE_COUNT_WEIGHT * math.log10(1 + int(src.get("use_count") or 0))
     if hit.memory_type is MemoryType.CATALOG:
@@ -470,14 +478,16 @@ def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None
     return factors
 
 
-def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None) -> list[Hit]:
+def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None,
+          intent: Intent | None = None) -> list[Hit]:
     """Apply the multipliers and the reply credit, and sort. When a reranker ran, its order
     replaces the fused one (as 1 / (rank_constant + rerank rank), so scores stay positive and
     comparable). ``window``: the date window the query names (memory_app.temporal), boosting
-    episodes in it."""
+    episodes in it; ``intent``: the kind of memory it asks for (memory_app.intent), boosting the
+    types that answer it."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     for hit in hits:
-        hit.multipliers = multipliers_for(hit, now=now, window=window)
+        hit.multipliers = multipliers_for(hit, now=now, window=window, intent=intent)
         base = 1.0 / (k + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits)

@@ -21,6 +21,7 @@ from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
+from memory_app.intent import Intent, query_intent
 from memory_app.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
@@ -122,7 +123,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
             hit.rerank_score, hit.rerank_rank = float(value), rank
         hits = pool
     window = query_time_window(query, now=now, tz=tz) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
-    ranked = rc.score(hits, now=now, window=window)[:k]
+    ranked = rc.score(hits, now=now, window=window, intent=_intent(query))[:k]
     results = []
     for hit in ranked:
         item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}
@@ -130,6 +131,10 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
             item["explain"] = hit.explain()
         results.append(item)
     return results
+
+
+def _intent(query: str) -> Intent | None:
+    return query_intent(query) if settings.ENGRAM_INTENT_BOOST > 0 else None
 
 
 def _mentions_counted_in(index_for: dict[MemoryType, str], *, include_superseded: bool) -> str:
@@ -153,8 +158,10 @@ class QueryReading:
     """How a recall reads its query: the BM25 leg's ``keywords``, the named ``entities`` and the
     ``topic`` their legs search (by words and, with ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, by the
     topic's embedding), the date ``time_window`` that boosts episodes (None: no date named,
-    or the boost is off), and the ``kinds`` the question asks for members of, which the BM25
-    leg matches against memories' concepts (memory_app.concepts; None: none)."""
+    or the boost is off), the ``kinds`` the question asks for members of, which the BM25
+    leg matches against memories' concepts (memory_app.concepts; None: none), and the ``intent``,
+    the kind of memory it asks for, whose types are boosted (memory_app.intent; None: not settled,
+    or the boost is off)."""
 
     keywords: str
     topic: str
@@ -162,6 +169,7 @@ class QueryReading:
     time_window: TimeWindow | None
     topic_vector: bool
     kinds: str | None = None
+    intent: Intent | None = None
 
 
 def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
@@ -195,7 +203,8 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
                                        for e in plan.entities),
                         topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
                         and settings.ENGRAM_RECALL_DENSE,
-                        kinds=concepts.query_categories(query) if settings.ENGRAM_RECALL_BM25 else None)
+                        kinds=concepts.query_categories(query) if settings.ENGRAM_RECALL_BM25 else None,
+                        intent=_intent(query))
 
 
 def _rerank_text(hit: rc.Hit) -> str:

@@ -223,9 +223,14 @@ def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings)
     assert "searched for <code>kids love last week?</code> by words and by the meaning" in reading
     assert "“last week”: episodes from" in reading and "× 1.25 (time_window)" in reading
     assert "Kinds asked for" not in reading  # no plural after the question word
+    assert "<dt>Asks for</dt><dd>an event, by its grammar: episodic memories × 1.10 (intent)" in reading
     kinds = client.get(f"/u/{alice.user_id}/recall/", {"q": "Which cities has Melanie visited?"},
                        headers={"HX-Request": "true"}).content.decode()
     assert "<dt>Kinds asked for</dt><dd><code>city</code>" in kinds.split('<dl class="reading"')[1].split("</dl>")[0]
+    state = client.get(f"/u/{alice.user_id}/recall/", {"q": "Where does Melanie live now?"},
+                       headers={"HX-Request": "true"}).content.decode()
+    assert "<dt>Asks for</dt><dd>how things stand, by its grammar: semantic and catalog memories × 1.10 (intent)" \
+        in state.split('<dl class="reading"')[1].split("</dl>")[0]
 
 
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):

@@ -289,6 +289,10 @@ ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS
 # R@10 up in both conversations, no question lower, the fixture corpus unchanged (README, Retrieval quality).
 ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
 ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
+# The kind of memory a question asks for, read from its grammar (memory_app.intent): an event
+# (episodes), a state (facts, catalog) or a procedure (playbooks, catalog); those types get
+# ×(1 + BOOST) (0: off).
+ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)

@@ -1,0 +1,109 @@
+"""What kind of memory a question asks for, read from its grammar, as a small recall prior.
+
+Three memory types answer three kinds of question, and English marks the kind in the verb:
+
+- an **event** ("When did Kenji ask about his heaters?", "What went wrong at the hotel?", "Has she
+  ever complained about calls at work?") asks in the past tense, or the present perfect, about
+  something that happened: an episode;
+- a **state** ("What's her home airport?", "Does Maria own any pets?") asks in the present tense
+  about how things stand: a fact, or the tenant's catalog;
+- a **procedure** ("How do we handle a lost bag?", "What should I do when the hub drops offline?",
+  "What's the fix for ...?") asks for a way to do something: a playbook, or the catalog's how-tos.
+
+A fact and the episode it came from often say the same thing in the same words ("Olivia flies out
+of Denver now" and "I moved, so Denver is my airport"), and fusion alone cannot tell which of
+them the question wants; the tense can. Recall multiplies the score of a memory whose type
+answers the question's kind by ``1 + ENGRAM_INTENT_BOOST`` (``intent`` in ``explain``); a question
+whose kind the grammar does not settle gets nothing. The boost is small on purpose, a nudge between
+near-ties, never enough to lift an off-topic memory of the right type over the answer: the
+reading is a rule of thumb ("Why does she want the aisle?" asks about a state, but the reason may
+be in an episode). Episodes only (a conversation's memory) all get the same factor, so their
+order never changes.
+
+The reading, without a model: contractions expanded ("what's" → "what is"); a procedure is a
+"how" followed by an auxiliary and a person ("how do we", "how can I", "how to"), "what should I
+do", or a word that names a method ("procedure", "steps", "checklist", "fix"); otherwise the first
+auxiliary decides (did, was, were, had: an event; is, are, do, does, can, should, will ...: a
+state), where "has"/"have" with a participle after it is the present perfect (an event); before
+any auxiliary, a past-tense verb ("went", "asked") is an event.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from engram_core.es.schema import MemoryType
+
+
+class Intent(StrEnum):
+    EVENT = "event"
+    STATE = "state"
+    PROCEDURE = "procedure"
+
+
+ANSWERED_BY: dict[Intent, frozenset[MemoryType]] = {
+    Intent.EVENT: frozenset({MemoryType.EPISODIC}),
+    Intent.STATE: frozenset({MemoryType.SEMANTIC, MemoryType.CATALOG}),
+    Intent.PROCEDURE: frozenset({MemoryType.PROCEDURAL, MemoryType.CATALOG}),
+}
+
+_PAST_AUX = frozenset("did didn't was wasn't were weren't had hadn't".split())
+_PRESENT_AUX = frozenset("""
+am is isn't are aren't do don't does doesn't can can't cannot could couldn't should shouldn't will won't would
+wouldn't must shall may might
+""".split())
+_PERFECT_AUX = frozenset("has hasn't have haven't".split())
+_PERSONS = frozenset("i we you one they he she".split())
+_METHOD_WORDS = frozenset("""
+procedure procedures process steps step-by-step checklist fix workaround instructions playbook protocol method
+troubleshoot troubleshooting
+""".split())
+# Common irregular past forms (and participles) that are not also present forms or nouns.
+_IRREGULAR_PAST = frozenset("""
+went gone got gotten came said told made took taken gave given saw seen sent sold bought brought left lost kept
+broke broken fell fallen found felt knew known thought ran met paid wrote written began begun chose chosen drove
+driven ate eaten flew flown forgot forgotten heard held meant spent stood taught understood won wore worn became
+been done threw thrown caught fought sang swam
+""".split())
+# Words in -ed that are not past-tense verbs.
+_NOT_PAST = frozenset("bed red shed seed feed speed breed weed indeed wed hundred".split())
+_CONTRACTION = re.compile(r"\b(what|where|who|how|when|which|why|that|there|it|he|she)['’]s\b", re.I)
+_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
+
+
+def _words(query: str) -> list[str]:
+    """The query's words, lower-cased, but a capitalised word after the first kept as it is (a
+    name such as "Alfred" is not a past-tense verb)."""
+    expanded = _CONTRACTION.sub(lambda m: f"{m.group(1)} is", query)
+    return [w.replace("’", "'") if i and w[0].isupper() and w != "I" else w.lower().replace("’", "'")
+            for i, w in enumerate(_WORD.findall(expanded))]
+
+
+def _past_form(word: str) -> bool:
+    return word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed") and word not in _NOT_PAST)
+
+
+def query_intent(query: str) -> Intent | None:
+    """The kind of memory ``query`` asks for (see the module docstring), or None when its grammar
+    does not say."""
+    words = _words(query)
+    if any(w in _METHOD_WORDS for w in words):
+        return Intent.PROCEDURE
+    for i, word in enumerate(words):
+        after = words[i + 1: i + 3]
+        if word == "how" and after[:1] == ["to"] or (
+                word == "how" and len(after) == 2 and after[0] in _PRESENT_AUX and after[1] in _PERSONS):
+            return Intent.PROCEDURE
+        if word == "what" and len(after) == 2 and after[0] in _PRESENT_AUX and after[1] in _PERSONS and \
+                words[i + 3: i + 4] == ["do"]:
+            return Intent.PROCEDURE
+        if word in _PAST_AUX:
+            return Intent.EVENT
+        if word in _PERFECT_AUX:
+            return Intent.EVENT if any(_past_form(w) or w == "ever" for w in words[i + 1: i + 5]) else Intent.STATE
+        if word in _PRESENT_AUX:
+            return Intent.STATE
+        if _past_form(word):
+            return Intent.EVENT
+    return None
