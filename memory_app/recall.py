@@ -515,7 +515,8 @@ def reply_credit(hits: list[Hit]) -> None:
     for hit in by_id.values():
         before = hit.source.get("context_ids") or []
         question = by_id.get(before[-1]) if before else None
-        if question is not None and asks(question.source.get("text") or ""):
+        # (a question scored 0, the last of the only leg that found it, gives nothing to credit)
+        if question is not None and question.score > 0 and asks(question.source.get("text") or ""):
             credits.append((hit, question, weight * question.score))
     for hit, question, credit in credits:
         hit.reply_credit, hit.replies_to = credit, question.id

@@ -220,6 +220,7 @@ def test_recall_sandbox_shows_explain(live, browser):
     # Above the hits, how the question was read: the words searched and the period it names.
     reading = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading").text
     assert "Words searched" in reading and "“past month”: episodes from" in reading, reading
+    assert "Asks for\nan event, by its grammar: episodic memories × 1.10 (intent)" in reading, reading
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)",
                            browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading"))
     _shot(browser, "recall-sandbox-dates", full=False)
@@ -228,6 +229,14 @@ def test_recall_sandbox_shows_explain(live, browser):
     assert "Kinds asked for" in kinds[0].text and "appliance" in kinds[0].text, kinds[0].text
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", kinds[0])
     _shot(browser, "recall-sandbox-kinds", full=False)
+    # A question about how things stand: the reading says so, and facts carry the × intent factor.
+    intent = _ask_sandbox(browser, "what temperature does Alice like at night now?",
+                          "#recall-results dl.reading .intent")
+    assert "how things stand" in intent[0].text and "semantic and catalog memories × 1.10" in intent[0].text
+    facts = [h for h in browser.find_elements(By.CSS_SELECTOR, "#recall-results .hit") if "semantic" in h.text]
+    assert facts and all("intent" in h.find_element(By.CSS_SELECTOR, "table.explain").text for h in facts)
+    browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", intent[0])
+    _shot(browser, "recall-sandbox-intent", full=False)
 
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):

@@ -75,3 +75,22 @@ def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     for factor in explained["multipliers"].values():
         weighted *= factor
     assert hits[answer["id"]]["score"] == pytest.approx(weighted)
+
+
+def test_a_question_scored_zero_credits_nothing(settings):
+    """Under linear fusion the last candidate of the only leg that found a memory scores 0: its
+    reply gains nothing, so explain does not claim a credit (the inspector would say "gains
+    reply_credit" beside 0.00000)."""
+    from memory_app.recall import Hit, MemoryType, reply_credit
+
+    def episode(id_, text, context_ids=(), score=0.0):
+        hit = Hit(id=id_, memory_type=MemoryType.EPISODIC, source={"text": text, "context_ids": list(context_ids)})
+        hit.score = score
+        return hit
+
+    zero, scored = episode("q0", "How was Lisbon?"), episode("q1", "How was Porto?", score=0.8)
+    after_zero, after_scored = episode("a0", "Sunny.", ["q0"], 0.5), episode("a1", "Rainy.", ["q1"], 0.5)
+    reply_credit([zero, scored, after_zero, after_scored])
+    assert after_zero.replies_to is None and after_zero.score == 0.5
+    assert after_scored.replies_to == "q1"
+    assert after_scored.score == pytest.approx(0.5 + settings.ENGRAM_REPLY_CREDIT * 0.8)
