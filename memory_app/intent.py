@@ -20,7 +20,9 @@ reading is a rule of thumb ("Why does she want the aisle?" asks about a state, b
 be in an episode). Episodes only (a conversation's memory) all get the same factor, so their
 order never changes.
 
-The reading, without a model: contractions expanded ("what's" → "what is"); a procedure is a
+Only a question is read (a turn's pre-recall query is whatever the user said): the last sentence
+that ends with a question mark or opens with a question word or an auxiliary. The reading, without a
+model: contractions expanded ("what's" → "what is"); a procedure is a
 "how" followed by an auxiliary and a person ("how do we", "how can I", "how to"), "what should I
 do", or a word that names a method ("procedure", "steps", "checklist", "fix"); otherwise the first
 auxiliary decides (did, was, were, had: an event; is, are, do, does, can, should, will ...: a
@@ -68,6 +70,8 @@ been done threw thrown caught fought sang swam
 """.split())
 # Words in -ed that are not past-tense verbs.
 _NOT_PAST = frozenset("bed red shed seed feed speed breed weed indeed wed hundred".split())
+_OPENERS = frozenset("what which when where who whom whose why how".split()) | _PAST_AUX | _PRESENT_AUX | _PERFECT_AUX
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CONTRACTION = re.compile(r"\b(what|where|who|how|when|which|why|that|there|it|he|she)['’]s\b", re.I)
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
 
@@ -86,8 +90,19 @@ def _past_form(word: str) -> bool:
 
 def query_intent(query: str) -> Intent | None:
     """The kind of memory ``query`` asks for (see the module docstring), or None when its grammar
-    does not say."""
-    words = _words(query)
+    does not say. Only a question is read: the last sentence of ``query`` that ends with a question
+    mark or opens with a question word or an auxiliary ("how to pair a sensor" counts; a turn that
+    only tells something, "My hub went offline again.", asks for nothing)."""
+    asked = [s for s in _SENTENCE_END.split(query.strip()) if _asks(s)]
+    return _intent_of(_words(asked[-1])) if asked else None
+
+
+def _asks(sentence: str) -> bool:
+    words = _words(sentence)
+    return sentence.rstrip().endswith("?") or bool(words) and (words[0] in _OPENERS)
+
+
+def _intent_of(words: list[str]) -> Intent | None:
     if any(w in _METHOD_WORDS for w in words):
         return Intent.PROCEDURE
     for i, word in enumerate(words):
