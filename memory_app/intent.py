@@ -10,9 +10,9 @@ Three memory types answer three kinds of question, and English marks the kind in
 - a **procedure** ("How do we handle a lost bag?", "What should I do when the hub drops offline?",
   "What's the fix for ...?") asks for a way to do something: a playbook, or the catalog's how-tos.
 
-A fact and the episode it came from often say the same thing in the same words ("Olivia flies out
-of Denver now" and "I moved, so Denver is my airport"), and fusion alone cannot tell which of
-them the question wants; the tense can. Recall multiplies the score of a memory whose type
+A fact and the episode it came from often say the same thing ("Olivia flies out of Denver now";
+"I moved, so Denver is my airport"), and fusion alone cannot tell which of them the question
+wants; the tense can. Recall multiplies the score of a memory whose type
 answers the question's kind by ``1 + ENGRAM_INTENT_BOOST`` (``intent`` in ``explain``); a question
 whose kind the grammar does not settle gets nothing. The boost is small on purpose, a nudge between
 near-ties, never enough to lift an off-topic memory of the right type over the answer: the
@@ -21,10 +21,10 @@ be in an episode). Episodes only (a conversation's memory) all get the same fact
 order never changes.
 
 Only a question is read (a turn's pre-recall query is whatever the user said): the last sentence
-that ends with a question mark or opens with a question word or an auxiliary. The reading, without a
-model: contractions expanded ("what's" → "what is"); a procedure is a
-"how" followed by an auxiliary and a person ("how do we", "how can I", "how to"), "what should I
-do", or a word that names a method ("procedure", "steps", "checklist", "fix"); otherwise the first
+that ends with a question mark or opens with a question word or an auxiliary. The reading, without
+a model: contractions expanded ("what's" → "what is"); a procedure is a "how" followed by an
+auxiliary and a person ("how do we", "how can I", "how to"), "what should I do", or a noun that
+names a method after a determiner ("the procedure", "the steps", "the fix"); otherwise the first
 auxiliary decides (did, was, were, had: an event; is, are, do, does, can, should, will ...: a
 state), where "has"/"have" with a participle after it is the present perfect (an event); before
 any auxiliary, a past-tense verb ("went", "asked") is an event.
@@ -57,10 +57,12 @@ wouldn't must shall may might
 """.split())
 _PERFECT_AUX = frozenset("has hasn't have haven't".split())
 _PERSONS = frozenset("i we you one they he she".split())
+# Nouns that name a way to do something, counted after a determiner ("the fix", "the recovery
+# procedure"), so that a verb ("Did they fix the heater?") is not one.
 _METHOD_WORDS = frozenset("""
-procedure procedures process steps step-by-step checklist fix workaround instructions playbook protocol method
-troubleshoot troubleshooting
+procedure procedures process step steps checklist fix workaround instructions playbook protocol method
 """.split())
+_DETERMINERS = frozenset("the a an any our my your his her their its some this that which what".split())
 # Common irregular past forms (and participles) that are not also present forms or nouns.
 _IRREGULAR_PAST = frozenset("""
 went gone got gotten came said told made took taken gave given saw seen sent sold bought brought left lost kept
@@ -69,7 +71,9 @@ driven ate eaten flew flown forgot forgotten heard held meant spent stood taught
 been done threw thrown caught fought sang swam
 """.split())
 # Words in -ed that are not past-tense verbs.
-_NOT_PAST = frozenset("bed red shed seed feed speed breed weed indeed wed hundred".split())
+_NOT_PAST = frozenset("""
+bed red shed seed feed speed breed weed indeed wed hundred sacred naked wicked beloved crooked rugged kindred
+""".split())
 _OPENERS = frozenset("what which when where who whom whose why how".split()) | _PAST_AUX | _PRESENT_AUX | _PERFECT_AUX
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CONTRACTION = re.compile(r"\b(what|where|who|how|when|which|why|that|there|it|he|she)['’]s\b", re.I)
@@ -103,7 +107,7 @@ def _asks(sentence: str) -> bool:
 
 
 def _intent_of(words: list[str]) -> Intent | None:
-    if any(w in _METHOD_WORDS for w in words):
+    if any(w in _METHOD_WORDS and _DETERMINERS & set(words[max(0, i - 2): i]) for i, w in enumerate(words)):
         return Intent.PROCEDURE
     for i, word in enumerate(words):
         after = words[i + 1: i + 3]

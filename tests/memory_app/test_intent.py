@@ -32,6 +32,8 @@ from memory_app.selectors import memory_recall, query_reading
     ("What should I do when the camera drops offline?", Intent.PROCEDURE),
     ("What's the fix when the bird wakes the voice assistant?", Intent.PROCEDURE),
     ("What are the steps for booking his trips?", Intent.PROCEDURE),
+    ("What's the recovery procedure when his gear drops offline?", Intent.PROCEDURE),
+    ("Did the technician fix the heater?", Intent.EVENT),  # "fix" as a verb names no method
     # only a question is read: the last sentence that asks
     ("My hub went offline again. What should I do?", Intent.PROCEDURE),
     ("I moved to Denver! Where is my home airport now?", Intent.STATE),
