@@ -57,11 +57,12 @@ wouldn't must shall may might
 """.split())
 _PERFECT_AUX = frozenset("has hasn't have haven't".split())
 _PERSONS = frozenset("i we you one they he she".split())
-# Nouns that name a way to do something, counted after a determiner ("the fix", "the recovery
-# procedure"), so that a verb ("Did they fix the heater?") is not one.
-_METHOD_WORDS = frozenset("""
-procedure procedures process step steps checklist fix workaround instructions playbook protocol method
-""".split())
+# Nouns that name a way to do something, counted after a determiner ("the steps", "the recovery
+# procedure"); those that are also verbs only right after it ("the fix", but not "Did the
+# technician fix the heater?").
+_METHOD_WORDS = frozenset(
+    "procedure procedures steps checklist workaround instructions playbook protocol method".split())
+_METHOD_VERBS = frozenset("fix process step".split())
 _DETERMINERS = frozenset("the a an any our my your his her their its some this that which what".split())
 # Common irregular past forms (and participles) that are not also present forms or nouns.
 _IRREGULAR_PAST = frozenset("""
@@ -107,7 +108,8 @@ def _asks(sentence: str) -> bool:
 
 
 def _intent_of(words: list[str]) -> Intent | None:
-    if any(w in _METHOD_WORDS and _DETERMINERS & set(words[max(0, i - 2): i]) for i, w in enumerate(words)):
+    if any(w in _METHOD_WORDS and _DETERMINERS & set(words[max(0, i - 2): i])
+           or w in _METHOD_VERBS and i and words[i - 1] in _DETERMINERS for i, w in enumerate(words)):
         return Intent.PROCEDURE
     for i, word in enumerate(words):
         after = words[i + 1: i + 3]

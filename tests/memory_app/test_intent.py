@@ -34,6 +34,7 @@ from memory_app.selectors import memory_recall, query_reading
     ("What are the steps for booking his trips?", Intent.PROCEDURE),
     ("What's the recovery procedure when his gear drops offline?", Intent.PROCEDURE),
     ("Did the technician fix the heater?", Intent.EVENT),  # "fix" as a verb names no method
+    ("Did the bank process the refund?", Intent.EVENT),
     # only a question is read: the last sentence that asks
     ("My hub went offline again. What should I do?", Intent.PROCEDURE),
     ("I moved to Denver! Where is my home airport now?", Intent.STATE),
