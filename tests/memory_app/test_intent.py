@@ -41,7 +41,7 @@ from memory_app.selectors import memory_recall, query_reading
     ("My hub went offline again.", None),  # tells, asks nothing
     ("Tell me about the time she got locked out.", None),
     # not settled by the grammar
-    ("Alfred's favourite colour", None),  # a capitalised name ending in -ed is not a verb
+    ("Which dog of Alfred barks at night?", None),  # a capitalised name ending in -ed is not a verb
     ("Which grandkid suffers from motion sickness?", None),
     ("camping trip", None),
     ("How long is the flight?", Intent.STATE),  # "how long" asks a quantity, not a method
