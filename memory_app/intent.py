@@ -90,7 +90,9 @@ def _words(query: str) -> list[str]:
 
 
 def _past_form(word: str) -> bool:
-    return word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed") and word not in _NOT_PAST)
+    """A past-tense form or participle; never a name (``_words`` keeps names capitalised)."""
+    return word in _IRREGULAR_PAST or (word.islower() and len(word) > 4 and word.endswith("ed")
+                                       and word not in _NOT_PAST)
 
 
 def query_intent(query: str) -> Intent | None:
