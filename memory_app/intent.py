@@ -100,13 +100,9 @@ def query_intent(query: str) -> Intent | None:
     does not say. Only a question is read: the last sentence of ``query`` that ends with a question
     mark or opens with a question word or an auxiliary ("how to pair a sensor" counts; a turn that
     only tells something, "My hub went offline again.", asks for nothing)."""
-    asked = [s for s in _SENTENCE_END.split(query.strip()) if _asks(s)]
-    return _intent_of(_words(asked[-1])) if asked else None
-
-
-def _asks(sentence: str) -> bool:
-    words = _words(sentence)
-    return sentence.rstrip().endswith("?") or bool(words) and (words[0] in _OPENERS)
+    asked = [words for sentence in _SENTENCE_END.split(query.strip())
+             if (words := _words(sentence)) and (sentence.endswith("?") or words[0] in _OPENERS)]
+    return _intent_of(asked[-1]) if asked else None
 
 
 def _intent_of(words: list[str]) -> Intent | None:
@@ -115,8 +111,8 @@ def _intent_of(words: list[str]) -> Intent | None:
         return Intent.PROCEDURE
     for i, word in enumerate(words):
         after = words[i + 1: i + 3]
-        if word == "how" and after[:1] == ["to"] or (
-                word == "how" and len(after) == 2 and after[0] in _PRESENT_AUX and after[1] in _PERSONS):
+        if word == "how" and (after[:1] == ["to"] or
+                              len(after) == 2 and after[0] in _PRESENT_AUX and after[1] in _PERSONS):
             return Intent.PROCEDURE
         if word == "what" and len(after) == 2 and after[0] in _PRESENT_AUX and after[1] in _PERSONS and \
                 words[i + 3: i + 4] == ["do"]:
