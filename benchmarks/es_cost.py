@@ -14,17 +14,21 @@ then sends those bodies again, each through the same key, in variants that take 
   ``_source``; what a recall would save by fetching the sources of the fused top k alone);
 - ``10 hits per search``: ``size`` 10 instead of the over-fetch (80 per leg by default);
 - ``no DFS``: the BM25 leg as ``query_then_fetch`` (no round gathering term statistics first);
-- ``no passage search``: without the kNN search over episodes' sentence vectors;
+- ``no passage search``: the dense leg without its kNN query over episodes' sentence vectors;
 - ``no word counts``: without linear fusion's count of each query word among the end-user's
   memories (``recall.word_counts_search``);
 - ``no word clauses``: the lexical legs without linear fusion's zero-boost named clauses
   (``recall.word_clauses``);
-- ``with DFS``: the lexical legs as ``dfs_query_then_fetch``, as rank fusion sends them.
+- ``with DFS``: the lexical legs as ``dfs_query_then_fetch``, as rank fusion sends them;
+- ``passages apart``: the same hits and scores as sent, asked as recalls did until 2026-11-27:
+  the dense leg as a top-level ``knn`` section (a phase of its own before the query phase) and
+  the passages' kNN as a second search over the episodes' index, merged in Python.
 
 ``--variants`` picks some (``as sent`` is always measured). Each round starts one variant later
 than the one before, so no variant is always first.
 
-Only ``as sent`` is what a recall does; the others answer differently and exist to be measured.
+Only ``as sent`` is what a recall does; the others but ``passages apart`` answer differently and
+exist to be measured.
 For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
 ``process.cpu.total_in_millis`` before and after), the round trip and the sum of the searches'
 ``took``. A warm-up round of every variant comes first; then ``--rounds`` rounds, the variants
@@ -85,7 +89,8 @@ def _no_dfs(header: dict, search: dict) -> None:
 
 
 def _dfs(header: dict, search: dict) -> None:
-    if "query" in search and search.get("size"):  # a lexical leg (BM25, entity), not a count
+    # a lexical leg (BM25, entity): not a count (size 0), not the dense leg (kNN queries)
+    if search.get("size") and not {"knn", "dis_max"} & set(search.get("query", {"knn": None})):
         header["search_type"] = "dfs_query_then_fetch"
 
 
@@ -108,6 +113,39 @@ def _word_clause(clause: dict) -> bool:
                for options in clause.values() if isinstance(options, dict))
 
 
+def _dense_parts(search: dict) -> tuple[dict, dict] | None:
+    """The dense leg's two kNN queries (own vectors, passages' nested query), if ``search`` is it."""
+    queries = search.get("query", {}).get("dis_max", {}).get("queries") or []
+    if len(queries) == 2 and "knn" in queries[0] and "nested" in queries[1]:
+        return queries[0], queries[1]
+    return None
+
+
+def _no_passages(header: dict, search: dict) -> None:
+    if parts := _dense_parts(search):
+        search["query"] = parts[0]
+
+
+def _passages_apart(body: list[dict]) -> list[dict]:
+    """The dense leg as recalls sent it until 2026-11-27: a search's top-level ``knn`` section
+    (run in a phase of its own before the query phase) and the passages' kNN as a second search
+    over the episodes' index, merged in Python (same hits and scores)."""
+    out: list[dict] = []
+    for header, search in zip(body[::2], body[1::2], strict=True):
+        parts = _dense_parts(search)
+        if parts is None:
+            out += copy.deepcopy([header, search])
+            continue
+        own, nested = copy.deepcopy(parts)
+        rest = {key: value for key, value in search.items() if key != "query"}
+        episodes = next(index for index in header["index"].split(",") if "episodic" in index)
+        knn = nested["nested"]["query"]["knn"]
+        if inner := nested["nested"].get("inner_hits"):
+            knn["inner_hits"] = inner
+        out += [dict(header), {**copy.deepcopy(rest), "knn": own["knn"]}, {"index": episodes}, {**rest, "knn": knn}]
+    return out
+
+
 VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "as sent": copy.deepcopy,
     "no _source": lambda body: _each_search(body, _no_source),
@@ -115,11 +153,14 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "no DFS": lambda body: _each_search(body, _no_dfs),
     # the lexical legs with the DFS round rank fusion gives them (linear fusion, the default, skips it)
     "with DFS": lambda body: _each_search(body, _dfs),
-    "no passage search": _without(lambda search: search.get("knn", {}).get("field") == "passages.embedding"),
+    # the dense leg without its passages' kNN query (memory_app.recall.passage_query)
+    "no passage search": lambda body: _each_search(body, _no_passages),
     # linear fusion's own parts (memory_app.recall): the count of each query word among the
     # end-user's memories, and the zero-boost clauses that report which words a hit holds
     "no word counts": _without(lambda search: "words" in search.get("aggs", {})),
     "no word clauses": lambda body: _each_search(body, _no_word_clauses),
+    # the same hits and scores, asked as before 2026-11-27 16:00 UTC: two kNN searches, each in its own phase
+    "passages apart": _passages_apart,
 }
 
 

@@ -150,8 +150,8 @@ def knn_sweep(values: list[int], plan: list) -> str:
                                    kinds=concepts.query_categories(question))
             es = subject_es_client(subject=subject)
             started = time.perf_counter()
-            # The dense leg as fusion sees it: with the episodes' passage search merged in.
-            response = rc.leg_responses(es.msearch(searches=body)["responses"], types=types)[0]
+            # The dense leg as fusion sees it (with the episodes' passages, in the same search).
+            response = es.msearch(searches=body)["responses"][0]
             times.append((time.perf_counter() - started) * 1000.0)
             ids.append([h["_id"] for h in response["hits"]["hits"]])
         return times, ids

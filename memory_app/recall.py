@@ -217,7 +217,8 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                  kinds: str | None = None) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
-    ``explain``: the passage search also names each episode's nearest passage (``passage_search``).
+    The dense leg searches the memories' own vectors and, for episodes, their sentences' vectors
+    (``passage_query``) in one search. ``explain``: it also names each episode's nearest passage.
     ``words`` (linear fusion, ``lexical_words``): each hit of the BM25 leg also reports which of
     them its text and its context hold (``word_clauses``), and the leg skips the DFS round
     (``lexical_header``). ``kinds``: the kinds the question asks for (``concepts.query_categories``),
@@ -240,62 +241,52 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                  *word_clauses(words)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
-        body += [
-            {"index": indices},
-            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-             "knn": {"field": "embedding", "query_vector": vector, "k": candidates,
-                     "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": [allowed]}},
-        ]
+        dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[allowed])}
         if passages_searched(types):
-            body += passage_search(index=index_for[MemoryType.EPISODIC], vector=vector, filters=[allowed],
-                                   explain=explain)
+            dense = {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=[allowed], explain=explain)]}}
+        body += [{"index": indices}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
     return body
+
+
+def knn_clause(*, field: str, vector: list[float], filters: list[dict]) -> dict:
+    """A ``knn`` query's options: the ``candidates`` nearest per index, the scope ``filters``
+    applied inside the HNSW search (a pre-filter, not a filter of its results). As a query rather
+    than a search's top-level ``knn`` section it runs in the query phase, with no round of its
+    own before it, and can be combined with another query (``passage_query``)."""
+    candidates = settings.ENGRAM_RECALL_CANDIDATES
+    return {"field": field, "query_vector": vector, "k": candidates,
+            "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}
 
 
 def passages_searched(types: list[MemoryType]) -> bool:
     return settings.ENGRAM_RECALL_DENSE and settings.ENGRAM_RECALL_PASSAGES and MemoryType.EPISODIC in types
 
 
-def passage_search(*, index: str, vector: list[float], filters: list[dict], explain: bool = False) -> list[dict]:
-    """The header/body pair of a kNN search over the episodes' sentence vectors
-    (``passages.embedding``, nested): an episode scores by its nearest passage. ``merge_dense``
-    folds it into the dense leg it follows. With ``explain``, each hit also carries that passage's
-    position (nested ``inner_hits``, no source), which ``fuse`` keeps for the explain output."""
-    candidates = settings.ENGRAM_RECALL_CANDIDATES
-    knn = {"field": "passages.embedding", "query_vector": vector, "k": candidates,
-           "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}
+def passage_query(*, vector: list[float], filters: list[dict], explain: bool = False) -> dict:
+    """The kNN query over the episodes' sentence vectors (``passages.embedding``, nested): an
+    episode scores by its nearest passage. The dense leg takes the larger of this and the
+    memory's own vector's score (``dis_max``; both are cosine similarities on Elasticsearch's
+    (1 + cos) / 2 scale), so an episode ranks by max(its vector, its best sentence), in the one
+    search. Only episodes have passages; the other indices of the leg lack the field
+    (``ignore_unmapped``). With ``explain``, each hit also carries its nearest passage's position
+    and score (nested ``inner_hits``, no source): ``best_passage``."""
+    nested = {"path": "passages", "score_mode": "max", "ignore_unmapped": True,
+              "query": {"knn": knn_clause(field="passages.embedding", vector=vector, filters=filters)}}
     if explain:
-        knn["inner_hits"] = {"name": PASSAGE_HITS, "size": 1, "_source": False}
-    return [{"index": index}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "knn": knn}]
+        nested["inner_hits"] = {"name": PASSAGE_HITS, "size": 1, "_source": False}
+    return {"nested": nested}
 
 
 PASSAGE_HITS = "passage"
 
 
 def best_passage(raw: dict) -> int | None:
-    """The offset of the passage a passage-search hit scored by (present with ``explain``)."""
+    """The offset of the passage a dense hit scored by, if its score is its nearest passage's
+    rather than its own vector's (present with ``explain``)."""
     hits = raw.get("inner_hits", {}).get(PASSAGE_HITS, {}).get("hits", {}).get("hits") or []
-    return hits[0]["_nested"]["offset"] if hits else None
-
-
-def merge_dense(whole: dict, passages: dict) -> dict:
-    """One dense ranking from the search over memories' own vectors and the one over episodes'
-    passages: each memory at its better score (both are cosine similarities on Elasticsearch's
-    (1 + cos) / 2 scale), so an episode ranks by max(its vector, its best sentence)."""
-    best: dict[str, dict] = {}
-    for raw in (*whole["hits"]["hits"], *passages["hits"]["hits"]):
-        if raw["_id"] not in best or raw["_score"] > best[raw["_id"]]["_score"]:
-            best[raw["_id"]] = raw
-    ranked = sorted(best.values(), key=lambda raw: -raw["_score"])[: settings.ENGRAM_RECALL_CANDIDATES]
-    return {"hits": {"hits": ranked}}
-
-
-def leg_responses(responses: list[dict], *, types: list[MemoryType]) -> list[dict]:
-    """``msearch_body``'s responses in ``legs()`` order: the passage search merged into the dense leg."""
-    if passages_searched(types):
-        *plain, dense, passages = responses
-        return [*plain, merge_dense(dense, passages)]
-    return responses
+    if not hits or hits[0]["_score"] < raw["_score"]:
+        return None
+    return hits[0]["_nested"]["offset"]
 
 
 def legs() -> list[str]:

@@ -113,7 +113,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     plain = len(body) // 2
     extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
     qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
-    hits = list(rc.fuse(responses=rc.leg_responses(responses[:plain], types=memory_types) + extra_responses,
+    hits = list(rc.fuse(responses=responses[:plain] + extra_responses,
                         extra=extra, fusion=fusion, idf=idf).values())
     usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
     if reranker := get_reranker():

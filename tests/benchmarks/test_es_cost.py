@@ -9,10 +9,11 @@ from benchmarks.es_cost import VARIANTS
 BODY = [
     {"index": "a,b", "search_type": "dfs_query_then_fetch"},
     {"size": 80, "_source": {"excludes": ["embedding"]}, "query": {"match": {"text": "lisbon"}}},
-    {"index": "a,b"},
-    {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "embedding", "k": 80}},
-    {"index": "a"},
-    {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "passages.embedding", "k": 80}},
+    {"index": "x-episodic-v1,x-semantic-v1"},
+    {"size": 80, "_source": {"excludes": ["embedding"]}, "query": {"dis_max": {"queries": [
+        {"knn": {"field": "embedding", "k": 80}},
+        {"nested": {"path": "passages", "score_mode": "max", "ignore_unmapped": True,
+                    "query": {"knn": {"field": "passages.embedding", "k": 80}}}}]}}},
 ]
 WORDS = [  # linear fusion's parts: a lexical leg with a named word clause, then the word counts
     {"index": "a,b"},
@@ -34,17 +35,29 @@ def test_as_sent_is_an_equal_copy_and_no_variant_changes_the_recorded_body():
 
 def test_each_variant_takes_away_only_its_part():
     no_source = VARIANTS["no _source"](BODY)
-    assert [part.get("_source") for part in no_source[1::2]] == [False, False, False]
+    assert [part.get("_source") for part in no_source[1::2]] == [False, False]
     assert no_source[::2] == BODY[::2]
 
     ten = VARIANTS["10 hits per search"](BODY)
-    assert [part["size"] for part in ten[1::2]] == [10, 10, 10]
+    assert [part["size"] for part in ten[1::2]] == [10, 10]
 
     no_dfs = VARIANTS["no DFS"](BODY)
     assert no_dfs[0] == {"index": "a,b"} and no_dfs[1:] == BODY[1:]
 
     no_passages = VARIANTS["no passage search"](BODY)
-    assert no_passages == BODY[:4]
+    assert no_passages[:3] == BODY[:3]
+    assert no_passages[3] == {"size": 80, "_source": {"excludes": ["embedding"]},
+                              "query": {"knn": {"field": "embedding", "k": 80}}}
+
+
+def test_passages_apart_asks_the_dense_leg_as_two_top_level_knn_searches():
+    apart = VARIANTS["passages apart"](BODY + WORDS)
+    assert apart[:3] == BODY[:3] and apart[6:] == WORDS
+    assert apart[3:6] == [
+        {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "embedding", "k": 80}},
+        {"index": "x-episodic-v1"},
+        {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "passages.embedding", "k": 80}},
+    ]
 
 
 def test_the_word_variants_take_away_linear_fusion_s_parts_only():
@@ -56,5 +69,5 @@ def test_the_word_variants_take_away_linear_fusion_s_parts_only():
 
 def test_with_dfs_marks_the_lexical_legs_only():
     body = VARIANTS["with DFS"](BODY + WORDS)
-    assert [header.get("search_type") for header in body[::2]] == ["dfs_query_then_fetch", None, None,
+    assert [header.get("search_type") for header in body[::2]] == ["dfs_query_then_fetch", None,
                                                                   "dfs_query_then_fetch", None]

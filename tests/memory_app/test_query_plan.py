@@ -130,10 +130,10 @@ def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subjec
     question = "Which books did Melanie and Gina read?"
     first = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
     second = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
-    # First: 3 plain searches (BM25, kNN, the episodes' passage kNN) + per entity a count, a BM25
-    # and a kNN leg + linear fusion's word counts. Then the counts are known: Gina (1 < 5) gets
-    # nothing, Melanie (>= 5) her two legs without a count.
-    assert sent == [3 + 3 + 3 + 1, 3 + 2 + 1]
+    # First: 2 plain searches (BM25; kNN over the memories' vectors and the episodes' passages) +
+    # per entity a count, a BM25 and a kNN leg + linear fusion's word counts. Then the counts are
+    # known: Gina (1 < 5) gets nothing, Melanie (>= 5) her two legs without a count.
+    assert sent == [2 + 3 + 3 + 1, 2 + 2 + 1]
     assert [(h["id"], h["explain"].get("extra_ranks")) for h in first] == \
         [(h["id"], h["explain"].get("extra_ranks")) for h in second]
 

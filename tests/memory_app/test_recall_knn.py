@@ -29,11 +29,19 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     body = rc.msearch_body(types=[MemoryType.EPISODIC], query=query, vector=get_embedder().embed_query(query),
                            scope=memory_scope(subject=alice), include_superseded=False, since=None, until=None,
                            index_for={MemoryType.EPISODIC: alias_name(MemoryType.EPISODIC)})
-    # The dense leg and the passage search over the episodes' sentences (memory_app.passages).
-    [_header, search, _passage_header, passages] = body
-    assert passages["knn"]["field"] == "passages.embedding"
-    for leg in (search, passages):
-        assert "query" not in leg and "post_filter" not in leg and leg["knn"]["filter"]
+    # The dense leg: kNN over the memories' own vectors and over the episodes' sentences
+    # (memory_app.passages), each with the scope filter inside the kNN query.
+    [_header, search] = body
+    own_vectors, passages = search["query"]["dis_max"]["queries"]
+    assert passages["nested"]["query"]["knn"]["field"] == "passages.embedding"
+    for knn in (own_vectors["knn"], passages["nested"]["query"]["knn"]):
+        assert knn["filter"]
+    assert "post_filter" not in search and "knn" not in search
     # Through the admin credential, so no DLS key hides Bob's documents: only the clause filters.
-    for response in es_admin.msearch(searches=body)["responses"]:
+    [response] = es_admin.msearch(searches=body)["responses"]
+    assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]
+    # Each kNN query on its own finds Alice's episode too (her sentences, then her whole vector).
+    for knn in (passages, own_vectors):
+        alone = [_header, {**search, "query": knn}]
+        [response] = es_admin.msearch(searches=alone)["responses"]
         assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]

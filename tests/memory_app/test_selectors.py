@@ -153,8 +153,9 @@ def test_the_lexical_legs_gather_index_statistics_first_under_rank_fusion_only(m
 
     assert hits[0]["id"] == target
     [searches] = es.sent
-    lexical = [header for header, body in zip(searches[::2], searches[1::2], strict=True) if "query" in body
-               and body.get("size")]  # the BM25 leg and the entity's (counts have size 0)
+    lexical = [header for header, body in zip(searches[::2], searches[1::2], strict=True)
+               if "bool" in body.get("query", {}) and body.get("size")]  # the BM25 leg and the entity's
+    # (counts have size 0; the dense leg's query is kNN)
     assert len(lexical) == 2
     search_types = [header.get("search_type") for header in searches[::2]]
     if fusion == "linear":
