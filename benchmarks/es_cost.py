@@ -20,14 +20,14 @@ then sends those bodies again, each through the same key, in variants that take 
 - ``no word clauses``: the lexical legs without linear fusion's zero-boost named clauses
   (``recall.word_clauses``);
 - ``with DFS``: the lexical legs as ``dfs_query_then_fetch``, as rank fusion sends them;
-- ``passages apart``: the same hits and scores as sent, asked as recalls did until 2026-11-27:
-  the dense leg as a top-level ``knn`` section (a phase of its own before the query phase) and
+- ``kNN sections``: the same hits and scores as sent, asked as recalls did until 2026-11-27:
+  each kNN search as a top-level ``knn`` section (a phase of its own before the query phase),
   the passages' kNN as a second search over the episodes' index, merged in Python.
 
 ``--variants`` picks some (``as sent`` is always measured). Each round starts one variant later
 than the one before, so no variant is always first.
 
-Only ``as sent`` is what a recall does; the others but ``passages apart`` answer differently and
+Only ``as sent`` is what a recall does; the others but ``kNN sections`` answer differently and
 exist to be measured.
 For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
 ``process.cpu.total_in_millis`` before and after), the round trip and the sum of the searches'
@@ -126,23 +126,24 @@ def _no_passages(header: dict, search: dict) -> None:
         search["query"] = parts[0]
 
 
-def _passages_apart(body: list[dict]) -> list[dict]:
-    """The dense leg as recalls sent it until 2026-11-27: a search's top-level ``knn`` section
-    (run in a phase of its own before the query phase) and the passages' kNN as a second search
-    over the episodes' index, merged in Python (same hits and scores)."""
+def _knn_sections(body: list[dict]) -> list[dict]:
+    """Every kNN query as recalls sent it until 2026-11-27: a search's top-level ``knn`` section
+    (run in a phase of its own before the query phase), the dense leg's passages as a second such
+    search over the episodes' index, merged in Python (same hits and scores)."""
     out: list[dict] = []
     for header, search in zip(body[::2], body[1::2], strict=True):
-        parts = _dense_parts(search)
-        if parts is None:
+        rest = {key: value for key, value in copy.deepcopy(search).items() if key != "query"}
+        if parts := _dense_parts(search):
+            own, nested = copy.deepcopy(parts)
+            episodes = next(index for index in header["index"].split(",") if "episodic" in index)
+            knn = nested["nested"]["query"]["knn"]
+            if inner := nested["nested"].get("inner_hits"):
+                knn["inner_hits"] = inner
+            out += [dict(header), {**rest, "knn": own["knn"]}, {"index": episodes}, {**rest, "knn": knn}]
+        elif "knn" in search.get("query", {}):  # an entity's kNN leg
+            out += [dict(header), {**rest, "knn": copy.deepcopy(search["query"]["knn"])}]
+        else:
             out += copy.deepcopy([header, search])
-            continue
-        own, nested = copy.deepcopy(parts)
-        rest = {key: value for key, value in search.items() if key != "query"}
-        episodes = next(index for index in header["index"].split(",") if "episodic" in index)
-        knn = nested["nested"]["query"]["knn"]
-        if inner := nested["nested"].get("inner_hits"):
-            knn["inner_hits"] = inner
-        out += [dict(header), {**copy.deepcopy(rest), "knn": own["knn"]}, {"index": episodes}, {**rest, "knn": knn}]
     return out
 
 
@@ -159,8 +160,8 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     # end-user's memories, and the zero-boost clauses that report which words a hit holds
     "no word counts": _without(lambda search: "words" in search.get("aggs", {})),
     "no word clauses": lambda body: _each_search(body, _no_word_clauses),
-    # the same hits and scores, asked as before 2026-11-27 16:00 UTC: two kNN searches, each in its own phase
-    "passages apart": _passages_apart,
+    # the same hits and scores, asked as before 2026-11-27 16:00 UTC: kNN sections, passages apart
+    "kNN sections": _knn_sections,
 }
 
 

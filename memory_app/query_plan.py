@@ -182,9 +182,8 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
             dense_vector = dense_vector or vector()
             body += [{"index": indices},
                      {"size": candidates, "_source": {"excludes": rc.SOURCE_EXCLUDES},
-                      "knn": {"field": "embedding", "query_vector": dense_vector, "k": candidates,
-                              "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES),
-                              "filter": [allowed, mentions]}}]
+                      "query": {"knn": rc.knn_clause(field="embedding", vector=dense_vector,
+                                                     filters=[allowed, mentions])}}]
             names.append((f"entity{n}_dense", weight))
     return body, names
 

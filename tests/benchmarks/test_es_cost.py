@@ -50,13 +50,17 @@ def test_each_variant_takes_away_only_its_part():
                               "query": {"knn": {"field": "embedding", "k": 80}}}
 
 
-def test_passages_apart_asks_the_dense_leg_as_two_top_level_knn_searches():
-    apart = VARIANTS["passages apart"](BODY + WORDS)
-    assert apart[:3] == BODY[:3] and apart[6:] == WORDS
-    assert apart[3:6] == [
+def test_knn_sections_ask_each_knn_query_as_a_top_level_search_and_the_passages_apart():
+    entity = [{"index": "x-episodic-v1,x-semantic-v1"},
+              {"size": 80, "query": {"knn": {"field": "embedding", "k": 80, "filter": [{"term": {"e": 1}}]}}}]
+    sections = VARIANTS["kNN sections"](BODY + entity + WORDS)
+    assert sections[:3] == BODY[:3] and sections[-4:] == WORDS
+    assert sections[3:-4] == [
         {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "embedding", "k": 80}},
         {"index": "x-episodic-v1"},
         {"size": 80, "_source": {"excludes": ["embedding"]}, "knn": {"field": "passages.embedding", "k": 80}},
+        entity[0],
+        {"size": 80, "knn": {"field": "embedding", "k": 80, "filter": [{"term": {"e": 1}}]}},
     ]
 
 

@@ -6,10 +6,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name
+from memory_app import recall as rc
 from memory_app import services
 from memory_app.embeddings import get_embedder
 from memory_app.passages import passages_of
 from memory_app.selectors import memory_get, memory_recall
+from tenants.selectors import memory_scope
+from tenants.services import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 LONG = ("Maya: Thanks for asking about the move! The boxes are finally unpacked and the kitchen works. "
@@ -112,6 +115,39 @@ def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
     whole_only = _dense_rank(subject, question, target)
     assert with_passages == 1
     assert whole_only is None or whole_only > with_passages
+
+
+def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_best_sentence(subject, settings):
+    """One search (``recall.msearch_body``): kNN over every type's own vectors and, nested, over
+    the episodes' sentence vectors, the larger score kept. The same hits and scores as the two
+    kNN searches apart, merged by max (what recalls sent until 2026-11-27)."""
+    texts = [LONG, "Maya: My kids watched a football match on TV.", "Maya: Swimming lessons start in May. I signed "
+             "them up. The pool is near the school.", "Maya: The kids' bedroom needs new curtains."]
+    for n, text in enumerate(texts):
+        services.episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
+    services.fact_write(subject=subject, text="Maya's children swim every Saturday.")
+    question = "What sport does Maya do with her children?"
+    vector = get_embedder().embed_query(question)
+    types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
+    index_for = {t: alias_name(t) for t in types}
+    es = subject_es_client(subject=subject)
+    settings.ENGRAM_RECALL_BM25 = False
+    body = rc.msearch_body(types=types, query=question, vector=vector, scope=memory_scope(subject=subject),
+                           include_superseded=False, since=None, until=None, index_for=index_for)
+    [_header, search] = body
+    own, passages = search["query"]["dis_max"]["queries"]
+    apart = [{"index": ",".join(index_for.values())}, {"size": 80, "knn": own["knn"]},
+             {"index": index_for[MemoryType.EPISODIC]}, {"size": 80, "knn": passages["nested"]["query"]["knn"]}]
+    [one] = es.msearch(searches=body)["responses"]
+    whole, sentences = es.msearch(searches=apart)["responses"]
+    best = {hit["_id"]: hit["_score"] for hit in whole["hits"]["hits"]}
+    assert len(best) == 5  # four episodes and the fact
+    by_sentence = {hit["_id"] for hit in sentences["hits"]["hits"] if hit["_score"] > best[hit["_id"]]}
+    assert by_sentence  # the max decides for some: the long turn's swimming sentence at least
+    for hit in sentences["hits"]["hits"]:
+        best[hit["_id"]] = max(best[hit["_id"]], hit["_score"])
+    assert {hit["_id"]: hit["_score"] for hit in one["hits"]["hits"]} == best
+    assert [hit["_id"] for hit in one["hits"]["hits"]] == sorted(best, key=lambda i: -best[i])
 
 
 def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subject, es_admin):

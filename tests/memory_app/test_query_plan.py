@@ -173,9 +173,17 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     own = subject_es_client(subject=subject)
     vectors: list[list[list[float]]] = []
 
-    class Recording:  # the end-user's own client, keeping the query vector of every kNN search
+    def knn_vectors(part) -> list[list[float]]:  # every kNN query's vector, in the body's order
+        if isinstance(part, list):
+            return [v for item in part for v in knn_vectors(item)]
+        if not isinstance(part, dict):
+            return []
+        own_vector = [part["knn"]["query_vector"]] if isinstance(part.get("knn"), dict) else []
+        return own_vector + [v for key, value in part.items() if key != "knn" for v in knn_vectors(value)]
+
+    class Recording:  # the end-user's own client, keeping the query vector of every kNN query
         def msearch(self, *, searches):
-            vectors.append([b["knn"]["query_vector"] for b in searches[1::2] if "knn" in b])
+            vectors.append(knn_vectors(searches[1::2]))
             return own.msearch(searches=searches)
 
     question = "What do Melanie's kids like?"
