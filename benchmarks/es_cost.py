@@ -22,13 +22,15 @@ then sends those bodies again, each through the same key, in variants that take 
 - ``with DFS``: the lexical legs as ``dfs_query_then_fetch``, as rank fusion sends them;
 - ``kNN sections``: the same hits and scores as sent, asked as recalls did until 2026-11-27:
   each kNN search as a top-level ``knn`` section (a phase of its own before the query phase),
-  the passages' kNN as a second search over the episodes' index, merged in Python.
+  the passages' kNN as a second search over the episodes' index, merged in Python;
+- ``counts in the BM25 leg``: linear fusion's word counts as an aggregation of the BM25 leg
+  (``global``, then the scope filter) instead of a search of their own (the same counts).
 
 ``--variants`` picks some (``as sent`` is always measured). Each round starts one variant later
 than the one before, so no variant is always first.
 
-Only ``as sent`` is what a recall does; the others but ``kNN sections`` answer differently and
-exist to be measured.
+Only ``as sent`` is what a recall does; the others (but ``kNN sections`` and ``counts in the
+BM25 leg``, which give the same answers) answer differently and exist to be measured.
 For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
 ``process.cpu.total_in_millis`` before and after), the round trip and the sum of the searches'
 ``took``. A warm-up round of every variant comes first; then ``--rounds`` rounds, the variants
@@ -147,6 +149,21 @@ def _knn_sections(body: list[dict]) -> list[dict]:
     return out
 
 
+def _counts_in_bm25(body: list[dict]) -> list[dict]:
+    """Linear fusion's word counts as an aggregation of the BM25 leg (``global``, then the
+    recall's scope filter) instead of a search of their own (same counts)."""
+    pairs = [copy.deepcopy(list(pair)) for pair in zip(body[::2], body[1::2], strict=True)]
+    counts = next((n for n, (_h, s) in enumerate(pairs) if "words" in s.get("aggs", {})), None)
+    bm25 = next((n for n, (_h, s) in enumerate(pairs) if s.get("size") and "bool" in s.get("query", {})), None)
+    if counts is None or bm25 is None:
+        return [part for pair in pairs for part in pair]
+    search = pairs[counts][1]
+    pairs[bm25][1]["aggs"] = {"all": {"global": {}, "aggs": {"allowed": {
+        "filter": search["query"]["bool"]["filter"][0], "aggs": {"words": search["aggs"]["words"]}}}}}
+    del pairs[counts]
+    return [part for pair in pairs for part in pair]
+
+
 VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "as sent": copy.deepcopy,
     "no _source": lambda body: _each_search(body, _no_source),
@@ -162,6 +179,7 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "no word clauses": lambda body: _each_search(body, _no_word_clauses),
     # the same hits and scores, asked as before 2026-11-27 16:00 UTC: kNN sections, passages apart
     "kNN sections": _knn_sections,
+    "counts in the BM25 leg": _counts_in_bm25,
 }
 
 

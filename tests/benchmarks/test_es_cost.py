@@ -75,3 +75,11 @@ def test_with_dfs_marks_the_lexical_legs_only():
     body = VARIANTS["with DFS"](BODY + WORDS)
     assert [header.get("search_type") for header in body[::2]] == ["dfs_query_then_fetch", None,
                                                                   "dfs_query_then_fetch", None]
+
+
+def test_counts_in_the_bm25_leg_move_the_count_aggregation_under_the_scope_filter():
+    words = copy.deepcopy(WORDS)  # the lexical leg with a bool query, then the count search
+    words[3]["query"] = {"bool": {"filter": [{"term": {"user_id": "u"}}]}}
+    moved = VARIANTS["counts in the BM25 leg"](BODY + words)
+    assert moved == BODY + [words[0], {**words[1], "aggs": {"all": {"global": {}, "aggs": {"allowed": {
+        "filter": {"term": {"user_id": "u"}}, "aggs": {"words": words[3]["aggs"]["words"]}}}}}}]
