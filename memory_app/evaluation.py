@@ -249,7 +249,14 @@ def locomo_session_date(raw: str) -> datetime:
                              "%I:%M%p %d %B %Y").replace(tzinfo=UTC)
 
 
+_DIA_ID = re.compile(r"D\s*(\d+)\s*:\s*(\d+)", re.I)
+
+
 def locomo_turn_id(conversation: str, dia_id: str) -> str:
+    """A turn's episode id from its ``dia_id`` ("D3:12"), numbers read as numbers ("D3:012" is
+    the same turn), so evidence written either way finds it."""
+    if m := _DIA_ID.fullmatch(dia_id.strip()):
+        return f"locomo-{conversation}-d{int(m[1])}-{int(m[2])}"
     return f"locomo-{conversation}-{dia_id.replace(':', '-')}".lower()
 
 
@@ -280,11 +287,7 @@ def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 0) ->
 
 
 def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
-    ids = []
-    for item in evidence:
-        for part in re.split(r"[;,\s]+", item):
-            if re.fullmatch(r"D\d+:\d+", part):
-                ids.append(locomo_turn_id(conversation, part))
+    ids = [locomo_turn_id(conversation, m[0]) for item in evidence for m in _DIA_ID.finditer(item)]
     return list(dict.fromkeys(ids))
 
 

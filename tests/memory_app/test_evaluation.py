@@ -11,6 +11,7 @@ from memory_app.evaluation import (
     locomo_episodes,
     locomo_evidence,
     locomo_session_date,
+    locomo_turn_id,
 )
 
 
@@ -49,6 +50,12 @@ def test_an_unrecognised_locomo_date_is_an_error():
 def test_locomo_evidence_accepts_the_dataset_s_separators_and_drops_duplicates():
     assert locomo_evidence("26", ["D1:3", "D2:4; D2:5", "D1:3", "D10:12 D3:1", "not an id"]) == [
         "locomo-26-d1-3", "locomo-26-d2-4", "locomo-26-d2-5", "locomo-26-d10-12", "locomo-26-d3-1"]
+
+
+def test_locomo_evidence_and_turn_ids_read_the_numbers_so_spacing_and_zeros_do_not_lose_a_turn():
+    assert locomo_evidence("30", ["D3:012", "D 4 : 5", "D4:5,D6:7"]) == [
+        "locomo-30-d3-12", "locomo-30-d4-5", "locomo-30-d6-7"]
+    assert locomo_turn_id("30", "D3:12") == locomo_turn_id("30", "D03:012") == "locomo-30-d3-12"
 
 
 def test_locomo_turns_become_dated_episodes_with_the_preceding_turns_as_context():
