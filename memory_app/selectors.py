@@ -242,13 +242,17 @@ def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[Memor
     es = es or subject_es_client(subject=subject)
     scope = memory_scope(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
-    docs = [{"_index": alias_name(t, prefix=prefix), "_id": i} for i in ids for t in types]
+    types = {MemoryType(t) for t in types}
+    # Every type's alias leads to the one index, and a get by id applies no alias filter: one
+    # alias finds a document of any type, so the type is checked on what comes back.
+    docs = [{"_index": alias_name(next(iter(types)), prefix=prefix), "_id": i} for i in dict.fromkeys(ids)]
     response = es.mget(docs=docs, source_excludes=VECTOR_FIELDS)
     found = {}
     for d in response["docs"]:
         src = d.get("_source")
         # The scope check is the code-level second guard behind the key's DLS query.
-        if d.get("found") and src.get("tenant_id") == scope["tenant_id"] and src.get("user_id") == scope["user_id"]:
+        if (d.get("found") and src.get("tenant_id") == scope["tenant_id"] and src.get("user_id") == scope["user_id"]
+                and src.get("memory_type") in types):
             found[d["_id"]] = Visible(id=d["_id"], index=alias_name(src["memory_type"], prefix=prefix),
                                       memory_type=MemoryType(src["memory_type"]), source=src,
                                       seq_no=d["_seq_no"], primary_term=d["_primary_term"])

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from elasticsearch import Elasticsearch, NotFoundError, helpers
+from elasticsearch import Elasticsearch, helpers
 
 from engram_core.errors import EngramError, ValidationFailed
 from engram_core.es.client import admin_client
@@ -156,15 +156,13 @@ def _remove_copies(es: Elasticsearch, *, tenant: Tenant, prefix: str) -> int:
     """Remove ``tenant``'s documents under ``prefix``: its own indices are dropped whole, in the
     shared ones its documents are deleted (scan + bulk; the CI node has no _delete_by_query)."""
     if prefix == index_prefix_for(tenant=tenant, isolation=Tenant.Isolation.DEDICATED):
-        removed = 0
-        for memory_type in MemoryType:
-            alias = alias_name(memory_type, prefix=prefix)
-            try:
-                indices = list(es.indices.get_alias(name=alias))
-            except NotFoundError:
-                continue
-            removed += _count(es, alias, tenant)
-            es.indices.delete(index=",".join(indices))
+        aliases = [alias_name(t, prefix=prefix) for t in MemoryType]
+        found = es.options(ignore_status=404).indices.get_alias(name=",".join(aliases)).body
+        indices = [index for index, info in found.items() if isinstance(info, dict) and info.get("aliases")]
+        if not indices:
+            return 0
+        removed = _count(es, ",".join(indices), tenant)
+        es.indices.delete(index=",".join(indices))
         return removed
     removed = 0
     for memory_type in MemoryType:

@@ -1,17 +1,23 @@
 """Schema as code: index names, settings and mappings, and the idempotent setup that applies them.
 
-Each memory type lives in one index shared by all tenants, behind an alias
-(``<prefix>-episodic`` …). The concrete index is versioned (``<alias>-v<N>``) and records a
-hash of its definition and the vector space of its embedder in ``_meta``. ``ensure_indices``
-creates what is missing, leaves what is current alone, and when a definition or the embedder
-changed it creates the next version, copies the documents (scroll + bulk: the CI node has no
-``_reindex``; with their vectors computed again when the embedder changed), flips the alias
-atomically and drops the old index once the copy is verified.
+Every memory type lives in one index shared by all tenants (``<prefix>-memories-v<N>``), behind
+one alias per type (``<prefix>-episodic`` …) whose filter admits that type's documents only. A
+search through one alias sees one type; a recall's search through all four reaches the one shard
+once, not four shards (Elasticsearch's work per shard request, security and parsing included, is
+most of a small search's cost: ``benchmarks/es_cost.py``, "one index"). Writes, gets and deletes
+go through the type's alias too (Elasticsearch applies no alias filter to a get by id, so a read
+by id checks the document's ``memory_type``: ``memory_app.selectors.visible_documents``).
+
+The index is versioned and records a hash of its definition and the vector space of its embedder
+in ``_meta``. ``ensure_indices`` creates what is missing, leaves what is current alone, and when the
+definition or the embedder changed it creates the next version, copies the documents (scroll +
+bulk: the CI node has no ``_reindex``; with their vectors computed again when the embedder
+changed), moves the four aliases atomically and drops the old index once the copy is verified.
+The earlier layout, one index per type (``<prefix>-<type>-v<N>``), is migrated the same way.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -22,7 +28,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from elasticsearch import Elasticsearch, NotFoundError, helpers
+from elasticsearch import Elasticsearch, helpers
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,10 @@ SOURCE_WITH_VECTORS = {"exclude_vectors": False}
 # The vector fields, kept out of every response (they are excluded from a returned _source anyway,
 # but a nested field such as ``passages`` would still show as a list of empty objects).
 VECTOR_FIELDS = ["embedding", "passages"]
+
+
+# The one index of a prefix is ``<prefix>-memories-v<N>``; each type reaches it through its alias.
+INDEX_STEM = "memories"
 
 
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
@@ -183,18 +193,15 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
 }
 
 
-def _vector_properties(memory_type: MemoryType, dims: int) -> dict:
+def _vector_properties(dims: int) -> dict:
     """The memory's own vector; an episode also has one per sentence (memory_app.passages), which
     the recall's passage leg ranks it by. Episodes stored before ``passages`` existed have none and
     are found through ``embedding``."""
-    if memory_type is MemoryType.EPISODIC:
-        return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}
-    return {"embedding": _vector(dims)}
+    return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}
 
 
 @dataclass(frozen=True)
 class IndexDefinition:
-    memory_type: MemoryType
     body: dict
 
     @property
@@ -202,8 +209,13 @@ class IndexDefinition:
         return hashlib.sha256(json.dumps(self.body, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> IndexDefinition:
+def index_definition(*, dims: int | None = None) -> IndexDefinition:
+    """The one index of a prefix: every memory type's fields (each type's own fields are absent
+    from the others' documents)."""
     dims = dims or _embedding_dims()
+    properties = {**_common_properties(), **_vector_properties(dims)}
+    for extra in _EXTRA_PROPERTIES.values():
+        properties.update(extra)
     body = {
         "settings": {
             "index": {
@@ -220,11 +232,20 @@ def index_definition(memory_type: MemoryType, *, dims: int | None = None) -> Ind
         "mappings": {
             # Unknown fields are an error, not a silent new mapping.
             "dynamic": "strict",
-            "properties": {**_common_properties(), **_vector_properties(memory_type, dims),
-                           **_EXTRA_PROPERTIES[memory_type]},
+            "properties": properties,
         },
     }
-    return IndexDefinition(memory_type=memory_type, body=body)
+    return IndexDefinition(body=body)
+
+
+def index_base(*, prefix: str | None = None) -> str:
+    """The name the versioned index of a prefix is built on: ``<prefix>-memories``."""
+    return f"{prefix or settings.ES_INDEX_PREFIX}-{INDEX_STEM}"
+
+
+def type_filter(memory_type: MemoryType | str) -> dict:
+    """The filter of a type's alias (searches through it see that type's documents only)."""
+    return {"term": {"memory_type": MemoryType(memory_type).value}}
 
 
 @dataclass(frozen=True)
@@ -232,15 +253,8 @@ class SetupResult:
     alias: str
     index: str
     action: str  # created | unchanged | migrated
-    copied: int = 0
+    copied: int = 0  # this type's documents copied
     revectored: bool = False  # the copies' vectors were computed again (the embedder changed)
-
-
-def _current_index(es: Elasticsearch, alias: str) -> str | None:
-    try:
-        return next(iter(es.indices.get_alias(name=alias)))
-    except NotFoundError:
-        return None
 
 
 def _version_of(index: str) -> int:
@@ -250,98 +264,127 @@ def _version_of(index: str) -> int:
 Rekey = Callable[[str, dict], tuple[str, dict] | None]
 
 
+def _bindings(es: Elasticsearch, prefix: str | None) -> dict[str, dict[str, dict]]:
+    """For each concrete index behind the prefix's type aliases: {alias: its binding}."""
+    # A 404 when some are missing, with the ones found beside "error" and "status".
+    found = es.options(ignore_status=404).indices.get_alias(name=",".join(all_aliases(prefix=prefix)))
+    return {index: info["aliases"] for index, info in found.body.items()
+            if isinstance(info, dict) and info.get("aliases")}
+
+
+def _alias_actions(index: str, prefix: str | None) -> list[dict]:
+    return [{"add": {"index": index, "alias": alias_name(t, prefix=prefix), "filter": type_filter(t),
+                     "is_write_index": True}} for t in MemoryType]
+
+
 def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | None = None,
-                   definitions: dict[MemoryType, IndexDefinition] | None = None,
-                   rekey: Rekey | None = None) -> list[SetupResult]:
-    """Bring every memory index to its current definition. Idempotent; safe on every deploy.
+                   definition: IndexDefinition | None = None, rekey: Rekey | None = None) -> list[SetupResult]:
+    """Bring the prefix's memory index to its current definition. Idempotent; safe on every deploy.
+    One result per type alias.
 
-    ``definitions`` overrides the built-in ones (tests use it to simulate a mapping change).
+    ``definition`` overrides the built-in one (tests use it to simulate a mapping change).
     ``rekey(id, source)`` may give a migrated document a new (id, source) (None: unchanged).
+    Indices of the earlier layout, one per memory type (``<prefix>-<type>-v<N>``), are migrated
+    into the one index like any older version.
     """
-    results = []
-    for memory_type in MemoryType:
-        definition = (definitions or {}).get(memory_type) or index_definition(memory_type, dims=dims)
-        results.append(_ensure_index(es, alias_name(memory_type, prefix=prefix), definition, rekey=rekey))
-    return results
-
-
-def _ensure_index(es: Elasticsearch, alias: str, definition: IndexDefinition, *, rekey: Rekey | None = None
-                  ) -> SetupResult:
-    current = _current_index(es, alias)
+    definition = definition or index_definition(dims=dims)
     space = _embedder().space()
     meta = {"engram_schema_hash": definition.schema_hash, "engram_vector_space": space}
     body = {**definition.body, "mappings": {**definition.body["mappings"], "_meta": meta}}
-    if current is None:
-        index = f"{alias}-v1"
-        es.indices.create(index=index, aliases={alias: {"is_write_index": True}}, **body)
+    bindings = _bindings(es, prefix)
+    aliases = all_aliases(prefix=prefix)
+    if not bindings:
+        index = f"{index_base(prefix=prefix)}-v1"
+        if es.indices.exists(index=index):  # left over from an interrupted first setup
+            es.indices.delete(index=index)
+        es.indices.create(index=index, aliases={a["add"]["alias"]: {k: v for k, v in a["add"].items()
+                                                                     if k not in ("index", "alias")}
+                                                 for a in _alias_actions(index, prefix)}, **body)
         es.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
         log.info("created %s", index)
-        return SetupResult(alias=alias, index=index, action="created")
-    recorded = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
-    same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
-    if recorded.get("engram_schema_hash") == definition.schema_hash and same_space:
-        if "engram_vector_space" not in recorded:  # written before the record existed: add it
-            es.indices.put_mapping(index=current, meta={**recorded, **meta})
-        return SetupResult(alias=alias, index=current, action="unchanged")
-    revector = None if same_space else _embedder().revector
-    if revector is not None:
-        log.warning("%s holds vectors of %s, the embedder gives %s: computing them again", alias,
-                    recorded.get("engram_vector_space", f"{UNRECORDED_SPACE} (unrecorded)"), space)
-    return _migrate(es, alias, current, body, rekey=rekey,
-                    revector=revector and functools.partial(revector, es, current, definition.memory_type))
+        return [SetupResult(alias=a, index=index, action="created") for a in aliases]
+    current = next(iter(bindings)) if len(bindings) == 1 else None
+    if current is not None and current.startswith(f"{index_base(prefix=prefix)}-v"):
+        recorded = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
+        same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
+        bound = bindings[current]
+        complete = all(bound.get(alias_name(t, prefix=prefix), {}).get("filter") == type_filter(t) for t in MemoryType)
+        if recorded.get("engram_schema_hash") == definition.schema_hash and same_space and complete:
+            if "engram_vector_space" not in recorded:  # written before the record existed: add it
+                es.indices.put_mapping(index=current, meta={**recorded, **meta})
+            return [SetupResult(alias=a, index=current, action="unchanged") for a in aliases]
+    revector = None
+    if _embedder().space() != _recorded_space(es, list(bindings)):
+        revector = _embedder().revector
+    return _migrate(es, prefix, bindings, body, rekey=rekey, revector=revector)
 
 
-def _copies(hits: Iterable[dict], *, rekey: Rekey | None, revector: Callable[[list[dict]], None] | None,
+def _recorded_space(es: Elasticsearch, indices: list[str]) -> str | None:
+    """The vector space the given indices record (None when they disagree)."""
+    spaces = {body["mappings"].get("_meta", {}).get("engram_vector_space", UNRECORDED_SPACE)
+              for body in es.indices.get_mapping(index=",".join(indices)).values()}
+    return spaces.pop() if len(spaces) == 1 else None
+
+
+def _copies(es: Elasticsearch, old: str, hits: Iterable[dict], *, rekey: Rekey | None, revector: Revector | None,
             page: int) -> Iterator[tuple[str, dict]]:
-    """(id, source) of each document to copy, its vectors computed again a page at a time with ``revector``."""
+    """(id, source) of each document to copy from ``old``, its vectors computed again a page at a
+    time with ``revector`` (by memory type)."""
     hits = iter(hits)
     while chunk := list(itertools.islice(hits, page)):
         if revector is not None:
-            revector(chunk)
+            for memory_type in MemoryType:
+                of_type = [h for h in chunk if h["_source"].get("memory_type") == memory_type.value]
+                if of_type:
+                    revector(es, old, memory_type, of_type)
         for hit in chunk:
             changed = rekey(hit["_id"], hit["_source"]) if rekey else None
             yield changed or (hit["_id"], hit["_source"])
 
 
-def _migrate(es: Elasticsearch, alias: str, old: str, body: dict, *, rekey: Rekey | None = None,
-             revector: Callable[[list[dict]], None] | None = None) -> SetupResult:
-    new = f"{alias}-v{_version_of(old) + 1}"
+def _migrate(es: Elasticsearch, prefix: str | None, olds: dict[str, dict[str, dict]], body: dict, *,
+             rekey: Rekey | None = None, revector: Revector | None = None) -> list[SetupResult]:
+    """Copy the documents of ``olds`` (concrete index: {alias: binding}) into the next version,
+    move every type alias to it at once and drop ``olds``."""
+    base = index_base(prefix=prefix)
+    versions = [_version_of(o) for o in olds if o.startswith(f"{base}-v")]
+    new = f"{base}-v{max(versions, default=0) + 1}"
     if es.indices.exists(index=new):  # left over from an interrupted migration: start it again
         es.indices.delete(index=new)
     es.indices.create(index=new, **body)
     es.cluster.health(index=new, wait_for_status="yellow", timeout="30s")
-    # Block writes on the old index so nothing lands there after the copy has passed it; a write
-    # in that window meets a cluster block, which the write path takes as an outage: it waits in
-    # the outbox and lands in the new version (memory_app.outbox.outage).
-    es.indices.put_settings(index=old, settings={"index.blocks.write": True})
+    # Block writes on the old indices so nothing lands there after the copy has passed them; a
+    # write in that window meets a cluster block, which the write path takes as an outage: it
+    # waits in the outbox and lands in the new version (memory_app.outbox.outage).
+    es.indices.put_settings(index=",".join(olds), settings={"index.blocks.write": True})
+    copied = {t: 0 for t in MemoryType}
     try:
-        es.indices.refresh(index=old)
-        # Vectors computed again need only the text: leave the old ones in the old index.
-        hits = helpers.scan(es, index=old, query={"query": {"match_all": {}}, "_source": (
-            {"excludes": VECTOR_FIELDS} if revector else SOURCE_WITH_VECTORS)}, size=500, preserve_order=False)
-        actions = ({"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
-                   for doc_id, source in _copies(hits, rekey=rekey, revector=revector, page=500))
-        copied = 0
-        for ok, item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
-            copied += ok
+        for old in olds:
+            es.indices.refresh(index=old)
+            # Vectors computed again need only the text: leave the old ones in the old index.
+            hits = helpers.scan(es, index=old, query={"query": {"match_all": {}}, "_source": (
+                {"excludes": VECTOR_FIELDS} if revector else SOURCE_WITH_VECTORS)}, size=500, preserve_order=False)
+            actions = ({"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
+                       for doc_id, source in _copies(es, old, hits, rekey=rekey, revector=revector, page=500))
+            for _ok, _item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
+                pass
         es.indices.refresh(index=new)
-        expected = es.count(index=old)["count"]
+        expected = sum(es.count(index=old)["count"] for old in olds)
         actual = es.count(index=new)["count"]
         if actual != expected:
-            raise RuntimeError(f"migration of {alias} copied {actual} of {expected} documents; alias not moved")
-        es.indices.update_aliases(
-            actions=[
-                {"remove": {"index": old, "alias": alias}},
-                {"add": {"index": new, "alias": alias, "is_write_index": True}},
-            ]
-        )
+            raise RuntimeError(f"migration of {base} copied {actual} of {expected} documents; aliases not moved")
+        for memory_type in MemoryType:
+            copied[memory_type] = es.count(index=new, query=type_filter(memory_type))["count"]
+        es.indices.update_aliases(actions=[
+            *({"remove": {"index": old, "aliases": sorted(olds[old])}} for old in olds), *_alias_actions(new, prefix)])
     except Exception:
-        es.indices.put_settings(index=old, settings={"index.blocks.write": False})
+        es.indices.put_settings(index=",".join(olds), settings={"index.blocks.write": False})
         raise
-    es.indices.delete(index=old)
-    log.info("migrated %s: %s -> %s (%d documents%s)", alias, old, new, copied,
+    es.indices.delete(index=",".join(olds))
+    log.info("migrated %s -> %s (%d documents%s)", ", ".join(olds), new, sum(copied.values()),
              ", vectors computed again" if revector else "")
-    return SetupResult(alias=alias, index=new, action="migrated", copied=copied, revectored=revector is not None)
+    return [SetupResult(alias=alias_name(t, prefix=prefix), index=new, action="migrated", copied=copied[t],
+                        revectored=revector is not None) for t in MemoryType]
 
 
 def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, bool]:
@@ -353,13 +396,15 @@ def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str
 
 
 def vector_spaces(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, str]:
-    """The vector space each present memory index records (``UNRECORDED_SPACE`` if none), by type:
-    one request, the mappings of the aliases (answered by concrete index, ``<alias>-v<N>``)."""
-    mappings = es.indices.get_mapping(index=all_aliases(prefix=prefix), ignore_unavailable=True,
-                                      allow_no_indices=True)
-    return {MemoryType(index.rsplit("-v", 1)[0].rsplit("-", 1)[1]).value:
-            body["mappings"].get("_meta", {}).get("engram_vector_space", UNRECORDED_SPACE)
-            for index, body in mappings.items()}
+    """The vector space the index behind each present type alias records (``UNRECORDED_SPACE`` if
+    none), by type: the aliases' bindings, then the mappings of the indices behind them."""
+    bindings = _bindings(es, prefix)
+    if not bindings:
+        return {}
+    mappings = es.indices.get_mapping(index=",".join(bindings))
+    return {MemoryType(alias.rsplit("-", 1)[1]).value:
+            mappings[index]["mappings"].get("_meta", {}).get("engram_vector_space", UNRECORDED_SPACE)
+            for index, aliases in bindings.items() for alias in aliases}
 
 
 def drop_indices(*, es: Elasticsearch, prefix: str) -> None:

@@ -140,7 +140,9 @@ def memories_existing(*, subject: Subject, ids: list[str], memory_type: MemoryTy
         return {}
     docs = subject_es_client(subject=subject).mget(index=_alias(subject, memory_type), ids=ids,
                                                    source_excludes=VECTOR_FIELDS)["docs"]
-    return {d["_id"]: d["_source"] for d in docs if d.get("found")}
+    # A get by id applies no alias filter (every type's alias leads to the one index): check the type.
+    return {d["_id"]: d["_source"] for d in docs
+            if d.get("found") and d["_source"].get("memory_type") == memory_type.value}
 
 
 def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:

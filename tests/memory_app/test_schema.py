@@ -10,6 +10,7 @@ from engram_core.es.schema import (
     MemoryType,
     alias_name,
     ensure_indices,
+    index_base,
     index_definition,
     indices_present,
 )
@@ -18,29 +19,48 @@ from engram_core.es.schema import (
 def test_setup_is_idempotent(es_admin, es_prefix):
     again = ensure_indices(es=es_admin)
     assert [r.action for r in again] == ["unchanged"] * len(MemoryType)
-    assert all(r.index.endswith("-v1") for r in again)
+    assert {r.index for r in again} == {f"{index_base()}-v1"}
     assert indices_present(es=es_admin) == {t.value: True for t in MemoryType}
+
+
+def test_every_type_alias_leads_to_one_index_and_sees_its_own_type(es_admin, es_prefix):
+    """One index, one shard: a search through all four aliases is one shard request; each alias's
+    filter keeps a search through it to its type, while a get by id through any alias finds the
+    document (Elasticsearch applies no alias filter there, which the readers check)."""
+    aliases = [alias_name(t) for t in MemoryType]
+    assert set(es_admin.indices.get_alias(name=",".join(aliases))) == {f"{index_base()}-v1"}
+    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    for n, memory_type in enumerate(MemoryType):
+        es_admin.index(index=alias_name(memory_type), id=f"doc-{n}", refresh="wait_for", document={
+            "tenant_id": "t1", "memory_type": memory_type.value, "text": "the same words",
+            "embedding": [1.0] + [0.0] * (dims - 1)})
+    for n, memory_type in enumerate(MemoryType):
+        hits = es_admin.search(index=alias_name(memory_type), query={"match": {"text": "words"}})["hits"]["hits"]
+        assert [h["_id"] for h in hits] == [f"doc-{n}"]
+    everything = es_admin.search(index=",".join(aliases), query={"match": {"text": "words"}})
+    assert everything["hits"]["total"]["value"] == len(MemoryType) and everything["_shards"]["total"] == 1
+    assert es_admin.get(index=alias_name(MemoryType.CATALOG), id="doc-0")["_source"]["memory_type"] == "episodic"
 
 
 def test_hnsw_graph_options_are_written_only_when_set(settings):
     """m and ef_construction left at 0 are Elasticsearch's defaults and absent from the mapping,
     so an index made before the settings existed keeps its schema hash (no migration)."""
-    def options(memory_type):
-        properties = index_definition(memory_type).body["mappings"]["properties"]
-        return properties["embedding"]["index_options"], index_definition(memory_type).schema_hash
+    def options():
+        properties = index_definition().body["mappings"]["properties"]
+        return properties["embedding"]["index_options"], index_definition().schema_hash
 
-    default, default_hash = options(MemoryType.EPISODIC)
+    default, default_hash = options()
     assert default == {"type": "hnsw"}
     settings.ENGRAM_HNSW_EF_CONSTRUCTION, settings.ENGRAM_HNSW_M = 50, 24
-    tuned, tuned_hash = options(MemoryType.EPISODIC)
+    tuned, tuned_hash = options()
     assert tuned == {"type": "hnsw", "m": 24, "ef_construction": 50} and tuned_hash != default_hash
-    passages = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["passages"]
+    passages = index_definition().body["mappings"]["properties"]["passages"]
     assert passages["properties"]["embedding"]["index_options"] == tuned
 
 
 def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     alias = alias_name(MemoryType.SEMANTIC)
-    dims = index_definition(MemoryType.SEMANTIC).body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
     docs = [
         {"_index": alias, "_id": f"doc-{n}", "_source": {
             "tenant_id": "t1", "user_id": f"user-{n % 3}", "memory_type": "semantic",
@@ -49,15 +69,16 @@ def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     ]
     helpers.bulk(es_admin, docs, refresh="wait_for")
 
-    changed = copy.deepcopy(index_definition(MemoryType.SEMANTIC).body)
+    changed = copy.deepcopy(index_definition().body)
     changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
-    results = ensure_indices(es=es_admin, definitions={MemoryType.SEMANTIC: IndexDefinition(MemoryType.SEMANTIC, changed)})
+    results = ensure_indices(es=es_admin, definition=IndexDefinition(changed))
 
     semantic = next(r for r in results if r.alias == alias)
     assert (semantic.action, semantic.copied) == ("migrated", 1234)
-    assert semantic.index == f"{alias}-v2"
-    assert list(es_admin.indices.get_alias(name=alias)) == [f"{alias}-v2"]
-    assert not es_admin.indices.exists(index=f"{alias}-v1")
+    assert semantic.index == f"{index_base()}-v2"
+    assert {r.copied for r in results if r.alias != alias} == {0}
+    assert list(es_admin.indices.get_alias(name=alias)) == [f"{index_base()}-v2"]
+    assert not es_admin.indices.exists(index=f"{index_base()}-v1")
     assert es_admin.count(index=alias)["count"] == 1234
     got = es_admin.mget(index=alias, ids=["doc-0", "doc-1233"])["docs"]
     assert [d["_source"]["text"] for d in got] == ["fact number 0", "fact number 1233"]
@@ -67,11 +88,38 @@ def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     knn = es_admin.search(index=alias, knn={"field": "embedding", "query_vector": [1.0] + [0.0] * (dims - 1),
                                             "k": 5, "num_candidates": 50}, size=5)
     assert len(knn["hits"]["hits"]) == 5
-    assert "topic" in es_admin.indices.get_mapping(index=alias)[f"{alias}-v2"]["mappings"]["properties"]
-    # The other types were untouched, and running the changed setup again is a no-op.
-    assert {r.action for r in results if r.alias != alias} == {"unchanged"}
-    rerun = ensure_indices(es=es_admin, definitions={MemoryType.SEMANTIC: IndexDefinition(MemoryType.SEMANTIC, changed)})
+    assert "topic" in es_admin.indices.get_mapping(index=alias)[f"{index_base()}-v2"]["mappings"]["properties"]
+    # Running the changed setup again is a no-op.
+    rerun = ensure_indices(es=es_admin, definition=IndexDefinition(changed))
     assert {r.action for r in rerun} == {"unchanged"}
+
+
+def test_the_earlier_layout_of_one_index_per_type_is_migrated_into_one(es_admin, es_prefix):
+    """Indices of the release before (``<prefix>-<type>-v<N>``, unfiltered aliases) are copied into
+    the one index with their vectors, the aliases move at once, and the old indices are dropped."""
+    from engram_core.es.schema import drop_indices
+
+    from memory_app.embeddings import get_embedder
+
+    drop_indices(es=es_admin, prefix=es_prefix)
+    body = copy.deepcopy(index_definition().body)
+    body["mappings"]["_meta"] = {"engram_vector_space": get_embedder().space}
+    dims = body["mappings"]["properties"]["embedding"]["dims"]
+    for n, memory_type in enumerate(MemoryType):
+        alias = alias_name(memory_type)
+        es_admin.indices.create(index=f"{alias}-v3", aliases={alias: {"is_write_index": True}}, **body)
+        helpers.bulk(es_admin, [{"_index": alias, "_id": f"{memory_type.value}-{i}", "_source": {
+            "tenant_id": "t1", "user_id": "u1", "memory_type": memory_type.value, "text": f"memory {i}",
+            "embedding": [1.0] + [0.0] * (dims - 1)}} for i in range(n + 2)], refresh="wait_for")
+    results = {r.alias: r for r in ensure_indices(es=es_admin)}
+    for n, memory_type in enumerate(MemoryType):
+        alias = alias_name(memory_type)
+        assert (results[alias].action, results[alias].copied) == ("migrated", n + 2)
+        assert not es_admin.indices.exists(index=f"{alias}-v3")
+        assert es_admin.count(index=alias)["count"] == n + 2
+        assert es_admin.count(index=alias, query={"exists": {"field": "embedding"}})["count"] == n + 2
+    assert set(es_admin.indices.get_alias(name=",".join(results))) == {f"{index_base()}-v1"}
+    assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
 
 
 def test_strict_mapping_rejects_unknown_fields(es_admin, es_prefix):
@@ -90,7 +138,7 @@ def test_english_analysis_stems_and_drops_stop_words(es_admin, es_prefix):
 
 
 def _episode_source(subject, **fields) -> dict:
-    dims = index_definition(MemoryType.EPISODIC).body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
     return {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
             "embedding": [1.0] + [0.0] * (dims - 1), **fields}
 
@@ -101,10 +149,9 @@ def _store_then_migrate(es_admin, docs: dict[str, dict], rekey) -> None:
     alias = alias_name(MemoryType.EPISODIC)
     helpers.bulk(es_admin, [{"_index": alias, "_id": i, "_source": src} for i, src in docs.items()],
                  refresh="wait_for")
-    changed = copy.deepcopy(index_definition(MemoryType.EPISODIC).body)
+    changed = copy.deepcopy(index_definition().body)
     changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
-    ensure_indices(es=es_admin, definitions={MemoryType.EPISODIC: IndexDefinition(MemoryType.EPISODIC, changed)},
-                   rekey=rekey)
+    ensure_indices(es=es_admin, definition=IndexDefinition(changed), rekey=rekey)
 
 
 def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es_prefix, make_subject):
