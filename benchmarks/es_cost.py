@@ -24,13 +24,20 @@ then sends those bodies again, each through the same key, in variants that take 
   each kNN search as a top-level ``knn`` section (a phase of its own before the query phase),
   the passages' kNN as a second search over the episodes' index, merged in Python;
 - ``counts in the BM25 leg``: linear fusion's word counts as an aggregation of the BM25 leg
-  (``global``, then the scope filter) instead of a search of their own (the same counts).
+  (``global``, then the scope filter) instead of a search of their own (the same counts);
+- ``index per type``: the bodies as sent, with each memory type's alias moved (for this variant's
+  measurement only) to an index of its own holding a copy of that type's documents: the layout
+  before 2026-11-27, where a search over the four aliases was four shard requests, not one.
 
-``--variants`` picks some (``as sent`` is always measured). Each round starts one variant later
+``--variants`` picks some (``as sent`` is always measured). ``--jfr SECONDS`` measures no variant: it
+sends the recalls as sent for that long under a flight recording of the node and prints where
+Elasticsearch's CPU went, by part of a search (benchmarks/es_profile.py); with ``--variants "index
+per type"``, then again on that layout. Each round starts one variant later
 than the one before, so no variant is always first.
 
-Only ``as sent`` is what a recall does; the others (but ``kNN sections`` and ``counts in the
-BM25 leg``, which give the same answers) answer differently and exist to be measured.
+Only ``as sent`` is what a recall does; the others (but ``kNN sections``, ``counts in the BM25
+leg`` and ``index per type``, which give the same answers) answer differently and exist to be
+measured.
 For each variant: Elasticsearch's process CPU per ``_msearch`` (``_nodes/stats``, the node's
 ``process.cpu.total_in_millis`` before and after), the round trip and the sum of the searches'
 ``took``. A warm-up round of every variant comes first; then ``--rounds`` rounds, the variants
@@ -41,6 +48,7 @@ printed as a Markdown table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -60,13 +68,18 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from elasticsearch import Elasticsearch  # noqa: E402
+from elasticsearch import Elasticsearch, helpers  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
+from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, index_definition, type_filter  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, bench_tenant, corpus_texts, percentiles  # noqa: E402
+
+
+INDEX_PER_TYPE = "index per type"
 
 
 def _each_search(body: list[dict], change: Callable[[dict, dict], None]) -> list[dict]:
@@ -180,7 +193,51 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     # the same hits and scores, asked as before 2026-11-27 16:00 UTC: kNN sections, passages apart
     "kNN sections": _knn_sections,
     "counts in the BM25 leg": _counts_in_bm25,
+    # the same bodies, with each type's alias moved to an index of its own holding that type's
+    # documents (the layout before 2026-11-27: a search over the four aliases is four shard requests)
+    INDEX_PER_TYPE: copy.deepcopy,
 }
+
+
+def per_type_copies(es: Elasticsearch, prefix: str) -> dict[MemoryType, str]:
+    """An index per memory type (``<prefix>-<type>-layout``, the one index's definition) holding a
+    copy of that type's documents, vectors included; {type: index}."""
+    body = index_definition().body
+    meta = next(iter(es.indices.get_mapping(index=alias_name(MemoryType.EPISODIC, prefix=prefix)).values()))
+    body = {**body, "mappings": {**body["mappings"], "_meta": meta["mappings"].get("_meta", {})}}
+    out = {}
+    for memory_type in MemoryType:
+        index = f"{alias_name(memory_type, prefix=prefix)}-layout"
+        es.indices.create(index=index, **body)
+        hits = helpers.scan(es, index=alias_name(memory_type, prefix=prefix),
+                            query={"query": {"match_all": {}}, "_source": SOURCE_WITH_VECTORS})
+        helpers.bulk(es, ({"_index": index, "_id": h["_id"], "_source": h["_source"]} for h in hits), chunk_size=500)
+        es.indices.refresh(index=index)
+        out[memory_type] = index
+    return out
+
+
+@contextlib.contextmanager
+def aliases_on(es: Elasticsearch, prefix: str, per_type: dict[MemoryType, str]):
+    """Each type's alias on its own index of ``per_type`` while inside, then back on the one index."""
+    one = next(iter(es.indices.get_alias(name=alias_name(MemoryType.EPISODIC, prefix=prefix))))
+
+    def move(to_per_type: bool) -> None:
+        actions = []
+        for memory_type, own in per_type.items():
+            alias = alias_name(memory_type, prefix=prefix)
+            old, new = (one, own) if to_per_type else (own, one)
+            add = {"index": new, "alias": alias, "is_write_index": True}
+            if not to_per_type:
+                add["filter"] = type_filter(memory_type)
+            actions += [{"remove": {"index": old, "alias": alias}}, {"add": add}]
+        es.indices.update_aliases(actions=actions)
+
+    move(True)
+    try:
+        yield
+    finally:
+        move(False)
 
 
 def node_cpu_ms(es: Elasticsearch) -> int:
@@ -223,6 +280,35 @@ def measure(recorded: list[tuple[Elasticsearch, list[dict]]], variant: Callable,
     return {"cpu_ms": cpu_ms / len(bodies), "round_trip_ms": percentiles(walls), "took_ms": percentiles(tooks)}
 
 
+def print_profile(recorded: list[tuple[Elasticsearch, list[dict]]], es: Elasticsearch, *, seconds: float,
+                  layouts: dict[str, Callable[[], contextlib.AbstractContextManager]]) -> None:
+    """For each of ``layouts`` (name: a context the recalls run in), the recalls as sent, over and
+    over for ``seconds`` after one warm-up pass, under a flight recording of the node; prints the
+    samples by part of a search (benchmarks/es_profile.py)."""
+    from es_profile import profile, table
+
+    for name, layout in layouts.items():
+        with layout():
+            measure(recorded, copy.deepcopy, es)  # warm-up
+            sent = 0
+
+            def workload() -> None:
+                nonlocal sent
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    for client, body in recorded:
+                        client.msearch(searches=body)
+                        sent += 1
+
+            started = time.monotonic()
+            counts, recording = profile(es, workload)
+        # Shares only: a recording samples a few threads at a time, so its sample counts are not
+        # CPU time, and the recording costs CPU of its own; the rounds without --jfr compare layouts.
+        print(f"{name}: {sent} `_msearch` in {time.monotonic() - started:.0f} s, "
+              f"{sum(counts.values())} samples ({recording})\n")
+        print(table(counts) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subjects", type=int, default=20)
@@ -232,6 +318,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--variants", default="", help="comma-separated variant names beside 'as sent' (default: all)")
+    parser.add_argument("--jfr", type=float, default=0.0, metavar="SECONDS",
+                        help="instead of the variants: send the recalls as sent for SECONDS while the node keeps a "
+                             "flight recording, and print where its CPU went (benchmarks/es_profile.py); again on "
+                             "the index-per-type layout if --variants names it")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.variants.split(",") if name.strip()]
     if unknown := set(chosen) - set(VARIANTS):
@@ -251,15 +341,30 @@ def main() -> None:
         log(f"recorded {len(recorded)} _msearch bodies of {len(recorded[0][1]) // 2} searches "
             f"({args.subjects} end-users, {args.episodes} episodes each)")
         es = admin_client()
-        for variant in variants.values():  # warm-up
-            measure(recorded, variant, es)
+        prefix = settings.ES_INDEX_PREFIX
+        per_type = per_type_copies(es, prefix) if INDEX_PER_TYPE in variants else {}
+
+        def run(name: str) -> dict:
+            if name != INDEX_PER_TYPE:
+                return measure(recorded, variants[name], es)
+            with aliases_on(es, prefix, per_type):
+                return measure(recorded, variants[name], es)
+
+        if args.jfr:
+            layouts = {"as sent": contextlib.nullcontext}
+            if per_type:
+                layouts[INDEX_PER_TYPE] = lambda: aliases_on(es, prefix, per_type)
+            print_profile(recorded, es, seconds=args.jfr, layouts=layouts)
+            return
+        for name in variants:  # warm-up
+            run(name)
         rounds: dict[str, list[dict]] = {name: [] for name in variants}
         names = list(variants)
         for n in range(args.rounds):
             # each round starts one variant later: the first of a round measured higher in every
             # round of two runs on 2026-11-27, identical bodies included
             for name in names[n % len(names):] + names[: n % len(names)]:
-                rounds[name].append(measure(recorded, variants[name], es))
+                rounds[name].append(run(name))
             log(f"round {n + 1} of {args.rounds}")
 
     results = {name: {"cpu_ms": statistics.median(r["cpu_ms"] for r in runs),

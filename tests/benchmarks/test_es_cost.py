@@ -28,6 +28,7 @@ WORDS = [  # linear fusion's parts: a lexical leg with a named word clause, then
 def test_as_sent_is_an_equal_copy_and_no_variant_changes_the_recorded_body():
     before = copy.deepcopy(BODY)
     assert VARIANTS["as sent"](BODY) == BODY
+    assert VARIANTS["index per type"](BODY) == BODY  # the same bodies; only the aliases move
     for variant in VARIANTS.values():
         variant(BODY)
     assert BODY == before
