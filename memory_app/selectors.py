@@ -243,6 +243,8 @@ def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[Memor
     scope = memory_scope(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
     types = {MemoryType(t) for t in types}
+    if not types:
+        return {}
     # Every type's alias leads to the one index, and a get by id applies no alias filter: one
     # alias finds a document of any type, so the type is checked on what comes back.
     docs = [{"_index": alias_name(next(iter(types)), prefix=prefix), "_id": i} for i in dict.fromkeys(ids)]

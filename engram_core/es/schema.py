@@ -4,7 +4,7 @@ Every memory type lives in one index shared by all tenants (``<prefix>-memories-
 one alias per type (``<prefix>-episodic`` …) whose filter admits that type's documents only. A
 search through one alias sees one type; a recall's search through all four reaches the one shard
 once, not four shards (Elasticsearch's work per shard request, security and parsing included, is
-most of a small search's cost: ``benchmarks/es_cost.py``, "one index"). Writes, gets and deletes
+most of a small search's cost: ``scripts/bench --es-cost``, variant "index per type"). Writes, gets and deletes
 go through the type's alias too (Elasticsearch applies no alias filter to a get by id, so a read
 by id checks the document's ``memory_type``: ``memory_app.selectors.visible_documents``).
 
@@ -314,7 +314,9 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
                 es.indices.put_mapping(index=current, meta={**recorded, **meta})
             return [SetupResult(alias=a, index=current, action="unchanged") for a in aliases]
     revector = None
-    if _embedder().space() != _recorded_space(es, list(bindings)):
+    if (recorded_space := _recorded_space(es, list(bindings))) != space:
+        log.warning("%s hold vectors of %s, the embedder gives %s: computing them again", ", ".join(bindings),
+                    recorded_space or "several spaces", space)
         revector = _embedder().revector
     return _migrate(es, prefix, bindings, body, rekey=rekey, revector=revector)
 
@@ -357,7 +359,6 @@ def _migrate(es: Elasticsearch, prefix: str | None, olds: dict[str, dict[str, di
     # write in that window meets a cluster block, which the write path takes as an outage: it
     # waits in the outbox and lands in the new version (memory_app.outbox.outage).
     es.indices.put_settings(index=",".join(olds), settings={"index.blocks.write": True})
-    copied = {t: 0 for t in MemoryType}
     try:
         for old in olds:
             es.indices.refresh(index=old)
@@ -366,15 +367,14 @@ def _migrate(es: Elasticsearch, prefix: str | None, olds: dict[str, dict[str, di
                 {"excludes": VECTOR_FIELDS} if revector else SOURCE_WITH_VECTORS)}, size=500, preserve_order=False)
             actions = ({"_op_type": "index", "_index": new, "_id": doc_id, "_source": source}
                        for doc_id, source in _copies(es, old, hits, rekey=rekey, revector=revector, page=500))
-            for _ok, _item in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
-                pass
+            for _ in helpers.streaming_bulk(es, actions, chunk_size=500, raise_on_error=True):
+                pass  # raise_on_error: a document that fails stops the migration before the aliases move
         es.indices.refresh(index=new)
         expected = sum(es.count(index=old)["count"] for old in olds)
         actual = es.count(index=new)["count"]
         if actual != expected:
             raise RuntimeError(f"migration of {base} copied {actual} of {expected} documents; aliases not moved")
-        for memory_type in MemoryType:
-            copied[memory_type] = es.count(index=new, query=type_filter(memory_type))["count"]
+        copied = {t: es.count(index=new, query=type_filter(t))["count"] for t in MemoryType}
         es.indices.update_aliases(actions=[
             *({"remove": {"index": old, "aliases": sorted(olds[old])}} for old in olds), *_alias_actions(new, prefix)])
     except Exception:
