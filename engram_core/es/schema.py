@@ -272,9 +272,13 @@ def _bindings(es: Elasticsearch, prefix: str | None) -> dict[str, dict[str, dict
             if isinstance(info, dict) and info.get("aliases")}
 
 
+def _alias_bindings(prefix: str | None) -> dict[str, dict]:
+    """Each type's alias and its binding to the one index: the type's filter, writes allowed."""
+    return {alias_name(t, prefix=prefix): {"filter": type_filter(t), "is_write_index": True} for t in MemoryType}
+
+
 def _alias_actions(index: str, prefix: str | None) -> list[dict]:
-    return [{"add": {"index": index, "alias": alias_name(t, prefix=prefix), "filter": type_filter(t),
-                     "is_write_index": True}} for t in MemoryType]
+    return [{"add": {"index": index, "alias": alias, **binding}} for alias, binding in _alias_bindings(prefix).items()]
 
 
 def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | None = None,
@@ -297,9 +301,7 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
         index = f"{index_base(prefix=prefix)}-v1"
         if es.indices.exists(index=index):  # left over from an interrupted first setup
             es.indices.delete(index=index)
-        es.indices.create(index=index, aliases={a["add"]["alias"]: {k: v for k, v in a["add"].items()
-                                                                     if k not in ("index", "alias")}
-                                                 for a in _alias_actions(index, prefix)}, **body)
+        es.indices.create(index=index, aliases=_alias_bindings(prefix), **body)
         es.cluster.health(index=index, wait_for_status="yellow", timeout="30s")
         log.info("created %s", index)
         return [SetupResult(alias=a, index=index, action="created") for a in aliases]
