@@ -12,6 +12,14 @@ query vector is cached, and turns carry no session). ``--varied`` is an agent's 
 instead: every turn a new synthetic sentence, in sessions of six turns per client and end-user
 (so each gets its derived context), and every recall a new synthetic question (no cached vector).
 
+``--warmup SECONDS`` first runs the load for that long, at the largest client count, on text of
+its own (another seed), and counts none of it: the node's JIT compiler and the servers' caches
+(entity mention counts, connections) reach the state a running server is in, while no measured
+question or turn repeats a warm-up one (so no query vector is cached from it). Each measured
+step has its own seed too, so a later step repeats no text of an earlier one. Without it, a
+first step right after start-up measures a cold node: on 2026-11-27 the C2 compiler took 30% of
+the node's CPU in the first minute.
+
 ``--cpu-split`` also reports where each step's CPU went on this machine: CPU seconds of the
 Elasticsearch node, of the ASGI server's processes, of Redis and of this load generator (from
 ``/proc``, Linux only), each per request, and, when ``ES_URL`` and ``ES_MONITOR_USERNAME`` /
@@ -28,6 +36,7 @@ import random
 import statistics
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -197,6 +206,19 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
     return result
 
 
+@dataclass(frozen=True)
+class Seeds:
+    steps: list[int]
+    warmup: int
+
+
+def step_seeds(steps: int, *, seed: int = 7) -> Seeds:
+    """A seed per measured step (the first one ``seed``, as every step had before warm-ups
+    existed, so a first step's text is what it was) and one for the warm-up, all different: no
+    step says what another step or the warm-up said."""
+    return Seeds(steps=[seed + 1000 * i for i in range(steps)], warmup=seed + 1000 * steps)
+
+
 def markdown(results: list[dict]) -> str:
     lines = ["| clients | kind | requests | p50 ms | p95 ms | p99 ms | throughput (all) req/s | errors |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -231,12 +253,20 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
     parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
     parser.add_argument("--cpu-split", action="store_true", help="CPU per request by process, and the node's work")
+    parser.add_argument("--warmup", type=float, default=0, metavar="SECONDS",
+                        help="first run the load this long on other text, not counted (see the module doc)")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
+    seeds = step_seeds(len(args.clients))
+    if args.warmup > 0:
+        warm = run(url=args.url, token=args.token, clients=max(args.clients), seconds=args.warmup,
+                   subjects=args.subjects, varied=args.varied, seed=seeds.warmup)
+        print(f"warm-up, not counted: {max(args.clients)} clients for {warm['seconds']} s, "
+              f"{warm['throughput_rps']} req/s, {warm['errors']} errors\n")
     results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects,
-                   varied=args.varied, measure_cpu=args.cpu_split)
-               for c in args.clients]
+                   varied=args.varied, measure_cpu=args.cpu_split, seed=seed)
+               for c, seed in zip(args.clients, seeds.steps, strict=True)]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 
 

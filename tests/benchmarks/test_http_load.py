@@ -51,3 +51,12 @@ def test_the_table_shows_the_split(http_load):
                    "node_per_request": {"query phases": 22.61}}}
     table = http_load.markdown([row])
     assert "| 8 | 43.3 (1.07) | 34.5 (0.85) | 0.7 (0.02) | 2.3 (0.06) | 0.8 (0.02) | query phases 22.61 |" in table
+
+
+def test_every_step_and_the_warm_up_say_text_of_their_own(http_load):
+    seeds = http_load.step_seeds(3)
+    assert seeds.steps[0] == 7  # a first step says what every first step said before warm-ups existed
+    assert len({*seeds.steps, seeds.warmup}) == 4
+    # Different seeds give different conversations and questions (no cached vector carries over).
+    first, warm = http_load.Synth(seed=seeds.steps[0]), http_load.Synth(seed=seeds.warmup)
+    assert {first.question(n) for n in range(50)}.isdisjoint({warm.question(n) for n in range(50)})
