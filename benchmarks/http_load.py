@@ -12,13 +12,15 @@ query vector is cached, and turns carry no session). ``--varied`` is an agent's 
 instead: every turn a new synthetic sentence, in sessions of six turns per client and end-user
 (so each gets its derived context), and every recall a new synthetic question (no cached vector).
 
-``--warmup SECONDS`` first runs the load for that long, at the largest client count, on text of
-its own (another seed), and counts none of it: the node's JIT compiler and the servers' caches
-(entity mention counts, connections) reach the state a running server is in, while no measured
-question or turn repeats a warm-up one (so no query vector is cached from it). Each measured
-step has its own seed too, so a later step repeats no text of an earlier one. Without it, a
-first step right after start-up measures a cold node: on 2026-11-27 the C2 compiler took 30% of
-the node's CPU in the first minute.
+Text is seeded (``--seed``, 7): each measured step has a seed of its own, so no step repeats
+what an earlier one said (whose query vectors would be cached). ``--warmup SECONDS`` first runs
+the load that long at the largest client count on text of its own, counting none of it: the
+node's JIT compiler and the servers' caches (entity mention counts) reach a running server's
+state without any measured question having been asked before. (In a flight recording the JIT
+compiler had 30% of the node's Java threads' CPU in the first minute after start-up, but two
+minutes of warm-up measured no different: docs/performance.md, "Is the 8-client figure a cold
+node's?".) ``scripts/bench --http`` runs its own short warm-up with another ``--seed`` for the
+same reason.
 
 ``--cpu-split`` also reports where each step's CPU went on this machine: CPU seconds of the
 Elasticsearch node, of the ASGI server's processes, of Redis and of this load generator (from
@@ -253,12 +255,13 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
     parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
     parser.add_argument("--cpu-split", action="store_true", help="CPU per request by process, and the node's work")
+    parser.add_argument("--seed", type=int, default=7, help="the first step's text (other steps, the warm-up differ)")
     parser.add_argument("--warmup", type=float, default=0, metavar="SECONDS",
                         help="first run the load this long on other text, not counted (see the module doc)")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
-    seeds = step_seeds(len(args.clients))
+    seeds = step_seeds(len(args.clients), seed=args.seed)
     if args.warmup > 0:
         warm = run(url=args.url, token=args.token, clients=max(args.clients), seconds=args.warmup,
                    subjects=args.subjects, varied=args.varied, seed=seeds.warmup)

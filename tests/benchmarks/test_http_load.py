@@ -60,3 +60,6 @@ def test_every_step_and_the_warm_up_say_text_of_their_own(http_load):
     # Different seeds give different conversations and questions (no cached vector carries over).
     first, warm = http_load.Synth(seed=seeds.steps[0]), http_load.Synth(seed=seeds.warmup)
     assert {first.question(n) for n in range(50)}.isdisjoint({warm.question(n) for n in range(50)})
+    # scripts/bench's own warm-up (--seed 3) says nothing a measured step of the default seed says.
+    bench_warmup = http_load.step_seeds(1, seed=3)
+    assert not {*bench_warmup.steps, bench_warmup.warmup} & {*seeds.steps, seeds.warmup}
