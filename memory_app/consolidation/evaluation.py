@@ -53,13 +53,20 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
         for persona in corpus["personas"]:
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
                                                             actor="eval")
-            services.episodes_import(subject=subject, episodes=[
+            stored = services.episodes_import(subject=subject, episodes=[
                 {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}
                 for t in persona["turns"]])
+            # An imported episode is stored under its id namespaced to the end-user: the gold names
+            # turns by the corpus's ids, so a fact's supporting episodes are mapped back to them.
+            turn_of = {memory_id: t["id"] for t, memory_id in zip(persona["turns"], stored, strict=True)}
             for key, value in consolidate_all(subject=subject, extractor=extractor).items():
                 run_totals[key] = run_totals.get(key, 0) + value
             memories = subject_export(subject=subject)["memories"]
-            written = [f for f in memories["semantic"] if f.get("source") == "consolidation"]
+            written = []
+            for fact in memories["semantic"]:
+                if fact.get("source") == "consolidation":
+                    support = [turn_of.get(i, i) for i in fact.get("supporting_episode_ids") or []]
+                    written.append({**fact, "supporting_episode_ids": support})
             _score_persona(persona, written, memories["procedural"], totals)
             log(f"  {persona['external_id']}: {len(persona['turns'])} turns, {len(written)} facts written")
 

@@ -1,8 +1,13 @@
-"""The consolidation eval's scoring arithmetic on a hand-made persona (no cluster needed)."""
+"""The consolidation eval: its scoring arithmetic on a hand-made persona (no cluster needed), and one
+persona through the real node."""
 
 from __future__ import annotations
 
-from memory_app.consolidation.evaluation import _score_persona
+import json
+
+import pytest
+
+from memory_app.consolidation.evaluation import _score_persona, evaluate_consolidation
 
 
 def test_scoring_counts_matches_merges_contradictions_and_false_supersessions():
@@ -34,3 +39,24 @@ def test_scoring_counts_matches_merges_contradictions_and_false_supersessions():
     assert (totals["contradictions"], totals["detected"], totals["detected_kind"]) == (1, 1, 0)  # harsh ≠ natural
     assert (totals["links"], totals["false_links"]) == (2, 1)  # w4 → w3 has no gold supersession
     assert (totals["playbooks"], totals["playbooks_found"], totals["playbooks_exact"]) == (1, 1, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_eval_scores_supporting_turns_by_corpus_id_although_stored_ids_are_namespaced(tmp_path, es_admin,
+                                                                                          invalidate_minted_keys):
+    # Imported episodes are stored under ids namespaced to the end-user; the eval must map a
+    # fact's supporting episodes back to the corpus's turn ids (it matched no fact before).
+    persona = {"external_id": "ana",
+               "turns": [{"id": "ana-s1-01", "session_id": "s1", "occurred_at": "2025-01-06T09:00:01Z",
+                          "text": "My name is Ana Ribeiro."},
+                         {"id": "ana-s1-02", "session_id": "s1", "occurred_at": "2025-01-06T09:00:02Z",
+                          "text": "I live in Porto, in an old flat near the river."}],
+               "facts": [{"key": "name", "text": "My name is Ana Ribeiro.", "value": "Ana Ribeiro",
+                          "turns": ["ana-s1-01"]},
+                         {"key": "home", "text": "I live in Porto.", "value": "Porto", "turns": ["ana-s1-02"]}],
+               "playbooks": []}
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps({"personas": [persona]}))
+    figures = evaluate_consolidation(path=path, log=lambda _m: None)
+    assert figures["counts"]["gold"] == 2 and figures["counts"]["gold_matched"] == 2
+    assert figures["extraction_recall"] == 1.0

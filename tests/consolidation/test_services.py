@@ -7,8 +7,9 @@ import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
-from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending
+from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
+from memory_app.embeddings import get_embedder
 from memory_app.models import ConsolidationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -226,3 +227,17 @@ def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, curren
     after = current_facts(subject)
     assert after[paris_id]["superseded_by"] == [rome_id]
     assert len(after) == 2 and run.facts_unchanged == 1 and run.facts_created == 0
+
+
+def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subject, es_admin):
+    kept = services.fact_write(subject=subject, text="User's sister Ana lives in Lisbon.")
+    old = services.fact_write(subject=subject, text="User rides a red bicycle to work.")
+    newer = services.fact_write(subject=subject, text="User rides a blue scooter to work.", supersedes=[old["id"]])
+    services.fact_write(subject=make_subject("bob"), text="User's sister Ana lives in Lisbon.")
+    es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
+    vector = get_embedder().embed_query("User's sister Ana lives in Lisbon.")
+    # A text with no word of any fact: whatever is found, the kNN query found.
+    [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector])
+    cosine = {f.id: f.cosine for f in found}
+    assert set(cosine) == {kept["id"], newer["id"]}  # not the superseded fact, not bob's twin
+    assert cosine[kept["id"]] > 0.99 > cosine[newer["id"]]
