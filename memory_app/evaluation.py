@@ -286,6 +286,14 @@ def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 0) ->
     return episodes
 
 
+def import_by_client_id(*, subject: Subject, episodes: list[dict[str, Any]]) -> dict[str, str]:
+    """Import ``episodes`` (each with its dataset's ``id``) in one call; {stored id: dataset id}.
+    An imported episode is stored under its id namespaced to the end-user, while a dataset's gold
+    names its own ids: scores compare through this map."""
+    stored = services.episodes_import(subject=subject, episodes=episodes)
+    return {memory_id: e["id"] for e, memory_id in zip(episodes, stored, strict=True)}
+
+
 def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
     ids = [locomo_turn_id(conversation, m[0]) for item in evidence for m in _DIA_ID.finditer(item)]
     return list(dict.fromkeys(ids))
@@ -310,10 +318,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
                                                             actor="eval")
             episodes = locomo_episodes(conversation, data, context_turns=context_turns)
-            stored = services.episodes_import(
+            turn_of = import_by_client_id(
                 subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
-            # An imported episode's stored id is its client id namespaced to the end-user: map it back.
-            turn_of = {memory_id: e["id"] for e, memory_id in zip(episodes, stored, strict=True)}
             now = max(e["occurred_at"] for e in episodes)
             if consolidate:
                 log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")

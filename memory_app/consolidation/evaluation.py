@@ -27,10 +27,9 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from memory_app import services
 from memory_app.consolidation.resolve import normalise
 from memory_app.consolidation.services import consolidate_all
-from memory_app.evaluation import sandbox
+from memory_app.evaluation import import_by_client_id, sandbox
 from memory_app.selectors import subject_export
 from tenants import services as tenant_services
 from tenants.models import Tenant
@@ -53,12 +52,10 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
         for persona in corpus["personas"]:
             subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
                                                             actor="eval")
-            stored = services.episodes_import(subject=subject, episodes=[
+            # The gold names turns by the corpus's ids: a fact's supporting episodes are mapped back.
+            turn_of = import_by_client_id(subject=subject, episodes=[
                 {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}
                 for t in persona["turns"]])
-            # An imported episode is stored under its id namespaced to the end-user: the gold names
-            # turns by the corpus's ids, so a fact's supporting episodes are mapped back to them.
-            turn_of = {memory_id: t["id"] for t, memory_id in zip(persona["turns"], stored, strict=True)}
             for key, value in consolidate_all(subject=subject, extractor=extractor).items():
                 run_totals[key] = run_totals.get(key, 0) + value
             memories = subject_export(subject=subject)["memories"]
