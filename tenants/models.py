@@ -5,6 +5,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from engram_core.validation import validate_new_external_id
+
 
 class Tenant(models.Model):
     """An organisation deploying agents. Its ``slug`` is the ``tenant_id`` stored on every memory."""
@@ -32,7 +34,7 @@ class Subject(models.Model):
     """An end-user whose memory is stored, identified inside its tenant by ``external_id``."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="subjects")
-    external_id = models.CharField(max_length=200)
+    external_id = models.CharField(max_length=200, validators=[validate_new_external_id])
     # The ``user_id`` stored on this subject's memories: opaque and stable, never the external id.
     user_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     display_name = models.CharField(max_length=200, blank=True)

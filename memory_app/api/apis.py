@@ -34,6 +34,7 @@ from memory_app.api.parsers import LimitedJSONParser, body_limit
 from memory_app.api.serializers import (
     MEMORY_ID_PATTERN,
     ErrorBodySerializer,
+    StrictInputSerializer,
     ErrorSerializer,
     MemorySerializer,
     OperationSerializer,
@@ -164,7 +165,7 @@ def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
 class SubjectCreateApi(BaseApi):
     scopes = {"post": ADMIN}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         external_id = serializers.CharField(max_length=200)
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
@@ -245,7 +246,7 @@ def _timezone_field() -> serializers.CharField:
 class TurnCreateApi(BaseApi):
     scopes = {"post": WRITE}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         text = serializers.CharField(help_text="the user's message, verbatim")
         occurred_at = serializers.DateTimeField(required=False, allow_null=True)
         session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
@@ -282,7 +283,7 @@ class TurnCreateApi(BaseApi):
 class RecallApi(BaseApi):
     scopes = {"post": READ}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         query = serializers.CharField()
         k = serializers.IntegerField(required=False, default=10, min_value=1, max_value=settings.ENGRAM_RECALL_MAX_K)
         types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
@@ -309,7 +310,7 @@ class RecallApi(BaseApi):
 # ---------------------------------------------------------------- memories
 
 
-class _WriteMemoryFields(serializers.Serializer):
+class _WriteMemoryFields(StrictInputSerializer):
     confidence = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
     supersedes = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True,
                                        max_length=settings.ENGRAM_MAX_SUPERSEDES,
@@ -363,7 +364,7 @@ class MemoryApi(BaseApi):
 
     scopes = {"get": READ, "delete": FORGET}
 
-    class ForgetQuerySerializer(serializers.Serializer):
+    class ForgetQuerySerializer(StrictInputSerializer):
         reason = serializers.CharField(max_length=500, help_text="why it is forgotten (kept in the audit log)")
 
     @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
@@ -400,7 +401,7 @@ class MemoryHistoryApi(BaseApi):
 class PlaybookOutcomeApi(BaseApi):
     scopes = {"post": WRITE}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         success = serializers.BooleanField(help_text="did following the playbook work?")
         refined_steps = serializers.CharField(required=False, allow_null=True,
                                               help_text="better steps learnt this time, if any")
@@ -419,7 +420,7 @@ class PlaybookOutcomeApi(BaseApi):
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
-class ImportEpisodeSerializer(serializers.Serializer):
+class ImportEpisodeSerializer(StrictInputSerializer):
     text = serializers.CharField()
     occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
     role = serializers.ChoiceField(choices=list(services.EPISODE_ROLES), required=False, default="user")
@@ -438,7 +439,7 @@ class EpisodesImportApi(BaseApi):
     def max_body_bytes(self) -> int:
         return settings.ENGRAM_API_MAX_IMPORT_BODY_BYTES
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         episodes = ImportEpisodeSerializer(many=True, min_length=1, max_length=settings.ENGRAM_MAX_IMPORT_EPISODES)
 
     class OutputSerializer(serializers.Serializer):
@@ -498,7 +499,7 @@ class ConsolidationCreateApi(BaseApi):
 
     scopes = {"post": WRITE}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         dry_run = serializers.BooleanField(required=False, default=False)
         extractor = serializers.ChoiceField(choices=list(EXTRACTORS), required=False, allow_null=True,
                                             help_text="default: the server's ENGRAM_CONSOLIDATION_EXTRACTOR")
@@ -543,7 +544,7 @@ class ConsolidationGetApi(BaseApi):
 class CatalogEntryCreateApi(BaseApi):
     scopes = {"post": ADMIN}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         title = serializers.CharField(max_length=500)
         text = serializers.CharField()
         metadata = serializers.DictField(required=False, allow_null=True)

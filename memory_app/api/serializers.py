@@ -1,6 +1,10 @@
-"""Output shapes shared by several endpoints: a memory, an error, an outbox operation."""
+"""Shapes shared by several endpoints: the base of every request body, and the output shapes of a
+memory, an error, an outbox operation."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -9,6 +13,27 @@ from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
 
 MEMORY_ID_PATTERN = r"^[A-Za-z0-9-]{8,64}$"
+
+
+class StrictInputSerializer(serializers.Serializer):
+    """The base of every request's input: a name the operation does not define is an error, reported
+    with the others in ``details.fields``, instead of being dropped. A dropped name loses what the
+    caller meant: a misspelt ``ocurred_at`` would date a turn now, ``sesion_id`` store it outside
+    its session, ``typs`` recall every type."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
+        errors = {name: [f"Unknown field; this accepts {', '.join(self.fields) or 'no fields'}."]
+                  for name in unknown}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not errors or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError({**exc.detail, **errors}) from exc
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
 
 
 def _opt(field_class, **kwargs):

@@ -195,7 +195,19 @@ def build_server() -> MCPServer:
 
 
 class EngramMcpServer(MCPServer):
+    _accepted: dict[str, frozenset[str]] | None = None
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        # An argument the tool does not take is refused, not dropped (as REST refuses an unknown
+        # field): a misspelt "sesion_id" or "supersede" would otherwise be lost without a word.
+        if self._accepted is None:
+            self._accepted = {tool.name: frozenset(tool.input_schema.get("properties", ()))
+                              for tool in await self.list_tools()}
+        if name in self._accepted and (unknown := sorted(set(arguments or ()) - self._accepted[name])):
+            accepted = ", ".join(sorted(self._accepted[name]))
+            errors = [{"field": field, "message": f"unknown argument; {name} takes {accepted}"} for field in unknown]
+            return error_result(ValidationFailed(f"invalid arguments for {name}: {', '.join(unknown)}",
+                                                 details={"errors": errors}, code="invalid_arguments"))
         # Arguments that fail the tool's schema get the same error shape as any other rejection.
         try:
             return await super().call_tool(name, arguments, context)

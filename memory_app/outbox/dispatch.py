@@ -15,6 +15,8 @@ from tenants.services import subject_get_or_create
 Op = OutboxEntry.Operation
 # The operations that create a memory, and the type of memory each creates.
 CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
+# The operations that need the end-user to exist already; every other one creates them on first use.
+ON_EXISTING = (Op.OUTCOME, Op.FORGET, Op.ERASE)
 
 
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
@@ -22,7 +24,7 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                 defer_refresh: bool = False) -> dict[str, Any]:
     """Run one write through its service. Returns a JSON-able summary."""
     p = payload
-    if operation in (Op.OUTCOME, Op.FORGET, Op.ERASE):
+    if operation in ON_EXISTING:
         subject = subject_get(tenant=tenant, external_id=external_id)
     else:
         subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor)

@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from memory_app import services
 from memory_app.models import OutboxEntry
-from memory_app.outbox.dispatch import CREATES, Op, write_apply
+from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
 from tenants.models import AgentToken, Tenant
+from tenants.services import subject_external_id_validate
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     operation = Op(operation)
     services.write_validate(operation=operation, payload=payload)
     external_id = services.external_id_validate(external_id)
+    if operation not in ON_EXISTING:  # may create the end-user: a new one's id must be addressable
+        subject_external_id_validate(tenant=tenant, external_id=external_id)
     if operation in CREATES and not memory_id:
         memory_id = services.new_memory_id()
     payload = _stamped(operation, payload)

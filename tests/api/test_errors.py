@@ -69,6 +69,65 @@ def test_validation_errors_name_the_fields(api):
     _error(api.post("/api/v1/subjects/a/turns", ["not", "an", "object"], format="json"), 400, "invalid")
 
 
+@pytest.mark.parametrize(("method", "path", "body", "misspelt"), [
+    ("post", "/api/v1/subjects/u/turns", {"text": "I moved to Lyon", "sesion_id": "s1"}, "sesion_id"),
+    ("post", "/api/v1/subjects/u/turns", {"text": "I moved to Lyon", "ocurred_at": "2025-01-01T00:00:00Z"},
+     "ocurred_at"),
+    ("post", "/api/v1/subjects/u/memories", {"type": "semantic", "text": "Lives in Lyon", "supersede": ["x" * 8]},
+     "supersede"),
+    ("post", "/api/v1/subjects/u/memories", {"type": "semantic", "text": "Lives in Lyon", "trigger": "moving"},
+     "trigger"),
+    ("post", "/api/v1/subjects/u/episodes:import",
+     {"episodes": [{"text": "I moved to Lyon", "occurred_at": "2025-01-01T00:00:00Z", "sesion_id": "s1"}]},
+     "episodes"),
+    ("post", "/api/v1/subjects", {"external_id": "u2", "display": "U"}, "display"),
+    ("post", "/api/v1/catalog/entries", {"title": "Moving", "text": "How to move", "tags": ["x"]}, "tags"),
+])
+def test_a_field_the_operation_does_not_take_is_refused_and_nothing_is_written(api, method, path, body, misspelt):
+    """A misspelt field would otherwise be dropped: the turn stored outside its session, dated now,
+    the old fact left current."""
+    api.post("/api/v1/subjects", {"external_id": "u"}, format="json")
+    error = _error(getattr(api, method)(path, body, format="json"), 400, "invalid")
+    assert misspelt in error["details"]["fields"]
+    if misspelt == "episodes":  # nested: the episode's own field, by position
+        assert error["details"]["fields"]["episodes"] == {"0": {"sesion_id": [
+            "Unknown field; this accepts text, occurred_at, role, session_id, context, metadata, id."]}}
+    export = api.get("/api/v1/subjects/u/export").json()
+    assert export["memories"] == {"episodic": [], "semantic": [], "procedural": []}
+    assert api.get("/api/v1/subjects/u2/export").status_code == 404
+
+
+def test_an_unknown_field_is_reported_with_the_invalid_ones(api):
+    error = _error(api.post("/api/v1/subjects/a/recall", {"k": 0, "typs": ["semantic"]}, format="json"),
+                   400, "invalid")
+    assert set(error["details"]["fields"]) == {"query", "k", "typs"}
+    error = _error(api.delete("/api/v1/subjects/a/memories/abcdefgh?reason=x&hard=1"), 400, "invalid")
+    assert set(error["details"]["fields"]) == {"hard"}
+
+
+def test_a_new_end_user_needs_an_id_the_urls_can_name(api, tenant):
+    """"a/b" could be created but never addressed as /subjects/<external_id>/…; an existing one keeps working."""
+    from tenants.models import Subject
+
+    for bad in ("a/b", ".", ".."):
+        error = _error(api.post("/api/v1/subjects", {"external_id": bad}, format="json"), 400, "invalid_external_id")
+        assert error["details"] == {"field": "external_id"}
+    assert not Subject.objects.filter(tenant=tenant).exists()
+    for fine in ("a b", "user@example.com", "a.b", "名前"):
+        assert api.post("/api/v1/subjects", {"external_id": fine}, format="json").status_code == 201, fine
+
+
+def test_the_admin_form_refuses_an_unaddressable_end_user_id(tenant):
+    from django.core.exceptions import ValidationError
+
+    from tenants.models import Subject
+
+    with pytest.raises(ValidationError) as refused:
+        Subject(tenant=tenant, external_id="a/b").full_clean()
+    assert "external_id" in refused.value.message_dict
+    Subject(tenant=tenant, external_id="a b").full_clean()
+
+
 def test_service_validation_errors_keep_their_codes(api, settings):
     settings.ENGRAM_MAX_TEXT_CHARS = 10
     error = _error(api.post("/api/v1/subjects/a/turns", {"text": "much longer than ten"}, format="json"),

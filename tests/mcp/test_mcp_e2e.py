@@ -271,4 +271,16 @@ def test_tool_errors_carry_engram_codes(server):
             assert await error_code(alice, "recall_memory", query="hello", since="yesterday") == "invalid_datetime"
             assert await error_code(alice, "write_memory", type="semantic", text=" ") == "empty_text"
 
+            # An argument the tool does not take is refused with the rest of the call: nothing is stored.
+            is_error, refused = await call(alice, "write_memory", type="semantic", text="Alice keeps bees",
+                                           sesion_id="s1")
+            assert is_error and refused["error"]["code"] == "invalid_arguments"
+            assert [e["field"] for e in refused["error"]["details"]["errors"]] == ["sesion_id"]
+            recalled = await ok(alice, "recall_memory", query="Alice keeps bees", include_superseded=True)
+            assert not [m for m in recalled["memories"] if "bees" in (m.get("text") or "")]
+            # A new end-user whose id could not be a URL segment is not created; nothing is written.
+            assert await error_code(unpinned, "write_memory", type="episodic", text="Hi", subject="a/b") \
+                == "invalid_external_id"
+            assert await error_code(unpinned, "recall_memory", query="Hi", subject="a/b") == "not_found"
+
     anyio.run(scenario)
