@@ -489,6 +489,35 @@ def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None,
 _ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
 
 
+def _content(hit: Hit) -> tuple:
+    """What a memory says as a recall returns it, compared case- and spacing-blind: a copy says
+    nothing its original does not. (An episode's derived context is never returned; a context the
+    client sent is, so it counts.)"""
+    fields = ("title", "text") if hit.memory_type is MemoryType.CATALOG else ("trigger", "steps", "text", "context")
+    return hit.memory_type, *(" ".join(str(hit.source.get(f) or "").split()).casefold() for f in fields)
+
+
+def without_copies(ranked: list[Hit], *, k: int) -> tuple[list[Hit], dict[str, list[str]]]:
+    """The first ``k`` of ``ranked`` that are not a copy of a memory ranked above them (the same
+    type and text: a user who said "Is that why?" on four days has four episodes), and for each
+    kept memory the ids of its copies among them, best first (``copies`` in ``explain``). Four
+    copies of one line would fill four of an agent's k places with nothing new; the copies stay
+    stored, dated and each recallable on its own terms (``ENGRAM_RECALL_COLLAPSE_COPIES``)."""
+    if not settings.ENGRAM_RECALL_COLLAPSE_COPIES:
+        return ranked[:k], {}
+    kept: list[Hit] = []
+    original: dict[tuple, str] = {}
+    copies: dict[str, list[str]] = {}
+    for hit in ranked:
+        content = _content(hit)
+        if content in original:
+            copies.setdefault(original[content], []).append(hit.id)
+        elif len(kept) < k:
+            original[content] = hit.id
+            kept.append(hit)
+    return kept, {memory_id: ids for memory_id, ids in copies.items() if memory_id in {h.id for h in kept}}
+
+
 def asks(text: str) -> bool:
     """Whether ``text`` asks a question: one of its sentences ends with a question mark."""
     return bool(_ASKS.search(text))

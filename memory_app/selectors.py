@@ -52,11 +52,14 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False,
                   now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
-                  es: Elasticsearch | None = None) -> list[dict[str, Any]]:
+                  es: Elasticsearch | None = None, exclude: str = "") -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
     ``timezone``: the end-user's IANA zone, whose calendar days the dates a query names are
     read in (memory_app.temporal; default UTC).
+
+    A memory is listed once per content (``recall.without_copies``; explain names the copies).
+    ``exclude``: a memory id left out before that (a turn's own episode).
 
     ``explain`` adds per hit its ranks, fused score and every multiplier. A read only: facts
     handed to an agent are counted as used by the caller (``usage.usage_record_recalled``), so a
@@ -123,12 +126,13 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
             hit.rerank_score, hit.rerank_rank = float(value), rank
         hits = pool
     window = query_time_window(query, now=now, tz=tz) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
-    ranked = rc.score(hits, now=now, window=window, intent=_intent(query))[:k]
+    scored = [h for h in rc.score(hits, now=now, window=window, intent=_intent(query)) if h.id != exclude]
+    ranked, copies = rc.without_copies(scored, k=k)
     results = []
     for hit in ranked:
         item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}
         if explain:
-            item["explain"] = hit.explain()
+            item["explain"] = {**hit.explain(), **({"copies": copies[hit.id]} if hit.id in copies else {})}
         results.append(item)
     return results
 

@@ -65,6 +65,9 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
     services.write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
+    # The turn's id, fixed now: the recall leaves the turn out before it sets copies aside (when the
+    # user repeats a line, the line said before is what the recall should give back).
+    memory_id = memory_id or services.new_memory_id()
     known = Subject.objects.filter(tenant=tenant, external_id=external_id).select_related("tenant").first()
     # Earlier turns stored without waiting must be visible to this turn's derived context and to
     # its recall; this turn need not be (it is left out of the recall anyway), so its write does
@@ -77,7 +80,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
                 raise  # in an outage the write below is accepted into the outbox, the mark kept
     recall = dict(query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS], k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
                   types=types, include_superseded=include_superseded, explain=explain, timezone=timezone,
-                  ensure_fresh=False)
+                  ensure_fresh=False, exclude=memory_id)
     concurrent: Future | None = None
     if known is not None:
         try:  # the write and the recall both need the turn's vector: computed once, before they split

@@ -172,6 +172,15 @@ def test_openapi_schema_and_docs_are_served(client, db):
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
 
 
+def test_a_repeated_turn_recalls_the_line_said_before_once(engram):
+    said = {engram.turn("lee", "Did the plumber confirm Tuesday?")["id"] for _ in range(2)}
+    engram.turn("lee", "The plumber is booked for the boiler")
+    result = engram.turn("lee", "did the plumber confirm tuesday?", k=5)
+    recalled = [m["id"] for m in result["recall"]]
+    assert result["id"] not in recalled and len(recalled) == 2  # the line once (either copy), the other turn
+    assert len(set(recalled) & said) == 1
+
+
 def test_a_turn_longer_than_a_query_still_gets_its_recall(engram, settings):
     settings.ENGRAM_MAX_QUERY_CHARS = 30
     engram.turn("kai", "My printer is an HP LaserJet")

@@ -126,6 +126,32 @@ def test_linear_fusion_explains_its_score(memory):
     assert top["score"] == pytest.approx(2.0 * top["explain"]["multipliers"]["time_decay"])
 
 
+def test_a_recall_lists_a_text_once_and_names_its_copies(memory, settings):
+    """Said on three days, one line is three episodes; a recall gives it one place (the best
+    copy), the next places go to other memories, and explain names the copies left out."""
+    alice = _subject("acme", "alice")
+    days = [datetime(2026, 10, day, tzinfo=UTC) for day in (5, 12, 19)]
+    said = [services.episode_write(subject=alice, text=text, occurred_at=day)["id"]
+            for day, text in zip(days, ["Is the heater on a timer?", "is the heater on a  TIMER?",
+                                        "Is the heater on a timer?"], strict=True)]
+    other = services.episode_write(subject=alice, text="The heater timer was reset by the landlord")["id"]
+    fact = services.fact_write(subject=alice, text="Is the heater on a timer?")["id"]  # another type: not a copy
+
+    hits = memory_recall(subject=alice, query="heater timer", k=3, explain=True, now=NOW)
+    ids = [h["id"] for h in hits]
+    assert len(ids) == 3 and {other, fact} <= set(ids) and len(set(ids) & set(said)) == 1
+    [kept] = [h for h in hits if h["id"] in said]
+    assert sorted([kept["id"], *kept["explain"]["copies"]]) == sorted(said)
+    assert all("copies" not in h["explain"] for h in hits if h is not kept)
+    # A turn's recall leaves the turn out first: repeated, the line said before is what it gives back.
+    again = memory_recall(subject=alice, query="heater timer", k=3, explain=True, now=NOW, exclude=kept["id"])
+    [before] = [h for h in again if h["id"] in said]
+    assert before["id"] != kept["id"] and len(before["explain"]["copies"]) == 1
+
+    settings.ENGRAM_RECALL_COLLAPSE_COPIES = False
+    assert len({h["id"] for h in memory_recall(subject=alice, query="heater timer", k=5, now=NOW)} & set(said)) == 3
+
+
 class _Recorder:
     """The end-user's own client, recording each ``_msearch`` it sends."""
 

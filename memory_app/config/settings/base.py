@@ -196,6 +196,9 @@ ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0) 
 
 # ---------------------------------------------------------------- Recall and writing
 ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # per leg over-fetch
+# A recall lists a memory once per content: later hits of the same type and text (case and
+# spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
+ENGRAM_RECALL_COLLAPSE_COPIES = env.bool("ENGRAM_RECALL_COLLAPSE_COPIES", default=True)
 ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)  # HNSW candidates
 ENGRAM_RRF_RANK_CONSTANT = env.int("ENGRAM_RRF_RANK_CONSTANT", default=30)
 ENGRAM_DECAY_OFFSET_DAYS = env.float("ENGRAM_DECAY_OFFSET_DAYS", default=180)
