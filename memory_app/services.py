@@ -180,6 +180,18 @@ def external_id_validate(value: Any) -> str:
     return clean_external_id(value)
 
 
+def steps_validate(value: Any, *, field: str = "steps") -> Any:
+    """A playbook's ``steps`` (or ``refined_steps``) as stored: text as given, or a list of steps
+    joined one per line (blank steps dropped); REST and MCP take both. Anything else is refused;
+    the text itself is checked with the write (``write_validate``)."""
+    if isinstance(value, list):
+        if not all(isinstance(step, str) for step in value):
+            raise ValidationFailed(f"{field} must be text or a list of strings", details={"field": field},
+                                   code="invalid_text")
+        return "\n".join(step.strip() for step in value if step.strip())
+    return value
+
+
 def _opt_text(p: dict[str, Any], name: str, limit: int | None = None) -> None:
     if p.get(name) is not None:
         clean_text(p[name], field=name, limit=limit)

@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_field,
     extend_schema_serializer,
 )
 from rest_framework import serializers
@@ -310,6 +311,22 @@ class RecallApi(BaseApi):
 # ---------------------------------------------------------------- memories
 
 
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
+class StepsField(serializers.Field):
+    """A playbook's steps: text, or a list of steps (stored one per line), as MCP takes them."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str | list):
+            raise serializers.ValidationError("Not text or a list of strings.")
+        try:
+            return services.steps_validate(data, field=self.field_name)
+        except ValidationFailed as exc:
+            raise serializers.ValidationError(exc.message) from exc
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class _WriteMemoryFields(StrictInputSerializer):
     confidence = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
     supersedes = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True,
@@ -332,7 +349,7 @@ class SemanticMemoryInput(_WriteMemoryFields):
 class ProceduralMemoryInput(_WriteMemoryFields):
     type = serializers.ChoiceField(choices=["procedural"])
     trigger = serializers.CharField(help_text="when this playbook applies")
-    steps = serializers.CharField(help_text="what to do")
+    steps = StepsField(help_text="what to do: text, or a list of steps (stored one per line)")
 
 
 class MemoryCreateApi(BaseApi):
@@ -403,8 +420,8 @@ class PlaybookOutcomeApi(BaseApi):
 
     class InputSerializer(StrictInputSerializer):
         success = serializers.BooleanField(help_text="did following the playbook work?")
-        refined_steps = serializers.CharField(required=False, allow_null=True,
-                                              help_text="better steps learnt this time, if any")
+        refined_steps = StepsField(required=False, allow_null=True,
+                                   help_text="better steps learnt this time, if any (text or a list of steps)")
 
     @extend_schema(operation_id="playbook_outcome", summary="Count a success or failure of a playbook",
                    request=InputSerializer, responses=documented(accepted(200, WriteResultSerializer), write=True),

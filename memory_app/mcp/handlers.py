@@ -68,15 +68,6 @@ def _public(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in memory.items() if k not in _HIDDEN_FIELDS and v is not None and v != {} and v != []}
 
 
-def _steps(value: str | list[str] | None, *, field: str) -> str | None:
-    if isinstance(value, list):
-        if not all(isinstance(step, str) for step in value):
-            raise ValidationFailed(f"{field} must be text or a list of strings", details={"field": field},
-                                   code="invalid_text")
-        value = "\n".join(step.strip() for step in value if step.strip())
-    return value
-
-
 def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] | None = None,
                   since: str | None = None, until: str | None = None, include_superseded: bool = False,
                   explain: bool = False, timezone: str | None = None, subject: str | None = None) -> dict[str, Any]:
@@ -100,7 +91,7 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
     through the same submit path as the REST API: applied now, or accepted into the outbox
     (``status: queued``) during an outage or behind the end-user's queued writes."""
     _require(caller, WRITE)
-    steps = _steps(steps, field="steps")
+    steps = services.steps_validate(steps, field="steps")
     external_id = _external_id(caller, subject)
     if type == "procedural":
         if text is not None:
@@ -147,7 +138,7 @@ def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_s
                    subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
     """Count one success or failure of one of the end-user's playbooks (memory:write)."""
     _require(caller, WRITE)
-    refined = _steps(refined_steps, field="refined_steps")
+    refined = services.steps_validate(refined_steps, field="refined_steps")
     external_id = _external_id(caller, subject)
     return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
                       {"success": success, "refined_steps": refined}, memory_id=playbook_id,

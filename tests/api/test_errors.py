@@ -105,6 +105,24 @@ def test_an_unknown_field_is_reported_with_the_invalid_ones(api):
     assert set(error["details"]["fields"]) == {"hard"}
 
 
+def test_steps_are_text_or_a_list_of_steps_as_over_mcp(api):
+    created = api.post("/api/v1/subjects/p/memories", {"type": "procedural", "trigger": "The router drops Wi-Fi",
+                                                       "steps": ["Reboot it", " ", "Change the channel "]},
+                       format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["memory"]["steps"] == "Reboot it\nChange the channel"
+    outcome = api.post(f"/api/v1/subjects/p/playbooks/{created.json()['id']}/outcome",
+                       {"success": True, "refined_steps": ["Change the channel first"]}, format="json")
+    assert outcome.json()["memory"]["refined_steps"] == "Change the channel first"
+    for bad in ([1, 2], {"a": "b"}, 7):
+        error = _error(api.post("/api/v1/subjects/p/memories", {"type": "procedural", "trigger": "t", "steps": bad},
+                                format="json"), 400, "invalid")
+        assert "steps" in error["details"]["fields"]
+    _error(api.post("/api/v1/subjects/p/memories", {"type": "procedural", "trigger": "t", "steps": [" "]},
+                    format="json"), 400, "empty_text")
+    assert len(api.get("/api/v1/subjects/p/export").json()["memories"]["procedural"]) == 1
+
+
 def test_a_new_end_user_needs_an_id_the_urls_can_name(api, tenant):
     """"a/b" could be created but never addressed as /subjects/<external_id>/…; an existing one keeps working."""
     from tenants.models import Subject
