@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import Any
@@ -102,6 +103,17 @@ def clean_k(value: Any) -> int:
     return value
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a NUL character is in ``value`` (a string, or any key or value of JSON data)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(holds_nul(v) for v in value)
+    return False
+
+
 def clean_metadata(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -118,6 +130,9 @@ def clean_metadata(value: Any) -> dict[str, Any]:
     if size > settings.ENGRAM_MAX_METADATA_BYTES:
         raise ValidationFailed(f"metadata is {size} bytes; the limit is {settings.ENGRAM_MAX_METADATA_BYTES}",
                                details={"field": "metadata"}, code="metadata_too_large")
+    if holds_nul(value):  # as in text fields: PostgreSQL (outbox payloads, idempotency records) holds none
+        raise ValidationFailed("metadata contains a NUL character", details={"field": "metadata"},
+                               code="invalid_metadata")
     return value
 
 
@@ -128,10 +143,18 @@ def clean_confidence(value: Any) -> float:
     return float(value)
 
 
+def memory_id_possible(value: str) -> bool:
+    """Whether some memory could have the id ``value``: Engram's own ids and the ids clients may
+    choose are letters, digits and dashes, so never empty, never longer than an Elasticsearch id
+    (512 bytes) and never with a control character."""
+    return 0 < len(value.encode()) <= 512 and not any(unicodedata.category(c) == "Cc" for c in value)
+
+
 def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:
     if values is None:
         return []
-    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in values):
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and memory_id_possible(v.strip())
+                                                        for v in values):
         raise ValidationFailed(f"{field} must be a list of memory ids", details={"field": field}, code="invalid_ids")
     if len(values) > limit:
         raise ValidationFailed(f"{field} names {len(values)} ids; the limit is {limit}", details={"field": field},

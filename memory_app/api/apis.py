@@ -48,7 +48,7 @@ from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import SESSION_ID_MAX_CHARS
+from memory_app.validation import SESSION_ID_MAX_CHARS, memory_id_possible
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
@@ -124,6 +124,12 @@ class BaseApi(APIView):
         if length.isdigit() and int(length) > limit:
             raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
         super().initial(request, *args, **kwargs)
+        # The path names an end-user and a memory that could exist, or the request goes no further
+        # (before an Idempotency-Key is claimed: its record keeps the path).
+        if "external_id" in kwargs:
+            clean_external_id(kwargs["external_id"])
+        if (memory_id := kwargs.get("memory_id")) is not None and not memory_id_possible(memory_id):
+            raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
 
     @staticmethod
     def tenant(request: Request) -> Tenant:

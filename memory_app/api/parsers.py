@@ -1,13 +1,16 @@
-"""JSON bodies with a size limit per view (``view.max_body_bytes``), checked before parsing."""
+"""JSON bodies with a size limit per view (``view.max_body_bytes``), checked before parsing, and no
+NUL character anywhere in them."""
 
 from __future__ import annotations
 
 import io
 
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from memory_app.api.exceptions import RequestTooLarge
+from memory_app.validation import holds_nul
 
 
 def body_limit(view) -> int:
@@ -21,4 +24,9 @@ class LimitedJSONParser(JSONParser):
         data = stream.read(limit + 1) if stream is not None else b""
         if len(data) > limit:
             raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
-        return super().parse(io.BytesIO(data), media_type, parser_context)
+        parsed = super().parse(io.BytesIO(data), media_type, parser_context)
+        # No field takes one, and an answer that names what was sent (an unknown field) would carry
+        # it into the idempotency record, which PostgreSQL cannot store: refused as a whole.
+        if holds_nul(parsed):
+            raise ParseError("JSON parse error - the body contains a NUL character (\\u0000), which no field takes")
+        return parsed

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError
 
 from engram_core.errors import AuthenticationFailed, EngramError, ValidationFailed, database_busy
 from memory_app.outbox import is_outage, outage_error
-from memory_app.validation import SESSION_ID_MAX_CHARS
+from memory_app.validation import SESSION_ID_MAX_CHARS, holds_nul
 
 from . import handlers
 from .handlers import Caller
@@ -207,6 +207,12 @@ class EngramMcpServer(MCPServer):
             accepted = ", ".join(sorted(self._accepted[name]))
             errors = [{"field": field, "message": f"unknown argument; {name} takes {accepted}"} for field in unknown]
             return error_result(ValidationFailed(f"invalid arguments for {name}: {', '.join(unknown)}",
+                                                 details={"errors": errors}, code="invalid_arguments"))
+        if nul := sorted(field for field, value in (arguments or {}).items() if holds_nul(value)):
+            # As REST refuses such a body: no argument takes one, and an answer naming it would
+            # carry it into the idempotency record, which PostgreSQL cannot store.
+            errors = [{"field": field, "message": "contains a NUL character (\\u0000)"} for field in nul]
+            return error_result(ValidationFailed(f"invalid arguments for {name}: {', '.join(nul)}",
                                                  details={"errors": errors}, code="invalid_arguments"))
         # Arguments that fail the tool's schema get the same error shape as any other rejection.
         try:

@@ -7,6 +7,7 @@ import logging
 import pytest
 from rest_framework.test import APIClient
 
+from engram_core.errors import NotFound, ValidationFailed
 from memory_app import selectors
 
 
@@ -103,6 +104,63 @@ def test_an_unknown_field_is_reported_with_the_invalid_ones(api):
     assert set(error["details"]["fields"]) == {"query", "k", "typs"}
     error = _error(api.delete("/api/v1/subjects/a/memories/abcdefgh?reason=x&hard=1"), 400, "invalid")
     assert set(error["details"]["fields"]) == {"hard"}
+
+
+@pytest.mark.parametrize("metadata", [{"note": "a\u0000b"}, {"a\u0000b": 1}, {"nested": ["x", {"y": "\u0000"}]}])
+def test_metadata_with_a_nul_character_is_refused_and_nothing_is_written(api, tenant, metadata):
+    """PostgreSQL's jsonb holds no NUL character: the outbox and the idempotency records (which keep
+    the answer, metadata included) could not store one, so the edge refuses it as text fields do."""
+    from memory_app import outbox
+
+    _error(api.post("/api/v1/subjects/n/turns", {"text": "hello", "metadata": metadata}, format="json",
+                    HTTP_IDEMPOTENCY_KEY="nul-1"), 400, "parse_error")  # the body as a whole
+    _error(api.post("/api/v1/subjects/n/episodes:import", {"episodes": [
+        {"text": "hello", "occurred_at": "2025-01-01T00:00:00Z", "metadata": metadata}]}, format="json"),
+        400, "parse_error")
+    assert api.get("/api/v1/subjects/n/export").status_code == 404  # no write created the end-user
+    with pytest.raises(ValidationFailed) as refused:  # the service rule every path shares
+        outbox.write_submit(tenant=tenant, external_id="n", operation="episode",
+                            payload={"text": "hello", "metadata": metadata}, background=True)
+    assert refused.value.code == "invalid_metadata"
+
+
+def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api, tenant):
+    """A control character in an id: 404 as for any unknown memory, found at acceptance, so a forget
+    queued behind the end-user's writes never carries it into the outbox (PostgreSQL refused the NUL
+    with a 500)."""
+    from memory_app import outbox
+
+    api.post("/api/v1/subjects/c/turns", {"text": "hello"}, format="json")
+    for path in ("abcdefgh%00ij", "abcdefgh%01ij"):
+        _error(api.get(f"/api/v1/subjects/c/memories/{path}"), 404, "not_found")
+        _error(api.get(f"/api/v1/subjects/c/memories/{path}/history"), 404, "not_found")
+        _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=x"), 404, "not_found")
+        _error(api.post(f"/api/v1/subjects/c/playbooks/{path}/outcome", {"success": True}, format="json"),
+               404, "not_found")
+    with pytest.raises(NotFound):
+        outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "x"},
+                            memory_id="abcdefgh\x00ij", background=True)
+    _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
+                                                    "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
+           400, "invalid_ids")
+    with pytest.raises(ValidationFailed):  # MCP's path: the service rule, not the serializer
+        outbox.write_submit(tenant=tenant, external_id="c", operation="fact",
+                            payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]}, background=True)
+
+
+def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempotency_key(api):
+    """An idempotency record keeps the answer; an answer naming what the caller sent (an unknown
+    field, an unknown id) may hold a NUL, which PostgreSQL cannot store."""
+    api.post("/api/v1/subjects/e/turns", {"text": "hello"}, format="json")
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%00ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-a"),
+           404, "not_found")
+    error = _error(api.post("/api/v1/subjects/e/turns", {"text": "hi", "b\u0000d": 1}, format="json",
+                            HTTP_IDEMPOTENCY_KEY="nul-b"), 400, "parse_error")
+    again = api.post("/api/v1/subjects/e/turns", {"text": "hi", "b\u0000d": 1}, format="json",
+                     HTTP_IDEMPOTENCY_KEY="nul-b")
+    assert again.status_code == 400 and again.json()["error"] == error
+    _error(api.post("/api/v1/subjects/a%00b/turns", {"text": "hi"}, format="json", HTTP_IDEMPOTENCY_KEY="nul-c"),
+           400, "invalid_external_id")
 
 
 def test_steps_are_text_or_a_list_of_steps_as_over_mcp(api):

@@ -278,6 +278,13 @@ def test_tool_errors_carry_engram_codes(server):
             assert [e["field"] for e in refused["error"]["details"]["errors"]] == ["sesion_id"]
             recalled = await ok(alice, "recall_memory", query="Alice keeps bees", include_superseded=True)
             assert not [m for m in recalled["memories"] if "bees" in (m.get("text") or "")]
+            # A NUL character in any argument is refused (an idempotency record could not keep the answer).
+            is_error, refused = await call(alice, "forget_memory", id="abcdefgh\x00ij", reason="r",
+                                           idempotency_key="nul-1")
+            assert is_error and refused["error"]["code"] == "invalid_arguments"
+            assert [e["field"] for e in refused["error"]["details"]["errors"]] == ["id"]
+            assert await error_code(alice, "write_memory", type="episodic", text="Hi",
+                                    metadata={"k": "a\x00"}) == "invalid_arguments"
             # A new end-user whose id could not be a URL segment is not created; nothing is written.
             assert await error_code(unpinned, "write_memory", type="episodic", text="Hi", subject="a/b") \
                 == "invalid_external_id"
