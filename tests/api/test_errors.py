@@ -131,12 +131,12 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
     from memory_app import outbox
 
     api.post("/api/v1/subjects/c/turns", {"text": "hello"}, format="json")
-    for path in ("abcdefgh%00ij", "abcdefgh%01ij"):
-        _error(api.get(f"/api/v1/subjects/c/memories/{path}"), 404, "not_found")
-        _error(api.get(f"/api/v1/subjects/c/memories/{path}/history"), 404, "not_found")
-        _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=x"), 404, "not_found")
+    for path, status, code in (("abcdefgh%01ij", 404, "not_found"), ("abcdefgh%00ij", 400, "invalid")):
+        _error(api.get(f"/api/v1/subjects/c/memories/{path}"), status, code)
+        _error(api.get(f"/api/v1/subjects/c/memories/{path}/history"), status, code)
+        _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=x"), status, code)
         _error(api.post(f"/api/v1/subjects/c/playbooks/{path}/outcome", {"success": True}, format="json"),
-               404, "not_found")
+               status, code)
     with pytest.raises(NotFound):
         outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "x"},
                             memory_id="abcdefgh\x00ij", background=True)
@@ -152,14 +152,18 @@ def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempote
     """An idempotency record keeps the answer; an answer naming what the caller sent (an unknown
     field, an unknown id) may hold a NUL, which PostgreSQL cannot store."""
     api.post("/api/v1/subjects/e/turns", {"text": "hello"}, format="json")
-    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%00ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-a"),
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%01ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-a"),
            404, "not_found")
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%00ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-d"),
+           400, "invalid")  # a NUL anywhere in a request: refused before any view (RefuseNulMiddleware)
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh?reason=x%00", HTTP_IDEMPOTENCY_KEY="nul-e"),
+           400, "invalid")
     error = _error(api.post("/api/v1/subjects/e/turns", {"text": "hi", "b\u0000d": 1}, format="json",
                             HTTP_IDEMPOTENCY_KEY="nul-b"), 400, "parse_error")
     again = api.post("/api/v1/subjects/e/turns", {"text": "hi", "b\u0000d": 1}, format="json",
                      HTTP_IDEMPOTENCY_KEY="nul-b")
     assert again.status_code == 400 and again.json()["error"] == error
-    _error(api.post("/api/v1/subjects/a%00b/turns", {"text": "hi"}, format="json", HTTP_IDEMPOTENCY_KEY="nul-c"),
+    _error(api.post("/api/v1/subjects/a%01b/turns", {"text": "hi"}, format="json", HTTP_IDEMPOTENCY_KEY="nul-c"),
            400, "invalid_external_id")
 
 

@@ -391,3 +391,25 @@ def test_consolidation_forbidden_roles_get_403_and_compliance_reads_only(staff, 
     page = compliance.get(f"/u/{alice.user_id}/").content.decode()
     assert "Read-only for your role" in page and ">Dry run</button>" not in page and "Consolidate now" not in page
     assert "120 / 40" in page and "85 ms" in page
+
+
+@pytest.mark.parametrize("url", [
+    "/?q=al%00ice", "/t/acme/audit/?actor=sup%00port", "/t/acme/audit/?subject=a%00b",
+    "/t/acme/keys/?q=a%00b", "/u/{alice}/recall/?q=heat%00er",
+])
+def test_a_nul_character_in_a_query_string_is_a_400_not_a_500(staff, subjects, url):
+    """PostgreSQL refuses NUL in a query parameter; a search box must not turn that into a 500."""
+    alice, _ = subjects
+    client = Client()
+    client.force_login(staff["superuser"])
+    response = client.get(url.format(alice=alice.user_id))
+    assert response.status_code == 400, response.content[:300]
+
+
+def test_a_nul_character_in_a_form_is_a_400_and_creates_nothing(staff, subjects):
+    from tenants.models import AgentToken
+
+    client = Client()
+    client.force_login(staff["superuser"])
+    response = client.post("/t/acme/tokens/", {"name": "bot\x00", "scopes": ["memory:read"]})
+    assert response.status_code == 400 and not AgentToken.objects.exists()

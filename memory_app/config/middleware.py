@@ -1,0 +1,27 @@
+"""Request checks every view relies on, before any of them runs."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils.deprecation import MiddlewareMixin
+
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class RefuseNulMiddleware(MiddlewareMixin):
+    """A NUL character in a request's path, query string or form fields answers 400. No input
+    takes one, and PostgreSQL can neither store nor compare one, so a search box or a filter that
+    passed it on (the inspector's, the admin's) answered 500. JSON bodies are the API parser's
+    (memory_app.api.parsers). Sync and async alike (MiddlewareMixin), so no thread hop under ASGI."""
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        fields = [*request.GET.lists()]
+        if request.method == "POST" and request.content_type in _FORMS:
+            fields += request.POST.lists()
+        if "\x00" not in request.path and not any("\x00" in k or any("\x00" in v for v in values)
+                                                  for k, values in fields):
+            return None
+        message = "the request contains a NUL character, which no input takes"
+        if request.path.startswith("/api/"):
+            return JsonResponse({"error": {"code": "invalid", "message": message, "details": {}}}, status=400)
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
