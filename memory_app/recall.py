@@ -492,8 +492,9 @@ _ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
 def _content(hit: Hit) -> tuple:
     """What a memory says as a recall returns it, compared case- and spacing-blind: a copy says
     nothing its original does not. (An episode's derived context is never returned; a context the
-    client sent is, so it counts.)"""
-    fields = ("title", "text") if hit.memory_type is MemoryType.CATALOG else ("trigger", "steps", "text", "context")
+    client sent is, so it counts, and so does who said it.)"""
+    fields = (("title", "text") if hit.memory_type is MemoryType.CATALOG
+              else ("trigger", "steps", "text", "context", "role"))
     return hit.memory_type, *(" ".join(str(hit.source.get(f) or "").split()).casefold() for f in fields)
 
 

@@ -11,8 +11,8 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app import services
 from engram_core.errors import NotFound
+from memory_app import services
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
