@@ -494,7 +494,7 @@ def _content(hit: Hit) -> tuple:
     nothing its original does not. (An episode's derived context is never returned; a context the
     client sent is, so it counts, and so does who said it.)"""
     fields = (("title", "text") if hit.memory_type is MemoryType.CATALOG
-              else ("trigger", "steps", "text", "context", "role"))
+              else ("trigger", "steps", "refined_steps", "text", "context", "role"))
     return hit.memory_type, *(" ".join(str(hit.source.get(f) or "").split()).casefold() for f in fields)
 
 
