@@ -36,6 +36,15 @@ class StrictInputSerializer(serializers.Serializer):
         return value
 
 
+def strict_request_bodies(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular post-processing: every request body's object schema (``…Request`` with
+    COMPONENT_SPLIT_REQUEST) says ``additionalProperties: false``, as StrictInputSerializer does."""
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
+    return result
+
+
 def _opt(field_class, **kwargs):
     return field_class(required=False, allow_null=True, **kwargs)
 

@@ -168,6 +168,10 @@ def test_openapi_schema_and_docs_are_served(client, db):
     assert {"201", "202", "400", "401", "403", "404", "409", "413", "422", "429", "503"} <= set(turn["responses"])
     assert schema["components"]["securitySchemes"]["agentToken"] == {
         "type": "http", "scheme": "bearer", "description": "A tenant agent token (`eng_…`), with scopes."}
+    # Request bodies are closed, as the API refuses a field an operation does not take.
+    requests = {n: c for n, c in schema["components"]["schemas"].items() if n.endswith("Request") and "oneOf" not in c}
+    assert {"TurnCreateInputRequest", "ImportEpisodeRequest", "SemanticMemoryInputRequest"} <= set(requests)
+    assert all(c["additionalProperties"] is False for c in requests.values())
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
 

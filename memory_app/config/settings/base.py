@@ -330,6 +330,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "memory_app.api.serializers.strict_request_bodies"],
     "ENUM_NAME_OVERRIDES": {
         "MemoryTypeEnum": ["episodic", "semantic", "procedural", "catalog"],
         "WriteStatusEnum": ["applied", "queued"],
