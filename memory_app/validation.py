@@ -145,9 +145,9 @@ def clean_confidence(value: Any) -> float:
 
 def memory_id_possible(value: str) -> bool:
     """Whether some memory could have the id ``value``: Engram's own ids and the ids clients may
-    choose are letters, digits and dashes, so never empty, never longer than an Elasticsearch id
-    (512 bytes) and never with a control character."""
-    return 0 < len(value.encode()) <= 512 and not any(unicodedata.category(c) == "Cc" for c in value)
+    choose are 1-64 letters, digits and dashes (the outbox and idempotency columns hold 64), so
+    never empty, never longer and never with a control character."""
+    return 0 < len(value) <= 64 and not any(unicodedata.category(c) == "Cc" for c in value)
 
 
 def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:

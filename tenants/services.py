@@ -543,12 +543,15 @@ def _token_hash(raw: str) -> str:
 
 def agent_token_create(*, tenant: Tenant, name: str, scopes: Iterable[str], actor: Actor) -> tuple[AgentToken, str]:
     """Create an agent token for ``tenant``. Returns it and its plaintext, which is not stored:
-    show it once. Raises ValidationFailed on an empty name or unknown/empty scopes."""
+    show it once. Raises ValidationFailed on an empty or over-long name or unknown/empty scopes."""
     name = name.strip()
     scopes = sorted(set(scopes))
     unknown = sorted(set(scopes) - set(AgentToken.Scope.values))
     if not name:
         raise ValidationFailed("a token needs a name", details={"field": "name"})
+    limit = AgentToken._meta.get_field("name").max_length
+    if len(name) > limit:  # the column's own limit, which PostgreSQL would enforce with a 500
+        raise ValidationFailed(f"a token's name is at most {limit} characters", details={"field": "name"})
     if unknown or not scopes:
         raise ValidationFailed("scopes must be a non-empty subset of " + ", ".join(AgentToken.Scope.values),
                                details={"field": "scopes", "unknown": unknown})

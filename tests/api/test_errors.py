@@ -137,9 +137,10 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
         _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=x"), status, code)
         _error(api.post(f"/api/v1/subjects/c/playbooks/{path}/outcome", {"success": True}, format="json"),
                status, code)
-    with pytest.raises(NotFound):
-        outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "x"},
-                            memory_id="abcdefgh\x00ij", background=True)
+    for impossible in ("abcdefgh\x00ij", "a" * 65):  # the outbox's column holds 64
+        with pytest.raises(NotFound):
+            outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "x"},
+                                memory_id=impossible, background=True)
     _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
                                                     "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
            400, "invalid_ids")

@@ -278,6 +278,8 @@ def test_keys_page_token_secret_shown_once(staff, subjects):
     assert "not be shown again" not in client.get("/t/acme/keys/").content.decode()
     bad = client.post("/t/acme/tokens/", {"name": "", "scopes": []}, follow=True)
     assert b"a token needs a name" in bad.content
+    long = client.post("/t/acme/tokens/", {"name": "b" * 201, "scopes": ["memory:read"]}, follow=True)
+    assert long.status_code == 200 and b"at most 200 characters" in long.content  # was a 500 on PostgreSQL
 
 
 def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):

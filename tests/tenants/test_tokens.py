@@ -85,3 +85,11 @@ def test_scopes_must_be_known(tenant, scopes):
 def test_a_token_needs_a_name(tenant):
     with pytest.raises(ValidationFailed):
         agent_token_create(tenant=tenant, name="  ", scopes=["memory:read"], actor="test")
+
+
+def test_a_token_name_longer_than_its_column_is_refused_and_nothing_is_created(tenant):
+    with pytest.raises(ValidationFailed) as error:
+        agent_token_create(tenant=tenant, name="b" * 201, scopes=["memory:read"], actor="test")
+    assert error.value.details == {"field": "name"} and "200" in error.value.message
+    assert not AgentToken.objects.exists()
+    agent_token_create(tenant=tenant, name="b" * 200, scopes=["memory:read"], actor="test")
