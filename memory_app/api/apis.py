@@ -35,10 +35,10 @@ from memory_app.api.parsers import LimitedJSONParser, body_limit
 from memory_app.api.serializers import (
     MEMORY_ID_PATTERN,
     ErrorBodySerializer,
-    StrictInputSerializer,
     ErrorSerializer,
     MemorySerializer,
     OperationSerializer,
+    StrictInputSerializer,
     WriteResultSerializer,
     write_status,
 )
