@@ -516,7 +516,7 @@ def without_copies(ranked: list[Hit], *, k: int) -> tuple[list[Hit], dict[str, l
         elif len(kept) < k:
             original[content] = hit.id
             kept.append(hit)
-    return kept, {memory_id: ids for memory_id, ids in copies.items() if memory_id in {h.id for h in kept}}
+    return kept, copies
 
 
 def asks(text: str) -> bool:

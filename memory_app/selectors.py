@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch, helpers
-from engram_core.errors import NotFound, ValidationFailed
+from engram_core.errors import ValidationFailed
 from memory_app import concepts
 from memory_app import query_plan as qp
 from memory_app import recall as rc
@@ -24,7 +24,14 @@ from memory_app.freshness import refresh_ensure
 from memory_app.intent import Intent, query_intent
 from memory_app.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
-from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
+from memory_app.validation import (
+    clean_datetime,
+    clean_k,
+    clean_text,
+    clean_timezone,
+    clean_types,
+    memory_not_found,
+)
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client, writer_es_client
@@ -268,7 +275,7 @@ def visible_documents(*, subject: Subject, ids: list[str], types: Iterable[Memor
 def visible_document(*, subject: Subject, memory_id: str, types: Iterable[MemoryType] = USER_TYPES) -> Visible:
     found = visible_documents(subject=subject, ids=[memory_id], types=types)
     if memory_id not in found:
-        raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
+        raise memory_not_found(memory_id)
     return found[memory_id]
 
 

@@ -44,6 +44,7 @@ from memory_app.validation import (
     clean_metadata,
     clean_session_id,
     clean_text,
+    memory_not_found,
 )
 from tenants.models import Subject, Tenant
 from tenants.selectors import memory_scope
@@ -626,7 +627,7 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
     try:
         write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
     except NotFoundError:
-        raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id}) from None
+        raise memory_not_found(memory_id) from None
     if visible.memory_type is MemoryType.SEMANTIC:
         usage_forget(memory_ids=[visible.id])
     audit_record(actor=actor, action="memory.forget", tenant=subject.tenant, subject=subject, target_id=memory_id,

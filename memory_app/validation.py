@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from engram_core.errors import ValidationFailed
+from engram_core.errors import NotFound, ValidationFailed
 from engram_core.es.schema import MemoryType
 
 
@@ -148,6 +148,18 @@ def memory_id_possible(value: str) -> bool:
     choose are 1-64 letters, digits and dashes (the outbox and idempotency columns hold 64), so
     never empty, never longer and never with a control character."""
     return 0 < len(value) <= 64 and not any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def memory_not_found(memory_id: str) -> NotFound:
+    """The one answer for a memory the end-user does not have (or no memory can have)."""
+    return NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
+
+
+def clean_memory_id(memory_id: str) -> str:
+    """A memory id some memory could have (``memory_id_possible``); NotFound otherwise."""
+    if not memory_id_possible(memory_id):
+        raise memory_not_found(memory_id)
+    return memory_id
 
 
 def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:

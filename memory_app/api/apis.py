@@ -48,7 +48,7 @@ from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import SESSION_ID_MAX_CHARS, memory_id_possible
+from memory_app.validation import SESSION_ID_MAX_CHARS, clean_memory_id
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
@@ -128,8 +128,8 @@ class BaseApi(APIView):
         # (before an Idempotency-Key is claimed: its record keeps the path).
         if "external_id" in kwargs:
             clean_external_id(kwargs["external_id"])
-        if (memory_id := kwargs.get("memory_id")) is not None and not memory_id_possible(memory_id):
-            raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
+        if "memory_id" in kwargs:
+            clean_memory_id(kwargs["memory_id"])
 
     @staticmethod
     def tenant(request: Request) -> Tenant:

@@ -205,26 +205,28 @@ class EngramMcpServer(MCPServer):
                               for tool in await self.list_tools()}
         if name in self._accepted and (unknown := sorted(set(arguments or ()) - self._accepted[name])):
             accepted = ", ".join(sorted(self._accepted[name]))
-            errors = [{"field": field, "message": f"unknown argument; {name} takes {accepted}"} for field in unknown]
-            return error_result(ValidationFailed(f"invalid arguments for {name}: {', '.join(unknown)}",
-                                                 details={"errors": errors}, code="invalid_arguments"))
+            return _invalid_arguments(name, [(field, f"unknown argument; {name} takes {accepted}")
+                                             for field in unknown])
         if nul := sorted(field for field, value in (arguments or {}).items() if holds_nul(value)):
             # As REST refuses such a body: no argument takes one, and an answer naming it would
             # carry it into the idempotency record, which PostgreSQL cannot store.
-            errors = [{"field": field, "message": "contains a NUL character (\\u0000)"} for field in nul]
-            return error_result(ValidationFailed(f"invalid arguments for {name}: {', '.join(nul)}",
-                                                 details={"errors": errors}, code="invalid_arguments"))
+            return _invalid_arguments(name, [(field, "contains a NUL character (\\u0000)") for field in nul])
         # Arguments that fail the tool's schema get the same error shape as any other rejection.
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
-            errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-                      for e in exc.__cause__.errors()]
-            fields = ", ".join(e["field"] for e in errors)
-            return error_result(ValidationFailed(f"invalid arguments for {name}: {fields}",
-                                                 details={"errors": errors}, code="invalid_arguments"))
+            return _invalid_arguments(name, [(".".join(str(p) for p in e["loc"]), e["msg"])
+                                             for e in exc.__cause__.errors()])
+
+
+def _invalid_arguments(tool: str, problems: list[tuple[str, str]]) -> CallToolResult:
+    """The one answer to arguments a tool refuses: ``invalid_arguments``, each (field, message)."""
+    fields = ", ".join(field for field, _ in problems)
+    return error_result(ValidationFailed(f"invalid arguments for {tool}: {fields}",
+                                         details={"errors": [{"field": f, "message": m} for f, m in problems]},
+                                         code="invalid_arguments"))
 
 
 async def _call(ctx: Context, handler: Callable[..., dict[str, Any]], **arguments: Any) -> CallToolResult:

@@ -11,13 +11,12 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
-from engram_core.errors import NotFound
 from memory_app import services
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
-from memory_app.validation import memory_id_possible
+from memory_app.validation import clean_memory_id
 from tenants.models import AgentToken, Tenant
 from tenants.services import subject_external_id_validate
 
@@ -56,8 +55,8 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     external_id = services.external_id_validate(external_id)
     if operation not in ON_EXISTING:  # may create the end-user: a new one's id must be addressable
         subject_external_id_validate(tenant=tenant, external_id=external_id)
-    if memory_id and not memory_id_possible(memory_id):  # no memory has it: found missing now, not at replay
-        raise NotFound(f"no memory {memory_id!r} for this subject", details={"id": memory_id})
+    if memory_id:  # an id no memory can have is found missing now, not at replay
+        clean_memory_id(memory_id)
     if operation in CREATES and not memory_id:
         memory_id = services.new_memory_id()
     payload = _stamped(operation, payload)

@@ -78,7 +78,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         except Exception as exc:
             if not is_outage(exc):
                 raise  # in an outage the write below is accepted into the outbox, the mark kept
-    recall = dict(query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS], k=min(k + 1, settings.ENGRAM_RECALL_MAX_K),
+    recall = dict(query=text.strip()[:settings.ENGRAM_MAX_QUERY_CHARS], k=k,
                   types=types, include_superseded=include_superseded, explain=explain, timezone=timezone,
                   ensure_fresh=False, exclude=memory_id)
     concurrent: Future | None = None
@@ -110,6 +110,5 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         log.exception("pre-recall failed after the turn was stored")
         return TurnResult(submitted=submitted, recall=None,
                           recall_error=EngramError("recall failed", code="recall_failed"))
-    recalled = [h for h in hits if h["id"] != submitted.memory_id][:k]
-    usage_record_recalled(subject=who, memories=recalled)  # handed to the agent: its facts count as used
-    return TurnResult(submitted=submitted, recall=recalled)
+    usage_record_recalled(subject=who, memories=hits)  # handed to the agent: its facts count as used
+    return TurnResult(submitted=submitted, recall=hits)
