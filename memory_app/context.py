@@ -171,7 +171,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     is unit(v(passage i) + 0.5 · v(text) + weight · mean(v(part))), i.e. the sentence anchored in
     its turn and its context. A one-sentence text gets no passages: its one passage would be the
     episode's own vector, which the whole-vector search already finds with the same score, and
-    every stored passage is one more vector in the HNSW graph to build.
+    every stored passage is one more vector to index and scan.
     """
     embedder = get_embedder()
     mode = embed_context_mode()

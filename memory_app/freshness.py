@@ -12,7 +12,7 @@ The mark names the pending document when the write created it (a turn's episode,
 The read then first asks whether the periodic refresh has already made it searchable (a
 ``realtime=false`` GET, which reads what search reads) and refreshes only when it has not: under load a subject's next request
 usually comes after a periodic refresh, and forcing a refresh per request would cut the index
-into many tiny segments (each flushed with its share of the HNSW graph) that merges then redo.
+into many tiny segments (each flushed with its vectors) that merges then redo.
 Every index holds one shard, so the newest pending document being searchable means every earlier
 write to that index is too.
 """

@@ -131,12 +131,15 @@ def _text(**extra) -> dict:
 
 
 def _vector(dims: int) -> dict:
-    # HNSW's m and ef_construction only when set (0: Elasticsearch's defaults, 16 and 100, not
-    # written, so an index made before these settings existed keeps its schema hash).
+    # HNSW's m and ef_construction only for a graph type and only when set (0: Elasticsearch's
+    # defaults, 16 and 100, not written, so an index made before these settings existed keeps its
+    # schema hash); a flat type has no graph and Elasticsearch refuses them there.
+    kind = settings.ENGRAM_VECTOR_INDEX_TYPE
     graph = {key: value for key, value in (("m", settings.ENGRAM_HNSW_M),
-                                           ("ef_construction", settings.ENGRAM_HNSW_EF_CONSTRUCTION)) if value}
+                                           ("ef_construction", settings.ENGRAM_HNSW_EF_CONSTRUCTION))
+             if value and kind.endswith("hnsw")}
     return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine",
-            "index_options": {"type": settings.ENGRAM_VECTOR_INDEX_TYPE, **graph}}
+            "index_options": {"type": kind, **graph}}
 
 
 def _common_properties() -> dict:

@@ -113,7 +113,7 @@ def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], 
     searches: list[dict[str, Any]] = []
     for text, vector in zip(texts, vectors, strict=True):
         # A knn query, as the recall's (recall.knn_clause): it runs in the query phase, without a
-        # round of its own; the filter is applied inside the HNSW search either way.
+        # round of its own; the filter is applied inside the kNN search either way.
         searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
                                         "query": {"knn": {"field": "embedding", "query_vector": vector, "k": k,
                                                           "num_candidates": max(50, k * 5), "filter": current}}}]

@@ -42,16 +42,19 @@ def test_every_type_alias_leads_to_one_index_and_sees_its_own_type(es_admin, es_
     assert es_admin.get(index=alias_name(MemoryType.CATALOG), id="doc-0")["_source"]["memory_type"] == "episodic"
 
 
-def test_hnsw_graph_options_are_written_only_when_set(settings):
-    """m and ef_construction left at 0 are Elasticsearch's defaults and absent from the mapping,
-    so an index made before the settings existed keeps its schema hash (no migration)."""
+def test_vectors_are_flat_and_graph_options_are_written_only_for_a_graph(settings):
+    """Vectors are searched exactly by default (no graph). m and ef_construction left at 0 are
+    Elasticsearch's defaults and absent from the mapping, so an index made before the settings
+    existed keeps its schema hash; a flat type never carries them (Elasticsearch refuses them)."""
     def options():
         properties = index_definition().body["mappings"]["properties"]
         return properties["embedding"]["index_options"], index_definition().schema_hash
 
     default, default_hash = options()
-    assert default == {"type": "hnsw"}
+    assert default == {"type": "flat"}
     settings.ENGRAM_HNSW_EF_CONSTRUCTION, settings.ENGRAM_HNSW_M = 50, 24
+    assert options() == (default, default_hash)
+    settings.ENGRAM_VECTOR_INDEX_TYPE = "hnsw"
     tuned, tuned_hash = options()
     assert tuned == {"type": "hnsw", "m": 24, "ef_construction": 50} and tuned_hash != default_hash
     passages = index_definition().body["mappings"]["properties"]["passages"]

@@ -190,17 +190,22 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
 
-# dense_vector index_options type: "hnsw" (float, best recall), "int8_hnsw" or "bbq_hnsw" (smaller).
-ENGRAM_VECTOR_INDEX_TYPE = env.str("ENGRAM_VECTOR_INDEX_TYPE", default="hnsw")
-ENGRAM_HNSW_M = env.int("ENGRAM_HNSW_M", default=0)  # 0: Elasticsearch's default (16)
-ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0)  # 0: Elasticsearch's default (100)
+# dense_vector index_options type. "flat" (the default): no graph; every kNN search is exact over the
+# documents its end-user's filter leaves (a few hundred to some tens of thousands), so imports build
+# nothing and searches never fall back from a graph to exact. "hnsw" (a graph, float vectors) for
+# end-users of very many memories; "int8_flat", "int8_hnsw", "bbq_hnsw" quantise (smaller, less exact).
+ENGRAM_VECTOR_INDEX_TYPE = env.str("ENGRAM_VECTOR_INDEX_TYPE", default="flat")
+# The graph's options, for the *_hnsw types only; 0: Elasticsearch's defaults (16 and 100).
+ENGRAM_HNSW_M = env.int("ENGRAM_HNSW_M", default=0)
+ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0)
 
 # ---------------------------------------------------------------- Recall and writing
 ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # per leg over-fetch
 # A recall lists a memory once per content: later hits of the same type and text (case and
 # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
 ENGRAM_RECALL_COLLAPSE_COPIES = env.bool("ENGRAM_RECALL_COLLAPSE_COPIES", default=True)
-ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)  # HNSW candidates
+# HNSW candidates per search (the *_hnsw types; a flat search is exact).
+ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)
 ENGRAM_RRF_RANK_CONSTANT = env.int("ENGRAM_RRF_RANK_CONSTANT", default=30)
 ENGRAM_DECAY_OFFSET_DAYS = env.float("ENGRAM_DECAY_OFFSET_DAYS", default=180)
 ENGRAM_DECAY_SCALE_DAYS = env.float("ENGRAM_DECAY_SCALE_DAYS", default=1825)
