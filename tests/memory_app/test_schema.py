@@ -125,6 +125,42 @@ def test_the_earlier_layout_of_one_index_per_type_is_migrated_into_one(es_admin,
     assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
 
 
+def test_an_index_of_graph_vectors_is_migrated_to_exact_ones(es_admin, es_prefix, settings):
+    """The release before wrote HNSW graph vectors; ``es_setup`` on this release copies its
+    documents, vectors and sentence vectors included, into a flat index, where a kNN search
+    scores them exactly (cosine 1 is Elasticsearch's score 1.0)."""
+    from engram_core.es.schema import drop_indices
+
+    drop_indices(es=es_admin, prefix=es_prefix)
+    settings.ENGRAM_VECTOR_INDEX_TYPE = "hnsw"
+    ensure_indices(es=es_admin)
+    alias = alias_name(MemoryType.EPISODIC)
+    before = es_admin.indices.get_mapping(index=alias)[f"{index_base()}-v1"]["mappings"]["properties"]
+    assert before["embedding"]["index_options"]["type"] == "hnsw"
+    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    unit = [1.0] + [0.0] * (dims - 1)
+    helpers.bulk(es_admin, [{"_index": alias, "_id": f"ep-{i}", "_source": {
+        "tenant_id": "t1", "user_id": "u1", "memory_type": "episodic", "text": f"turn {i}. And more.",
+        "embedding": unit if i == 0 else [0.0, 1.0] + [0.0] * (dims - 2),
+        "passages": [{"embedding": unit}, {"embedding": [0.0, 0.0, 1.0] + [0.0] * (dims - 3)}]}}
+        for i in range(3)], refresh="wait_for")
+
+    settings.ENGRAM_VECTOR_INDEX_TYPE = "flat"
+    results = ensure_indices(es=es_admin)
+    assert {(r.action, r.index) for r in results} == {("migrated", f"{index_base()}-v2")}
+    properties = es_admin.indices.get_mapping(index=alias)[f"{index_base()}-v2"]["mappings"]["properties"]
+    assert properties["embedding"]["index_options"] == {"type": "flat"}
+    assert properties["passages"]["properties"]["embedding"]["index_options"] == {"type": "flat"}
+    own = es_admin.search(index=alias, query={"knn": {"field": "embedding", "query_vector": unit, "k": 3}}, size=3)
+    assert [(h["_id"], h["_score"]) for h in own["hits"]["hits"]][0] == ("ep-0", 1.0)
+    by_passage = es_admin.search(index=alias, size=3, query={"nested": {
+        "path": "passages", "score_mode": "max", "query": {"knn": {"field": "passages.embedding",
+                                                                   "query_vector": unit, "k": 10}}}})
+    assert sorted((h["_id"], h["_score"]) for h in by_passage["hits"]["hits"]) == [
+        ("ep-0", 1.0), ("ep-1", 1.0), ("ep-2", 1.0)]
+    assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
+
+
 def test_strict_mapping_rejects_unknown_fields(es_admin, es_prefix):
     import pytest
     from elasticsearch import BadRequestError
