@@ -176,8 +176,9 @@ class FactUsage(models.Model):
     """How often recall returned one semantic fact, and when it last did.
 
     Kept here rather than in the fact's Elasticsearch document: there a bump was a partial
-    update, which rewrites the whole document, vector included, and re-indexes it. A row update is one statement, atomic (``use_count + n``), so concurrent recalls
-    need no optimistic-concurrency rounds. Ids and counts only, never memory text; a forget or an
+    update, which rewrites the whole document, vector included, and re-indexes it. A row update
+    is one statement, atomic (``use_count + n``), so concurrent recalls need no
+    optimistic-concurrency rounds. Ids and counts only, never memory text; a forget or an
     erase deletes the rows with the facts.
     """
 

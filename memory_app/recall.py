@@ -251,9 +251,9 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
 def knn_clause(*, field: str, vector: list[float], filters: list[dict]) -> dict:
     """A ``knn`` query's options: the ``candidates`` nearest per index, the scope ``filters``
     applied inside the kNN search (a pre-filter, not a filter of its results: an exact scan of the
-    documents they leave with the default flat vectors, a walk of the graph with an HNSW type). As a query rather
-    than a search's top-level ``knn`` section it runs in the query phase, with no round of its
-    own before it, and can be combined with another query (``passage_query``)."""
+    documents they leave with the default flat vectors, a walk of the graph with an HNSW type). As
+    a query rather than a search's top-level ``knn`` section it runs in the query phase, with no
+    round of its own before it, and can be combined with another query (``passage_query``)."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     return {"field": field, "query_vector": vector, "k": candidates,
             "num_candidates": max(candidates, settings.ENGRAM_RECALL_NUM_CANDIDATES), "filter": filters}

@@ -1,7 +1,8 @@
 """Use counts of recalled semantic facts: kept in the database (``FactUsage``), off the recall path.
 
 A fact's ``use_count`` and ``last_used_at`` used to live in its Elasticsearch document, so every
-bump was a partial update, which rewrites the whole document, vector included, and re-indexes it. They now live in one small row per used fact:
+bump was a partial update, which rewrites the whole document, vector included, and re-indexes
+it. They now live in one small row per used fact:
 
 - recall reads the rows of the semantic hits in its fused pool (one indexed query) and overlays
   them on the documents before scoring, so the use-count boost and the time decay on
