@@ -9,6 +9,7 @@ import uuid
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
+from memory_app.validation import MEMORY_ID_MAX_CHARS
 from tenants.models import AgentToken, Tenant
 
 
@@ -44,7 +45,7 @@ class OutboxEntry(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     external_id = models.CharField(max_length=200)
     operation = models.CharField(max_length=20, choices=Operation.choices)
-    memory_id = models.CharField(max_length=64, blank=True)
+    memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS, blank=True)
     payload = models.JSONField(encoder=DjangoJSONEncoder)
     token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor = models.CharField(max_length=200)
@@ -90,7 +91,7 @@ class IdempotencyRecord(models.Model):
     method = models.CharField(max_length=10)
     path = models.CharField(max_length=2000)
     fingerprint = models.CharField(max_length=64)  # sha256 of the canonical request data
-    memory_id = models.CharField(max_length=64)
+    memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     response_body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     response_headers = models.JSONField(default=dict, blank=True)
@@ -182,7 +183,7 @@ class FactUsage(models.Model):
     erase deletes the rows with the facts.
     """
 
-    memory_id = models.CharField(max_length=64, primary_key=True)  # the fact's Elasticsearch id
+    memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS, primary_key=True)  # the fact's Elasticsearch id
     # No database constraint: rows are written by the usage pool's threads on their own
     # connections, and the fact they count lives in Elasticsearch anyway; a forget or an erase
     # deletes them (memory_app.usage.usage_forget).

@@ -60,6 +60,8 @@ def clean_types(values: Any) -> list[MemoryType]:
 
 
 TIMEZONE_MAX_CHARS = 64
+# Engram's ids and those clients choose; the outbox and idempotency columns hold this many.
+MEMORY_ID_MAX_CHARS = 64
 
 
 def clean_timezone(value: Any) -> ZoneInfo | None:
@@ -145,9 +147,9 @@ def clean_confidence(value: Any) -> float:
 
 def memory_id_possible(value: str) -> bool:
     """Whether some memory could have the id ``value``: Engram's own ids and the ids clients may
-    choose are 1-64 letters, digits and dashes (the outbox and idempotency columns hold 64), so
-    never empty, never longer and never with a control character."""
-    return 0 < len(value) <= 64 and not any(unicodedata.category(c) == "Cc" for c in value)
+    choose are 1-64 letters, digits and dashes (MEMORY_ID_MAX_CHARS), so never empty, never
+    longer and never with a control character."""
+    return 0 < len(value) <= MEMORY_ID_MAX_CHARS and not any(unicodedata.category(c) == "Cc" for c in value)
 
 
 def memory_not_found(memory_id: str) -> NotFound:

@@ -48,7 +48,7 @@ from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import SESSION_ID_MAX_CHARS, clean_memory_id
+from memory_app.validation import MEMORY_ID_MAX_CHARS, SESSION_ID_MAX_CHARS, clean_memory_id
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
@@ -335,8 +335,8 @@ class StepsField(serializers.Field):
 
 class _WriteMemoryFields(StrictInputSerializer):
     confidence = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
-    supersedes = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True,
-                                       max_length=settings.ENGRAM_MAX_SUPERSEDES,
+    supersedes = serializers.ListField(child=serializers.CharField(max_length=MEMORY_ID_MAX_CHARS), required=False,
+                                       allow_null=True, max_length=settings.ENGRAM_MAX_SUPERSEDES,
                                        help_text="ids of the subject's memories (same type) this one replaces")
     contradiction = serializers.ChoiceField(
         choices=["natural", "harsh"], required=False, default="natural",
@@ -348,8 +348,8 @@ class _WriteMemoryFields(StrictInputSerializer):
 class SemanticMemoryInput(_WriteMemoryFields):
     type = serializers.ChoiceField(choices=["semantic"])
     text = serializers.CharField(help_text="one distilled fact")
-    supporting_episode_ids = serializers.ListField(child=serializers.CharField(max_length=64), required=False,
-                                                   allow_null=True, max_length=1000)
+    supporting_episode_ids = serializers.ListField(child=serializers.CharField(max_length=MEMORY_ID_MAX_CHARS),
+                                                   required=False, allow_null=True, max_length=1000)
 
 
 class ProceduralMemoryInput(_WriteMemoryFields):
