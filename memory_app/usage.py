@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, close_old_connections, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -65,13 +65,14 @@ def usage_record_recalled(*, subject: Subject, memories: Iterable[dict[str, Any]
 
 
 def _bump_in_thread(**kwargs) -> int:
-    # A pool thread outlives requests: like a request, it drops a connection that broke (a
-    # database restart) before its work and closes its own after it, so none is kept stale.
+    # A pool thread outlives requests and is handled as Django handles a request: a connection that
+    # broke (a database restart) or expired is dropped before and after its work, a healthy one
+    # kept (CONN_MAX_AGE, checked before reuse: CONN_HEALTH_CHECKS).
     close_old_connections()
     try:
         return usage_bump(**kwargs)
     finally:
-        connection.close()
+        close_old_connections()
 
 
 def _finished(future: Future) -> None:

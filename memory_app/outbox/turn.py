@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 
 from engram_core.errors import EngramError, NotFound
 from memory_app import selectors, services
@@ -39,13 +39,14 @@ _turn_recalls = ThreadPoolExecutor(max_workers=settings.ENGRAM_TURN_RECALL_THREA
 
 
 def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
-    # A long-lived thread: like a request, it drops a broken connection first (the recall reads
-    # the facts' use counts) and closes its own after, so none is kept stale.
+    # A long-lived thread, handled as Django handles a request (the recall reads the facts' use
+    # counts): a broken or expired connection is dropped before and after, a healthy one kept for
+    # the next turn (CONN_MAX_AGE, checked before reuse: CONN_HEALTH_CHECKS).
     close_old_connections()
     try:
         return selectors.memory_recall(**kwargs)
     finally:
-        connection.close()
+        close_old_connections()
 
 
 def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str = "", token: AgentToken | None = None,

@@ -168,6 +168,29 @@ def test_http_level_authentication_and_routing(server):
     assert httpx.get(f"{server.url}/healthz").status_code in (200, 503)  # Django still answers beside /mcp
 
 
+def test_django_is_served_beside_mcp_with_bodies_limits_and_static_files(server):
+    """Django runs as WSGI on the server's thread pool (memory_app.config.asgi): request bodies in,
+    JSON and files out, the body limit, the same answer however many requests a thread serves."""
+    headers = {"authorization": f"Bearer {server.tokens['acme']}"}
+    api = f"{server.url}/api/v1/subjects/carol"
+    fact = {"type": "semantic", "text": "Carol's gym locker is number 42, by the pool entrance."}
+    written = httpx.post(f"{api}/memories", json=fact, headers=headers, timeout=60)
+    recalls = [httpx.post(f"{api}/recall", json={"query": "Which gym locker is Carol's?", "k": 3}, headers=headers,
+                          timeout=60) for _ in range(3)]
+    too_large = httpx.post(f"{api}/recall", content=b'{"query": "' + b"x" * (settings.ENGRAM_API_MAX_BODY_BYTES + 1)
+                           + b'"}', headers={**headers, "content-type": "application/json"}, timeout=60)
+    css = httpx.get(f"{server.url}/static/inspector/inspector.css")
+    missing = httpx.get(f"{server.url}/static/inspector/no-such-file.css")
+
+    assert written.status_code == 201, written.text
+    assert all(r.status_code == 200 for r in recalls)
+    assert [m["text"] for m in recalls[-1].json()["memories"]][:1] == [fact["text"]]
+    assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "request_too_large"
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert css.content == (ROOT / "inspector/static/inspector/inspector.css").read_bytes()
+    assert missing.status_code == 404
+
+
 def test_tools_are_listed_with_schemas_and_descriptions(server):
     async def scenario():
         async with legacy_session(f"{server.url}/mcp/subjects/alice", server.tokens["acme"]) as session:

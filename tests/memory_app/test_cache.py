@@ -21,7 +21,7 @@ def test_every_request_context_uses_the_same_client_and_connection():
     caches, clients = [], []
 
     def request(n: int) -> None:
-        # A thread per request, as Django's ASGI handler runs sync views: each gets its own cache object.
+        # A thread per request, as Django's ASGI handler ran sync views: each gets its own cache object.
         handler._connections = Local(handler.thread_critical)
         cache = handler["default"]
         cache.set(f"engram-test-{n}", n)
@@ -38,3 +38,5 @@ def test_every_request_context_uses_the_same_client_and_connection():
     pool = clients[0]._get_connection_pool(write=True)
     assert len(pool._available_connections) + len(pool._in_use_connections) == 1
     assert isinstance(caches[0], SharedRedisCache)
+    # and one Redis object per pool: Django's client made one per cache call
+    assert clients[0].get_client(write=True) is clients[0].get_client(write=True) is clients[0].get_client()

@@ -63,6 +63,13 @@ TEMPLATES = [
 
 # SQLite is the embedded default; DATABASE_URL (e.g. postgres://...) is honoured.
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{STATE_DIR / 'db.sqlite3'}")}
+# A request's thread keeps its connection for the next request (the ASGI server serves Django on a
+# pool of threads, memory_app.config.asgi), checked before reuse so a restarted database is
+# reconnected; ?conn_max_age= in DATABASE_URL overrides (0: a connection per request).
+DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Threads per server process serving Django's requests (the MCP endpoint runs on its own).
+ENGRAM_WEB_THREADS = env.int("ENGRAM_WEB_THREADS", default=32)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
