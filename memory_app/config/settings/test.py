@@ -10,6 +10,9 @@ from .base import env
 
 SECRET_KEY = "test-only-key"
 DATABASES = {"default": env.db("DATABASE_URL", default="sqlite:///:memory:")}
+# Connections are not kept between requests here (CONN_MAX_AGE 0, Django's default): a pool thread
+# holding one would keep the test database from being dropped. The servers tests start (the MCP
+# end-to-end test) run the development settings, which keep them as production does.
 # Each run (and each xdist worker) gets its own prefix so runs never see each other's data.
 ES_INDEX_PREFIX = f"engram-test-{os.environ.get('PYTEST_XDIST_WORKER', 'gw')}-{uuid.uuid4().hex[:8]}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
