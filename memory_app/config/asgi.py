@@ -22,7 +22,7 @@ from memory_app.mcp.asgi import mount  # noqa: E402
 # back and forth between the event loop and threads: a thread for the sync middleware, the loop
 # for each async-capable one (whose hooks each ran in a thread again), then the view's thread. Served
 # as WSGI on a pool of threads (a2wsgi), a request runs start to end on one thread, and that thread
-# keeps its database connection (CONN_MAX_AGE): −13% of the server's CPU per request under 8 HTTP
+# keeps its database connection (CONN_MAX_AGE): −15% of the server's CPU per request under 8 HTTP
 # clients (README, "Under concurrent HTTP load"). The MCP endpoint stays ASGI (Streamable HTTP).
 django_application = WSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS)
 
