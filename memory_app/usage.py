@@ -26,12 +26,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from elasticsearch import Elasticsearch, helpers
+from engram_core.db import as_request
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from tenants.models import Subject
@@ -65,14 +66,8 @@ def usage_record_recalled(*, subject: Subject, memories: Iterable[dict[str, Any]
 
 
 def _bump_in_thread(**kwargs) -> int:
-    # A pool thread outlives requests and is handled as Django handles a request: a connection that
-    # broke (a database restart) or expired is dropped before and after its work, a healthy one
-    # kept (CONN_MAX_AGE, checked before reuse: CONN_HEALTH_CHECKS).
-    close_old_connections()
-    try:
-        return usage_bump(**kwargs)
-    finally:
-        close_old_connections()
+    # A pool thread outlives requests: its connection is handled as a request's (as_request).
+    return as_request(usage_bump, **kwargs)
 
 
 def _finished(future: Future) -> None:

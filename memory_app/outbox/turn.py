@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
 
+from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound
 from memory_app import selectors, services
 from memory_app.embeddings import EmbeddingError, get_embedder
@@ -39,14 +39,7 @@ _turn_recalls = ThreadPoolExecutor(max_workers=settings.ENGRAM_TURN_RECALL_THREA
 
 
 def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
-    # A long-lived thread, handled as Django handles a request (the recall reads the facts' use
-    # counts): a broken or expired connection is dropped before and after, a healthy one kept for
-    # the next turn (CONN_MAX_AGE, checked before reuse: CONN_HEALTH_CHECKS).
-    close_old_connections()
-    try:
-        return selectors.memory_recall(**kwargs)
-    finally:
-        close_old_connections()
+    return as_request(selectors.memory_recall, **kwargs)  # the recall reads the facts' use counts
 
 
 def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str = "", token: AgentToken | None = None,

@@ -608,17 +608,18 @@ def test_counts_held_in_old_fact_documents_are_read_then_moved_by_es_setup(subje
 def test_background_bumps_manage_their_database_connection(subject, monkeypatch):
     # The pool threads outlive requests: each bump is handled as Django handles a request, a broken
     # (a database restart) or expired connection dropped before and after the work, on its thread.
+    from engram_core import db
     from memory_app import usage
 
     fact = services.fact_write(subject=subject, text="Alice keeps bees.")
     calls = []
-    close_old_connections = usage.close_old_connections
+    close_old_connections = db.close_old_connections
 
     def check() -> None:
         calls.append(threading.get_ident())
         close_old_connections()  # the real one: here (CONN_MAX_AGE 0) it closes the pool thread's
 
-    monkeypatch.setattr(usage, "close_old_connections", check)
+    monkeypatch.setattr(db, "close_old_connections", check)
     usage.usage_record(ids=[fact["id"]], at=datetime.now(UTC), subject=subject)
     usage_flush()
     assert len(calls) == 2 and calls[0] == calls[1] != threading.get_ident()
