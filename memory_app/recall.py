@@ -6,17 +6,23 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
             (+ reply credit)
 
 - fused, linearly (ENGRAM_FUSION "linear", the default): Σ over the legs the hit appears in of
-  weight_leg × its score min-max normalised over the leg's candidates (1 for the leg's best, 0
-  for its last; ENGRAM_LINEAR_*_WEIGHT, 1.0 each), as Elasticsearch's linear retriever with its
-  minmax normaliser. A dense leg's score is its similarity. A lexical leg's (BM25, entity) is not
-  Elasticsearch's BM25 score, whose idf and average length are the index's, i.e. in shared
-  indices every tenant's: it is the idf of each query word the hit's text holds (+
-  ENGRAM_CONTEXT_BOOST × that of each word only its context holds, + ENGRAM_CONCEPT_BOOST × that
-  of the asked kinds if its concepts hold one), counted among the memories
-  the end-user may read, in the same ``_msearch`` through their own key (``lexical_words``,
-  ``word_clauses``, ``word_counts_search``, ``lexical_score``); the leg is ordered by it too. So
-  nothing another tenant writes moves a score or the order, except which memories are among a
-  leg's 80 candidates. Ranks discard how far a leg's best match is ahead of the rest; scores keep it.
+  weight_leg × its normalised score (ENGRAM_LINEAR_*_WEIGHT, 1.0 each). A dense leg's score is
+  its similarity, min-max normalised over the leg's candidates (1 for the leg's best, 0 for its
+  last), as Elasticsearch's linear retriever with its minmax normaliser. A lexical leg's (BM25,
+  entity) is not Elasticsearch's BM25 score, whose idf and average length are the index's, i.e.
+  in shared indices every tenant's: it is the idf of each query word the hit's text holds (+
+  ENGRAM_CONTEXT_BOOST × that of each word only its context holds, or ENGRAM_SYNONYM_WEIGHT ×
+  that of each word whose synonym its text holds, + ENGRAM_CONCEPT_BOOST × that of the asked
+  kinds if its concepts hold one), counted among the memories the end-user may read, in the same
+  ``_msearch`` through their own key (``lexical_words``, ``word_clauses``, ``word_counts_search``,
+  ``lexical_score``); the leg is ordered by it too. So nothing another tenant writes moves a
+  score or the order, except which memories are among a leg's 80 candidates. It is normalised
+  by the score of a memory holding every word (ENGRAM_LINEAR_LEXICAL_NORM "coverage",
+  ``lexical_ceiling``): the share of the question's information the memory holds, which min-max
+  over the candidates would inflate to 1 for a leg's best however little it holds (a memory
+  sharing one rare word with a long question, when no memory shares more). The dense leg has no
+  such ceiling (a similarity of 1 is a copy of the question), so it keeps min-max. Ranks discard
+  how far a leg's best match is ahead of the rest; scores keep it.
 - or by reciprocal rank (ENGRAM_FUSION "rrf"): Σ weight_leg / (rank_constant + rank), ranks
   from 1 (ENGRAM_RRF_BM25_WEIGHT 1.0, ENGRAM_RRF_DENSE_WEIGHT 0.5: the lexical leg is the
   stronger one for conversational memory with the bundled MiniLM embedder; equal weights give
@@ -214,13 +220,14 @@ def lexical_header(indices: str, *, words: list[str]) -> dict:
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
                  index_for: dict[MemoryType, str], explain: bool = False, words: list[str] = (),
-                 kinds: str | None = None) -> list[dict]:
+                 synonyms: list[tuple[str, ...]] = (), kinds: str | None = None) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
     The dense leg searches the memories' own vectors and, for episodes, their sentences' vectors
     (``passage_query``) in one search. ``explain``: it also names each episode's nearest passage.
     ``words`` (linear fusion, ``lexical_words``): each hit of the BM25 leg also reports which of
-    them its text and its context hold (``word_clauses``), and the leg skips the DFS round
+    them its text and its context hold, and whether its text holds one of a word's ``synonyms``
+    (``word_clauses``), and the leg skips the DFS round
     (``lexical_header``). ``kinds``: the kinds the question asks for (``concepts.query_categories``),
     which the BM25 leg matches against the memories' ``concepts``."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
@@ -238,7 +245,7 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                                             # named for linear fusion's lexical score (``lexical_score``)
                                             **({"_name": _KINDS} if words else {})}}}]
                    if kinds else []),
-                 *word_clauses(words)]}}},
+                 *word_clauses(words, synonyms)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[allowed])}
@@ -295,7 +302,8 @@ def legs() -> list[str]:
 
 
 FUSIONS = ("rrf", "linear")
-_WORD_IN_TEXT, _WORD_IN_CONTEXT = "word_text_", "word_context_"  # named-query prefixes (``word_clauses``)
+# named-query prefixes (``word_clauses``)
+_WORD_IN_TEXT, _WORD_IN_CONTEXT, _SYNONYM_IN_TEXT = "word_text_", "word_context_", "word_synonym_"
 _KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.concepts)
 
 
@@ -323,16 +331,19 @@ def _holds(word: str, fields: list[str], **options) -> dict:
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
 
 
-def word_clauses(words: list[str]) -> list[dict]:
+def word_clauses(words: list[str], synonyms: list[tuple[str, ...]] = ()) -> list[dict]:
     """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which
-    of ``words`` its own text (or a catalog entry's title) holds and which its context holds
-    (``matched_queries``), each word analysed as the fields are (stemmed). Whether its
-    ``concepts`` hold an asked kind is reported by the BM25 leg's own concepts clause, named
-    ``_KINDS`` (``msearch_body``)."""
+    of ``words`` its own text (or a catalog entry's title) holds, which its context holds and,
+    for a word with ``synonyms`` (one tuple per word, ``concepts.synonyms``), whether its text
+    holds one of them (``matched_queries``), each word analysed as the fields are (stemmed).
+    Whether its ``concepts`` hold an asked kind is reported by the BM25 leg's own concepts
+    clause, named ``_KINDS`` (``msearch_body``)."""
     clauses: list[dict] = []
     for n, word in enumerate(words):
         clauses += [_holds(word, _TEXT_FIELDS, boost=0.0, _name=f"{_WORD_IN_TEXT}{n}"),
                     _holds(word, _CONTEXT_FIELDS, boost=0.0, _name=f"{_WORD_IN_CONTEXT}{n}")]
+        if n < len(synonyms) and synonyms[n]:
+            clauses.append(_holds(" ".join(synonyms[n]), _TEXT_FIELDS, boost=0.0, _name=f"{_SYNONYM_IN_TEXT}{n}"))
     return clauses
 
 
@@ -359,9 +370,11 @@ def word_idf(response: dict) -> dict[str, float]:
 
 
 def lexical_score(raw: dict, idf: dict[str, float]) -> float:
-    """A lexical hit's score for linear fusion: the idf of each query word its text holds, plus
-    ENGRAM_CONTEXT_BOOST × the idf of each word only its context holds, plus ENGRAM_CONCEPT_BOOST
-    × the idf of the asked kinds if its concepts hold one (the BM25 leg's fields at their boosts)."""
+    """A lexical hit's score for linear fusion: the idf of each query word its text holds; for a
+    word its text does not hold, the larger of ENGRAM_CONTEXT_BOOST × its idf if its context holds
+    it and ENGRAM_SYNONYM_WEIGHT × its idf if its text holds a synonym of it; plus
+    ENGRAM_CONCEPT_BOOST × the idf of the asked kinds if its concepts hold one (the BM25 leg's
+    fields at their boosts)."""
     matched = set(raw.get("matched_queries") or ())
     score = 0.0
     for name, value in idf.items():
@@ -369,9 +382,29 @@ def lexical_score(raw: dict, idf: dict[str, float]) -> float:
             score += settings.ENGRAM_CONCEPT_BOOST * value if name in matched else 0.0
         elif name in matched:
             score += value
-        elif f"{_WORD_IN_CONTEXT}{name.removeprefix(_WORD_IN_TEXT)}" in matched:
-            score += settings.ENGRAM_CONTEXT_BOOST * value
+        else:
+            n = name.removeprefix(_WORD_IN_TEXT)
+            score += value * max(settings.ENGRAM_CONTEXT_BOOST if f"{_WORD_IN_CONTEXT}{n}" in matched else 0.0,
+                                 settings.ENGRAM_SYNONYM_WEIGHT if f"{_SYNONYM_IN_TEXT}{n}" in matched else 0.0)
     return score
+
+
+def lexical_ceiling(idf: dict[str, float]) -> float:
+    """The lexical score of a memory holding every word of the question in its text and one of
+    the asked kinds (``lexical_score``'s largest): what ENGRAM_LINEAR_LEXICAL_NORM "coverage"
+    divides by."""
+    return sum(settings.ENGRAM_CONCEPT_BOOST * value if name == _KINDS else value for name, value in idf.items())
+
+
+LEXICAL_NORMS = ("coverage", "minmax")
+
+
+def lexical_norm() -> str:
+    """ENGRAM_LINEAR_LEXICAL_NORM, checked."""
+    value = str(settings.ENGRAM_LINEAR_LEXICAL_NORM).strip().lower()
+    if value not in LEXICAL_NORMS:
+        raise ImproperlyConfigured(f"ENGRAM_LINEAR_LEXICAL_NORM must be 'coverage' or 'minmax', not {value!r}")
+    return value
 
 
 def leg_weight(leg: str, *, fusion: str) -> float:
@@ -394,12 +427,23 @@ def minmax(scores: list[float]) -> list[float]:
     return [(value - low) / (high - low) if high > low else 1.0 for value in scores]
 
 
+def lexical_normalised(scores: list[float], idf: dict[str, float]) -> list[float]:
+    """A lexical leg's scores in [0, 1] (ENGRAM_LINEAR_LEXICAL_NORM): "coverage", each as a share
+    of ``lexical_ceiling``, so a memory holding one rare word of a long question scores that
+    word's share even when nothing better matched; "minmax", over the leg's own range."""
+    if lexical_norm() == "minmax":
+        return minmax(scores)
+    ceiling = lexical_ceiling(idf)
+    return [value / ceiling if ceiling > 0 else 0.0 for value in scores]
+
+
 def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = (), fusion: str = "rrf",
          idf: dict[str, float] | None = None) -> dict[str, Hit]:
     """Fusion of the legs' responses (in ``legs()`` order, then the ``extra`` legs' as (name,
     factor), e.g. memory_app.query_plan's entity legs, weighted factor × ``leg_weight``): by
-    reciprocal rank, or for "linear" by min-max normalised score, a dense leg's similarity and a
-    lexical leg's ``lexical_score`` with ``idf`` (see the module docstring)."""
+    reciprocal rank, or for "linear" by normalised score: a dense leg's similarity min-max
+    normalised, a lexical leg's ``lexical_score`` with ``idf`` as ``lexical_normalised`` says
+    (see the module docstring)."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     factors = {"bm25": 1.0, "dense": 1.0, **dict(extra)}
     hits: dict[str, Hit] = {}
@@ -408,12 +452,12 @@ def fuse(*, responses: list[dict], extra: list[tuple[str, float]] = (), fusion: 
         weight = factors[leg] * leg_weight(leg, fusion=fusion)
         if fusion == "linear":
             if is_dense(leg):
-                scores = [raw["_score"] for raw in raws]
+                normalised = minmax([raw["_score"] for raw in raws])
             else:  # ranked by its own score, ties by id: no index-wide statistic orders the leg
                 scored = sorted(((lexical_score(raw, idf or {}), raw) for raw in raws),
                                 key=lambda pair: (-pair[0], pair[1]["_id"]))
-                scores, raws = [score for score, _ in scored], [raw for _, raw in scored]
-            values = [weight * v for v in minmax(scores)]
+                raws, normalised = [raw for _, raw in scored], lexical_normalised([v for v, _ in scored], idf or {})
+            values = [weight * v for v in normalised]
         else:
             values = [weight / (k + rank) for rank in range(1, len(raws) + 1)]
         for rank, (raw, value) in enumerate(zip(raws, values, strict=True), start=1):

@@ -92,13 +92,14 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     vector = embedder.embed_query(query)
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     fusion = rc.fusion()
+    plan = qp.query_plan(query, keywords=rc.keyword_query(query))
     words = rc.lexical_words(query) if fusion == "linear" else []
+    synonyms = _synonyms(words, entities=plan.entities)
     kinds = concepts.query_categories(query)
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for=index_for, explain=explain, words=words,
-                           kinds=kinds)
-    plan = qp.query_plan(query, keywords=rc.keyword_query(query))
+                           synonyms=synonyms, kinds=kinds)
     counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
 
     def entity_vector() -> list[float]:
@@ -110,7 +111,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
         since=since, until=until, index_for=index_for, vector=entity_vector,
         mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
-        words=words)
+        words=words, synonyms=synonyms)
     counts_body = rc.word_counts_search(
         words=words, kinds=kinds, indices=",".join(index_for.values()),
         allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
@@ -144,6 +145,15 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     return results
 
 
+def _synonyms(words: list[str], *, entities: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Per word of the lexical score, its synonyms (``concepts.synonyms``); none for a word of a
+    named entity the query names ("Grace", "Summer"): a name is not the common noun it spells."""
+    if settings.ENGRAM_SYNONYM_WEIGHT <= 0:
+        return [() for _word in words]
+    named = {w.lower() for entity in entities for w in rc.lexical_words(entity)}
+    return [() if word in named else concepts.synonyms(word) for word in words]
+
+
 def _intent(query: str) -> Intent | None:
     return query_intent(query) if settings.ENGRAM_INTENT_BOOST > 0 else None
 
@@ -172,7 +182,8 @@ class QueryReading:
     or the boost is off), the ``kinds`` the question asks for members of, which the BM25
     leg matches against memories' concepts (memory_app.concepts; None: none), and the ``intent``,
     the kind of memory it asks for, whose types are boosted (memory_app.intent; None: not settled,
-    or the boost is off)."""
+    or the boost is off), and the ``synonyms`` a memory may name instead of a word of the
+    question, for a share of its score (word, its synonyms; ``concepts.synonyms``)."""
 
     keywords: str
     topic: str
@@ -181,6 +192,7 @@ class QueryReading:
     topic_vector: bool
     kinds: str | None = None
     intent: Intent | None = None
+    synonyms: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
@@ -209,7 +221,10 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
     tz = clean_timezone(timezone)
     window = (query_time_window(query, now=now or django_timezone.now(), tz=tz)
               if settings.ENGRAM_TEMPORAL_BOOST > 0 else None)
-    return QueryReading(keywords=keywords, topic=plan.topic, time_window=window,
+    words = rc.lexical_words(query) if rc.fusion() == "linear" and settings.ENGRAM_RECALL_BM25 else []
+    found_for = zip(words, _synonyms(words, entities=plan.entities), strict=True)
+    synonyms = tuple((word, found) for word, found in found_for if found)
+    return QueryReading(keywords=keywords, topic=plan.topic, time_window=window, synonyms=synonyms,
                         entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
                                        for e in plan.entities),
                         topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE

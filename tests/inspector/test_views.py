@@ -223,6 +223,9 @@ def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings)
     assert "searched for <code>kids love last week?</code> by words and by the meaning" in reading
     assert "“last week”: episodes from" in reading and "× 1.25 (time_window)" in reading
     assert "Kinds asked for" not in reading  # no plural after the question word
+    synonyms = reading.split('<div class="synonyms">')[1].split("</div>")[0]
+    assert "<dt>Also matched as</dt>" in synonyms and "<code>kids</code>: child, youngster" in synonyms
+    assert "× 0.50 of the word’s share" in synonyms and "<code>melanie" not in synonyms  # a name has none
     assert "<dt>Asks for</dt><dd>an event, by its grammar: episodic memories × 1.10 (intent)" in reading
     kinds = client.get(f"/u/{alice.user_id}/recall/", {"q": "Which cities has Melanie visited?"},
                        headers={"HX-Request": "true"}).content.decode()

@@ -5,7 +5,7 @@ import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
-from memory_app.concepts import concepts_of, query_categories
+from memory_app.concepts import concepts_of, query_categories, synonyms
 from memory_app.selectors import memory_get, memory_recall
 
 
@@ -84,3 +84,53 @@ def test_facts_and_catalog_entries_get_concepts_too(subject, es_admin):
         assert es_admin.get(index=alias_name(memory_type), id=memory["id"])["_source"]["concepts"]
     hits = {h["id"] for h in memory_recall(subject=subject, query="What instruments does the user play?")}
     assert fact["id"] in hits
+
+
+@pytest.mark.parametrize(("word", "expected"), [
+    ("holiday", ("vacation",)),
+    ("luggage", ("baggage",)),
+    ("store", ("shop",)),
+    ("kids", "child"),  # a plural: the lemma's sense; its other names, not the word itself
+])
+def test_a_word_s_synonyms_are_the_other_names_of_its_most_frequent_noun_sense(word, expected):
+    found = synonyms(word)
+    assert (expected in found) if isinstance(expected, str) else found == expected
+    assert word not in found and "kid" not in found
+
+
+def test_verbs_famous_people_multi_word_names_and_a_zero_weight_give_no_synonyms(settings):
+    assert synonyms("love") == ()  # mostly a verb to WordNet's sense counts
+    assert synonyms("oliver") == ()  # King Oliver to WordNet; in a conversation someone the speakers know
+    assert synonyms("suitcase") == ("bag", "grip")  # not "traveling bag": "traveling" alone is not a suitcase
+    assert synonyms("qwzx") == ()
+    settings.ENGRAM_SYNONYM_WEIGHT = 0
+    assert synonyms("holiday") == ()
+
+
+def _holiday_and_others(subject):
+    vacation = services.episode_write(subject=subject, text="We booked the vacation in Lisbon for May.")
+    for text in ("The electricity bill came in higher than usual.", "Dawn starts school in September."):
+        services.episode_write(subject=subject, text=text)
+    return vacation
+
+
+def test_a_memory_naming_a_synonym_of_a_question_s_word_gets_a_share_of_its_score(subject, settings):
+    vacation = _holiday_and_others(subject)
+    hits = {h["id"]: h for h in memory_recall(subject=subject, query="Where is the holiday?", explain=True)}
+    # "holiday" is not in its text, "vacation" is: the lexical leg finds it.
+    assert hits[vacation["id"]]["explain"]["bm25_rank"] == 1
+    credited = hits[vacation["id"]]["explain"]["linear_score"]
+
+    settings.ENGRAM_SYNONYM_WEIGHT = 0
+    hits = {h["id"]: h for h in memory_recall(subject=subject, query="Where is the holiday?", explain=True)}
+    assert hits[vacation["id"]]["explain"]["bm25_rank"] is None
+    # Only its dense leg's share is left (the lexical coverage of "holiday" was 0.5 × 1).
+    assert hits[vacation["id"]]["explain"]["linear_score"] == pytest.approx(credited - 0.5)
+
+
+def test_a_name_the_question_names_gets_no_synonyms():
+    # "Dawn" the person is not the daybreak: a named entity's words are not read as common nouns.
+    from memory_app.selectors import _synonyms
+
+    assert "daybreak" in _synonyms(["dawn"], entities=())[0]
+    assert _synonyms(["dawn", "holiday"], entities=("Dawn",)) == [(), ("vacation",)]

