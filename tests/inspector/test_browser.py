@@ -227,6 +227,9 @@ def test_recall_sandbox_shows_explain(live, browser):
     # A question for members of a kind: the reading names the kind (memory_app.concepts).
     kinds = _ask_sandbox(browser, "which appliances keep beeping?", "#recall-results dl.reading .kinds")
     assert "Kinds asked for" in kinds[0].text and "appliance" in kinds[0].text, kinds[0].text
+    # ... and the other names of its words a memory may hold instead, for half a word's share.
+    synonyms = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading .synonyms").text
+    assert "Also matched as" in synonyms and "appliances: contraption, contrivance" in synonyms, synonyms
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", kinds[0])
     _shot(browser, "recall-sandbox-kinds", full=False)
     # A question about how things stand: the reading says so, and facts carry the × intent factor.
