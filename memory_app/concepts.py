@@ -81,7 +81,7 @@ class WordNet:
             for line in exc:
                 inflected, base, *_ = line.split()
                 self.exceptions.setdefault(inflected, base)
-        self.verb_heavy = self._verb_heavy(root)
+        self.verb_heavy, self.usual_first_sense = self._tag_counts(root)
         # Synsets by their offset, which names the line; the file is read whole, not seeked,
         # because the package's copy has CRLF line ends, which shift the byte offsets.
         self._data = (root / "data.noun").read_bytes()
@@ -93,18 +93,24 @@ class WordNet:
             start = end + 1
 
     @staticmethod
-    def _verb_heavy(root: Path) -> frozenset[str]:
-        """Lemmas whose tagged uses (index.sense's counts) are more often verbs than nouns."""
+    def _tag_counts(root: Path) -> tuple[frozenset[str], frozenset[str]]:
+        """From the sense-tagged corpus counts (index.sense): the lemmas whose tagged uses are more
+        often verbs than nouns, and the lemmas whose most frequent noun sense has at least half of
+        their tagged noun uses (at least one): the sense a reader takes the word in."""
         noun: dict[str, int] = {}
         verb: dict[str, int] = {}
+        first: dict[str, int] = {}
         with open(root / "index.sense", encoding="utf-8") as index:
             for line in index:
-                key, _offset, _number, tagged = line.split()
+                key, _offset, number, tagged = line.split()
                 lemma, rest = key.split("%", 1)
                 target = noun if rest[0] == "1" else verb if rest[0] == "2" else None
                 if target is not None:
                     target[lemma] = target.get(lemma, 0) + int(tagged)
-        return frozenset(lemma for lemma, n in verb.items() if n > noun.get(lemma, 0))
+                if rest[0] == "1" and number == "1":
+                    first[lemma] = int(tagged)
+        return (frozenset(lemma for lemma, n in verb.items() if n > noun.get(lemma, 0)),
+                frozenset(lemma for lemma, n in first.items() if n > 0 and 2 * n >= noun[lemma]))
 
     def lemma(self, word: str) -> str | None:
         """The noun lemma of ``word`` (lower case), or None when WordNet has no such noun."""
@@ -245,15 +251,16 @@ def query_categories(query: str) -> str | None:
 def synonyms(word: str) -> tuple[str, ...]:
     """The other one-word names WordNet gives the most frequent noun sense of ``word`` (lower
     case): "holiday" -> ("vacation",), "kids" -> ("child", ...), for linear fusion's synonym
-    credit (``recall.lexical_score``). None for a word WordNet tags mostly as a verb, for a famous
-    person's name (a name in a conversation is someone the speakers know), or with
-    ENGRAM_SYNONYM_WEIGHT 0. Multi-word names ("traveling bag") are left out: one of their words
-    alone names something else."""
+    credit (``recall.lexical_score``). None for a word WordNet tags mostly as a verb, for one whose
+    most frequent sense is not attested as its usual one (under half of its tagged noun uses, or
+    none: "jack", whose first sense is "nothing at all"), for a famous person's name (a name in a
+    conversation is someone the speakers know), or with ENGRAM_SYNONYM_WEIGHT 0. Multi-word names
+    ("traveling bag") are left out: one of their words alone names something else."""
     if settings.ENGRAM_SYNONYM_WEIGHT <= 0:
         return ()
     net = wordnet()
     lemma = net.lemma(word)
-    if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy:
+    if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy or lemma not in net.usual_first_sense:
         return ()
     sense = net.senses[lemma][0]
     if net.is_named_person(sense):

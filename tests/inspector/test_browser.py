@@ -227,15 +227,15 @@ def test_recall_sandbox_shows_explain(live, browser):
     # A question for members of a kind: the reading names the kind (memory_app.concepts).
     kinds = _ask_sandbox(browser, "which appliances keep beeping?", "#recall-results dl.reading .kinds")
     assert "Kinds asked for" in kinds[0].text and "appliance" in kinds[0].text, kinds[0].text
-    # ... and the other names of its words a memory may hold instead, for half a word's share.
-    synonyms = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading .synonyms").text
-    assert "Also matched as" in synonyms and "appliances: contraption, contrivance" in synonyms, synonyms
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", kinds[0])
     _shot(browser, "recall-sandbox-kinds", full=False)
     # A question about how things stand: the reading says so, and facts carry the × intent factor.
     intent = _ask_sandbox(browser, "what temperature does Alice like at night now?",
                           "#recall-results dl.reading .intent")
     assert "how things stand" in intent[0].text and "semantic and catalog memories × 1.10" in intent[0].text
+    # ... and the other names of its words a memory may hold instead, for half a word's share.
+    synonyms = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading .synonyms").text
+    assert "Also matched as" in synonyms and "night: nighttime, dark" in synonyms, synonyms
     facts = [h for h in browser.find_elements(By.CSS_SELECTOR, "#recall-results .hit") if "semantic" in h.text]
     assert facts and all("intent" in h.find_element(By.CSS_SELECTOR, "table.explain").text for h in facts)
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", intent[0])

@@ -102,6 +102,9 @@ def test_verbs_famous_people_multi_word_names_and_a_zero_weight_give_no_synonyms
     assert synonyms("love") == ()  # mostly a verb to WordNet's sense counts
     assert synonyms("oliver") == ()  # King Oliver to WordNet; in a conversation someone the speakers know
     assert synonyms("suitcase") == ("bag", "grip")  # not "traveling bag": "traveling" alone is not a suitcase
+    # WordNet's first sense of "jack" is "nothing at all" (doodly-squat ...), a sense its tagged
+    # corpus never saw: only a first sense with at least half of a word's tagged uses lends names.
+    assert synonyms("jack") == () and synonyms("appliances") == ()
     assert synonyms("qwzx") == ()
     settings.ENGRAM_SYNONYM_WEIGHT = 0
     assert synonyms("holiday") == ()
