@@ -393,7 +393,7 @@ def lexical_ceiling(idf: dict[str, float]) -> float:
     """The lexical score of a memory holding every word of the question in its text and one of
     the asked kinds (``lexical_score``'s largest): what ENGRAM_LINEAR_LEXICAL_NORM "coverage"
     divides by."""
-    return sum(settings.ENGRAM_CONCEPT_BOOST * value if name == _KINDS else value for name, value in idf.items())
+    return lexical_score({"matched_queries": list(idf)}, idf)
 
 
 LEXICAL_NORMS = ("coverage", "minmax")

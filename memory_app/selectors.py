@@ -148,8 +148,6 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
 def _synonyms(words: list[str], *, entities: tuple[str, ...]) -> list[tuple[str, ...]]:
     """Per word of the lexical score, its synonyms (``concepts.synonyms``); none for a word of a
     named entity the query names ("Grace", "Summer"): a name is not the common noun it spells."""
-    if settings.ENGRAM_SYNONYM_WEIGHT <= 0:
-        return [() for _word in words]
     named = {w.lower() for entity in entities for w in rc.lexical_words(entity)}
     return [() if word in named else concepts.synonyms(word) for word in words]
 
