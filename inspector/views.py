@@ -215,7 +215,7 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
                    include_superseded=include_superseded, mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
                    temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
-                   synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT,
+                   synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT, own_name_weight=settings.ENGRAM_OWN_NAME_WEIGHT,
                    window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None,
                    **_intent_context(reading.intent if reading else None))
     if request.htmx:

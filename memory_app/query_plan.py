@@ -58,6 +58,11 @@ class QueryPlan:
     topic: str
 
 
+def without_possessive(word: str) -> str:
+    """``word`` without a final "'s" ("Olivia's": "Olivia")."""
+    return _POSSESSIVE.sub("", word)
+
+
 def _is_function_word(word: str) -> bool:
     return word.lower().replace("’", "'") in rc.QUERY_STOPWORDS
 
@@ -127,8 +132,8 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                 since: datetime | None, until: datetime | None, index_for: dict[MemoryType, str],
                 vector: Callable[[], list[float]] | None = None,
                 mention_counts: dict[str, int] | None = None,
-                words: list[str] = (), synonyms: list[tuple[str, ...]] = ()
-                ) -> tuple[list[dict], list[tuple[str, float]]]:
+                words: list[str] = (), synonyms: list[tuple[str, ...]] = (),
+                own_name: frozenset[str] = frozenset()) -> tuple[list[dict], list[tuple[str, float]]]:
     """``_msearch`` header/body pairs of the entity legs and their (name, factor) for
     ``recall.fuse``: per entity, the topic searched like the BM25 leg among the memories whose
     own text (not their context: a neighbour naming someone does not make a turn about them)
@@ -143,7 +148,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
     is known (``mention_counts``, see ``mention_counts_cached``) gets its legs only if the count
     reaches the minimum; an unknown one gets a count first (``entityN_mentions``, over the
     requested types without the time range), and ``entity_guard`` decides after the search.
-    ``words``, ``synonyms``: as ``recall.msearch_body``'s, for linear fusion's lexical score."""
+    ``words``, ``synonyms``, ``own_name``: as ``recall.msearch_body``'s, for linear fusion's lexical score."""
     weight = settings.ENGRAM_RRF_ENTITY_WEIGHT
     if not plan.topic or weight <= 0:
         return [], []
@@ -177,7 +182,7 @@ def entity_legs(*, plan: QueryPlan, types: list[MemoryType], scope: dict[str, st
                                          "must": {"multi_match": {"query": plan.topic,
                                                                   "fields": rc.bm25_fields(types),
                                                                   "type": "most_fields"}},
-                                         "should": rc.word_clauses(words, synonyms)}}}]
+                                         "should": rc.word_clauses(words, synonyms, own_name)}}}]
             names.append((f"entity{n}", weight))
         if settings.ENGRAM_RECALL_ENTITY_DENSE and settings.ENGRAM_RECALL_DENSE and vector is not None:
             dense_vector = dense_vector or vector()

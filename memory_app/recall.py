@@ -12,8 +12,9 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   entity) is not Elasticsearch's BM25 score, whose idf and average length are the index's, i.e.
   in shared indices every tenant's: it is the idf of each query word the hit's text holds (+
   ENGRAM_CONTEXT_BOOST × that of each word only its context holds, or ENGRAM_SYNONYM_WEIGHT ×
-  that of each word whose synonym its text holds, + ENGRAM_CONCEPT_BOOST × that of the asked
-  kinds if its concepts hold one), counted among the memories the end-user may read, in the same
+  that of each word whose synonym its text holds, or ENGRAM_OWN_NAME_WEIGHT × that of a word
+  naming the end-user if they said it (an episode of role "user"), + ENGRAM_CONCEPT_BOOST × that
+  of the asked kinds if its concepts hold one), counted among the memories the end-user may read, in the same
   ``_msearch`` through their own key (``lexical_words``, ``word_clauses``, ``word_counts_search``,
   ``lexical_score``); the leg is ordered by it too. So nothing another tenant writes moves a
   score or the order, except which memories are among a leg's 80 candidates. It is normalised
@@ -220,16 +221,17 @@ def lexical_header(indices: str, *, words: list[str]) -> dict:
 def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], scope: dict[str, str],
                  include_superseded: bool, since: datetime | None, until: datetime | None,
                  index_for: dict[MemoryType, str], explain: bool = False, words: list[str] = (),
-                 synonyms: list[tuple[str, ...]] = (), kinds: str | None = None) -> list[dict]:
+                 synonyms: list[tuple[str, ...]] = (), own_name: frozenset[str] = frozenset(),
+                 kinds: str | None = None) -> list[dict]:
     """Header/body pairs for the two legs, each over every requested type's index at once, so
     that ranks are comparable across types (a per-type leg would give every type its own rank 1).
     The dense leg searches the memories' own vectors and, for episodes, their sentences' vectors
     (``passage_query``) in one search. ``explain``: it also names each episode's nearest passage.
     ``words`` (linear fusion, ``lexical_words``): each hit of the BM25 leg also reports which of
-    them its text and its context hold, and whether its text holds one of a word's ``synonyms``
-    (``word_clauses``), and the leg skips the DFS round
-    (``lexical_header``). ``kinds``: the kinds the question asks for (``concepts.query_categories``),
-    which the BM25 leg matches against the memories' ``concepts``."""
+    them its text and its context hold, whether its text holds one of a word's ``synonyms`` and
+    whether the end-user said it, for the words of their ``own_name`` (``word_clauses``), and the
+    leg skips the DFS round (``lexical_header``). ``kinds``: the kinds the question asks for
+    (``concepts.query_categories``), which the BM25 leg matches against the memories' ``concepts``."""
     candidates = settings.ENGRAM_RECALL_CANDIDATES
     indices = ",".join(index_for[t] for t in types)
     allowed = allowed_filter(types=types, scope=scope, include_superseded=include_superseded, since=since, until=until)
@@ -245,7 +247,7 @@ def msearch_body(*, types: list[MemoryType], query: str, vector: list[float], sc
                                             # named for linear fusion's lexical score (``lexical_score``)
                                             **({"_name": _KINDS} if words else {})}}}]
                    if kinds else []),
-                 *word_clauses(words, synonyms)]}}},
+                 *word_clauses(words, synonyms, own_name)]}}},
         ]
     if settings.ENGRAM_RECALL_DENSE:
         dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[allowed])}
@@ -304,6 +306,8 @@ def legs() -> list[str]:
 FUSIONS = ("rrf", "linear")
 # named-query prefixes (``word_clauses``)
 _WORD_IN_TEXT, _WORD_IN_CONTEXT, _SYNONYM_IN_TEXT = "word_text_", "word_context_", "word_synonym_"
+_SAID_BY_NAMED = "word_speaker_"
+_SAID_BY_USER = {"term": {"role": {"value": "user"}}}  # an episode the end-user said (their "I")
 _KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.concepts)
 
 
@@ -331,11 +335,14 @@ def _holds(word: str, fields: list[str], **options) -> dict:
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
 
 
-def word_clauses(words: list[str], synonyms: list[tuple[str, ...]] = ()) -> list[dict]:
+def word_clauses(words: list[str], synonyms: list[tuple[str, ...]] = (), own_name: frozenset[str] = frozenset()
+                 ) -> list[dict]:
     """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which
     of ``words`` its own text (or a catalog entry's title) holds, which its context holds and,
     for a word with ``synonyms`` (one tuple per word, ``concepts.synonyms``), whether its text
-    holds one of them (``matched_queries``), each word analysed as the fields are (stemmed).
+    holds one of them (``matched_queries``), each word analysed as the fields are (stemmed);
+    for a word of ``own_name`` (the end-user's own name, as the question names it), whether the
+    hit is an episode the end-user said (role "user": their "I" is the person named).
     Whether its ``concepts`` hold an asked kind is reported by the BM25 leg's own concepts
     clause, named ``_KINDS`` (``msearch_body``)."""
     clauses: list[dict] = []
@@ -344,15 +351,21 @@ def word_clauses(words: list[str], synonyms: list[tuple[str, ...]] = ()) -> list
                     _holds(word, _CONTEXT_FIELDS, boost=0.0, _name=f"{_WORD_IN_CONTEXT}{n}")]
         if n < len(synonyms) and synonyms[n]:
             clauses.append(_holds(" ".join(synonyms[n]), _TEXT_FIELDS, boost=0.0, _name=f"{_SYNONYM_IN_TEXT}{n}"))
+        if word in own_name:
+            clauses.append({"term": {"role": {**_SAID_BY_USER["term"]["role"], "boost": 0.0,
+                                              "_name": f"{_SAID_BY_NAMED}{n}"}}})
     return clauses
 
 
-def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: str | None = None) -> list[dict]:
+def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: str | None = None,
+                       own_name: frozenset[str] = frozenset()) -> list[dict]:
     """The header/body pair counting, among the memories the recall may return (``allowed``,
     read through the end-user's own key: their memories and their tenant's catalog), how many
-    there are, how many hold each word in their text or title, and how many are of one of the
-    ``kinds`` (``word_idf``)."""
-    filters = {f"{_WORD_IN_TEXT}{n}": _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
+    there are, how many hold each word in their text or title (for a word of the end-user's
+    ``own_name``, also the episodes they said, which the score credits with it: in their own
+    memory their name says little), and how many are of one of the ``kinds`` (``word_idf``)."""
+    filters = {f"{_WORD_IN_TEXT}{n}": {"bool": {"should": [_holds(word, _TEXT_FIELDS), _SAID_BY_USER]}}
+               if word in own_name else _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
     if kinds:
         filters[_KINDS] = {"match": {"concepts": kinds}}
     return [{"index": indices},
@@ -372,7 +385,8 @@ def word_idf(response: dict) -> dict[str, float]:
 def lexical_score(raw: dict, idf: dict[str, float]) -> float:
     """A lexical hit's score for linear fusion: the idf of each query word its text holds; for a
     word its text does not hold, the larger of ENGRAM_CONTEXT_BOOST × its idf if its context holds
-    it and ENGRAM_SYNONYM_WEIGHT × its idf if its text holds a synonym of it; plus
+    it, ENGRAM_SYNONYM_WEIGHT × its idf if its text holds a synonym of it and ENGRAM_OWN_NAME_WEIGHT
+    × its idf if the word names the end-user and the hit is an episode they said; plus
     ENGRAM_CONCEPT_BOOST × the idf of the asked kinds if its concepts hold one (the BM25 leg's
     fields at their boosts)."""
     matched = set(raw.get("matched_queries") or ())
@@ -385,7 +399,8 @@ def lexical_score(raw: dict, idf: dict[str, float]) -> float:
         else:
             n = name.removeprefix(_WORD_IN_TEXT)
             score += value * max(settings.ENGRAM_CONTEXT_BOOST if f"{_WORD_IN_CONTEXT}{n}" in matched else 0.0,
-                                 settings.ENGRAM_SYNONYM_WEIGHT if f"{_SYNONYM_IN_TEXT}{n}" in matched else 0.0)
+                                 settings.ENGRAM_SYNONYM_WEIGHT if f"{_SYNONYM_IN_TEXT}{n}" in matched else 0.0,
+                                 settings.ENGRAM_OWN_NAME_WEIGHT if f"{_SAID_BY_NAMED}{n}" in matched else 0.0)
     return score
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,11 +96,12 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
     words = rc.lexical_words(query) if fusion == "linear" else []
     synonyms = _synonyms(words, entities=plan.entities)
+    own = own_name(subject, words=words, entities=plan.entities)
     kinds = concepts.query_categories(query)
     body = rc.msearch_body(types=memory_types, query=query, vector=vector,
                            scope=memory_scope(subject=subject), include_superseded=include_superseded,
                            since=since, until=until, index_for=index_for, explain=explain, words=words,
-                           synonyms=synonyms, kinds=kinds)
+                           synonyms=synonyms, own_name=own, kinds=kinds)
     counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
 
     def entity_vector() -> list[float]:
@@ -111,9 +113,9 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
         since=since, until=until, index_for=index_for, vector=entity_vector,
         mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
-        words=words, synonyms=synonyms)
+        words=words, synonyms=synonyms, own_name=own)
     counts_body = rc.word_counts_search(
-        words=words, kinds=kinds, indices=",".join(index_for.values()),
+        words=words, kinds=kinds, own_name=own, indices=",".join(index_for.values()),
         allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
                                   include_superseded=include_superseded, since=since, until=until)) if words else []
     responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
@@ -152,6 +154,30 @@ def _synonyms(words: list[str], *, entities: tuple[str, ...]) -> list[tuple[str,
     return [() if word in named else concepts.synonyms(word) for word in words]
 
 
+_NAME_PART = re.compile(r"[^\W\d_]{2,}")
+
+
+def subject_name_words(subject: Subject) -> frozenset[str]:
+    """The words of the end-user's name, lower-cased: their display name's or, without one, the
+    letters of their external id's user part ("olivia.hart": olivia, hart; "alice@example.com":
+    alice; "u-42": none)."""
+    if subject.display_name.strip():
+        return frozenset(w.lower() for w in _NAME_PART.findall(subject.display_name))
+    return frozenset(w.lower() for w in _NAME_PART.findall(subject.external_id.split("@", 1)[0]))
+
+
+def own_name(subject: Subject, *, words: list[str], entities: tuple[str, ...]) -> frozenset[str]:
+    """Those of the lexical ``words`` (``recall.lexical_words``: "olivia", "olivia's") that name
+    the end-user, where the query names them as a name (``entities``): a question about "Olivia"
+    asked of Olivia's memory is about the "I" of her own turns, so the lexical score credits
+    those turns with the word (ENGRAM_OWN_NAME_WEIGHT; none at 0)."""
+    if settings.ENGRAM_OWN_NAME_WEIGHT <= 0:
+        return frozenset()
+    named = {qp.without_possessive(w) for entity in entities for w in rc.lexical_words(entity)}
+    names = named & subject_name_words(subject)
+    return frozenset(w for w in words if qp.without_possessive(w) in names)
+
+
 def _intent(query: str) -> Intent | None:
     return query_intent(query) if settings.ENGRAM_INTENT_BOOST > 0 else None
 
@@ -180,8 +206,10 @@ class QueryReading:
     or the boost is off), the ``kinds`` the question asks for members of, which the BM25
     leg matches against memories' concepts (memory_app.concepts; None: none), and the ``intent``,
     the kind of memory it asks for, whose types are boosted (memory_app.intent; None: not settled,
-    or the boost is off), and the ``synonyms`` a memory may name instead of a word of the
-    question, for a share of its score (word, its synonyms; ``concepts.synonyms``)."""
+    or the boost is off), the ``synonyms`` a memory may name instead of a word of the
+    question, for a share of its score (word, its synonyms; ``concepts.synonyms``), and the
+    words of the question that name the end-user (``own_name``), which their own turns are
+    credited with."""
 
     keywords: str
     topic: str
@@ -191,6 +219,7 @@ class QueryReading:
     kinds: str | None = None
     intent: Intent | None = None
     synonyms: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    own_name: tuple[str, ...] = ()
 
 
 def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
@@ -222,7 +251,9 @@ def query_reading(*, subject: Subject, query: str, types: list[str] | None = Non
     words = rc.lexical_words(query) if rc.fusion() == "linear" and settings.ENGRAM_RECALL_BM25 else []
     found_for = zip(words, _synonyms(words, entities=plan.entities), strict=True)
     synonyms = tuple((word, found) for word, found in found_for if found)
+    own = own_name(subject, words=words, entities=plan.entities)
     return QueryReading(keywords=keywords, topic=plan.topic, time_window=window, synonyms=synonyms,
+                        own_name=tuple(w for w in words if w in own),
                         entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
                                        for e in plan.entities),
                         topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE

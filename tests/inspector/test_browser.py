@@ -236,6 +236,9 @@ def test_recall_sandbox_shows_explain(live, browser):
     # ... and the other names of its words a memory may hold instead, for half a word's share.
     synonyms = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading .synonyms").text
     assert "Also matched as" in synonyms and "night: nighttime, dark" in synonyms, synonyms
+    # ... and Alice, named in her own memory, is the "I" of her own turns.
+    own = browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading .own-name").text
+    assert "Names this end-user" in own and "alice" in own, own
     facts = [h for h in browser.find_elements(By.CSS_SELECTOR, "#recall-results .hit") if "semantic" in h.text]
     assert facts and all("intent" in h.find_element(By.CSS_SELECTOR, "table.explain").text for h in facts)
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", intent[0])

@@ -234,6 +234,12 @@ def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings)
                        headers={"HX-Request": "true"}).content.decode()
     assert "<dt>Asks for</dt><dd>how things stand, by its grammar: semantic and catalog memories × 1.10 (intent)" \
         in state.split('<dl class="reading"')[1].split("</dl>")[0]
+    # Melanie is someone Alice knows; a question naming Alice herself is about her own turns.
+    assert "Names this end-user" not in reading
+    own = client.get(f"/u/{alice.user_id}/recall/", {"q": "When did Alice go to the lake?"},
+                     headers={"HX-Request": "true"}).content.decode()
+    own = own.split('<div class="own-name">')[1].split("</div>")[0]
+    assert "<dt>Names this end-user</dt><dd><code>alice</code>" in own and "× 1.00 of the word’s share" in own
 
 
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):

@@ -218,3 +218,73 @@ def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subjec
     assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC) and reading.topic_vector
     settings.ENGRAM_TEMPORAL_BOOST = 0
     assert query_reading(subject=subject, query=question, now=now).time_window is None
+
+
+@pytest.mark.parametrize("external_id, display_name, words", [
+    ("olivia.hart", "", {"olivia", "hart"}),
+    ("alice@example.com", "", {"alice"}),  # the address's user part, not its domain
+    ("u-42", "", set()),  # no name in an opaque id
+    ("u-42", "Olivia Hart", {"olivia", "hart"}),  # a display name wins over the id
+])
+def test_an_end_user_s_name_is_their_display_name_or_the_letters_of_their_id(external_id, display_name, words):
+    from memory_app.selectors import subject_name_words
+    from tenants.models import Subject
+
+    assert subject_name_words(Subject(external_id=external_id, display_name=display_name)) == words
+
+
+def test_only_the_end_user_s_name_the_question_names_as_a_name_is_their_own(settings):
+    from memory_app.selectors import own_name
+    from tenants.models import Subject
+
+    olivia = Subject(external_id="olivia.hart")
+
+    def own(question):
+        return own_name(olivia, words=rc.lexical_words(question),
+                        entities=tuple(query_entities(question)))
+
+    assert own("When did Olivia ask for a window seat?") == {"olivia"}
+    assert own("What is Olivia's home airport?") == {"olivia's"}  # the possessive is the question's word
+    assert own("When did Jonah ask for an exit row?") == frozenset()  # someone else
+    assert own("Is the hart a deer?") == frozenset()  # her surname as a common noun is not her name
+    settings.ENGRAM_OWN_NAME_WEIGHT = 0
+    assert own("When did Olivia ask for a window seat?") == frozenset()
+
+
+def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(make_subject, settings):
+    # Olivia's own turns say "I", never "Olivia"; a fact about her names her. Asked about
+    # Olivia, a turn she said holds the name as the fact does; the agent's reply does not.
+    olivia = make_subject("olivia.hart")
+    said, replied = (services.episode_write(subject=olivia, role=role, occurred_at=T0,
+                                            text="On the short hop to Detroit give me a window seat, please.")
+                     for role in ("user", "assistant"))
+    services.fact_write(subject=olivia, text="Olivia's home airport is Boston Logan.")
+    question = "When did Olivia ask for a window seat?"
+
+    def linear(weight):
+        settings.ENGRAM_OWN_NAME_WEIGHT = weight
+        hits = {h["id"]: h for h in memory_recall(subject=olivia, query=question, now=T0, explain=True)}
+        return hits[said["id"]]["explain"]["linear_score"], hits[replied["id"]]["explain"]["linear_score"]
+
+    credited, reply = linear(1.0)
+    assert credited > reply
+    uncredited, reply_without = linear(0)
+    assert uncredited == pytest.approx(reply_without)  # (the name's idf, and so every share, differs)
+    assert credited > uncredited
+    from memory_app.selectors import query_reading
+
+    settings.ENGRAM_OWN_NAME_WEIGHT = 1.0
+    assert query_reading(subject=olivia, query=question, now=T0).own_name == ("olivia",)
+    # The name's idf counts her own turns as holding it (in her own memory it says little): the
+    # fact and the turn she said, of the three memories.
+    from engram_core.es.schema import MemoryType, alias_name
+    from tenants.selectors import memory_scope
+
+    types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
+    allowed = rc.allowed_filter(types=types, scope=memory_scope(subject=olivia), include_superseded=False,
+                                since=None, until=None)
+    header, body = rc.word_counts_search(words=["olivia"], indices=",".join(alias_name(t) for t in types),
+                                         allowed=allowed, own_name=frozenset({"olivia"}))
+    counts = subject_es_client(subject=olivia).search(index=header["index"], body=body)
+    assert counts["hits"]["total"]["value"] == 3
+    assert counts["aggregations"]["words"]["buckets"]["word_text_0"]["doc_count"] == 2

@@ -321,6 +321,13 @@ def test_a_lexical_score_counts_each_field_of_the_bm25_leg_at_its_boost(settings
     assert score("word_synonym_0") == pytest.approx(0.5 * 2.0)
     assert score("word_synonym_0", "word_text_0") == pytest.approx(2.0)
     assert score("word_synonym_0", "word_context_0") == pytest.approx(0.5 * 2.0)
+    # An episode the end-user said, for a word naming them (selectors.own_name): the word's idf, at
+    # ENGRAM_OWN_NAME_WEIGHT; never on top of the word itself.
+    settings.ENGRAM_OWN_NAME_WEIGHT = 1.0
+    assert score("word_speaker_0") == pytest.approx(2.0)
+    assert score("word_speaker_0", "word_text_0") == pytest.approx(2.0)
+    settings.ENGRAM_OWN_NAME_WEIGHT = 0.5
+    assert score("word_speaker_0", "word_context_0") == pytest.approx(0.5 * 2.0)
     assert lexical_ceiling(idf) == pytest.approx(2.0 + 0.5 + 0.3 * 1.5)
 
 

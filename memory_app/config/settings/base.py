@@ -330,6 +330,11 @@ ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the `
 # another name WordNet gives the word's most frequent noun sense ("holiday": "vacation") is credited
 # this share of the word's idf in linear fusion's lexical score (0: off).
 ENGRAM_SYNONYM_WEIGHT = env.float("ENGRAM_SYNONYM_WEIGHT", default=0.5)
+# The end-user's own name (memory_app.selectors.own_name): when a question names them ("When did
+# Olivia ask for a window seat?"), an episode they said (role "user", in the first person) is
+# credited this share of the name's idf in linear fusion's lexical score, as a fact naming them
+# is credited all of it (0: off).
+ENGRAM_OWN_NAME_WEIGHT = env.float("ENGRAM_OWN_NAME_WEIGHT", default=1.0)
 
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
