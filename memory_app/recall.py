@@ -14,9 +14,9 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   ENGRAM_CONTEXT_BOOST × that of each word only its context holds, or ENGRAM_SYNONYM_WEIGHT ×
   that of each word whose synonym its text holds, or ENGRAM_OWN_NAME_WEIGHT × that of a word
   naming the end-user if they said it (an episode of role "user"), + ENGRAM_CONCEPT_BOOST × that
-  of the asked kinds if its concepts hold one), counted among the memories the end-user may read, in the same
-  ``_msearch`` through their own key (``lexical_words``, ``word_clauses``, ``word_counts_search``,
-  ``lexical_score``); the leg is ordered by it too. So nothing another tenant writes moves a
+  of the asked kinds if its concepts hold one), counted among the memories the end-user may read,
+  in the same ``_msearch`` through their own key (``lexical_words``, ``word_clauses``,
+  ``word_counts_search``, ``lexical_score``); the leg is ordered by it too. So nothing another tenant writes moves a
   score or the order, except which memories are among a leg's 80 candidates. It is normalised
   by the score of a memory holding every word (ENGRAM_LINEAR_LEXICAL_NORM "coverage",
   ``lexical_ceiling``): the share of the question's information the memory holds, which min-max
@@ -307,7 +307,6 @@ FUSIONS = ("rrf", "linear")
 # named-query prefixes (``word_clauses``)
 _WORD_IN_TEXT, _WORD_IN_CONTEXT, _SYNONYM_IN_TEXT = "word_text_", "word_context_", "word_synonym_"
 _SAID_BY_NAMED = "word_speaker_"
-_SAID_BY_USER = {"term": {"role": {"value": "user"}}}  # an episode the end-user said (their "I")
 _KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.concepts)
 
 
@@ -352,9 +351,13 @@ def word_clauses(words: list[str], synonyms: list[tuple[str, ...]] = (), own_nam
         if n < len(synonyms) and synonyms[n]:
             clauses.append(_holds(" ".join(synonyms[n]), _TEXT_FIELDS, boost=0.0, _name=f"{_SYNONYM_IN_TEXT}{n}"))
         if word in own_name:
-            clauses.append({"term": {"role": {**_SAID_BY_USER["term"]["role"], "boost": 0.0,
-                                              "_name": f"{_SAID_BY_NAMED}{n}"}}})
+            clauses.append(_said_by_user(boost=0.0, _name=f"{_SAID_BY_NAMED}{n}"))
     return clauses
+
+
+def _said_by_user(**options) -> dict:
+    """The clause matching an episode the end-user said (role "user": their "I")."""
+    return {"term": {"role": {"value": "user", **options}}}
 
 
 def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: str | None = None,
@@ -364,7 +367,7 @@ def word_counts_search(*, words: list[str], indices: str, allowed: dict, kinds: 
     there are, how many hold each word in their text or title (for a word of the end-user's
     ``own_name``, also the episodes they said, which the score credits with it: in their own
     memory their name says little), and how many are of one of the ``kinds`` (``word_idf``)."""
-    filters = {f"{_WORD_IN_TEXT}{n}": {"bool": {"should": [_holds(word, _TEXT_FIELDS), _SAID_BY_USER]}}
+    filters = {f"{_WORD_IN_TEXT}{n}": {"bool": {"should": [_holds(word, _TEXT_FIELDS), _said_by_user()]}}
                if word in own_name else _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
     if kinds:
         filters[_KINDS] = {"match": {"concepts": kinds}}
