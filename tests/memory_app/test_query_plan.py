@@ -4,10 +4,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app import recall as rc
 from memory_app import services
 from memory_app.query_plan import query_entities, query_plan
-from memory_app.selectors import memory_recall
+from memory_app.selectors import memory_recall, own_name, query_reading, subject_name_words
+from tenants.models import Subject
+from tenants.selectors import memory_scope
 from tenants.services import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
@@ -204,8 +207,6 @@ def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subjec
     # What the inspector shows beside the hits: the BM25 keywords, each name with its count and
     # whether it got legs (from the counts the recall left in the cache, so no request of its
     # own), the topic, and the date window.
-    from memory_app.selectors import query_reading
-
     _twelve_melanie_one_gina(subject, settings)
     question = "Which books did Melanie and Gina read in June?"
     now = datetime(2025, 7, 10, tzinfo=UTC)
@@ -227,16 +228,10 @@ def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subjec
     ("u-42", "Olivia Hart", {"olivia", "hart"}),  # a display name wins over the id
 ])
 def test_an_end_user_s_name_is_their_display_name_or_the_letters_of_their_id(external_id, display_name, words):
-    from memory_app.selectors import subject_name_words
-    from tenants.models import Subject
-
     assert subject_name_words(Subject(external_id=external_id, display_name=display_name)) == words
 
 
 def test_only_the_end_user_s_name_the_question_names_as_a_name_is_their_own(settings):
-    from memory_app.selectors import own_name
-    from tenants.models import Subject
-
     olivia = Subject(external_id="olivia.hart")
 
     def own(question):
@@ -268,18 +263,15 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
 
     credited, reply = linear(1.0)
     assert credited > reply
+    # With the weight at 0 the two are equal (not to ``reply``: the name's idf, so every share, differs).
     uncredited, reply_without = linear(0)
-    assert uncredited == pytest.approx(reply_without)  # (the name's idf, and so every share, differs)
+    assert uncredited == pytest.approx(reply_without)
     assert credited > uncredited
-    from memory_app.selectors import query_reading
 
     settings.ENGRAM_OWN_NAME_WEIGHT = 1.0
     assert query_reading(subject=olivia, query=question, now=T0).own_name == ("olivia",)
     # The name's idf counts her own turns as holding it (in her own memory it says little): the
     # fact and the turn she said, of the three memories.
-    from engram_core.es.schema import MemoryType, alias_name
-    from tenants.selectors import memory_scope
-
     types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
     allowed = rc.allowed_filter(types=types, scope=memory_scope(subject=olivia), include_superseded=False,
                                 since=None, until=None)
