@@ -147,11 +147,17 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     return results
 
 
+def _entity_words(entities: tuple[str, ...]) -> set[str]:
+    """The lexical words of the names a query names (``query_plan``'s ``entities``), lower case,
+    without a possessive "'s": what a question's word is compared with (``qp.without_possessive``)."""
+    return {qp.without_possessive(w) for entity in entities for w in rc.lexical_words(entity)}
+
+
 def _synonyms(words: list[str], *, entities: tuple[str, ...]) -> list[tuple[str, ...]]:
     """Per word of the lexical score, its synonyms (``concepts.synonyms``); none for a word of a
     named entity the query names ("Grace", "Summer"): a name is not the common noun it spells."""
-    named = {w.lower() for entity in entities for w in rc.lexical_words(entity)}
-    return [() if word in named else concepts.synonyms(word) for word in words]
+    named = _entity_words(entities)
+    return [() if qp.without_possessive(word) in named else concepts.synonyms(word) for word in words]
 
 
 _NAME_PART = re.compile(r"[^\W\d_]{2,}")
@@ -173,8 +179,7 @@ def own_name(subject: Subject, *, words: list[str], entities: tuple[str, ...]) -
     those turns with the word (ENGRAM_OWN_NAME_WEIGHT; none at 0)."""
     if settings.ENGRAM_OWN_NAME_WEIGHT <= 0:
         return frozenset()
-    named = {qp.without_possessive(w) for entity in entities for w in rc.lexical_words(entity)}
-    names = named & subject_name_words(subject)
+    names = _entity_words(entities) & subject_name_words(subject)
     return frozenset(w for w in words if qp.without_possessive(w) in names)
 
 
