@@ -193,6 +193,10 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     # the same hits and scores, asked as before 2026-11-27 16:00 UTC: kNN sections, passages apart
     "kNN sections": _knn_sections,
     "counts in the BM25 leg": _counts_in_bm25,
+    # as many searches over the same indices through the same key, each asking for nothing (no
+    # query, no hits): what a search costs the node whatever it asks
+    "empty searches": lambda body: [part if n % 2 == 0 else {"size": 0, "track_total_hits": False}
+                                    for n, part in enumerate(body)],
     # the same bodies, with each type's alias moved to an index of its own holding that type's
     # documents (the layout before 2026-11-27: a search over the four aliases is four shard requests)
     INDEX_PER_TYPE: copy.deepcopy,

@@ -102,14 +102,18 @@ def _node_stats() -> dict[str, float] | None:
     url, user = os.environ.get("ES_URL"), os.environ.get("ES_MONITOR_USERNAME")
     if not url or not user:
         return None
-    response = httpx.get(f"{url.rstrip('/')}/_nodes/_local/stats/indices",
+    response = httpx.get(f"{url.rstrip('/')}/_nodes/_local/stats/indices,jvm",
                          auth=(user, os.environ.get("ES_MONITOR_PASSWORD", "")), timeout=10,
-                         params={"filter_path": ",".join(f"nodes.*.indices.{part}"
-                                                         for part in ("search", "indexing", "refresh"))},
+                         params={"filter_path": ",".join([*(f"nodes.*.indices.{part}"
+                                                            for part in ("search", "indexing", "refresh")),
+                                                          "nodes.*.jvm.gc"])},
                          verify=os.environ.get("ES_CA_CERTS") or True)
-    indices = next(iter(response.json()["nodes"].values()))["indices"]
+    node = next(iter(response.json()["nodes"].values()))
+    indices, collectors = node["indices"], node["jvm"]["gc"]["collectors"].values()
     return {"query phases": indices["search"]["query_total"], "fetch phases": indices["search"]["fetch_total"],
-            "documents indexed": indices["indexing"]["index_total"], "refreshes": indices["refresh"]["external_total"]}
+            "documents indexed": indices["indexing"]["index_total"], "refreshes": indices["refresh"]["external_total"],
+            # The JVM's garbage collection: wall time of its pauses and concurrent cycles, in ms.
+            "gc ms": sum(c["collection_time_in_millis"] for c in collectors)}
 
 
 def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dict:

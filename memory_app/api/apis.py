@@ -40,6 +40,7 @@ from memory_app.api.serializers import (
     OperationSerializer,
     StrictInputSerializer,
     WriteResultSerializer,
+    output,
     write_status,
 )
 from memory_app.consolidation import selectors as consolidation_selectors
@@ -157,8 +158,8 @@ class BaseApi(APIView):
             entry = submitted.entry
             body = {**body, "status": "queued", "operation": entry}
             headers = {"Location": reverse("api:operation-get", kwargs={"uid": entry.uid})}
-            return Response(serializer_class(body).data, status=202, headers=headers)
-        return Response(serializer_class({**body, "status": "applied", "operation": None}).data, status=status)
+            return Response(output(serializer_class, body), status=202, headers=headers)
+        return Response(output(serializer_class, {**body, "status": "applied", "operation": None}), status=status)
 
 
 def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
@@ -311,7 +312,7 @@ class RecallApi(BaseApi):
         subject = self.subject(request, external_id)
         memories = selectors.memory_recall(subject=subject, **data)
         usage_record_recalled(subject=subject, memories=memories)
-        return Response(self.OutputSerializer({"memories": memories}).data)
+        return Response(output(self.OutputSerializer, {"memories": memories}))
 
 
 # ---------------------------------------------------------------- memories

@@ -3,6 +3,7 @@ memory, an error, an outbox operation."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,20 @@ def strict_request_bodies(result: dict[str, Any], generator: Any, request: Any, 
         if name.endswith("Request") and schema.get("type") == "object":
             schema["additionalProperties"] = False
     return result
+
+
+@functools.cache
+def _shared(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    return serializer_class()
+
+
+def output(serializer_class: type[serializers.Serializer], instance: Any) -> dict[str, Any]:
+    """``serializer_class(instance).data``, from one instance per output class. DRF deep-copies a
+    serializer's declared fields, nested serializers' included, for every new instance (a memory
+    has 31), and that copying was most of the cost of writing a recall's or a turn's answer. An
+    output serializer keeps nothing between calls (no context, no ``instance`` read), so one
+    instance serves every request and thread."""
+    return _shared(serializer_class).to_representation(instance)
 
 
 def _opt(field_class, **kwargs):

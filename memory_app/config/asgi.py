@@ -1,8 +1,9 @@
 import os
 
-from a2wsgi import WSGIMiddleware
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
+
+from memory_app.config.bridge import BufferedWSGIMiddleware
 
 # Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
@@ -24,7 +25,8 @@ from memory_app.mcp.asgi import mount  # noqa: E402
 # as WSGI on a pool of threads (a2wsgi), a request runs start to end on one thread, and that thread
 # keeps its database connection (CONN_MAX_AGE): −15% of the server's CPU per request under 8 HTTP
 # clients (README, "Under concurrent HTTP load"). The MCP endpoint stays ASGI (Streamable HTTP).
-django_application = WSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS)
+django_application = BufferedWSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS,
+                                            max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 
 # Django, with the MCP endpoint (Streamable HTTP) at /mcp and /mcp/subjects/<external_id>.
 application = mount(django_application)
