@@ -24,7 +24,7 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
-from elasticsearch import AuthorizationException
+from elasticsearch import AuthorizationException, NotFoundError
 
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from tenants.models import Subject
@@ -63,8 +63,7 @@ def refresh_ensure(*, subject: Subject) -> bool:
         stale = []
         for key, memory_id in pending.items():
             index = alias_name(keys[key], prefix=prefix)
-            if memory_id and writer.options(ignore_status=404).get(index=index, id=memory_id, realtime=False,
-                                                                    source=False).get("found"):
+            if memory_id and _searchable(writer, index=index, memory_id=memory_id):
                 continue  # a periodic refresh made it searchable already
             stale.append(index)
         if stale:
@@ -77,3 +76,13 @@ def refresh_ensure(*, subject: Subject) -> bool:
         refreshed = True
     cache.delete_many(list(pending))
     return refreshed
+
+
+def _searchable(writer, *, index: str, memory_id: str) -> bool:
+    """Whether a search can see the document already: a get from the searcher (not the
+    translog). A 404 is caught rather than asked to be ignored (``.options()`` builds a new
+    client object per call, on every read after a write)."""
+    try:
+        return bool(writer.get(index=index, id=memory_id, realtime=False, source=False).get("found"))
+    except NotFoundError:
+        return False
