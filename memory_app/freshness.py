@@ -10,9 +10,10 @@ visible anyway (a search-idle shard refreshes before it answers a search), so th
 
 The mark names the pending document when the write created it (a turn's episode, a new fact).
 The read then first asks whether the periodic refresh has already made it searchable (a
-``realtime=false`` GET, which reads what search reads) and refreshes only when it has not: under load a subject's next request
-usually comes after a periodic refresh, and forcing a refresh per request would cut the index
-into many tiny segments (each flushed with its vectors) that merges then redo.
+``realtime=false`` GET, which reads what search reads) and refreshes only when it has not: under
+load a subject's next request usually comes after a periodic refresh, and forcing a refresh per
+request would cut the index into many tiny segments (each flushed with its vectors) that merges
+then redo.
 Every index holds one shard, so the newest pending document being searchable means every earlier
 write to that index is too.
 """
