@@ -3,6 +3,7 @@ hands Django its requests through the WSGI bridge (memory_app.config.bridge)."""
 
 import asyncio
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -54,13 +55,13 @@ class _Streamed:
     streaming = True
 
     def __init__(self, chunks):
-        self.chunks, self.closed = chunks, False
+        self.chunks, self.closed = chunks, None
 
     def __iter__(self):
         return iter(self.chunks)
 
     def close(self):
-        self.closed = True
+        self.closed = threading.get_ident()
 
 
 def _serve(app, *, body: bytes | None = b"", headers=(), max_body_bytes: int = 1024, method: str = "POST"):
@@ -99,10 +100,21 @@ def test_the_bridge_answers_a_request_in_one_message_each_way():
     assert sent[1]["body"] == b"POST /api/v1/x application/json|" + body and not sent[1].get("more_body")
 
 
-def test_the_bridge_streams_a_streaming_response_and_closes_it():
-    response = _Streamed([b"one\n", b"two\n", b"three\n"])
+def test_the_bridge_streams_a_streaming_response_from_the_thread_that_made_it_and_closes_it():
+    """Made, iterated and closed on one thread, as under a WSGI server: a streaming response's
+    generator may read through that thread's database connection (the inspector's exports
+    iterate a queryset), which Django refuses to share between threads."""
+    threads = []
+
+    def chunks():
+        for chunk in (b"one\n", b"two\n", b"three\n"):
+            threads.append(threading.get_ident())
+            yield chunk
+
+    response = _Streamed(chunks())
 
     def app(environ, start_response):
+        threads.append(threading.get_ident())
         start_response("200 OK", [("Content-Type", "application/x-ndjson")])
         return response
 
@@ -111,7 +123,8 @@ def test_the_bridge_streams_a_streaming_response_and_closes_it():
     assert [m["type"] for m in sent] == ["http.response.start", *["http.response.body"] * 4]
     assert [m["body"] for m in sent[1:]] == [b"one\n", b"two\n", b"three\n", b""]
     assert [m.get("more_body", False) for m in sent[1:]] == [True, True, True, False]
-    assert response.closed
+    assert len(threads) == 4 and len(set(threads)) == 1 and threads[0] != threading.get_ident()
+    assert response.closed == threads[0]
 
 
 @pytest.mark.parametrize("headers", [

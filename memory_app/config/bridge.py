@@ -3,26 +3,25 @@
 a2wsgi (``WSGIMiddleware``) runs the WSGI app on a pool thread and streams: the thread reads the
 request body through the event loop, and hands the response's start, each body chunk and its end
 to the loop, waiting for each (four round trips between the thread and the loop for a JSON
-request). Under 8 HTTP clients those hand-offs were about a seventh of the server's Python time
-(py-spy, README "Under concurrent HTTP load"). Engram's API and inspector answer with bodies
-built in memory, so this bridge reads a request's body on the loop first, runs Django start to
-end on a pool thread, and writes the whole response from the loop: one hand-off. A streaming
-response (the inspector's exports, WhiteNoise's files) is then sent chunk by chunk, each chunk
-pulled on a pool thread. A request whose body has no declared length or is larger than Django
-accepts is passed to a2wsgi unchanged, so Django still refuses it without it being read first.
-"""
+request). Under 8 HTTP clients they were about a seventh of a profile that counts the thread
+holding Python's lock, and about 4% of the server's CPU per request in an A/B (README, "Under
+concurrent HTTP load"). Engram's API and inspector answer with bodies built in memory, so this
+bridge reads a request's body on the loop first, runs Django start to end on a pool thread, and
+writes the whole response from the loop: one hand-off. A streaming response (the inspector's
+exports, WhiteNoise's files) is sent from the thread that made it, chunk by chunk, as a2wsgi
+does. A request whose body has no declared length or is larger than Django accepts is passed to
+a2wsgi unchanged, so Django still refuses it without it being read first."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import io
+import itertools
 from collections.abc import Iterable
 
 from a2wsgi import WSGIMiddleware
 from a2wsgi.wsgi import build_environ
-
-_END = object()
 
 
 def declared_length(scope: dict) -> int | None:
@@ -62,26 +61,18 @@ class BufferedWSGIMiddleware:
             more = message.get("more_body", False)
         environ = build_environ(scope, io.BytesIO(b"".join(chunks)))
         loop, context = asyncio.get_running_loop(), contextvars.copy_context()
-        status, headers, body, stream = await loop.run_in_executor(self.executor, context.run, self.respond, environ)
-        await send({"type": "http.response.start", "status": int(status.split(" ", 1)[0]),
-                    "headers": [(name.strip().encode("latin1").lower(), value.strip().encode("latin1"))
-                                for name, value in headers]})
-        if stream is None:
-            await send({"type": "http.response.body", "body": b"".join(body)})
-            return
-        try:
-            for chunk in body:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            chunks = iter(stream)
-            while (chunk := await loop.run_in_executor(self.executor, context.run, next, chunks, _END)) is not _END:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-        finally:
-            await loop.run_in_executor(self.executor, context.run, _close, stream)
+        answer = await loop.run_in_executor(self.executor, context.run, self.respond, environ, loop, send)
+        if answer is not None:  # None: a streaming response, already sent from the thread
+            start, body = answer
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
 
-    def respond(self, environ: dict) -> tuple[str, list, list[bytes], Iterable[bytes] | None]:
-        """Runs on a pool thread: the app's status, headers, the body written so far and, for a
-        streaming response, the response itself, to be iterated and closed by the caller."""
+    def respond(self, environ: dict, loop: asyncio.AbstractEventLoop, send) -> tuple[dict, bytes] | None:
+        """Runs on a pool thread: the app's response start and whole body, or, for a streaming
+        response, None once this thread has sent it chunk by chunk (each send awaited on the loop).
+        A streaming response is iterated and closed on the thread that made it, as under a WSGI
+        server: its generator may read through this thread's database connection (the
+        inspector's exports iterate a queryset)."""
         started: list = []
         body: list[bytes] = []
 
@@ -92,19 +83,28 @@ class BufferedWSGIMiddleware:
             return body.append
 
         iterable: Iterable[bytes] = self.app(environ, start_response)
-        if getattr(iterable, "streaming", False):
-            if not started:
-                _close(iterable)
-                raise RuntimeError("the WSGI app returned a streaming response before starting it")
-            return started[0], started[1], body, iterable
         try:
-            body.extend(iterable)
+            if not getattr(iterable, "streaming", False):
+                body.extend(iterable)
+                return _start(*started), b"".join(body)
+
+            def sent(message: dict) -> None:
+                asyncio.run_coroutine_threadsafe(send(message), loop).result()
+
+            if not started:
+                raise RuntimeError("the WSGI app returned a streaming response before starting it")
+            sent(_start(*started))
+            for chunk in itertools.chain(body, iterable):
+                sent({"type": "http.response.body", "body": chunk, "more_body": True})
+            sent({"type": "http.response.body", "body": b""})
+            return None
         finally:
-            _close(iterable)
-        return started[0], started[1], body, None
+            close = getattr(iterable, "close", None)
+            if close is not None:
+                close()
 
 
-def _close(iterable) -> None:
-    close = getattr(iterable, "close", None)
-    if close is not None:
-        close()
+def _start(status: str, headers: list[tuple[str, str]]) -> dict:
+    return {"type": "http.response.start", "status": int(status.split(" ", 1)[0]),
+            "headers": [(name.strip().encode("latin1").lower(), value.strip().encode("latin1"))
+                        for name, value in headers]}
