@@ -18,9 +18,9 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   in the same ``_msearch`` through their own key (``lexical_words``, ``word_clauses``,
   ``word_counts_search``, ``lexical_score``); the leg is ordered by it too. So nothing another
   tenant writes moves a score or the order, except which memories are among a leg's 80
-  candidates. It is normalised
-  by the score of a memory holding every word (ENGRAM_LINEAR_LEXICAL_NORM "coverage",
-  ``lexical_ceiling``): the share of the question's information the memory holds, which min-max
+  candidates. It is normalised by the score of a memory holding every word
+  (ENGRAM_LINEAR_LEXICAL_NORM "coverage", ``lexical_ceiling``): the share of the question's
+  information the memory holds, which min-max
   over the candidates would inflate to 1 for a leg's best however little it holds (a memory
   sharing one rare word with a long question, when no memory shares more). The dense leg has no
   such ceiling (a similarity of 1 is a copy of the question), so it keeps min-max. Ranks discard

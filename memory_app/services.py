@@ -698,10 +698,10 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
         updates.append({"context_ids": ids or None, "derived_context": "\n".join(texts[i] for i in ids) or None})
     vectors = derived.episode_vectors([(dep["text"], [texts[i] for i in update["context_ids"] or ()])
                                        for dep, update in zip(dependents, updates, strict=True)])
-    writer = write_target(tenant=subject.tenant)[0]
+    # A dependent forgotten meanwhile is fine (404). One client for the loop: ``.options()`` builds one per call.
+    writer = write_target(tenant=subject.tenant)[0].options(ignore_status=404)
     for dep, update, vector in zip(dependents, updates, vectors, strict=True):
-        writer.options(ignore_status=404).update(index=index, id=dep["id"],
-                                                 doc={**update, **vector}, refresh="wait_for")
+        writer.update(index=index, id=dep["id"], doc={**update, **vector}, refresh="wait_for")
 
 
 def vectors_rebuild(es: Elasticsearch, index: str, memory_type: MemoryType, hits: list[dict[str, Any]]) -> None:

@@ -196,7 +196,7 @@ class SubjectCreateApi(BaseApi):
             subject = subject_get_or_create(tenant=self.tenant(request), external_id=external_id,
                                             display_name=data["display_name"], actor=request.auth)
             status = 201
-        return Response(self.OutputSerializer(subject).data, status=status)
+        return Response(output(self.OutputSerializer, subject), status=status)
 
 
 class SubjectEraseApi(BaseApi):
@@ -236,7 +236,7 @@ class SubjectExportApi(BaseApi):
     def get(self, request: Request, external_id: str) -> Response:
         subject = self.subject(request, external_id)
         export = selectors.subject_export(subject=subject)
-        return Response(self.OutputSerializer({**export, "external_id": subject.external_id}).data)
+        return Response(output(self.OutputSerializer, {**export, "external_id": subject.external_id}))
 
 
 # ---------------------------------------------------------------- turns and recall
@@ -395,7 +395,7 @@ class MemoryApi(BaseApi):
                    responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
     def get(self, request: Request, external_id: str, memory_id: str) -> Response:
         memory = selectors.memory_get(subject=self.subject(request, external_id), memory_id=memory_id)
-        return Response(MemorySerializer(memory).data)
+        return Response(output(MemorySerializer, memory))
 
     @extend_schema(operation_id="memory_forget", summary="Forget a memory (hard delete, audited without content)",
                    request=None, responses=documented(accepted(200, WriteResultSerializer), write=True),
@@ -419,7 +419,7 @@ class MemoryHistoryApi(BaseApi):
                    responses=documented({200: OutputSerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
     def get(self, request: Request, external_id: str, memory_id: str) -> Response:
         history = selectors.memory_history(subject=self.subject(request, external_id), memory_id=memory_id)
-        return Response(self.OutputSerializer(history).data)
+        return Response(output(self.OutputSerializer, history))
 
 
 class PlaybookOutcomeApi(BaseApi):
@@ -544,11 +544,11 @@ class ConsolidationCreateApi(BaseApi):
         if data["dry_run"]:
             result = consolidation.consolidation_run(subject=subject, extractor=data.get("extractor"), dry_run=True,
                                                      trigger=ConsolidationRun.Trigger.API)
-            return Response(self.OutputSerializer({"run": result.run, "changes": result.changes}).data)
+            return Response(output(self.OutputSerializer, {"run": result.run, "changes": result.changes}))
         run = consolidation.consolidation_request(subject=subject, extractor=data.get("extractor"))
         headers = {"Location": reverse("api:consolidation-get", kwargs={"external_id": subject.external_id,
                                                                         "run_id": run.pk})}
-        return Response(self.OutputSerializer({"run": run, "changes": None}).data, status=202, headers=headers)
+        return Response(output(self.OutputSerializer, {"run": run, "changes": None}), status=202, headers=headers)
 
 
 class ConsolidationGetApi(BaseApi):
@@ -559,7 +559,7 @@ class ConsolidationGetApi(BaseApi):
                    parameters=[EXTERNAL_ID, OpenApiParameter("run_id", int, OpenApiParameter.PATH)])
     def get(self, request: Request, external_id: str, run_id: int) -> Response:
         run = consolidation_selectors.consolidation_run_get(subject=self.subject(request, external_id), run_id=run_id)
-        return Response(ConsolidationRunSerializer(run).data)
+        return Response(output(ConsolidationRunSerializer, run))
 
 
 # ---------------------------------------------------------------- tenant-wide
@@ -581,7 +581,7 @@ class CatalogEntryCreateApi(BaseApi):
     def post(self, request: Request) -> Response:
         data = self.validated(self.InputSerializer, request.data)
         entry = services.catalog_entry_write(tenant=self.tenant(request), memory_id=request.memory_id, **data)
-        return Response(MemorySerializer(entry).data, status=201)
+        return Response(output(MemorySerializer, entry), status=201)
 
 
 class OperationGetApi(BaseApi):
@@ -591,7 +591,7 @@ class OperationGetApi(BaseApi):
                    responses=documented({200: OperationSerializer}))
     def get(self, request: Request, uid) -> Response:
         entry = outbox.operation_get(tenant=self.tenant(request), uid=uid)
-        return Response(OperationSerializer(entry).data)
+        return Response(output(OperationSerializer, entry))
 
 
 class NotFoundApi(APIView):
