@@ -98,6 +98,36 @@ def _proc_cpu() -> dict[int, tuple[str, float]]:
     return {pid: (klass(pid), cpu) for pid, (_, _, cpu) in procs.items()}
 
 
+def _jit_cpu(cpu: dict[int, tuple[str, float]]) -> float | None:
+    """CPU seconds of the Elasticsearch node's JIT compiler threads (named "C1 CompilerThre…" and
+    "C2 CompilerThre…" in ``/proc``; the node's other threads all carry its own name); None
+    without a node on this machine."""
+    nodes = [pid for pid, (klass, _) in cpu.items() if klass == "elasticsearch"]
+    if not nodes:
+        return None
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in nodes:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/comm") as f:
+                    if "CompilerThre" not in f.read():
+                        continue
+            except OSError:
+                continue
+            if (fields := proc_stat(f"{pid}/task/{task}")) is not None:
+                total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _readings() -> tuple:
+    cpu = _proc_cpu()
+    return cpu, _node_stats(), _jit_cpu(cpu)
+
+
 def _node_stats() -> dict[str, float] | None:
     url, user = os.environ.get("ES_URL"), os.environ.get("ES_MONITOR_USERNAME")
     if not url or not user:
@@ -119,7 +149,7 @@ def _node_stats() -> dict[str, float] | None:
 def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dict:
     """CPU ms per request by process class and the node's work per request, between two
     ``(_proc_cpu(), _node_stats())`` readings."""
-    (cpu0, node0), (cpu1, node1) = before, after
+    (cpu0, node0, jit0), (cpu1, node1, jit1) = before, after
     spent = dict.fromkeys((*_CLASSES, "other"), 0.0)
     for pid, (klass, cpu) in cpu1.items():
         if pid in cpu0:
@@ -129,6 +159,9 @@ def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dic
            "cores_busy": {k: round(v / wall, 2) for k, v in spent.items()}}
     if node0 and node1:
         out["node_per_request"] = {k: round((node1[k] - node0[k]) / per, 2) for k in node1}
+    if jit0 is not None and jit1 is not None:
+        # A node started minutes ago still compiles its hot code: this much of its CPU per request.
+        out.setdefault("node_per_request", {})["jit ms"] = round((jit1 - jit0) * 1000 / per, 1)
     return out
 
 
@@ -143,11 +176,12 @@ def prepare(*, url: str, token: str, subjects: int) -> None:
 
 def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7,
         targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None,
-        varied: bool = False, measure_cpu: bool = False) -> dict:
+        varied: bool = False, measure_cpu: bool = False, turn_share: float = 1 / 3) -> dict:
     """``targets``: (agent token, external id) pairs to spread the load over (end-users of several
     tenants); by default ``subjects`` end-users ``load-user-<n>`` under ``token``. ``texts``: what
     turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors).
-    ``varied``: new synthetic text for every request, turns in sessions (see the module doc)."""
+    ``varied``: new synthetic text for every request, turns in sessions (see the module doc).
+    ``turn_share``: the share of requests that are turns (the rest recalls)."""
     texts = texts or SENTENCES
     targets = targets or [(token, f"load-user-{n}") for n in range(subjects)]
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
@@ -165,7 +199,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
             while time.monotonic() < stop_at:
                 bearer, who = rng.choice(targets)
                 http.headers["Authorization"] = f"Bearer {bearer}"
-                kind = "turn" if rng.random() < 1 / 3 else "recall"
+                kind = "turn" if rng.random() < turn_share else "recall"
                 text, turn = rng.choice(texts), {}
                 if varied and kind == "turn":
                     said[who] = count = said.get(who, 0) + 1
@@ -193,7 +227,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                         error_kinds[label] = error_kinds.get(label, 0) + 1
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
-    before = (_proc_cpu(), _node_stats()) if measure_cpu else None
+    before = _readings() if measure_cpu else None
     began = time.monotonic()
     for t in threads:
         t.start()
@@ -208,7 +242,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                                                  for p in (50, 95, 99)},
                         "mean_ms": round(statistics.fmean(values)) if values else None}
     if before is not None:
-        result["cpu"] = cpu_split(before, (_proc_cpu(), _node_stats()), requests=requests, wall=wall)
+        result["cpu"] = cpu_split(before, _readings(), requests=requests, wall=wall)
     return result
 
 
@@ -259,6 +293,8 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="first create every end-user (one turn each)")
     parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
     parser.add_argument("--cpu-split", action="store_true", help="CPU per request by process, and the node's work")
+    parser.add_argument("--turn-share", type=float, default=1 / 3,
+                        help="the share of requests that are turns (default a third; 0: recalls only)")
     parser.add_argument("--seed", type=int, default=7, help="the first step's text (other steps, the warm-up differ)")
     parser.add_argument("--warmup", type=float, default=0, metavar="SECONDS",
                         help="first run the load this long on other text, not counted (see the module doc)")
@@ -268,11 +304,14 @@ def main() -> None:
     seeds = step_seeds(len(args.clients), seed=args.seed)
     if args.warmup > 0:
         warm = run(url=args.url, token=args.token, clients=max(args.clients), seconds=args.warmup,
-                   subjects=args.subjects, varied=args.varied, seed=seeds.warmup)
+                   subjects=args.subjects, varied=args.varied, seed=seeds.warmup, measure_cpu=args.cpu_split,
+                   turn_share=args.turn_share)
+        node = warm.get("cpu", {}).get("node_per_request", {})
         print(f"warm-up, not counted: {max(args.clients)} clients for {warm['seconds']} s, "
-              f"{warm['throughput_rps']} req/s, {warm['errors']} errors\n")
+              f"{warm['throughput_rps']} req/s, {warm['errors']} errors"
+              + (f", the node's JIT compiler {node['jit ms']} ms per request" if "jit ms" in node else "") + "\n")
     results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects,
-                   varied=args.varied, measure_cpu=args.cpu_split, seed=seed)
+                   varied=args.varied, measure_cpu=args.cpu_split, seed=seed, turn_share=args.turn_share)
                for c, seed in zip(args.clients, seeds.steps, strict=True)]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 

@@ -19,18 +19,22 @@ def http_load(monkeypatch):
 def test_cpu_split_counts_processes_seen_at_both_readings_per_request_and_per_second(http_load):
     before = ({1: ("elasticsearch", 10.0), 2: ("engram server", 5.0), 3: ("engram server", 1.0),
                9: ("other", 7.0)},
-              {"query phases": 100, "fetch phases": 10, "documents indexed": 0, "refreshes": 3})
+              {"query phases": 100, "fetch phases": 10, "documents indexed": 0, "refreshes": 3}, 2.0)
     after = ({1: ("elasticsearch", 14.0), 2: ("engram server", 7.0), 3: ("engram server", 2.0),
               4: ("redis", 50.0),  # started between the readings: its past CPU is not this step's
               9: ("other", 7.5)},
-             {"query phases": 1100, "fetch phases": 60, "documents indexed": 20, "refreshes": 8})
+             {"query phases": 1100, "fetch phases": 60, "documents indexed": 20, "refreshes": 8}, 2.5)
     split = http_load.cpu_split(before, after, requests=100, wall=2.0)
     assert split["cpu_ms_per_request"] == {"elasticsearch": 40.0, "engram server": 30.0, "redis": 0.0,
                                            "load generator": 0.0, "other": 5.0}
     assert split["cores_busy"]["elasticsearch"] == 2.0 and split["cores_busy"]["engram server"] == 1.5
     assert split["node_per_request"] == {"query phases": 10.0, "fetch phases": 0.5, "documents indexed": 0.2,
-                                         "refreshes": 0.05}
-    assert "node_per_request" not in http_load.cpu_split((before[0], None), (after[0], None), requests=100, wall=2.0)
+                                         "refreshes": 0.05, "jit ms": 5.0}  # its compiler threads: 0.5 s
+    assert "node_per_request" not in http_load.cpu_split((before[0], None, None), (after[0], None, None),
+                                                         requests=100, wall=2.0)
+    # No node statistics (no monitor credential), a node on this machine: its compiler's CPU alone.
+    assert http_load.cpu_split((before[0], None, 2.0), (after[0], None, 2.5), requests=100,
+                               wall=2.0)["node_per_request"] == {"jit ms": 5.0}
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
@@ -38,6 +42,14 @@ def test_this_process_is_the_load_generator(http_load):
     readings = http_load._proc_cpu()
     assert readings[os.getpid()][0] == "load generator"
     assert readings[os.getpid()][1] > 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_the_compiler_threads_are_read_only_from_a_node(http_load):
+    readings = http_load._proc_cpu()
+    assert http_load._jit_cpu({pid: r for pid, r in readings.items() if r[0] != "elasticsearch"}) is None
+    # A process with no "CompilerThre…" threads (this one, classed as a node): none of its CPU counts.
+    assert http_load._jit_cpu({os.getpid(): ("elasticsearch", readings[os.getpid()][1])}) == 0.0
 
 
 def test_the_table_shows_the_split(http_load):
