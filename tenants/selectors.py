@@ -27,6 +27,15 @@ def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
         raise NotFound("unknown end-user", details={"external_id": external_id}) from None
 
 
+def subject_find(*, tenant: Tenant, external_id: str) -> Subject | None:
+    """The end-user ``external_id`` of ``tenant``, or None. Read without a join: the subject's
+    ``tenant`` is the one given (a request's, read with its token)."""
+    subject = next(iter(Subject.objects.filter(tenant=tenant, external_id=external_id)[:1]), None)
+    if subject is not None:
+        subject.tenant = tenant
+    return subject
+
+
 def index_prefix_for(*, tenant: Tenant, isolation: str | None = None) -> str:
     """The index prefix holding ``tenant``'s memories: the shared one, or for a dedicated tenant
     its own, derived from the shared prefix and the tenant id (``<prefix>-t-<slug>``).

@@ -8,7 +8,7 @@ from typing import Any
 from engram_core.es.schema import MemoryType
 from memory_app import services
 from memory_app.models import OutboxEntry
-from tenants.models import AgentToken, Tenant
+from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services import subject_get_or_create
 
@@ -21,13 +21,14 @@ ON_EXISTING = (Op.OUTCOME, Op.FORGET, Op.ERASE)
 
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
                 actor: AgentToken | str, progress: Callable[[int, int], None] | None = None,
-                defer_refresh: bool = False) -> dict[str, Any]:
-    """Run one write through its service. Returns a JSON-able summary."""
+                defer_refresh: bool = False, subject: Subject | None = None) -> dict[str, Any]:
+    """Run one write through its service. Returns a JSON-able summary. ``subject``: the end-user
+    the caller has just read (a turn reads it for its recall), used when it is this one; otherwise
+    the end-user is read here."""
     p = payload
-    if operation in ON_EXISTING:
-        subject = subject_get(tenant=tenant, external_id=external_id)
-    else:
-        subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor)
+    if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
+        subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING
+                   else subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor))
 
     if operation is Op.EPISODE:
         memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],

@@ -17,7 +17,7 @@ from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
 from memory_app.validation import clean_memory_id
-from tenants.models import AgentToken, Tenant
+from tenants.models import AgentToken, Subject, Tenant
 from tenants.services import subject_external_id_validate
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,14 @@ class Submitted:
 
 def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict[str, Any],
                  memory_id: str = "", token: AgentToken | None = None, actor: str = "api",
-                 background: bool = False, defer_refresh: bool = False) -> Submitted:
+                 background: bool = False, defer_refresh: bool = False, subject: Subject | None = None) -> Submitted:
     """Apply a write for the subject ``external_id`` of ``tenant`` now, or accept it into the outbox.
 
     The payload is validated first (ValidationFailed: nothing accepted). Queued when
     ``background`` is set, when earlier writes of the subject are still queued (order), or when
     Elasticsearch turns out to be unavailable during the attempt. Errors that are not an outage
-    (NotFound, Conflict, ...) are raised as they are.
+    (NotFound, Conflict, ...) are raised as they are. ``subject``: the end-user, when the caller
+    has just read it (``write_apply``).
     """
     operation = Op(operation)
     services.write_validate(operation=operation, payload=payload)
@@ -68,7 +69,8 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
         return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
     try:
         result = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                             memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh)
+                             memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh,
+                             subject=subject)
     except Exception as exc:
         if not is_outage(exc):
             raise

@@ -20,8 +20,8 @@ from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_k, clean_timezone, clean_types
-from tenants.models import AgentToken, Subject, Tenant
-from tenants.selectors import subject_get
+from tenants.models import AgentToken, Tenant
+from tenants.selectors import subject_find, subject_get
 from tenants.services import subject_es_client
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     # The turn's id, fixed now: the recall leaves the turn out before it sets copies aside (when the
     # user repeats a line, the line said before is what the recall should give back).
     memory_id = memory_id or services.new_memory_id()
-    known = Subject.objects.filter(tenant=tenant, external_id=external_id).select_related("tenant").first()
+    known = subject_find(tenant=tenant, external_id=external_id)
     # Earlier turns stored without waiting must be visible to this turn's derived context and to
     # its recall; this turn need not be (it is left out of the recall anyway), so its write does
     # not wait for a refresh either.
@@ -87,7 +87,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
     submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
-                             memory_id=memory_id, token=token, defer_refresh=True)
+                             memory_id=memory_id, token=token, defer_refresh=True, subject=known)
     who = known
     try:
         if concurrent is not None:

@@ -333,6 +333,27 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
     assert turn["id"] not in [m["id"] for m in turn["recall"]]
 
 
+def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_another(engram, tenant, docs,
+                                                                                          monkeypatch):
+    from memory_app.outbox import dispatch
+    from memory_app.outbox.dispatch import Op, write_apply
+
+    looked_up = []
+    real = dispatch.subject_get_or_create
+    monkeypatch.setattr(dispatch, "subject_get_or_create",
+                        lambda **kwargs: looked_up.append(kwargs["external_id"]) or real(**kwargs))
+    engram.turn("uma", "I keep bees on the roof")  # a new end-user: created by the write
+    engram.turn("uma", "the bees swarmed today")  # known: the turn's own read serves its write
+    assert looked_up == ["uma"]
+    # An end-user handed in that is not the one written to is not used: the write reads its own.
+    uma = Subject.objects.get(tenant=tenant, external_id="uma")
+    write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload={"text": "vic's own line"},
+                memory_id=services.new_memory_id(), actor="test", subject=uma)
+    assert looked_up == ["uma", "vic"]
+    assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
+    assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)
+
+
 def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, settings):
     from memory_app import selectors
 
