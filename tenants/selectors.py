@@ -21,15 +21,16 @@ def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
     Raises NotFound, with the same code and message whether the end-user does not exist or
     belongs to another tenant, so a caller cannot probe other tenants' end-users.
     """
-    try:
-        return Subject.objects.select_related("tenant").get(tenant=tenant, external_id=external_id)
-    except Subject.DoesNotExist:
-        raise NotFound("unknown end-user", details={"external_id": external_id}) from None
+    subject = subject_find(tenant=tenant, external_id=external_id)
+    if subject is None:
+        raise NotFound("unknown end-user", details={"external_id": external_id})
+    return subject
 
 
 def subject_find(*, tenant: Tenant, external_id: str) -> Subject | None:
     """The end-user ``external_id`` of ``tenant``, or None. Read without a join: the subject's
-    ``tenant`` is the one given (a request's, read with its token)."""
+    ``tenant`` is the one given (every caller's is read just before: a request's with its token,
+    an outbox entry's with the entry)."""
     subject = next(iter(Subject.objects.filter(tenant=tenant, external_id=external_id)[:1]), None)
     if subject is not None:
         subject.tenant = tenant
