@@ -124,6 +124,7 @@ def _jit_cpu(cpu: dict[int, tuple[str, float]]) -> float | None:
 
 
 def _readings() -> tuple:
+    """What ``cpu_split`` compares: CPU by process, the node's statistics, its compiler's CPU."""
     cpu = _proc_cpu()
     return cpu, _node_stats(), _jit_cpu(cpu)
 
@@ -148,7 +149,7 @@ def _node_stats() -> dict[str, float] | None:
 
 def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dict:
     """CPU ms per request by process class and the node's work per request, between two
-    ``(_proc_cpu(), _node_stats())`` readings."""
+    ``_readings()``: (``_proc_cpu()``, ``_node_stats()``, ``_jit_cpu()``)."""
     (cpu0, node0, jit0), (cpu1, node1, jit1) = before, after
     spent = dict.fromkeys((*_CLASSES, "other"), 0.0)
     for pid, (klass, cpu) in cpu1.items():
