@@ -33,7 +33,7 @@ from engram_core.validation import clean_external_id
 
 from . import audit_chain, crypto, es_keys
 from .models import AgentToken, AuditEvent, Subject, SubjectKey, Tenant, WriterKey
-from .selectors import index_prefix_for
+from .selectors import index_prefix_for, subject_find
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str
     URLs (``clean_external_id(new=True)``: ValidationFailed otherwise).
     """
     external_id = clean_external_id(external_id)
-    existing = Subject.objects.select_related("tenant").filter(tenant=tenant, external_id=external_id).first()
+    existing = subject_find(tenant=tenant, external_id=external_id)
     if existing:
         return existing
     clean_external_id(external_id, new=True)

@@ -18,8 +18,8 @@ from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.outage import is_outage
-from tenants.models import AgentToken, AuditEvent, Subject
-from tenants.selectors import subject_get
+from tenants.models import AgentToken, AuditEvent
+from tenants.selectors import subject_find, subject_get
 from tenants.services import audit_record, writer_es_client, writer_prefix
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def _import_remaining(entry: OutboxEntry) -> dict[str, Any]:
 
 
 def _tombstone_if_missing(entry: OutboxEntry) -> None:
-    subject = Subject.objects.filter(tenant=entry.tenant, external_id=entry.external_id).first()
+    subject = subject_find(tenant=entry.tenant, external_id=entry.external_id)
     if subject and not AuditEvent.objects.filter(action="memory.forget", subject=subject,
                                                  target_id=entry.memory_id).exists():
         audit_record(actor=entry.token or entry.actor, action="memory.forget", subject=subject,
