@@ -299,6 +299,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7, help="the first step's text (other steps, the warm-up differ)")
     parser.add_argument("--warmup", type=float, default=0, metavar="SECONDS",
                         help="first run the load this long on other text, not counted (see the module doc)")
+    parser.add_argument("--warmup-turn-share", type=float, default=None, metavar="SHARE",
+                        help="the warm-up's share of turns (default --turn-share's): e.g. recalls measured "
+                             "after a mix has given every end-user memories to search")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
@@ -306,7 +309,7 @@ def main() -> None:
     if args.warmup > 0:
         warm = run(url=args.url, token=args.token, clients=max(args.clients), seconds=args.warmup,
                    subjects=args.subjects, varied=args.varied, seed=seeds.warmup, measure_cpu=args.cpu_split,
-                   turn_share=args.turn_share)
+                   turn_share=args.turn_share if args.warmup_turn_share is None else args.warmup_turn_share)
         node = warm.get("cpu", {}).get("node_per_request", {})
         print(f"warm-up, not counted: {max(args.clients)} clients for {warm['seconds']} s, "
               f"{warm['throughput_rps']} req/s, {warm['errors']} errors"

@@ -7,6 +7,7 @@ except downloads, which stay where the machine caches them (``~/.m2`` for Maven)
     python scripts/stack.py up   --instance dev  --es-port 9200 [--redis-port 6379] [--pg-port 5432]
     python scripts/stack.py down --instance dev
     python scripts/stack.py env  --instance dev     # prints shell exports for the instance
+    python scripts/stack.py wipe --instance bench   # deletes its Engram indices (a running node)
 
 Elasticsearch is the ``integ-test-zip`` distribution from Maven Central, run as a dedicated
 non-root user, on loopback, single node, security on (HTTP without TLS, loopback only),
@@ -283,22 +284,30 @@ class Instance:
     def service_password(self, user: str) -> str:
         return secret(f"es-{self.name}-{user}-password")
 
-    def ensure_service_users(self) -> None:
+    def request(self, method: str, path: str, body: dict | None = None):
+        """One request as the ``elastic`` superuser; the decoded JSON answer."""
         import json
 
         token = b64encode(f"elastic:{self.password()}".encode()).decode()
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.load(resp)
 
-        def put(path: str, body: dict) -> None:
-            req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(), method="PUT",
-                                         headers={"Authorization": f"Basic {token}",
-                                                  "Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30):
-                pass
-
+    def ensure_service_users(self) -> None:
         for role, body in self.SERVICE_ROLES.items():
-            put(f"/_security/role/{role}", body)
+            self.request("PUT", f"/_security/role/{role}", body)
         for user, role in self.SERVICE_USERS.items():
-            put(f"/_security/user/{user}", {"password": self.service_password(user), "roles": [role]})
+            self.request("PUT", f"/_security/user/{user}", {"password": self.service_password(user), "roles": [role]})
+
+    def wipe(self) -> int:
+        """Delete Engram's indices (``engram-*``; the node's own, users and roles stay). Named one
+        by one: the node refuses wildcard deletes. Returns how many were deleted."""
+        names = [row["index"] for row in self.request("GET", "/_cat/indices/engram-*?format=json&h=index")]
+        for start in range(0, len(names), 50):  # a URL of bounded length
+            self.request("DELETE", "/" + ",".join(names[start:start + 50]))
+        return len(names)
 
     def stop(self) -> None:
         pid = self.running_pid()
@@ -447,7 +456,7 @@ def secret(name: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["up", "down", "env", "es-start", "es-stop", "secret"])
+    parser.add_argument("action", choices=["up", "down", "env", "es-start", "es-stop", "secret", "wipe"])
     parser.add_argument("--name", help="with `secret`: which secret to print")
     parser.add_argument("--instance", default="dev")
     parser.add_argument("--es-port", type=int, default=9200)
@@ -464,6 +473,8 @@ def main() -> None:
             redis_start(args.instance, args.redis_port)
         if args.action == "up" and args.pg_port:
             pg_start(args.instance, args.pg_port)
+    elif args.action == "wipe":
+        log(f"deleted {es.wipe()} Engram indices of elasticsearch {args.instance!r}")
     elif args.action in ("down", "es-stop"):
         es.stop()
         if args.action == "down":

@@ -75,3 +75,24 @@ def test_every_step_and_the_warm_up_say_text_of_their_own(http_load):
     # scripts/bench's own warm-up (--seed 3) says nothing a measured step of the default seed says.
     bench_warmup = http_load.step_seeds(1, seed=3)
     assert not {*bench_warmup.steps, bench_warmup.warmup} & {*seeds.steps, seeds.warmup}
+
+
+def test_the_warm_up_may_mix_turns_into_a_recall_only_measurement(http_load, monkeypatch, capsys):
+    runs = []
+
+    def fake_run(**kwargs):
+        runs.append(kwargs)
+        return {"seconds": kwargs["seconds"], "throughput_rps": 1.0, "errors": 0, "clients": kwargs["clients"],
+                "latency_ms": {}, "requests": {}}
+
+    monkeypatch.setattr(http_load, "run", fake_run)
+    monkeypatch.setattr(http_load, "markdown", lambda results: "")
+    argv = ["http_load", "--url", "http://x", "--token", "t", "--clients", "8", "--warmup", "5", "--turn-share", "0"]
+    monkeypatch.setattr("sys.argv", [*argv, "--warmup-turn-share", "0.5"])
+    http_load.main()
+    # End-users gain memories during the warm-up; the measured step asks recalls only.
+    assert [r["turn_share"] for r in runs] == [0.5, 0.0]
+    runs.clear()
+    monkeypatch.setattr("sys.argv", argv)  # by default the warm-up is the measured load
+    http_load.main()
+    assert [r["turn_share"] for r in runs] == [0.0, 0.0]
