@@ -5,7 +5,8 @@ Run through ``scripts/bench --http`` (which starts Elasticsearch, a scratch data
 server with its worker processes), or against any server:
 
     python benchmarks/http_load.py --url http://127.0.0.1:8000 --token <agent token> \\
-        [--clients 8 32] [--seconds 40] [--subjects 40] [--varied]
+        [--clients 8 32] [--seconds 40] [--subjects 40] [--varied] [--turn-share 0.33] \\
+        [--warmup SECONDS] [--warmup-turn-share 0.33]
 
 By default turns and recalls say one of a dozen fixed sentences (so after a few requests every
 query vector is cached, and turns carry no session). ``--varied`` is an agent's conversation

@@ -77,7 +77,7 @@ def test_every_step_and_the_warm_up_say_text_of_their_own(http_load):
     assert not {*bench_warmup.steps, bench_warmup.warmup} & {*seeds.steps, seeds.warmup}
 
 
-def test_the_warm_up_may_mix_turns_into_a_recall_only_measurement(http_load, monkeypatch, capsys):
+def test_the_warm_up_may_mix_turns_into_a_recall_only_measurement(http_load, monkeypatch):
     runs = []
 
     def fake_run(**kwargs):
