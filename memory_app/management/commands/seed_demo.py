@@ -16,7 +16,8 @@ from django.db import transaction
 from engram_core.errors import Conflict, NotFound
 from memory_app import services
 from memory_app.selectors import memory_get
-from tenants.models import AgentToken, Membership, Subject, Tenant
+from tenants.models import AgentToken, Membership, Tenant
+from tenants.selectors import subject_find
 from tenants.services import agent_token_create, subject_get_or_create
 
 TENANT = ("acme-home", "Acme Smart Home Support")
@@ -110,7 +111,7 @@ class Command(BaseCommand):
         """Write through the real services (keys minted, embeddings computed); fixed ids make
         a second run a no-op."""
         external_id, name, memories = SUBJECTS[-1]
-        last = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
+        last = subject_find(tenant=tenant, external_id=external_id)
         if last is not None:  # memories are written in order: if the last one exists, all do
             try:
                 memory_get(subject=last, memory_id=f"demo-{name.lower()}-{len(memories) - 1}")
@@ -186,7 +187,7 @@ HISTORY_SESSIONS = 16
 def seed_history(tenant: Tenant) -> int:
     """Alice gets a few hundred episodes over 16 sessions, a 3-version fact chain and a 3-version
     playbook chain with outcome history (each outcome is an audit event). Idempotent (fixed ids)."""
-    subject = Subject.objects.filter(tenant=tenant, external_id=SUBJECTS[0][0]).first()
+    subject = subject_find(tenant=tenant, external_id=SUBJECTS[0][0])
     if subject is None:
         return 0
     try:
