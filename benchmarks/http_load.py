@@ -6,7 +6,7 @@ server with its worker processes), or against any server:
 
     python benchmarks/http_load.py --url http://127.0.0.1:8000 --token <agent token> \\
         [--clients 8 32] [--seconds 40] [--subjects 40] [--varied] [--turn-share 0.33] \\
-        [--warmup SECONDS] [--warmup-turn-share 0.33]
+        [--warmup SECONDS] [--warmup-turn-share 0.33] [--turn-types catalog]
 
 By default turns and recalls say one of a dozen fixed sentences (so after a few requests every
 query vector is cached, and turns carry no session). ``--varied`` is an agent's conversation
@@ -178,12 +178,14 @@ def prepare(*, url: str, token: str, subjects: int) -> None:
 
 def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, seed: int = 7,
         targets: list[tuple[str, str]] | None = None, texts: list[str] | None = None,
-        varied: bool = False, measure_cpu: bool = False, turn_share: float = 1 / 3) -> dict:
+        varied: bool = False, measure_cpu: bool = False, turn_share: float = 1 / 3,
+        turn_types: list[str] | None = None) -> dict:
     """``targets``: (agent token, external id) pairs to spread the load over (end-users of several
     tenants); by default ``subjects`` end-users ``load-user-<n>`` under ``token``. ``texts``: what
     turns and recalls say (by default a dozen fixed sentences, soon all cached query vectors).
     ``varied``: new synthetic text for every request, turns in sessions (see the module doc).
-    ``turn_share``: the share of requests that are turns (the rest recalls)."""
+    ``turn_share``: the share of requests that are turns (the rest recalls). ``turn_types``: the
+    memory types a turn's own recall searches (``turn_body``)."""
     texts = texts or SENTENCES
     targets = targets or [(token, f"load-user-{n}") for n in range(subjects)]
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
@@ -212,7 +214,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                 started = time.monotonic()
                 try:
                     if kind == "turn":
-                        response = http.post(f"subjects/{who}/turns", json={"text": text, "k": 5, **turn},
+                        response = http.post(f"subjects/{who}/turns", json=turn_body(text, turn, turn_types),
                                              headers={"Idempotency-Key": f"{n}-{time.monotonic_ns()}"})
                     else:
                         response = http.post(f"subjects/{who}/recall", json={"query": text, "k": 10})
@@ -246,6 +248,13 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
     if before is not None:
         result["cpu"] = cpu_split(before, _readings(), requests=requests, wall=wall)
     return result
+
+
+def turn_body(text: str, session: dict, types: list[str] | None) -> dict:
+    """A turn's request: its text, its session (``--varied``) and, when given, the memory types its
+    recall searches (``--turn-types catalog`` leaves the turn's write path with a recall of the
+    tenant's few catalog entries: what a turn costs beside its recall)."""
+    return {"text": text, "k": 5, **session, **({"types": types} if types else {})}
 
 
 @dataclass(frozen=True)
@@ -303,6 +312,9 @@ def main() -> None:
     parser.add_argument("--warmup-turn-share", type=float, default=None, metavar="SHARE",
                         help="the warm-up's share of turns (default --turn-share's): e.g. recalls measured "
                              "after a mix has given every end-user memories to search")
+    parser.add_argument("--turn-types", type=lambda v: [t.strip() for t in v.split(",") if t.strip()], default=None,
+                        metavar="TYPES", help="comma-separated memory types a turn's recall searches (default all; "
+                                              "catalog: a turn's write path beside a near-empty recall)")
     args = parser.parse_args()
     if args.prepare:
         prepare(url=args.url, token=args.token, subjects=args.subjects)
@@ -310,13 +322,15 @@ def main() -> None:
     if args.warmup > 0:
         warm = run(url=args.url, token=args.token, clients=max(args.clients), seconds=args.warmup,
                    subjects=args.subjects, varied=args.varied, seed=seeds.warmup, measure_cpu=args.cpu_split,
-                   turn_share=args.turn_share if args.warmup_turn_share is None else args.warmup_turn_share)
+                   turn_share=args.turn_share if args.warmup_turn_share is None else args.warmup_turn_share,
+                   turn_types=args.turn_types)
         node = warm.get("cpu", {}).get("node_per_request", {})
         print(f"warm-up, not counted: {max(args.clients)} clients for {warm['seconds']} s, "
               f"{warm['throughput_rps']} req/s, {warm['errors']} errors"
               + (f", the node's JIT compiler {node['jit ms']} ms per request" if "jit ms" in node else "") + "\n")
     results = [run(url=args.url, token=args.token, clients=c, seconds=args.seconds, subjects=args.subjects,
-                   varied=args.varied, measure_cpu=args.cpu_split, seed=seed, turn_share=args.turn_share)
+                   varied=args.varied, measure_cpu=args.cpu_split, seed=seed, turn_share=args.turn_share,
+                   turn_types=args.turn_types)
                for c, seed in zip(args.clients, seeds.steps, strict=True)]
     print(json.dumps(results, indent=2) if args.json else markdown(results))
 

@@ -16,12 +16,21 @@ request would cut the index into many tiny segments (each flushed with its vecto
 then redo.
 Every index holds one shard, so the newest pending document being searchable means every earlier
 write to that index is too.
+
+Under load many reads find their end-user's last write not searchable yet, and each forced refresh
+queues on the node's one refresh thread. So a process sends one forced refresh of an index at a
+time (``_refresh_shared``): a read that needs one while another is in flight waits for it, asks
+again whether its document is searchable (the in-flight refresh covers every write acknowledged
+before it began) and refreshes only if not (docs/performance.md, "A turn's write path, and forced
+refreshes shared").
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.cache import cache
@@ -51,8 +60,9 @@ def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str =
 
 def refresh_ensure(*, subject: Subject) -> bool:
     """Make the subject's deferred writes visible before a read: for each memory type with a
-    pending write not yet searchable, a refresh of its index (one request for all). Returns
-    whether a refresh was made."""
+    pending write not yet searchable, a refresh of its index (one request for all; for pending
+    documents named, shared with a refresh in flight, ``_refresh_shared``). Returns whether a
+    refresh was made or waited for."""
     keys = {_key(subject, t): t for t in USER_TYPES}
     pending = cache.get_many(list(keys))
     if not pending:
@@ -61,14 +71,19 @@ def refresh_ensure(*, subject: Subject) -> bool:
     try:
         prefix = index_prefix_for(tenant=subject.tenant)
         writer = writer_es_client(prefix=prefix)
-        stale = []
+        unnamed, named = [], {}
         for key, memory_id in pending.items():
             index = alias_name(keys[key], prefix=prefix)
-            if memory_id and _searchable(writer, index=index, memory_id=memory_id):
-                continue  # a periodic refresh made it searchable already
-            stale.append(index)
-        if stale:
-            writer.indices.refresh(index=",".join(stale))
+            if not memory_id:
+                unnamed.append(index)
+            elif not _searchable(writer, index=index, memory_id=memory_id):
+                named[index] = memory_id
+            # else: a periodic refresh made it searchable already
+        if unnamed:  # nothing to ask whether a refresh in flight covered it: a refresh of its own
+            _refresh_now(writer, ",".join(sorted(unnamed + list(named))))
+            refreshed = True
+        elif named:
+            _refresh_shared(writer, named)
             refreshed = True
     except AuthorizationException:
         # A writer key minted before it could refresh: wait out the refresh interval instead.
@@ -77,6 +92,48 @@ def refresh_ensure(*, subject: Subject) -> bool:
         refreshed = True
     cache.delete_many(list(pending))
     return refreshed
+
+
+@dataclass
+class _Flight:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+_flights: dict[str, _Flight] = {}  # a forced refresh in flight in this process, by the indices it refreshes
+_flights_lock = threading.Lock()
+
+
+def _refresh_now(writer, indices: str) -> None:
+    writer.indices.refresh(index=indices)
+
+
+def _refresh_shared(writer, named: dict[str, str]) -> None:
+    """Make each document of ``named`` (index -> its newest pending document) searchable with at
+    most one forced refresh of those indices in flight in this process: a caller that finds one
+    in flight waits for it (up to ES_REQUEST_TIMEOUT), then refreshes only if its documents are
+    still not searchable (written after that refresh began). The document's own get decides, so
+    no clock is trusted."""
+    key = ",".join(sorted(named))
+    while True:
+        with _flights_lock:
+            flight = _flights.get(key)
+            leading = flight is None
+            if leading:
+                flight = _flights[key] = _Flight()
+        if leading:
+            try:
+                _refresh_now(writer, key)
+            finally:
+                with _flights_lock:
+                    del _flights[key]
+                flight.done.set()
+            return
+        flight.done.wait(timeout=settings.ES_REQUEST_TIMEOUT)
+        named = {index: memory_id for index, memory_id in named.items()
+                 if not _searchable(writer, index=index, memory_id=memory_id)}
+        if not named:
+            return
+        key = ",".join(sorted(named))
 
 
 def _searchable(writer, *, index: str, memory_id: str) -> bool:

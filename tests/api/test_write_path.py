@@ -289,6 +289,82 @@ def test_a_pending_turn_that_a_periodic_refresh_made_searchable_forces_no_refres
         assert turn["id"] in [m["id"] for m in engram.recall("zoe", "how old is Miso")]
 
 
+def _counted_refreshes(monkeypatch, freshness, *, before=None, after=None):
+    """Count the forced refreshes and the searchability checks of ``freshness``; ``before`` and
+    ``after`` run around each real refresh (to keep it in flight)."""
+    refreshes, checks = [], []
+    real_refresh, real_searchable = freshness._refresh_now, freshness._searchable
+
+    def refresh(writer, indices):
+        (before or (lambda: None))()
+        real_refresh(writer, indices)
+        refreshes.append(indices)
+        (after or (lambda: None))()
+
+    def searchable(writer, *, index, memory_id):
+        checks.append(memory_id)
+        return real_searchable(writer, index=index, memory_id=memory_id)
+
+    monkeypatch.setattr(freshness, "_refresh_now", refresh)
+    monkeypatch.setattr(freshness, "_searchable", searchable)
+    return refreshes, checks
+
+
+def test_a_read_shares_the_forced_refresh_in_flight_when_it_covers_its_write(engram, es_admin, monkeypatch):
+    import threading
+
+    from memory_app import freshness
+    from tenants.services import writer_es_client
+
+    with _slow_refresh(es_admin) as index:
+        first = engram.turn("ann", "my kayak is red")["id"]
+        second = engram.turn("ben", "my canoe is blue")["id"]  # written before the refresh below begins
+        refreshes, checks = _counted_refreshes(monkeypatch, freshness, before=lambda: time.sleep(0.5))
+        writer = writer_es_client()
+        leader = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: first}))
+        leader.start()
+        time.sleep(0.1)  # the leader's refresh is in flight (it begins in 0.5 s)
+        freshness._refresh_shared(writer, {index: second})
+        leader.join()
+        # One refresh made both searchable; the second read waited for it and checked its turn.
+        assert refreshes == [index]
+        assert checks == [second]
+        assert es_admin.count(index=index, query={"ids": {"values": [first, second]}})["count"] == 2
+    assert freshness._flights == {}
+
+
+def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_again(engram, es_admin, monkeypatch):
+    import threading
+
+    from memory_app import freshness
+    from tenants.services import writer_es_client
+
+    with _slow_refresh(es_admin) as index:
+        first = engram.turn("ann", "my kayak is red")["id"]
+        landed = threading.Event()
+        refreshes, checks = _counted_refreshes(monkeypatch, freshness,
+                                               after=lambda: landed.wait(5) if len(refreshes) == 1 else None)
+        writer = writer_es_client()
+        leader = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: first}))
+        leader.start()
+        for _ in range(100):  # the leader's refresh has run and it is still in flight
+            if refreshes:
+                break
+            time.sleep(0.05)
+        later = engram.turn("ben", "my canoe is blue")["id"]  # not covered by that refresh
+        follower = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: later}))
+        follower.start()
+        time.sleep(0.2)  # the follower waits for the flight
+        landed.set()
+        leader.join()
+        follower.join()
+        # The follower found its turn still unsearchable after the shared refresh and refreshed itself.
+        assert refreshes == [index, index]
+        assert checks == [later]
+        assert es_admin.count(index=index, query={"ids": {"values": [first, later]}})["count"] == 2
+    assert freshness._flights == {}
+
+
 def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     with _slow_refresh(es_admin) as index:

@@ -96,3 +96,22 @@ def test_the_warm_up_may_mix_turns_into_a_recall_only_measurement(http_load, mon
     monkeypatch.setattr("sys.argv", argv)  # by default the warm-up is the measured load
     http_load.main()
     assert [r["turn_share"] for r in runs] == [0.0, 0.0]
+
+
+def test_turns_may_limit_their_recall_to_some_memory_types(http_load, monkeypatch):
+    runs = []
+    monkeypatch.setattr(http_load, "run", lambda **kwargs: runs.append(kwargs) or {
+        "seconds": 1, "throughput_rps": 1.0, "errors": 0, "clients": kwargs["clients"]})
+    monkeypatch.setattr(http_load, "markdown", lambda results: "")
+    argv = ["http_load", "--url", "http://x", "--token", "t", "--clients", "8", "--warmup", "5"]
+    monkeypatch.setattr("sys.argv", [*argv, "--turn-types", "catalog"])
+    http_load.main()
+    assert [r["turn_types"] for r in runs] == [["catalog"], ["catalog"]]  # the warm-up's turns too
+    session = {"session_id": "s"}
+    assert http_load.turn_body("hi", session, ["catalog"]) == {"text": "hi", "k": 5, "session_id": "s",
+                                                               "types": ["catalog"]}
+    runs.clear()
+    monkeypatch.setattr("sys.argv", argv)  # by default a turn's recall searches every type
+    http_load.main()
+    assert [r["turn_types"] for r in runs] == [None, None]
+    assert http_load.turn_body("hi", {}, None) == {"text": "hi", "k": 5}
