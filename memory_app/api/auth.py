@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
+from uuid import uuid4
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -58,10 +60,44 @@ class HasScope(BasePermission):
         return True
 
 
+# DRF's sliding log of a token's requests, checked and appended in one step: drop the entries older
+# than the period, count the rest, add this request only if it fits. Returns {1, count} or {0, count,
+# the oldest entry's time}.
+_SLIDING_LOG = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+local count = redis.call('ZCARD', KEYS[1])
+if count < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+  return {1, count + 1}
+end
+return {0, count, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
+"""
+
+
+_scripts: dict[int, object] = {}
+
+
+def _sliding_log(client):
+    """The script, registered once per client (then sent by its digest, ``EVALSHA``)."""
+    script = _scripts.get(id(client))
+    if script is None:
+        script = _scripts.setdefault(id(client), client.register_script(_SLIDING_LOG))
+    return script
+
+
 class TokenRateThrottle(SimpleRateThrottle):
-    """Requests per agent token, at ``ENGRAM_API_RATES[scope]`` (read per request, so settings apply live)."""
+    """Requests per agent token, at ``ENGRAM_API_RATES[scope]`` (read per request, so settings apply live).
+
+    DRF's sliding log (at most the rate's number of requests in any period), kept atomic: DRF's own
+    ``SimpleRateThrottle`` reads the token's list of timestamps, adds one and writes the list back,
+    so concurrent requests of one token overwrite each other's entries and the limit leaks by about
+    their concurrency. In the shared Redis cache the log is a sorted set checked and appended by one
+    script; in a cache of this process alone (tests, a single process) DRF's code runs under a lock."""
 
     scope = "agent"
+    _local = threading.Lock()
+    _oldest: float | None = None
 
     def get_rate(self) -> str | None:
         return settings.ENGRAM_API_RATES.get(self.scope)
@@ -70,6 +106,29 @@ class TokenRateThrottle(SimpleRateThrottle):
         if request.auth is None:
             return None
         return f"engram-throttle:{self.scope}:{request.auth.pk}"
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        redis = getattr(self.cache, "redis_client", None)
+        if redis is None:
+            with self._local:
+                return super().allow_request(request, view)
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        self.now = self.timer()
+        answer = _sliding_log(redis())(keys=[self.cache.make_key(f"{self.key}:log")], args=[
+            repr(self.now), self.duration, self.num_requests, f"{self.now!r}:{uuid4().hex}"])
+        if answer[0]:
+            return True
+        self._oldest = float(answer[2]) if len(answer) > 2 and answer[2] is not None else self.now
+        return False
+
+    def wait(self) -> float | None:
+        if self._oldest is None:
+            return super().wait()
+        return max(0.0, self._oldest + self.duration - self.now)
 
 
 class ImportRateThrottle(TokenRateThrottle):

@@ -48,3 +48,8 @@ class SharedRedisCache(RedisCache):
             if key not in _clients:
                 _clients[key] = self._class(self._servers, **self._options)
             return _clients[key]
+
+    def redis_client(self):
+        """The process's shared ``Redis`` client for this cache, for what the cache API cannot do
+        atomically (the rate limit's log: ``memory_app.api.auth``)."""
+        return self._cache.get_client(write=True)

@@ -287,6 +287,53 @@ def test_rate_limit_per_token_with_retry_after(make_token, settings):
     assert second.post("/api/v1/subjects/nobody/recall", {"query": "x"}, format="json").status_code == 404
 
 
+def _throttle_caches():
+    """The caches the per-token limit runs on: this process's (the tests' default) and, when
+    scripts/test has started Redis, the shared Redis cache the product runs with."""
+    import os
+
+    from django.core.cache import CacheHandler, caches
+
+    found = [caches["default"]]
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker.startswith("redis://"):
+        location = broker.rsplit("/", 1)[0] + "/4"
+        found.append(CacheHandler({"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+                                               "LOCATION": location}})["default"])
+    return found
+
+
+@pytest.mark.parametrize("cache_index", [0, 1], ids=["process cache", "shared Redis"])
+def test_the_rate_limit_holds_for_concurrent_requests_of_one_token(cache_index, monkeypatch, settings):
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from memory_app.api.auth import TokenRateThrottle
+
+    found = _throttle_caches()
+    if cache_index >= len(found):
+        pytest.skip("no Redis: scripts/test starts one")
+    monkeypatch.setattr(TokenRateThrottle, "cache", found[cache_index])
+    clock = [1_000_000.0]
+    monkeypatch.setattr(TokenRateThrottle, "timer", lambda self: clock[0])
+    settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "50/minute"}
+    request = SimpleNamespace(auth=SimpleNamespace(pk=uuid.uuid4().hex))
+
+    def one(_):
+        return TokenRateThrottle().allow_request(request, None)
+
+    with ThreadPoolExecutor(8) as pool:  # eight requests of the token at a time, 200 in all
+        assert sum(pool.map(one, range(200))) == 50
+    refused = TokenRateThrottle()
+    assert refused.allow_request(request, None) is False
+    assert refused.wait() == pytest.approx(60.0)  # the oldest of the 50 leaves the period in a minute
+    clock[0] += 30
+    assert TokenRateThrottle().allow_request(request, None) is False
+    clock[0] += 30.5  # the first 50 are older than the period now
+    assert sum(one(n) for n in range(60)) == 50
+
+
 def test_unexpected_errors_are_a_logged_content_free_500(api, monkeypatch, caplog):
     api.post("/api/v1/subjects/a/turns", {"text": "hello"}, format="json")
 
