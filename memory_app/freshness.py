@@ -17,6 +17,10 @@ then redo.
 Every index holds one shard, so the newest pending document being searchable means every earlier
 write to that index is too.
 
+A read clears only the marks it made visible: each write's mark carries a token of its own, and
+a mark set again while the read refreshed (a write of the same end-user landing meanwhile) stays
+for the next read (compare-and-delete: one Redis script, or a lock in a cache of this process).
+
 Under load many reads find their end-user's last write not searchable yet, and each forced refresh
 queues on the node's one refresh thread. So a process sends one forced refresh of an index at a
 time (``_refresh_shared``): a read that needs one while another is in flight waits for it, asks
@@ -31,6 +35,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from uuid import uuid4
 
 from django.conf import settings
 from django.core.cache import cache
@@ -50,12 +55,64 @@ def _key(subject: Subject, memory_type: MemoryType) -> str:
     return f"engram:refresh-pending:{subject.pk}:{memory_type.value}"
 
 
+# A mark's value: the pending document's id (or "") and a token of the write that set it, so a
+# read clears only the marks it made visible: a write landing while the read refreshes sets a new
+# value, which stays for the next read (``_marks_clear``).
+_TOKEN = "\x1f"
+_marks_lock = threading.Lock()  # a cache of this process alone: its sets and clears, one at a time
+# Delete each key whose value is still the one read (KEYS[i], ARGV[i]).
+_CLEAR_UNCHANGED = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i] then redis.call('DEL', key) end
+end
+"""
+
+
+def _redis():
+    """The shared Redis client when the cache is Redis (``memory_app.config.cache``), else None."""
+    client = getattr(cache, "redis_client", None)
+    return client() if client is not None else None
+
+
+def _mark_set(key: str, memory_id: str) -> None:
+    value = f"{memory_id}{_TOKEN}{uuid4().hex}"
+    if (redis := _redis()) is not None:
+        redis.set(cache.make_key(key), value, ex=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+        return
+    with _marks_lock:
+        cache.set(key, value, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+
+
+def _marks_get(keys: list[str]) -> dict[str, str]:
+    if (redis := _redis()) is not None:
+        values = redis.mget([cache.make_key(key) for key in keys])
+        # (a value that is not text, e.g. set through Django's serializer by an older process, names
+        # no document: the read refreshes, and the mark expires)
+        return {key: value.decode(errors="replace") for key, value in zip(keys, values, strict=True)
+                if value is not None}
+    return cache.get_many(keys)
+
+
+def _marks_clear(read: dict[str, str]) -> None:
+    """Delete the marks ``read`` found, each only if no write has set it again since."""
+    if (redis := _redis()) is not None:
+        redis.eval(_CLEAR_UNCHANGED, len(read), *[cache.make_key(key) for key in read], *read.values())
+        return
+    with _marks_lock:
+        current = cache.get_many(list(read))
+        cache.delete_many([key for key, value in read.items() if current.get(key) == value])
+
+
+def _pending_id(value: str) -> str:
+    return value.rpartition(_TOKEN)[0] if _TOKEN in value else value  # a mark set before the token existed
+
+
 def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str = "") -> None:
     """Record that ``subject`` has a write in ``memory_type`` not yet visible to search. Name the
     document (``memory_id``) only when the write was its creation, the last write to that index
     for it: then the next read may skip the refresh once that document is searchable. Without a
     name (an update, a supersession, an import), the next read refreshes."""
-    cache.set(_key(subject, memory_type), memory_id, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+    _mark_set(_key(subject, memory_type), memory_id)
 
 
 def refresh_ensure(*, subject: Subject) -> bool:
@@ -64,7 +121,7 @@ def refresh_ensure(*, subject: Subject) -> bool:
     documents named, shared with a refresh in flight, ``_refresh_shared``). Returns whether a
     refresh was made or waited for."""
     keys = {_key(subject, t): t for t in USER_TYPES}
-    pending = cache.get_many(list(keys))
+    pending = _marks_get(list(keys))
     if not pending:
         return False
     refreshed = False
@@ -72,8 +129,8 @@ def refresh_ensure(*, subject: Subject) -> bool:
         prefix = index_prefix_for(tenant=subject.tenant)
         writer = writer_es_client(prefix=prefix)
         unnamed, named = [], {}
-        for key, memory_id in pending.items():
-            index = alias_name(keys[key], prefix=prefix)
+        for key, value in pending.items():
+            index, memory_id = alias_name(keys[key], prefix=prefix), _pending_id(value)
             if not memory_id:
                 unnamed.append(index)
             elif not _searchable(writer, index=index, memory_id=memory_id):
@@ -90,7 +147,7 @@ def refresh_ensure(*, subject: Subject) -> bool:
         log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
         time.sleep(1.0)
         refreshed = True
-    cache.delete_many(list(pending))
+    _marks_clear(pending)
     return refreshed
 
 

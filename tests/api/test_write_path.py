@@ -365,6 +365,46 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     assert freshness._flights == {}
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["process cache", "shared Redis"])
+def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read(engram, es_admin, monkeypatch,
+                                                                                   settings, shared):
+    import os
+    import uuid
+
+    from django.core.cache import CacheHandler
+
+    from memory_app import freshness
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    if shared:
+        broker = os.environ.get("CELERY_BROKER_URL", "")
+        if not broker.startswith("redis://"):
+            pytest.skip("no Redis: scripts/test starts one")
+        monkeypatch.setattr(freshness, "cache", CacheHandler({"default": {
+            "BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": broker.rsplit("/", 1)[0] + "/4"}})[
+            "default"])
+    who = f"lea-{uuid.uuid4().hex[:8]}"
+    with _slow_refresh(es_admin):
+        engram.turn(who, "my kayak is red")
+        subject = Subject.objects.get(external_id=who)
+        key = freshness._key(subject, MemoryType.EPISODIC)
+        landed = str(uuid.uuid4())
+        real = freshness._refresh_now
+
+        def refresh_while_a_write_lands(writer, indices):
+            real(writer, indices)
+            # Another request of the same end-user stores a turn after this refresh began.
+            freshness.refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=landed)
+
+        monkeypatch.setattr(freshness, "_refresh_now", refresh_while_a_write_lands)
+        assert freshness.refresh_ensure(subject=subject) is True
+        # The read cleared its own mark, not the one set meanwhile: the next read checks that write.
+        assert freshness._pending_id(freshness._marks_get([key])[key]) == landed
+        monkeypatch.setattr(freshness, "_refresh_now", real)
+        assert freshness.refresh_ensure(subject=subject) is True  # not searchable (it was never written)
+        assert freshness._marks_get([key]) == {}
+
+
 def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     with _slow_refresh(es_admin) as index:
