@@ -95,8 +95,8 @@ def _marks_get(keys: list[str]) -> dict[str, str]:
 
 def _marks_clear(read: dict[str, str]) -> None:
     """Delete the marks ``read`` found, each only if no write has set it again since."""
-    if (redis := _redis()) is not None:
-        redis.eval(_CLEAR_UNCHANGED, len(read), *[cache.make_key(key) for key in read], *read.values())
+    if _redis() is not None:
+        cache.redis_script(_CLEAR_UNCHANGED)(keys=[cache.make_key(key) for key in read], args=list(read.values()))
         return
     with _marks_lock:
         current = cache.get_many(list(read))

@@ -75,16 +75,6 @@ return {0, count, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
 """
 
 
-_scripts: dict[int, object] = {}
-
-
-def _sliding_log(client):
-    """The script, registered once per client (then sent by its digest, ``EVALSHA``)."""
-    script = _scripts.get(id(client))
-    if script is None:
-        script = _scripts.setdefault(id(client), client.register_script(_SLIDING_LOG))
-    return script
-
 
 class TokenRateThrottle(SimpleRateThrottle):
     """Requests per agent token, at ``ENGRAM_API_RATES[scope]`` (read per request, so settings apply live).
@@ -110,15 +100,15 @@ class TokenRateThrottle(SimpleRateThrottle):
     def allow_request(self, request, view) -> bool:
         if self.rate is None:
             return True
-        redis = getattr(self.cache, "redis_client", None)
-        if redis is None:
+        script = getattr(self.cache, "redis_script", None)  # the shared Redis cache (memory_app.config.cache)
+        if script is None:
             with self._local:
                 return super().allow_request(request, view)
         self.key = self.get_cache_key(request, view)
         if self.key is None:
             return True
         self.now = self.timer()
-        answer = _sliding_log(redis())(keys=[self.cache.make_key(f"{self.key}:log")], args=[
+        answer = script(_SLIDING_LOG)(keys=[self.cache.make_key(f"{self.key}:log")], args=[
             repr(self.now), self.duration, self.num_requests, f"{self.now!r}:{uuid4().hex}"])
         if answer[0]:
             return True

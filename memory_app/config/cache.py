@@ -51,5 +51,19 @@ class SharedRedisCache(RedisCache):
 
     def redis_client(self):
         """The process's shared ``Redis`` client for this cache, for what the cache API cannot do
-        atomically (the rate limit's log: ``memory_app.api.auth``)."""
+        atomically (the rate limit's log, ``memory_app.api.auth``; the refresh marks,
+        ``memory_app.freshness``)."""
         return self._cache.get_client(write=True)
+
+    def redis_script(self, source: str):
+        """A Lua script on that client, registered once per process (then sent by its digest,
+        ``EVALSHA``); call it with ``keys=[...]`` (made with ``make_key``) and ``args=[...]``."""
+        client = self.redis_client()
+        key = (id(client), source)
+        script = _scripts.get(key)
+        if script is None:
+            script = _scripts.setdefault(key, client.register_script(source))
+        return script
+
+
+_scripts: dict[tuple[int, str], object] = {}
