@@ -310,6 +310,29 @@ def _counted_refreshes(monkeypatch, freshness, *, before=None, after=None):
     return refreshes, checks
 
 
+def _watched_flights(monkeypatch, freshness):
+    """An event set once a read waits for a refresh in flight (each flight's ``done`` reports it)."""
+    import threading
+    from types import SimpleNamespace
+
+    following = threading.Event()
+
+    class Done(threading.Event):
+        def wait(self, timeout=None):
+            following.set()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(freshness, "_Flight", lambda: SimpleNamespace(done=Done()))
+    return following
+
+
+def _until(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition()
+
+
 def test_a_read_shares_the_forced_refresh_in_flight_when_it_covers_its_write(engram, es_admin, monkeypatch):
     import threading
 
@@ -319,11 +342,13 @@ def test_a_read_shares_the_forced_refresh_in_flight_when_it_covers_its_write(eng
     with _slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
         second = engram.turn("ben", "my canoe is blue")["id"]  # written before the refresh below begins
-        refreshes, checks = _counted_refreshes(monkeypatch, freshness, before=lambda: time.sleep(0.5))
+        following = _watched_flights(monkeypatch, freshness)
+        # The leader's refresh begins only once the second read waits for it.
+        refreshes, checks = _counted_refreshes(monkeypatch, freshness, before=lambda: following.wait(5))
         writer = writer_es_client()
         leader = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: first}))
         leader.start()
-        time.sleep(0.1)  # the leader's refresh is in flight (it begins in 0.5 s)
+        _until(lambda: freshness._flights)  # the leader's refresh is in flight
         freshness._refresh_shared(writer, {index: second})
         leader.join()
         # One refresh made both searchable; the second read waited for it and checked its turn.
@@ -342,19 +367,17 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     with _slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
         landed = threading.Event()
+        following = _watched_flights(monkeypatch, freshness)
         refreshes, checks = _counted_refreshes(monkeypatch, freshness,
                                                after=lambda: landed.wait(5) if len(refreshes) == 1 else None)
         writer = writer_es_client()
         leader = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: first}))
         leader.start()
-        for _ in range(100):  # the leader's refresh has run and it is still in flight
-            if refreshes:
-                break
-            time.sleep(0.05)
+        _until(lambda: refreshes)  # the leader's refresh has run and it is still in flight
         later = engram.turn("ben", "my canoe is blue")["id"]  # not covered by that refresh
         follower = threading.Thread(target=freshness._refresh_shared, args=(writer, {index: later}))
         follower.start()
-        time.sleep(0.2)  # the follower waits for the flight
+        assert following.wait(5)  # the follower waits for the flight
         landed.set()
         leader.join()
         follower.join()
