@@ -61,3 +61,19 @@ def _drop_run_indices():
 def pytest_collection_modifyitems(config, items):
     # Tests that stop or restart services run last, so a slow restart delays nobody else.
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+
+
+@pytest.fixture
+def shared_redis_cache():
+    """The shared Redis cache the product runs with (``memory_app.config.cache``), on the Redis
+    scripts/test starts (its database 4); skipped without one. Tests of this process's default
+    cache get the same code paths with a process-local cache instead."""
+    import os
+
+    from django.core.cache import CacheHandler
+
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker.startswith("redis://"):
+        pytest.skip("no Redis: scripts/test starts one")
+    return CacheHandler({"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+                                     "LOCATION": broker.rsplit("/", 1)[0] + "/4"}})["default"]

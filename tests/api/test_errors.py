@@ -287,34 +287,16 @@ def test_rate_limit_per_token_with_retry_after(make_token, settings):
     assert second.post("/api/v1/subjects/nobody/recall", {"query": "x"}, format="json").status_code == 404
 
 
-def _throttle_caches():
-    """The caches the per-token limit runs on: this process's (the tests' default) and, when
-    scripts/test has started Redis, the shared Redis cache the product runs with."""
-    import os
-
-    from django.core.cache import CacheHandler, caches
-
-    found = [caches["default"]]
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    if broker.startswith("redis://"):
-        location = broker.rsplit("/", 1)[0] + "/4"
-        found.append(CacheHandler({"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
-                                               "LOCATION": location}})["default"])
-    return found
-
-
-@pytest.mark.parametrize("cache_index", [0, 1], ids=["process cache", "shared Redis"])
-def test_the_rate_limit_holds_for_concurrent_requests_of_one_token(cache_index, monkeypatch, settings):
+@pytest.mark.parametrize("shared", [False, True], ids=["process cache", "shared Redis"])
+def test_the_rate_limit_holds_for_concurrent_requests_of_one_token(shared, request, monkeypatch, settings):
     import uuid
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
     from memory_app.api.auth import TokenRateThrottle
 
-    found = _throttle_caches()
-    if cache_index >= len(found):
-        pytest.skip("no Redis: scripts/test starts one")
-    monkeypatch.setattr(TokenRateThrottle, "cache", found[cache_index])
+    if shared:
+        monkeypatch.setattr(TokenRateThrottle, "cache", request.getfixturevalue("shared_redis_cache"))
     clock = [1_000_000.0]
     monkeypatch.setattr(TokenRateThrottle, "timer", lambda self: clock[0])
     settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "50/minute"}

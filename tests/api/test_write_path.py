@@ -390,22 +390,14 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
 
 @pytest.mark.parametrize("shared", [False, True], ids=["process cache", "shared Redis"])
 def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read(engram, es_admin, monkeypatch,
-                                                                                   settings, shared):
-    import os
+                                                                                   settings, shared, request):
     import uuid
-
-    from django.core.cache import CacheHandler
 
     from memory_app import freshness
 
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     if shared:
-        broker = os.environ.get("CELERY_BROKER_URL", "")
-        if not broker.startswith("redis://"):
-            pytest.skip("no Redis: scripts/test starts one")
-        monkeypatch.setattr(freshness, "cache", CacheHandler({"default": {
-            "BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": broker.rsplit("/", 1)[0] + "/4"}})[
-            "default"])
+        monkeypatch.setattr(freshness, "cache", request.getfixturevalue("shared_redis_cache"))
     who = f"lea-{uuid.uuid4().hex[:8]}"
     with _slow_refresh(es_admin):
         engram.turn(who, "my kayak is red")
