@@ -22,11 +22,11 @@ a mark set again while the read refreshed (a write of the same end-user landing 
 for the next read (compare-and-delete: one Redis script, or a lock in a cache of this process).
 
 Under load many reads find their end-user's last write not searchable yet, and each forced refresh
-queues on the node's one refresh thread. So a process sends one forced refresh of an index at a
-time (``_refresh_shared``): a read that needs one while another is in flight waits for it, asks
-again whether its document is searchable (the in-flight refresh covers every write acknowledged
-before it began) and refreshes only if not (docs/performance.md, "A turn's write path, and forced
-refreshes shared").
+queues on the node's one refresh thread. So one forced refresh of an index is in flight at a time
+(``_refresh_shared``), in this process and, through the shared cache, in every server process: a
+read that needs one while another is in flight waits for it, asks again whether its document is
+searchable (the in-flight refresh covers every write acknowledged before it began) and refreshes
+only if not (docs/performance.md, "A turn's write path, and forced refreshes shared").
 """
 
 from __future__ import annotations
@@ -166,10 +166,10 @@ def _refresh_now(writer, indices: str) -> None:
 
 def _refresh_shared(writer, named: dict[str, str]) -> None:
     """Make each document of ``named`` (index -> its newest pending document) searchable with at
-    most one forced refresh of those indices in flight in this process: a caller that finds one
-    in flight waits for it (up to ES_REQUEST_TIMEOUT), then refreshes only if its documents are
-    still not searchable (written after that refresh began). The document's own get decides, so
-    no clock is trusted."""
+    most one forced refresh of those indices in flight: a caller that finds one in flight, in this
+    process or another (``_lead``), waits for it (up to ES_REQUEST_TIMEOUT), then refreshes only
+    if its documents are still not searchable (written after that refresh began). The document's
+    own get decides, so no clock is trusted."""
     key = ",".join(sorted(named))
     while True:
         with _flights_lock:
@@ -179,18 +179,56 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
                 flight = _flights[key] = _Flight()
         if leading:
             try:
-                _refresh_now(writer, key)
+                covered = _lead(writer, key)
             finally:
                 with _flights_lock:
                     del _flights[key]
                 flight.done.set()
-            return
-        flight.done.wait(timeout=settings.ES_REQUEST_TIMEOUT)
+            if covered:
+                return
+        else:
+            flight.done.wait(timeout=settings.ES_REQUEST_TIMEOUT)
         named = {index: memory_id for index, memory_id in named.items()
                  if not _searchable(writer, index=index, memory_id=memory_id)}
         if not named:
             return
         key = ",".join(sorted(named))
+
+
+# A forced refresh in flight in some server process: its key holds the leader's token meanwhile
+# (expiring after ES_REQUEST_TIMEOUT, should the leader die). Released only by its leader.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+"""
+_FLIGHT_POLL_SECONDS = 0.005  # how often a read waiting for another process's refresh asks the cache
+
+
+def _lead(writer, indices: str) -> bool:
+    """Refresh ``indices``, unless another server process has a refresh of them in flight (the
+    shared cache says so): then wait until it is done instead. Returns True when this call
+    refreshed (every write acknowledged before is searchable), False when it waited for another
+    process's refresh, which may have begun before the caller's write (the caller asks again)."""
+    if (redis := _redis()) is None:  # a cache of this process alone: no other process to share with
+        _refresh_now(writer, indices)
+        return True
+    key, token = cache.make_key(f"engram:refresh-flight:{indices}"), uuid4().hex
+    timeout = settings.ES_REQUEST_TIMEOUT
+    while True:
+        if redis.set(key, token, nx=True, px=max(1, int(timeout * 1000))):
+            try:
+                _refresh_now(writer, indices)
+            finally:
+                cache.redis_script(_RELEASE)(keys=[key], args=[token])
+            return True
+        if (other := redis.get(key)) is not None:  # (None: released meanwhile, so try to lead)
+            _other_flight_wait(redis, key, other, deadline=time.monotonic() + timeout)
+            return False
+
+
+def _other_flight_wait(redis, key: str, flight: bytes, *, deadline: float) -> None:
+    """Wait until the flight ``key`` names is no longer ``flight`` (done, or expired)."""
+    while redis.get(key) == flight and time.monotonic() < deadline:
+        time.sleep(_FLIGHT_POLL_SECONDS)
 
 
 def _searchable(writer, *, index: str, memory_id: str) -> bool:

@@ -388,6 +388,69 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     assert freshness._flights == {}
 
 
+def _another_process_refreshing(monkeypatch, freshness, cache, index):
+    """Hold the shared cache's flight of ``index`` as another server process's refresh would; an
+    event set once a read waits for it. Returns (that process's flight key, the event)."""
+    import threading
+
+    monkeypatch.setattr(freshness, "cache", cache)
+    key = cache.make_key(f"engram:refresh-flight:{index}")
+    cache.redis_client().set(key, b"another-process", px=60_000)
+    waiting, real = threading.Event(), freshness._other_flight_wait
+
+    def wait(redis, key, flight, *, deadline):
+        waiting.set()
+        real(redis, key, flight, deadline=deadline)
+
+    monkeypatch.setattr(freshness, "_other_flight_wait", wait)
+    return key, waiting
+
+
+def test_a_read_shares_another_processs_forced_refresh_in_flight(engram, es_admin, monkeypatch, shared_redis_cache):
+    import threading
+
+    from memory_app import freshness
+    from tenants.services import writer_es_client
+
+    with _slow_refresh(es_admin) as index:
+        turn = engram.turn("ann", "my kayak is red")["id"]
+        key, waiting = _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index)
+        refreshes, checks = _counted_refreshes(monkeypatch, freshness)
+        read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
+        read.start()
+        assert waiting.wait(5)  # the read waits for the other process's refresh instead of sending one
+        es_admin.indices.refresh(index=index)  # that refresh, begun after the turn was written
+        shared_redis_cache.redis_client().delete(key)  # and done
+        read.join(5)
+        assert not read.is_alive()
+        assert refreshes == []
+        assert checks == [turn]  # it asked again, and its turn was searchable
+
+
+def test_a_read_refreshes_after_another_processs_refresh_that_did_not_cover_its_write(
+        engram, es_admin, monkeypatch, shared_redis_cache):
+    import threading
+
+    from memory_app import freshness
+    from tenants.services import writer_es_client
+
+    with _slow_refresh(es_admin) as index:
+        turn = engram.turn("ann", "my kayak is red")["id"]
+        key, waiting = _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index)
+        refreshes, checks = _counted_refreshes(monkeypatch, freshness)
+        read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
+        read.start()
+        assert waiting.wait(5)
+        shared_redis_cache.redis_client().delete(key)  # the other refresh is done; it began before the turn
+        read.join(5)
+        assert not read.is_alive()
+        assert refreshes == [index]  # so the read sent its own
+        assert checks == [turn]
+        assert es_admin.count(index=index, query={"ids": {"values": [turn]}})["count"] == 1
+        assert shared_redis_cache.redis_client().get(key) is None  # and released its flight
+    assert freshness._flights == {}
+
+
 @pytest.mark.parametrize("shared", [False, True], ids=["process cache", "shared Redis"])
 def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read(engram, es_admin, monkeypatch,
                                                                                    settings, shared, request):
