@@ -188,14 +188,16 @@ def test_a_write_without_an_idempotency_key_is_not_resent_after_a_timeout(make_t
 
 def _everywhere(es_admin, *needles: str) -> list[str]:
     """Where any of ``needles`` is still found: every field of every row of every Django model,
-    and every (non-system) Elasticsearch index."""
+    and every (non-system) Elasticsearch index, after a refresh of this test's own (a refresh of
+    every index would make other test processes' writes searchable while they assert they are not)."""
+    from django.conf import settings
     found = []
     for model in apps.get_models():
         for row in model._base_manager.all():
             for field in model._meta.concrete_fields:
                 value = json.dumps(field.value_from_object(row), default=str)
                 found += [f"{model.__name__}.{field.name}" for n in needles if n in value]
-    es_admin.indices.refresh(index="*")
+    es_admin.indices.refresh(index=f"{settings.ES_INDEX_PREFIX}*")
     for needle in needles:
         hits = es_admin.search(index="*", query={"query_string": {"query": f'"{needle}"', "default_field": "*"}},
                                size=10)["hits"]["hits"]
@@ -388,9 +390,11 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     assert freshness._flights == {}
 
 
+@contextmanager
 def _another_process_refreshing(monkeypatch, freshness, cache, index):
     """Hold the shared cache's flight of ``index`` as another server process's refresh would; an
-    event set once a read waits for it. Returns (that process's flight key, the event)."""
+    event set once a read waits for it. Yields (that process's flight key, the event); the key is
+    gone afterwards, whatever the test did."""
     import threading
 
     monkeypatch.setattr(freshness, "cache", cache)
@@ -403,10 +407,14 @@ def _another_process_refreshing(monkeypatch, freshness, cache, index):
         real(redis, key, flight, deadline=deadline)
 
     monkeypatch.setattr(freshness, "_other_flight_wait", wait)
-    return key, waiting
+    try:
+        yield key, waiting
+    finally:
+        cache.redis_client().delete(key)
 
 
-def test_a_read_shares_another_processs_forced_refresh_in_flight(engram, es_admin, monkeypatch, shared_redis_cache):
+def test_a_read_shares_a_forced_refresh_in_flight_in_another_process(engram, es_admin, monkeypatch,
+                                                                       shared_redis_cache):
     import threading
 
     from memory_app import freshness
@@ -414,20 +422,20 @@ def test_a_read_shares_another_processs_forced_refresh_in_flight(engram, es_admi
 
     with _slow_refresh(es_admin) as index:
         turn = engram.turn("ann", "my kayak is red")["id"]
-        key, waiting = _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index)
-        refreshes, checks = _counted_refreshes(monkeypatch, freshness)
-        read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
-        read.start()
-        assert waiting.wait(5)  # the read waits for the other process's refresh instead of sending one
-        es_admin.indices.refresh(index=index)  # that refresh, begun after the turn was written
-        shared_redis_cache.redis_client().delete(key)  # and done
-        read.join(5)
-        assert not read.is_alive()
-        assert refreshes == []
-        assert checks == [turn]  # it asked again, and its turn was searchable
+        with _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index) as (key, waiting):
+            refreshes, checks = _counted_refreshes(monkeypatch, freshness)
+            read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
+            read.start()
+            assert waiting.wait(5)  # the read waits for the other process's refresh instead of sending one
+            es_admin.indices.refresh(index=index)  # that refresh, begun after the turn was written
+            shared_redis_cache.redis_client().delete(key)  # and done
+            read.join(5)
+            assert not read.is_alive()
+            assert refreshes == []
+            assert checks == [turn]  # it asked again, and its turn was searchable
 
 
-def test_a_read_refreshes_after_another_processs_refresh_that_did_not_cover_its_write(
+def test_a_read_refreshes_itself_when_another_process_refreshed_before_its_write(
         engram, es_admin, monkeypatch, shared_redis_cache):
     import threading
 
@@ -436,18 +444,18 @@ def test_a_read_refreshes_after_another_processs_refresh_that_did_not_cover_its_
 
     with _slow_refresh(es_admin) as index:
         turn = engram.turn("ann", "my kayak is red")["id"]
-        key, waiting = _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index)
-        refreshes, checks = _counted_refreshes(monkeypatch, freshness)
-        read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
-        read.start()
-        assert waiting.wait(5)
-        shared_redis_cache.redis_client().delete(key)  # the other refresh is done; it began before the turn
-        read.join(5)
-        assert not read.is_alive()
-        assert refreshes == [index]  # so the read sent its own
-        assert checks == [turn]
-        assert es_admin.count(index=index, query={"ids": {"values": [turn]}})["count"] == 1
-        assert shared_redis_cache.redis_client().get(key) is None  # and released its flight
+        with _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index) as (key, waiting):
+            refreshes, checks = _counted_refreshes(monkeypatch, freshness)
+            read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
+            read.start()
+            assert waiting.wait(5)
+            shared_redis_cache.redis_client().delete(key)  # the other refresh is done; it began before the turn
+            read.join(5)
+            assert not read.is_alive()
+            assert refreshes == [index]  # so the read sent its own
+            assert checks == [turn]
+            assert es_admin.count(index=index, query={"ids": {"values": [turn]}})["count"] == 1
+            assert shared_redis_cache.redis_client().get(key) is None  # and released its flight
     assert freshness._flights == {}
 
 
