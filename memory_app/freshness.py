@@ -196,10 +196,8 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
 
 
 # A forced refresh in flight in some server process: its key holds the leader's token meanwhile
-# (expiring after ES_REQUEST_TIMEOUT, should the leader die). Released only by its leader.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-"""
+# (expiring after ES_REQUEST_TIMEOUT, should the leader die). Released only by its leader
+# (``_CLEAR_UNCHANGED``: deleted if it still holds that token).
 _FLIGHT_POLL_SECONDS = 0.005  # how often a read waiting for another process's refresh asks the cache
 
 
@@ -218,7 +216,7 @@ def _lead(writer, indices: str) -> bool:
             try:
                 _refresh_now(writer, indices)
             finally:
-                cache.redis_script(_RELEASE)(keys=[key], args=[token])
+                cache.redis_script(_CLEAR_UNCHANGED)(keys=[key], args=[token])
             return True
         if (other := redis.get(key)) is not None:  # (None: released meanwhile, so try to lead)
             _other_flight_wait(redis, key, other, deadline=time.monotonic() + timeout)
