@@ -413,8 +413,9 @@ def _another_process_refreshing(monkeypatch, freshness, cache, index):
         cache.redis_client().delete(key)
 
 
-def test_a_read_shares_a_forced_refresh_in_flight_in_another_process(engram, es_admin, monkeypatch,
-                                                                       shared_redis_cache):
+@pytest.mark.parametrize("covered", [True, False], ids=["it began after the turn", "it began before the turn"])
+def test_a_read_waits_for_a_forced_refresh_in_flight_in_another_process(engram, es_admin, monkeypatch,
+                                                                        shared_redis_cache, covered):
     import threading
 
     from memory_app import freshness
@@ -427,33 +428,14 @@ def test_a_read_shares_a_forced_refresh_in_flight_in_another_process(engram, es_
             read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
             read.start()
             assert waiting.wait(5)  # the read waits for the other process's refresh instead of sending one
-            es_admin.indices.refresh(index=index)  # that refresh, begun after the turn was written
+            if covered:
+                es_admin.indices.refresh(index=index)  # that refresh, begun after the turn was written
             shared_redis_cache.redis_client().delete(key)  # and done
             read.join(5)
             assert not read.is_alive()
-            assert refreshes == []
-            assert checks == [turn]  # it asked again, and its turn was searchable
-
-
-def test_a_read_refreshes_itself_when_another_process_refreshed_before_its_write(
-        engram, es_admin, monkeypatch, shared_redis_cache):
-    import threading
-
-    from memory_app import freshness
-    from tenants.services import writer_es_client
-
-    with _slow_refresh(es_admin) as index:
-        turn = engram.turn("ann", "my kayak is red")["id"]
-        with _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index) as (key, waiting):
-            refreshes, checks = _counted_refreshes(monkeypatch, freshness)
-            read = threading.Thread(target=freshness._refresh_shared, args=(writer_es_client(), {index: turn}))
-            read.start()
-            assert waiting.wait(5)
-            shared_redis_cache.redis_client().delete(key)  # the other refresh is done; it began before the turn
-            read.join(5)
-            assert not read.is_alive()
-            assert refreshes == [index]  # so the read sent its own
-            assert checks == [turn]
+            assert checks == [turn]  # it asked again whether its turn was searchable
+            # and sent a refresh of its own only when the other one began before the turn
+            assert refreshes == ([] if covered else [index])
             assert es_admin.count(index=index, query={"ids": {"values": [turn]}})["count"] == 1
             assert shared_redis_cache.redis_client().get(key) is None  # and released its flight
     assert freshness._flights == {}
