@@ -201,6 +201,11 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
 _FLIGHT_POLL_SECONDS = 0.005  # how often a read waiting for another process's refresh asks the cache
 
 
+def _flight_key(indices: str) -> str:
+    """The shared cache's key (made, with the cache's prefix) of a forced refresh of ``indices`` in flight."""
+    return cache.make_key(f"engram:refresh-flight:{indices}")
+
+
 def _lead(writer, indices: str) -> bool:
     """Refresh ``indices``, unless another server process has a refresh of them in flight (the
     shared cache says so): then wait until it is done instead. Returns True when this call
@@ -209,7 +214,7 @@ def _lead(writer, indices: str) -> bool:
     if (redis := _redis()) is None:  # a cache of this process alone: no other process to share with
         _refresh_now(writer, indices)
         return True
-    key, token = cache.make_key(f"engram:refresh-flight:{indices}"), uuid4().hex
+    key, token = _flight_key(indices), uuid4().hex
     timeout = settings.ES_REQUEST_TIMEOUT
     while True:
         if redis.set(key, token, nx=True, px=max(1, int(timeout * 1000))):

@@ -398,7 +398,7 @@ def _another_process_refreshing(monkeypatch, freshness, cache, index):
     import threading
 
     monkeypatch.setattr(freshness, "cache", cache)
-    key = cache.make_key(f"engram:refresh-flight:{index}")
+    key = freshness._flight_key(index)
     cache.redis_client().set(key, b"another-process", px=60_000)
     waiting, real = threading.Event(), freshness._other_flight_wait
 
