@@ -6,6 +6,7 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
+        from memory_app import checks  # noqa: F401  (registers the system checks)
         from engram_core.es.schema import EmbedderSource, register_embedder
         from memory_app.embeddings import get_embedder
         from memory_app.services import vectors_rebuild

@@ -1,12 +1,13 @@
 """Read-your-writes without waiting for a refresh on the write's response path.
 
-Turns, and the episodes, facts and playbooks created through the API and MCP, are stored without
-``refresh=wait_for`` (the write is durable once acknowledged; only its visibility to search waits
-for the next refresh, up to ``refresh_interval``). Each marks the subject "refresh pending" for
-its memory type in the shared cache (Redis when configured, so every worker process sees it);
-the subject's next read (recall, export, a listing) finds the marks and refreshes those indices
-first, and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS`` the periodic refresh has made the write
-visible anyway (a search-idle shard refreshes before it answers a search), so the mark expires.
+Turns, the episodes, facts and playbooks created through the API and MCP, playbook outcomes
+and replayed writes are stored without a refresh (the write is durable once acknowledged; only
+its visibility to search waits for the next refresh, up to ``ES_REFRESH_INTERVAL``). Each marks
+the subject "refresh pending" for its memory type in the shared cache (Redis when configured, so
+every worker process sees it); the subject's next read (recall, export, a listing) finds the
+marks and refreshes those indices first, and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS``
+(longer than the interval: a system check, memory_app.checks) the periodic refresh has made the
+write visible anyway, so the mark expires.
 
 The mark names the pending document when the write created it (a turn's episode, a new fact).
 The read then first asks whether the periodic refresh has already made it searchable (a

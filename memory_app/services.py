@@ -6,7 +6,10 @@ Contracts shared by every service here:
   (tenant_id/user_id come from the subject, never from the caller's payload).
 - Before an existing document is updated or deleted, it is read through the subject's own
   document-level-security key: what the subject cannot see does not exist for it (NotFound).
-- A write returns once a following recall can see it (refresh ``wait_for``).
+- A write returns once a following recall can see it: it refreshes the index itself (``refresh=True``,
+  not ``wait_for``, which would hold the answer until the periodic refresh, up to
+  ``ES_REFRESH_INTERVAL``), or, with ``defer_refresh``, marks the subject so that its next read
+  refreshes first (memory_app.freshness).
 - A multi-document operation that fails part-way undoes what it did before raising.
 """
 
@@ -309,7 +312,7 @@ _CREATE_IDENTITY = ("tenant_id", "user_id", "memory_type", "text", "title", "tri
 
 
 def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict[str, Any],
-           refresh: str | bool = "wait_for") -> dict[str, Any]:
+           refresh: bool = True) -> dict[str, Any]:
     """Create the document in ``tenant``'s indices. A document already under ``memory_id`` with the
     same content from the same end-user is this write applied before (a retry): it is returned as
     it is. Any other document there is a Conflict."""
@@ -384,7 +387,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     if defer_refresh:
         refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
     return _store(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
-                  refresh=False if defer_refresh else "wait_for")
+                  refresh=not defer_refresh)
 
 
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
@@ -441,7 +444,7 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
                                code="invalid_ids")
     # Deferred: the next read refreshes. A creation names its document (searchable => visible);
     # a supersession also updates older documents after it, so it names none.
-    refresh: str | bool = False if defer_refresh else "wait_for"
+    refresh = not defer_refresh
     if not old_ids:
         if defer_refresh:
             refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
@@ -464,7 +467,9 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
     try:
         for visible in old.values():
             done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                                         now=now, refresh=refresh))
+                                         now=now))
+        if refresh:  # one refresh makes the new document and every mark visible
+            writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
     except (ApiError, NotFound, Conflict) as exc:
         _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
@@ -475,9 +480,9 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
 
 
 def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
-                     now: datetime, refresh: str | bool = "wait_for", attempts: int = 20) -> selectors.Visible:
-    """Append ``memory_id`` to the old document's ``superseded_by``; returns the document as it was
-    just before (what an undo restores). Recall bumps use counts at any time, which changes the
+                     now: datetime, attempts: int = 20) -> selectors.Visible:
+    """Append ``memory_id`` to the old document's ``superseded_by`` (not refreshed: the caller
+    refreshes once, or defers); returns the document as it was just before (what an undo restores). Recall bumps use counts at any time, which changes the
     sequence number: on a conflict, re-read through the subject's key and try again."""
     for _attempt in range(attempts):
         previous = visible.source.get("superseded_by") or []
@@ -485,7 +490,7 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
             return visible
         try:
             writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
-                          if_primary_term=visible.primary_term, refresh=refresh,
+                          if_primary_term=visible.primary_term,
                           doc={"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()})
             return visible
         except ConflictError:
@@ -501,10 +506,10 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
 def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[selectors.Visible]) -> None:
     """Compensate a supersession that failed part-way: restore the old docs, drop the new one."""
     for visible in done:
-        writer.update(index=visible.index, id=visible.id, refresh="wait_for",
+        writer.update(index=visible.index, id=visible.id,
                       doc={"superseded_by": visible.source.get("superseded_by"),
                            "superseded_at": visible.source.get("superseded_at")})
-    writer.options(ignore_status=404).delete(index=new_index, id=new_id, refresh="wait_for")
+    writer.options(ignore_status=404).delete(index=new_index, id=new_id, refresh=True)
 
 
 def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict | None = None,
@@ -524,8 +529,10 @@ _OUTCOME_IDS_KEPT = 100
 
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
                             refined_steps: str | None = None, operation_id: str | None = None,
-                            episode_id: str | None = None, actor: Any = "agent") -> dict[str, Any]:
-    """Count one success or failure of a playbook; optionally store refined steps.
+                            episode_id: str | None = None, actor: Any = "agent",
+                            defer_refresh: bool = False) -> dict[str, Any]:
+    """Count one success or failure of a playbook; optionally store refined steps. With
+    ``defer_refresh``, the subject's next read refreshes (memory_app.freshness) instead of this call.
 
     Increments are exact under concurrency (optimistic concurrency control, retried). The count is
     idempotent when the outcome is identified: by ``operation_id`` (fixed when the write was
@@ -558,8 +565,10 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
         if episode_id is not None:
             update["supporting_episode_ids"] = [*supporting, episode_id]
         try:
+            if defer_refresh:
+                refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
-                          if_primary_term=visible.primary_term, refresh="wait_for")
+                          if_primary_term=visible.primary_term, refresh=not defer_refresh)
         except ConflictError:
             continue
         audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
@@ -593,7 +602,7 @@ def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str]
             update["confidence"] = min(1.0, float(src.get("confidence") or 0.0) + confidence_step * len(new))
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
-                          if_primary_term=visible.primary_term, refresh="wait_for")
+                          if_primary_term=visible.primary_term, refresh=True)
         except ConflictError:
             continue
         return {"id": visible.id, **src, **update}, True
@@ -607,12 +616,14 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
     new = selectors.visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
     old_ids = list(new.source.get("supersedes") or [])
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
-    writer = write_target(tenant=subject.tenant)[0]
+    writer, prefix = write_target(tenant=subject.tenant)
     marked = 0
     for visible in old.values():
         if memory_id not in (visible.source.get("superseded_by") or []):
             _mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id, now=_now())
             marked += 1
+    if marked:
+        writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
     return marked
 
 
@@ -625,8 +636,10 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         # the other order could leave its text in a follower's context with nothing left to forget.
         _context_forget(subject=subject, memory_id=memory_id)
     try:
-        write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh="wait_for")
+        write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh=True)
     except NotFoundError:
+        # Forgotten meanwhile; the redacted contexts written above still become visible now.
+        write_target(tenant=subject.tenant)[0].indices.refresh(index=visible.index)
         raise memory_not_found(memory_id) from None
     if visible.memory_type is MemoryType.SEMANTIC:
         usage_forget(memory_ids=[visible.id])
@@ -699,9 +712,10 @@ def _context_forget(*, subject: Subject, memory_id: str) -> None:
     vectors = derived.episode_vectors([(dep["text"], [texts[i] for i in update["context_ids"] or ()])
                                        for dep, update in zip(dependents, updates, strict=True)])
     # A dependent forgotten meanwhile is fine (404). One client for the loop: ``.options()`` builds one per call.
+    # Not refreshed one by one: the forget's delete, right after, refreshes the same index.
     writer = write_target(tenant=subject.tenant)[0].options(ignore_status=404)
     for dep, update, vector in zip(dependents, updates, vectors, strict=True):
-        writer.update(index=index, id=dep["id"], doc={**update, **vector}, refresh="wait_for")
+        writer.update(index=index, id=dep["id"], doc={**update, **vector})
 
 
 def vectors_rebuild(es: Elasticsearch, index: str, memory_type: MemoryType, hits: list[dict[str, Any]]) -> None:

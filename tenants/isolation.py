@@ -321,7 +321,7 @@ def _seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> World:
             docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.SEMANTIC,
                                   alias=alias_name(MemoryType.SEMANTIC, prefix=tprefix), tenant_id=who.tenant_id,
                                   user_id=who.user_id, marker=who.marker, vector=_vector(rng, dims), superseded=True))
-    _bulk_by_prefix(docs, lambda d: _action(d, now), refresh="wait_for")
+    _bulk_by_prefix(docs, lambda d: _action(d, now), refresh=True)
     aliases = [a for t in tenants for a in all_aliases(prefix=index_prefix_for(tenant=t))]
     concrete = sorted(admin_client().indices.get_alias(name=",".join(dict.fromkeys(aliases))))
     return World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs, concrete_indices=concrete)
@@ -366,7 +366,7 @@ def _teardown(world: World) -> None:
     # Errors are not raised: a document a (failed) probe managed to delete is already gone,
     # and the caller drops the throwaway indices anyway.
     _bulk_by_prefix(world.docs, lambda d: {"_op_type": "delete", "_index": d.alias, "_id": d.id},
-                    refresh="wait_for", raise_on_error=False)
+                    refresh=True, raise_on_error=False)
 
 
 # ---------------------------------------------------------------- probes
@@ -731,12 +731,12 @@ def _probe_score_drift(world: World, rec: ProbeRecorder, who: SeededSubject, es:
         helpers.bulk(writer, ({"_op_type": "index", "_index": target, "_id": i, "_source": {
             **memory_scope(subject=writer_side.subject), "memory_type": "episodic", "source": "isolation-probe",
             "text": f"{who.marker} {who.marker} memory planted by another tenant"}} for i in planted),
-            refresh="wait_for")
+            refresh=True)
         try:
             after = scores()
         finally:
             helpers.bulk(writer, ({"_op_type": "delete", "_index": target, "_id": i} for i in planted),
-                         refresh="wait_for", raise_on_error=False)
+                         refresh=True, raise_on_error=False)
         if before != after:
             moved = sum(1 for b, a in zip(before, after, strict=False) if b != a)
             p.figure(f"{moved} _score(s) of own documents moved when another tenant wrote (e.g. "

@@ -171,7 +171,7 @@ def _remove_copies(es: Elasticsearch, *, tenant: Tenant, prefix: str) -> int:
         while ids := [h["_id"] for h in helpers.scan(es, index=alias, size=1000,
                                                      query={"query": _tenant_query(tenant), "_source": False})]:
             ok, errors = helpers.bulk(es, ({"_op_type": "delete", "_index": alias, "_id": i} for i in ids),
-                                      raise_on_error=False, refresh="wait_for")
+                                      raise_on_error=False, refresh=True)
             if not ok:
                 raise MoveFailed("old copies could not be removed; run the move again",
                                  details={"first_error": str(errors[:1])[:300]})

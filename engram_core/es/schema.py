@@ -203,13 +203,42 @@ def _vector_properties(dims: int) -> dict:
     return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}
 
 
+# Index settings that Elasticsearch changes on a live index: they are left out of the schema hash
+# (changing one is no reason for a new index and a copy of every document) and ``ensure_indices``
+# puts the configured value on the current index in place.
+DYNAMIC_SETTINGS = ("refresh_interval",)
+
+
+def _hash(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class IndexDefinition:
     body: dict
 
+    def _index_settings(self) -> dict:
+        return self.body.get("settings", {}).get("index", {})
+
+    def _with_index_settings(self, index_settings: dict) -> dict:
+        return {**self.body, "settings": {**self.body.get("settings", {}), "index": index_settings}}
+
     @property
     def schema_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.body, sort_keys=True).encode()).hexdigest()[:16]
+        static = {k: v for k, v in self._index_settings().items() if k not in DYNAMIC_SETTINGS}
+        return _hash(self._with_index_settings(static))
+
+    def legacy_hash(self, *, refresh_interval: str | None) -> str:
+        """The hash as recorded before dynamic settings were left out of it (every index created
+        until 2026-12-01): the whole body, with the refresh interval the index was created with."""
+        index_settings = {k: v for k, v in self._index_settings().items() if k not in DYNAMIC_SETTINGS}
+        if refresh_interval is not None:
+            index_settings["refresh_interval"] = refresh_interval
+        return _hash(self._with_index_settings(index_settings))
+
+    @property
+    def dynamic_settings(self) -> dict:
+        return {k: v for k, v in self._index_settings().items() if k in DYNAMIC_SETTINGS}
 
 
 def index_definition(*, dims: int | None = None) -> IndexDefinition:
@@ -314,9 +343,16 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
         same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
         bound = bindings[current]
         complete = all(bound.get(alias_name(t, prefix=prefix), {}).get("filter") == type_filter(t) for t in MemoryType)
-        if recorded.get("engram_schema_hash") == definition.schema_hash and same_space and complete:
-            if "engram_vector_space" not in recorded:  # written before the record existed: add it
+        live = _live_dynamic_settings(es, current)
+        hashes = {definition.schema_hash, definition.legacy_hash(refresh_interval=live.get("refresh_interval"))}
+        if recorded.get("engram_schema_hash") in hashes and same_space and complete:
+            if recorded.get("engram_schema_hash") != definition.schema_hash or "engram_vector_space" not in recorded:
+                # Recorded before the hash left dynamic settings out, or before the space was recorded.
                 es.indices.put_mapping(index=current, meta={**recorded, **meta})
+            changed = {k: v for k, v in definition.dynamic_settings.items() if live.get(k) != v}
+            if changed:
+                es.indices.put_settings(index=current, settings={"index": changed})
+                log.info("%s: %s set in place", current, ", ".join(f"{k}={v}" for k, v in changed.items()))
             return [SetupResult(alias=a, index=current, action="unchanged") for a in aliases]
     revector = None
     if (recorded_space := _recorded_space(es, list(bindings))) != space:
@@ -324,6 +360,12 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
                     recorded_space or "several spaces", space)
         revector = _embedder().revector
     return _migrate(es, prefix, bindings, body, rekey=rekey, revector=revector)
+
+
+def _live_dynamic_settings(es: Elasticsearch, index: str) -> dict:
+    """The index's current values of the dynamic settings (those it was given explicitly)."""
+    found = es.indices.get_settings(index=index, name=",".join(f"index.{k}" for k in DYNAMIC_SETTINGS))
+    return found[index]["settings"].get("index", {})
 
 
 def _recorded_space(es: Elasticsearch, indices: list[str]) -> str | None:

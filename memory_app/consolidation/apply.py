@@ -100,7 +100,7 @@ def episodes_mark_consolidated(*, subject: Subject, episodes: list[PendingEpisod
                 "if_primary_term": p.primary_term, "doc": {"consolidated_at": now}} for p in episodes)
     stamped = 0
     for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False,
-                                           raise_on_exception=True, refresh="wait_for"):
+                                           raise_on_exception=True, refresh=True):
         status = item["update"].get("status")
         if ok:
             stamped += 1

@@ -56,7 +56,8 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
     if operation is Op.OUTCOME:
         memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
                                                   refined_steps=p.get("refined_steps"),
-                                                  operation_id=p.get("operation_id"), actor=actor)
+                                                  operation_id=p.get("operation_id"), actor=actor,
+                                                  defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.FORGET:
         services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)

@@ -14,11 +14,12 @@ from django.utils import timezone
 from engram_core.errors import Conflict, EngramError, NotFound
 from engram_core.es.schema import MemoryType
 from memory_app import selectors
+from memory_app.freshness import refresh_ensure
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.outage import is_outage
-from tenants.models import AgentToken, AuditEvent
+from tenants.models import AgentToken, AuditEvent, Tenant
 from tenants.selectors import subject_find, subject_get
 from tenants.services import audit_record, writer_es_client, writer_prefix
 
@@ -60,7 +61,7 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
         pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
         subjects = list(pending.values("tenant_id", "external_id").annotate(first=Min("id")).order_by("first"))
         for subject in subjects:
-            last_id = 0
+            last_id, applied_before = 0, report.applied
             while limit is None or done < limit:
                 entry = (pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"],
                                         id__gt=last_id)
@@ -78,12 +79,29 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
                 done += 1
                 report.applied += outcome == "done"
                 report.failed += outcome == "failed"
+            if report.applied > applied_before and not report.stopped_by_outage:
+                _subject_writes_refresh(subject["tenant_id"], subject["external_id"])
             if report.stopped_by_outage or (limit is not None and done >= limit):
                 break
     finally:
         lease_release(holder)
     report.pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING).count()
     return report
+
+
+def _subject_writes_refresh(tenant_id: int, external_id: str) -> None:
+    """Make a subject's replayed writes searchable: they were applied with their refresh deferred
+    (one refresh per subject, not one per write: a backlog of many small writes would otherwise cut
+    the index into as many segments). An erased end-user is gone, and so are its writes. Should
+    the refresh fail, the writes are stored all the same and the marks still stand: the subject's
+    next read refreshes, or the periodic refresh does."""
+    subject = subject_find(tenant=Tenant.objects.get(pk=tenant_id), external_id=external_id)
+    if subject is None:
+        return
+    try:
+        refresh_ensure(subject=subject)
+    except Exception as exc:  # noqa: BLE001  (the writes are applied; only their visibility waits)
+        log.warning("could not refresh the replayed writes of subject %s: %s", subject.pk, exc)
 
 
 def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
@@ -97,7 +115,7 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
             if not payload["episodes"]:
                 return _finish(entry, result={"ids": _import_ids(entry)})
         result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
-                             payload=payload, memory_id=entry.memory_id, actor=actor,
+                             payload=payload, memory_id=entry.memory_id, actor=actor, defer_refresh=True,
                              progress=lambda done, total: lease_renew(holder))
         if operation is Op.IMPORT:
             result = {"ids": _import_ids(entry)}
@@ -188,7 +206,7 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
             previous = visible.source.get("superseded_by") or []
             if entry.memory_id not in previous:
                 writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
-                              if_primary_term=visible.primary_term, refresh="wait_for",
+                              if_primary_term=visible.primary_term, refresh=True,
                               doc={"superseded_by": [*previous, entry.memory_id], "superseded_at": now})
     return {"id": entry.memory_id}
 

@@ -226,13 +226,59 @@ def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
 
 @contextmanager
 def _slow_refresh(es_admin):
-    """Only an explicit refresh makes a write searchable while inside (refresh interval 60 s)."""
+    """Only an explicit refresh makes a write searchable while inside (refresh interval 60 s; every
+    type's alias leads to the one index). Restored to the configured interval."""
+    from django.conf import settings as django_settings
+
     index = alias_name(MemoryType.EPISODIC)
     es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
     try:
         yield index
     finally:
-        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
+        es_admin.indices.put_settings(index=index,
+                                      settings={"index.refresh_interval": django_settings.ES_REFRESH_INTERVAL})
+
+
+def _searchable(es_admin, memory_type, memory_id) -> bool:
+    return es_admin.count(index=alias_name(memory_type), query={"ids": {"values": [memory_id]}})["count"] == 1
+
+
+def test_writes_that_answer_stored_are_searchable_without_waiting_for_the_periodic_refresh(engram, make_client,
+                                                                                           es_admin, settings):
+    """A write the API answers for is visible to the next search when it answers, by a refresh of
+    its own or at the subject's next read, never by waiting out the refresh interval: under a 60 s
+    interval each of these would take a minute with ``wait_for``."""
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 120
+    admin = make_client()
+    engram.turn("ines", "hello")
+    playbook = engram.write_playbook("ines", "router offline", "unplug it; wait 10 s; plug it in")
+    fact = engram.write_fact("ines", "Ines has a Fritzbox router.")
+    with _slow_refresh(es_admin):
+        started = time.monotonic()
+        entry = admin.create_catalog_entry("Fritzbox reset", "Hold the reset button for 10 seconds")
+        assert _searchable(es_admin, MemoryType.CATALOG, entry["id"])  # tenant-wide: refreshed by its write
+        engram.record_outcome("ines", playbook["id"], True)
+        # Deferred: the end-user's next read refreshes first and sees the new count.
+        assert engram.recall("ines", "router offline", types=["procedural"])[0]["success_count"] == 1
+        engram.forget("ines", fact["id"], reason="asked to")
+        assert not _searchable(es_admin, MemoryType.SEMANTIC, fact["id"])  # gone from search when it answers
+        assert time.monotonic() - started < 30
+
+
+def test_replayed_writes_are_searchable_when_the_replay_ends(engram, es_down, es_admin, settings):
+    """Replayed writes are applied without a refresh each (a backlog would otherwise cut the index
+    into a segment per write) and made searchable once per end-user at the end of its entries."""
+    engram.turn("ruth", "before")
+    es_down.start()
+    turn = engram.turn("ruth", "accepted while Elasticsearch was down")
+    fact = engram.write_fact("ruth", "Ruth keeps bees.")
+    es_down.restore()
+    with _slow_refresh(es_admin):
+        started = time.monotonic()
+        assert outbox_replay().applied == 2
+        assert time.monotonic() - started < 30
+        assert _searchable(es_admin, MemoryType.EPISODIC, turn["id"])
+        assert _searchable(es_admin, MemoryType.SEMANTIC, fact["id"])
 
 
 def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
@@ -594,4 +640,4 @@ def test_api_fact_and_playbook_writes_do_not_wait_for_a_refresh_yet_the_next_rea
         assert [f["id"] for f in selectors.fact_list(subject=subject)] == [new["id"]]
     finally:
         for index in indices:
-            es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
+            es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": settings.ES_REFRESH_INTERVAL})

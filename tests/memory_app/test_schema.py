@@ -325,3 +325,59 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     hits = memory_recall(subject=subject, query="How much money can we spend on the Lisbon trip?")
     assert turns[2]["id"] in [h["id"] for h in hits[:3]]
     assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
+
+
+def test_a_new_refresh_interval_is_set_on_the_live_index_without_a_copy(es_admin, es_prefix, settings):
+    """The refresh interval is a dynamic setting: changing it (or upgrading from a release whose
+    schema hash included it) sets it on the current index, with no new version and no copy."""
+    index = f"{index_base()}-v1"
+    # As a release before 2026-12-01 left it: created at 250ms, its hash over the whole body.
+    legacy = index_definition().legacy_hash(refresh_interval="250ms")
+    assert legacy != index_definition().schema_hash
+    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "250ms"})
+    recorded = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+    es_admin.indices.put_mapping(index=index, meta={**recorded, "engram_schema_hash": legacy})
+    configured = settings.ES_REFRESH_INTERVAL
+    try:
+        settings.ES_REFRESH_INTERVAL = "3s"
+        results = ensure_indices(es=es_admin)
+        assert {(r.action, r.index) for r in results} == {("unchanged", index)}
+        live = es_admin.indices.get_settings(index=index)[index]["settings"]["index"]
+        assert live["refresh_interval"] == "3s"
+        meta = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+        assert meta["engram_schema_hash"] == index_definition().schema_hash
+        # Set again: nothing left to change.
+        assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
+    finally:
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": configured})
+
+
+def test_the_schema_hash_leaves_the_refresh_interval_out_but_not_the_rest(settings):
+    before = index_definition().schema_hash
+    settings.ES_REFRESH_INTERVAL = "30s"
+    assert index_definition().schema_hash == before
+    settings.ENGRAM_BM25_B = 0.5
+    assert index_definition().schema_hash != before
+
+
+def test_the_refresh_settings_are_checked_together(settings):
+    from memory_app.checks import refresh_settings_check
+
+    settings.ES_REFRESH_INTERVAL, settings.ENGRAM_REFRESH_PENDING_SECONDS = "2s", 10
+    assert refresh_settings_check(None) == []
+    settings.ES_REFRESH_INTERVAL = "2 seconds"
+    assert [e.id for e in refresh_settings_check(None)] == ["memory_app.E001"]
+    settings.ES_REFRESH_INTERVAL = "-1"
+    assert [e.id for e in refresh_settings_check(None)] == ["memory_app.E002"]
+    settings.ES_REFRESH_INTERVAL = "10s"
+    assert [e.id for e in refresh_settings_check(None)] == ["memory_app.E003"]
+
+
+def test_elasticsearch_time_values_in_seconds():
+    import pytest
+
+    from engram_core.es.timeunits import es_seconds
+
+    assert [es_seconds(v) for v in ("250ms", "2s", "1.5s", "1m", "-1")] == [0.25, 2.0, 1.5, 60.0, None]
+    with pytest.raises(ValueError, match="not an Elasticsearch time value"):
+        es_seconds("soon")

@@ -426,7 +426,7 @@ def test_import_keeps_original_timestamps_and_reports_progress(subject):
     assert results[0]["occurred_at"].startswith("2023-05-08T10:00:00")
 
 
-def test_import_refreshes_once_at_the_end_not_per_chunk(subject, es_admin):
+def test_import_refreshes_once_at_the_end_not_per_chunk(subject, es_admin, settings):
     # Under a 60 s refresh interval, a refresh wait per chunk (the old refresh=wait_for) would
     # take about a minute per chunk; one refresh at the end makes everything visible at once.
     index = alias_name(MemoryType.EPISODIC)
@@ -442,7 +442,7 @@ def test_import_refreshes_once_at_the_end_not_per_chunk(subject, es_admin):
         assert {r["id"] for r in memory_recall(subject=subject, query="boiler import note", k=20,
                                                types=["episodic"])} == set(written)
     finally:
-        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": None})
+        es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": settings.ES_REFRESH_INTERVAL})
 
 
 def test_import_with_one_bad_episode_writes_nothing(subject, count_docs):

@@ -1,8 +1,21 @@
 """Settings shared by every environment. Everything deploy-specific comes from the environment."""
 
+import math
 from pathlib import Path
 
 import environ
+
+from engram_core.es.timeunits import es_seconds
+
+
+def _es_seconds_or_zero(value: str) -> float:
+    """The interval in seconds for a default derived from it (a malformed one is the system
+    check's to report, memory_app.checks, not an import error here)."""
+    try:
+        return es_seconds(value) or 0.0
+    except ValueError:
+        return 0.0
+
 
 BASE_DIR = Path(__file__).resolve().parents[3]
 STATE_DIR = Path(environ.Env().str("ENGRAM_STATE_DIR", default=str(BASE_DIR / ".engram")))
@@ -126,16 +139,13 @@ ES_KEYS_PASSWORD = env.str("ES_KEYS_PASSWORD", default="")
 ES_MONITOR_USERNAME = env.str("ES_MONITOR_USERNAME", default="")
 ES_MONITOR_PASSWORD = env.str("ES_MONITOR_PASSWORD", default="")
 # How long /healthz answers from its last report (it is unauthenticated: it must be cheap).
-# A turn's episode is stored without waiting for a refresh; the next recall of the end-user within
-# this many seconds refreshes first (read-your-writes). Longer than the index refresh interval.
-ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS", default=5)
 ENGRAM_HEALTH_CACHE_SECONDS = env.float("ENGRAM_HEALTH_CACHE_SECONDS", default=5.0)
 ES_CA_CERTS = env.str("ES_CA_CERTS", default="") or None
 ES_VERIFY_CERTS = env.bool("ES_VERIFY_CERTS", default=True)
 ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
-# HTTP connections a process keeps to each node; a request beyond them waits for a free one. Most
-# writes wait for a refresh (up to ES_REFRESH_INTERVAL) while holding theirs, so the client's
-# default of 10 capped a process at about 40 such writes a second whatever its threads.
+# HTTP connections a process keeps to each node; a request beyond them waits for a free one. When
+# writes waited for the periodic refresh (wait_for, up to ES_REFRESH_INTERVAL) while holding theirs,
+# the client's default of 10 capped a process at about 40 such writes a second whatever its threads.
 ES_CONNECTIONS_PER_NODE = env.int("ES_CONNECTIONS_PER_NODE", default=32)
 ES_INDEX_PREFIX = env.str("ES_INDEX_PREFIX", default="engram")
 ES_NUMBER_OF_REPLICAS = env.int("ES_NUMBER_OF_REPLICAS", default=0)
@@ -232,8 +242,18 @@ ENGRAM_MAX_QUERY_CHARS = env.int("ENGRAM_MAX_QUERY_CHARS", default=2000)
 ENGRAM_MAX_METADATA_BYTES = env.int("ENGRAM_MAX_METADATA_BYTES", default=4096)
 ENGRAM_MAX_SUPERSEDES = env.int("ENGRAM_MAX_SUPERSEDES", default=20)
 ENGRAM_MAX_IMPORT_EPISODES = env.int("ENGRAM_MAX_IMPORT_EPISODES", default=50000)
-# Same-turn visibility: writes return once a recall can see them ("wait_for" a refresh).
-ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="250ms")
+# How often the node makes new writes searchable on its own. No recall depends on it: a write
+# that answers "stored" refreshes the index itself, and a turn's episode (stored without a refresh)
+# is made visible by the end-user's next recall (ENGRAM_REFRESH_PENDING_SECONDS). Each periodic
+# refresh writes a segment and costs the node CPU under a steady write load, so it is not short
+# (docs/performance.md, "The index refresh interval"). Changed on the live index by es_setup.
+ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="2s")
+# A turn's episode is stored without waiting for a refresh; the next recall of the end-user within
+# this many seconds refreshes first (read-your-writes). It must outlast the refresh interval (a
+# system check says so); by default five intervals, and at least 5 s.
+_interval_seconds = _es_seconds_or_zero(ES_REFRESH_INTERVAL)
+ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
+                                         default=max(5, math.ceil(5 * _interval_seconds)))
 
 # ---- tenants (issue 4)
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
