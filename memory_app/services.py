@@ -482,8 +482,9 @@ def _write_superseding(*, subject: Subject, memory_type: MemoryType, memory_id: 
 def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
                      now: datetime, attempts: int = 20) -> selectors.Visible:
     """Append ``memory_id`` to the old document's ``superseded_by`` (not refreshed: the caller
-    refreshes once, or defers); returns the document as it was just before (what an undo restores). Recall bumps use counts at any time, which changes the
-    sequence number: on a conflict, re-read through the subject's key and try again."""
+    refreshes once, or defers); returns the document as it was just before (what an undo
+    restores). Recall bumps use counts at any time, which changes the sequence number: on a
+    conflict, re-read through the subject's key and try again."""
     for _attempt in range(attempts):
         previous = visible.source.get("superseded_by") or []
         if memory_id in previous:  # already marked (a retried write): never twice
