@@ -242,9 +242,10 @@ ENGRAM_MAX_QUERY_CHARS = env.int("ENGRAM_MAX_QUERY_CHARS", default=2000)
 ENGRAM_MAX_METADATA_BYTES = env.int("ENGRAM_MAX_METADATA_BYTES", default=4096)
 ENGRAM_MAX_SUPERSEDES = env.int("ENGRAM_MAX_SUPERSEDES", default=20)
 ENGRAM_MAX_IMPORT_EPISODES = env.int("ENGRAM_MAX_IMPORT_EPISODES", default=50000)
-# How often the node makes new writes searchable on its own. No recall depends on it: a write
-# that answers "stored" refreshes the index itself, and a turn's episode (stored without a refresh)
-# is made visible by the end-user's next recall (ENGRAM_REFRESH_PENDING_SECONDS). Each periodic
+# How often the node makes new writes searchable on its own. No answer waits for it and no read
+# depends on it: a write either refreshes the index itself before it answers, or (turns, and
+# writes through REST, MCP and the outbox's replay) marks its end-user so that their next read
+# refreshes first (memory_app.freshness, ENGRAM_REFRESH_PENDING_SECONDS). Each periodic
 # refresh writes a segment and costs the node CPU under a steady write load, so it is not short
 # (docs/performance.md, "The index refresh interval"). Changed on the live index by es_setup.
 ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="2s")
