@@ -273,10 +273,15 @@ def test_replayed_writes_are_searchable_when_the_replay_ends(engram, es_down, es
     turn = engram.turn("ruth", "accepted while Elasticsearch was down")
     fact = engram.write_fact("ruth", "Ruth keeps bees.")
     es_down.restore()
-    with _slow_refresh(es_admin):
-        started = time.monotonic()
+    with _slow_refresh(es_admin) as index:
+        def refreshes():
+            return es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"][
+                "external_total"]
+
+        before, started = refreshes(), time.monotonic()
         assert outbox_replay().applied == 2
         assert time.monotonic() - started < 30
+        assert refreshes() - before == 1  # one for the end-user's two writes
         assert _searchable(es_admin, MemoryType.EPISODIC, turn["id"])
         assert _searchable(es_admin, MemoryType.SEMANTIC, fact["id"])
 
