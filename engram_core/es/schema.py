@@ -220,21 +220,19 @@ class IndexDefinition:
     def _index_settings(self) -> dict:
         return self.body.get("settings", {}).get("index", {})
 
-    def _with_index_settings(self, index_settings: dict) -> dict:
-        return {**self.body, "settings": {**self.body.get("settings", {}), "index": index_settings}}
+    def _hash_with(self, dynamic: dict) -> str:
+        """The hash of the body whose dynamic settings are ``dynamic`` (the rest as defined)."""
+        index = {k: v for k, v in self._index_settings().items() if k not in DYNAMIC_SETTINGS} | dynamic
+        return _hash({**self.body, "settings": {**self.body.get("settings", {}), "index": index}})
 
     @property
     def schema_hash(self) -> str:
-        static = {k: v for k, v in self._index_settings().items() if k not in DYNAMIC_SETTINGS}
-        return _hash(self._with_index_settings(static))
+        return self._hash_with({})
 
     def legacy_hash(self, *, refresh_interval: str | None) -> str:
         """The hash as recorded before dynamic settings were left out of it (every index created
         until 2026-12-01): the whole body, with the refresh interval the index was created with."""
-        index_settings = {k: v for k, v in self._index_settings().items() if k not in DYNAMIC_SETTINGS}
-        if refresh_interval is not None:
-            index_settings["refresh_interval"] = refresh_interval
-        return _hash(self._with_index_settings(index_settings))
+        return self._hash_with({} if refresh_interval is None else {"refresh_interval": refresh_interval})
 
     @property
     def dynamic_settings(self) -> dict:
@@ -339,11 +337,12 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
         return [SetupResult(alias=a, index=index, action="created") for a in aliases]
     current = next(iter(bindings)) if len(bindings) == 1 else None
     if current is not None and current.startswith(f"{index_base(prefix=prefix)}-v"):
-        recorded = es.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
+        found = es.indices.get(index=current)[current]  # its mappings and settings, in one request
+        recorded = found["mappings"].get("_meta", {})
         same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
         bound = bindings[current]
         complete = all(bound.get(alias_name(t, prefix=prefix), {}).get("filter") == type_filter(t) for t in MemoryType)
-        live = _live_dynamic_settings(es, current)
+        live = {k: v for k, v in found["settings"].get("index", {}).items() if k in DYNAMIC_SETTINGS}
         hashes = {definition.schema_hash, definition.legacy_hash(refresh_interval=live.get("refresh_interval"))}
         if recorded.get("engram_schema_hash") in hashes and same_space and complete:
             if recorded.get("engram_schema_hash") != definition.schema_hash or "engram_vector_space" not in recorded:
@@ -360,12 +359,6 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
                     recorded_space or "several spaces", space)
         revector = _embedder().revector
     return _migrate(es, prefix, bindings, body, rekey=rekey, revector=revector)
-
-
-def _live_dynamic_settings(es: Elasticsearch, index: str) -> dict:
-    """The index's current values of the dynamic settings (those it was given explicitly)."""
-    found = es.indices.get_settings(index=index, name=",".join(f"index.{k}" for k in DYNAMIC_SETTINGS))
-    return found[index]["settings"].get("index", {})
 
 
 def _recorded_space(es: Elasticsearch, indices: list[str]) -> str | None:

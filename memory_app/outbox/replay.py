@@ -68,7 +68,7 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
                          .select_related("tenant", "token").order_by("id").first())
                 if entry is None:
                     break
-                last_id = entry.pk
+                last_id, entry_tenant = entry.pk, entry.tenant
                 lease_renew(holder)
                 outcome = _replay_one(entry, holder=holder)
                 if outcome == "outage":
@@ -80,7 +80,7 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
                 report.applied += outcome == "done"
                 report.failed += outcome == "failed"
             if report.applied > applied_before and not report.stopped_by_outage:
-                _subject_writes_refresh(subject["tenant_id"], subject["external_id"])
+                _subject_writes_refresh(entry_tenant, subject["external_id"])
             if report.stopped_by_outage or (limit is not None and done >= limit):
                 break
     finally:
@@ -89,13 +89,13 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
     return report
 
 
-def _subject_writes_refresh(tenant_id: int, external_id: str) -> None:
+def _subject_writes_refresh(tenant: Tenant, external_id: str) -> None:
     """Make a subject's replayed writes searchable: they were applied with their refresh deferred
     (one refresh per subject, not one per write: a backlog of many small writes would otherwise cut
     the index into as many segments). An erased end-user is gone, and so are its writes. Should
     the refresh fail, the writes are stored all the same and the marks still stand: the subject's
     next read refreshes, or the periodic refresh does."""
-    subject = subject_find(tenant=Tenant.objects.get(pk=tenant_id), external_id=external_id)
+    subject = subject_find(tenant=tenant, external_id=external_id)
     if subject is None:
         return
     try:
