@@ -28,6 +28,11 @@ Elasticsearch node, of the ASGI server's processes, of Redis and of this load ge
 ``/proc``, Linux only), each per request, and, when ``ES_URL`` and ``ES_MONITOR_USERNAME`` /
 ``ES_MONITOR_PASSWORD`` are set (``scripts/bench`` sets them), what the node did per request
 (``_nodes/stats``: shard-level query and fetch phases, documents indexed, refreshes).
+
+When the server sends ``Server-Timing`` (ENGRAM_SERVER_TIMING, which ``scripts/bench --http``
+sets; memory_app.timing), each kind also gets its phases' p50 / p95 (``refresh``, ``embed``,
+``search``, a turn's ``write``) and the share of requests that made or waited for a forced
+refresh, with their latency against the others'.
 """
 
 from __future__ import annotations
@@ -189,6 +194,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
     texts = texts or SENTENCES
     targets = targets or [(token, f"load-user-{n}") for n in range(subjects)]
     latencies: dict[str, list[float]] = {"turn": [], "recall": []}
+    timings: dict[str, list[tuple[float, dict[str, float], set[str]]]] = {"turn": [], "recall": []}
     errors: dict[str, int] = {"turn": 0, "recall": 0}
     error_kinds: dict[str, int] = {}
     lock = threading.Lock()
@@ -220,12 +226,15 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                         response = http.post(f"subjects/{who}/recall", json={"query": text, "k": 10})
                     ok = response.status_code < 300 or (kind == "recall" and response.status_code == 404)
                     label = str(response.status_code)
+                    phases = response.headers.get("server-timing")
                 except httpx.HTTPError as exc:
-                    ok, label = False, type(exc).__name__
+                    ok, label, phases = False, type(exc).__name__, None
                 elapsed = (time.monotonic() - started) * 1000
                 with lock:
                     if ok:
                         latencies[kind].append(elapsed)
+                        if phases is not None:
+                            timings[kind].append((elapsed, *server_timing(phases)))
                     else:
                         errors[kind] += 1
                         error_kinds[label] = error_kinds.get(label, 0) + 1
@@ -245,9 +254,43 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
         result[kind] = {"count": len(values), **{f"p{p}_ms": round(v) if (v := _pct(values, p)) is not None else None
                                                  for p in (50, 95, 99)},
                         "mean_ms": round(statistics.fmean(values)) if values else None}
+        if timings[kind]:
+            result[kind]["server_timing"] = timing_summary(timings[kind])
     if before is not None:
         result["cpu"] = cpu_split(before, _readings(), requests=requests, wall=wall)
     return result
+
+
+def server_timing(header: str) -> tuple[dict[str, float], set[str]]:
+    """A ``Server-Timing`` value as (phase -> ms, flags): ``name;dur=ms`` parts and bare names."""
+    durations: dict[str, float] = {}
+    flags: set[str] = set()
+    for part in filter(None, (p.strip() for p in header.split(","))):
+        name, *params = [p.strip() for p in part.split(";")]
+        dur = next((p.split("=", 1)[1] for p in params if p.startswith("dur=")), None)
+        if dur is None:
+            flags.add(name)
+        else:
+            durations[name] = durations.get(name, 0.0) + float(dur)
+    return durations, flags
+
+
+TIMED_PHASES = ("refresh", "embed", "search", "write")
+
+
+def timing_summary(rows: list[tuple[float, dict[str, float], set[str]]]) -> dict:
+    """Per phase its p50 / p95 over every request (a phase a request did not record counts 0), and
+    the requests that made or waited for a forced refresh (``refreshed``): their share and
+    latency p50 / p95 against the others'."""
+    def pcts(values: list[float]) -> dict:
+        return {f"p{p}_ms": round(v, 1) if (v := _pct(values, p)) is not None else None for p in (50, 95)}
+
+    refreshed = [elapsed for elapsed, _, flags in rows if "refreshed" in flags]
+    others = [elapsed for elapsed, _, flags in rows if "refreshed" not in flags]
+    seen = [p for p in TIMED_PHASES if any(p in durations for _, durations, _ in rows)]
+    return {"requests": len(rows), "refreshed_share": round(len(refreshed) / len(rows), 3),
+            "refreshed": pcts(refreshed), "others": pcts(others),
+            "phases": {p: pcts([durations.get(p, 0.0) for _, durations, _ in rows]) for p in seen}}
 
 
 def turn_body(text: str, session: dict, types: list[str] | None) -> dict:
@@ -279,6 +322,19 @@ def markdown(results: list[dict]) -> str:
             lines.append(f"| {r['clients']} | {kind} | {k['count']} | {k['p50_ms']} | {k['p95_ms']} | {k['p99_ms']} "
                          f"| {r['throughput_rps']} | {r['errors']} |")
     lines += [f"errors at {r['clients']} clients: {r['error_kinds']}" for r in results if r["errors"]]
+    timed = [(r, kind) for r in results for kind in ("turn", "recall") if "server_timing" in r[kind]]
+    if timed:
+        lines += ["", "Where the time went (Server-Timing), ms p50 / p95", "",
+                  "| clients | kind | refreshed | latency, refreshed | latency, others | "
+                  + " | ".join(TIMED_PHASES) + " |",
+                  "|---:|---|---:|---|---|" + "---|" * len(TIMED_PHASES)]
+        for r, kind in timed:
+            t = r[kind]["server_timing"]
+            cells = [f"{t['phases'][p]['p50_ms']} / {t['phases'][p]['p95_ms']}" if p in t["phases"] else "n/a"
+                     for p in TIMED_PHASES]
+            lines.append(f"| {r['clients']} | {kind} | {100 * t['refreshed_share']:.1f}% "
+                         f"| {t['refreshed']['p50_ms']} / {t['refreshed']['p95_ms']} "
+                         f"| {t['others']['p50_ms']} / {t['others']['p95_ms']} | " + " | ".join(cells) + " |")
     split = [r for r in results if "cpu" in r]
     if split:
         classes = [*_CLASSES, "other"]

@@ -22,6 +22,8 @@ from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
+from memory_app.timing import flag as timing_flag
+from memory_app.timing import timed
 from memory_app.intent import Intent, query_intent
 from memory_app.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
@@ -85,12 +87,15 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     require_dls()
     now = now or django_timezone.now()
     if ensure_fresh:
-        refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
+        with timed("refresh"):
+            if refresh_ensure(subject=subject):  # the subject's last turn, stored without waiting, is found
+                timing_flag("refreshed")
 
     es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)
     embedder = get_embedder()
-    vector = embedder.embed_query(query)
+    with timed("embed"):
+        vector = embedder.embed_query(query)
     index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
     fusion = rc.fusion()
     plan = qp.query_plan(query, keywords=rc.keyword_query(query))
@@ -118,7 +123,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
         words=words, kinds=kinds, own_name=own, indices=",".join(index_for.values()),
         allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
                                   include_superseded=include_superseded, since=since, until=until)) if words else []
-    responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
+    with timed("search"):
+        responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
     for response in responses:
         if "error" in response:
             raise RuntimeError(f"recall leg failed: {response['error']}")

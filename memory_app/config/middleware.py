@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
+
+from memory_app import timing
 
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -25,3 +28,23 @@ class RefuseNulMiddleware(MiddlewareMixin):
         if request.path.startswith("/api/"):
             return JsonResponse({"error": {"code": "invalid", "message": message, "details": {}}}, status=400)
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+class ServerTimingMiddleware:
+    """With ENGRAM_SERVER_TIMING, each response carries the phases its request recorded
+    (``Server-Timing``, see memory_app.timing); without it, the response is left alone."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not settings.ENGRAM_SERVER_TIMING:
+            return self.get_response(request)
+        timings, token = timing.start()
+        try:
+            response = self.get_response(request)
+        finally:
+            timing.stop(token)
+        if value := timings.header():
+            response["Server-Timing"] = value
+        return response

@@ -12,12 +12,14 @@ from django.conf import settings
 
 from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound
-from memory_app import selectors, services
+from memory_app import selectors, services, timing
 from memory_app.embeddings import EmbeddingError, get_embedder
 from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
+from memory_app.timing import flag as timing_flag
+from memory_app.timing import timed
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_k, clean_timezone, clean_types
 from tenants.models import AgentToken, Tenant
@@ -68,7 +70,9 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     # not wait for a refresh either.
     if known is not None:
         try:
-            refresh_ensure(subject=known)  # one refresh, when one is pending, serves both below
+            with timed("refresh"):
+                if refresh_ensure(subject=known):  # one refresh, when one is pending, serves both below
+                    timing_flag("refreshed")
         except Exception as exc:
             if not is_outage(exc):
                 raise  # in an outage the write below is accepted into the outbox, the mark kept
@@ -78,16 +82,19 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     concurrent: Future | None = None
     if known is not None:
         try:  # the write and the recall both need the turn's vector: computed once, before they split
-            get_embedder().embed_query(recall["query"])
+            with timed("embed"):
+                get_embedder().embed_query(recall["query"])
         except EmbeddingError as exc:  # the recall reports it; the write is still accepted
             log.info("turn text not embedded ahead: %s", exc)
         try:
-            concurrent = _turn_recalls.submit(_recall_in_thread, subject=known,
+            # bound: the recall's phases count in this request's Server-Timing (memory_app.timing).
+            concurrent = _turn_recalls.submit(timing.bound(_recall_in_thread), subject=known,
                                               es=subject_es_client(subject=known), **recall)
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
-    submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
-                             memory_id=memory_id, token=token, defer_refresh=True, subject=known)
+    with timed("write"):
+        submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
+                                 memory_id=memory_id, token=token, defer_refresh=True, subject=known)
     who = known
     try:
         if concurrent is not None:

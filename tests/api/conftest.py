@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -159,3 +160,18 @@ def docs(es_admin):
         return [{"id": h["_id"], **h["_source"]} for h in hits]
 
     return read
+
+
+@contextmanager
+def slow_refresh(es_admin):
+    """Only an explicit refresh makes a write searchable while inside (refresh interval 60 s; every
+    type's alias leads to the one index). Restored to the configured interval."""
+    from django.conf import settings as django_settings
+
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
+    try:
+        yield index
+    finally:
+        es_admin.indices.put_settings(index=index,
+                                      settings={"index.refresh_interval": django_settings.ES_REFRESH_INTERVAL})

@@ -19,7 +19,7 @@ from memory_app import services
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from tenants.models import AuditEvent, Subject, Tenant
-from tests.api.conftest import in_process_app
+from tests.api.conftest import in_process_app, slow_refresh
 
 
 def _texts(docs, memory_type, external_id, tenant=None):
@@ -224,21 +224,6 @@ def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
     assert replay.status_code == 201 and replay.json()["memory"] == {"id": turn.json()["id"], "forgotten": True}
 
 
-@contextmanager
-def _slow_refresh(es_admin):
-    """Only an explicit refresh makes a write searchable while inside (refresh interval 60 s; every
-    type's alias leads to the one index). Restored to the configured interval."""
-    from django.conf import settings as django_settings
-
-    index = alias_name(MemoryType.EPISODIC)
-    es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "60s"})
-    try:
-        yield index
-    finally:
-        es_admin.indices.put_settings(index=index,
-                                      settings={"index.refresh_interval": django_settings.ES_REFRESH_INTERVAL})
-
-
 def _searchable(es_admin, memory_type, memory_id) -> bool:
     return es_admin.count(index=alias_name(memory_type), query={"ids": {"values": [memory_id]}})["count"] == 1
 
@@ -253,7 +238,7 @@ def test_writes_that_answer_stored_are_searchable_without_waiting_for_the_period
     engram.turn("ines", "hello")
     playbook = engram.write_playbook("ines", "router offline", "unplug it; wait 10 s; plug it in")
     fact = engram.write_fact("ines", "Ines has a Fritzbox router.")
-    with _slow_refresh(es_admin):
+    with slow_refresh(es_admin):
         started = time.monotonic()
         entry = admin.create_catalog_entry("Fritzbox reset", "Hold the reset button for 10 seconds")
         assert _searchable(es_admin, MemoryType.CATALOG, entry["id"])  # tenant-wide: refreshed by its write
@@ -284,7 +269,7 @@ def test_replayed_writes_are_searchable_when_the_replay_ends(engram, es_down, es
             asked.append(path)
         return real(self, method, path, **kwargs)
 
-    with _slow_refresh(es_admin):
+    with slow_refresh(es_admin):
         monkeypatch.setattr(BaseClient, "perform_request", perform_request)
         started = time.monotonic()
         assert outbox_replay().applied == 2
@@ -300,7 +285,7 @@ def test_erase_leaves_no_personal_data_but_a_tombstone(api, engram, es_admin):
     created = api.post("/api/v1/subjects", {"external_id": who, "display_name": "Pia Personal"}, format="json",
                        HTTP_IDEMPOTENCY_KEY="create-pia")
     assert created.status_code == 201
-    with _slow_refresh(es_admin):
+    with slow_refresh(es_admin):
         engram.turn(who, "I was born in Lisbon")  # stored, not yet searchable: erase must find it anyway
         user_id = Subject.objects.get(external_id=who).user_id
         engram.erase_subject(who)
@@ -315,7 +300,7 @@ def test_a_turn_does_not_wait_for_a_refresh_yet_the_next_recall_sees_it(engram, 
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     engram.turn("vic", "first words")
     cache.clear()  # no earlier turn pending: the next turn's own recall has nothing to refresh
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         turn = engram.turn("vic", "my bicycle is a green Gazelle")
         # Stored (a realtime get finds it) but not yet searchable: the turn did not wait for a refresh.
         assert es_admin.get(index=index, id=turn["id"])["found"]
@@ -334,7 +319,7 @@ def test_a_pending_turn_that_a_periodic_refresh_made_searchable_forces_no_refres
     from memory_app.freshness import refresh_ensure
 
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         engram.turn("zoe", "my cat is called Miso")
         subject = Subject.objects.get(external_id="zoe")
         refreshes = es_admin.indices.stats(index=index, metric="refresh")["_all"]["primaries"]["refresh"]
@@ -401,7 +386,7 @@ def test_a_read_shares_the_forced_refresh_in_flight_when_it_covers_its_write(eng
     from memory_app import freshness
     from tenants.services import writer_es_client
 
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
         second = engram.turn("ben", "my canoe is blue")["id"]  # written before the refresh below begins
         following = _watched_flights(monkeypatch, freshness)
@@ -426,7 +411,7 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     from memory_app import freshness
     from tenants.services import writer_es_client
 
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
         landed = threading.Event()
         following = _watched_flights(monkeypatch, freshness)
@@ -481,7 +466,7 @@ def test_a_read_waits_for_a_forced_refresh_in_flight_in_another_process(engram, 
     from memory_app import freshness
     from tenants.services import writer_es_client
 
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         turn = engram.turn("ann", "my kayak is red")["id"]
         with _another_process_refreshing(monkeypatch, freshness, shared_redis_cache, index) as (key, waiting):
             refreshes, checks = _counted_refreshes(monkeypatch, freshness)
@@ -512,7 +497,7 @@ def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read
     if shared:
         monkeypatch.setattr(freshness, "cache", request.getfixturevalue("shared_redis_cache"))
     who = f"lea-{uuid.uuid4().hex[:8]}"
-    with _slow_refresh(es_admin):
+    with slow_refresh(es_admin):
         engram.turn(who, "my kayak is red")
         subject = Subject.objects.get(external_id=who)
         key = freshness._key(subject, MemoryType.EPISODIC)
@@ -535,7 +520,7 @@ def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read
 
 def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
-    with _slow_refresh(es_admin) as index:
+    with slow_refresh(es_admin) as index:
         first = engram.turn("wes", "my sister Ada lives in Porto", session_id="s1")
         second = engram.turn("wes", "she teaches chemistry there", session_id="s1")
         stored = es_admin.get(index=index, id=second["id"])["_source"]
@@ -545,7 +530,7 @@ def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predece
 
 def test_export_includes_the_last_turn_before_a_refresh(engram, es_admin, settings):
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
-    with _slow_refresh(es_admin):
+    with slow_refresh(es_admin):
         turn = engram.turn("xan", "my passport expires in May")
         exported = engram.export("xan")
     assert turn["id"] in [m["id"] for m in exported["memories"]["episodic"]]

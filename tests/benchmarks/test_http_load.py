@@ -115,3 +115,23 @@ def test_turns_may_limit_their_recall_to_some_memory_types(http_load, monkeypatc
     http_load.main()
     assert [r["turn_types"] for r in runs] == [None, None]
     assert http_load.turn_body("hi", {}, None) == {"text": "hi", "k": 5}
+
+
+def test_server_timing_summary_splits_refreshed_requests_from_the_others(http_load):
+    assert http_load.server_timing("refresh;dur=12.5, search;dur=40, refreshed") == (
+        {"refresh": 12.5, "search": 40.0}, {"refreshed"})
+    assert http_load.server_timing("") == ({}, set())
+    rows = [(300.0, {"refresh": 200.0, "search": 50.0}, {"refreshed"}),
+            *[(100.0, {"refresh": 5.0, "search": 40.0}, set())] * 9]
+    summary = http_load.timing_summary(rows)
+    assert summary["requests"] == 10 and summary["refreshed_share"] == 0.1
+    assert summary["refreshed"] == {"p50_ms": 300.0, "p95_ms": 300.0}
+    assert summary["others"] == {"p50_ms": 100.0, "p95_ms": 100.0}
+    assert summary["phases"]["refresh"] == {"p50_ms": 5.0, "p95_ms": 200.0}
+    assert set(summary["phases"]) == {"refresh", "search"}  # phases no request recorded are left out
+    row = {"clients": 8, "seconds": 30.0, "errors": 0, "error_kinds": {}, "throughput_rps": 25.0,
+           "turn": {"count": 1, "p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "mean_ms": 1},
+           "recall": {"count": 10, "p50_ms": 100, "p95_ms": 300, "p99_ms": 300, "mean_ms": 120,
+                      "server_timing": summary}}
+    table = http_load.markdown([row])
+    assert "| 8 | recall | 10.0% | 300.0 / 300.0 | 100.0 / 100.0 | 5.0 / 200.0 | n/a | 40.0 / 50.0 | n/a |" in table

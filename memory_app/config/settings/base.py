@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "memory_app.config.middleware.RefuseNulMiddleware",
+    "memory_app.config.middleware.ServerTimingMiddleware",
     # The inspector's stylesheet and vendored htmx, served by the app itself under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -234,6 +235,9 @@ ENGRAM_OUTCOME_WEIGHT = env.float("ENGRAM_OUTCOME_WEIGHT", default=0.1)
 ENGRAM_HARSH_CONFIDENCE_PENALTY = env.float("ENGRAM_HARSH_CONFIDENCE_PENALTY", default=0.1)
 ENGRAM_RERANK_POOL = env.int("ENGRAM_RERANK_POOL", default=50)  # fused hits the reranker sees
 ENGRAM_RECALL_MAX_K = env.int("ENGRAM_RECALL_MAX_K", default=100)
+# A Server-Timing header on each response: where a recall's or a turn's time went (memory_app.timing).
+# Off by default: it shows a tenant whether a refresh of the shared index was in flight.
+ENGRAM_SERVER_TIMING = env.bool("ENGRAM_SERVER_TIMING", default=False)
 # Threads per process that run a turn's pre-recall while the request thread writes the turn.
 ENGRAM_TURN_RECALL_THREADS = env.int("ENGRAM_TURN_RECALL_THREADS", default=8)
 # Input limits (documented in the README): text is counted in characters after trimming.
