@@ -31,7 +31,7 @@ Elasticsearch node, of the ASGI server's processes, of Redis and of this load ge
 
 When the server sends ``Server-Timing`` (ENGRAM_SERVER_TIMING, which ``scripts/bench --http``
 sets; memory_app.timing), each kind also gets its phases' p50 / p95 (``refresh``, ``embed``,
-``search``, a turn's ``write``) and the share of requests that made or waited for a forced
+``search``, a turn's ``write``, ``app``: the whole request inside Django) and the share of requests that made or waited for a forced
 refresh, with their latency against the others'.
 """
 
@@ -275,7 +275,7 @@ def server_timing(header: str) -> tuple[dict[str, float], set[str]]:
     return durations, flags
 
 
-TIMED_PHASES = ("refresh", "embed", "search", "write")
+TIMED_PHASES = ("refresh", "embed", "search", "write", "app")
 
 
 def timing_summary(rows: list[tuple[float, dict[str, float], set[str]]]) -> dict:

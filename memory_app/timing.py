@@ -3,7 +3,9 @@
 A recall or a turn names its phases (``timed``): ``refresh`` (making the end-user's pending
 writes searchable: the marks, the check whether the last one is searchable, and a forced
 refresh or the wait for one in flight, ``memory_app.freshness``), ``embed`` (the query vector),
-``search`` (the recall's ``_msearch``) and, for a turn, ``write`` (its episode stored). A
+``search`` (the recall's ``_msearch``) and, for a turn, ``write`` (its episode stored); the
+middleware adds ``app``, the request's whole time inside Django (the rest of an HTTP client's
+latency is the server's event loop, its hand-off to a thread, and the network). A
 request that made or waited for a forced refresh also carries ``refreshed``. The middleware
 (``memory_app.config.middleware.ServerTimingMiddleware``) writes what was recorded, e.g.
 ``Server-Timing: refresh;dur=11.2, embed;dur=19.6, search;dur=43.7``; ``scripts/bench --http``

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
@@ -31,8 +33,9 @@ class RefuseNulMiddleware(MiddlewareMixin):
 
 
 class ServerTimingMiddleware:
-    """With ENGRAM_SERVER_TIMING, each response carries the phases its request recorded
-    (``Server-Timing``, see memory_app.timing); without it, the response is left alone."""
+    """With ENGRAM_SERVER_TIMING, each response carries the phases its request recorded and
+    ``app``, its whole time inside Django (``Server-Timing``, see memory_app.timing); without it,
+    the response is left alone."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -41,10 +44,12 @@ class ServerTimingMiddleware:
         if not settings.ENGRAM_SERVER_TIMING:
             return self.get_response(request)
         timings, token = timing.start()
+        began = time.perf_counter()
         try:
             response = self.get_response(request)
         finally:
             timing.stop(token)
+        timings.add("app", (time.perf_counter() - began) * 1000)  # the request inside Django, all phases in it
         if value := timings.header():
             response["Server-Timing"] = value
         return response

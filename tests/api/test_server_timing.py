@@ -41,8 +41,8 @@ def test_a_recall_and_a_turn_name_their_phases_and_whether_they_refreshed(api, s
     first = _turn(api, "ulla", "my bike has a flat tyre", session_id="s1")
     # A new end-user's turn: no pending write to make searchable, its recall after the write.
     phases, flags = parse(first["Server-Timing"])
-    assert {"write", "embed", "search"} <= set(phases) and "refreshed" not in flags
-    assert all(ms >= 0 for ms in phases.values())
+    assert {"write", "embed", "search", "app"} <= set(phases) and "refreshed" not in flags
+    assert all(ms >= 0 for ms in phases.values()) and phases["app"] >= phases["write"]
     with slow_refresh(es_admin):  # only a forced refresh makes the turn below searchable
         second = _turn(api, "ulla", "the tyre is flat again", session_id="s1")
         # The first turn was made searchable by the periodic refresh by now, or this turn refreshed:
