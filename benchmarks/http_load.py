@@ -31,8 +31,8 @@ Elasticsearch node, of the ASGI server's processes, of Redis and of this load ge
 
 When the server sends ``Server-Timing`` (ENGRAM_SERVER_TIMING, which ``scripts/bench --http``
 sets; memory_app.timing), each kind also gets its phases' p50 / p95 (``refresh``, ``embed``,
-``search``, a turn's ``write``, ``app``: the whole request inside Django) and the share of requests that made or waited for a forced
-refresh, with their latency against the others'.
+``search``, a turn's ``write``, ``app``: the whole request inside Django) and the share of
+requests that made or waited for a forced refresh, with their latency against the others'.
 """
 
 from __future__ import annotations

@@ -134,4 +134,5 @@ def test_server_timing_summary_splits_refreshed_requests_from_the_others(http_lo
            "recall": {"count": 10, "p50_ms": 100, "p95_ms": 300, "p99_ms": 300, "mean_ms": 120,
                       "server_timing": summary}}
     table = http_load.markdown([row])
-    assert "| 8 | recall | 10.0% | 300.0 / 300.0 | 100.0 / 100.0 | 5.0 / 200.0 | n/a | 40.0 / 50.0 | n/a | n/a |" in table
+    assert ("| 8 | recall | 10.0% | 300.0 / 300.0 | 100.0 / 100.0 | 5.0 / 200.0 | n/a | 40.0 / 50.0 | n/a | n/a |"
+            in table)
