@@ -43,6 +43,8 @@ from django.core.cache import cache
 from elasticsearch import AuthorizationException, NotFoundError
 
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
+from memory_app.timing import flag as timing_flag
+from memory_app.timing import timed
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
 from tenants.services import writer_es_client
@@ -120,7 +122,16 @@ def refresh_ensure(*, subject: Subject) -> bool:
     """Make the subject's deferred writes visible before a read: for each memory type with a
     pending write not yet searchable, a refresh of its index (one request for all; for pending
     documents named, shared with a refresh in flight, ``_refresh_shared``). Returns whether a
-    refresh was made or waited for."""
+    refresh was made or waited for. In a request with Server-Timing (memory_app.timing), its
+    time counts as ``refresh``, and a refresh made or waited for flags the request ``refreshed``."""
+    with timed("refresh"):
+        refreshed = _pending_made_visible(subject)
+    if refreshed:
+        timing_flag("refreshed")
+    return refreshed
+
+
+def _pending_made_visible(subject: Subject) -> bool:
     keys = {_key(subject, t): t for t in USER_TYPES}
     pending = _marks_get(list(keys))
     if not pending:

@@ -22,7 +22,6 @@ from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
 from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
-from memory_app.timing import flag as timing_flag
 from memory_app.timing import timed
 from memory_app.intent import Intent, query_intent
 from memory_app.temporal import TimeWindow, query_time_window
@@ -87,9 +86,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     require_dls()
     now = now or django_timezone.now()
     if ensure_fresh:
-        with timed("refresh"):
-            if refresh_ensure(subject=subject):  # the subject's last turn, stored without waiting, is found
-                timing_flag("refreshed")
+        refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
 
     es = es or subject_es_client(subject=subject)
     prefix = index_prefix_for(tenant=subject.tenant)

@@ -636,11 +636,12 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: str) 
         # Before the delete: a failure here leaves the episode in place, so forget can be retried;
         # the other order could leave its text in a follower's context with nothing left to forget.
         _context_forget(subject=subject, memory_id=memory_id)
+    writer = write_target(tenant=subject.tenant)[0]
     try:
-        write_target(tenant=subject.tenant)[0].delete(index=visible.index, id=visible.id, refresh=True)
+        writer.delete(index=visible.index, id=visible.id, refresh=True)
     except NotFoundError:
         # Forgotten meanwhile; the redacted contexts written above still become visible now.
-        write_target(tenant=subject.tenant)[0].indices.refresh(index=visible.index)
+        writer.indices.refresh(index=visible.index)
         raise memory_not_found(memory_id) from None
     if visible.memory_type is MemoryType.SEMANTIC:
         usage_forget(memory_ids=[visible.id])

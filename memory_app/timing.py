@@ -1,8 +1,8 @@
 """Where a request's time went, as a ``Server-Timing`` response header (opt-in: ENGRAM_SERVER_TIMING).
 
-A recall or a turn names its phases (``timed``): ``refresh`` (making the end-user's pending
-writes searchable: the marks, the check whether the last one is searchable, and a forced
-refresh or the wait for one in flight, ``memory_app.freshness``), ``embed`` (the query vector),
+A recall or a turn names its phases (``timed``): ``refresh`` (``freshness.refresh_ensure``,
+making the end-user's pending writes searchable: the marks, the check whether the last one is
+searchable, and a forced refresh or the wait for one in flight), ``embed`` (the query vector),
 ``search`` (the recall's ``_msearch``) and, for a turn, ``write`` (its episode stored); the
 middleware adds ``app``, the request's whole time inside Django (the rest of an HTTP client's
 latency is the server's event loop, its hand-off to a thread, and the network). A

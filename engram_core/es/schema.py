@@ -209,6 +209,11 @@ def _vector_properties(dims: int) -> dict:
 DYNAMIC_SETTINGS = ("refresh_interval",)
 
 
+def _dynamic(index_settings: dict) -> dict:
+    """The dynamic settings among an index's ``settings.index`` (defined or live)."""
+    return {k: v for k, v in index_settings.items() if k in DYNAMIC_SETTINGS}
+
+
 def _hash(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -236,7 +241,7 @@ class IndexDefinition:
 
     @property
     def dynamic_settings(self) -> dict:
-        return {k: v for k, v in self._index_settings().items() if k in DYNAMIC_SETTINGS}
+        return _dynamic(self._index_settings())
 
 
 def index_definition(*, dims: int | None = None) -> IndexDefinition:
@@ -342,7 +347,7 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
         same_space = recorded.get("engram_vector_space", UNRECORDED_SPACE) == space
         bound = bindings[current]
         complete = all(bound.get(alias_name(t, prefix=prefix), {}).get("filter") == type_filter(t) for t in MemoryType)
-        live = {k: v for k, v in found["settings"].get("index", {}).items() if k in DYNAMIC_SETTINGS}
+        live = _dynamic(found["settings"].get("index", {}))
         hashes = {definition.schema_hash, definition.legacy_hash(refresh_interval=live.get("refresh_interval"))}
         if recorded.get("engram_schema_hash") in hashes and same_space and complete:
             if recorded.get("engram_schema_hash") != definition.schema_hash or "engram_vector_space" not in recorded:

@@ -18,8 +18,6 @@ from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
-from memory_app.timing import flag as timing_flag
-from memory_app.timing import timed
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_k, clean_timezone, clean_types
 from tenants.models import AgentToken, Tenant
@@ -70,9 +68,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     # not wait for a refresh either.
     if known is not None:
         try:
-            with timed("refresh"):
-                if refresh_ensure(subject=known):  # one refresh, when one is pending, serves both below
-                    timing_flag("refreshed")
+            refresh_ensure(subject=known)  # one refresh, when one is pending, serves both below
         except Exception as exc:
             if not is_outage(exc):
                 raise  # in an outage the write below is accepted into the outbox, the mark kept
@@ -82,7 +78,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     concurrent: Future | None = None
     if known is not None:
         try:  # the write and the recall both need the turn's vector: computed once, before they split
-            with timed("embed"):
+            with timing.timed("embed"):
                 get_embedder().embed_query(recall["query"])
         except EmbeddingError as exc:  # the recall reports it; the write is still accepted
             log.info("turn text not embedded ahead: %s", exc)
@@ -92,7 +88,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
                                               es=subject_es_client(subject=known), **recall)
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
-    with timed("write"):
+    with timing.timed("write"):
         submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
                                  memory_id=memory_id, token=token, defer_refresh=True, subject=known)
     who = known
