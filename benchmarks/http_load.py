@@ -27,7 +27,9 @@ same reason.
 Elasticsearch node, of the ASGI server's processes, of Redis and of this load generator (from
 ``/proc``, Linux only), each per request, and, when ``ES_URL`` and ``ES_MONITOR_USERNAME`` /
 ``ES_MONITOR_PASSWORD`` are set (``scripts/bench`` sets them), what the node did per request
-(``_nodes/stats``: shard-level query and fetch phases, documents indexed, refreshes).
+(``_nodes/stats``: shard-level query and fetch phases, documents indexed, refreshes), and the
+machine's own speed just before and just after the step (``machine_speed.py``: a fixed workload's
+CPU time, which on this machine drifts by 1.7 times within minutes on its own).
 
 When the server sends ``Server-Timing`` (ENGRAM_SERVER_TIMING, which ``scripts/bench --http``
 sets; memory_app.timing), each kind also gets its phases' p50 / p95 (``refresh``, ``embed``,
@@ -49,6 +51,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from machine_speed import probe as machine_probe
 from scale_data import Synth, proc_stat
 
 SENTENCES = [
@@ -240,6 +243,8 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                         error_kinds[label] = error_kinds.get(label, 0) + 1
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    # The machine's own speed just before and just after (machine_speed.py): its drift, not the code's.
+    speed_before = machine_probe() if measure_cpu else None
     before = _readings() if measure_cpu else None
     began = time.monotonic()
     for t in threads:
@@ -258,6 +263,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
             result[kind]["server_timing"] = timing_summary(timings[kind])
     if before is not None:
         result["cpu"] = cpu_split(before, _readings(), requests=requests, wall=wall)
+        result["machine_probe_ms"] = {"before": speed_before, "after": machine_probe()}
     return result
 
 
@@ -346,6 +352,9 @@ def markdown(results: list[dict]) -> str:
             node = ", ".join(f"{k} {v}" for k, v in cpu.get("node_per_request", {}).items()) or "n/a"
             lines.append(f"| {r['clients']} | " + " | ".join(f"{cpu['cpu_ms_per_request'][k]} ({cpu['cores_busy'][k]})"
                                                              for k in classes) + f" | {node} |")
+        lines += [f"the machine's speed at {r['clients']} clients (machine_speed.py's fixed workload, ms of CPU, "
+                  f"lower is faster): {r['machine_probe_ms']['before']} before, {r['machine_probe_ms']['after']} after"
+                  for r in split if "machine_probe_ms" in r]
     return "\n".join(lines)
 
 

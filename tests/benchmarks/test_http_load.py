@@ -63,6 +63,18 @@ def test_the_table_shows_the_split(http_load):
                    "node_per_request": {"query phases": 22.61}}}
     table = http_load.markdown([row])
     assert "| 8 | 43.3 (1.07) | 34.5 (0.85) | 0.7 (0.02) | 2.3 (0.06) | 0.8 (0.02) | query phases 22.61 |" in table
+    assert "machine's speed" not in table  # a result from before the probe existed
+    table = http_load.markdown([{**row, "machine_probe_ms": {"before": 151.2, "after": 240.0}}])
+    assert "ms of CPU, lower is faster): 151.2 before, 240.0 after" in table
+
+
+def test_the_machine_probe_is_the_median_of_its_rounds_of_one_fixed_workload(http_load, monkeypatch):
+    import machine_speed
+
+    assert 1 < machine_speed.workload() < 60_000  # CPU ms of the real workload, once
+    runs = iter([210.04, 150.0, 246.3])
+    monkeypatch.setattr(machine_speed, "workload", lambda: next(runs))
+    assert machine_speed.probe(rounds=3) == 210.0
 
 
 def test_every_step_and_the_warm_up_say_text_of_their_own(http_load):
