@@ -229,7 +229,8 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                         response = http.post(f"subjects/{who}/recall", json={"query": text, "k": 10})
                     ok = response.status_code < 300 or (kind == "recall" and response.status_code == 404)
                     label = str(response.status_code)
-                    phases = response.headers.get("server-timing")
+                    header = response.headers.get("server-timing")
+                    phases = server_timing(header) if header is not None else None
                 except httpx.HTTPError as exc:
                     ok, label, phases = False, type(exc).__name__, None
                 elapsed = (time.monotonic() - started) * 1000
@@ -237,7 +238,7 @@ def run(*, url: str, token: str, clients: int, seconds: float, subjects: int, se
                     if ok:
                         latencies[kind].append(elapsed)
                         if phases is not None:
-                            timings[kind].append((elapsed, *server_timing(phases)))
+                            timings[kind].append((elapsed, *phases))
                     else:
                         errors[kind] += 1
                         error_kinds[label] = error_kinds.get(label, 0) + 1
