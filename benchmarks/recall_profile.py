@@ -49,7 +49,8 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import base_client  # noqa: E402
 from memory_app import recall as rc  # noqa: E402
-from memory_app import concepts, selectors, services  # noqa: E402
+from memory_app import selectors, services  # noqa: E402
+from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.evaluation import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402

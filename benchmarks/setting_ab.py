@@ -16,7 +16,7 @@ asked ``--passes`` times with the setting at its default and at the value given,
 question by question (and which goes first, pass by pass) so that the machine's load falls on
 both alike, after ``--warmup`` untimed passes (a node just started has cold caches and an
 unwarmed JIT); the query-vector cache is cleared before each call (a new question).
-``--asking-kind``: only the questions that ask for members of a kind (memory_app.concepts'
+``--asking-kind``: only the questions that ask for members of a kind (memory_app.language.concepts'
 ``query_categories``), the ones concept expansion acts on. The value is read as JSON (false,
 0, 0.25), else as a string.
 """
@@ -44,7 +44,8 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memory_app import concepts, evaluation, services  # noqa: E402
+from memory_app import evaluation, services  # noqa: E402
+from memory_app.language import concepts  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 

@@ -34,7 +34,7 @@ from engram_core.es.schema import MemoryType
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
-from memory_app.intent import ANSWERED_BY, Intent
+from memory_app.language.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun
 from tenants import services as tenant_services
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
@@ -227,7 +227,7 @@ _INTENT_LABELS = {Intent.EVENT: "an event", Intent.STATE: "how things stand", In
 
 
 def _intent_context(intent: Intent | None) -> dict:
-    """How the recall sandbox names the kind of memory the question asks for (memory_app.intent)."""
+    """How the recall sandbox names the kind of memory the question asks for (memory_app.language.intent)."""
     if intent is None:
         return {}
     return {"intent_label": _INTENT_LABELS[intent], "intent_boost": 1 + settings.ENGRAM_INTENT_BOOST,

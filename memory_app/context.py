@@ -29,12 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import Elasticsearch
 
 from memory_app.embeddings import get_embedder
-from memory_app.passages import passages_of
-
-
-# Fields derived from a memory's text when it is stored, searched and kept out of every response:
-# a derived context, a memory's concepts (memory_app.concepts). Vectors: VECTOR_FIELDS.
-HIDDEN_FIELDS = ("derived_context", "concepts")
+from memory_app.language.passages import passages_of
 
 
 @dataclass(frozen=True)
@@ -155,7 +150,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     """The vector fields of each episode given as (its text, its context): the explicit context as
     one part, or the texts of the derived context's episodes, oldest first. Each is a dict with
     ``embedding`` (the episode's vector) and ``passages`` (one vector per passage, searched by the
-    recall's passage leg; ``memory_app.passages``; only for a text of several sentences), to merge
+    recall's passage leg; ``memory_app.language.passages``; only for a text of several sentences), to merge
     into the stored document.
 
     ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each

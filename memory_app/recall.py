@@ -33,8 +33,8 @@ The CI node has no ``rrf`` or ``linear`` retriever, so fusion happens here. Per 
   field (episodic ``occurred_at``, semantic ``last_used_at``; procedural and catalog exempt).
 - use_count_boost (semantic): 1 + 0.2 · log10(1 + use_count).
 - catalog_prior (catalog): 0.85.
-- time_window (episodic, memory_app.temporal): 1 + ENGRAM_TEMPORAL_BOOST in the date window the query names.
-- intent (memory_app.intent): 1 + ENGRAM_INTENT_BOOST for the types that answer the kind of
+- time_window (episodic, memory_app.language.temporal): 1 + ENGRAM_TEMPORAL_BOOST in the date window the query names.
+- intent (memory_app.language.intent): 1 + ENGRAM_INTENT_BOOST for the types that answer the kind of
   question asked (an event: episodes; a state: facts and catalog; a procedure: playbooks and catalog).
 - outcome (procedural): 1 + ENGRAM_OUTCOME_WEIGHT · (2·m − 1), m the posterior mean of
   Beta(1 + successes, 1 + failures): untried ×1.0, reliable up to ×(1 + w), failing down to
@@ -46,7 +46,7 @@ episode's context (the turns before it) at ENGRAM_CONTEXT_BOOST, with the query 
 question words, auxiliaries and pronouns (``keyword_query``); the kNN leg embeds the query as is.
 BM25's k1/b are index settings (ENGRAM_BM25_K1/B; b 0.4: memories are short). Extra legs (the
 entity legs of memory_app.query_plan) join the fusion through ``fuse(extra=...)``; a date the query
-names (memory_app.temporal) adds a ``time_window`` multiplier.
+names (memory_app.language.temporal) adds a ``time_window`` multiplier.
 
 Reply credit (ENGRAM_REPLY_CREDIT, 0.25): an episode whose predecessor in its session (the last
 of its derived ``context_ids``, memory_app.context) asks a question gains 0.25 × that question's
@@ -71,11 +71,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from engram_core.es.schema import VECTOR_FIELDS, MemoryType
-from memory_app.context import HIDDEN_FIELDS
-from memory_app.intent import ANSWERED_BY, Intent
-from memory_app.passages import passages_of
-from memory_app.temporal import TimeWindow
+from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
+from memory_app.language.intent import ANSWERED_BY, Intent
+from memory_app.language.passages import passages_of
+from memory_app.language.temporal import TimeWindow
 
 # Each type's date field for time decay; None = exempt.
 DECAY_FIELD: dict[MemoryType, str | None] = {
@@ -308,7 +307,7 @@ FUSIONS = ("rrf", "linear")
 # named-query prefixes (``word_clauses``)
 _WORD_IN_TEXT, _WORD_IN_CONTEXT, _SYNONYM_IN_TEXT = "word_text_", "word_context_", "word_synonym_"
 _SAID_BY_NAMED = "word_speaker_"
-_KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.concepts)
+_KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.language.concepts)
 
 
 def fusion() -> str:
@@ -520,9 +519,9 @@ def multipliers_for(hit: Hit, *, now: datetime, window: TimeWindow | None = None
         factors["time_decay"] = gauss_decay(value=datetime.fromisoformat(raw) if raw else None, origin=now)
     if window is not None and hit.memory_type is MemoryType.EPISODIC and (raw := src.get("occurred_at")) and \
             window.contains(datetime.fromisoformat(raw), grace=timedelta(days=settings.ENGRAM_TEMPORAL_GRACE_DAYS)):
-        factors["time_window"] = 1.0 + settings.ENGRAM_TEMPORAL_BOOST  # memory_app.temporal
+        factors["time_window"] = 1.0 + settings.ENGRAM_TEMPORAL_BOOST  # memory_app.language.temporal
     if intent is not None and hit.memory_type in ANSWERED_BY[intent]:
-        factors["intent"] = 1.0 + settings.ENGRAM_INTENT_BOOST  # memory_app.intent
+        factors["intent"] = 1.0 + settings.ENGRAM_INTENT_BOOST  # memory_app.language.intent
     if hit.memory_type is MemoryType.SEMANTIC:
         factors["use_count"] = 1.0 + settings.ENGRAM_USE_COUNT_WEIGHT * math.log10(1 + int(src.get("use_count") or 0))
     if hit.memory_type is MemoryType.CATALOG:
@@ -537,8 +536,8 @@ def score(hits: list[Hit], *, now: datetime, window: TimeWindow | None = None,
           intent: Intent | None = None) -> list[Hit]:
     """Apply the multipliers and the reply credit, and sort. When a reranker ran, its order
     replaces the fused one (as 1 / (rank_constant + rerank rank), so scores stay positive and
-    comparable). ``window``: the date window the query names (memory_app.temporal), boosting
-    episodes in it; ``intent``: the kind of memory it asks for (memory_app.intent), boosting the
+    comparable). ``window``: the date window the query names (memory_app.language.temporal), boosting
+    episodes in it; ``intent``: the kind of memory it asks for (memory_app.language.intent), boosting the
     types that answer it."""
     k = settings.ENGRAM_RRF_RANK_CONSTANT
     for hit in hits:

@@ -15,16 +15,15 @@ from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import ValidationFailed
-from memory_app import concepts
+from memory_app.language import concepts
 from memory_app import query_plan as qp
 from memory_app import recall as rc
-from memory_app.context import HIDDEN_FIELDS as HIDDEN_CONTEXT_FIELDS
 from memory_app.embeddings import get_embedder, get_reranker
-from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
+from engram_core.es.schema import HIDDEN_FIELDS, USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
 from memory_app.timing import timed
-from memory_app.intent import Intent, query_intent
-from memory_app.temporal import TimeWindow, query_time_window
+from memory_app.language.intent import Intent, query_intent
+from memory_app.language.temporal import TimeWindow, query_time_window
 from memory_app.usage import usage_apply
 from memory_app.validation import (
     clean_datetime,
@@ -39,7 +38,7 @@ from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services import require_dls, subject_es_client, writer_es_client
 
 
-_HIDDEN = frozenset((*VECTOR_FIELDS, *HIDDEN_CONTEXT_FIELDS))
+_HIDDEN = frozenset((*VECTOR_FIELDS, *HIDDEN_FIELDS))
 
 
 def _alias(subject: Subject, memory_type: MemoryType) -> str:
@@ -65,7 +64,7 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
     ``timezone``: the end-user's IANA zone, whose calendar days the dates a query names are
-    read in (memory_app.temporal; default UTC).
+    read in (memory_app.language.temporal; default UTC).
 
     A memory is listed once per content (``recall.without_copies``; explain names the copies).
     ``exclude``: a memory id left out before that (a turn's own episode).
@@ -212,8 +211,8 @@ class QueryReading:
     ``topic`` their legs search (by words and, with ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, by the
     topic's embedding), the date ``time_window`` that boosts episodes (None: no date named,
     or the boost is off), the ``kinds`` the question asks for members of, which the BM25
-    leg matches against memories' concepts (memory_app.concepts; None: none), and the ``intent``,
-    the kind of memory it asks for, whose types are boosted (memory_app.intent; None: not settled,
+    leg matches against memories' concepts (memory_app.language.concepts; None: none), and the ``intent``,
+    the kind of memory it asks for, whose types are boosted (memory_app.language.intent; None: not settled,
     or the boost is off), the ``synonyms`` a memory may name instead of a word of the
     question, for a share of its score (word, its synonyms; ``concepts.synonyms``), and the
     words of the question that name the end-user (``own_name``), which their own turns are

@@ -32,10 +32,10 @@ from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError,
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from engram_core.es.client import unavailable_answer
 from memory_app import context as derived
-from memory_app.concepts import concepts_of, concepts_of_memory
+from memory_app.language.concepts import concepts_of, concepts_of_memory
 from memory_app.embeddings import get_embedder
 from memory_app import selectors
-from engram_core.es.schema import USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
+from engram_core.es.schema import HIDDEN_FIELDS, USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.usage import usage_forget
@@ -110,7 +110,7 @@ def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
 
 def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """es_setup's change to a migrated document (None: none): ``client_id_rekey``, and the concepts
-    of a memory stored before they existed (memory_app.concepts), computed as a write computes them."""
+    of a memory stored before they existed (memory_app.language.concepts), computed as a write computes them."""
     rekeyed = client_id_rekey(doc_id, source)
     doc_id, source = rekeyed or (doc_id, source)
     if "concepts" in source or not settings.ENGRAM_CONCEPTS or not isinstance(source.get("text"), str):
@@ -329,7 +329,7 @@ def _store(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict
         if source is None or any(source.get(k) != doc.get(k) for k in _CREATE_IDENTITY):
             raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
         doc = source
-    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in (*VECTOR_FIELDS, *derived.HIDDEN_FIELDS)}}
+    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in (*VECTOR_FIELDS, *HIDDEN_FIELDS)}}
 
 
 def _base_doc(*, subject: Subject, memory_type: MemoryType, text: str, now: datetime, metadata: dict,

@@ -51,6 +51,9 @@ SOURCE_WITH_VECTORS = {"exclude_vectors": False}
 # The vector fields, kept out of every response (they are excluded from a returned _source anyway,
 # but a nested field such as ``passages`` would still show as a list of empty objects).
 VECTOR_FIELDS = ["embedding", "passages"]
+# Fields derived from a memory's text when it is stored (its session's context, its WordNet
+# concepts): searched, and kept out of every response like the vectors.
+HIDDEN_FIELDS = ("derived_context", "concepts")
 
 
 # The one index of a prefix is ``<prefix>-memories-v<N>``; each type reaches it through its alias.
@@ -148,7 +151,7 @@ def _common_properties() -> dict:
         "user_id": {"type": "keyword"},
         "memory_type": {"type": "keyword"},
         "text": _text(),
-        # WordNet categories of the memory's nouns (memory_app.concepts), searched, never returned.
+        # WordNet categories of the memory's nouns (memory_app.language.concepts), searched, never returned.
         "concepts": {"type": "text", "analyzer": "engram_text"},
         "created_at": {"type": "date"},
         "occurred_at": {"type": "date"},
@@ -197,7 +200,7 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
 
 
 def _vector_properties(dims: int) -> dict:
-    """The memory's own vector; an episode also has one per sentence (memory_app.passages), which
+    """The memory's own vector; an episode also has one per sentence (memory_app.language.passages), which
     the recall's passage leg ranks it by. Episodes stored before ``passages`` existed have none and
     are found through ``embedding``."""
     return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}

@@ -7,7 +7,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.prod
 application = get_wsgi_application()
 
 # Load the local models now, not on the first request (ENGRAM_WARM_UP=false skips it).
-from memory_app import concepts  # noqa: E402
+from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import warm_up  # noqa: E402
 
 warm_up()

@@ -18,7 +18,7 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     alice, bob = make_subject("alice"), make_subject("bob")
     day = datetime(2025, 3, 1, tzinfo=UTC)
     # Bob holds 60 near-copies of the question; Alice one unrelated episode of two sentences (so it
-    # has passages, memory_app.passages). A filter applied after the kNN search (post_filter, or a
+    # has passages, memory_app.language.passages). A filter applied after the kNN search (post_filter, or a
     # query beside knn) would see only Bob's 10 nearest.
     services.episodes_import(subject=bob, episodes=[
         {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
@@ -30,7 +30,7 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
                            scope=memory_scope(subject=alice), include_superseded=False, since=None, until=None,
                            index_for={MemoryType.EPISODIC: alias_name(MemoryType.EPISODIC)})
     # The dense leg: kNN over the memories' own vectors and over the episodes' sentences
-    # (memory_app.passages), each with the scope filter inside the kNN query.
+    # (memory_app.language.passages), each with the scope filter inside the kNN query.
     [_header, search] = body
     own_vectors, passages = search["query"]["dis_max"]["queries"]
     assert passages["nested"]["query"]["knn"]["field"] == "passages.embedding"

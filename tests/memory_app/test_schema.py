@@ -208,7 +208,7 @@ def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es
 
 
 def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
-    from memory_app.concepts import concepts_of
+    from memory_app.language.concepts import concepts_of
     from memory_app.services import migration_rekey
 
     subject = make_subject("alice")

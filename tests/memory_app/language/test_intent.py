@@ -1,10 +1,10 @@
-"""The kind of memory a question asks for (memory_app.intent), and its boost through the real
+"""The kind of memory a question asks for (memory_app.language.intent), and its boost through the real
 Elasticsearch."""
 
 import pytest
 
 from memory_app import services
-from memory_app.intent import Intent, query_intent
+from memory_app.language.intent import Intent, query_intent
 from memory_app.selectors import memory_recall, query_reading
 
 

@@ -1,11 +1,11 @@
 """Concept expansion: a memory's nouns bring their WordNet categories, which a question asking for
-members of a kind matches (memory_app.concepts; recall against the real Elasticsearch)."""
+members of a kind matches (memory_app.language.concepts; recall against the real Elasticsearch)."""
 
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
-from memory_app.concepts import concepts_of, query_categories, synonyms
+from memory_app.language.concepts import concepts_of, query_categories, synonyms
 from memory_app.selectors import memory_get, memory_recall
 
 

@@ -9,7 +9,7 @@ from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name
 from memory_app import recall as rc
 from memory_app import services
 from memory_app.embeddings import get_embedder
-from memory_app.passages import passages_of
+from memory_app.language.passages import passages_of
 from memory_app.selectors import memory_get, memory_recall
 from tenants.selectors import memory_scope
 from tenants.services import subject_es_client

@@ -1,0 +1,1 @@
+"""English read without a model: time expressions, WordNet concepts, sentences, question grammar."""
