@@ -54,7 +54,6 @@ from django.urls import reverse  # noqa: E402
 from engram_core.errors import NotFound  # noqa: E402
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
-from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 from memory_app.embeddings.server import EmbeddingsServer  # noqa: E402
@@ -66,9 +65,15 @@ from memory_app.evaluation import (  # noqa: E402
     scratch_slug,
 )
 from memory_app.selectors import memory_get, memory_history, memory_recall  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
+from memory_app.services.episodes import episode_write  # noqa: E402
+from memory_app.services.forget import memory_forget  # noqa: E402
+from memory_app.services.imports import episodes_import  # noqa: E402
+from memory_app.services.store import client_memory_id  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 from tenants.selectors import index_prefix_for  # noqa: E402
+from tenants.services.clients import subject_es_client  # noqa: E402
+from tenants.services.subjects import subject_get_or_create  # noqa: E402
+from tenants.services.tokens import agent_token_create  # noqa: E402
 
 MEM0_PYTHON = ROOT / ".engram" / "mem0-venv" / "bin" / "python"
 MEM0_SIDE = ROOT / "benchmarks" / "mem0" / "mem0_side.py"
@@ -118,9 +123,9 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
     clear_query_cache = getattr(getattr(embedder, "query_cache", None), "clear", lambda: None)
     with sandbox():
         tenant = Tenant.objects.create(slug=scratch_slug("vs-mem0"), name="Engram vs Mem0")
-        warm = tenant_services.subject_get_or_create(tenant=tenant, external_id="warmup", actor="compare")
+        warm = subject_get_or_create(tenant=tenant, external_id="warmup", actor="compare")
         for n in range(warmup):
-            services.episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
+            episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
         for n in range(warmup):
             clear_query_cache()
             memory_recall(subject=warm, query=f"warm-up question {n}?", k=k, types=["episodic"])
@@ -128,10 +133,10 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
         # 1. The memory_eval --locomo path: one import per conversation, then the questions.
         subjects, import_s = {}, 0.0
         for u in users:
-            subjects[u["user_id"]] = subject = tenant_services.subject_get_or_create(
+            subjects[u["user_id"]] = subject = subject_get_or_create(
                 tenant=tenant, external_id=u["user_id"], actor="compare")
             started = time.perf_counter()
-            services.episodes_import(subject=subject, episodes=[
+            episodes_import(subject=subject, episodes=[
                 {**e, "occurred_at": e["occurred_at"].isoformat()} for e in u["episodes"]])
             import_s += time.perf_counter() - started
         search_ms, ranked = [], {}
@@ -150,14 +155,14 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
         per_user = -(-writes // len(users)) if writes else None
         turn_subjects = {}
         for u in users:
-            turn_subjects[u["user_id"]] = subject = tenant_services.subject_get_or_create(
+            turn_subjects[u["user_id"]] = subject = subject_get_or_create(
                 tenant=tenant, external_id=f"{u['user_id']}-turns", actor="compare")
             started_all = time.perf_counter()
             for e in u["episodes"][:per_user]:
                 started = time.perf_counter()
-                written = services.episode_write(subject=subject, text=e["text"], occurred_at=e["occurred_at"],
-                                                 session_id=e["session_id"], metadata=e["metadata"],
-                                                 defer_refresh=True)
+                written = episode_write(subject=subject, text=e["text"], occurred_at=e["occurred_at"],
+                                        session_id=e["session_id"], metadata=e["metadata"],
+                                        defer_refresh=True)
                 add_ms.append((time.perf_counter() - started) * 1000)
                 by_write[written["id"]] = e["id"]
             write_s += time.perf_counter() - started_all
@@ -185,8 +190,8 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
     """End-user B (conversation 2) tries to reach end-user A's (conversation 1) memories."""
     a, b = subjects[users[0]["user_id"]], subjects[users[1]["user_id"]]
     probe = users[0]["episodes"][len(users[0]["episodes"]) // 2]
-    probe_id = services.client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=probe["id"])
-    a_ids = {services.client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=e["id"])
+    probe_id = client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=probe["id"])
+    a_ids = {client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=e["id"])
              for e in users[0]["episodes"]}
     assert memory_get(subject=a, memory_id=probe_id)["id"] == probe_id  # the id is right: A reads it
 
@@ -202,14 +207,14 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
                  lambda: memory_recall(subject=b, query=probe["text"], k=10, include_superseded=True), count_a),
         _attempt("memory_get(A's memory id) as B", lambda: memory_get(subject=b, memory_id=probe_id), served),
         _attempt("memory_history(A's memory id) as B", lambda: memory_history(subject=b, memory_id=probe_id), served),
-        _attempt("memory_forget(A's memory id) as B", lambda: services.memory_forget(
+        _attempt("memory_forget(A's memory id) as B", lambda: memory_forget(
             subject=b, memory_id=probe_id, reason="isolation attempt", actor="compare"), served),
     ]
     still = memory_get(subject=a, memory_id=probe_id)["id"] == probe_id
     attempts.append({"attempt": "A's memory after B's forget attempt", "served_foreign": not still,
                      "result": "still there, unchanged" if still else "GONE"})
     # B's own Elasticsearch API key (DLS), asked directly for A's documents.
-    es = tenant_services.subject_es_client(subject=b)
+    es = subject_es_client(subject=b)
     index = alias_name(MemoryType.EPISODIC, prefix=index_prefix_for(tenant=tenant))
     found = es.search(index=index, size=10, query={"bool": {"should": [
         {"term": {"user_id": str(a.user_id)}}, {"ids": {"values": [probe_id]}}]}})["hits"]["total"]["value"]
@@ -221,8 +226,8 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
     url = reverse("api:memory", kwargs={"external_id": a.external_id, "memory_id": probe_id})
     codes = {}
     for who, t in (("own tenant", tenant), ("other tenant", other)):
-        _, token = tenant_services.agent_token_create(tenant=t, name="compare", scopes=AgentToken.Scope.values,
-                                                      actor="compare")
+        _, token = agent_token_create(tenant=t, name="compare", scopes=AgentToken.Scope.values,
+                                      actor="compare")
         codes[who] = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_HOST="127.0.0.1").status_code
     attempts.append({"attempt": "GET /api/v1/subjects/A/memories/<id> with another tenant's agent token",
                      "served_foreign": codes["other tenant"] != 404,

@@ -50,9 +50,9 @@ from elasticsearch import helpers  # noqa: E402
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 from tenants.selectors import memory_scope  # noqa: E402
+from tenants.services.subjects import subject_get_or_create  # noqa: E402
 
 HEAVY_CALL = 5000
 
@@ -76,7 +76,7 @@ def main() -> None:
     synth = scale_data.Synth()
     tenant = Tenant.objects.create(slug=f"import-cost-{int(time.time())}", name="Import cost")
     users = [f"user-{n}" for n in range(args.users)] + ["heavy"]
-    subjects = {u: tenant_services.subject_get_or_create(tenant=tenant, external_id=u, actor="bench") for u in users}
+    subjects = {u: subject_get_or_create(tenant=tenant, external_id=u, actor="bench") for u in users}
     get_embedder().load()
 
     jobs = [(u, 0, args.episodes) for u in users[:-1]]

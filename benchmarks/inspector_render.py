@@ -35,11 +35,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from memory_app import services
 from memory_app.evaluation import sandbox
 from memory_app.selectors import episode_list
+from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
+from memory_app.services.imports import episodes_import
 from tenants.models import Subject, Tenant
-from tenants.services import subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
 
 TOPICS = ["thermostat", "door lock", "hub", "motion sensor", "garage door", "lights routine", "camera", "router"]
 
@@ -73,20 +74,20 @@ def main() -> None:
         heavy = subject_get_or_create(tenant=tenant, external_id="heavy@example.com", display_name="Heavy")
         start = datetime(2024, 1, 1, tzinfo=UTC)
         t0 = time.perf_counter()
-        services.episodes_import(subject=heavy, episodes=[
+        episodes_import(subject=heavy, episodes=[
             {"text": f"Turn {n}: my {TOPICS[n % len(TOPICS)]} needs attention ({n % 97}).",
              "occurred_at": (start + timedelta(minutes=7 * n)).isoformat(), "session_id": f"s{n // 40}"}
             for n in range(args.episodes)])
         print(f"imported {args.episodes} episodes in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         previous = None
         for n in range(30):
-            fact = services.fact_write(subject=heavy, text=f"Fact {n} about the {TOPICS[n % len(TOPICS)]}.",
-                                       supersedes=[previous] if previous and n % 3 else None)
+            fact = fact_write(subject=heavy, text=f"Fact {n} about the {TOPICS[n % len(TOPICS)]}.",
+                              supersedes=[previous] if previous and n % 3 else None)
             previous = fact["id"]
         for n in range(6):
-            services.playbook_write(subject=heavy, trigger=f"{TOPICS[n]} broken", steps="1. Check. 2. Reset.")
+            playbook_write(subject=heavy, trigger=f"{TOPICS[n]} broken", steps="1. Check. 2. Reset.")
         for n in range(5):
-            services.catalog_entry_write(tenant=tenant, title=f"Guide {n}", text=f"How to fix the {TOPICS[n]}.")
+            catalog_entry_write(tenant=tenant, title=f"Guide {n}", text=f"How to fix the {TOPICS[n]}.")
         cursor = episode_list(subject=heavy, size=50).next_cursor
         user = get_user_model().objects.create_superuser("bench-root", "", "x")
         client = Client(HTTP_HOST="127.0.0.1")

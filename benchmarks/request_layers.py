@@ -48,8 +48,8 @@ from django.test import Client  # noqa: E402
 from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, corpus_texts, percentiles  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
+from tenants.services.tokens import agent_token_create  # noqa: E402
 
 
 def summary(samples_ms: list[float]) -> str:
@@ -96,8 +96,8 @@ def main() -> None:
     _corpus, sentences, questions = corpus_texts()
 
     tenant = Tenant.objects.create(slug=f"layers-{rng.randrange(10**6)}", name="Request layers")
-    _, token = tenant_services.agent_token_create(tenant=tenant, name="layers", scopes=AgentToken.Scope.values,
-                                                  actor="bench")
+    _, token = agent_token_create(tenant=tenant, name="layers", scopes=AgentToken.Scope.values,
+                                  actor="bench")
     subjects = {subject.external_id: subject for subject in bench_subjects(
         tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences, now=datetime.now(UTC))}
     plan = [(rng.choice(list(subjects)), rng.choice(questions)) for _ in range(args.queries)]

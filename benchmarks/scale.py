@@ -50,14 +50,16 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
-from memory_app import services  # noqa: E402
 from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from engram_core.es.schema import all_aliases, drop_indices  # noqa: E402
 from memory_app.outbox import turn_submit, write_submit  # noqa: E402
+from memory_app.services.facts import catalog_entry_write  # noqa: E402
+from memory_app.services.imports import episodes_assign_ids  # noqa: E402
 from memory_app.usage import usage_flush  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Subject, Tenant  # noqa: E402
+from tenants.services.subjects import subject_get_or_create  # noqa: E402
+from tenants.services.tokens import agent_token_create  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -81,8 +83,8 @@ def import_call(synth: scale_data.Synth, tenant: Tenant, external_id: str, start
     .../episodes/import`` makes it; (episodes, seconds of the call, not of making its text)."""
     episodes = [synth.episode(external_id, n, start=START) for n in range(start, stop)]
     request_id = f"{external_id}-{start}"
-    payload = {"episodes": services.episodes_assign_ids(tenant_id=tenant.pk, external_id=external_id,
-                                                        episodes=episodes, prefix=request_id)}
+    payload = {"episodes": episodes_assign_ids(tenant_id=tenant.pk, external_id=external_id,
+                                               episodes=episodes, prefix=request_id)}
     started = time.perf_counter()
     submitted = write_submit(tenant=tenant, external_id=external_id, operation="import", payload=payload,
                              actor="bench")
@@ -106,7 +108,7 @@ class Corpus:
             self.tenants.append(Tenant.objects.create(slug=f"scale-{t:03d}", name=f"Scale tenant {t}"))
         for (t, external_id) in scale_data.plan(0, tenants=self.n_tenants,
                                                 users_per_tenant=self.users_per_tenant).users:
-            self.subjects[external_id] = tenant_services.subject_get_or_create(
+            self.subjects[external_id] = subject_get_or_create(
                 tenant=self.tenants[t], external_id=external_id, actor="bench")
         self.loaded = scale_data.plan(0, tenants=self.n_tenants, users_per_tenant=self.users_per_tenant)
         return time.perf_counter() - started
@@ -146,7 +148,7 @@ class Corpus:
     def _single(self, kind: str, tenant: Tenant, external_id: str | None, n: int) -> None:
         if kind == "catalog":
             title, text = self.synth.catalog(tenant.slug, n)
-            services.catalog_entry_write(tenant=tenant, title=title, text=text)
+            catalog_entry_write(tenant=tenant, title=title, text=text)
         elif kind == "fact":
             submitted = write_submit(tenant=tenant, external_id=external_id, operation="fact",
                                      payload={"text": self.synth.fact(external_id, n)}, actor="bench")
@@ -216,8 +218,8 @@ def http_curve(corpus: Corpus, *, clients: list[int], seconds: float, texts: lis
     url = f"http://127.0.0.1:{port}"
     targets = []
     for tenant in corpus.tenants:
-        _, token = tenant_services.agent_token_create(tenant=tenant, name="scale", scopes=AgentToken.Scope.values,
-                                                      actor="bench")
+        _, token = agent_token_create(tenant=tenant, name="scale", scopes=AgentToken.Scope.values,
+                                      actor="bench")
         targets += [(token, s.external_id) for s in corpus.subjects.values()
                     if s.tenant_id == tenant.pk and s.external_id != scale_data.HEAVY]
     workers = os.environ.get("ENGRAM_WEB_WORKERS", "2")

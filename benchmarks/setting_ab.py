@@ -44,10 +44,11 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memory_app import evaluation, services  # noqa: E402
+from memory_app import evaluation  # noqa: E402
 from memory_app.language import concepts  # noqa: E402
-from tenants import services as tenant_services  # noqa: E402
+from memory_app.services.imports import episodes_import  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
+from tenants.services.subjects import subject_get_or_create  # noqa: E402
 
 
 def setting(text: str) -> tuple[str, object]:
@@ -95,9 +96,9 @@ def main() -> None:
             tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
         for path in args.locomo or ():
             data = json.loads(path.read_text())
-            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
+            subject = subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
             episodes = evaluation.locomo_episodes(path.stem, data)
-            services.episodes_import(subject=subject, episodes=[
+            episodes_import(subject=subject, episodes=[
                 {**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
             now = max(e["occurred_at"] for e in episodes)
             plan += [(subject, q["question"], now) for q in data["qa"] if q.get("category") in (1, 2, 3, 4)

@@ -1,5 +1,6 @@
 """The small core below the apps: the error family, the Elasticsearch client, capability probes,
-the index layout (``es.schema``) and the end-user id check (``validation``).
+the index layout (``es.schema``), the end-user id check (``validation``) and thread helpers
+(``threads``).
 
 ``memory_app`` and ``tenants`` both import from here and this package imports from neither, so
 dependencies point one way. It is a plain package, not a Django app: no models, no settings of

@@ -36,9 +36,11 @@ from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun
-from tenants import services as tenant_services
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
+from tenants.services.audit import audit_record
+from tenants.services.keys import subject_key_revoke, subject_key_rotate
+from tenants.services.tokens import agent_token_create, agent_token_revoke
 
 from . import access
 
@@ -68,8 +70,8 @@ def _reads(request, label: str, fn: Callable, default=None):
 
 def _viewed(request, subject: Subject, view: str, **details) -> None:
     """Staff access log: every staff look at an end-user's memories is an audit event."""
-    tenant_services.audit_record(actor=request.user, action="staff.viewed", subject=subject,
-                                 target_id=str(subject.user_id), details={"view": view, **details})
+    audit_record(actor=request.user, action="staff.viewed", subject=subject,
+                 target_id=str(subject.user_id), details={"view": view, **details})
 
 
 def staff_required(view):
@@ -311,8 +313,8 @@ def consolidation_now(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpRespo
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not queue a consolidation: {_problem(exc)}")
     else:
-        tenant_services.audit_record(actor=request.user, action="consolidation.requested", subject=subject,
-                                     target_id=str(run.pk), details={"extractor": run.extractor})
+        audit_record(actor=request.user, action="consolidation.requested", subject=subject,
+                     target_id=str(run.pk), details={"extractor": run.extractor})
         messages.success(request, f"Consolidation run #{run.pk} queued; this panel refreshes until it ends.")
     return _consolidation_panel(request, subject)
 
@@ -356,9 +358,9 @@ def export(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Export failed: {_problem(exc)}")
         return redirect("inspector:subject", user_id=subject.user_id)
-    tenant_services.audit_record(actor=request.user, action="subject.exported", subject=subject,
-                                 target_id=str(subject.user_id),
-                                 details={"counts": {k: len(v) for k, v in data["memories"].items()}})
+    audit_record(actor=request.user, action="subject.exported", subject=subject,
+                 target_id=str(subject.user_id),
+                 details={"counts": {k: len(v) for k, v in data["memories"].items()}})
     body = json.dumps({**data, "external_id": subject.external_id}, indent=2, ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="engram-export-{subject.user_id}.json"'
@@ -432,7 +434,7 @@ def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
 def key_rotate(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
     def act(tenant):
         subject = _tenant_subject(tenant, user_id)
-        key = tenant_services.subject_key_rotate(subject=subject, actor=request.user)
+        key = subject_key_rotate(subject=subject, actor=request.user)
         return f"Key of {subject.external_id} rotated; new key {key.es_key_id}, the old one works during its grace."
     return _keys_action(request, slug, act)
 
@@ -442,7 +444,7 @@ def key_rotate(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
 def key_revoke(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
     def act(tenant):
         subject = _tenant_subject(tenant, user_id)
-        key = tenant_services.subject_key_revoke(subject=subject, actor=request.user)
+        key = subject_key_revoke(subject=subject, actor=request.user)
         return (f"Key {key.es_key_id} of {subject.external_id} revoked now; a fresh one is minted on next use."
                 if key else f"{subject.external_id} had no live key to revoke.")
     return _keys_action(request, slug, act)
@@ -452,8 +454,8 @@ def key_revoke(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def token_create(request, slug: str) -> HttpResponse:
     def act(tenant):
-        token, raw = tenant_services.agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
-                                                        scopes=request.POST.getlist("scopes"), actor=request.user)
+        token, raw = agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
+                                        scopes=request.POST.getlist("scopes"), actor=request.user)
         request.session["new_token"] = {"name": token.name, "raw": raw}
         return f"Token {token.name} created. Copy it now: it is not shown again."
     return _keys_action(request, slug, act)
@@ -466,7 +468,7 @@ def token_revoke(request, slug: str, token_id: int) -> HttpResponse:
         token = AgentToken.objects.select_related("tenant").filter(tenant=tenant, pk=token_id).first()
         if token is None:
             raise Http404("no such token")
-        tenant_services.agent_token_revoke(token=token, actor=request.user)
+        agent_token_revoke(token=token, actor=request.user)
         return f"Token {token.name} ({token.prefix}) revoked."
     return _keys_action(request, slug, act)
 
@@ -515,8 +517,8 @@ def audit_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     tenant = access.tenant_for(request.user, slug, "audit.export")
     filters = _audit_filters(request, tenant)
     events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
-    tenant_services.audit_record(actor=request.user, action="audit.exported", tenant=tenant,
-                                 details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
+    audit_record(actor=request.user, action="audit.exported", tenant=tenant,
+                 details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if fmt == "jsonl":
         lines = (json.dumps(audit_export_record(e), ensure_ascii=False, sort_keys=True) + "\n"

@@ -9,7 +9,7 @@ class MemoryAppConfig(AppConfig):
         from memory_app import checks  # noqa: F401  (registers the system checks)
         from engram_core.es.schema import EmbedderSource, register_embedder
         from memory_app.embeddings import get_embedder
-        from memory_app.services import vectors_rebuild
+        from memory_app.services.migration import vectors_rebuild
 
         # The index mappings (in the core package) take their vector width from the embedder, record
         # its vector space, and compute vectors again when an index was written by another embedder.

@@ -37,15 +37,17 @@ from django.test.utils import override_settings
 
 from engram_core.es.client import admin_client
 from engram_core.es.schema import drop_indices, ensure_indices
-from memory_app import services
 from memory_app.consolidation.services import consolidate_all
 from memory_app.selectors import memory_recall
+from memory_app.services.facts import catalog_entry_write, fact_write, playbook_outcome_record, playbook_write
+from memory_app.services.imports import episodes_import
 from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime
-from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
-from tenants.isolation_move import tenant_indices_ensure
 from tenants.models import AuditEvent, Subject, SubjectKey, Tenant, WriterKey
+from tenants.services.clients import clear_caches
+from tenants.services.isolation_move import tenant_indices_ensure
+from tenants.services.subjects import subject_get_or_create
 
 KS = (1, 5, 10)
 
@@ -104,7 +106,7 @@ def sandbox(*, clean_db: bool = True) -> Iterator[str]:
     prefix = f"{settings.ES_INDEX_PREFIX}-eval-{uuid.uuid4().hex[:8]}"
     es = admin_client()
     with override_settings(ES_INDEX_PREFIX=prefix):
-        tenant_services.clear_caches()
+        clear_caches()
         ensure_indices(es=es)
         try:
             with scratch_rows() if clean_db else nullcontext():
@@ -118,7 +120,7 @@ def sandbox(*, clean_db: bool = True) -> Iterator[str]:
                                  .values_list("es_key_id", flat=True))
                     invalidate_keys(key_ids=keys)
         finally:
-            tenant_services.clear_caches()
+            clear_caches()
             drop_indices(es=es, prefix=prefix)
 
 
@@ -206,28 +208,28 @@ def _load_fixture(corpus: dict, *, log: Callable[[str], None], dedicated: bool =
     for t in corpus["tenants"]:
         tenants[t["slug"]] = scratch_tenant(slug=t["slug"], name=t["name"], dedicated=dedicated)
         for entry in t["catalog"]:
-            written = services.catalog_entry_write(tenant=tenants[t["slug"]], title=entry["title"], text=entry["text"])
+            written = catalog_entry_write(tenant=tenants[t["slug"]], title=entry["title"], text=entry["text"])
             key_to_id[entry["key"]], key_type[entry["key"]] = written["id"], "catalog"
     subjects: dict[tuple[str, str], Subject] = {}
     for s in corpus["subjects"]:
-        subject = tenant_services.subject_get_or_create(tenant=tenants[s["tenant"]], external_id=s["external_id"],
-                                                        actor="eval")
+        subject = subject_get_or_create(tenant=tenants[s["tenant"]], external_id=s["external_id"],
+                                        actor="eval")
         subjects[(s["tenant"], s["external_id"])] = subject
-        ids = services.episodes_import(subject=subject, episodes=[
+        ids = episodes_import(subject=subject, episodes=[
             {"text": e["text"], "occurred_at": e["occurred_at"]} for e in s["episodic"]])
         for e, memory_id in zip(s["episodic"], ids, strict=True):
             key_to_id[e["key"]], key_type[e["key"]] = memory_id, "episodic"
         for f in s["semantic"]:  # in file order, so superseded facts exist before their successors
-            written = services.fact_write(subject=subject, text=f["text"], confidence=f.get("confidence", 1.0),
-                                          supersedes=[key_to_id[x] for x in f.get("supersedes") or []],
-                                          contradiction=f.get("contradiction") or "natural")
+            written = fact_write(subject=subject, text=f["text"], confidence=f.get("confidence", 1.0),
+                                 supersedes=[key_to_id[x] for x in f.get("supersedes") or []],
+                                 contradiction=f.get("contradiction") or "natural")
             key_to_id[f["key"]], key_type[f["key"]] = written["id"], "semantic"
         for p in s["procedural"]:
-            written = services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
+            written = playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
             key_to_id[p["key"]], key_type[p["key"]] = written["id"], "procedural"
             for outcome, times in ((True, p.get("success", 0)), (False, p.get("failure", 0))):
                 for _ in range(times):
-                    services.playbook_outcome_record(subject=subject, playbook_id=written["id"], success=outcome)
+                    playbook_outcome_record(subject=subject, playbook_id=written["id"], success=outcome)
         log(f"  loaded {s['tenant']}/{s['external_id']}")
     return key_to_id, key_type, subjects
 
@@ -290,7 +292,7 @@ def import_by_client_id(*, subject: Subject, episodes: list[dict[str, Any]]) -> 
     """Import ``episodes`` (each with its dataset's ``id``) in one call; {stored id: dataset id}.
     An imported episode is stored under its id namespaced to the end-user, while a dataset's gold
     names its own ids: scores compare through this map."""
-    stored = services.episodes_import(subject=subject, episodes=episodes)
+    stored = episodes_import(subject=subject, episodes=episodes)
     return {memory_id: e["id"] for e, memory_id in zip(episodes, stored, strict=True)}
 
 
@@ -315,8 +317,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
         for path in paths:
             data = json.loads(path.read_text())
             conversation = path.stem
-            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
-                                                            actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
+                                            actor="eval")
             episodes = locomo_episodes(conversation, data, context_turns=context_turns)
             turn_of = import_by_client_id(
                 subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])

@@ -47,7 +47,7 @@ from memory_app.timing import flag as timing_flag
 from memory_app.timing import timed
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
-from tenants.services import writer_es_client
+from tenants.services.clients import writer_es_client
 
 log = logging.getLogger(__name__)
 

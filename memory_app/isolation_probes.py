@@ -10,8 +10,10 @@ import json
 from django.utils import timezone
 
 from engram_core.errors import NotFound
-from memory_app import services
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write, playbook_outcome_record
+from memory_app.services.forget import memory_forget
 from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
 
 USER_TYPES = {"episodic", "semantic", "procedural"}
@@ -43,15 +45,15 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
                 with recorder.probe("service.memory_history(other's id)", who) as scope:
                     _not_found(scope, lambda d=doc: memory_history(subject=who.subject, memory_id=d.id))
                 with recorder.probe("service.memory_forget(other's id)", who) as scope:
-                    _not_found(scope, lambda d=doc: services.memory_forget(
+                    _not_found(scope, lambda d=doc: memory_forget(
                         subject=who.subject, memory_id=d.id, reason="probe", actor="isolation-probe"))
                 if doc.memory_type.value == "semantic":
                     with recorder.probe("service.fact_write(supersedes other's id)", who) as scope:
-                        _not_found(scope, lambda d=doc: services.fact_write(
+                        _not_found(scope, lambda d=doc: fact_write(
                             subject=who.subject, text="probe", supersedes=[d.id]))
                 if doc.memory_type.value == "procedural":
                     with recorder.probe("service.playbook_outcome(other's id)", who) as scope:
-                        _not_found(scope, lambda d=doc: services.playbook_outcome_record(
+                        _not_found(scope, lambda d=doc: playbook_outcome_record(
                             subject=who.subject, playbook_id=d.id, success=True))
         with recorder.probe("service.subject_export", who) as scope:
             exported = subject_export(subject=who.subject)
@@ -77,15 +79,15 @@ def recall_drift_probes(world: World, recorder: ProbeRecorder) -> None:
         writer_side = next((s for s in others if not s.dedicated), others[0])
         with recorder.probe("service.recall_drift(other tenant writes)", who) as scope:
             before, order_before = _recall_bytes(who, now)
-            planted = [services.episode_write(subject=writer_side.subject,
-                                              text=f"{who.marker} memory probe planted {n} {who.marker}")["id"]
+            planted = [episode_write(subject=writer_side.subject,
+                                     text=f"{who.marker} memory probe planted {n} {who.marker}")["id"]
                        for n in range(8)]
             try:
                 after, order_after = _recall_bytes(who, now)
             finally:
                 for memory_id in planted:
-                    services.memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="probe",
-                                           actor="isolation-probe")
+                    memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="probe",
+                                  actor="isolation-probe")
             if before != after:
                 detail = f"recall response changed ({len(before)} -> {len(after)} bytes)"
                 if order_before != order_after and not who.dedicated:

@@ -35,7 +35,8 @@ from memory_app.validation import (
 )
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
-from tenants.services import require_dls, subject_es_client, writer_es_client
+from tenants.services.clients import subject_es_client, writer_es_client
+from tenants.services.guard import require_dls
 
 
 _HIDDEN = frozenset((*VECTOR_FIELDS, *HIDDEN_FIELDS))

@@ -37,7 +37,7 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
-from tenants.services import writer_es_client
+from tenants.services.clients import writer_es_client
 
 log = logging.getLogger(__name__)
 

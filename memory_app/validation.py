@@ -1,12 +1,18 @@
-"""Validation at the edge of the memory domain: every input is checked before anything is written."""
+"""Validation at the edge of the memory domain: every input is checked before anything is written.
+
+Field rules (``clean_*``: the cleaned value, or ValidationFailed) and the checks of a whole write
+(``*_validate``, ``write_validate``) shared by every path: REST, MCP, outbox acceptance and the
+write services themselves, so an accepted write cannot fail validation at replay.
+"""
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-from typing import Any
 
 import orjson
 from django.conf import settings
@@ -30,12 +36,24 @@ def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> 
     return text
 
 
+def clean_optional_text(value: Any, *, field: str, limit: int | None = None) -> str | None:
+    """``clean_text`` of a field that may be absent (None passes through)."""
+    return None if value is None else clean_text(value, field=field, limit=limit)
+
+
 SESSION_ID_MAX_CHARS = 200
+REASON_MAX_CHARS = 500
+TITLE_MAX_CHARS = 500
 
 
 def clean_session_id(value: Any) -> str | None:
     """An episode's optional ``session_id``: a non-empty string of at most 200 characters."""
-    return None if value is None else clean_text(value, field="session_id", limit=SESSION_ID_MAX_CHARS)
+    return clean_optional_text(value, field="session_id", limit=SESSION_ID_MAX_CHARS)
+
+
+def clean_reason(value: Any) -> str:
+    """Why a memory is forgotten: stored in the audit log, so short and content-free by intent."""
+    return clean_text(value, field="reason", limit=REASON_MAX_CHARS)
 
 
 def clean_memory_type(value: Any, *, allowed: tuple[MemoryType, ...] = tuple(MemoryType)) -> MemoryType:
@@ -164,6 +182,15 @@ def clean_memory_id(memory_id: str) -> str:
     return memory_id
 
 
+def clean_new_memory_id(value: Any) -> str:
+    """The id a write gives the memory it creates: 8-64 letters, digits or dashes."""
+    if (not isinstance(value, str) or not 8 <= len(value) <= MEMORY_ID_MAX_CHARS
+            or not value.replace("-", "").isalnum()):
+        raise ValidationFailed("memory id must be 8-64 letters, digits or dashes", details={"field": "id"},
+                               code="invalid_id")
+    return value
+
+
 def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:
     if values is None:
         return []
@@ -174,3 +201,184 @@ def clean_ids(values: Any, *, field: str, limit: int) -> list[str]:
         raise ValidationFailed(f"{field} names {len(values)} ids; the limit is {limit}", details={"field": field},
                                code="invalid_ids")
     return list(dict.fromkeys(v.strip() for v in values))
+
+
+SUPPORTING_IDS_MAX = 1000
+
+
+def clean_supporting_ids(values: Any) -> list[str]:
+    """A fact's ``supporting_episode_ids``."""
+    return clean_ids(values, field="supporting_episode_ids", limit=SUPPORTING_IDS_MAX)
+
+
+def clean_supersedes(values: Any) -> list[str]:
+    """The ids a fact or playbook supersedes (at most ``ENGRAM_MAX_SUPERSEDES``)."""
+    return clean_ids(values, field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
+
+
+def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
+    """ValidationFailed when one request names the same id twice (it could never all be stored)."""
+    seen: set[str] = set()
+    duplicates = [i for i in ids if i is not None and (i in seen or seen.add(i))]
+    if duplicates:
+        raise ValidationFailed(f"{field} names the same id more than once: {', '.join(sorted(set(duplicates)))}",
+                               details={"field": field, "ids": sorted(set(duplicates))}, code="duplicate_ids")
+
+
+EPISODE_ROLES = ("user", "assistant", "system", "tool")
+CONTRADICTIONS = ("natural", "harsh")
+# What a client may name as a write's source; the services also store their own (import, consolidation).
+WRITE_SOURCES = ("agent", "mcp")
+
+
+def clean_role(role: Any) -> str:
+    if role not in EPISODE_ROLES:
+        raise ValidationFailed("role must be one of " + ", ".join(EPISODE_ROLES), details={"field": "role"},
+                               code="invalid_role")
+    return role
+
+
+def clean_contradiction(contradiction: Any) -> str:
+    if contradiction not in CONTRADICTIONS:
+        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
+                               code="invalid_contradiction")
+    return contradiction
+
+
+def clean_success(success: Any) -> bool:
+    if not isinstance(success, bool):
+        raise ValidationFailed("success must be true or false", details={"field": "success"}, code="invalid_outcome")
+    return success
+
+
+def clean_steps(value: Any, *, field: str = "steps") -> Any:
+    """A playbook's ``steps`` (or ``refined_steps``) as stored: text as given, or a list of steps
+    joined one per line (blank steps dropped); REST and MCP take both. Anything else is refused;
+    the text itself is checked with the write (``write_validate``)."""
+    if isinstance(value, list):
+        if not all(isinstance(step, str) for step in value):
+            raise ValidationFailed(f"{field} must be text or a list of strings", details={"field": field},
+                                   code="invalid_text")
+        return "\n".join(step.strip() for step in value if step.strip())
+    return value
+
+
+def clean_imported_occurred_at(value: Any) -> datetime:
+    """An imported episode's ``occurred_at``: required (it is when the event happened, not when it was sent)."""
+    occurred = clean_datetime(value, field="occurred_at")
+    if occurred is None:
+        raise ValidationFailed("occurred_at is required for imported episodes", details={"field": "occurred_at"},
+                               code="invalid_datetime")
+    return occurred
+
+
+Cleaned = TypeVar("Cleaned")
+
+
+def _import_too_large() -> ValidationFailed:
+    return ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
+                            code="import_too_large")
+
+
+def _import_empty() -> ValidationFailed:
+    return ValidationFailed("no episodes to import", code="empty_import")
+
+
+def imported_episodes_clean(episodes: Iterable[Any], *, clean: Callable[[dict[str, Any]], Cleaned]
+                            ) -> list[Cleaned]:
+    """``clean`` of each episode of an import, in order. An import holds 1 to
+    ``ENGRAM_MAX_IMPORT_EPISODES`` objects; ValidationFailed names the first bad one's position
+    (``index``) and the problem ``clean`` found."""
+    cleaned: list[Cleaned] = []
+    for n, episode in enumerate(episodes):
+        if n >= settings.ENGRAM_MAX_IMPORT_EPISODES:
+            raise _import_too_large()
+        try:
+            if not isinstance(episode, dict):
+                raise ValidationFailed("each episode must be an object", code="invalid_episode")
+            cleaned.append(clean(episode))
+        except ValidationFailed as exc:
+            raise ValidationFailed(f"episode {n}: {exc.message}", details={**exc.details, "index": n},
+                                   code=exc.code) from None
+    if not cleaned:
+        raise _import_empty()
+    return cleaned
+
+
+# ---------------------------------------------------------------- whole writes
+# A write's payload as the outbox holds it, checked before the write is accepted.
+
+
+def _memory_common_validate(p: dict[str, Any]) -> None:
+    clean_metadata(p.get("metadata"))
+    if p.get("source", "agent") not in WRITE_SOURCES:
+        raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
+                               code="invalid_source")
+
+
+def episode_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    clean_optional_text(p.get("context"), field="context")
+    clean_session_id(p.get("session_id"))
+    clean_datetime(p.get("occurred_at"), field="occurred_at")
+    clean_role(p.get("role") or "user")
+
+
+def fact_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("text"))
+    clean_supporting_ids(p.get("supporting_episode_ids"))
+    _superseding_validate(p)
+
+
+def playbook_validate(p: dict[str, Any]) -> None:
+    _memory_common_validate(p)
+    clean_text(p.get("trigger"), field="trigger")
+    clean_text(p.get("steps"), field="steps")
+    _superseding_validate(p)
+
+
+def _superseding_validate(p: dict[str, Any]) -> None:
+    clean_confidence(p.get("confidence", 1.0))
+    clean_supersedes(p.get("supersedes"))
+    clean_contradiction(p.get("contradiction", "natural"))
+
+
+def outcome_validate(p: dict[str, Any]) -> None:
+    clean_success(p.get("success"))
+    clean_optional_text(p.get("refined_steps"), field="refined_steps")
+    if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
+        raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"}, code="invalid_id")
+
+
+def forget_validate(p: dict[str, Any]) -> None:
+    clean_reason(p.get("reason"))
+
+
+def _imported_episode_validate(episode: dict[str, Any]) -> None:
+    episode_validate(episode)
+    clean_imported_occurred_at(episode.get("occurred_at"))
+
+
+def import_validate(p: dict[str, Any]) -> None:
+    episodes = p.get("episodes") or []
+    if not isinstance(episodes, list) or not episodes:
+        raise _import_empty()
+    if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
+        raise _import_too_large()
+    imported_episodes_clean(episodes, clean=_imported_episode_validate)
+    for key in ("id", "client_id", "memory_id"):
+        duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
+
+
+_VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
+    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p: None,
+}
+
+
+def write_validate(*, operation: str, payload: dict[str, Any]) -> None:
+    """Check a write of ``operation`` (an outbox operation name) before it is accepted;
+    ValidationFailed names the first problem."""
+    _VALIDATORS[str(operation)](payload)

@@ -17,16 +17,11 @@ from django.http import HttpRequest
 from engram_core.errors import EngramError
 
 from .models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
-from .isolation_move import tenant_indices_ensure
 from .selectors import staff_tenant_ids
-from .services import (
-    agent_token_create,
-    agent_token_revoke,
-    audit_record,
-    subject_key_ensure,
-    subject_key_revoke,
-    subject_key_rotate,
-)
+from .services.audit import audit_record
+from .services.isolation_move import tenant_indices_ensure
+from .services.keys import subject_key_ensure, subject_key_revoke, subject_key_rotate
+from .services.tokens import agent_token_create, agent_token_revoke
 
 ALL_ROLES = tuple(Membership.Role.values)
 ADMIN = (Membership.Role.TENANT_ADMIN,)

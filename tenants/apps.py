@@ -5,7 +5,7 @@ from django.core.signals import setting_changed
 def _settings_changed(*, setting: str, **kwargs) -> None:
     # Cached capabilities and decrypted keys depend on these; tests override them per test.
     if setting.startswith(("ES_", "ENGRAM_")):
-        from .services import clear_caches
+        from .services.clients import clear_caches
 
         clear_caches()
 

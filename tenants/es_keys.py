@@ -14,7 +14,7 @@ the ``read``/``write`` groups. ``read`` would also allow term vectors, ``_explai
 capabilities, terms enum and point-in-time searches; under document-level security several of
 those answer with index-wide statistics (a term's document frequency over every tenant), which
 is membership inference across tenants. ``ROLE_VERSION`` names the grant; a key minted under an
-older version is rotated (``tenants.services.keys_upgrade``, run by ``es_setup``).
+older version is rotated (``tenants.services.keys.keys_upgrade``, run by ``es_setup``).
 """
 
 from __future__ import annotations

@@ -53,14 +53,10 @@ from engram_core.es.schema import MemoryType, alias_name, all_aliases, ensure_in
 from .es_keys import invalidate_keys
 from .models import Subject, SubjectKey, Tenant
 from .selectors import index_prefix_for, memory_scope
-from .services import (
-    audit_record,
-    subject_es_client,
-    subject_get_or_create,
-    subject_key_revoke,
-    subject_key_rotate,
-    writer_es_client,
-)
+from .services.audit import audit_record
+from .services.clients import subject_es_client, writer_es_client
+from .services.keys import subject_key_revoke, subject_key_rotate
+from .services.subjects import subject_get_or_create
 
 ACTOR = "isolation-probe"
 USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)

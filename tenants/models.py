@@ -21,7 +21,7 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Change only through tenants.isolation_move.tenant_isolation_set (it moves the documents).
+    # Change only through tenants.services.isolation_move.tenant_isolation_set (it moves the documents).
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.SHARED)
     # Set while the tenant's documents are being copied to the other mode: writes wait (503).
     isolation_moving_to = models.CharField(max_length=16, choices=Isolation.choices, blank=True, default="")

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import keys_maintain
+from .services.keys import keys_maintain
 
 
 @shared_task(ignore_result=True)

@@ -14,9 +14,9 @@ from django.conf import settings
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import admin_client
 from engram_core.es.schema import drop_indices, ensure_indices
-from tenants import services as tenant_services
 from tenants.es_keys import invalidate_keys
 from tenants.models import SubjectKey, WriterKey
+from tenants.services.clients import clear_caches
 
 
 @pytest.fixture(scope="session")
@@ -41,12 +41,12 @@ def es_prefix(es_admin, settings):
 def invalidate_minted_keys(db):
     """Keys a test mints live in Elasticsearch, outside the database rollback: invalidate them
     afterwards and drop the in-process key cache."""
-    tenant_services.clear_caches()
+    clear_caches()
     yield
     ids = list(SubjectKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
     ids += list(WriterKey.objects.filter(revoked_at__isnull=True).values_list("es_key_id", flat=True))
     invalidate_keys(key_ids=ids)
-    tenant_services.clear_caches()
+    clear_caches()
 
 
 @pytest.fixture(scope="session", autouse=True)

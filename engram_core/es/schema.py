@@ -175,7 +175,7 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         "role": {"type": "keyword"},
         # The turns just before this one in its session: recall matches on it, weighted low.
         "context": {"type": "text", "analyzer": "engram_text"},
-        # Without an explicit context: the preceding episodes of the session (memory_app.context),
+        # Without an explicit context: the preceding episodes of the session (memory_app.services.context),
         # as ids and as their text resolved at index time (searched, never returned).
         "context_ids": {"type": "keyword"},
         "derived_context": {"type": "text", "analyzer": "engram_text"},

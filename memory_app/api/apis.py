@@ -26,7 +26,8 @@ from rest_framework.views import APIView
 
 from engram_core.errors import NotFound, ValidationFailed
 from engram_core.es.schema import MemoryType
-from memory_app import outbox, selectors, services
+from engram_core.validation import clean_external_id
+from memory_app import outbox, selectors
 from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from memory_app.api.exceptions import RequestTooLarge
 from memory_app.api.idempotency import HEADER as IDEMPOTENCY_HEADER
@@ -48,11 +49,23 @@ from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
+from memory_app.services.facts import catalog_entry_write
+from memory_app.services.imports import episodes_assign_ids
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import MEMORY_ID_MAX_CHARS, SESSION_ID_MAX_CHARS, clean_memory_id
+from memory_app.validation import (
+    CONTRADICTIONS,
+    EPISODE_ROLES,
+    MEMORY_ID_MAX_CHARS,
+    REASON_MAX_CHARS,
+    SESSION_ID_MAX_CHARS,
+    SUPPORTING_IDS_MAX,
+    TITLE_MAX_CHARS,
+    clean_memory_id,
+    clean_steps,
+)
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
-from tenants.services import subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
 
 # By name, not by the enum's order.
 READ = AgentToken.Scope.MEMORY_READ.value
@@ -93,9 +106,6 @@ def accepted(status: int, serializer) -> dict[int, Any]:
 
 
 # ---------------------------------------------------------------- base
-
-
-clean_external_id = services.external_id_validate
 
 
 class BaseApi(APIView):
@@ -326,7 +336,7 @@ class StepsField(serializers.Field):
         if not isinstance(data, str | list):
             raise serializers.ValidationError("Not text or a list of strings.")
         try:
-            return services.steps_validate(data, field=self.field_name)
+            return clean_steps(data, field=self.field_name)
         except ValidationFailed as exc:
             raise serializers.ValidationError(exc.message) from exc
 
@@ -340,7 +350,7 @@ class _WriteMemoryFields(StrictInputSerializer):
                                        allow_null=True, max_length=settings.ENGRAM_MAX_SUPERSEDES,
                                        help_text="ids of the subject's memories (same type) this one replaces")
     contradiction = serializers.ChoiceField(
-        choices=["natural", "harsh"], required=False, default="natural",
+        choices=list(CONTRADICTIONS), required=False, default="natural",
         help_text="natural: the world changed (moved house); harsh: the old memory was wrong "
                   "(lowers this one's confidence)")
     metadata = serializers.DictField(required=False, allow_null=True)
@@ -350,7 +360,7 @@ class SemanticMemoryInput(_WriteMemoryFields):
     type = serializers.ChoiceField(choices=["semantic"])
     text = serializers.CharField(help_text="one distilled fact")
     supporting_episode_ids = serializers.ListField(child=serializers.CharField(max_length=MEMORY_ID_MAX_CHARS),
-                                                   required=False, allow_null=True, max_length=1000)
+                                                   required=False, allow_null=True, max_length=SUPPORTING_IDS_MAX)
 
 
 class ProceduralMemoryInput(_WriteMemoryFields):
@@ -389,7 +399,8 @@ class MemoryApi(BaseApi):
     scopes = {"get": READ, "delete": FORGET}
 
     class ForgetQuerySerializer(StrictInputSerializer):
-        reason = serializers.CharField(max_length=500, help_text="why it is forgotten (kept in the audit log)")
+        reason = serializers.CharField(max_length=REASON_MAX_CHARS,
+                                       help_text="why it is forgotten (kept in the audit log)")
 
     @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
                    responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
@@ -447,7 +458,7 @@ class PlaybookOutcomeApi(BaseApi):
 class ImportEpisodeSerializer(StrictInputSerializer):
     text = serializers.CharField()
     occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
-    role = serializers.ChoiceField(choices=list(services.EPISODE_ROLES), required=False, default="user")
+    role = serializers.ChoiceField(choices=list(EPISODE_ROLES), required=False, default="user")
     session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
     context = serializers.CharField(required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
@@ -481,9 +492,9 @@ class EpisodesImportApi(BaseApi):
         # Ids derive from the request's pre-assigned id (a re-run after a server error reuses them)
         # or from the client's own ids, namespaced to this end-user.
         external_id = clean_external_id(external_id)
-        episodes = services.episodes_assign_ids(tenant_id=self.tenant(request).pk, external_id=external_id,
-                                                episodes=[_json_ready(e) for e in data["episodes"]],
-                                                prefix=request.memory_id)
+        episodes = episodes_assign_ids(tenant_id=self.tenant(request).pk, external_id=external_id,
+                                       episodes=[_json_ready(e) for e in data["episodes"]],
+                                       prefix=request.memory_id)
         background = len(episodes) > settings.ENGRAM_API_IMPORT_SYNC_MAX
         submitted = self.submit(request, external_id, Op.IMPORT, {"episodes": episodes}, background=background)
         return self.written(submitted, {"ids": [e["memory_id"] for e in episodes]}, self.OutputSerializer)
@@ -569,7 +580,7 @@ class CatalogEntryCreateApi(BaseApi):
     scopes = {"post": ADMIN}
 
     class InputSerializer(StrictInputSerializer):
-        title = serializers.CharField(max_length=500)
+        title = serializers.CharField(max_length=TITLE_MAX_CHARS)
         text = serializers.CharField()
         metadata = serializers.DictField(required=False, allow_null=True)
 
@@ -580,7 +591,7 @@ class CatalogEntryCreateApi(BaseApi):
     @idempotent
     def post(self, request: Request) -> Response:
         data = self.validated(self.InputSerializer, request.data)
-        entry = services.catalog_entry_write(tenant=self.tenant(request), memory_id=request.memory_id, **data)
+        entry = catalog_entry_write(tenant=self.tenant(request), memory_id=request.memory_id, **data)
         return Response(output(MemorySerializer, entry), status=201)
 
 

@@ -14,7 +14,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from engram_core.errors import AuthenticationFailed, EngramError, PermissionDenied
 from tenants.models import AgentToken
-from tenants.services import agent_token_authenticate
+from tenants.services.tokens import agent_token_authenticate
 
 
 class AgentTokenAuthentication(BaseAuthentication):

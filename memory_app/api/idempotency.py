@@ -27,7 +27,7 @@ from rest_framework.response import Response
 
 from engram_core.errors import Conflict, EngramError, ValidationFailed
 from memory_app.models import IdempotencyRecord
-from memory_app.services import new_memory_id
+from memory_app.services.store import new_memory_id
 from tenants.models import AgentToken, Tenant
 
 HEADER = "Idempotency-Key"

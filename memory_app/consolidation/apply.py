@@ -14,10 +14,13 @@ from django.utils import timezone
 from elasticsearch import helpers
 
 from engram_core.errors import Conflict
-from memory_app import selectors, services
+from memory_app import selectors
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app.services.facts import fact_support_add, fact_write, playbook_outcome_record, playbook_write
+from memory_app.services.store import write_target
+from memory_app.services.supersession import supersession_complete
 from tenants.models import Subject
 
 SOURCE = "consolidation"
@@ -32,23 +35,23 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
     """Apply one fact action; returns what happened: created | superseded | merged | unchanged."""
     candidate = action.candidate
     if action.kind == "merge":
-        _, changed = services.fact_support_add(subject=subject, memory_id=action.memory_id,
-                                               episode_ids=list(candidate.episode_ids))
+        _, changed = fact_support_add(subject=subject, memory_id=action.memory_id,
+                                      episode_ids=list(candidate.episode_ids))
         return "merged" if changed else "unchanged"
     if action.kind == "exists":
-        services.supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
+        supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
         return "unchanged"
     try:
-        services.fact_write(subject=subject, text=candidate.text, confidence=candidate.confidence,
-                            supersedes=action.supersedes or None, contradiction=action.contradiction,
-                            supporting_episode_ids=list(candidate.episode_ids),
-                            metadata=_metadata(action, run_id, extractor), memory_id=action.memory_id,
-                            source=SOURCE)
+        fact_write(subject=subject, text=candidate.text, confidence=candidate.confidence,
+                   supersedes=action.supersedes or None, contradiction=action.contradiction,
+                   supporting_episode_ids=list(candidate.episode_ids),
+                   metadata=_metadata(action, run_id, extractor), memory_id=action.memory_id,
+                   source=SOURCE)
     except Conflict as exc:
         if exc.details.get("id") != action.memory_id:
             raise
         # Written by an earlier attempt that died before finishing: complete it, write nothing new.
-        services.supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
+        supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
         return "unchanged"
     return "superseded" if action.supersedes else "created"
 
@@ -59,9 +62,9 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
     created = False
     if action.kind == "create":
         try:
-            services.playbook_write(subject=subject, trigger=candidate.trigger, steps=candidate.steps,
-                                    confidence=0.8, memory_id=action.playbook_id, source=SOURCE,
-                                    metadata={"consolidation": {"run": run_id, "extractor": extractor}})
+            playbook_write(subject=subject, trigger=candidate.trigger, steps=candidate.steps,
+                           confidence=0.8, memory_id=action.playbook_id, source=SOURCE,
+                           metadata={"consolidation": {"run": run_id, "extractor": extractor}})
             created = True
         except Conflict as exc:
             if exc.details.get("id") != action.playbook_id:
@@ -71,8 +74,8 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
     before = selectors.visible_document(subject=subject, memory_id=action.playbook_id,
                                        types=[MemoryType.PROCEDURAL]).source
     counted = candidate.outcome_episode_id in (before.get("supporting_episode_ids") or [])
-    services.playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
-                                     episode_id=candidate.outcome_episode_id)
+    playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
+                            episode_id=candidate.outcome_episode_id)
     if created:
         return "created"
     return "unchanged" if counted else "outcome"
@@ -82,8 +85,8 @@ def fact_flag_review(*, subject: Subject, memory_id: str, metadata: dict[str, An
     """Flag a fact whose every supporting episode was forgotten (kept, marked for a human)."""
     consolidation = {**(metadata.get("consolidation") or {}), "review": "supporting_episodes_forgotten",
                      "flagged_at": timezone.now().isoformat()}
-    _, changed = services.fact_support_add(subject=subject, memory_id=memory_id, episode_ids=[],
-                                           metadata={"consolidation": consolidation})
+    _, changed = fact_support_add(subject=subject, memory_id=memory_id, episode_ids=[],
+                                  metadata={"consolidation": consolidation})
     return changed
 
 
@@ -94,7 +97,7 @@ def episodes_mark_consolidated(*, subject: Subject, episodes: list[PendingEpisod
     if not episodes:
         return 0
     now = timezone.now().isoformat()
-    writer, prefix = services.write_target(tenant=subject.tenant)
+    writer, prefix = write_target(tenant=subject.tenant)
     index = alias_name(MemoryType.EPISODIC, prefix=prefix)
     actions = ({"_op_type": "update", "_index": index, "_id": p.episode.id, "if_seq_no": p.seq_no,
                 "if_primary_term": p.primary_term, "doc": {"consolidated_at": now}} for p in episodes)

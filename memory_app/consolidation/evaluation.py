@@ -31,8 +31,8 @@ from memory_app.consolidation.resolve import normalise
 from memory_app.consolidation.services import consolidate_all
 from memory_app.evaluation import import_by_client_id, sandbox
 from memory_app.selectors import subject_export
-from tenants import services as tenant_services
 from tenants.models import Tenant
+from tenants.services.subjects import subject_get_or_create
 
 
 def _value_in(value: str, text: str) -> bool:
@@ -50,8 +50,8 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
     with sandbox():
         tenant = Tenant.objects.create(slug="consolidation-eval", name="Consolidation eval")
         for persona in corpus["personas"]:
-            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
-                                                            actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
+                                            actor="eval")
             # The gold names turns by the corpus's ids: a fact's supporting episodes are mapped back.
             turn_of = import_by_client_id(subject=subject, episodes=[
                 {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}

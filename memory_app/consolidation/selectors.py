@@ -18,7 +18,7 @@ from memory_app.models import ConsolidationRun
 from tenants.models import Subject
 from tenants.models import Tenant
 from tenants.selectors import index_prefix_for, memory_scope
-from tenants.services import subject_es_client, writer_es_client
+from tenants.services.clients import subject_es_client, writer_es_client
 
 
 @dataclass(frozen=True)

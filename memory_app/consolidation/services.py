@@ -50,7 +50,7 @@ from memory_app.embeddings import get_embedder
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from tenants.models import Subject
 from tenants.selectors import memory_scope
-from tenants.services import require_dls
+from tenants.services.guard import require_dls
 
 log = logging.getLogger(__name__)
 CONSOLIDATE_TASK = "memory_app.tasks.consolidate_subject"

@@ -10,7 +10,7 @@ fact is one statement).
 The split is plain text rules, no model: sentence ends (``.``, ``!``, ``?`` followed by a space
 and a capital, a digit, a quote or a bracket) and line breaks. Short sentences ("Wow!") stay
 passages of their own: a passage's vector is anchored in its whole turn and its context
-(``memory_app.context.episode_vectors``), so it is never a bare interjection's; joining
+(``memory_app.services.context.episode_vectors``), so it is never a bare interjection's; joining
 fragments of under four words into the next sentence measured worse on locomo-dev (R@10 0.737
 against 0.753). A leading speaker label ("Melanie: ") is repeated on every passage, so each still
 names who said it. At most ``ENGRAM_PASSAGES_MAX`` passages: longer texts are cut into that many

@@ -39,7 +39,7 @@ from engram_core.errors import (
     database_busy,
 )
 from memory_app.api.auth import token_rate_check
-from tenants.services import agent_token_authenticate
+from tenants.services.tokens import agent_token_authenticate
 
 from .handlers import Caller
 from .server import CALLER_SCOPE_KEY, build_server

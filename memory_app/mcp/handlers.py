@@ -13,10 +13,13 @@ from typing import Any
 
 from engram_core.errors import PermissionDenied, ValidationFailed
 from engram_core.es.schema import VECTOR_FIELDS
-from memory_app import outbox, selectors, services
+from engram_core.validation import clean_external_id
+from memory_app import outbox, selectors
 from memory_app.api.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
+from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
+from memory_app.validation import clean_steps
 from tenants.models import AgentToken, Subject
 from tenants.selectors import subject_get
 
@@ -52,11 +55,11 @@ def _external_id(caller: Caller, subject: str | None) -> str:
         if named and named != caller.subject:
             raise ValidationFailed("this endpoint is pinned to one end-user by its URL; omit subject",
                                    details={"field": "subject"}, code="subject_mismatch")
-        return services.external_id_validate(caller.subject)
+        return clean_external_id(caller.subject)
     if not named:
         raise ValidationFailed("name the end-user: pass subject, or connect to /mcp/subjects/<external_id>",
                                details={"field": "subject"}, code="subject_required")
-    return services.external_id_validate(named)
+    return clean_external_id(named)
 
 
 def _existing_subject(caller: Caller, subject: str | None) -> Subject:
@@ -91,7 +94,7 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
     through the same submit path as the REST API: applied now, or accepted into the outbox
     (``status: queued``) during an outage or behind the end-user's queued writes."""
     _require(caller, WRITE)
-    steps = services.steps_validate(steps, field="steps")
+    steps = clean_steps(steps, field="steps")
     external_id = _external_id(caller, subject)
     if type == "procedural":
         if text is not None:
@@ -138,7 +141,7 @@ def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_s
                    subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
     """Count one success or failure of one of the end-user's playbooks (memory:write)."""
     _require(caller, WRITE)
-    refined = services.steps_validate(refined_steps, field="refined_steps")
+    refined = clean_steps(refined_steps, field="refined_steps")
     external_id = _external_id(caller, subject)
     return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
                       {"success": success, "refined_steps": refined}, memory_id=playbook_id,
@@ -165,7 +168,7 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
         return {"subject": external_id, "status": "applied", **shape(submitted.result)}
 
     if idempotency_key is None:
-        return run(services.new_memory_id())
+        return run(new_memory_id())
     return idempotent_call(token=caller.token, key=idempotency_key, name=f"mcp:{tool}", tenant=tenant,
                            external_id=external_id,
                            arguments={"payload": payload, "memory_id": memory_id, "subject": external_id},

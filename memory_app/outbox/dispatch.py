@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from engram_core.es.schema import MemoryType
-from memory_app import services
 from memory_app.models import OutboxEntry
+from memory_app.services import episodes, facts, forget, imports
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
-from tenants.services import subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
 
 Op = OutboxEntry.Operation
 # The operations that create a memory, and the type of memory each creates.
@@ -31,42 +31,42 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                    else subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor))
 
     if operation is Op.EPISODE:
-        memory = services.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
+        memory = episodes.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
                                         metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
                                         source=p.get("source", "agent"), defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.FACT:
-        memory = services.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
-                                     confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
-                                     contradiction=p.get("contradiction", "natural"),
-                                     supporting_episode_ids=p.get("supporting_episode_ids"),
-                                     metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                     source=p.get("source", "agent"), defer_refresh=defer_refresh)
+        memory = facts.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
+                                  confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
+                                  contradiction=p.get("contradiction", "natural"),
+                                  supporting_episode_ids=p.get("supporting_episode_ids"),
+                                  metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
+                                  source=p.get("source", "agent"), defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.PLAYBOOK:
-        memory = services.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
-                                         steps=p["steps"], supersedes=p.get("supersedes"),
-                                         contradiction=p.get("contradiction", "natural"),
-                                         confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
-                                         accepted_at=p.get("accepted_at"), source=p.get("source", "agent"),
-                                         defer_refresh=defer_refresh)
+        memory = facts.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
+                                      steps=p["steps"], supersedes=p.get("supersedes"),
+                                      contradiction=p.get("contradiction", "natural"),
+                                      confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
+                                      accepted_at=p.get("accepted_at"), source=p.get("source", "agent"),
+                                      defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.OUTCOME:
-        memory = services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
-                                                  refined_steps=p.get("refined_steps"),
-                                                  operation_id=p.get("operation_id"), actor=actor,
-                                                  defer_refresh=defer_refresh)
+        memory = facts.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
+                                               refined_steps=p.get("refined_steps"),
+                                               operation_id=p.get("operation_id"), actor=actor,
+                                               defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.FORGET:
-        services.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
+        forget.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
         return {}
     if operation is Op.IMPORT:
-        ids = services.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
-                                       accepted_at=p.get("accepted_at"))
+        ids = imports.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
+                                      accepted_at=p.get("accepted_at"))
         return {"ids": ids}
     if operation is Op.ERASE:
-        deleted = services.subject_erase(subject=subject, actor=actor)
+        deleted = forget.subject_erase(subject=subject, actor=actor)
         return {"documents_deleted": deleted}
     raise ValueError(f"unknown outbox operation {operation!r}")

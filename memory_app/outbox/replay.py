@@ -21,7 +21,8 @@ from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.outage import is_outage
 from tenants.models import AgentToken, AuditEvent, Tenant
 from tenants.selectors import subject_find, subject_get
-from tenants.services import audit_record, writer_es_client, writer_prefix
+from tenants.services.audit import audit_record
+from tenants.services.clients import writer_es_client, writer_prefix
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,15 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app import services
+from engram_core.validation import clean_external_id
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
-from memory_app.validation import clean_memory_id
+from memory_app.services.store import new_memory_id
+from memory_app.validation import clean_memory_id, write_validate
 from tenants.models import AgentToken, Subject, Tenant
-from tenants.services import subject_external_id_validate
+from tenants.services.subjects import subject_external_id_validate
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +53,14 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     has just read it (``write_apply``).
     """
     operation = Op(operation)
-    services.write_validate(operation=operation, payload=payload)
-    external_id = services.external_id_validate(external_id)
+    write_validate(operation=operation, payload=payload)
+    external_id = clean_external_id(external_id)
     if operation not in ON_EXISTING:  # may create the end-user: a new one's id must be addressable
         subject_external_id_validate(tenant=tenant, external_id=external_id)
     if memory_id:  # an id no memory can have is found missing now, not at replay
         clean_memory_id(memory_id)
     if operation in CREATES and not memory_id:
-        memory_id = services.new_memory_id()
+        memory_id = new_memory_id()
     payload = _stamped(operation, payload)
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
@@ -84,7 +85,7 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
 def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
     """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
     if operation is Op.OUTCOME:
-        return {**payload, "operation_id": payload.get("operation_id") or services.new_memory_id()}
+        return {**payload, "operation_id": payload.get("operation_id") or new_memory_id()}
     if operation not in (*CREATES, Op.IMPORT):
         return payload
     now = timezone.now().isoformat()

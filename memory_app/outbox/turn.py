@@ -12,17 +12,18 @@ from django.conf import settings
 
 from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound
-from memory_app import selectors, services, timing
+from memory_app import selectors, timing
 from memory_app.embeddings import EmbeddingError, get_embedder
 from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
+from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import clean_k, clean_timezone, clean_types
+from memory_app.validation import clean_k, clean_timezone, clean_types, write_validate
 from tenants.models import AgentToken, Tenant
 from tenants.selectors import subject_find, subject_get
-from tenants.services import subject_es_client
+from tenants.services.clients import subject_es_client
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,10 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     clean_timezone(timezone)  # the recall's; checked before anything is written
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
-    services.write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
+    write_validate(operation=Op.EPISODE, payload=payload)  # a bad turn starts no recall either
     # The turn's id, fixed now: the recall leaves the turn out before it sets copies aside (when the
     # user repeats a line, the line said before is what the recall should give back).
-    memory_id = memory_id or services.new_memory_id()
+    memory_id = memory_id or new_memory_id()
     known = subject_find(tenant=tenant, external_id=external_id)
     # Earlier turns stored without waiting must be visible to this turn's derived context and to
     # its recall; this turn need not be (it is left out of the recall anyway), so its write does

@@ -21,8 +21,9 @@ from engram_client import EngramClient
 from engram_core.es.client import base_client
 from engram_core.es.schema import MemoryType, alias_name, drop_indices, ensure_indices
 from memory_app.usage import usage_flush
-from tenants import services as tenant_services
 from tenants.models import AgentToken, Tenant
+from tenants.services.clients import clear_caches
+from tenants.services.tokens import agent_token_create
 
 ALL_SCOPES = [s.value for s in AgentToken.Scope]
 _seq = itertools.count()
@@ -55,8 +56,8 @@ def tenant(memory) -> Tenant:
 @pytest.fixture
 def make_token(tenant):
     def make(*scopes: str, of: Tenant | None = None) -> str:
-        _, raw = tenant_services.agent_token_create(tenant=of or tenant, name="test agent",
-                                                    scopes=scopes or ALL_SCOPES, actor="tests")
+        _, raw = agent_token_create(tenant=of or tenant, name="test agent",
+                                    scopes=scopes or ALL_SCOPES, actor="tests")
         return raw
 
     return make
@@ -140,7 +141,7 @@ def es_down(settings):
         def _reset():
             # Not reset_clients(): closing the cached client would close the session's es_admin too.
             base_client.cache_clear()
-            tenant_services.clear_caches()
+            clear_caches()
 
     outage = Outage()
     yield outage

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CREATE_TOKEN = """
 from tenants.models import AgentToken, Tenant
-from tenants.services import agent_token_create
+from tenants.services.tokens import agent_token_create
 tenant, _ = Tenant.objects.get_or_create(slug="{slug}", defaults={{"name": "{slug}"}})
 print(agent_token_create(tenant=tenant, name="e2e", scopes=AgentToken.Scope.values, actor="tests")[1])
 """

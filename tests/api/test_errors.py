@@ -33,7 +33,7 @@ def test_missing_or_bad_tokens_are_401(db, header):
 
 
 def test_a_revoked_token_is_401(memory, tenant):
-    from tenants.services import agent_token_create, agent_token_revoke
+    from tenants.services.tokens import agent_token_create, agent_token_revoke
 
     token, raw = agent_token_create(tenant=tenant, name="t", scopes=["memory:read"], actor="tests")
     agent_token_revoke(token=token, actor="tests")
@@ -365,7 +365,7 @@ def test_reads_still_answer_while_the_database_refuses_writes(api, tenant):
     # The agent token's last-used stamp is bookkeeping: a busy database skips it, the read goes on.
     from django.db import connection
 
-    from tenants.services import subject_get_or_create
+    from tenants.services.subjects import subject_get_or_create
 
     subject_get_or_create(tenant=tenant, external_id="alice")
     with connection.execute_wrapper(_locked_writes):

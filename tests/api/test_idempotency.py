@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 
 from engram_core.errors import Conflict
 from engram_core.es.schema import MemoryType
-from memory_app import services
 from memory_app.api.idempotency import idempotency_claim, idempotency_purge
 from memory_app.models import IdempotencyRecord
+from memory_app.services import facts
 from tenants.models import AgentToken, Subject
 
 TURN = "/api/v1/subjects/alice/turns"
@@ -102,7 +102,7 @@ def test_a_key_in_use_is_409_and_a_dead_request_is_taken_over(api):
 
 
 def test_a_server_error_releases_the_key_and_the_retry_reuses_the_memory_id(api, monkeypatch):
-    real = services.fact_write
+    real = facts.fact_write
     calls = []
 
     def flaky(**kwargs):
@@ -111,7 +111,7 @@ def test_a_server_error_releases_the_key_and_the_retry_reuses_the_memory_id(api,
             raise RuntimeError("transient bug")
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "fact_write", flaky)
+    monkeypatch.setattr(facts, "fact_write", flaky)
     api.raise_request_exception = False
     body = {"type": "semantic", "text": "Alice likes tea"}
     assert post(api, "/api/v1/subjects/alice/memories", body, "retry-me").status_code == 500
@@ -120,7 +120,7 @@ def test_a_server_error_releases_the_key_and_the_retry_reuses_the_memory_id(api,
 
 
 def test_claims_race_on_the_unique_constraint(memory, tenant):
-    from tenants.services import agent_token_create
+    from tenants.services.tokens import agent_token_create
 
     token, _ = agent_token_create(tenant=tenant, name="t", scopes=["memory:write"], actor="tests")
     args = dict(token=token, key="race", method="POST", path="/p", fingerprint="f")

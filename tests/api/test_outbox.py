@@ -10,10 +10,12 @@ import pytest
 
 from engram_client import EngramAPIError
 from engram_core.es.schema import MemoryType
-from memory_app import services
 from memory_app.health import health_report
 from memory_app.models import OutboxEntry
 from memory_app.outbox import lease, outbox_replay
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write
+from memory_app.services.imports import episodes_assign_ids, episodes_import
 from tenants.models import AuditEvent, Subject
 
 
@@ -82,7 +84,7 @@ def test_new_writes_queue_behind_pending_ones(api, es_down, docs):
 
 def test_a_replayed_create_that_already_landed_is_done_not_duplicated(memory, tenant, docs):
     subject = Subject.objects.create(tenant=tenant, external_id="erin")
-    services.episode_write(subject=subject, text="landed before the outage cut the answer", memory_id="ep-landed-01")
+    episode_write(subject=subject, text="landed before the outage cut the answer", memory_id="ep-landed-01")
     OutboxEntry.objects.create(tenant=tenant, external_id="erin", operation="episode", memory_id="ep-landed-01",
                                payload={"text": "landed before the outage cut the answer"}, actor="t",
                                reason="outage", after_failure=True)
@@ -92,9 +94,9 @@ def test_a_replayed_create_that_already_landed_is_done_not_duplicated(memory, te
 
 def test_a_replayed_supersede_that_half_landed_is_completed(memory, tenant, docs):
     subject = Subject.objects.create(tenant=tenant, external_id="fay")
-    old = services.fact_write(subject=subject, text="Fay lives in Kiel")
+    old = fact_write(subject=subject, text="Fay lives in Kiel")
     # The new fact landed, but the outage came before the old one was marked superseded.
-    services.fact_write(subject=subject, text="Fay lives in Bonn", memory_id="fact-new-0001")
+    fact_write(subject=subject, text="Fay lives in Bonn", memory_id="fact-new-0001")
     OutboxEntry.objects.create(tenant=tenant, external_id="fay", operation="fact", memory_id="fact-new-0001",
                                payload={"text": "Fay lives in Bonn", "supersedes": [old["id"]]}, actor="t",
                                reason="outage", after_failure=True)
@@ -107,8 +109,8 @@ def test_a_replayed_import_skips_what_is_stored(memory, tenant, docs):
     subject = Subject.objects.create(tenant=tenant, external_id="gus")
     episodes = [{"id": f"import-gus-{n}", "text": f"old {n}", "occurred_at": f"2020-01-0{n + 1}T00:00:00Z"}
                 for n in range(4)]
-    episodes = services.episodes_assign_ids(tenant_id=tenant.pk, external_id="gus", episodes=episodes, prefix="x")
-    services.episodes_import(subject=subject, episodes=episodes[:2])
+    episodes = episodes_assign_ids(tenant_id=tenant.pk, external_id="gus", episodes=episodes, prefix="x")
+    episodes_import(subject=subject, episodes=episodes[:2])
     OutboxEntry.objects.create(tenant=tenant, external_id="gus", operation="import", payload={"episodes": episodes},
                                actor="t", reason="outage", after_failure=True)
     assert outbox_replay().applied == 1

@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from engram_client import EngramAPIError, EngramClient
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import services
 from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
+from memory_app.services import episodes as episode_services
+from memory_app.services.store import new_memory_id
 from tenants.models import AuditEvent, Subject, Tenant
 from tests.api.conftest import in_process_app, slow_refresh
 
@@ -28,14 +29,14 @@ def _texts(docs, memory_type, external_id, tenant=None):
 
 
 def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, monkeypatch):
-    real = services.episode_write
+    real = episode_services.episode_write
 
     def stuck_for_one(**kwargs):
         if kwargs["subject"].external_id == "stuck":
             raise RuntimeError("a transient failure of this end-user's writes")
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "episode_write", stuck_for_one)
+    monkeypatch.setattr(episode_services, "episode_write", stuck_for_one)
     for n in range(101):  # more than one batch of the old replayer, all of one end-user
         OutboxEntry.objects.create(tenant=tenant, external_id="stuck", operation="episode",
                                    memory_id=f"stuck-turn-{n:04d}", payload={"text": f"s{n}"}, actor="t",
@@ -384,7 +385,7 @@ def test_a_read_shares_the_forced_refresh_in_flight_when_it_covers_its_write(eng
     import threading
 
     from memory_app import freshness
-    from tenants.services import writer_es_client
+    from tenants.services.clients import writer_es_client
 
     with slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
@@ -409,7 +410,7 @@ def test_a_read_whose_write_came_after_the_refresh_in_flight_began_refreshes_aga
     import threading
 
     from memory_app import freshness
-    from tenants.services import writer_es_client
+    from tenants.services.clients import writer_es_client
 
     with slow_refresh(es_admin) as index:
         first = engram.turn("ann", "my kayak is red")["id"]
@@ -464,7 +465,7 @@ def test_a_read_waits_for_a_forced_refresh_in_flight_in_another_process(engram, 
     import threading
 
     from memory_app import freshness
-    from tenants.services import writer_es_client
+    from tenants.services.clients import writer_es_client
 
     with slow_refresh(es_admin) as index:
         turn = engram.turn("ann", "my kayak is red")["id"]
@@ -543,7 +544,7 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
 
     engram.turn("yan", "I keep bees on the roof")  # a known end-user from here on
     recalling = threading.Event()
-    real_recall, real_write = selectors.memory_recall, services.episode_write
+    real_recall, real_write = selectors.memory_recall, episode_services.episode_write
 
     def recall(**kwargs):
         recalling.set()
@@ -556,7 +557,7 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
         return real_write(**kwargs)
 
     monkeypatch.setattr(selectors, "memory_recall", recall)
-    monkeypatch.setattr(services, "episode_write", write)
+    monkeypatch.setattr(episode_services, "episode_write", write)
     turn = engram.turn("yan", "how are my bees doing")
     assert any("bees on the roof" in m["text"] for m in turn["recall"])
     assert turn["id"] not in [m["id"] for m in turn["recall"]]
@@ -577,7 +578,7 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
     # An end-user handed in that is not the one written to is not used: the write reads its own.
     uma = Subject.objects.get(tenant=tenant, external_id="uma")
     write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload={"text": "vic's own line"},
-                memory_id=services.new_memory_id(), actor="test", subject=uma)
+                memory_id=new_memory_id(), actor="test", subject=uma)
     assert looked_up == ["uma", "vic"]
     assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
     assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import services
+from memory_app.services.episodes import episode_write
 from tests.memory_app.conftest import count_docs, make_subject, memory, subject  # noqa: F401 - shared fixtures
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -20,8 +20,8 @@ def say():
         ids = []
         for text in texts:
             clock["t"] += timedelta(minutes=1)
-            ids.append(services.episode_write(subject=subject, text=text, occurred_at=clock["t"],
-                                              session_id=session)["id"])
+            ids.append(episode_write(subject=subject, text=text, occurred_at=clock["t"],
+                                     session_id=session)["id"])
         return ids
 
     return say

@@ -13,7 +13,7 @@ from memory_app.consolidation import services as consolidation
 from memory_app.models import ConsolidationRun
 from memory_app.tasks import consolidate_subject
 from tenants.models import AgentToken
-from tenants.services import agent_token_create
+from tenants.services.tokens import agent_token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

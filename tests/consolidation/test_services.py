@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import services
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
 from memory_app.embeddings import get_embedder
 from memory_app.models import ConsolidationRun
+from memory_app.services.facts import fact_write
+from memory_app.services.forget import memory_forget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +97,7 @@ def test_switch_from_x_to_y_supersedes_the_fact_holding_x(subject, say, current_
 
 
 def test_agent_written_fact_is_resolved_by_its_inferred_slot(subject, say, current_facts):
-    old = services.fact_write(subject=subject, text="User lives in Lisbon.")
+    old = fact_write(subject=subject, text="User lives in Lisbon.")
     say(subject, "I moved to Porto.")
     consolidation_run(subject=subject)
     facts = current_facts(subject)
@@ -162,8 +163,8 @@ def test_forgotten_episodes_are_not_rederived_and_orphaned_facts_are_flagged(sub
     ids = say(subject, "My favourite colour is blue.", "I live in Oslo.")
     consolidation_run(subject=subject)
     waiting = say(subject, "I like sailing.")
-    services.memory_forget(subject=subject, memory_id=waiting[0], reason="user asked", actor="test")
-    services.memory_forget(subject=subject, memory_id=ids[0], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=waiting[0], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=ids[0], reason="user asked", actor="test")
     run = consolidation_run(subject=subject).run
     facts = {f["text"]: f for f in current_facts(subject).values()}
     assert "User likes sailing." not in facts  # forgotten before consolidation: never derived
@@ -230,10 +231,10 @@ def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, curren
 
 
 def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subject, es_admin):
-    kept = services.fact_write(subject=subject, text="User's sister Ana lives in Lisbon.")
-    old = services.fact_write(subject=subject, text="User rides a red bicycle to work.")
-    newer = services.fact_write(subject=subject, text="User rides a blue scooter to work.", supersedes=[old["id"]])
-    services.fact_write(subject=make_subject("bob"), text="User's sister Ana lives in Lisbon.")
+    kept = fact_write(subject=subject, text="User's sister Ana lives in Lisbon.")
+    old = fact_write(subject=subject, text="User rides a red bicycle to work.")
+    newer = fact_write(subject=subject, text="User rides a blue scooter to work.", supersedes=[old["id"]])
+    fact_write(subject=make_subject("bob"), text="User's sister Ana lives in Lisbon.")
     es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
     vector = get_embedder().embed_query("User's sister Ana lives in Lisbon.")
     # A text with no word of any fact: whatever is found, the kNN query found.

@@ -18,12 +18,12 @@ FACTS = 40
 _SETUP = """
 from datetime import UTC, datetime, timedelta
 from tenants.models import Tenant
-from tenants.services import subject_get_or_create
-from memory_app import services
+from tenants.services.subjects import subject_get_or_create
+from memory_app.services.imports import episodes_import
 tenant = Tenant.objects.create(slug="kill", name="kill")
 subject = subject_get_or_create(tenant=tenant, external_id="victim", actor="tests")
 t0 = datetime(2025, 1, 1, tzinfo=UTC)
-services.episodes_import(subject=subject, episodes=[
+episodes_import(subject=subject, episodes=[
     {{"text": f"My favourite thing{{chr(97 + n // 26)}}{{chr(97 + n % 26)}} is Value{{n}}x.", "occurred_at": (t0 + timedelta(minutes=n)).isoformat(),
       "session_id": "s"}} for n in range({n})])
 print(subject.pk, subject.user_id)

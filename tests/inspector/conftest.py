@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from memory_app.usage import usage_flush
-from tenants import services as tenant_services
 from tenants.models import Membership, Tenant
+from tenants.services.subjects import subject_get_or_create
 
 
 @pytest.fixture
@@ -35,6 +35,6 @@ def staff(tenants):
 @pytest.fixture
 def subjects(memory, tenants):
     acme, globex = tenants
-    alice = tenant_services.subject_get_or_create(tenant=acme, external_id="alice@example.com", display_name="Alice")
-    mallory = tenant_services.subject_get_or_create(tenant=globex, external_id="mallory@example.com")
+    alice = subject_get_or_create(tenant=acme, external_id="alice@example.com", display_name="Alice")
+    mallory = subject_get_or_create(tenant=globex, external_id="mallory@example.com")
     return alice, mallory

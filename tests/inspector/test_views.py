@@ -13,14 +13,18 @@ import pytest
 from django.test import Client
 
 from inspector.access import MATRIX
-from memory_app import selectors, services
+from memory_app import selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.models import ConsolidationRun
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write, playbook_write
+from memory_app.services.imports import episodes_import
 from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
-from tenants import services as tenant_services
 from tenants.models import AuditEvent, Membership
+from tenants.services.audit import audit_record
+from tenants.services.clients import clear_caches
 
 ROLES = [*Membership.Role.values, "superuser"]
 HTMX_ACTIONS = ("memory.forget", "consolidation.dry_run", "consolidation.run")
@@ -56,7 +60,7 @@ def test_role_matrix_every_cell(role, staff, subjects):
     client.force_login(staff[role])
     got, want = {}, {}
     for permission in MATRIX:
-        memory = services.episode_write(subject=alice, text=f"turn for {permission}")
+        memory = episode_write(subject=alice, text=f"turn for {permission}")
         method, url, data = _cells(alice, memory["id"])[permission]
         # htmx for the actions: allowed, they answer 200 with the message/partial, not a redirect.
         headers = {"HX-Request": "true"} if permission in HTMX_ACTIONS else {}
@@ -78,7 +82,7 @@ def test_role_matrix_every_cell(role, staff, subjects):
 
 def test_erase_post_needs_typed_confirmation_and_role(staff, subjects):
     alice, _ = subjects
-    services.fact_write(subject=alice, text="Alice likes tea.")
+    fact_write(subject=alice, text="Alice likes tea.")
     support, admin = Client(), Client()
     support.force_login(staff["support"])
     admin.force_login(staff["tenant_admin"])
@@ -93,10 +97,10 @@ def test_erase_post_needs_typed_confirmation_and_role(staff, subjects):
 
 def test_subject_page_shows_memories_and_logs_the_staff_access(staff, subjects):
     alice, _ = subjects
-    episode = services.episode_write(subject=alice, text="My thermostat drops to 16 at night.")
-    v1 = services.fact_write(subject=alice, text="Alice keeps 20 degrees.", supporting_episode_ids=[episode["id"]])
-    v2 = services.fact_write(subject=alice, text="Alice keeps 21 degrees.", supersedes=[v1["id"]])
-    services.playbook_write(subject=alice, trigger="thermostat drops", steps="Disable eco mode.")
+    episode = episode_write(subject=alice, text="My thermostat drops to 16 at night.")
+    v1 = fact_write(subject=alice, text="Alice keeps 20 degrees.", supporting_episode_ids=[episode["id"]])
+    v2 = fact_write(subject=alice, text="Alice keeps 21 degrees.", supersedes=[v1["id"]])
+    playbook_write(subject=alice, trigger="thermostat drops", steps="Disable eco mode.")
     client = Client()
     client.force_login(staff["support"])
     page = client.get(f"/u/{alice.user_id}/").content.decode()
@@ -114,18 +118,18 @@ def test_subject_page_shows_memories_and_logs_the_staff_access(staff, subjects):
 
 def test_live_poll_returns_only_new_episodes_and_moves_the_cursor(staff, subjects):
     alice, _ = subjects
-    first = services.episode_write(subject=alice, text="first turn")
+    first = episode_write(subject=alice, text="first turn")
     client = Client()
     client.force_login(staff["support"])
     # Back-dated imports written in the same batch must not flood the feed (one write time).
-    services.episodes_import(subject=alice, episodes=[
+    episodes_import(subject=alice, episodes=[
         {"text": f"old {n}", "occurred_at": f"2025-01-0{n + 1}T00:00:00Z"} for n in range(5)])
     since = selectors.episode_latest_write(subject=alice)
     page = client.get(f"/u/{alice.user_id}/").content.decode()
     assert f"since={quote(since)}" in page.replace("&amp;", "&")
     quiet = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since}).content.decode()
     assert "first turn" not in quiet and "old " not in quiet and "hx-swap-oob" not in quiet
-    services.episode_write(subject=alice, text="a brand new turn", occurred_at="2020-01-01T00:00:00Z")
+    episode_write(subject=alice, text="a brand new turn", occurred_at="2020-01-01T00:00:00Z")
     fresh = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since}).content.decode()
     assert "a brand new turn" in fresh and "first turn" not in fresh and "old " not in fresh
     assert 'hx-swap-oob="afterbegin:#episodes"' in fresh
@@ -136,7 +140,7 @@ def test_live_poll_returns_only_new_episodes_and_moves_the_cursor(staff, subject
 
 def test_episode_paging_with_cursor(staff, subjects):
     alice, _ = subjects
-    services.episodes_import(subject=alice, episodes=[
+    episodes_import(subject=alice, episodes=[
         {"text": f"turn {n:03d}", "occurred_at": f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"} for n in range(120)])
     first = selectors.episode_list(subject=alice, size=50)
     second = selectors.episode_list(subject=alice, size=50, cursor=first.next_cursor)
@@ -154,8 +158,8 @@ def test_episode_paging_with_cursor(staff, subjects):
 
 def test_home_counts_in_one_request_and_search(staff, subjects, tenants):
     alice, _ = subjects
-    services.episode_write(subject=alice, text="hello")
-    services.fact_write(subject=alice, text="a fact")
+    episode_write(subject=alice, text="hello")
+    fact_write(subject=alice, text="a fact")
     stats = selectors.subjects_memory_stats(tenant=tenants[0], subjects=[alice])
     assert stats[str(alice.user_id)]["counts"] == {"episodic": 1, "semantic": 1, "procedural": 0}
     client = Client()
@@ -167,7 +171,7 @@ def test_home_counts_in_one_request_and_search(staff, subjects, tenants):
 
 def test_recall_sandbox_renders_explain_generically_and_does_not_bump_use(staff, subjects):
     alice, _ = subjects
-    fact = services.fact_write(subject=alice, text="Alice's thermostat is an Acme T3.")
+    fact = fact_write(subject=alice, text="Alice's thermostat is an Acme T3.")
     client = Client()
     client.force_login(staff["support"])
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "thermostat model"},
@@ -181,8 +185,8 @@ def test_recall_sandbox_renders_explain_generically_and_does_not_bump_use(staff,
 
 def test_recall_sandbox_shows_the_sentence_an_episode_was_found_by(staff, subjects):
     alice, _ = subjects
-    services.episode_write(subject=alice, text="Thanks for asking about the move! The boxes are unpacked. "
-                                               "I'm off to go swimming with the kids.")
+    episode_write(subject=alice, text="Thanks for asking about the move! The boxes are unpacked. "
+                                      "I'm off to go swimming with the kids.")
     client = Client()
     client.force_login(staff["support"])
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "what sport does she do with her children"},
@@ -192,8 +196,8 @@ def test_recall_sandbox_shows_the_sentence_an_episode_was_found_by(staff, subjec
 
 def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subjects):
     alice, _ = subjects
-    question, answer = (services.episode_write(subject=alice, text=text, session_id="trip",
-                                               occurred_at=datetime(2025, 3, 1, 10, n, tzinfo=UTC))
+    question, answer = (episode_write(subject=alice, text=text, session_id="trip",
+                                      occurred_at=datetime(2025, 3, 1, 10, n, tzinfo=UTC))
                         for n, text in enumerate(["Melanie: How was your trip to Lisbon with the choir?",
                                                   "Alice: Wonderful, we ate grilled sardines every night."]))
     client = Client()
@@ -211,7 +215,7 @@ def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subj
 def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings):
     alice, _ = subjects
     for n in range(6):
-        services.episode_write(subject=alice, text=f"Melanie: the kids loved the lake, day {n}.")
+        episode_write(subject=alice, text=f"Melanie: the kids loved the lake, day {n}.")
     settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
     client = Client()
     client.force_login(staff["support"])
@@ -244,7 +248,7 @@ def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings)
 
 def test_forget_records_reason_and_removes_the_memory(staff, subjects):
     alice, _ = subjects
-    fact = services.fact_write(subject=alice, text="Alice's door code hint.")
+    fact = fact_write(subject=alice, text="Alice's door code hint.")
     client = Client()
     client.force_login(staff["support"])
     empty = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": " "}, follow=True)
@@ -264,14 +268,14 @@ def test_cluster_refusal_is_a_message_not_a_stack_trace(staff, subjects, setting
     client = Client()
     client.force_login(staff["support"])
     settings.ES_DLS_LICENCES = ("platinum", "enterprise")
-    tenant_services.clear_caches()
+    clear_caches()
     try:
         response = client.get(f"/u/{alice.user_id}/")
         recall = client.get(f"/u/{alice.user_id}/recall/", {"q": "x"}, headers={"HX-Request": "true"})
         home = client.get("/")
     finally:
         settings.ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
-        tenant_services.clear_caches()
+        clear_caches()
     refusal = b"cannot enforce document-level security"
     assert response.status_code == 200 and refusal in response.content and b"Traceback" not in response.content
     assert recall.status_code == 200 and b"Recall failed: Elasticsearch cannot enforce" in recall.content
@@ -310,10 +314,10 @@ def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
 
 def test_audit_filters_and_tenant_scope(staff, subjects):
     alice, mallory = subjects
-    tenant_services.audit_record(actor="zed", action="memory.forget", subject=alice, target_id="m-zed",
-                                 details={"reason": "r"})
-    tenant_services.audit_record(actor="zed", action="subject.exported", subject=alice, target_id="x-zed")
-    tenant_services.audit_record(actor="zed", action="memory.forget", subject=mallory, target_id="m-globex")
+    audit_record(actor="zed", action="memory.forget", subject=alice, target_id="m-zed",
+                 details={"reason": "r"})
+    audit_record(actor="zed", action="subject.exported", subject=alice, target_id="x-zed")
+    audit_record(actor="zed", action="memory.forget", subject=mallory, target_id="m-globex")
     client = Client()
     client.force_login(staff["compliance"])
 
@@ -337,7 +341,7 @@ HX = {"HX-Request": "true"}
 
 def test_consolidation_dry_run_shows_proposals_and_writes_nothing(staff, subjects):
     alice, _ = subjects
-    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    episode_write(subject=alice, text="I live in Paris.", session_id="s1")
     client = Client()
     client.force_login(staff["support"])
     page = client.get(f"/u/{alice.user_id}/").content.decode()
@@ -361,7 +365,7 @@ def test_consolidation_dry_run_shows_proposals_and_writes_nothing(staff, subject
 def test_consolidate_now_queues_a_run_the_panel_follows_it_and_facts_name_it(
         staff, subjects, monkeypatch, django_capture_on_commit_callbacks):
     alice, _ = subjects
-    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    episode_write(subject=alice, text="I live in Paris.", session_id="s1")
     sent = []  # the broker is not under test (tests/consolidation/test_worker.py runs a real one)
     monkeypatch.setattr(consolidation.current_app, "send_task", lambda name, kwargs: sent.append((name, kwargs)))
     client = Client()
@@ -388,7 +392,7 @@ def test_consolidate_now_queues_a_run_the_panel_follows_it_and_facts_name_it(
 
 def test_consolidation_forbidden_roles_get_403_and_compliance_reads_only(staff, subjects):
     alice, _ = subjects
-    services.episode_write(subject=alice, text="I live in Paris.", session_id="s1")
+    episode_write(subject=alice, text="I live in Paris.", session_id="s1")
     ConsolidationRun.objects.create(subject=alice, extractor="rules", status="succeeded", episodes_read=3,
                                     facts_created=2, prompt_tokens=120, completion_tokens=40, duration_ms=85)
     compliance, support = Client(), Client()

@@ -6,7 +6,7 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app.mcp.handlers import Caller
 from memory_app.usage import usage_flush
 from tenants.models import Tenant
-from tenants.services import agent_token_create
+from tenants.services.tokens import agent_token_create
 
 EVERY_SCOPE = ("memory:read", "memory:write", "memory:forget")
 

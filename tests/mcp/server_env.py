@@ -20,7 +20,7 @@ def setup() -> dict[str, str]:
     from engram_core.es.client import admin_client
     from engram_core.es.schema import ensure_indices
     from tenants.models import Tenant
-    from tenants.services import agent_token_create
+    from tenants.services.tokens import agent_token_create
 
     call_command("migrate", interactive=False, verbosity=0)
     ensure_indices(es=admin_client())

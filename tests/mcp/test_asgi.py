@@ -146,7 +146,7 @@ def test_mcp_requests_share_the_tokens_rate_limit(endpoint, settings):
     from django.core.cache import cache
 
     from tenants.models import Tenant
-    from tenants.services import agent_token_create
+    from tenants.services.tokens import agent_token_create
 
     cache.clear()
     settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "2/minute"}

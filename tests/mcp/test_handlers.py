@@ -184,7 +184,7 @@ def test_superseding_a_fact_while_recall_bumps_its_use_count_succeeds(acme, make
 def api_client_for():
     from rest_framework.test import APIClient
 
-    from tenants.services import agent_token_create
+    from tenants.services.tokens import agent_token_create
 
     def make(tenant):
         _token, raw = agent_token_create(tenant=tenant, name="rest", scopes=["memory:read", "memory:write",
@@ -200,14 +200,14 @@ def api_client_for():
 @pytest.fixture
 def es_unreachable(settings):
     from engram_core.es.client import base_client
-    from tenants import services as tenant_services
+    from tenants.services.clients import clear_caches
 
     url = settings.ES_URL
 
     def set_url(value):
         settings.ES_URL = value
         base_client.cache_clear()
-        tenant_services.clear_caches()
+        clear_caches()
 
     yield set_url
     set_url(url)
@@ -260,7 +260,7 @@ def test_mcp_and_rest_validate_alike(acme, make_caller):
 
 
 def test_external_ids_are_validated_one_way_everywhere(acme, make_caller, api_client_for):
-    from tenants.services import subject_get_or_create
+    from tenants.services.subjects import subject_get_or_create
 
     bad = "alice\x07"
     with pytest.raises(ValidationFailed) as mcp_error:

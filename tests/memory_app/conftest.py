@@ -6,8 +6,8 @@ import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.usage import usage_flush
-from tenants import services as tenant_services
 from tenants.models import Tenant
+from tenants.services.subjects import subject_get_or_create
 
 _seq = itertools.count()
 
@@ -26,8 +26,8 @@ def make_subject(memory):
     def make(external_id: str | None = None, *, tenant: str = "acme"):
         if tenant not in tenants:
             tenants[tenant] = Tenant.objects.create(slug=tenant, name=tenant.title())
-        return tenant_services.subject_get_or_create(tenant=tenants[tenant],
-                                                     external_id=external_id or f"user-{next(_seq)}")
+        return subject_get_or_create(tenant=tenants[tenant],
+                                     external_id=external_id or f"user-{next(_seq)}")
 
     return make
 

@@ -100,7 +100,8 @@ def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin
 
     from memory_app.evaluation import sandbox, scratch_slug
     from tenants.models import AuditEvent, Subject, SubjectKey, Tenant
-    from tenants.services import audit_record, subject_get_or_create
+    from tenants.services.audit import audit_record
+    from tenants.services.subjects import subject_get_or_create
 
     real = Tenant.objects.create(slug="real-tenant", name="Real")
     audit_record(actor="tests", action="tenant.created", tenant=real)

@@ -6,12 +6,14 @@ import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import recall as rc
-from memory_app import services
 from memory_app.query_plan import query_entities, query_plan
 from memory_app.selectors import memory_recall, own_name, query_reading, subject_name_words
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write
+from memory_app.services.imports import episodes_import
 from tenants.models import Subject
 from tenants.selectors import memory_scope
-from tenants.services import subject_es_client
+from tenants.services.clients import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
@@ -45,7 +47,7 @@ def test_the_plan_keeps_at_most_the_configured_entities_and_removes_them_from_th
 
 
 def _import(subject, texts):
-    ids = services.episodes_import(subject=subject, episodes=[
+    ids = episodes_import(subject=subject, episodes=[
         {"text": t, "occurred_at": (T0 + timedelta(minutes=n)).isoformat()} for n, t in enumerate(texts)])
     return dict(zip(texts, ids, strict=True))
 
@@ -250,10 +252,10 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
     # Olivia's own turns say "I", never "Olivia"; a fact about her names her. Asked about
     # Olivia, a turn she said holds the name as the fact does; the agent's reply does not.
     olivia = make_subject("olivia.hart")
-    said, replied = (services.episode_write(subject=olivia, role=role, occurred_at=T0,
-                                            text="On the short hop to Detroit give me a window seat, please.")
+    said, replied = (episode_write(subject=olivia, role=role, occurred_at=T0,
+                                   text="On the short hop to Detroit give me a window seat, please.")
                      for role in ("user", "assistant"))
-    services.fact_write(subject=olivia, text="Olivia's home airport is Boston Logan.")
+    fact_write(subject=olivia, text="Olivia's home airport is Boston Logan.")
     question = "When did Olivia ask for a window seat?"
 
     def linear(weight):

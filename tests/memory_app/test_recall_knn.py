@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import recall as rc
-from memory_app import services
 from memory_app.embeddings import get_embedder
+from memory_app.services.imports import episodes_import
 from tenants.selectors import memory_scope
 
 
@@ -20,10 +20,10 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     # Bob holds 60 near-copies of the question; Alice one unrelated episode of two sentences (so it
     # has passages, memory_app.language.passages). A filter applied after the kNN search (post_filter, or a
     # query beside knn) would see only Bob's 10 nearest.
-    services.episodes_import(subject=bob, episodes=[
+    episodes_import(subject=bob, episodes=[
         {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
         for i in range(60)])
-    [own] = services.episodes_import(subject=alice, episodes=[
+    [own] = episodes_import(subject=alice, episodes=[
         {"text": "I planted tomatoes in the back garden. The soil was dry.", "occurred_at": day.isoformat()}])
     query = "garage door sensor battery low"
     body = rc.msearch_body(types=[MemoryType.EPISODIC], query=query, vector=get_embedder().embed_query(query),

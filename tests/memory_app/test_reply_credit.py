@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app import services
 from memory_app.recall import asks
 from memory_app.selectors import memory_recall
+from memory_app.services.episodes import episode_write
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
@@ -24,8 +24,8 @@ def test_a_text_asks_when_one_of_its_sentences_ends_in_a_question_mark(text, exp
 
 
 def _session(subject, texts, session_id):
-    return [services.episode_write(subject=subject, text=t, session_id=session_id,
-                                   occurred_at=T0 + timedelta(minutes=n)) for n, t in enumerate(texts)]
+    return [episode_write(subject=subject, text=t, session_id=session_id,
+                          occurred_at=T0 + timedelta(minutes=n)) for n, t in enumerate(texts)]
 
 
 def _by_id(hits):
@@ -58,10 +58,10 @@ def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, s
 def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     question, answer = _session(subject, ["Melanie: How was your trip to Lisbon?",
                                           "Caroline: Wonderful, sardines every night."], "s1")
-    loose_question = services.episode_write(subject=subject, text="Melanie: Did you like Porto?",
-                                            occurred_at=T0 + timedelta(hours=1))
-    loose_answer = services.episode_write(subject=subject, text="Caroline: Porto was rainy.",
-                                          occurred_at=T0 + timedelta(hours=1, minutes=1))
+    loose_question = episode_write(subject=subject, text="Melanie: Did you like Porto?",
+                                   occurred_at=T0 + timedelta(hours=1))
+    loose_answer = episode_write(subject=subject, text="Caroline: Porto was rainy.",
+                                 occurred_at=T0 + timedelta(hours=1, minutes=1))
     hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
     assert hits[answer["id"]]["explain"]["replies_to"] == question["id"]
     assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known

@@ -194,7 +194,8 @@ def _store_then_migrate(es_admin, docs: dict[str, dict], rekey) -> None:
 
 
 def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es_prefix, make_subject):
-    from memory_app.services import client_id_rekey, client_memory_id
+    from memory_app.services.migration import client_id_rekey
+    from memory_app.services.store import client_memory_id
 
     subject = make_subject("alice")
     alias = alias_name(MemoryType.EPISODIC)
@@ -209,7 +210,7 @@ def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es
 
 def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
     from memory_app.language.concepts import concepts_of
-    from memory_app.services import migration_rekey
+    from memory_app.services.migration import migration_rekey
 
     subject = make_subject("alice")
     source = _episode_source(subject, text="We flew to Lisbon in May.", source="agent")
@@ -263,7 +264,8 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     """Indices written with float weights, then set up with int8 ones: every vector (episodes with
     derived and explicit context and their passages, facts, playbooks, catalog entries) is what a
     write with the new embedder gives, and recall finds the memories with the new query vectors."""
-    from memory_app import services
+    from memory_app.services.episodes import episode_write
+    from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
     from memory_app.embeddings import clear_cache, get_embedder
     from memory_app.selectors import memory_recall
 
@@ -277,14 +279,14 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
         es_admin.indices.put_mapping(index=index, meta={**meta, "engram_vector_space": float_space})
     texts = ["We are planning a trip to Lisbon in May.", "Book the hotel near the river. Ask for a quiet room.",
              "The budget is two thousand euros."]
-    turns = [services.episode_write(subject=subject, text=t, session_id="s1",
-                                    occurred_at=f"2025-03-01T10:0{n}:00Z") for n, t in enumerate(texts)]
-    explicit = services.episode_write(subject=subject, text="Yes, the blue one.", context="Which suitcase?",
-                                      session_id="s2")
-    fact = services.fact_write(subject=subject, text="Alice is allergic to peanuts.")
-    playbook = services.playbook_write(subject=subject, trigger="user asks for a refund",
-                                       steps="check the order; refund to the card")
-    entry = services.catalog_entry_write(tenant=subject.tenant, title="Opening hours", text="Open 9 to 5 on weekdays.")
+    turns = [episode_write(subject=subject, text=t, session_id="s1",
+                           occurred_at=f"2025-03-01T10:0{n}:00Z") for n, t in enumerate(texts)]
+    explicit = episode_write(subject=subject, text="Yes, the blue one.", context="Which suitcase?",
+                             session_id="s2")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.")
+    playbook = playbook_write(subject=subject, trigger="user asks for a refund",
+                              steps="check the order; refund to the card")
+    entry = catalog_entry_write(tenant=subject.tenant, title="Opening hours", text="Open 9 to 5 on weekdays.")
     episode_ids = [t["id"] for t in turns] + [explicit["id"]]
     assert turns[2]["context_ids"] == [turns[0]["id"], turns[1]["id"]]
 
@@ -293,7 +295,7 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     int8_space = get_embedder().space
     assert int8_space != float_space
     # What writes with the int8 embedder store, computed the way the write path does.
-    from memory_app import context as derived
+    from memory_app.services import context as derived
     expected_episodes = derived.episode_vectors(
         [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])])
     embedder = get_embedder()

@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory_app import services
 from memory_app.selectors import memory_recall
-from tenants import services as tenant_services
-from tenants.isolation_move import tenant_indices_ensure
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write
 from tenants.models import Tenant
-from tenants.services import subject_es_client
+from tenants.services.clients import subject_es_client
+from tenants.services.isolation_move import tenant_indices_ensure
+from tenants.services.subjects import subject_get_or_create
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "linear_score", "rerank_score", "rerank_rank", "multipliers",
@@ -24,7 +25,7 @@ EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "linear_score", "rerank_sco
 def _subject(slug: str, external_id: str, isolation: str = "shared"):
     tenant = Tenant.objects.create(slug=slug, name=slug.title(), isolation=isolation)
     tenant_indices_ensure(tenant=tenant)
-    return tenant_services.subject_get_or_create(tenant=tenant, external_id=external_id)
+    return subject_get_or_create(tenant=tenant, external_id=external_id)
 
 
 def _recall(subject, query: str) -> bytes:
@@ -38,7 +39,7 @@ def _ids(response: bytes) -> list[str]:
 
 def test_explain_shows_ranks_and_factors_but_no_raw_score(memory):
     alice = _subject("acme", "alice")
-    services.fact_write(subject=alice, text="The user likes zqapi17230 tea.")
+    fact_write(subject=alice, text="The user likes zqapi17230 tea.")
 
     [hit] = memory_recall(subject=alice, query="zqapi17230", k=1, explain=True, now=NOW)
 
@@ -49,13 +50,13 @@ def test_explain_shows_ranks_and_factors_but_no_raw_score(memory):
 def test_shared_tenant_recall_is_byte_identical_after_another_tenant_writes(memory):
     # The issue's finding: bm25_score 8.78 -> 3.73 once another tenant wrote the word 30 times.
     alice = _subject("acme-home", "alice")
-    services.fact_write(subject=alice, text="The user likes zqapi17230 tea.")
-    services.episode_write(subject=alice, text="We talked about the garden fence.")
+    fact_write(subject=alice, text="The user likes zqapi17230 tea.")
+    episode_write(subject=alice, text="We talked about the garden fence.")
     mallory = _subject("rival", "mallory")
     before = _recall(alice, "zqapi17230")
 
     for n in range(30):
-        services.episode_write(subject=mallory, text=f"zqapi17230 zqapi17230 note {n}")
+        episode_write(subject=mallory, text=f"zqapi17230 zqapi17230 note {n}")
     after = _recall(alice, "zqapi17230")
 
     assert _ids(before)[0] == _ids(after)[0]
@@ -66,16 +67,16 @@ def _near_identical_world(isolation: str):
     # Ranks inside A's results hang on idf: "tea" is rarer than "garden" among A's memories,
     # so the tea memory ranks first, unless someone else makes "tea" common in A's indices.
     alice = _subject("acme", "alice", isolation=isolation)
-    tea = services.episode_write(subject=alice, text="Tea with lemon and the garden")["id"]
+    tea = episode_write(subject=alice, text="Tea with lemon and the garden")["id"]
     for text in ("Garden with roses", "Garden shed repairs", "Garden fence painting"):
-        services.episode_write(subject=alice, text=text)
+        episode_write(subject=alice, text=text)
     mallory = _subject("globex", "mallory")
     return alice, mallory, tea
 
 
 def _flood(mallory) -> None:
     for n in range(40):
-        services.episode_write(subject=mallory, text=f"Tea with lemon, tea again {n}")
+        episode_write(subject=mallory, text=f"Tea with lemon, tea again {n}")
 
 
 def _recall_around_a_flood(isolation: str) -> tuple[str, bytes, bytes]:
@@ -116,8 +117,8 @@ def test_dedicated_tenant_recall_is_byte_identical_rank_order_included(memory):
 
 def test_linear_fusion_explains_its_score(memory):
     alice = _subject("acme", "alice")
-    target = services.episode_write(subject=alice, text="Tea with lemon and the garden")["id"]
-    services.episode_write(subject=alice, text="Garden shed repairs")
+    target = episode_write(subject=alice, text="Tea with lemon and the garden")["id"]
+    episode_write(subject=alice, text="Garden shed repairs")
 
     [top, *_rest] = memory_recall(subject=alice, query="tea with lemon and the garden", k=5, explain=True, now=NOW)
     assert top["id"] == target and top["explain"]["fusion"] == "linear" and "rrf_score" not in top["explain"]
@@ -131,11 +132,11 @@ def test_a_recall_lists_a_text_once_and_names_its_copies(memory, settings):
     copy), the next places go to other memories, and explain names the copies left out."""
     alice = _subject("acme", "alice")
     days = [datetime(2026, 10, day, tzinfo=UTC) for day in (5, 12, 19)]
-    said = [services.episode_write(subject=alice, text=text, occurred_at=day)["id"]
+    said = [episode_write(subject=alice, text=text, occurred_at=day)["id"]
             for day, text in zip(days, ["Is the heater on a timer?", "is the heater on a  TIMER?",
                                         "Is the heater on a timer?"], strict=True)]
-    other = services.episode_write(subject=alice, text="The heater timer was reset by the landlord")["id"]
-    fact = services.fact_write(subject=alice, text="Is the heater on a timer?")["id"]  # another type: not a copy
+    other = episode_write(subject=alice, text="The heater timer was reset by the landlord")["id"]
+    fact = fact_write(subject=alice, text="Is the heater on a timer?")["id"]  # another type: not a copy
 
     hits = memory_recall(subject=alice, query="heater timer", k=3, explain=True, now=NOW)
     ids = [h["id"] for h in hits]
@@ -171,8 +172,8 @@ def test_the_lexical_legs_gather_index_statistics_first_under_rank_fusion_only(m
     settings.ENGRAM_FUSION = fusion
     settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
     alice = _subject("acme", "alice")
-    target = services.episode_write(subject=alice, text="Melanie painted a sunset over the lake.")["id"]
-    services.episode_write(subject=alice, text="Melanie went camping with her kids.")
+    target = episode_write(subject=alice, text="Melanie painted a sunset over the lake.")["id"]
+    episode_write(subject=alice, text="Melanie went camping with her kids.")
     es = _Recorder(subject_es_client(subject=alice))
 
     hits = memory_recall(subject=alice, query="What did Melanie paint?", k=5, now=NOW, es=es)

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey
-from tenants.services import agent_token_authenticate, agent_token_create, subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
+from tenants.services.tokens import agent_token_authenticate, agent_token_create
 
 ADMIN, COMPLIANCE, SUPPORT = Membership.Role.TENANT_ADMIN, Membership.Role.COMPLIANCE, Membership.Role.SUPPORT
 

@@ -12,7 +12,7 @@ from django.db import connection
 from tenants import audit_chain
 from tenants.models import AuditEvent
 from tenants.selectors import audit_chain_verify, audit_export_record
-from tenants.services import audit_record
+from tenants.services.audit import audit_record
 
 
 def _tamper(sql: str, params: list) -> None:

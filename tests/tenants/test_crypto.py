@@ -9,7 +9,8 @@ from django.core.management import call_command
 
 from tenants import crypto
 from tenants.models import AuditEvent, SubjectKey
-from tenants.services import subject_es_client, subject_get_or_create
+from tenants.services.clients import subject_es_client
+from tenants.services.subjects import subject_get_or_create
 
 
 def test_round_trip_and_older_keys_still_decrypt(settings):

@@ -11,7 +11,8 @@ from memory_app.isolation_probes import service_probes
 from tenants.isolation import ProbeRecorder, TenantSpec, World, run_isolation_probes
 from tenants.models import AuditEvent, Subject, SubjectKey
 from tenants.selectors import memory_scope
-from tenants.services import subject_es_client, subject_get_or_create, writer_es_client
+from tenants.services.clients import subject_es_client, writer_es_client
+from tenants.services.subjects import subject_get_or_create
 
 SPEC = (
     TenantSpec("acme", ("alice", "bob", "carol")),

@@ -284,7 +284,7 @@ ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 we
 ENGRAM_TRIGGER_BOOST = env.float("ENGRAM_TRIGGER_BOOST", default=0.3)
 # Episodes with a session and no explicit context get the session's N preceding episodes as context.
 ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2)
-# How an episode's context enters its vector (memory_app.context.episode_vectors): "composed"
+# How an episode's context enters its vector (memory_app.services.context.episode_vectors): "composed"
 # (each text embedded once, context mean at ENGRAM_EMBED_CONTEXT_WEIGHT), "joint" (context + turn
 # embedded as one text) or "off".
 ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")

@@ -4,10 +4,10 @@ from django.core.management.base import BaseCommand, CommandError
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import admin_client
 from engram_core.es.schema import ensure_indices
-from tenants.isolation_move import dedicated_indices_ensure
-from tenants.services import keys_upgrade
-from memory_app.services import migration_rekey
+from memory_app.services.migration import migration_rekey
 from memory_app.usage import usage_migrate
+from tenants.services.isolation_move import dedicated_indices_ensure
+from tenants.services.keys import keys_upgrade
 
 
 class Command(BaseCommand):

@@ -5,9 +5,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from engram_core.errors import EngramError
-from memory_app.services import episodes_import
+from memory_app.services.imports import episodes_import
 from tenants.models import Tenant
-from tenants.services import subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
 
 
 class Command(BaseCommand):

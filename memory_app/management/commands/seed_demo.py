@@ -14,11 +14,14 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from engram_core.errors import Conflict, NotFound
-from memory_app import services
 from memory_app.selectors import memory_get
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import catalog_entry_write, fact_write, playbook_outcome_record, playbook_write
+from memory_app.services.imports import episodes_import
 from tenants.models import AgentToken, Membership, Tenant
 from tenants.selectors import subject_find
-from tenants.services import agent_token_create, subject_get_or_create
+from tenants.services.subjects import subject_get_or_create
+from tenants.services.tokens import agent_token_create
 
 TENANT = ("acme-home", "Acme Smart Home Support")
 STAFF = [("support", Membership.Role.SUPPORT), ("admin", Membership.Role.TENANT_ADMIN),
@@ -120,17 +123,17 @@ class Command(BaseCommand):
                 pass
         created = 0
         for n, (title, text) in enumerate(CATALOG):
-            created += _once(partial(services.catalog_entry_write, tenant=tenant, title=title, text=text,
+            created += _once(partial(catalog_entry_write, tenant=tenant, title=title, text=text,
                                      memory_id=f"demo-catalog-{n}", source="demo"))
         for external_id, name, memories in SUBJECTS:
             subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo")
             for n, (memory_type, text, extra) in enumerate(memories):
                 common = {"subject": subject, "memory_id": f"demo-{name.lower()}-{n}", "source": "demo"}
                 if memory_type == "episodic":
-                    write = partial(services.episode_write, text=text, occurred_at=NOW - timedelta(days=30 * n),
+                    write = partial(episode_write, text=text, occurred_at=NOW - timedelta(days=30 * n),
                                     **common, **extra)
                 elif memory_type == "semantic":
-                    write = partial(services.fact_write, text=text, **common, **extra)
+                    write = partial(fact_write, text=text, **common, **extra)
                 else:
                     write = partial(_playbook, **common, **extra)
                 created += _once(write)
@@ -147,10 +150,10 @@ def _once(write) -> int:
 
 def _playbook(*, subject, memory_id: str, source: str, trigger: str, steps: str, success_count: int,
               failure_count: int) -> None:
-    services.playbook_write(subject=subject, trigger=trigger, steps=steps, memory_id=memory_id, source=source)
+    playbook_write(subject=subject, trigger=trigger, steps=steps, memory_id=memory_id, source=source)
     for success, times in ((True, success_count), (False, failure_count)):
         for _ in range(times):
-            services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success)
+            playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success)
 
 
 # ---------------------------------------------------------------- history for the inspector
@@ -206,12 +209,12 @@ def seed_history(tenant: Tenant) -> int:
                          "occurred_at": (start + timedelta(days=session * 4, minutes=3 * n)).isoformat(),
                          "role": "user"})
     try:
-        written += len(services.episodes_import(subject=subject, episodes=episodes))
+        written += len(episodes_import(subject=subject, episodes=episodes))
     except Conflict:  # imported by an earlier, interrupted run
         pass
     previous: list[str] = []
     for n, (text, contradiction, confidence) in enumerate(FACT_CHAIN):
-        written += _once(partial(services.fact_write, subject=subject, text=text, confidence=confidence,
+        written += _once(partial(fact_write, subject=subject, text=text, confidence=confidence,
                                  supersedes=previous or None, contradiction=contradiction, source="demo",
                                  supporting_episode_ids=[f"demo-alice-ep-{(n + 1) * 37:04d}"],
                                  memory_id=f"demo-fact-v{n}"))
@@ -219,11 +222,11 @@ def seed_history(tenant: Tenant) -> int:
     previous = []
     for n, (trigger, steps) in enumerate(PLAYBOOK_CHAIN):
         memory_id = f"demo-playbook-v{n}"
-        if _once(partial(services.playbook_write, subject=subject, trigger=trigger, steps=steps,
+        if _once(partial(playbook_write, subject=subject, trigger=trigger, steps=steps,
                          supersedes=previous or None, source="demo", memory_id=memory_id)):
             written += 1
             for success in OUTCOMES[n]:
-                services.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success,
-                                                 actor="demo")
+                playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success,
+                                        actor="demo")
         previous = [memory_id]
     return written

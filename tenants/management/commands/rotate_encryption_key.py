@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from tenants.services import encryption_key_rotate
+from tenants.services.encryption import encryption_key_rotate
 
 
 class Command(BaseCommand):

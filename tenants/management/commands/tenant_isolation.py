@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from engram_core.errors import EngramError
-from tenants.isolation_move import tenant_isolation_set
 from tenants.models import Tenant
+from tenants.services.isolation_move import tenant_isolation_set
 
 
 class Command(BaseCommand):

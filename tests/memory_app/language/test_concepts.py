@@ -4,9 +4,10 @@ members of a kind matches (memory_app.language.concepts; recall against the real
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import services
 from memory_app.language.concepts import concepts_of, query_categories, synonyms
 from memory_app.selectors import memory_get, memory_recall
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import catalog_entry_write, fact_write
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -52,10 +53,10 @@ def test_switched_off_nothing_is_expanded(settings):
 
 
 def _rome_and_others(subject):
-    rome = services.episode_write(subject=subject, text="I spent a week in Rome, the food was amazing.")
+    rome = episode_write(subject=subject, text="I spent a week in Rome, the food was amazing.")
     for text in ("Jon visited his grandmother's farm again.", "The museum Jon visited had great paintings.",
                  "Jon's studio had many visitors today."):
-        services.episode_write(subject=subject, text=text)
+        episode_write(subject=subject, text=text)
     return rome
 
 
@@ -77,9 +78,9 @@ def test_without_concepts_the_lexical_leg_cannot_find_it(subject, settings):
 
 
 def test_facts_and_catalog_entries_get_concepts_too(subject, es_admin):
-    fact = services.fact_write(subject=subject, text="The user plays the cello in a quartet.")
-    entry = services.catalog_entry_write(tenant=subject.tenant, title="Rome city break",
-                                         text="Three nights near the Colosseum.")
+    fact = fact_write(subject=subject, text="The user plays the cello in a quartet.")
+    entry = catalog_entry_write(tenant=subject.tenant, title="Rome city break",
+                                text="Three nights near the Colosseum.")
     for memory_type, memory in ((MemoryType.SEMANTIC, fact), (MemoryType.CATALOG, entry)):
         assert es_admin.get(index=alias_name(memory_type), id=memory["id"])["_source"]["concepts"]
     hits = {h["id"] for h in memory_recall(subject=subject, query="What instruments does the user play?")}
@@ -111,9 +112,9 @@ def test_verbs_famous_people_multi_word_names_and_a_zero_weight_give_no_synonyms
 
 
 def _holiday_and_others(subject):
-    vacation = services.episode_write(subject=subject, text="We booked the vacation in Lisbon for May.")
+    vacation = episode_write(subject=subject, text="We booked the vacation in Lisbon for May.")
     for text in ("The electricity bill came in higher than usual.", "Dawn starts school in September."):
-        services.episode_write(subject=subject, text=text)
+        episode_write(subject=subject, text=text)
     return vacation
 
 

@@ -3,9 +3,11 @@ Elasticsearch."""
 
 import pytest
 
-from memory_app import services
 from memory_app.language.intent import Intent, query_intent
 from memory_app.selectors import memory_recall, query_reading
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write
+from memory_app.services.imports import episodes_import
 
 
 @pytest.mark.parametrize("question, intent", [
@@ -51,8 +53,8 @@ def test_a_questions_grammar_says_what_kind_of_memory_it_asks_for(question, inte
 
 
 def test_the_types_that_answer_the_question_are_boosted(subject, settings):
-    fact = services.fact_write(subject=subject, text="Olivia's home airport is Denver now.")
-    episode = services.episode_write(subject=subject, text="I moved, so Denver is my home airport now.")
+    fact = fact_write(subject=subject, text="Olivia's home airport is Denver now.")
+    episode = episode_write(subject=subject, text="I moved, so Denver is my home airport now.")
     state = {h["id"]: h for h in memory_recall(subject=subject, query="What is Olivia's home airport?",
                                                explain=True)}
     assert state[fact["id"]]["explain"]["multipliers"]["intent"] == pytest.approx(1.1)  # the shipped 0.1
@@ -73,7 +75,7 @@ def test_episodes_alone_keep_their_order(subject, settings):
     changes their scores, never their order."""
     texts = ("We went camping at the lake.", "The lake was cold but the kids swam.",
              "Next year we camp in the mountains.", "I bought a new tent for the trip.")
-    services.episodes_import(subject=subject, episodes=[
+    episodes_import(subject=subject, episodes=[
         {"text": text, "occurred_at": f"2023-06-1{n}T10:00:00+00:00"} for n, text in enumerate(texts)])
     question = "When did we go camping at the lake?"
     on = memory_recall(subject=subject, query=question, explain=True)

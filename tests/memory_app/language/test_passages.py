@@ -7,12 +7,15 @@ import numpy as np
 
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name
 from memory_app import recall as rc
-from memory_app import services
 from memory_app.embeddings import get_embedder
 from memory_app.language.passages import passages_of
 from memory_app.selectors import memory_get, memory_recall
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import fact_write
+from memory_app.services.forget import memory_forget
+from memory_app.services.imports import episodes_import
 from tenants.selectors import memory_scope
-from tenants.services import subject_es_client
+from tenants.services.clients import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 LONG = ("Maya: Thanks for asking about the move! The boxes are finally unpacked and the kitchen works. "
@@ -57,9 +60,9 @@ def _stored_vectors(es_admin, memory_id):
 
 
 def test_each_sentence_gets_a_vector_anchored_in_its_turn_and_context_and_none_is_returned(subject, es_admin):
-    before = services.episode_write(subject=subject, text="How was your weekend?", session_id="w1",
-                                    occurred_at=T0)
-    turn = services.episode_write(subject=subject, text=LONG, session_id="w1", occurred_at=T0 + timedelta(minutes=1))
+    before = episode_write(subject=subject, text="How was your weekend?", session_id="w1",
+                           occurred_at=T0)
+    turn = episode_write(subject=subject, text=LONG, session_id="w1", occurred_at=T0 + timedelta(minutes=1))
     sentences = passages_of(LONG)
     s = [_unit(v) for v in get_embedder().embed_documents(sentences)]
     context = _unit(get_embedder().embed_documents(["How was your weekend?"])[0])
@@ -78,9 +81,9 @@ def test_each_sentence_gets_a_vector_anchored_in_its_turn_and_context_and_none_i
 
 
 def test_an_import_stores_the_same_passages_as_turns_written_one_by_one(subject, es_admin):
-    one = services.episode_write(subject=subject, text="How was your weekend?", session_id="a", occurred_at=T0)
-    two = services.episode_write(subject=subject, text=LONG, session_id="a", occurred_at=T0 + timedelta(minutes=1))
-    imported = services.episodes_import(subject=subject, episodes=[
+    one = episode_write(subject=subject, text="How was your weekend?", session_id="a", occurred_at=T0)
+    two = episode_write(subject=subject, text=LONG, session_id="a", occurred_at=T0 + timedelta(minutes=1))
+    imported = episodes_import(subject=subject, episodes=[
         {"text": t, "session_id": "b", "occurred_at": (T0 + timedelta(minutes=n)).isoformat()}
         for n, t in enumerate(["How was your weekend?", LONG])])
     assert one["id"] and two["id"]
@@ -107,8 +110,8 @@ def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
         "Maya: My son has a cold and stayed home from school.",
     ]
     for n, text in enumerate(distractors):
-        services.episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
-    target = services.episode_write(subject=subject, text=LONG, occurred_at=T0 + timedelta(hours=10))["id"]
+        episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
+    target = episode_write(subject=subject, text=LONG, occurred_at=T0 + timedelta(hours=10))["id"]
     question = "What sport does Maya do with her children?"
     with_passages = _dense_rank(subject, question, target)
     settings.ENGRAM_RECALL_PASSAGES = False
@@ -124,8 +127,8 @@ def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_be
     texts = [LONG, "Maya: My kids watched a football match on TV.", "Maya: Swimming lessons start in May. I signed "
              "them up. The pool is near the school.", "Maya: The kids' bedroom needs new curtains."]
     for n, text in enumerate(texts):
-        services.episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
-    services.fact_write(subject=subject, text="Maya's children swim every Saturday.")
+        episode_write(subject=subject, text=text, occurred_at=T0 + timedelta(hours=n))
+    fact_write(subject=subject, text="Maya's children swim every Saturday.")
     question = "What sport does Maya do with her children?"
     vector = get_embedder().embed_query(question)
     types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
@@ -153,16 +156,16 @@ def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_be
 def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subject, es_admin):
     """A passage's vector holds its turn's context (see the first test), so forgetting the turn
     before re-computes the passages too, not only the episode's own vector."""
-    secret = services.episode_write(subject=subject, text="My locker code is zanzibar.", session_id="f1",
-                                    occurred_at=T0)
-    turn = services.episode_write(subject=subject, text=LONG, session_id="f1", occurred_at=T0 + timedelta(minutes=1))
+    secret = episode_write(subject=subject, text="My locker code is zanzibar.", session_id="f1",
+                           occurred_at=T0)
+    turn = episode_write(subject=subject, text=LONG, session_id="f1", occurred_at=T0 + timedelta(minutes=1))
     s = [_unit(v) for v in get_embedder().embed_documents(passages_of(LONG))]
     whole = _unit(np.sum(s, axis=0))
     context = _unit(get_embedder().embed_documents(["My locker code is zanzibar."])[0])
     _embedding, passages = _stored_vectors(es_admin, turn["id"])
     assert float(_unit(passages[0]) @ _unit(s[0] + 0.5 * whole + 0.5 * context)) > 0.9999
 
-    services.memory_forget(subject=subject, memory_id=secret["id"], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=secret["id"], reason="user asked", actor="test")
 
     embedding, passages = _stored_vectors(es_admin, turn["id"])
     assert float(_unit(embedding) @ whole) > 0.9999
@@ -173,9 +176,9 @@ def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subje
 
 def test_explain_names_the_sentence_an_episodes_dense_rank_came_from(subject, settings):
     settings.ENGRAM_RECALL_BM25 = False
-    target = services.episode_write(subject=subject, text=LONG, occurred_at=T0)["id"]
-    single = services.episode_write(subject=subject, text="Maya: The kids' bedroom needs new curtains.",
-                                    occurred_at=T0 + timedelta(hours=1))["id"]
+    target = episode_write(subject=subject, text=LONG, occurred_at=T0)["id"]
+    single = episode_write(subject=subject, text="Maya: The kids' bedroom needs new curtains.",
+                           occurred_at=T0 + timedelta(hours=1))["id"]
     hits = {h["id"]: h for h in memory_recall(subject=subject, query="What sport does Maya do with her children?",
                                               k=10, types=["episodic"], explain=True)}
     assert hits[target]["explain"]["dense_sentence"] == "Maya: I'm off to go swimming with the kids."

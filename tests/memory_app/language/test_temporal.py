@@ -6,9 +6,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engram_core.errors import ValidationFailed
-from memory_app import services
 from memory_app.selectors import memory_recall
 from memory_app.language.temporal import query_time_window
+from memory_app.services.imports import episodes_import
 
 NOW = datetime(2023, 10, 20, 15, 0, tzinfo=UTC)
 
@@ -58,7 +58,7 @@ def test_the_window_includes_a_grace_after_its_end():
 def test_episodes_in_the_named_window_are_boosted(subject, settings):
     texts = {"june": "We went camping at the lake with the kids.",
              "march": "We went camping at the lake with the kids again."}
-    june, march = services.episodes_import(subject=subject, episodes=[
+    june, march = episodes_import(subject=subject, episodes=[
         {"text": texts["june"], "occurred_at": "2023-06-12T10:00:00+00:00"},
         {"text": texts["march"], "occurred_at": "2023-03-12T10:00:00+00:00"}])
     question = "When did we go camping at the lake in June?"
@@ -88,7 +88,7 @@ def test_windows_are_the_end_users_calendar_days_when_a_timezone_is_named():
 
 def test_a_recall_reads_dates_in_the_end_users_time_zone(subject):
     # Told at 12:00 on 18 October in Los Angeles (19:00 UTC): "yesterday" at 20:00 on the 19th there.
-    told = services.episodes_import(subject=subject, episodes=[
+    told = episodes_import(subject=subject, episodes=[
         {"text": "We repainted the fence blue.", "occurred_at": "2023-10-18T19:00:00+00:00"}])[0]
     now = datetime(2023, 10, 20, 3, 0, tzinfo=UTC)
     question = "What did we paint yesterday?"

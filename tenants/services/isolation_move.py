@@ -6,8 +6,8 @@ tenant's own set, same schema and alias scheme under ``<prefix>-t-<slug>`` (see
 
 A move copies every document of the tenant (scroll + bulk, same ids), verifies the counts per
 memory type, switches the tenant, and only then removes the old copies. While it runs the
-tenant's writes answer 503 ``tenant_moving`` (``tenants.services.writer_prefix``); reads go on
-from the old location until the switch. If anything fails before the switch, the partial copy
+tenant's writes answer 503 ``tenant_moving`` (``clients.writer_prefix``); reads go on from the
+old location until the switch. If anything fails before the switch, the partial copy
 is removed and the tenant stays where it was with every document; if removing the old copies
 fails after the switch, running the move again (to the mode the tenant is now in) finishes it.
 Admin credential only: a command, never a request path.
@@ -25,10 +25,10 @@ from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import EngramError, ValidationFailed
 from engram_core.es.client import admin_client
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, ensure_indices
-
-from .models import Tenant
-from .selectors import index_prefix_for
-from .services import Actor, audit_record, clear_caches
+from tenants.models import Tenant
+from tenants.selectors import index_prefix_for
+from tenants.services.audit import Actor, audit_record
+from tenants.services.clients import clear_caches
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from engram_core.errors import AuthenticationFailed, ValidationFailed
 from tenants.models import AgentToken, AuditEvent
-from tenants.services import agent_token_authenticate, agent_token_create, agent_token_revoke
+from tenants.services.tokens import agent_token_authenticate, agent_token_create, agent_token_revoke
 
 
 def test_token_is_returned_once_and_stored_only_as_a_hash(tenant, make_staff):

@@ -16,13 +16,9 @@ import pytest
 from cryptography.fernet import Fernet
 
 from engram_core.errors import ServiceUnavailable
-from tenants.services import (
-    _capabilities,
-    require_dls,
-    subject_es_client,
-    subject_get_or_create,
-    writer_es_client,
-)
+from tenants.services.clients import subject_es_client, writer_es_client
+from tenants.services.guard import _capabilities, require_dls
+from tenants.services.subjects import subject_get_or_create
 
 NO_DLS = ("platinum", "enterprise")
 
@@ -60,7 +56,7 @@ def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_
     settings.ES_DLS_LICENCES = NO_DLS
     settings.ENGRAM_ALLOW_INSECURE_NO_DLS = True
 
-    with caplog.at_level(logging.WARNING, logger="tenants.services"):
+    with caplog.at_level(logging.WARNING, logger="tenants.services.guard"):
         assert require_dls().dls is False
         require_dls()
 
@@ -75,7 +71,7 @@ def test_production_refuses_the_insecure_development_setting():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
            "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true"}
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2], env=env,
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[3], env=env,
                             capture_output=True, text=True)
     assert result.returncode != 0
     assert "ENGRAM_ALLOW_INSECURE_NO_DLS is a development setting" in result.stderr

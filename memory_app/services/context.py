@@ -1,18 +1,9 @@
 """Derived episode context: the turns just before an episode in its session.
 
-An episode that arrives with a ``session_id`` and no ``context`` gets, as its context, the
-ENGRAM_DERIVED_CONTEXT_TURNS episodes of the same session that precede it (ordered by
-``occurred_at``, then arrival), whether it comes from a turn, an import or a replayed outbox
-write. What is stored:
-
-- ``context_ids``: the ids of those preceding episodes (returned, so the link is visible);
-- ``derived_context``: their text, resolved when the episode is indexed. It is searched by the
-  BM25 leg and goes into the episode's vector (``episode_vectors``), but is never returned (it
-  is a copy of other memories).
-
-An explicit ``context`` from the caller wins and nothing is derived. When a preceding episode
-is forgotten, every episode whose ``context_ids`` name it is re-indexed without it (its text
-leaves ``derived_context`` and the embedding), so no copy of forgotten text stays searchable.
+An episode with a ``session_id`` and no explicit ``context`` gets the ENGRAM_DERIVED_CONTEXT_TURNS
+episodes of its session that precede it: their ids as ``context_ids`` (returned) and their text as
+``derived_context`` (searched and embedded, never returned: it is a copy of other memories). When
+one of them is forgotten, every episode naming it is re-indexed without its text.
 """
 
 from __future__ import annotations

@@ -8,15 +8,17 @@ from django.core.management import call_command
 from elasticsearch import AuthorizationException
 
 from engram_core.errors import ServiceUnavailable
-from memory_app import services
 from engram_core.es.schema import MemoryType, alias_name, all_aliases
 from memory_app.selectors import memory_recall, subject_export
+from memory_app.services.episodes import episode_write
+from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
 from memory_app.usage import usage_flush
-from tenants import isolation_move
-from tenants.isolation_move import MoveFailed, tenant_isolation_set
 from tenants.models import AuditEvent, SubjectKey, Tenant
 from tenants.selectors import index_prefix_for
-from tenants.services import subject_es_client, subject_get_or_create
+from tenants.services import isolation_move
+from tenants.services.clients import subject_es_client
+from tenants.services.isolation_move import MoveFailed, tenant_isolation_set
+from tenants.services.subjects import subject_get_or_create
 
 
 @pytest.fixture
@@ -26,11 +28,11 @@ def world(es_prefix):
     bob = subject_get_or_create(tenant=acme, external_id="bob")
     dana = subject_get_or_create(tenant=globex, external_id="dana")
     for n in range(3):
-        services.episode_write(subject=alice, text=f"alice walked the dog {n}")
-    services.fact_write(subject=alice, text="Alice likes green tea.")
-    services.playbook_write(subject=bob, trigger="wifi drops", steps="restart the router")
-    services.catalog_entry_write(tenant=acme, title="Router", text="Acme routers restart in 30 s.")
-    services.episode_write(subject=dana, text="dana walked the dog")
+        episode_write(subject=alice, text=f"alice walked the dog {n}")
+    fact_write(subject=alice, text="Alice likes green tea.")
+    playbook_write(subject=bob, trigger="wifi drops", steps="restart the router")
+    catalog_entry_write(tenant=acme, title="Router", text="Acme routers restart in 30 s.")
+    episode_write(subject=dana, text="dana walked the dog")
     yield acme, alice, bob, dana
     usage_flush()
 
@@ -71,7 +73,7 @@ def test_a_tenant_moves_to_dedicated_indices_and_back(world, es_admin, es_prefix
     assert _exported_ids(alice) == alice_ids and _exported_ids(bob) == bob_ids and _exported_ids(dana) == dana_ids
     assert [h["memory_type"] for h in memory_recall(subject=bob, query="wifi drops", k=1)] == ["procedural"]
     # New writes land in the tenant's own indices; its keys name only those.
-    new = services.fact_write(subject=alice, text="Alice moved to Lyon.")
+    new = fact_write(subject=alice, text="Alice moved to Lyon.")
     assert es_admin.get(index=alias_name(MemoryType.SEMANTIC, prefix=own), id=new["id"])["found"]
     key = SubjectKey.objects.active().get(subject=alice)
     role = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]["role_descriptors"]["engram_subject_read"]
@@ -113,7 +115,7 @@ def test_a_move_failing_half_way_loses_nothing(world, es_admin, es_prefix, monke
     assert _count(es_admin, es_prefix, "acme") == 6
     assert es_admin.indices.get_alias(name=f"{es_prefix}-t-acme-*", allow_no_indices=True) == {}  # partial copy gone
     assert _exported_ids(alice) == alice_ids
-    services.episode_write(subject=alice, text="writes work again")  # no longer waiting
+    episode_write(subject=alice, text="writes work again")  # no longer waiting
 
     monkeypatch.setattr(isolation_move, "_index_batch", real)
     result = tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test", batch_size=2)
@@ -142,7 +144,7 @@ def test_writes_wait_while_the_tenant_moves(world):
     Tenant.objects.filter(pk=acme.pk).update(isolation_moving_to="dedicated")
 
     with pytest.raises(ServiceUnavailable) as waiting:
-        services.episode_write(subject=alice, text="during the move")
+        episode_write(subject=alice, text="during the move")
 
     assert (waiting.value.code, waiting.value.status) == ("tenant_moving", 503)
     assert memory_recall(subject=alice, query="dog", k=3)  # reads go on

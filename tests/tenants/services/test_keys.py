@@ -16,19 +16,17 @@ from engram_core.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
-from tenants import services as tenant_services
-from tenants.tasks import maintain_keys
-from tenants.services import (
-    clear_caches,
+from tenants.services import key_cache
+from tenants.services.clients import clear_caches, subject_es_client, writer_es_client
+from tenants.services.keys import (
     keys_maintain,
     keys_upgrade,
-    subject_es_client,
-    subject_get_or_create,
     subject_key_revoke,
     subject_key_rotate,
     subject_keys_revoke_all,
-    writer_es_client,
 )
+from tenants.services.subjects import subject_get_or_create
+from tenants.tasks import maintain_keys
 
 
 def _own_doc(subject, es_writer, memory_type="semantic", **extra) -> str:
@@ -108,7 +106,7 @@ def test_a_cached_keys_client_is_made_once_and_again_for_a_new_base_client(tenan
     # then gets a client on the new one.
     replaced = Elasticsearch(settings.ES_URL, request_timeout=settings.ES_REQUEST_TIMEOUT)
     monkeypatch.setattr(es_client_module, "base_client", lambda: replaced)
-    monkeypatch.setattr(tenant_services, "base_client", lambda: replaced)
+    monkeypatch.setattr(key_cache, "base_client", lambda: replaced)
     try:
         second = subject_es_client(subject=subject)
         assert second is not first and second.transport is replaced.transport

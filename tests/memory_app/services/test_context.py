@@ -7,16 +7,18 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import services
 from memory_app.embeddings import get_embedder
 from memory_app.selectors import memory_get, memory_recall, subject_export
+from memory_app.services.episodes import episode_write
+from memory_app.services.forget import memory_forget, subject_erase
+from memory_app.services.imports import episodes_import
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
 
 def _turns(subject, texts, *, session_id="s1", start=T0):
-    return [services.episode_write(subject=subject, text=t, session_id=session_id,
-                                   occurred_at=start + timedelta(minutes=n)) for n, t in enumerate(texts)]
+    return [episode_write(subject=subject, text=t, session_id=session_id,
+                          occurred_at=start + timedelta(minutes=n)) for n, t in enumerate(texts)]
 
 
 def _stored(es_admin, memory_id):
@@ -26,8 +28,8 @@ def _stored(es_admin, memory_id):
 def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, es_admin, settings):
     a, b, c, d = _turns(subject, ["Which dog breed sheds least?", "I adopted a poodle named Biscuit.",
                                   "She loves the lake.", "Yes, every Sunday."])
-    other = services.episode_write(subject=subject, text="Unrelated session.", session_id="s2",
-                                   occurred_at=T0 + timedelta(minutes=9))
+    other = episode_write(subject=subject, text="Unrelated session.", session_id="s2",
+                          occurred_at=T0 + timedelta(minutes=9))
     assert a.get("context_ids") is None
     assert c["context_ids"] == [a["id"], b["id"]]
     assert d["context_ids"] == [b["id"], c["id"]]
@@ -52,21 +54,21 @@ def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, 
 
 def test_order_is_occurred_at_then_arrival_and_explicit_context_wins(subject):
     late = _turns(subject, ["second said"], start=T0)[0]
-    early = services.episode_write(subject=subject, text="first said", session_id="s1",
-                                   occurred_at=T0 - timedelta(minutes=5))
+    early = episode_write(subject=subject, text="first said", session_id="s1",
+                          occurred_at=T0 - timedelta(minutes=5))
     assert early.get("context_ids") is None  # occurred before everything stored
-    same_time = services.episode_write(subject=subject, text="same minute", session_id="s1", occurred_at=T0)
+    same_time = episode_write(subject=subject, text="same minute", session_id="s1", occurred_at=T0)
     assert same_time["context_ids"] == [early["id"], late["id"]]  # equal occurred_at: arrival decides
-    explicit = services.episode_write(subject=subject, text="reply", session_id="s1", context="what I was asked",
-                                      occurred_at=T0 + timedelta(minutes=3))
+    explicit = episode_write(subject=subject, text="reply", session_id="s1", context="what I was asked",
+                             occurred_at=T0 + timedelta(minutes=3))
     assert explicit["context"] == "what I was asked" and explicit.get("context_ids") is None
-    no_session = services.episode_write(subject=subject, text="loose", occurred_at=T0 + timedelta(minutes=4))
+    no_session = episode_write(subject=subject, text="loose", occurred_at=T0 + timedelta(minutes=4))
     assert no_session.get("context_ids") is None
 
 
 def test_import_derives_context_within_the_batch_and_against_stored_episodes(subject, es_admin):
     stored = _turns(subject, ["Stored one about kayaks.", "Stored two about rivers."])
-    ids = services.episodes_import(subject=subject, episodes=[
+    ids = episodes_import(subject=subject, episodes=[
         {"id": "imp-000003", "text": "Batch three.", "session_id": "s1",
          "occurred_at": (T0 + timedelta(minutes=5)).isoformat()},
         {"id": "imp-000002", "text": "Batch two, earlier.", "session_id": "s1",
@@ -96,7 +98,7 @@ def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(sub
                                              "Anything else?", "No."])
     assert "zanzibar" in _stored(es_admin, two["id"])["derived_context"]
     assert "My locker code is zanzibar." in get_embedder().query_cache  # embedded through the cache
-    services.memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
     # Nor does this process keep its vector (the cache holds digests, never texts; see test_embeddings).
     assert "My locker code is zanzibar." not in get_embedder().query_cache
 
@@ -154,9 +156,9 @@ def test_an_episode_vector_is_its_own_text_plus_half_its_contexts_mean_alike_for
         subject, es_admin):
     texts = ["We hiked the ridge trail at dawn.", "The fog lifted by eight.", "Then we saw two elk."]
     one, two, three = _turns(subject, texts)
-    explicit = services.episode_write(subject=subject, text="It was cold.", context="How was the hike?",
-                                      session_id="s1", occurred_at=T0 + timedelta(minutes=9))
-    imported = services.episodes_import(subject=subject, episodes=[
+    explicit = episode_write(subject=subject, text="It was cold.", context="How was the hike?",
+                             session_id="s1", occurred_at=T0 + timedelta(minutes=9))
+    imported = episodes_import(subject=subject, episodes=[
         {"text": t, "session_id": "s7", "occurred_at": (T0 + timedelta(minutes=n)).isoformat()}
         for n, t in enumerate(texts)])[2]
     assert _cos(es_admin, one["id"], _composed(texts[0], [])) > 0.9999  # no context: the text's own vector
@@ -173,15 +175,15 @@ def test_joint_and_off_modes_embed_context_with_the_text_or_not_at_all(subject, 
     settings.ENGRAM_EMBED_CONTEXT = "joint"
     first, joint = _turns(subject, ["Where is the spare key?", "Under the blue pot."])
     settings.ENGRAM_EMBED_CONTEXT = "false"
-    off = services.episode_write(subject=subject, text="Under the blue pot.", session_id="s1",
-                                 occurred_at=T0 + timedelta(minutes=2))
+    off = episode_write(subject=subject, text="Under the blue pot.", session_id="s1",
+                        occurred_at=T0 + timedelta(minutes=2))
     assert off["context_ids"] == [first["id"], joint["id"]]  # still derived and searched by BM25
     vectors = get_embedder().embed_documents(["Where is the spare key?\nUnder the blue pot.", "Under the blue pot."])
     assert _cos(es_admin, joint["id"], vectors[0]) > 0.9999
     assert _cos(es_admin, off["id"], vectors[1]) > 0.9999
     settings.ENGRAM_EMBED_CONTEXT = "sideways"
     with pytest.raises(ImproperlyConfigured):
-        services.episode_write(subject=subject, text="x", session_id="s1", occurred_at=T0 + timedelta(minutes=3))
+        episode_write(subject=subject, text="x", session_id="s1", occurred_at=T0 + timedelta(minutes=3))
 
 
 def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(subject):
@@ -203,5 +205,5 @@ def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(
 def test_erasing_an_end_user_empties_the_cache_of_embedded_texts(subject):
     _turns(subject, ["My locker code is zanzibar.", "Noted."])
     assert "My locker code is zanzibar." in get_embedder().query_cache
-    services.subject_erase(subject=subject, actor="test")
+    subject_erase(subject=subject, actor="test")
     assert len(get_embedder().query_cache) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenants.models import AuditEvent, Subject
-from tenants.services import audit_record
+from tenants.services.audit import audit_record
 
 
 def test_audit_events_cannot_be_changed_or_deleted(tenant):

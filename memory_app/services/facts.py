@@ -1,0 +1,181 @@
+"""Facts, playbooks and catalog entries, and the counters they carry: playbook outcomes and a
+fact's supporting episodes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from engram_core.errors import Conflict
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType
+from memory_app import selectors
+from memory_app.freshness import refresh_defer
+from memory_app.language.concepts import concepts_of_memory
+from memory_app.services.store import (
+    accepted_time,
+    base_document,
+    document_create,
+    document_update,
+    memory_id_or_new,
+    write_target,
+)
+from memory_app.services.supersession import superseding_write
+from memory_app.validation import (
+    SUPPORTING_IDS_MAX,
+    TITLE_MAX_CHARS,
+    clean_confidence,
+    clean_ids,
+    clean_metadata,
+    clean_optional_text,
+    clean_success,
+    clean_supporting_ids,
+    clean_text,
+)
+from tenants.models import Subject, Tenant
+from tenants.services.audit import audit_record
+
+
+def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
+               contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
+               metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
+               accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+    """Store a semantic fact, optionally superseding older facts of the same subject. With
+    ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
+    Engram sees it (memory_app.freshness).
+
+    A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
+    Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
+    """
+    text = clean_text(text)
+    now = accepted_time(accepted_at)
+    doc = base_document(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
+                        metadata=clean_metadata(metadata), source=source)
+    doc.update(
+        last_used_at=now.isoformat(),  # its use count starts at 0 and lives in the database (memory_app.usage)
+        confidence=clean_confidence(confidence),
+        supporting_episode_ids=clean_supporting_ids(supporting_episode_ids),
+    )
+    return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
+                             supersedes=supersedes, contradiction=contradiction, now=now,
+                             defer_refresh=defer_refresh)
+
+
+def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
+                   contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
+                   memory_id: str | None = None, source: str = "agent",
+                   accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+    """Store a procedural playbook (trigger + steps) with zeroed outcome counters
+    (``defer_refresh`` as for facts)."""
+    trigger = clean_text(trigger, field="trigger")
+    steps = clean_text(steps, field="steps")
+    now = accepted_time(accepted_at)
+    doc = base_document(subject=subject, memory_type=MemoryType.PROCEDURAL, text=f"{trigger}\n{steps}", now=now,
+                        metadata=clean_metadata(metadata), source=source)
+    doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
+               confidence=clean_confidence(confidence))
+    return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
+                             supersedes=supersedes, contradiction=contradiction, now=now,
+                             defer_refresh=defer_refresh)
+
+
+def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict | None = None,
+                        memory_id: str | None = None, source: str = "tenant") -> dict[str, Any]:
+    """Store a tenant-wide catalog entry (no user_id: every subject of the tenant can recall it)."""
+    title = clean_text(title, field="title", limit=TITLE_MAX_CHARS)
+    text = clean_text(text)
+    now = timezone.now()
+    doc = {"tenant_id": tenant.slug, "memory_type": MemoryType.CATALOG.value, "title": title, "text": text,
+           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata)}
+    doc["concepts"] = concepts_of_memory(doc)
+    return document_create(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=memory_id_or_new(memory_id),
+                           doc=doc)
+
+
+_OUTCOME_IDS_KEPT = 100
+
+
+def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
+                            refined_steps: str | None = None, operation_id: str | None = None,
+                            episode_id: str | None = None, actor: Any = "agent",
+                            defer_refresh: bool = False) -> dict[str, Any]:
+    """Count one success or failure of a playbook; optionally store refined steps. With
+    ``defer_refresh``, the subject's next read refreshes (memory_app.freshness) instead of this call.
+
+    Increments are exact under concurrency (``document_update``). The count is idempotent when the
+    outcome is identified: by ``operation_id`` (fixed when the write was accepted; the playbook
+    keeps the ids of its last outcomes) or by ``episode_id`` (the episode that reported it, from
+    consolidation; it joins ``supporting_episode_ids``). A repeat is a no-op. Each counted outcome
+    is also a content-free ``playbook.outcome`` audit event: the outcome history. Raises NotFound
+    if the playbook is not the subject's, Conflict (``concurrent_update``) if it keeps changing.
+    """
+    clean_success(success)
+    refined = clean_optional_text(refined_steps, field="refined_steps")
+    if episode_id is not None:
+        episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
+
+    def count(visible: selectors.Visible) -> dict[str, Any] | None:
+        src = visible.source
+        applied = src.get("outcome_ids") or []
+        supporting = list(src.get("supporting_episode_ids") or [])
+        if (operation_id is not None and operation_id in applied) or \
+                (episode_id is not None and episode_id in supporting):
+            return None
+        now = timezone.now().isoformat()
+        update: dict[str, Any] = (
+            {"success_count": int(src.get("success_count") or 0) + 1, "last_success_at": now} if success
+            else {"failure_count": int(src.get("failure_count") or 0) + 1}
+        )
+        if refined is not None:
+            update["refined_steps"] = refined
+        if operation_id is not None:
+            update["outcome_ids"] = [*applied, operation_id][-_OUTCOME_IDS_KEPT:]
+        if episode_id is not None:
+            update["supporting_episode_ids"] = [*supporting, episode_id]
+        return update
+
+    def deferred() -> None:
+        refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
+
+    visible, update = document_update(
+        writer=write_target(tenant=subject.tenant)[0], change=count, refresh=not defer_refresh,
+        read=lambda: selectors.visible_document(subject=subject, memory_id=playbook_id,
+                                                types=[MemoryType.PROCEDURAL]),
+        before_write=deferred if defer_refresh else None,
+        conflict=Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
+                          code="concurrent_update"))
+    if update is not None:
+        audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
+                     target_id=visible.id, details={"success": success})
+    return {"id": visible.id, **{k: v for k, v in visible.source.items() if k not in VECTOR_FIELDS}, **(update or {})}
+
+
+def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str], confidence_step: float = 0.05,
+                     metadata: dict | None = None) -> tuple[dict[str, Any], bool]:
+    """Add supporting episodes to one of the subject's current facts (a near-duplicate was seen
+    again): their ids join ``supporting_episode_ids`` and confidence rises by ``confidence_step``
+    (capped at 1). Idempotent: episodes already supporting the fact change nothing. ``metadata``
+    keys are merged into the fact's metadata. Returns (the fact, whether it changed).
+    Raises NotFound if the fact is not the subject's.
+    """
+    ids = clean_supporting_ids(episode_ids)
+
+    def support(visible: selectors.Visible) -> dict[str, Any] | None:
+        src = visible.source
+        supporting = list(src.get("supporting_episode_ids") or [])
+        new = [i for i in ids if i not in supporting]
+        merged_metadata = {**(src.get("metadata") or {}), **(metadata or {})}
+        if not new and merged_metadata == (src.get("metadata") or {}):
+            return None
+        update: dict[str, Any] = {"metadata": clean_metadata(merged_metadata)}
+        if new:
+            update["supporting_episode_ids"] = [*supporting, *new][-SUPPORTING_IDS_MAX:]
+            update["confidence"] = min(1.0, float(src.get("confidence") or 0.0) + confidence_step * len(new))
+        return update
+
+    visible, update = document_update(
+        writer=write_target(tenant=subject.tenant)[0], change=support, refresh=True,
+        read=lambda: selectors.visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC]),
+        conflict=Conflict("the fact is being updated too often; retry", details={"id": memory_id}))
+    return {"id": visible.id, **visible.source, **(update or {})}, update is not None

@@ -1,0 +1,199 @@
+"""Bulk import of historical episodes with their original timestamps: all or nothing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from elasticsearch import ApiError, TransportError, helpers
+
+from engram_core.errors import Conflict, ServiceUnavailable, ValidationFailed
+from engram_core.es.client import unavailable_answer
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name
+from engram_core.threads import computed_ahead
+from memory_app.freshness import refresh_defer, refresh_ensure
+from memory_app.language.concepts import concepts_of
+from memory_app.services import context as derived
+from memory_app.services.store import (
+    CREATE_IDENTITY,
+    accepted_time,
+    client_memory_id,
+    episodic_alias,
+    new_memory_id,
+    write_target,
+)
+from memory_app.validation import (
+    clean_imported_occurred_at,
+    clean_metadata,
+    clean_new_memory_id,
+    clean_optional_text,
+    clean_role,
+    clean_session_id,
+    clean_text,
+    duplicate_ids_validate,
+    imported_episodes_clean,
+)
+from tenants.models import Subject
+from tenants.selectors import memory_scope
+from tenants.services.clients import subject_es_client
+
+log = logging.getLogger(__name__)
+
+
+def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict[str, Any]], prefix: str
+                        ) -> list[dict[str, Any]]:
+    """Fix each episode's stored id before an import is accepted: ``client_id`` + a namespaced
+    ``memory_id`` for an episode carrying an ``id`` of the client's, ``<prefix>-<n>`` otherwise."""
+    assigned = []
+    for n, episode in enumerate(episodes):
+        episode = dict(episode)
+        client_id = episode.pop("id", None)
+        if client_id is not None:
+            episode["client_id"] = client_id
+            episode["memory_id"] = client_memory_id(tenant_id=tenant_id, external_id=external_id,
+                                                    client_id=client_id)
+        else:
+            episode.setdefault("memory_id", f"{prefix}-{n}")
+        assigned.append(episode)
+    return assigned
+
+
+def _import_ids(subject: Subject, raw: dict[str, Any]) -> dict[str, str | None]:
+    if raw.get("memory_id") is not None:
+        client_id = raw.get("client_id")
+        return {"id": clean_new_memory_id(raw["memory_id"]),
+                "client_id": clean_new_memory_id(client_id) if client_id is not None else None}
+    if raw.get("id") is not None:
+        client_id = clean_new_memory_id(raw["id"])
+        return {"id": client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                       client_id=client_id), "client_id": client_id}
+    return {"id": new_memory_id(), "client_id": None}
+
+
+@dataclass(frozen=True)
+class EpisodeIn:
+    text: str
+    occurred_at: datetime
+    role: str = "user"
+    session_id: str | None = None
+    context: str | None = None
+    metadata: dict | None = None
+    id: str | None = None
+    client_id: str | None = None
+
+
+def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
+                    progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
+                    accepted_at: datetime | str | None = None) -> list[str]:
+    """Bulk-import historical episodes with their original timestamps.
+
+    An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
+    namespaced to the subject (``client_memory_id``); ``memory_id`` (set by
+    ``episodes_assign_ids`` when a write is accepted) is the stored id itself. Two episodes with
+    the same id are refused up front (ValidationFailed ``duplicate_ids``).
+    Every episode is validated first (ValidationFailed names the first bad one's position) and
+    nothing is written unless all are valid. If the bulk write fails part-way, the episodes
+    already written are deleted again before the error is raised. Returns the ids in order.
+    """
+    def episode_in(raw: dict[str, Any]) -> EpisodeIn:
+        occurred = clean_imported_occurred_at(raw.get("occurred_at"))
+        return EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
+                         role=clean_role(raw.get("role") or "user"),
+                         session_id=clean_session_id(raw.get("session_id")),
+                         context=clean_optional_text(raw.get("context"), field="context"),
+                         metadata=clean_metadata(raw.get("metadata")),
+                         **_import_ids(subject, raw))
+
+    cleaned = imported_episodes_clean(episodes, clean=episode_in)
+    duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
+    duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
+
+    scope = memory_scope(subject=subject)
+    contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), index=episodic_alias(subject=subject),
+                                          scope=scope, episodes=cleaned)
+    found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
+    now = accepted_time(accepted_at).isoformat()
+    writer, prefix = write_target(tenant=subject.tenant)
+    index = alias_name(MemoryType.EPISODIC, prefix=prefix)
+
+    def context_fields(episode: EpisodeIn) -> dict[str, Any]:
+        c = found.get(episode.id)
+        return {"context_ids": c.ids, "derived_context": c.text} if c else {}
+
+    def vectors_of(batch: list[EpisodeIn]) -> list[dict[str, Any]]:
+        return derived.episode_vectors([
+            (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
+            for e in batch])
+
+    def actions():
+        batches = [cleaned[start:start + batch_size] for start in range(0, len(cleaned), batch_size)]
+        for batch, vectors in computed_ahead(batches, vectors_of):
+            for episode, vector in zip(batch, vectors, strict=True):
+                source = {
+                    **scope, "memory_type": MemoryType.EPISODIC.value, "text": episode.text,
+                    "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
+                    "session_id": episode.session_id, "context": episode.context,
+                    "metadata": episode.metadata or {}, "source": "import", "concepts": concepts_of(episode.text),
+                    **context_fields(episode),
+                    **({"client_id": episode.client_id} if episode.client_id else {})}
+                sent[episode.id] = {k: source.get(k) for k in CREATE_IDENTITY}
+                yield {"_op_type": "create", "_index": index, "_id": episode.id,
+                       "_source": {**source, **vector}}
+
+    sent: dict[str, dict[str, Any]] = {}
+    written: list[str] = []
+    failures: list[dict] = []
+
+    def undo() -> None:
+        helpers.bulk(writer, ({"_op_type": "delete", "_index": index, "_id": i} for i in written),
+                     raise_on_error=False, refresh=True)
+
+    # No refresh per chunk (each would wait up to a refresh interval): one refresh at the end.
+    try:
+        for ok, item in helpers.streaming_bulk(writer, actions(), chunk_size=batch_size, raise_on_error=False,
+                                               max_retries=3):
+            result = item["create"]
+            if ok:
+                written.append(result["_id"])
+                if progress:
+                    progress(len(written), len(cleaned))
+            else:
+                failures.append(result)
+    except Exception:
+        # A later batch's embedding failed, or the cluster went away between chunks: the chunks
+        # already written go again, as on a refusal (if the cluster cannot take the deletes either,
+        # the import is retried from the outbox, where the same creates are not conflicts).
+        if written:
+            try:
+                undo()
+            except (ApiError, TransportError) as exc:
+                log.warning("import: could not delete the %d episodes written before a failure: %s", len(written), exc)
+        raise
+    # A create whose stored document is the one sent is not a conflict, as in document_create: either this
+    # call's own chunk sent again by the client (its answer timed out after the cluster applied
+    # it; same created_at, so undone with the rest on failure), or an earlier import of the same
+    # episodes retried by its client (kept as it is whatever happens here).
+    if conflicts := [f["_id"] for f in failures if f.get("status") == 409]:
+        stored = writer.mget(index=index, ids=conflicts, source_excludes=VECTOR_FIELDS)["docs"]
+        same = {d["_id"]: d["_source"] for d in stored
+                if d.get("found") and all(d["_source"].get(k) == v for k, v in sent[d["_id"]].items())}
+        written += [i for i in conflicts if i in same and same[i].get("created_at") == now]
+        failures = [f for f in failures if f["_id"] not in same]
+    if failures:
+        undo()
+        first = failures[0]
+        if unavailable_answer(first.get("status", 0), first.get("error", {}).get("type")):
+            # Busy after the bulk helper's retries, or an index write-blocked by a migration: an
+            # outage (the submit path queues the import), not a refusal of these episodes.
+            raise ServiceUnavailable("Elasticsearch cannot take the import's writes now; retry later",
+                                     code="elasticsearch_unreachable")
+        error = Conflict if first.get("status") == 409 else ValidationFailed
+        raise error(f"import failed at episode {first['_id']!r} ({first.get('error', {}).get('type', 'error')}); "
+                    "nothing was kept", details={"failed": len(failures)}, code="import_failed")
+    # Visible to the next recall before returning, through the same refresh path as deferred turns.
+    refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
+    refresh_ensure(subject=subject)
+    return [e.id for e in cleaned]

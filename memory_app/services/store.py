@@ -1,0 +1,136 @@
+"""The step every write shares: ids, the writer's target, the base document, and the create that
+answers a retried write with what it stored the first time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from elasticsearch import ConflictError, Elasticsearch
+
+from engram_core.errors import Conflict
+from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType, alias_name
+from memory_app.embeddings import get_embedder
+from memory_app.language.concepts import concepts_of
+from memory_app.selectors import Visible
+from memory_app.validation import clean_datetime, clean_new_memory_id
+from tenants.models import Subject, Tenant
+from tenants.selectors import index_prefix_for, memory_scope
+from tenants.services.clients import writer_es_client, writer_prefix
+
+
+def write_target(*, tenant: Tenant) -> tuple[Elasticsearch, str]:
+    """The writer client and index prefix for ``tenant``'s memories (shared or its own indices)."""
+    prefix = writer_prefix(tenant=tenant)
+    return writer_es_client(prefix=prefix), prefix
+
+
+def episodic_alias(*, subject: Subject) -> str:
+    """The episodic alias of the indices holding ``subject``'s tenant (shared or dedicated)."""
+    return alias_name(MemoryType.EPISODIC, prefix=index_prefix_for(tenant=subject.tenant))
+
+
+def new_memory_id() -> str:
+    return uuid.uuid4().hex
+
+
+def memory_id_or_new(memory_id: str | None) -> str:
+    """The id a create stores its memory under: the caller's (checked), or a new one."""
+    return new_memory_id() if memory_id is None else clean_new_memory_id(memory_id)
+
+
+# Client-chosen ids never become document ids as they are: ids are one space shared by every
+# tenant, so a raw client id could collide with (and reveal, by a 409) another end-user's.
+_CLIENT_ID_NAMESPACE = uuid.UUID("6f1d4c1e-3b0a-4d7e-9a55-2c8e0b1f7a10")
+
+
+def client_memory_id(*, tenant_id: int, external_id: str, client_id: str) -> str:
+    """The stored id of a memory whose id the client chose: stable, and scoped to one end-user of
+    one tenant (the same client id of two end-users gives two ids)."""
+    return uuid.uuid5(_CLIENT_ID_NAMESPACE, f"{tenant_id}\x1f{external_id}\x1f{client_id}").hex
+
+
+def accepted_time(accepted_at: datetime | str | None) -> datetime:
+    """When Engram accepted a write (a replayed write keeps it); now when not given."""
+    return clean_datetime(accepted_at, field="accepted_at") or timezone.now()
+
+
+def embedding_text(memory_type: MemoryType, doc: dict[str, Any]) -> str:
+    """What the dense leg sees for a document (BM25 sees the fields themselves)."""
+    if memory_type is MemoryType.PROCEDURAL:
+        return f"{doc['trigger']}\n{doc['steps']}"
+    if memory_type is MemoryType.CATALOG:
+        return f"{doc['title']}\n{doc['text']}"
+    return doc["text"]  # an episode's vector also holds its context: see context.episode_vectors
+
+
+# What makes two creates "the same write": a retry of a create that landed (its answer lost) finds
+# a document with these fields equal, and gets that document back instead of a conflict.
+CREATE_IDENTITY = ("tenant_id", "user_id", "memory_type", "text", "title", "trigger", "steps", "role",
+                   "session_id", "context", "metadata", "supersedes", "contradiction", "source")
+
+
+def document_create(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict[str, Any],
+                    refresh: bool = True) -> dict[str, Any]:
+    """Create the document in ``tenant``'s indices. A document already under ``memory_id`` with the
+    same content from the same end-user is this write applied before (a retry): it is returned as
+    it is. Any other document there is a Conflict."""
+    if "embedding" not in doc:
+        doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
+    writer, prefix = write_target(tenant=tenant)
+    index = alias_name(memory_type, prefix=prefix)
+    try:
+        writer.index(index=index, id=memory_id, document=doc, op_type="create", refresh=refresh)
+    except ConflictError:
+        existing = writer.options(ignore_status=404).get(index=index, id=memory_id,
+                                                         source_excludes=VECTOR_FIELDS)
+        source = existing.get("_source") if existing.get("found") else None
+        if source is None or any(source.get(k) != doc.get(k) for k in CREATE_IDENTITY):
+            raise Conflict(f"a memory with id {memory_id!r} already exists", details={"id": memory_id}) from None
+        doc = source
+    return {"id": memory_id, **{k: v for k, v in doc.items() if k not in (*VECTOR_FIELDS, *HIDDEN_FIELDS)}}
+
+
+def base_document(*, subject: Subject, memory_type: MemoryType, text: str, now: datetime, metadata: dict,
+                  source: str) -> dict[str, Any]:
+    """The fields every memory of ``subject`` carries; the scope comes from the subject alone."""
+    return {
+        **memory_scope(subject=subject),
+        "memory_type": memory_type.value,
+        "text": text,
+        "created_at": now.isoformat(),
+        "source": source,
+        "metadata": metadata,
+        "concepts": concepts_of(text),
+    }
+
+
+def document_update(*, writer: Elasticsearch, read: Callable[[], Visible],
+                    change: Callable[[Visible], dict[str, Any] | None], conflict: Conflict,
+                    visible: Visible | None = None, refresh: bool = False,
+                    before_write: Callable[[], None] | None = None, attempts: int = 20
+                    ) -> tuple[Visible, dict[str, Any] | None]:
+    """Apply ``change(document)`` (the fields to update; None: nothing to do) to a document only if
+    it is still as read (its sequence number): concurrent updates (a recall's use-count bump, another
+    outcome) are never lost. On a conflict the document is read again through the subject's key
+    (``read``, which raises NotFound once it is gone) and the change computed again; ``conflict`` is
+    raised after ``attempts`` tries. ``visible``: the document as the caller has just read it.
+    Returns the document as read before the update, and the update (None when nothing changed)."""
+    for _attempt in range(attempts):
+        visible = visible or read()
+        update = change(visible)
+        if update is None:
+            return visible, None
+        if before_write is not None:
+            before_write()
+        try:
+            writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
+                          if_primary_term=visible.primary_term, refresh=refresh)
+        except ConflictError:
+            visible = None
+            continue
+        return visible, update
+    raise conflict

@@ -1,0 +1,128 @@
+"""Supersession: a new fact or playbook replaces older ones of the same subject, which are kept and
+marked (``superseded_by``/``superseded_at``), so chains read both ways."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from elasticsearch import ApiError, ConflictError, Elasticsearch
+
+from engram_core.errors import Conflict, NotFound, ValidationFailed
+from engram_core.es.schema import MemoryType, alias_name
+from memory_app import selectors
+from memory_app.freshness import refresh_defer
+from memory_app.services.store import document_create, document_update, memory_id_or_new, write_target
+from memory_app.validation import clean_contradiction, clean_supersedes
+from tenants.models import Subject
+
+
+def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
+                      supersedes: list[str] | None, contradiction: str, now: datetime,
+                      defer_refresh: bool = False) -> dict[str, Any]:
+    """Create ``doc`` superseding the subject's memories ``supersedes`` (none: a plain create).
+
+    A harsh contradiction lowers the new document's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
+    Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike), and
+    Conflict (``concurrent_update``) when an old document keeps changing; nothing is kept then.
+    """
+    memory_id = memory_id_or_new(memory_id)
+    old_ids = clean_supersedes(supersedes)
+    clean_contradiction(contradiction)
+    if memory_id in old_ids:
+        raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
+                               code="invalid_ids")
+    # Deferred: the next read refreshes. A creation names its document (searchable => visible);
+    # a supersession also updates older documents after it, so it names none.
+    refresh = not defer_refresh
+    if not old_ids:
+        if defer_refresh:
+            refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
+        return document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
+                               refresh=refresh)
+
+    old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
+    missing = [i for i in old_ids if i not in old]
+    if missing:
+        raise NotFound(f"cannot supersede {', '.join(map(repr, missing))}: no such {memory_type.value} memory "
+                       f"for this subject", details={"ids": missing})
+    doc.update(supersedes=old_ids, contradiction=contradiction)
+    if contradiction == "harsh":
+        doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
+
+    if defer_refresh:
+        refresh_defer(subject=subject, memory_type=memory_type)
+    stored = document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
+                             refresh=False)
+    writer, prefix = write_target(tenant=subject.tenant)
+    done: list[selectors.Visible] = []
+    try:
+        for visible in old.values():
+            done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
+                                         now=now))
+        if refresh:  # one refresh makes the new document and every mark visible
+            writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+    except (ApiError, NotFound, Conflict) as exc:
+        _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
+        if isinstance(exc, ConflictError):
+            raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
+                           details={"ids": old_ids}, code="concurrent_update") from None
+        raise
+    return stored
+
+
+def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
+                     now: datetime) -> selectors.Visible:
+    """Append ``memory_id`` to the old document's ``superseded_by`` (not refreshed: the caller
+    refreshes once, or defers); returns the document as it was just before (what an undo
+    restores). Recall bumps use counts at any time, which changes the sequence number: on a
+    conflict, re-read through the subject's key and try again."""
+
+    def read() -> selectors.Visible:
+        fresh = selectors.visible_documents(subject=subject, ids=[visible.id], types=[visible.memory_type])
+        if visible.id not in fresh:
+            raise NotFound(f"cannot supersede {visible.id!r}: it was forgotten meanwhile",
+                           details={"ids": [visible.id]})
+        return fresh[visible.id]
+
+    def mark(current: selectors.Visible) -> dict[str, Any] | None:
+        previous = current.source.get("superseded_by") or []
+        if memory_id in previous:  # already marked (a retried write): never twice
+            return None
+        return {"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()}
+
+    before, _update = document_update(
+        writer=writer, read=read, change=mark, visible=visible,
+        conflict=Conflict("a superseded memory keeps changing concurrently; nothing was written, retry",
+                          details={"ids": [visible.id]}, code="concurrent_update"))
+    return before
+
+
+def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[selectors.Visible]) -> None:
+    """Compensate a supersession that failed part-way: restore the old docs, drop the new one."""
+    for visible in done:
+        writer.update(index=visible.index, id=visible.id,
+                      doc={"superseded_by": visible.source.get("superseded_by"),
+                           "superseded_at": visible.source.get("superseded_at")})
+    writer.options(ignore_status=404).delete(index=new_index, id=new_id, refresh=True)
+
+
+def supersession_complete(*, subject: Subject, memory_id: str, memory_type: MemoryType) -> int:
+    """Finish a supersession whose new document landed but whose old documents were not marked
+    (the writer died in between): every id in the new document's ``supersedes`` gets it in its
+    ``superseded_by``. Idempotent; returns how many old documents were marked now."""
+    new = selectors.visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
+    old_ids = list(new.source.get("supersedes") or [])
+    old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
+    writer, prefix = write_target(tenant=subject.tenant)
+    marked = 0
+    for visible in old.values():
+        if memory_id not in (visible.source.get("superseded_by") or []):
+            _mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
+                             now=timezone.now())
+            marked += 1
+    if marked:
+        writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+    return marked
