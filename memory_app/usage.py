@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from django.utils import timezone
 from elasticsearch import Elasticsearch, helpers
 from engram_core.db import as_request
 from engram_core.es.schema import MemoryType, alias_name
+from engram_core.threads import LazyPool
 from memory_app.models import FactUsage
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for
@@ -41,7 +42,8 @@ from tenants.services.clients import writer_es_client
 
 log = logging.getLogger(__name__)
 
-_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-usage")
+_pool = LazyPool(name="engram-usage")
+_POOL_THREADS = 2
 _pending: set[Future] = set()
 _lock = threading.Lock()
 
@@ -51,7 +53,8 @@ def usage_record(*, ids: list[str], at: datetime, subject: Subject, prefix: str 
     indices of ``prefix``, default the shared ones); returns immediately."""
     if not ids:
         return
-    future = _pool.submit(_bump_in_thread, ids=ids, at=at, subject_id=subject.pk, prefix=prefix)
+    future = _pool.get(workers=_POOL_THREADS).submit(_bump_in_thread, ids=ids, at=at, subject_id=subject.pk,
+                                                    prefix=prefix)
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)

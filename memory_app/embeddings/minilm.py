@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from engram_core.threads import LazyPool
+
 from ._bert import BertConfig, BertEncoder, l2_normalize, load_tokenizer, mean_pool
 from .base import EmbeddingError, QueryCache
 
@@ -81,7 +83,7 @@ class MiniLMEmbedder:
         self.space = f"{self.name} {INT8_SPACE}" if runtime == "onnx-int8" else self.name
         self.threads = max(1, threads)
         self.workers = 1 if runtime == "numpy" else workers or min(os.cpu_count() or 1, 4)
-        self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the pool)
+        self._pool = LazyPool(name="engram-embed")
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
         self.config = BertConfig.from_dir(self.model_dir)
         self.dims: int = self.config.hidden_size
@@ -156,16 +158,8 @@ class MiniLMEmbedder:
         return l2_normalize(out)
 
     def _batch_pool(self) -> ThreadPoolExecutor | None:
-        """The pool a call's batches share, made on first need in each process: a pool inherited
-        through fork() would have no threads behind it (Celery's prefork workers)."""
-        if self.workers <= 1:
-            return None
-        if self._pool is None or self._pool[0] != os.getpid():
-            with self._lock:
-                if self._pool is None or self._pool[0] != os.getpid():
-                    self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.workers,
-                                                                  thread_name_prefix="engram-embed"))
-        return self._pool[1]
+        """The pool a call's batches share, made on first need in each process (``LazyPool``)."""
+        return self._pool.get(workers=self.workers) if self.workers > 1 else None
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector (``dims`` floats) per text, in input order."""

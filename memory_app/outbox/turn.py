@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,6 +12,7 @@ from django.conf import settings
 
 from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound
+from engram_core.threads import LazyPool
 from memory_app import selectors, timing
 from memory_app.embeddings import EmbeddingError, get_embedder
 from memory_app.freshness import refresh_ensure
@@ -36,7 +37,7 @@ class TurnResult:
 
 
 # A turn's pre-recall runs here while the request thread writes the turn.
-_turn_recalls = ThreadPoolExecutor(max_workers=settings.ENGRAM_TURN_RECALL_THREADS, thread_name_prefix="turn-recall")
+_turn_recalls = LazyPool(name="turn-recall")
 
 
 def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
@@ -85,8 +86,9 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
             log.info("turn text not embedded ahead: %s", exc)
         try:
             # bound: the recall's phases count in this request's Server-Timing (memory_app.timing).
-            concurrent = _turn_recalls.submit(timing.bound(_recall_in_thread), subject=known,
-                                              es=subject_es_client(subject=known), **recall)
+            pool = _turn_recalls.get(workers=settings.ENGRAM_TURN_RECALL_THREADS)
+            concurrent = pool.submit(timing.bound(_recall_in_thread), subject=known,
+                                     es=subject_es_client(subject=known), **recall)
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
     with timing.timed("write"):
