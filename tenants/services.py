@@ -29,6 +29,7 @@ from elasticsearch import Elasticsearch
 from engram_core.errors import AuthenticationFailed, ServiceUnavailable, ValidationFailed, database_busy
 from engram_core.es.capabilities import Capabilities, probe_capabilities
 from engram_core.es.client import api_key_client, base_client
+from engram_core.es.schema import shared_prefix
 from engram_core.validation import clean_external_id
 
 from . import audit_chain, crypto, es_keys
@@ -399,7 +400,7 @@ def writer_es_client(*, prefix: str | None = None) -> Elasticsearch:
     caps = require_dls()
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
-    prefix = prefix or settings.ES_INDEX_PREFIX
+    prefix = prefix or shared_prefix()
     entry = _cached(_writer_keys, prefix, prefix=prefix)
     if entry is None:
         entry = _remember(_writer_keys, prefix, writer_key_ensure(prefix=prefix))
@@ -420,7 +421,7 @@ def writer_prefix(*, tenant: Tenant) -> str:
 def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
     """The current writer key for ``prefix``; a new one is minted when none is valid beyond the
     renewal window, and older ones enter their rotation grace."""
-    prefix = prefix or settings.ES_INDEX_PREFIX
+    prefix = prefix or shared_prefix()
     renew_at = timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS)
     live = WriterKey.objects.filter(index_prefix=prefix, rotated_at__isnull=True, revoked_at__isnull=True)
     current = live.filter(expires_at__gt=renew_at, role_version=es_keys.ROLE_VERSION)
