@@ -7,7 +7,7 @@ Mem0's virtualenv). In one process (Engram's environment):
    (memory_app/embeddings/server.py); Mem0's ``openai`` embedder points at it (384 dims), so
    both systems index and search with the very same vectors. Every request to it is counted:
    the run fails if Mem0 asked it for anything but embeddings (no LLM is ever called).
-2. The same parsing for both (memory_app.evaluation: one conversation = one user, each turn
+2. The same parsing for both (engram_eval.locomo: one conversation = one user, each turn
    verbatim as 'Speaker: text' with its session date; questions of categories 1-4 with their
    evidence turns; R@k = share of a question's evidence turns in the top k).
 3. Engram, in throwaway indices: the ``memory_eval --locomo`` path (each conversation through
@@ -58,13 +58,9 @@ from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 from memory_app.embeddings.server import EmbeddingsServer  # noqa: E402
-from memory_app.evaluation import (  # noqa: E402
-    _question_scores,
-    locomo_episodes,
-    locomo_evidence,
-    sandbox,
-    scratch_slug,
-)
+from engram_eval.locomo import locomo_episodes, locomo_evidence  # noqa: E402
+from engram_eval.retrieval import question_scores  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app.selectors import memory_get, memory_history, memory_recall  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
@@ -105,7 +101,7 @@ def load(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def recall_at(users: list[dict[str, Any]], ranked: dict[str, list[str]]) -> dict[str, float]:
-    rows = [_question_scores(ranked[q["id"]], q["expected"]) for u in users for q in u["questions"]]
+    rows = [question_scores(ranked[q["id"]], q["expected"]) for u in users for q in u["questions"]]
     return {m: statistics.fmean(r[m] for r in rows) for m in ("R@5", "R@10")} | {"n": len(rows)}
 
 
@@ -116,8 +112,8 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
     embedder = get_embedder()
     embedder.embed_documents(["load the weights"])  # as the embeddings server's model is loaded
     clear_query_cache = getattr(getattr(embedder, "query_cache", None), "clear", lambda: None)
-    with sandbox():
-        tenant = Tenant.objects.create(slug=scratch_slug("vs-mem0"), name="Engram vs Mem0")
+    with sandbox() as box:
+        tenant = box.tenant(slug="vs-mem0", name="Engram vs Mem0")
         warm = tenant_services.subject_get_or_create(tenant=tenant, external_id="warmup", actor="compare")
         for n in range(warmup):
             services.episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
@@ -217,7 +213,7 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
                      "served_foreign": found > 0, "result": f"{found} hits"})
     # Over the REST API: an agent token of another tenant naming A; the same request with A's
     # tenant's token as the control (so a 404 is isolation, not a broken request).
-    other = Tenant.objects.create(slug=scratch_slug("vs-mem0-other"), name="Other tenant")
+    other = Tenant.objects.create(slug=f"vs-mem0-other-{uuid.uuid4().hex[:6]}", name="Other tenant")
     url = reverse("api:memory", kwargs={"external_id": a.external_id, "memory_id": probe_id})
     codes = {}
     for who, t in (("own tenant", tenant), ("other tenant", other)):

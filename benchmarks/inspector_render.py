@@ -36,7 +36,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from memory_app import services
-from memory_app.evaluation import sandbox
+from engram_eval.sandbox import sandbox
 from memory_app.selectors import episode_list
 from tenants.models import Subject, Tenant
 from tenants.services import subject_get_or_create
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    with sandbox(rollback=False):
+    with sandbox():
         tenant = Tenant.objects.create(slug="bench-inspector", name="Bench Inspector")
         Subject.objects.bulk_create([Subject(tenant=tenant, external_id=f"user-{n:05d}@example.com",
                                              display_name=f"User {n}") for n in range(args.subjects - 1)],

@@ -44,7 +44,7 @@ from django.test.utils import override_settings  # noqa: E402
 import recall_latency  # noqa: E402  (its timing and percentiles)
 import scale_data  # noqa: E402
 from memory_app import services  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 
@@ -65,7 +65,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     synth = scale_data.Synth(args.seed)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    with sandbox(clean_db=False):
+    with sandbox():
         tenant = Tenant.objects.create(slug="passages-ab", name="Passages A/B")
         subjects, rates = {}, {}
         for who, overrides in (("off", OFF), ("on", {})):

@@ -29,6 +29,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,15 +45,15 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import all_aliases  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Subject, Tenant  # noqa: E402
 
-CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
+CORPUS = ROOT / "engram_eval" / "corpora" / "eval_corpus.json"
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -159,7 +160,8 @@ def main() -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
     # Rows kept (on the benchmark's own scratch database): background threads read keys through their own connections.
-    with sandbox(clean_db=False) as prefix:
+    with sandbox() as box:
+        prefix = box.prefix
         tenant = bench_tenant(corpus, slug="bench", name="Benchmark")
         started = time.perf_counter()
         subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
@@ -201,7 +203,9 @@ def main() -> None:
 
         started = time.perf_counter()
         with ThreadPoolExecutor(args.threads) as pool:
-            done = sum(pool.map(worker, [plan[i::args.threads] for i in range(args.threads)]))
+            # Each worker runs in a copy of this context: the sandbox's index prefix is a context variable.
+            chunks = [(copy_context(), plan[i::args.threads]) for i in range(args.threads)]
+            done = sum(pool.map(lambda job: job[0].run(worker, job[1]), chunks))
         throughput = done / (time.perf_counter() - started)
         usage_flush()
 

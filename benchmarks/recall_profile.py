@@ -52,7 +52,7 @@ from memory_app import recall as rc  # noqa: E402
 from memory_app import selectors, services  # noqa: E402
 from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from recall_latency import bench_playbooks, bench_tenant, corpus_texts, random_episodes  # noqa: E402
 
@@ -197,7 +197,7 @@ def main() -> None:
     embedder = get_embedder()
     embedder.embed_query("load the weights before timing anything")
 
-    with sandbox(clean_db=False):
+    with sandbox():
         tenant = bench_tenant(corpus, slug="prof", name="Profile")
 
         # ---- bulk import, phase by phase

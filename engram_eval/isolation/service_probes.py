@@ -1,7 +1,6 @@
-"""Isolation probes through Engram's own memory services (the cluster-level ones live in
-tenants.isolation). Each subject tries to reach every other subject's documents by every
-service entry point; being served anything foreign is a leak, and a refusal must be the
-same NotFound a missing id gets."""
+"""Isolation probes through Engram's own memory services: each end-user tries to reach every other
+end-user's documents by every service entry point. Being served anything foreign is a leak, and a
+refusal must be the same NotFound a missing id gets."""
 
 from __future__ import annotations
 
@@ -10,11 +9,12 @@ import json
 from django.utils import timezone
 
 from engram_core.errors import NotFound
+from engram_core.es.schema import USER_TYPES
 from memory_app import services
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
-from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
 
-USER_TYPES = {"episodic", "semantic", "procedural"}
+from .report import ProbeRecorder, ProbeScope
+from .world import SeededDoc, World
 
 
 def _not_found(scope: ProbeScope, call) -> None:
@@ -36,7 +36,7 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
                 hits = memory_recall(subject=who.subject, query=f"{other.marker} memory", k=100,
                                      include_superseded=True)
                 scope.ids([h["id"] for h in hits], allowed=allowed)
-            foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type.value in USER_TYPES]
+            foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type in USER_TYPES]
             for doc in foreign:
                 with recorder.probe("service.memory_get(other's id)", who) as scope:
                     _not_found(scope, lambda d=doc: memory_get(subject=who.subject, memory_id=d.id))
