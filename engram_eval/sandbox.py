@@ -41,8 +41,8 @@ class Sandbox:
         run's shared indices or in dedicated ones of its own."""
         isolation = Tenant.Isolation.DEDICATED if dedicated else Tenant.Isolation.SHARED
         tenant = Tenant.objects.create(slug=f"eval-{self.run}-{slug}"[:64], name=name, isolation=isolation)
-        tenant_indices_ensure(tenant=tenant)
         self.tenants.append(tenant)
+        tenant_indices_ensure(tenant=tenant)
         return tenant
 
 
@@ -85,10 +85,11 @@ def scratch_keys_revoke(*, tenants: Iterable[Tenant], prefix: str, actor: str) -
 
 
 def scratch_tenants_retire(*, tenants: Iterable[Tenant], actor: str) -> None:
-    """Move the run's dedicated tenants back to shared while their indices still exist: a tenant
+    """Move the run's dedicated tenants back to shared before their indices are dropped: a tenant
     row naming dedicated indices that are gone would have them created again by ``es_setup`` and
     searched by the consolidation schedule. Call it inside the run's ``scratch_prefix``."""
     for tenant in Tenant.objects.filter(pk__in=[t.pk for t in tenants], isolation=Tenant.Isolation.DEDICATED):
+        tenant_indices_ensure(tenant=tenant)  # the move copies from them (a run may fail before they exist)
         tenant_isolation_set(tenant=tenant, isolation=Tenant.Isolation.SHARED, actor=actor)
 
 

@@ -126,34 +126,38 @@ def world_seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> Wor
     tenants, subjects, docs = [], [], []
     markers = iter(range(10_000))
     now = timezone.now().isoformat()
-    for spec in tenants_spec:
-        tenant = Tenant.objects.create(slug=f"{spec.slug}-{run}", name=f"{spec.slug} (isolation probe {run})",
-                                       isolation=spec.isolation)
-        tenants.append(tenant)
-        tprefix = index_prefix_for(tenant=tenant)
-        if tprefix != prefix:
-            ensure_indices(es=admin_client(), prefix=tprefix, dims=dims)
-        catalog_marker = _marker(next(markers))
-        for i in range(docs_per_type):
-            docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.CATALOG,
-                                  alias=alias_name(MemoryType.CATALOG, prefix=tprefix), tenant_id=tenant.slug,
-                                  user_id=None,
-                                  marker=catalog_marker, vector=_vector(rng, dims)))
-        for external_id in spec.subjects:
-            subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR)
-            who = SeededSubject(subject=subject, marker=_marker(next(markers)))
-            subjects.append(who)
-            for memory_type in USER_TYPES:
-                for i in range(docs_per_type):
-                    docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=memory_type,
-                                          alias=alias_name(memory_type, prefix=tprefix),
-                                          tenant_id=who.tenant_id, user_id=who.user_id, marker=who.marker,
-                                          vector=_vector(rng, dims)))
-            # A superseded fact: only its owner may see it, even when asking for superseded ones.
-            docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.SEMANTIC,
-                                  alias=alias_name(MemoryType.SEMANTIC, prefix=tprefix), tenant_id=who.tenant_id,
-                                  user_id=who.user_id, marker=who.marker, vector=_vector(rng, dims), superseded=True))
-    bulk_by_prefix(docs, lambda d: _action(d, now), refresh=True)
+    try:
+        for spec in tenants_spec:
+            tenant = Tenant.objects.create(slug=f"{spec.slug}-{run}", name=f"{spec.slug} (isolation probe {run})",
+                                           isolation=spec.isolation)
+            tenants.append(tenant)
+            tprefix = index_prefix_for(tenant=tenant)
+            if tprefix != prefix:
+                ensure_indices(es=admin_client(), prefix=tprefix, dims=dims)
+            catalog_marker = _marker(next(markers))
+            for i in range(docs_per_type):
+                docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.CATALOG,
+                                      alias=alias_name(MemoryType.CATALOG, prefix=tprefix), tenant_id=tenant.slug,
+                                      user_id=None, marker=catalog_marker, vector=_vector(rng, dims)))
+            for external_id in spec.subjects:
+                subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR)
+                who = SeededSubject(subject=subject, marker=_marker(next(markers)))
+                subjects.append(who)
+                for memory_type in USER_TYPES:
+                    for i in range(docs_per_type):
+                        docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=memory_type,
+                                              alias=alias_name(memory_type, prefix=tprefix),
+                                              tenant_id=who.tenant_id, user_id=who.user_id, marker=who.marker,
+                                              vector=_vector(rng, dims)))
+                # A superseded fact: only its owner may see it, even when asking for superseded ones.
+                docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.SEMANTIC,
+                                      alias=alias_name(MemoryType.SEMANTIC, prefix=tprefix),
+                                      tenant_id=who.tenant_id, user_id=who.user_id, marker=who.marker,
+                                      vector=_vector(rng, dims), superseded=True))
+        bulk_by_prefix(docs, lambda d: _action(d, now), refresh=True)
+    except BaseException:  # what was seeded before the failure goes as after a run
+        world_teardown(World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs, concrete_indices=[]))
+        raise
     aliases = [a for t in tenants for a in all_aliases(prefix=index_prefix_for(tenant=t))]
     concrete = sorted(admin_client().indices.get_alias(name=",".join(dict.fromkeys(aliases))))
     return World(prefix=prefix, tenants=tenants, subjects=subjects, docs=docs, concrete_indices=concrete)

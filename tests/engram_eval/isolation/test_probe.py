@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from django.core.management import call_command
 
+from engram_core.errors import ValidationFailed
 from engram_core.es.schema import all_aliases
 from engram_eval.isolation.probe import run_isolation_probes
 from engram_eval.isolation.report import ProbeRecorder
@@ -55,6 +57,19 @@ def test_the_probe_reports_a_leak_when_reads_bypass_document_level_security(es_p
     assert [leak.probe for leak in report.leaks] == ["search:without_dls"]
     assert "foreign document(s) returned" in report.leaks[0].detail
     assert report.failures == []
+
+
+def test_a_world_that_fails_while_seeding_is_torn_down_as_a_finished_one_is(es_prefix):
+    spec = (TenantSpec("acme", ("alice", "bob")),
+            TenantSpec("initech", ("gus", "not/addressable"), isolation="dedicated"))
+
+    with pytest.raises(ValidationFailed):
+        run_isolation_probes(tenants_spec=spec)
+
+    assert Tenant.objects.count() == 2
+    assert not SubjectKey.objects.filter(revoked_at__isnull=True).exists()
+    assert not Tenant.objects.filter(isolation="dedicated").exists()
+    assert writer_es_client().count(index=",".join(all_aliases()))["count"] == 0
 
 
 def test_isolation_probe_command_prints_probes_and_zero_leaks(es_admin, capsys):
