@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from engram_core.es.client import admin_client
@@ -71,9 +72,11 @@ def sandbox(*, label: str = "eval", actor: str = ACTOR) -> Iterator[Sandbox]:
 
 
 def scratch_keys_revoke(*, tenants: Iterable[Tenant], prefix: str, actor: str) -> None:
-    """Revoke every key of the run's end-users and every writer key minted for its prefix, in
-    Elasticsearch and in the database, so key maintenance never renews one."""
-    subjects = Subject.objects.filter(tenant__in=list(tenants), keys__revoked_at__isnull=True)
+    """Revoke every key of the run's end-users (its tenants' and any holding a key for its prefix)
+    and every writer key minted for its prefix, in Elasticsearch and in the database, so key
+    maintenance never renews one."""
+    subjects = Subject.objects.filter(Q(tenant__in=list(tenants)) | Q(keys__index_prefix__startswith=prefix),
+                                      keys__revoked_at__isnull=True)
     for subject in subjects.select_related("tenant").distinct():
         tenant_services.subject_keys_revoke_all(subject=subject, actor=actor)
     writers = list(WriterKey.objects.filter(index_prefix__startswith=prefix, revoked_at__isnull=True))

@@ -41,10 +41,13 @@ def test_the_sandbox_holds_no_transaction_deletes_no_row_and_leaves_nothing_usab
         assert key.index_prefix == index_prefix_for(tenant=tenant) == f"{box.prefix}-t-{tenant.slug}"
         assert WriterKey.objects.filter(index_prefix__startswith=box.prefix).exists()
         reader, writer = subject_es_client(subject=subject), writer_es_client(prefix=box.prefix)
+        # A tenant made without the sandbox's help: its end-user's key names the run's indices too.
+        stray = subject_get_or_create(tenant=Tenant.objects.create(slug="made-inside", name="Inside"),
+                                      external_id="bob", actor="eval")
 
     # The rows stay, as the record that the run happened; nothing of it can serve memory.
     assert Subject.objects.filter(pk=subject.pk, tenant=tenant).exists()
-    assert not SubjectKey.objects.filter(subject=subject, revoked_at__isnull=True).exists()
+    assert not SubjectKey.objects.filter(subject__in=[subject, stray], revoked_at__isnull=True).exists()
     assert not WriterKey.objects.filter(index_prefix__startswith=box.prefix, revoked_at__isnull=True).exists()
     for client in (reader, writer):
         with pytest.raises(AuthenticationException):
