@@ -7,7 +7,7 @@ Mem0's virtualenv). In one process (Engram's environment):
    (memory_app/embeddings/server.py); Mem0's ``openai`` embedder points at it (384 dims), so
    both systems index and search with the very same vectors. Every request to it is counted:
    the run fails if Mem0 asked it for anything but embeddings (no LLM is ever called).
-2. The same parsing for both (memory_app.evaluation: one conversation = one user, each turn
+2. The same parsing for both (engram_eval.locomo: one conversation = one user, each turn
    verbatim as 'Speaker: text' with its session date; questions of categories 1-4 with their
    evidence turns; R@k = share of a question's evidence turns in the top k).
 3. Engram, in throwaway indices: the ``memory_eval --locomo`` path (each conversation through
@@ -54,26 +54,17 @@ from django.urls import reverse  # noqa: E402
 from engram_core.errors import NotFound  # noqa: E402
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import MemoryType, alias_name  # noqa: E402
+from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 from memory_app.embeddings.server import EmbeddingsServer  # noqa: E402
-from memory_app.evaluation import (  # noqa: E402
-    _question_scores,
-    locomo_episodes,
-    locomo_evidence,
-    sandbox,
-    scratch_slug,
-)
+from engram_eval.locomo import locomo_episodes, locomo_evidence  # noqa: E402
+from engram_eval.retrieval import question_scores  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app.selectors import memory_get, memory_history, memory_recall  # noqa: E402
-from memory_app.services.episodes import episode_write  # noqa: E402
-from memory_app.services.forget import memory_forget  # noqa: E402
-from memory_app.services.imports import episodes_import  # noqa: E402
-from memory_app.services.store import client_memory_id  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 from tenants.selectors import index_prefix_for  # noqa: E402
-from tenants.services.clients import subject_es_client  # noqa: E402
-from tenants.services.subjects import subject_get_or_create  # noqa: E402
-from tenants.services.tokens import agent_token_create  # noqa: E402
 
 MEM0_PYTHON = ROOT / ".engram" / "mem0-venv" / "bin" / "python"
 MEM0_SIDE = ROOT / "benchmarks" / "mem0" / "mem0_side.py"
@@ -110,7 +101,7 @@ def load(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def recall_at(users: list[dict[str, Any]], ranked: dict[str, list[str]]) -> dict[str, float]:
-    rows = [_question_scores(ranked[q["id"]], q["expected"]) for u in users for q in u["questions"]]
+    rows = [question_scores(ranked[q["id"]], q["expected"]) for u in users for q in u["questions"]]
     return {m: statistics.fmean(r[m] for r in rows) for m in ("R@5", "R@10")} | {"n": len(rows)}
 
 
@@ -121,11 +112,11 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
     embedder = get_embedder()
     embedder.embed_documents(["load the weights"])  # as the embeddings server's model is loaded
     clear_query_cache = getattr(getattr(embedder, "query_cache", None), "clear", lambda: None)
-    with sandbox():
-        tenant = Tenant.objects.create(slug=scratch_slug("vs-mem0"), name="Engram vs Mem0")
-        warm = subject_get_or_create(tenant=tenant, external_id="warmup", actor="compare")
+    with sandbox() as box:
+        tenant = box.tenant(slug="vs-mem0", name="Engram vs Mem0")
+        warm = tenant_services.subject_get_or_create(tenant=tenant, external_id="warmup", actor="compare")
         for n in range(warmup):
-            episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
+            services.episode_write(subject=warm, text=f"warm-up turn {n}", defer_refresh=True)
         for n in range(warmup):
             clear_query_cache()
             memory_recall(subject=warm, query=f"warm-up question {n}?", k=k, types=["episodic"])
@@ -133,10 +124,10 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
         # 1. The memory_eval --locomo path: one import per conversation, then the questions.
         subjects, import_s = {}, 0.0
         for u in users:
-            subjects[u["user_id"]] = subject = subject_get_or_create(
+            subjects[u["user_id"]] = subject = tenant_services.subject_get_or_create(
                 tenant=tenant, external_id=u["user_id"], actor="compare")
             started = time.perf_counter()
-            episodes_import(subject=subject, episodes=[
+            services.episodes_import(subject=subject, episodes=[
                 {**e, "occurred_at": e["occurred_at"].isoformat()} for e in u["episodes"]])
             import_s += time.perf_counter() - started
         search_ms, ranked = [], {}
@@ -155,14 +146,14 @@ def engram_run(users: list[dict[str, Any]], *, k: int, warmup: int, writes: int 
         per_user = -(-writes // len(users)) if writes else None
         turn_subjects = {}
         for u in users:
-            turn_subjects[u["user_id"]] = subject = subject_get_or_create(
+            turn_subjects[u["user_id"]] = subject = tenant_services.subject_get_or_create(
                 tenant=tenant, external_id=f"{u['user_id']}-turns", actor="compare")
             started_all = time.perf_counter()
             for e in u["episodes"][:per_user]:
                 started = time.perf_counter()
-                written = episode_write(subject=subject, text=e["text"], occurred_at=e["occurred_at"],
-                                        session_id=e["session_id"], metadata=e["metadata"],
-                                        defer_refresh=True)
+                written = services.episode_write(subject=subject, text=e["text"], occurred_at=e["occurred_at"],
+                                                 session_id=e["session_id"], metadata=e["metadata"],
+                                                 defer_refresh=True)
                 add_ms.append((time.perf_counter() - started) * 1000)
                 by_write[written["id"]] = e["id"]
             write_s += time.perf_counter() - started_all
@@ -190,8 +181,8 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
     """End-user B (conversation 2) tries to reach end-user A's (conversation 1) memories."""
     a, b = subjects[users[0]["user_id"]], subjects[users[1]["user_id"]]
     probe = users[0]["episodes"][len(users[0]["episodes"]) // 2]
-    probe_id = client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=probe["id"])
-    a_ids = {client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=e["id"])
+    probe_id = services.client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=probe["id"])
+    a_ids = {services.client_memory_id(tenant_id=tenant.pk, external_id=a.external_id, client_id=e["id"])
              for e in users[0]["episodes"]}
     assert memory_get(subject=a, memory_id=probe_id)["id"] == probe_id  # the id is right: A reads it
 
@@ -207,14 +198,14 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
                  lambda: memory_recall(subject=b, query=probe["text"], k=10, include_superseded=True), count_a),
         _attempt("memory_get(A's memory id) as B", lambda: memory_get(subject=b, memory_id=probe_id), served),
         _attempt("memory_history(A's memory id) as B", lambda: memory_history(subject=b, memory_id=probe_id), served),
-        _attempt("memory_forget(A's memory id) as B", lambda: memory_forget(
+        _attempt("memory_forget(A's memory id) as B", lambda: services.memory_forget(
             subject=b, memory_id=probe_id, reason="isolation attempt", actor="compare"), served),
     ]
     still = memory_get(subject=a, memory_id=probe_id)["id"] == probe_id
     attempts.append({"attempt": "A's memory after B's forget attempt", "served_foreign": not still,
                      "result": "still there, unchanged" if still else "GONE"})
     # B's own Elasticsearch API key (DLS), asked directly for A's documents.
-    es = subject_es_client(subject=b)
+    es = tenant_services.subject_es_client(subject=b)
     index = alias_name(MemoryType.EPISODIC, prefix=index_prefix_for(tenant=tenant))
     found = es.search(index=index, size=10, query={"bool": {"should": [
         {"term": {"user_id": str(a.user_id)}}, {"ids": {"values": [probe_id]}}]}})["hits"]["total"]["value"]
@@ -222,12 +213,12 @@ def engram_isolation(tenant: Tenant, subjects: dict[str, Any], users: list[dict[
                      "served_foreign": found > 0, "result": f"{found} hits"})
     # Over the REST API: an agent token of another tenant naming A; the same request with A's
     # tenant's token as the control (so a 404 is isolation, not a broken request).
-    other = Tenant.objects.create(slug=scratch_slug("vs-mem0-other"), name="Other tenant")
+    other = Tenant.objects.create(slug=f"vs-mem0-other-{uuid.uuid4().hex[:6]}", name="Other tenant")
     url = reverse("api:memory", kwargs={"external_id": a.external_id, "memory_id": probe_id})
     codes = {}
     for who, t in (("own tenant", tenant), ("other tenant", other)):
-        _, token = agent_token_create(tenant=t, name="compare", scopes=AgentToken.Scope.values,
-                                      actor="compare")
+        _, token = tenant_services.agent_token_create(tenant=t, name="compare", scopes=AgentToken.Scope.values,
+                                                      actor="compare")
         codes[who] = Client().get(url, HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_HOST="127.0.0.1").status_code
     attempts.append({"attempt": "GET /api/v1/subjects/A/memories/<id> with another tenant's agent token",
                      "served_foreign": codes["other tenant"] != 404,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import memory_app.embeddings._onnx as onnx_graph  # noqa: E402
 from memory_app.embeddings.minilm import MiniLMEmbedder  # noqa: E402
 
-CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
+CORPUS = ROOT / "engram_eval" / "corpora" / "eval_corpus.json"
 
 
 def main() -> None:

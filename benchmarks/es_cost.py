@@ -68,13 +68,12 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from elasticsearch import Elasticsearch, helpers  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, index_definition, type_filter  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, bench_tenant, corpus_texts, percentiles  # noqa: E402
 
@@ -336,7 +335,7 @@ def main() -> None:
     corpus, sentences, questions = corpus_texts()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
-    with sandbox(clean_db=False):
+    with sandbox() as box:
         tenant = bench_tenant(corpus, slug="escost", name="ES cost")
         subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
                                   now=datetime.now(UTC), facts=8)
@@ -345,7 +344,7 @@ def main() -> None:
         log(f"recorded {len(recorded)} _msearch bodies of {len(recorded[0][1]) // 2} searches "
             f"({args.subjects} end-users, {args.episodes} episodes each)")
         es = admin_client()
-        prefix = settings.ES_INDEX_PREFIX
+        prefix = box.prefix
         per_type = per_type_copies(es, prefix) if INDEX_PER_TYPE in variants else {}
 
         def run(name: str) -> dict:

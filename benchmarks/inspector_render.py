@@ -35,11 +35,11 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from memory_app.evaluation import sandbox
+from engram_eval.sandbox import sandbox
 from memory_app.selectors import episode_list
+from tenants.models import Subject, Tenant
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
 from memory_app.services.imports import episodes_import
-from tenants.models import Subject, Tenant
 from tenants.services.subjects import subject_get_or_create
 
 TOPICS = ["thermostat", "door lock", "hub", "motion sensor", "garage door", "lights routine", "camera", "router"]
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    with sandbox(rollback=False):
+    with sandbox():
         tenant = Tenant.objects.create(slug="bench-inspector", name="Bench Inspector")
         Subject.objects.bulk_create([Subject(tenant=tenant, external_id=f"user-{n:05d}@example.com",
                                              display_name=f"User {n}") for n in range(args.subjects - 1)],
@@ -82,7 +82,7 @@ def main() -> None:
         previous = None
         for n in range(30):
             fact = fact_write(subject=heavy, text=f"Fact {n} about the {TOPICS[n % len(TOPICS)]}.",
-                              supersedes=[previous] if previous and n % 3 else None)
+                                       supersedes=[previous] if previous and n % 3 else None)
             previous = fact["id"]
         for n in range(6):
             playbook_write(subject=heavy, trigger=f"{TOPICS[n]} broken", steps="1. Check. 2. Reset.")

@@ -41,12 +41,12 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memory_app.services.imports import episodes_import  # noqa: E402
 import recall_latency  # noqa: E402  (its timing and percentiles)
 import scale_data  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
+from memory_app import services  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
-from tenants.services.subjects import subject_get_or_create  # noqa: E402
 
 OFF = {"ENGRAM_EMBED_PASSAGES": False, "ENGRAM_RECALL_PASSAGES": False}
 LEG_OFF = {"ENGRAM_RECALL_PASSAGES": False}
@@ -65,16 +65,16 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     synth = scale_data.Synth(args.seed)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    with sandbox(clean_db=False):
+    with sandbox():
         tenant = Tenant.objects.create(slug="passages-ab", name="Passages A/B")
         subjects, rates = {}, {}
         for who, overrides in (("off", OFF), ("on", {})):
             with override_settings(**overrides):
-                subject = subject_get_or_create(tenant=tenant, external_id=who, actor="bench")
+                subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=who, actor="bench")
                 episodes = [synth.episode(who, n, start=start) for n in range(args.episodes)]
                 started = time.perf_counter()
                 for i in range(0, len(episodes), 1000):
-                    episodes_import(subject=subject, episodes=episodes[i:i + 1000])
+                    services.episodes_import(subject=subject, episodes=episodes[i:i + 1000])
                 rates[who] = len(episodes) / (time.perf_counter() - started)
                 subjects[who] = subject
             print(f"imported {args.episodes} episodes, passages {who}: {rates[who]:.0f} episodes/s",

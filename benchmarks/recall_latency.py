@@ -29,6 +29,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,17 +45,15 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import all_aliases  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
+from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
-from memory_app.services.episodes import episode_write  # noqa: E402
-from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write  # noqa: E402
-from memory_app.services.imports import episodes_import  # noqa: E402
 from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Subject, Tenant  # noqa: E402
-from tenants.services.subjects import subject_get_or_create  # noqa: E402
 
-CORPUS = ROOT / "tests" / "fixtures" / "eval_corpus.json"
+CORPUS = ROOT / "engram_eval" / "corpora" / "eval_corpus.json"
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -111,7 +110,7 @@ def bench_tenant(corpus: dict, *, slug: str, name: str) -> Tenant:
     """A throwaway tenant with the corpus's first catalog."""
     tenant = Tenant.objects.create(slug=f"{slug}-{uuid.uuid4().hex[:6]}", name=name)
     for entry in corpus["tenants"][0]["catalog"]:
-        catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])
+        services.catalog_entry_write(tenant=tenant, title=entry["title"], text=entry["text"])
     return tenant
 
 
@@ -133,13 +132,13 @@ def bench_subjects(tenant: Tenant, *, count: int, episodes: int, rng: random.Ran
     import, ``facts`` facts drawn from ``sentences`` and two playbooks drawn from ``playbooks``."""
     subjects = []
     for n in range(count):
-        subject = subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
+        subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
         subjects.append(subject)
-        episodes_import(subject=subject, episodes=random_episodes(rng, sentences, now=now, count=episodes))
+        services.episodes_import(subject=subject, episodes=random_episodes(rng, sentences, now=now, count=episodes))
         for text in rng.sample(sentences, facts):
-            fact_write(subject=subject, text=text)
+            services.fact_write(subject=subject, text=text)
         for p in rng.sample(playbooks, 2) if playbooks else ():
-            playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
+            services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
     return subjects
 
 
@@ -161,7 +160,8 @@ def main() -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
     # Rows kept (on the benchmark's own scratch database): background threads read keys through their own connections.
-    with sandbox(clean_db=False) as prefix:
+    with sandbox() as box:
+        prefix = box.prefix
         tenant = bench_tenant(corpus, slug="bench", name="Benchmark")
         started = time.perf_counter()
         subjects = bench_subjects(tenant, count=args.subjects, episodes=args.episodes, rng=rng, sentences=sentences,
@@ -176,7 +176,7 @@ def main() -> None:
             # Independent arrivals: back-to-back writes would fall into step with the refresh
             # cycle and each wait a whole interval.
             time.sleep(rng.uniform(0, 0.5))
-            writes.append(timed(episode_write, subject=rng.choice(subjects), text=rng.choice(sentences)))
+            writes.append(timed(services.episode_write, subject=rng.choice(subjects), text=rng.choice(sentences)))
         log("timed turn writes")
 
         embedder = get_embedder()
@@ -203,7 +203,9 @@ def main() -> None:
 
         started = time.perf_counter()
         with ThreadPoolExecutor(args.threads) as pool:
-            done = sum(pool.map(worker, [plan[i::args.threads] for i in range(args.threads)]))
+            # Each worker runs in a copy of this context: the sandbox's index prefix is a context variable.
+            chunks = [(copy_context(), plan[i::args.threads]) for i in range(args.threads)]
+            done = sum(pool.map(lambda job: job[0].run(worker, job[1]), chunks))
         throughput = done / (time.perf_counter() - started)
         usage_flush()
 

@@ -49,16 +49,13 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import base_client  # noqa: E402
 from memory_app import recall as rc  # noqa: E402
-from memory_app import selectors  # noqa: E402
+from memory_app import selectors, services  # noqa: E402
 from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
-from memory_app.evaluation import sandbox  # noqa: E402
-from memory_app.services import context as derived  # noqa: E402
-from memory_app.services import store  # noqa: E402
-from memory_app.services.facts import fact_write, playbook_write  # noqa: E402
-from memory_app.services.imports import episodes_import  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
 from recall_latency import bench_playbooks, bench_tenant, corpus_texts, random_episodes  # noqa: E402
-from tenants.services.subjects import subject_get_or_create  # noqa: E402
+from tenants.services.clients import subject_es_client
 
 
 class Phases:
@@ -136,8 +133,7 @@ def knn_sweep(values: list[int], plan: list) -> str:
     """The dense leg alone, per ``num_candidates``: _msearch latency, and what share of its top 10 /
     top 80 an exhaustive candidate list (10,000, Elasticsearch's maximum) also returns."""
     from tenants.selectors import index_prefix_for, memory_scope
-    from tenants.services.clients import subject_es_client
-
+    
     from engram_core.es.schema import MemoryType, alias_name
 
     embedder = get_embedder()
@@ -201,29 +197,29 @@ def main() -> None:
     embedder = get_embedder()
     embedder.embed_query("load the weights before timing anything")
 
-    with sandbox(clean_db=False):
+    with sandbox():
         tenant = bench_tenant(corpus, slug="prof", name="Profile")
 
         # ---- bulk import, phase by phase
         imports = Phases()
         timed_embedder = TimedEmbedder(embedder, imports)
-        store.get_embedder = lambda: timed_embedder
-        contexts_for_batch = derived.contexts_for_batch
+        services.get_embedder = lambda: timed_embedder
+        contexts_for_batch = services.derived.contexts_for_batch
         mark: dict[str, float] = {}
 
         def contexts(**kwargs):
             mark["validated"] = time.perf_counter()
             return wrap(imports, "derived-context lookup", contexts_for_batch)(**kwargs)
 
-        derived.contexts_for_batch = contexts
+        services.derived.contexts_for_batch = contexts
         subjects = []
         started_all = time.perf_counter()
         for n in range(args.subjects):
-            subject = subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
+            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=f"user-{n}", actor="bench")
             subjects.append(subject)
             episodes = random_episodes(rng, sentences, now=now, count=args.episodes)
             started = time.perf_counter()
-            episodes_import(subject=subject, episodes=episodes)
+            services.episodes_import(subject=subject, episodes=episodes)
             imports.add("total", (time.perf_counter() - started) * 1000.0)
             imports.add("validation", (mark["validated"] - started) * 1000.0)
             c = imports.current
@@ -231,11 +227,11 @@ def main() -> None:
                         c["total"] - c["validation"] - c["derived-context lookup"] - c["embedding"])
             imports.close()
             for text in rng.sample(sentences, 8):
-                fact_write(subject=subject, text=text)
+                services.fact_write(subject=subject, text=text)
             for p in rng.sample(bench_playbooks(corpus), 2):
-                playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
-        store.get_embedder = get_embedder
-        derived.contexts_for_batch = contexts_for_batch
+                services.playbook_write(subject=subject, trigger=p["trigger"], steps=p["steps"])
+        services.get_embedder = get_embedder
+        services.derived.contexts_for_batch = contexts_for_batch
         load_s = time.perf_counter() - started_all
         total_memories = args.subjects * (args.episodes + 10) + len(corpus["tenants"][0]["catalog"])
         import_s = sum(c["total"] for c in imports.calls) / 1000.0

@@ -44,11 +44,11 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memory_app import evaluation  # noqa: E402
+from engram_eval.locomo import locomo_episodes  # noqa: E402
+from engram_eval.sandbox import sandbox  # noqa: E402
+from memory_app import services  # noqa: E402
 from memory_app.language import concepts  # noqa: E402
-from memory_app.services.imports import episodes_import  # noqa: E402
-from tenants.models import Tenant  # noqa: E402
-from tenants.services.subjects import subject_get_or_create  # noqa: E402
+from tenants import services as tenant_services  # noqa: E402
 
 
 def setting(text: str) -> tuple[str, object]:
@@ -89,16 +89,16 @@ def main() -> None:
     name, value = args.setting
     call_command("migrate", verbosity=0)
     plan = []
-    with evaluation.sandbox(clean_db=False):
+    with sandbox() as box:
         if args.bench_corpus:
             plan = bench_plan(queries=args.queries, seed=args.seed)
         else:
-            tenant = Tenant.objects.create(slug=evaluation.scratch_slug("setting-ab"), name="Setting A/B")
+            tenant = box.tenant(slug="setting-ab", name="Setting A/B")
         for path in args.locomo or ():
             data = json.loads(path.read_text())
-            subject = subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
-            episodes = evaluation.locomo_episodes(path.stem, data)
-            episodes_import(subject=subject, episodes=[
+            subject = tenant_services.subject_get_or_create(tenant=tenant, external_id=path.stem, actor="bench")
+            episodes = locomo_episodes(path.stem, data)
+            services.episodes_import(subject=subject, episodes=[
                 {**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
             now = max(e["occurred_at"] for e in episodes)
             plan += [(subject, q["question"], now) for q in data["qa"] if q.get("category") in (1, 2, 3, 4)

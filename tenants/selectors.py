@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from engram_core.errors import NotFound
+from engram_core.es.schema import shared_prefix
 
 from . import audit_chain
 from .models import AuditEvent, Membership, Subject, Tenant
@@ -43,8 +43,8 @@ def index_prefix_for(*, tenant: Tenant, isolation: str | None = None) -> str:
     ``isolation`` overrides the tenant's current mode (a move computes both ends)."""
     mode = isolation or tenant.isolation
     if mode == Tenant.Isolation.DEDICATED:
-        return f"{settings.ES_INDEX_PREFIX}-t-{tenant.slug.lower()}"
-    return settings.ES_INDEX_PREFIX
+        return f"{shared_prefix()}-t-{tenant.slug.lower()}"
+    return shared_prefix()
 
 
 def memory_scope(*, subject: Subject) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Dependencies point one way: ``engram_core`` imports no app, ``tenants`` imports no ``memory_app``,
-the English readers import nothing else of ``memory_app``, and no runtime package imports the
-measurement code (the management commands that run it aside)."""
+the English readers import nothing else of ``memory_app``, no runtime package imports the
+measurement code (the management commands that run it aside), and no product code uses Django's
+test utilities."""
 
 from __future__ import annotations
 
@@ -58,4 +59,12 @@ def test_package_does_not_import_the_packages_above_it(package, forbidden, allow
     offending = {path: sorted(n for n in names if any(_within(n, f) for f in forbidden)
                               and not any(_within(n, a) for a in allowed))
                  for path, names in modules.items()}
+    assert {p: n for p, n in offending.items() if n} == {}
+
+
+@pytest.mark.parametrize("package", ["engram_core", "tenants", "memory_app", "inspector", "engram_eval"])
+def test_no_product_code_uses_the_test_utilities(package):
+    # override_settings and the like change settings for the whole process: tests only.
+    offending = {path: sorted(n for n in names if n == "django.test" or n.startswith("django.test."))
+                 for path, names in _imported_modules(package, skip=()).items()}
     assert {p: n for p, n in offending.items() if n} == {}

@@ -23,6 +23,8 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -59,9 +61,30 @@ HIDDEN_FIELDS = ("derived_context", "concepts")
 # The one index of a prefix is ``<prefix>-memories-v<N>``; each type reaches it through its alias.
 INDEX_STEM = "memories"
 
+_scratch_prefix: ContextVar[str | None] = ContextVar("engram_scratch_prefix", default=None)
+
+
+def shared_prefix() -> str:
+    """The prefix of the indices every shared tenant uses, from which every index name derives:
+    ``ES_INDEX_PREFIX``, or the scratch prefix in force in the current context."""
+    return _scratch_prefix.get() or settings.ES_INDEX_PREFIX
+
+
+@contextmanager
+def scratch_prefix(prefix: str) -> Iterator[str]:
+    """Resolve ``shared_prefix`` to ``prefix`` inside the block, in the current context only (a
+    context variable, not a setting: requests served by other threads keep the real prefix). The
+    product's own measurement runs its world there. A thread pool's worker resolves the real
+    prefix unless the work carries the context (``contextvars.copy_context``)."""
+    token = _scratch_prefix.set(prefix)
+    try:
+        yield prefix
+    finally:
+        _scratch_prefix.reset(token)
+
 
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
-    return f"{prefix or settings.ES_INDEX_PREFIX}-{MemoryType(memory_type).value}"
+    return f"{prefix or shared_prefix()}-{MemoryType(memory_type).value}"
 
 
 def all_aliases(*, prefix: str | None = None) -> list[str]:
@@ -278,7 +301,7 @@ def index_definition(*, dims: int | None = None) -> IndexDefinition:
 
 def index_base(*, prefix: str | None = None) -> str:
     """The name the versioned index of a prefix is built on: ``<prefix>-memories``."""
-    return f"{prefix or settings.ES_INDEX_PREFIX}-{INDEX_STEM}"
+    return f"{prefix or shared_prefix()}-{INDEX_STEM}"
 
 
 def type_filter(memory_type: MemoryType | str) -> dict:
@@ -438,7 +461,7 @@ def _migrate(es: Elasticsearch, prefix: str | None, olds: dict[str, dict[str, di
 def indices_present(*, es: Elasticsearch, prefix: str | None = None) -> dict[str, bool]:
     aliases = all_aliases(prefix=prefix)
     # A wildcard answers {} rather than 404 when nothing matches.
-    found = es.indices.get_alias(name=f"{prefix or settings.ES_INDEX_PREFIX}-*")
+    found = es.indices.get_alias(name=f"{prefix or shared_prefix()}-*")
     present = {a for info in found.values() for a in info.get("aliases", {})}
     return {MemoryType(a.rsplit("-", 1)[1]).value: a in present for a in aliases}
 

@@ -13,7 +13,7 @@ from elasticsearch import helpers
 from engram_core.errors import NotFound
 from memory_app.consolidation.extractors import Episode
 from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
-from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name, shared_prefix
 from memory_app.models import ConsolidationRun
 from tenants.models import Subject
 from tenants.models import Tenant
@@ -161,7 +161,7 @@ def episodes_pending_by_subject(*, now: datetime) -> list[dict[str, Any]]:
     """Per end-user with waiting episodes: tenant slug, user id, how many wait, the newest one's
     ``created_at``. Read with the writer credential because it spans end-users; it returns
     ids and counts only. Covers the shared indices and every dedicated tenant's own."""
-    prefixes = {index_prefix_for(tenant=t) for t in Tenant.objects.all()} | {settings.ES_INDEX_PREFIX}
+    prefixes = {index_prefix_for(tenant=t) for t in Tenant.objects.all()} | {shared_prefix()}
     out: list[dict[str, Any]] = []
     for prefix in sorted(prefixes):
         out += _pending_in(prefix=prefix)

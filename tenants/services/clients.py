@@ -12,6 +12,7 @@ from elasticsearch import Elasticsearch
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.capabilities import Capabilities
 from engram_core.es.client import base_client
+from engram_core.es.schema import shared_prefix
 from tenants.models import Subject, Tenant
 from tenants.selectors import index_prefix_for
 from tenants.services.guard import capabilities_forget, require_dls
@@ -73,7 +74,7 @@ def writer_es_client(*, prefix: str | None = None) -> Elasticsearch:
     caps = require_dls()
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
-    prefix = prefix or settings.ES_INDEX_PREFIX
+    prefix = prefix or shared_prefix()
     entry = writer_key_cached(prefix=prefix)
     if entry is None:
         entry = writer_key_remember(prefix=prefix, key=writer_key_ensure(prefix=prefix))

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from engram_core.errors import ValidationFailed
+from engram_core.es.schema import shared_prefix
 from tenants import crypto, es_keys
 from tenants.models import Subject, SubjectKey, WriterKey
 from tenants.selectors import index_prefix_for
@@ -147,7 +148,7 @@ def subject_keys_revoke_all(*, subject: Subject, actor: Actor) -> int:
 def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
     """The current writer key for ``prefix``; a new one is minted when none is valid beyond the
     renewal window, and older ones enter their rotation grace."""
-    prefix = prefix or settings.ES_INDEX_PREFIX
+    prefix = prefix or shared_prefix()
     renew_at = timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS)
     live = WriterKey.objects.filter(index_prefix=prefix, rotated_at__isnull=True, revoked_at__isnull=True)
     current = live.filter(expires_at__gt=renew_at, role_version=es_keys.ROLE_VERSION)

@@ -23,6 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
+from engram_eval.corpora import EVAL_CORPUS
 from memory_app.embeddings import clear_cache, get_embedder, get_reranker, warm_up
 from memory_app.embeddings.base import Embedder, EmbeddingError, QueryCache, Reranker
 from memory_app.embeddings.minilm import MiniLMEmbedder
@@ -35,12 +36,9 @@ def minilm(request) -> MiniLMEmbedder:
     return MiniLMEmbedder(batch_size=4, query_cache_size=8, runtime=request.param)
 
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "eval_corpus.json"
-
-
 @pytest.fixture(scope="module")
 def real_sentences() -> list[str]:
-    corpus = json.loads(CORPUS.read_text())
+    corpus = json.loads(EVAL_CORPUS.read_text())
     texts = [m["text"] for s in corpus["subjects"] for m in s["episodic"] + s["semantic"]]
     return texts + [q["question"] for q in corpus["questions"]]
 
@@ -147,7 +145,7 @@ def test_onnx_int8_runtime_stays_close_to_the_float_vectors(real_sentences, nump
     assert cosines.mean() > 0.998 and cosines.min() > 0.99
     assert (cosines < 0.99999).mean() > 0.5  # it really is the integer graph, not the float one
     # Nearest neighbours survive: each question's closest sentence is mostly the same one.
-    n = len(real_sentences) - len(json.loads(CORPUS.read_text())["questions"])
+    n = len(real_sentences) - len(json.loads(EVAL_CORPUS.read_text())["questions"])
     questions_f, questions_q = numpy_vectors[n:], vectors[n:]
     same = (np.argmax(questions_f @ numpy_vectors[:n].T, axis=1) == np.argmax(questions_q @ vectors[:n].T, axis=1))
     assert same.mean() > 0.9

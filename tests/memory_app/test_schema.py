@@ -1,4 +1,5 @@
 import copy
+import threading
 
 import numpy as np
 
@@ -13,7 +14,30 @@ from engram_core.es.schema import (
     index_base,
     index_definition,
     indices_present,
+    scratch_prefix,
+    shared_prefix,
 )
+from tenants.models import Tenant
+from tenants.selectors import index_prefix_for
+
+
+def test_a_scratch_prefix_names_every_index_inside_its_block_and_its_own_context_only(settings):
+    settings.ES_INDEX_PREFIX = "real"
+    elsewhere = {}
+    with scratch_prefix("real-eval-1"):
+        assert shared_prefix() == "real-eval-1"
+        assert alias_name(MemoryType.EPISODIC) == "real-eval-1-episodic"
+        assert index_base() == "real-eval-1-memories"
+        assert index_prefix_for(tenant=Tenant(slug="Acme", isolation="dedicated")) == "real-eval-1-t-acme"
+        # Another thread (a request being served meanwhile) keeps the real prefix.
+        thread = threading.Thread(target=lambda: elsewhere.update(prefix=shared_prefix()))
+        thread.start()
+        thread.join()
+        with scratch_prefix("inner"):
+            assert alias_name(MemoryType.SEMANTIC) == "inner-semantic"
+        assert shared_prefix() == "real-eval-1"
+    assert shared_prefix() == "real" and elsewhere == {"prefix": "real"}
+    assert index_prefix_for(tenant=Tenant(slug="acme", isolation="shared")) == "real"
 
 
 def test_setup_is_idempotent(es_admin, es_prefix):

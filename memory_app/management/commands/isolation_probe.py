@@ -1,25 +1,19 @@
-import uuid
 from collections import Counter
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.test.utils import override_settings
 
 from engram_core.errors import EngramError
-from engram_core.es.client import admin_client
-from memory_app.evaluation import scratch_rows
-from engram_core.es.schema import drop_indices, ensure_indices
-from memory_app.isolation_probes import recall_drift_probes, service_probes
-from tenants.isolation import DEFAULT_TENANTS, TenantSpec, run_isolation_probes
+from engram_eval.isolation.probe import isolation_probe_run
 
 
 class Command(BaseCommand):
     help = ("Prove end-user isolation on the connected cluster: seed tenants and end-users in throwaway "
-            "indices, probe every cross-user read path with each end-user's own key, report "
-            "'probes: N, leaks: 0'. Exits non-zero on any leak or failed probe. Leaves nothing behind.")
+            "indices (shared and dedicated), probe every cross-user read path with each end-user's own key, "
+            "report 'probes: N, leaks: 0'. Exits non-zero on any leak or failed probe. Leaves no index and no "
+            "valid key behind; its tenants and their audit events stay as the record of the run.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--tenants", type=int, default=len(DEFAULT_TENANTS), help="number of tenants (>= 2)")
+        parser.add_argument("--tenants", type=int, default=3, help="number of tenants (>= 2)")
         parser.add_argument("--subjects", type=int, default=3, help="end-users per tenant (>= 2)")
         parser.add_argument("--dedicated", type=int, default=1,
                             help="how many of the tenants use dedicated indices (the rest share)")
@@ -30,24 +24,10 @@ class Command(BaseCommand):
             raise CommandError("isolation needs at least 2 tenants with at least 2 end-users each")
         if not 0 <= dedicated < tenants:
             raise CommandError("--dedicated must leave at least one shared tenant")
-        spec = [TenantSpec(slug=f"tenant{t}", subjects=tuple(f"user{t}-{s}" for s in range(subjects)),
-                           isolation="dedicated" if t >= tenants - dedicated else "shared")
-                for t in range(tenants)]
-        prefix = f"{settings.ES_INDEX_PREFIX}-isolation-{uuid.uuid4().hex[:8]}"
-        es = admin_client()
-        # A throwaway prefix: the probe writes and deletes documents, which must never happen
-        # in the indices serving real memory. override_settings also resets cached keys.
-        with override_settings(ES_INDEX_PREFIX=prefix):
-            ensure_indices(es=es)
-            try:
-                # The probe's tenants, end-users and audit rows are deleted afterwards: nothing
-                # remains, and no long transaction locks the live database meanwhile.
-                with scratch_rows():
-                    report = run_isolation_probes(tenants_spec=spec, extra_probes=[service_probes, recall_drift_probes])
-            except EngramError as exc:
-                raise CommandError(f"{exc.code}: {exc.message}") from exc
-            finally:
-                drop_indices(es=es, prefix=prefix)
+        try:
+            report = isolation_probe_run(tenants=tenants, subjects=subjects, dedicated=dedicated)
+        except EngramError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
         for finding in (report.leaks + report.failures)[:show]:
             self.stderr.write(str(finding))
         for finding in report.residual[:show]:

@@ -2,14 +2,12 @@ import json
 import time
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memory_app.consolidation.evaluation import evaluate_consolidation
-from memory_app.evaluation import evaluate_fixture, evaluate_locomo, format_table
-
-DEFAULT_CORPUS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "eval_corpus.json"
-CONSOLIDATION_CORPUS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "consolidation_corpus.json"
+from engram_eval.consolidation import evaluate_consolidation
+from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
+from engram_eval.locomo import evaluate_locomo
+from engram_eval.retrieval import evaluate_fixture, format_table, gate_failures
 
 
 class Command(BaseCommand):
@@ -17,15 +15,13 @@ class Command(BaseCommand):
             "per type, cross-subject leak sweep) or LoCoMo-format conversations (--locomo).")
 
     def add_arguments(self, parser):
-        parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+        parser.add_argument("--corpus", type=Path, default=EVAL_CORPUS)
         parser.add_argument("--locomo", nargs="+", type=Path, metavar="FILE", help="LoCoMo conversation files")
         parser.add_argument("--gate", action="store_true",
                             help="exit non-zero unless R@10 >= 0.90, R@5 >= 0.80, MRR >= 0.65 and leaks == 0 "
                                  "(fixture corpus)")
         parser.add_argument("--min-r10", type=float, default=0.90)
         parser.add_argument("--min-r5", type=float, default=0.80)
-        # R@5/R@10 alone missed a ranking bug that pushed the answer from rank 1 to rank 2-5 for
-        # most questions (R@1 0.23); the MRR floor catches that class of regression.
         parser.add_argument("--min-mrr", type=float, default=0.65)
         parser.add_argument("--client-context", dest="context_turns", type=int, default=0, metavar="N",
                             help="LoCoMo, old mode: the client sends each turn's N preceding turns as explicit "
@@ -34,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--dedicated", action="store_true",
                             help="put the eval's tenants in dedicated indices instead of the shared ones")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
-                            help="score consolidation on its labelled fixture (default: tests/fixtures/"
+                            help="score consolidation on its labelled fixture (default: engram_eval/corpora/"
                                  "consolidation_corpus.json)")
         parser.add_argument("--extractor", choices=["rules", "llm"], default=None,
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
@@ -77,11 +73,7 @@ class Command(BaseCommand):
             self.stdout.write(_json({"scores": report.scores, "leak_probes": report.leak_probes,
                                      "leaks": report.leaks}))
         if gate:
-            overall = report.scores["overall"]
-            failed = [f"R@10 {overall['R@10']:.3f} < {min_r10}"] * (overall["R@10"] < min_r10)
-            failed += [f"R@5 {overall['R@5']:.3f} < {min_r5}"] * (overall["R@5"] < min_r5)
-            failed += [f"MRR {overall['MRR']:.3f} < {min_mrr}"] * (overall["MRR"] < min_mrr)
-            failed += [f"{report.leaks} leaks"] * (report.leaks > 0)
+            failed = gate_failures(report, min_r10=min_r10, min_r5=min_r5, min_mrr=min_mrr)
             if failed:
                 raise CommandError("eval gate failed: " + "; ".join(failed))
             self.stdout.write(self.style.SUCCESS("eval gate passed"))

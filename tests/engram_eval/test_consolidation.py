@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memory_app.consolidation.evaluation import _score_persona, evaluate_consolidation
+from engram_eval.consolidation import _score_persona, evaluate_consolidation
 
 
 def test_scoring_counts_matches_merges_contradictions_and_false_supersessions():

@@ -1,21 +1,9 @@
-"""Consolidation quality on a labelled fixture (tests/fixtures/consolidation_corpus.json), run
-through the real services against the real cluster, in the eval sandbox.
+"""Consolidation quality on a labelled fixture, through the real services against the real cluster.
 
-Each persona's user turns are imported as episodes (the turn ids are the episode ids), then
-consolidated until nothing waits. Every fact consolidation wrote (current or superseded) is
-matched to at most one gold fact: it must cite one of the gold fact's turns and contain its
-value (fuzzy, rapidfuzz partial ratio >= 90 after normalisation). Figures:
-
-- extraction precision: written facts matching a gold fact / written facts;
-- extraction recall: gold facts matched / gold facts;
-- duplicate-merge precision: merged-in episodes (support beyond a fact's first episode) that
-  are turns of the same gold fact / merged-in episodes; merge recall: restated gold facts whose
-  written fact cites every restating turn;
-- contradiction detection rate: gold supersessions (old → new) where the fact written for the
-  new one supersedes the fact written for the old one; "kind" also requires natural/harsh to match;
-- false supersessions: supersession links written that no gold supersession accounts for;
-- playbook outcomes: per gold playbook, whether a playbook with that trigger exists with the
-  gold success/failure counts.
+Each persona's turns are imported and consolidated until nothing waits; every fact written is
+matched to at most one gold fact (it must cite one of the gold fact's turns and contain its value,
+fuzzily). Figures: extraction precision and recall, duplicate-merge precision and recall,
+contradiction detection (and its kind), false supersessions, playbook outcome counts.
 """
 
 from __future__ import annotations
@@ -29,9 +17,9 @@ from rapidfuzz import fuzz
 
 from memory_app.consolidation.resolve import normalise
 from memory_app.consolidation.services import consolidate_all
-from memory_app.evaluation import import_by_client_id, sandbox
 from memory_app.selectors import subject_export
-from tenants.models import Tenant
+
+from .sandbox import import_by_client_id, sandbox
 from tenants.services.subjects import subject_get_or_create
 
 
@@ -41,17 +29,24 @@ def _value_in(value: str, text: str) -> bool:
 
 def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Callable[[str], None] = print
                            ) -> dict[str, Any]:
+    """Score consolidation on the corpus at ``path``. Precision: written facts matching a gold fact
+    / written facts; recall: gold facts matched / gold facts. Merge precision: merged-in episodes
+    (support beyond a fact's first) that are turns of the same gold fact; merge recall: restated
+    gold facts whose written fact cites every restating turn. Contradiction detection: gold
+    supersessions whose new fact supersedes the old one ("kind" also matches natural/harsh); false
+    supersessions: links no gold supersession accounts for. Playbooks: per gold playbook, one with
+    that trigger exists (found) with the gold success/failure counts (exact)."""
     corpus = json.loads(path.read_text())
     totals: dict[str, float] = {k: 0 for k in (
         "written", "written_matched", "gold", "gold_matched", "merged_in", "merged_in_correct", "restated",
         "restated_merged", "contradictions", "detected", "detected_kind", "links", "false_links", "playbooks",
         "playbooks_exact", "playbooks_found")}
     run_totals: dict[str, int] = {}
-    with sandbox():
-        tenant = Tenant.objects.create(slug="consolidation-eval", name="Consolidation eval")
+    with sandbox() as box:
+        tenant = box.tenant(slug="consolidation", name="Consolidation eval")
         for persona in corpus["personas"]:
             subject = subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
-                                            actor="eval")
+                                                            actor="eval")
             # The gold names turns by the corpus's ids: a fact's supporting episodes are mapped back.
             turn_of = import_by_client_id(subject=subject, episodes=[
                 {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}

@@ -1,36 +1,22 @@
-"""The eval's own arithmetic and LoCoMo parsing (the runs themselves are in scripts/test)."""
+"""LoCoMo parsing, and the LoCoMo eval on tiny conversations through the real node."""
 
 import json
 from datetime import UTC, datetime
 
 import pytest
 
-from memory_app.evaluation import (
-    Scores,
-    _question_scores,
+from engram_core.es.schema import MemoryType, alias_name, shared_prefix
+from engram_eval import locomo
+from engram_eval.locomo import (
+    evaluate_locomo,
     locomo_episodes,
     locomo_evidence,
     locomo_session_date,
     locomo_turn_id,
 )
-
-
-def test_recall_at_k_is_the_share_of_expected_ids_found_and_mrr_the_first_hit():
-    ranked = ["x", "a", "y", "z", "w", "b"]
-    scores = _question_scores(ranked, ["a", "b"])
-    assert scores == {"R@1": 0.0, "R@5": 0.5, "R@10": 1.0, "MRR": 0.5}
-    assert _question_scores(ranked, ["q"])["MRR"] == 0.0
-
-
-def test_scores_aggregate_overall_and_per_group():
-    scores = Scores()
-    scores.add("semantic", {"R@5": 1.0})
-    scores.add("semantic", {"R@5": 0.0})
-    scores.add("episodic", {"R@5": 1.0})
-    summary = scores.summary()
-    assert list(summary) == ["overall", "episodic", "semantic"]
-    assert summary["overall"] == {"n": 3, "R@5": pytest.approx(2 / 3, abs=1e-4)}
-    assert summary["semantic"] == {"n": 2, "R@5": 0.5}
+from memory_app.selectors import memory_recall
+from tenants.models import Tenant
+from tenants.selectors import index_prefix_for
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -81,52 +67,11 @@ def test_locomo_turns_become_dated_episodes_with_the_preceding_turns_as_context(
     assert all(e["session_id"] for e in locomo_episodes("26", data))
 
 
-def test_the_sandbox_surfaces_errors_and_leaves_nothing_behind(es_admin, db):
-    from memory_app.evaluation import sandbox
-    from tenants.models import Tenant
-
-    with pytest.raises(RuntimeError, match="boom"), sandbox() as prefix:
-        Tenant.objects.create(slug="sandboxed", name="Sandboxed")
-        assert es_admin.indices.exists_alias(name=f"{prefix}-episodic")
-        raise RuntimeError("boom")
-    assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)
-    assert not Tenant.objects.filter(slug="sandboxed").exists()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_sandbox_holds_no_transaction_and_deletes_only_its_own_rows(es_admin, invalidate_minted_keys):
-    # A transaction held for the whole run locked every API request out of a SQLite file.
-    from django.db import connection
-
-    from memory_app.evaluation import sandbox, scratch_slug
-    from tenants.models import AuditEvent, Subject, SubjectKey, Tenant
-    from tenants.services.audit import audit_record
-    from tenants.services.subjects import subject_get_or_create
-
-    real = Tenant.objects.create(slug="real-tenant", name="Real")
-    audit_record(actor="tests", action="tenant.created", tenant=real)
-
-    with sandbox() as prefix:
-        assert not connection.in_atomic_block
-        tenant = Tenant.objects.create(slug=scratch_slug("acme"), name="Acme")
-        subject = subject_get_or_create(tenant=tenant, external_id="alice", actor="eval")
-        assert SubjectKey.objects.filter(subject=subject, index_prefix=prefix).exists()
-
-    assert not Tenant.objects.filter(pk=tenant.pk).exists()
-    assert not Subject.objects.filter(pk=subject.pk).exists()
-    assert not SubjectKey.objects.filter(index_prefix=prefix).exists()
-    assert not AuditEvent.objects.filter(tenant_slug=tenant.slug).exists()
-    assert Tenant.objects.filter(pk=real.pk).exists()
-    assert AuditEvent.objects.filter(tenant=real, action="tenant.created").count() == 1
-
-
 @pytest.mark.django_db(transaction=True)
 def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tmp_path, es_admin,
                                                                                invalidate_minted_keys):
     # Imported episodes are stored under ids namespaced to the end-user; the eval must map them
     # back to the dataset's turn ids (it scored every question 0 before).
-    from memory_app.evaluation import evaluate_locomo
-
     data = {"speaker_a": "Ann", "speaker_b": "Bo",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},
@@ -147,11 +92,6 @@ def test_locomo_scores_evidence_by_turn_id_although_stored_ids_are_namespaced(tm
 @pytest.mark.django_db(transaction=True)
 def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_path, es_admin, invalidate_minted_keys,
                                                                            monkeypatch):
-    from django.conf import settings as live_settings  # the sandbox overrides the index prefix inside
-
-    from memory_app import evaluation
-    from memory_app.selectors import memory_recall
-
     data = {"speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},
                           {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather was rainy all week."}],
@@ -162,15 +102,18 @@ def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_p
 
     def recall(*, subject, **kwargs):
         hits = memory_recall(subject=subject, explain=True, **kwargs)
-        own_index = f"{live_settings.ES_INDEX_PREFIX}-t-{subject.tenant.slug}-episodic"
-        seen.append((subject.tenant.isolation, {h["explain"]["fusion"] for h in hits},
-                     es_admin.indices.exists(index=own_index).body, live_settings.ES_INDEX_PREFIX))
+        own_index = alias_name(MemoryType.EPISODIC, prefix=index_prefix_for(tenant=subject.tenant))
+        seen.append((subject.tenant, {h["explain"]["fusion"] for h in hits},
+                     es_admin.indices.exists(index=own_index).body, shared_prefix()))
         return hits
 
-    monkeypatch.setattr(evaluation, "memory_recall", recall)
-    summary = evaluation.evaluate_locomo(paths=[path], log=lambda _m: None, dedicated=True)
+    monkeypatch.setattr(locomo, "memory_recall", recall)
+    summary = evaluate_locomo(paths=[path], log=lambda _m: None, dedicated=True)
 
     assert summary["overall"]["R@5"] == 1.0
-    [(isolation, fusions, existed, prefix)] = seen
-    assert (isolation, fusions, existed) == ("dedicated", {"linear"}, True)
+    [(tenant, fusions, existed, prefix)] = seen
+    assert (tenant.isolation, fusions, existed) == ("dedicated", {"linear"}, True)
+    assert prefix != shared_prefix()  # the run's own shared prefix, not the one serving memory
     assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)
+    # The tenant stays as the record of the run, set back to shared: no dedicated indices to recreate.
+    assert Tenant.objects.get(pk=tenant.pk).isolation == "shared"

@@ -1,7 +1,6 @@
-"""Isolation probes through Engram's own memory services (the cluster-level ones live in
-tenants.isolation). Each subject tries to reach every other subject's documents by every
-service entry point; being served anything foreign is a leak, and a refusal must be the
-same NotFound a missing id gets."""
+"""Isolation probes through Engram's own memory services: each end-user tries to reach every other
+end-user's documents by every service entry point. Being served anything foreign is a leak, and a
+refusal must be the same NotFound a missing id gets."""
 
 from __future__ import annotations
 
@@ -10,13 +9,14 @@ import json
 from django.utils import timezone
 
 from engram_core.errors import NotFound
+from engram_core.es.schema import USER_TYPES
 from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+
+from .report import ProbeRecorder, ProbeScope
+from .world import SeededDoc, World
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write, playbook_outcome_record
 from memory_app.services.forget import memory_forget
-from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
-
-USER_TYPES = {"episodic", "semantic", "procedural"}
 
 
 def _not_found(scope: ProbeScope, call) -> None:
@@ -38,7 +38,7 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
                 hits = memory_recall(subject=who.subject, query=f"{other.marker} memory", k=100,
                                      include_superseded=True)
                 scope.ids([h["id"] for h in hits], allowed=allowed)
-            foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type.value in USER_TYPES]
+            foreign: list[SeededDoc] = [d for d in world.docs_of(other) if d.memory_type in USER_TYPES]
             for doc in foreign:
                 with recorder.probe("service.memory_get(other's id)", who) as scope:
                     _not_found(scope, lambda d=doc: memory_get(subject=who.subject, memory_id=d.id))
@@ -80,14 +80,14 @@ def recall_drift_probes(world: World, recorder: ProbeRecorder) -> None:
         with recorder.probe("service.recall_drift(other tenant writes)", who) as scope:
             before, order_before = _recall_bytes(who, now)
             planted = [episode_write(subject=writer_side.subject,
-                                     text=f"{who.marker} memory probe planted {n} {who.marker}")["id"]
+                                              text=f"{who.marker} memory probe planted {n} {who.marker}")["id"]
                        for n in range(8)]
             try:
                 after, order_after = _recall_bytes(who, now)
             finally:
                 for memory_id in planted:
                     memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="probe",
-                                  actor="isolation-probe")
+                                           actor="isolation-probe")
             if before != after:
                 detail = f"recall response changed ({len(before)} -> {len(after)} bytes)"
                 if order_before != order_after and not who.dedicated:

@@ -1,0 +1,110 @@
+"""Evidence recall on LoCoMo-format conversations, through the real services against the real cluster.
+
+One conversation is one end-user, each turn an episode dated by its session; a question's R@k is
+the share of its evidence turns in the top k (categories 1-4).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memory_app.consolidation.services import consolidate_all
+from memory_app.selectors import memory_recall
+
+from .retrieval import Scores, question_scores
+from .sandbox import import_by_client_id, sandbox
+from tenants.services.subjects import subject_get_or_create
+
+LOCOMO_DATE = re.compile(r"^(?P<time>\d{1,2}:\d{2}\s*[ap]m)\s+on\s+(?P<date>\d{1,2}\s+\w+,?\s+\d{4})$", re.I)
+_DIA_ID = re.compile(r"D\s*(\d+)\s*:\s*(\d+)", re.I)
+
+
+def locomo_session_date(raw: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' → an aware UTC datetime."""
+    m = LOCOMO_DATE.match(raw.strip())
+    if not m:
+        raise ValueError(f"unrecognised LoCoMo date {raw!r}")
+    return datetime.strptime(f"{m['time'].replace(' ', '').upper()} {m['date'].replace(',', '')}",
+                             "%I:%M%p %d %B %Y").replace(tzinfo=UTC)
+
+
+def locomo_turn_id(conversation: str, dia_id: str) -> str:
+    """A turn's episode id from its ``dia_id`` ("D3:12"), numbers read as numbers ("D3:012" is
+    the same turn), so evidence written either way finds it."""
+    if m := _DIA_ID.fullmatch(dia_id.strip()):
+        return f"locomo-{conversation}-d{int(m[1])}-{int(m[2])}"
+    return f"locomo-{conversation}-{dia_id.replace(':', '-')}".lower()
+
+
+def locomo_episodes(conversation: str, data: dict, *, context_turns: int = 0) -> list[dict[str, Any]]:
+    """Every turn as an episode: 'Speaker: text' (plus the shared photo's caption), dated by its
+    session, with its session id. By default no context is sent (Engram derives it, as for any
+    agent); ``context_turns`` > 0 is the older client-context mode: the caller sends the turns
+    before it in the session as its explicit context."""
+    conv = data.get("conversation", data)  # the dev set is flat; the original nests it
+    episodes = []
+    n = 1
+    while f"session_{n}" in conv:
+        when = locomo_session_date(conv[f"session_{n}_date_time"])
+        turns = conv[f"session_{n}"]
+        texts = []
+        for turn in turns:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares a photo of {turn['blip_caption']}]"
+            texts.append(text)
+        for i, turn in enumerate(turns):
+            window = texts[max(0, i - context_turns):i] if context_turns else []
+            episodes.append({"id": locomo_turn_id(conversation, turn["dia_id"]), "text": texts[i], "occurred_at": when,
+                             "session_id": f"session_{n}", "metadata": {"dia_id": turn["dia_id"]},
+                             **({"context": "\n".join(window) or None} if context_turns else {})})
+        n += 1
+    return episodes
+
+
+def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
+    ids = [locomo_turn_id(conversation, m[0]) for item in evidence for m in _DIA_ID.finditer(item)]
+    return list(dict.fromkeys(ids))
+
+
+def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
+                    log: Callable[[str], None] = print, consolidate: bool = False,
+                    extractor: str | None = None, dedicated: bool = False) -> dict[str, Any]:
+    """Each conversation goes through the import service in one call, as an agent's import
+    would (the default: no client-side context, so Engram derives it); questions are recalled
+    through the subject's own key. ``consolidate``: consolidate each conversation first and
+    recall over turns and facts together; R@k still counts evidence turns only (facts must not
+    push them out). ``dedicated``: the conversations' tenant in dedicated indices."""
+    scores = Scores()
+    types = ["episodic", "semantic"] if consolidate else ["episodic"]
+    with sandbox() as box:
+        tenant = box.tenant(slug="locomo", name="LoCoMo", dedicated=dedicated)
+        for path in paths:
+            data = json.loads(path.read_text())
+            conversation = path.stem
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
+                                                            actor="eval")
+            episodes = locomo_episodes(conversation, data, context_turns=context_turns)
+            turn_of = import_by_client_id(
+                subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
+            now = max(e["occurred_at"] for e in episodes)
+            if consolidate:
+                log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
+            asked = 0
+            for q in data["qa"]:
+                if q.get("category") not in (1, 2, 3, 4):
+                    continue
+                expected = locomo_evidence(conversation, q.get("evidence") or [])
+                if not expected:
+                    continue
+                results = memory_recall(subject=subject, query=q["question"], k=k, types=types, now=now)
+                scores.add(f"category {q['category']}",
+                           question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected))
+                asked += 1
+            log(f"  {path.name}: {len(episodes)} turns, {asked} questions")
+    return scores.summary()
