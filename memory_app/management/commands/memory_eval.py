@@ -5,6 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, format_report
 from memory_app.consolidation.evaluation import evaluate_consolidation
 from memory_app.evaluation import evaluate_fixture, evaluate_locomo, format_table
 
@@ -35,7 +36,7 @@ class Command(BaseCommand):
                             help="put the eval's tenants in dedicated indices instead of the shared ones")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
                             help="score consolidation on its labelled fixture (default: tests/fixtures/"
-                                 "consolidation_corpus.json)")
+                                 "consolidation_corpus.json); with --locomo, against the files' session observations")
         parser.add_argument("--extractor", choices=["rules", "llm"], default=None,
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
         parser.add_argument("--consolidate", action="store_true",
@@ -44,6 +45,14 @@ class Command(BaseCommand):
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
                consolidation=None, extractor=None, consolidate=False, dedicated=False, **options):
         started = time.monotonic()
+        if consolidation and locomo:
+            report = evaluate_consolidation_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
+            self.stdout.write(f"consolidation against LoCoMo observations ({report['extractor']} extractor), "
+                              f"{time.monotonic() - started:.0f}s")
+            self.stdout.write(format_report(report))
+            if json:
+                self.stdout.write(_json(report))
+            return
         if consolidation:
             report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "
