@@ -35,7 +35,7 @@ from engram_core.errors import Conflict, EngramError
 from engram_core.es.schema import MemoryType
 from memory_app.consolidation import apply, selectors
 from memory_app.consolidation.extractors import Extraction, get_extractor
-from memory_app.consolidation.grounding import is_grounded
+from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
     FactAction,
     PlaybookAction,
@@ -205,7 +205,8 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any])
     scope = memory_scope(subject=subject)
     facts = []
     for candidate in extraction.facts:
-        texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
+        texts = [episode_evidence(episodes[i].text, episodes[i].occurred_at) for i in candidate.episode_ids
+                 if i in episodes]
         if texts and is_grounded(candidate.text, texts):
             facts.append(candidate)
         else:

@@ -152,7 +152,7 @@ def _unlike(m: re.Match, holder: str):
 
 _I = r"^I(?:'m| am)?"
 PATTERNS: list[_Pattern] = [
-    _Pattern(re.compile(r"^my (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) (?P<verb>is|are|'s) "
+    _Pattern(re.compile(r"^(?:my|our) (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) (?P<verb>is|are|'s) "
                         r"(?P<now>now |actually )?(?P<value>.+)$", re.I), _attr),
     _Pattern(re.compile(r"^I(?:'ve| have)? (?:just |finally |recently )?(?:moved|relocated)(?: back)? to "
                         r"(?P<value>.+)$", re.I), _simple("{h} lives in {v}.", "home", "natural")),
@@ -236,7 +236,7 @@ class _Batch:
 
     sessions: dict[str | None, _Session] = field(default_factory=dict)
     last: dict[str, FactCandidate] = field(default_factory=dict)
-    people: dict[str, dict[str, str]] = field(default_factory=dict)
+    people: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name → (relation, episode)
 
 
 def _rerender(previous: FactCandidate, value: str) -> str | None:
@@ -354,7 +354,10 @@ class RulesExtractor:
             if not reading.about_speaker:
                 continue
             statement = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)
+            if holder not in statement:
+                continue  # "Taking care of ourselves is vital": a maxim, not about the speaker
             statement = with_dates(statement, when=when).rstrip(" .!") + "."
+            statement = statement[0].upper() + statement[1:]
             facts.append(FactCandidate(text=statement, episode_ids=(episode.id,), confidence=0.7))
             previous_general = len(facts) - 1
         return facts, playbooks
@@ -404,7 +407,7 @@ class RulesExtractor:
         return None
 
     @staticmethod
-    def _people(clause: str, holder: str, episode: Episode, people: dict[str, str], *, harsh: bool,
+    def _people(clause: str, holder: str, episode: Episode, people: dict[str, tuple[str, str]], *, harsh: bool,
                 labelled: bool) -> list[FactCandidate]:
         """"my wife Priya", "our kids, Arun who is 7 and Maya who is 4", "Maya is 5 now": who
         the speaker's people are, and their ages (one slot per person, so a new age supersedes)."""
@@ -431,7 +434,7 @@ class RulesExtractor:
                 if rel not in _PLURALS:
                     break
             for name, _, age in names:
-                people[name] = singular
+                people[name] = (singular, episode.id)
                 slot = f"relation:{singular}" if singular in _SINGLE_RELATIONS else f"person:{name.lower()}"
                 out.append(FactCandidate(text=f"{own} {singular} is {name}." if singular in _SINGLE_RELATIONS
                                          else f"{name} is {own} {singular}.", episode_ids=ids, slot=scope(slot),
@@ -448,10 +451,12 @@ class RulesExtractor:
                 continue
             if name not in people and not re.search(r"years? old", m["tail"] or ""):
                 continue
-            rel = people.get(name)
+            rel, named_in = people.get(name, (None, None))
             change = "harsh" if harsh or m["old"] else ("natural" if _CHANGE_NOW.search(clause) else None)
             who = f"{own} {rel} {name}" if rel else name
-            out.append(FactCandidate(text=f"{who} is {m['age']} years old.", episode_ids=ids,
+            # The turn that named the relation supports the fact as much as the one giving the age.
+            cited = tuple(dict.fromkeys([named_in, episode.id])) if named_in else ids
+            out.append(FactCandidate(text=f"{who} is {m['age']} years old.", episode_ids=cited,
                                      slot=scope(f"age:{name.lower()}"), value=m["age"], change=change,
                                      replaces=m["old"]))
         return out

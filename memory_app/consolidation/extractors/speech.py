@@ -63,11 +63,11 @@ _AMBIGUOUS_PAST = frozenset("read put set cut hit let quit spread cost hurt shut
 _PAST_MARKER = re.compile(r"\b(?:yesterday|ago|last|was|were|had|did|earlier|before|then|once|in (?:19|20)\d\d)\b",
                           re.I)
 _CONTRACTIONS = [
-    (r"I'm not\b", "{n} is not"), (r"I am\b", "{n} is"), (r"I'm\b", "{n} is"), (r"I've\b", "{n} has"),
+    (r"I've got\b", "{n} has"), (r"I'm not\b", "{n} is not"), (r"I am\b", "{n} is"), (r"I'm\b", "{n} is"), (r"I've\b", "{n} has"),
     (r"I have\b", "{n} has"), (r"I'll\b", "{n} will"), (r"I'd\b(?= (?:been|had|never|already|just)\b)", "{n} had"),
     (r"I'd\b", "{n} would"), (r"I don't\b", "{n} doesn't"), (r"I do not\b", "{n} does not"),
     (r"I haven't\b", "{n} hasn't"), (r"I do\b", "{n} does"), (r"I was\b", "{n} was"), (r"I wasn't\b", "{n} wasn't"),
-    (r"I'ma\b", "{n} is going to"),
+    (r"I'ma\b", "{n} is going to"), (r"I wanna\b", "{n} wants to"), (r"I gotta\b", "{n} has to"),
 ]
 
 
@@ -175,7 +175,8 @@ def read(sentence: str, *, min_content: int = 3) -> Reading:
     if not _FIRST_PERSON.search(sentence) or len(words) < min_content:
         return Reading(False, False)
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
-    if re.match(r"^(?:let's|let me|please|can't wait|hope|wish)\b", sentence, re.I):
+    if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
+                sentence, re.I):
         return Reading(False, False)
     return Reading(True, False)
 
@@ -195,7 +196,7 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
         return f"{name}{adverbs} {verb}"
 
     adverb = "|".join(sorted(_ADVERBS, key=len, reverse=True))
-    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+)\b", subject, s)
+    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+)\b(?!-)", subject, s)
     s = re.sub(r"\bI\b", name, s)
     group = f"{name} and {'family' if family else 'others'}"
     s = re.sub(r"\b[Ww]e're\b", f"{group} are", s)
