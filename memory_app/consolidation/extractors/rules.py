@@ -59,7 +59,8 @@ _FAILURE = re.compile(r"\b(?:still (?:broken|not working|doesn't work|does not w
                       r"didn't help|made no difference|no change)\b", re.I)
 _PROBLEM = re.compile(r"\b(?:isn't|is not|won't|doesn't|does not|can't|cannot|can not|stopped|keeps|kept|not working|"
                       r"broken|broke|fails|failing|failed|won't|error|problem with|issue with|trouble with|"
-                      r"went offline|is offline|is dead|beeping|flashing)\b", re.I)
+                      r"went offline|is offline|is dead|beeping|flashing|flickering|dropping|disconnecting|"
+                      r"crashing|freezing|leaking|overheating)\b", re.I)
 _STEP = re.compile(r"^I(?:'ve| have)?(?: already| also| then| just| first)? (?P<step>(?:tried|restarted|rebooted|reset|"
                    r"unplugged|plugged|updated|upgraded|reinstalled|cleared|turned|switched (?:it )?off|replaced|"
                    r"changed|held|pressed|removed|re-?paired|disconnected|reconnected|installed|checked|logged|"
