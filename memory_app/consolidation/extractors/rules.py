@@ -283,6 +283,7 @@ def _is_problem(clause: str) -> bool:
 class RulesExtractor:
     name = "rules"
     version = VERSION
+    uses_known = False  # stored facts are met by the resolver, through slots and neighbours
 
     def __init__(self, *, min_content_words: int = 2):
         self.min_content_words = min_content_words
