@@ -451,7 +451,9 @@ class RulesExtractor:
             name = m["name"]
             if name in _NOT_NAMES or name == holder:
                 continue
-            if name not in people and not re.search(r"years? old", m["tail"] or ""):
+            # A name the batch has not met is read as a person only when the sentence says it is an
+            # age: "years old", or a corrected number ("Ivy is 7, not 6").
+            if name not in people and not re.search(r"years? old", m["tail"] or "") and not m["old"]:
                 continue
             rel, named_in = people.get(name, (None, None))
             change = "harsh" if harsh or m["old"] else ("natural" if _CHANGE_NOW.search(clause) else None)
