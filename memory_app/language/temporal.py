@@ -133,7 +133,8 @@ _WEEKDAY = r"(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunda
 _COUNT = r"(?P<n>\d+|a|an|one|two|three|four|five|six|a couple of)"
 _STATEMENT_DATES = re.compile(
     r"\b(?:(?P<dayword>yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))"
-    rf"|(?P<rel>last|this|next|past) (?P<unit>week|weekend|month|year|summer|winter|spring|fall|autumn|{_WEEKDAY[3:-1]})"
+    r"|(?P<rel>last|this|next|past) (?P<unit>week|weekend|month|year|summer|winter|spring|fall|autumn|"
+    rf"{_WEEKDAY[3:-1]})"
     rf"|{_COUNT} (?P<agounit>day|week|month|year)s? ago"
     rf"|in {_COUNT.replace('?P<n>', '?P<inn>')} (?P<inunit>day|week|month|year)s"
     r")\b", re.I)
@@ -169,8 +170,9 @@ def statement_dates(text: str, *, when: datetime) -> list[DatedPhrase]:
     """The relative time phrases of ``text`` (a statement made at ``when``) with the dates they
     name, in text order. Only phrases whose date follows from ``when`` alone: "yesterday",
     "last/this/next week|weekend|month|year|<weekday>|<season>", "N days ago", "in N weeks";
-    "recently", "a few weeks ago" or "the day before (something)" name no date and are left alone. Calendar arithmetic only: a
-    week starts on Monday, "last Friday" is the latest Friday before the day it was said."""
+    "recently", "a few weeks ago" or "the day before (something)" name no date and are left
+    alone. Calendar arithmetic only: a week starts on Monday, "last Friday" is the latest Friday
+    before the day it was said."""
     today = when.replace(hour=0, minute=0, second=0, microsecond=0)
     out = []
     for m in _STATEMENT_DATES.finditer(text):
@@ -193,7 +195,8 @@ def _render(m: re.Match, today: datetime) -> str | None:
             if rel == "this":
                 return None  # "this Friday" may be either side of today
             delta = (today.weekday() - target) % 7 or 7
-            day = today - timedelta(days=delta) if step < 0 else today + timedelta(days=(target - today.weekday()) % 7 or 7)
+            ahead = (target - today.weekday()) % 7 or 7
+            day = today - timedelta(days=delta) if step < 0 else today + timedelta(days=ahead)
             return f"on {unit.capitalize()} {_day(day)}"
         if unit == "week":
             monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)

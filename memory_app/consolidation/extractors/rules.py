@@ -211,12 +211,14 @@ _NAME = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)?"
 _NOT_NAMES = frozenset("""I I'm I've I'd I'll Monday Tuesday Wednesday Thursday Friday Saturday Sunday January
 February March April May June July August September October November December The A An And But So My Our We He
 She They It This That Yes No Oh Wow Thanks Sorry Actually Correction Hi Hey Also Just Still Now Then""".split())
-_RELATION = re.compile(rf"\b(?P<own>my|our|(?:I|we) (?:have|have got|'ve got) (?:a|an|one|two|three|four|\d))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|youngest|new|"
-                       rf"best|twin|step|late)\s+)*(?P<rel>{_RELATION_WORDS})\b(?P<rest>.*?)(?=\b(?:my|our)\s|$)", re.I)
-_AGE_AFTER = re.compile(rf"^(?:,|\s)*(?:\(|who is |who's |is |, who is |, )?(?P<age>\d{{1,2}})(?:\)| years? old| yrs? old|\b)",
-                        re.I)
-_AGE_OF = re.compile(rf"\b(?P<name>{_NAME})(?:'s| is| just turned| turned| has turned)\s+(?:now |actually |only |just )?"
-                     rf"(?P<age>\d{{1,2}})\b(?P<tail>(?: years? old| yrs? old)?(?:,? not (?P<old>\d{{1,2}}))?(?: now| already)?)")
+_RELATION = re.compile(rf"\b(?P<own>my|our|(?:I|we) (?:have|have got|'ve got) (?:a|an|one|two|three|four|\d))\s+"
+                       rf"(?:(?:little|older|younger|big|baby|eldest|oldest|youngest|new|best|twin|step|late)\s+)*"
+                       rf"(?P<rel>{_RELATION_WORDS})\b(?P<rest>.*?)(?=\b(?:my|our)\s|$)", re.I)
+_AGE_AFTER = re.compile(r"^(?:,|\s)*(?:\(|who is |who's |is |, who is |, )?(?P<age>\d{1,2})"
+                        r"(?:\)| years? old| yrs? old|\b)", re.I)
+_AGE_OF = re.compile(rf"\b(?P<name>{_NAME})(?:'s| is| just turned| turned| has turned)\s+"
+                     rf"(?:now |actually |only |just )?(?P<age>\d{{1,2}})\b"
+                     rf"(?P<tail>(?: years? old| yrs? old)?(?:,? not (?P<old>\d{{1,2}}))?(?: now| already)?)")
 _CHANGE_NOW = re.compile(r"\b(?:now|anymore|any more|no longer|these days|just turned|turned|has turned)\b", re.I)
 
 

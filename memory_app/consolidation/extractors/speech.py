@@ -63,7 +63,8 @@ _AMBIGUOUS_PAST = frozenset("read put set cut hit let quit spread cost hurt shut
 _PAST_MARKER = re.compile(r"\b(?:yesterday|ago|last|was|were|had|did|earlier|before|then|once|in (?:19|20)\d\d)\b",
                           re.I)
 _CONTRACTIONS = [
-    (r"I've got\b", "{n} has"), (r"I'm not\b", "{n} is not"), (r"I am\b", "{n} is"), (r"I'm\b", "{n} is"), (r"I've\b", "{n} has"),
+    (r"I've got\b", "{n} has"), (r"I'm not\b", "{n} is not"), (r"I am\b", "{n} is"), (r"I'm\b", "{n} is"),
+    (r"I've\b", "{n} has"),
     (r"I have\b", "{n} has"), (r"I'll\b", "{n} will"), (r"I'd\b(?= (?:been|had|never|already|just)\b)", "{n} had"),
     (r"I'd\b", "{n} would"), (r"I don't\b", "{n} doesn't"), (r"I do not\b", "{n} does not"),
     (r"I haven't\b", "{n} hasn't"), (r"I do\b", "{n} does"), (r"I was\b", "{n} was"), (r"I wasn't\b", "{n} wasn't"),
