@@ -37,7 +37,7 @@ from memory_app.consolidation.extractors import Episode, get_extractor
 from memory_app.consolidation.grounding import content_words, ungrounded_words
 from memory_app.consolidation.services import consolidate_all, consolidation_run
 from memory_app.embeddings import get_embedder
-from memory_app.evaluation import import_by_client_id, locomo_episodes, sandbox, scratch_tenant
+from memory_app.evaluation import import_by_client_id, locomo_episodes, locomo_session_date, sandbox, scratch_tenant
 from memory_app.language.temporal import statement_dates
 from memory_app.selectors import subject_export
 from tenants import services as tenant_services
@@ -123,8 +123,6 @@ def coverage(observed: list[Observation], facts: list[WrittenFact], *, embed: Ca
 
 
 def conversation_turns(data: dict) -> dict[str, Turn]:
-    from memory_app.evaluation import locomo_session_date
-
     out = {}
     n = 1
     while f"session_{n}" in data:
