@@ -6,6 +6,8 @@ plus the facts this run already wrote):
   number or date that differs) → merge: the candidate's episodes join the fact's support;
 - same slot, another value, or the fact holds the value the candidate says was replaced
   ("switched from X to Y") → supersede it: ``harsh`` for an explicit correction, else ``natural``;
+- the extractor named the stored facts it replaces (``supersedes``, the llm extractor shown
+  them) → supersede those;
 - otherwise → create. Facts about different things (different slots, or no slot and different
   words) never touch each other.
 For a playbook candidate: a playbook with a matching trigger gets the outcome counted; with
@@ -156,6 +158,14 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
             continue
         if (slot is None or fact.slot is None) and _near_duplicate(candidate.text, fact):
             duplicate = duplicate or fact
+    if candidate.supersedes:
+        # The extractor named the facts this replaces (an LLM shown the stored facts): its word stands.
+        named = [f for f in neighbours if f.id in candidate.supersedes]
+        contradiction = "harsh" if candidate.change == "harsh" else "natural"
+        return FactAction(kind="supersede", candidate=candidate, memory_id=new_id,
+                          supersedes=list(dict.fromkeys([*candidate.supersedes, *(f.id for f in replaced)])),
+                          contradiction=contradiction, target_text=named[0].text if named else None,
+                          slot=slot or (named[0].slot if named else None))
     if duplicate is not None:
         return FactAction(kind="merge", candidate=candidate, memory_id=duplicate.id, target_text=duplicate.text,
                           slot=duplicate.slot or slot)

@@ -11,7 +11,7 @@ from django.conf import settings
 from elasticsearch import helpers
 
 from engram_core.errors import NotFound
-from memory_app.consolidation.extractors import Episode
+from memory_app.consolidation.extractors import Episode, Known, KnownFact, KnownPlaybook
 from memory_app.consolidation.resolve import StoredFact, StoredPlaybook
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name, shared_prefix
 from memory_app.models import ConsolidationRun
@@ -155,6 +155,34 @@ def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:
         query={"query": {"bool": {"filter": [*_own(subject), {"exists": {"field": "supporting_episode_ids"}}],
                                   "must_not": [{"exists": {"field": "superseded_by"}}]}},
                "_source": ["text", "supporting_episode_ids", "metadata"]})]
+
+
+def known_memories(*, subject: Subject, limit: int) -> Known:
+    """The end-user's current facts and playbooks, most recently created first (at most ``limit``
+    of each), with playbook counters: what an extractor that decides supersessions and outcomes
+    itself is shown. One _msearch through the end-user's key."""
+    if limit <= 0:
+        return Known()
+    current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
+    searches = [{"index": _alias(subject, MemoryType.SEMANTIC)},
+                {"size": limit, "query": current, "sort": [{"created_at": "desc"}],
+                 "_source": ["text", "metadata.consolidation.slot"]},
+                {"index": _alias(subject, MemoryType.PROCEDURAL)},
+                {"size": limit, "query": current, "sort": [{"created_at": "desc"}],
+                 "_source": ["trigger", "steps", "refined_steps", "success_count", "failure_count"]}]
+    facts, playbooks = subject_es_client(subject=subject).msearch(searches=searches)["responses"]
+    for response in (facts, playbooks):
+        if "error" in response:
+            raise RuntimeError(f"known memories read failed: {response['error']}")
+    return Known(
+        facts=tuple(KnownFact(id=h["_id"], text=h["_source"]["text"],
+                              slot=((h["_source"].get("metadata") or {}).get("consolidation") or {}).get("slot"))
+                    for h in facts["hits"]["hits"]),
+        playbooks=tuple(KnownPlaybook(id=h["_id"], trigger=h["_source"]["trigger"], steps=h["_source"]["steps"],
+                                      success_count=int(h["_source"].get("success_count") or 0),
+                                      failure_count=int(h["_source"].get("failure_count") or 0),
+                                      refined_steps=h["_source"].get("refined_steps"))
+                        for h in playbooks["hits"]["hits"]))
 
 
 def episodes_pending_by_subject(*, now: datetime) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -34,8 +34,8 @@ from django.utils import timezone
 from engram_core.errors import Conflict, EngramError
 from engram_core.es.schema import MemoryType
 from memory_app.consolidation import apply, selectors
-from memory_app.consolidation.extractors import Extraction, get_extractor
-from memory_app.consolidation.grounding import is_grounded
+from memory_app.consolidation.extractors import Extraction, Known, get_extractor
+from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
     FactAction,
     PlaybookAction,
@@ -180,10 +180,16 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     if not episodes:
         return []
     context = selectors.episodes_context(subject=subject, episodes=episodes)
-    extraction = extractor_obj.extract(episodes=episodes, context=context)
+    if getattr(extractor_obj, "uses_known", False):
+        known = selectors.known_memories(subject=subject, limit=settings.ENGRAM_CONSOLIDATION_KNOWN_MEMORIES)
+        extraction = extractor_obj.extract(episodes=episodes, context=context, known=known)
+    else:
+        known = Known()
+        extraction = extractor_obj.extract(episodes=episodes, context=context)
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
-    plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]})
+    plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
+                 known=known)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
         _count(run, plan, applied=None)
@@ -200,12 +206,19 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     return None
 
 
-def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any]) -> Plan:
+def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None) -> Plan:
     plan = Plan()
     scope = memory_scope(subject=subject)
+    known = known or Known()
+    # An extractor may name stored memories itself; only the ones it was shown count.
+    known_facts = {f.id for f in known.facts}
+    known_playbooks = {p.id: p for p in known.playbooks}
     facts = []
     for candidate in extraction.facts:
-        texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
+        if candidate.supersedes:
+            candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i in known_facts))
+        texts = [episode_evidence(episodes[i].text, episodes[i].occurred_at) for i in candidate.episode_ids
+                 if i in episodes]
         if texts and is_grounded(candidate.text, texts):
             facts.append(candidate)
         else:
@@ -214,8 +227,12 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any])
     playbooks = []
     for candidate in extraction.playbooks:
         texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
-        steps = re.sub(r"(?m)^\s*\d+[.)]\s*", "", candidate.steps)  # the numbering is ours, not the user's
-        if texts and is_grounded(f"{candidate.trigger} {steps}", texts):
+        # The numbering is ours, not the user's. An outcome of a stored playbook claims only the
+        # outcome and any refined steps.
+        steps = re.sub(r"(?m)^\s*\d+[.)]\s*", "", candidate.steps)
+        refined = re.sub(r"(?m)^\s*\d+[.)]\s*", "", candidate.refined_steps or "")
+        claim = refined if candidate.playbook_id in known_playbooks else f"{candidate.trigger} {steps}"
+        if texts and (not claim.strip() and candidate.playbook_id in known_playbooks or is_grounded(claim, texts)):
             playbooks.append(candidate)
         else:
             plan.dropped.append({"kind": "playbook", "reason": "ungrounded", "text": candidate.trigger,
@@ -230,6 +247,8 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any])
     retired: set[str] = set()
     for candidate, new_id, near in zip(facts, new_ids, neighbours, strict=True):
         pool = [f for f in [*near, *in_run] if f.id not in retired]
+        if candidate.supersedes:  # a fact already replaced in this run is replaced once
+            candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i not in retired))
         action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
         plan.facts.append(action)
         if action.kind in ("create", "supersede", "exists"):
@@ -246,6 +265,11 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any])
     pb_neighbours = selectors.playbook_neighbours(subject=subject, texts=triggers, vectors=pb_vectors)
     created = []
     for candidate, near in zip(playbooks, pb_neighbours, strict=True):
+        if (target := known_playbooks.get(candidate.playbook_id or "")) is not None:
+            if candidate.outcome is not None:
+                plan.playbooks.append(PlaybookAction(kind="outcome", candidate=candidate, playbook_id=target.id,
+                                                     target_trigger=target.trigger))
+            continue
         action = resolve_playbook(candidate, new_id=playbook_id(scope, candidate), neighbours=[*near, *created])
         if action is None:
             continue

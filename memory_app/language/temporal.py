@@ -124,3 +124,131 @@ def query_time_window(query: str, *, now: datetime, tz: tzinfo | None = None) ->
         return TimeWindow(start=datetime(today.year - n, 1, 1, tzinfo=tz),
                           end=datetime(today.year - n + 1, 1, 1, tzinfo=tz), phrase=m.group())
     return None
+
+
+# ---------------------------------------------------------------- dates a statement names
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = r"(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_COUNT = r"(?P<n>\d+|a|an|one|two|three|four|five|six|a couple of)"
+_STATEMENT_DATES = re.compile(
+    r"\b(?:(?P<dayword>yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))"
+    r"|(?P<rel>last|this|next|past) (?P<unit>week|weekend|month|year|summer|winter|spring|fall|autumn|"
+    rf"{_WEEKDAY[3:-1]})"
+    rf"|{_COUNT} (?P<agounit>day|week|month|year)s? ago"
+    rf"|in {_COUNT.replace('?P<n>', '?P<inn>')} (?P<inunit>day|week|month|year)s"
+    r")\b", re.I)
+_FEW = {"a couple of": 2}  # "a few" names no number: left as said
+_SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 2)}
+
+
+@dataclass(frozen=True)
+class DatedPhrase:
+    """A time phrase of a statement and the date it names, written out ("yesterday" said on
+    8 May 2023 → "on 7 May 2023")."""
+
+    start: int
+    end: int
+    phrase: str
+    rendered: str
+
+
+def _day(d: datetime) -> str:
+    return f"{d.day} {d.strftime('%B')} {d.year}"
+
+
+def _month(d: datetime) -> str:
+    return f"{d.strftime('%B')} {d.year}"
+
+
+def _count(raw: str) -> int:
+    raw = raw.lower()
+    return _FEW.get(raw) or _NUMBERS.get(raw) or int(raw)
+
+
+def statement_dates(text: str, *, when: datetime) -> list[DatedPhrase]:
+    """The relative time phrases of ``text`` (a statement made at ``when``) with the dates they
+    name, in text order. Only phrases whose date follows from ``when`` alone: "yesterday",
+    "last/this/next week|weekend|month|year|<weekday>|<season>", "N days ago", "in N weeks";
+    "recently", "a few weeks ago" or "the day before (something)" name no date and are left
+    alone. Calendar arithmetic only: a week starts on Monday, "last Friday" is the latest Friday
+    before the day it was said."""
+    today = when.replace(hour=0, minute=0, second=0, microsecond=0)
+    out = []
+    for m in _STATEMENT_DATES.finditer(text):
+        rendered = _render(m, today)
+        if rendered:
+            out.append(DatedPhrase(start=m.start(), end=m.end(), phrase=m.group(), rendered=rendered))
+    return out
+
+
+def _render(m: re.Match, today: datetime) -> str | None:
+    if word := m["dayword"]:
+        word = word.lower()
+        offset = {"yesterday": -1, "last night": -1, "tomorrow": 1}.get(word, 0)
+        return f"on {_day(today + timedelta(days=offset))}"
+    if m["rel"]:
+        rel, unit = m["rel"].lower(), m["unit"].lower()
+        step = {"last": -1, "past": -1, "this": 0, "next": 1}[rel]
+        if unit in _WEEKDAYS:
+            target = _WEEKDAYS.index(unit)
+            if rel == "this":
+                return None  # "this Friday" may be either side of today
+            delta = (today.weekday() - target) % 7 or 7
+            ahead = (target - today.weekday()) % 7 or 7
+            day = today - timedelta(days=delta) if step < 0 else today + timedelta(days=ahead)
+            return f"on {unit.capitalize()} {_day(day)}"
+        if unit == "week":
+            monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
+            return f"in the week of {_day(monday)}"
+        if unit == "weekend":
+            saturday = today + timedelta(days=(5 - today.weekday()) % 7)
+            if step < 0:
+                saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
+            elif step > 0 and saturday - today < timedelta(days=2):
+                saturday += timedelta(weeks=1)
+            return f"on the weekend of {_day(saturday)}"
+        if unit == "month":
+            first = _shift_months(today, -step)
+            return f"in {_month(first)}"
+        if unit == "year":
+            return f"in {today.year + step}"
+        first_month, _ = _SEASONS[unit]
+        year = today.year + step
+        if unit == "winter" and step >= 0 and today.month <= 2:
+            year -= 1
+        return f"in the {unit} of {year}" if first_month != 12 else f"in the winter of {year}-{str(year + 1)[2:]}"
+    if m["agounit"]:
+        n, unit = _count(m["n"]), m["agounit"].lower()
+        if unit == "day":
+            return f"on {_day(today - timedelta(days=n))}"
+        if unit == "week":
+            return f"in the week of {_day(today - timedelta(days=today.weekday(), weeks=n))}"
+        if unit == "month":
+            return f"in {_month(_shift_months(today, n))}"
+        return f"in {today.year - n}"
+    if m["inunit"]:
+        n, unit = _count(m["inn"]), m["inunit"].lower()
+        if unit == "day":
+            return f"on {_day(today + timedelta(days=n))}"
+        if unit == "week":
+            return f"in the week of {_day(today - timedelta(days=today.weekday()) + timedelta(weeks=n))}"
+        if unit == "month":
+            return f"in {_month(_shift_months(today, -n))}"
+        return f"in {today.year + n}"
+    return None
+
+
+def with_dates(text: str, *, when: datetime) -> str:
+    """``text`` with each relative time phrase replaced by the date it names."""
+    out, last = [], 0
+    for dated in statement_dates(text, when=when):
+        prefix = text[last:dated.start]
+        # "on yesterday" does not occur, but "since last week" does: keep the preposition's own.
+        rendered = dated.rendered
+        if re.search(r"\b(?:since|until|till|from|by|before|after|during|for)\s*$", prefix, re.I):
+            rendered = rendered.split(" ", 1)[1]
+        out += [prefix, rendered]
+        last = dated.end
+    out.append(text[last:])
+    return "".join(out)

@@ -11,6 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from engram_core.es.schema import MemoryType
+from memory_app import selectors
+from memory_app.services.facts import fact_write, playbook_outcome_record, playbook_write
 from memory_app.consolidation.extractors import ExtractorFailed
 from memory_app.consolidation.extractors.llm import PROMPT_VERSION
 from memory_app.consolidation.selectors import episodes_pending
@@ -147,3 +150,47 @@ def test_a_run_without_a_usable_answer_fails_cleanly(subject, say, current_facts
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == code
     assert len(llm.requests) == len(script)  # bounded: exactly the attempts scripted, no more
+
+
+def test_one_call_sees_stored_facts_and_playbooks_and_decides_supersessions_and_outcomes(subject, say, current_facts,
+                                                                                         llm, es_admin):
+    # Stored first, as an agent would: a fact and a playbook with its counters.
+    old = fact_write(subject=subject, text="User lives in Porto.")["id"]
+    playbook = playbook_write(subject=subject, trigger="The hub is offline", steps="1. Unplug the hub")["id"]
+    playbook_outcome_record(subject=subject, playbook_id=playbook, success=False)
+    ids = say(subject, "We moved to Lisbon last month.", "The hub went offline again, I held the reset button "
+                                                         "for ten seconds and that worked.")
+    answer = json.dumps({"facts": [
+        {"text": "User lives in Lisbon.", "slot": "home_city", "value": "Lisbon", "change": "natural",
+         "supersedes": [old, "not-a-fact-id"], "supporting_episode_ids": [ids[0]]}],
+        "playbooks": [
+            {"playbook_id": playbook, "trigger": "The hub is offline", "steps": "1. Unplug the hub",
+             "outcome": "success", "outcome_episode_id": ids[1],
+             "refined_steps": "1. Held the reset button for ten seconds", "supporting_episode_ids": [ids[1]]}]})
+    llm.script = [(200, llm.completion(answer), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert run.status == "succeeded" and run.facts_superseded == 1 and run.outcomes_recorded == 1
+
+    sent = json.loads(llm.requests[0]["body"]["messages"][1]["content"])
+    assert sent["facts"] == [{"id": old, "text": "User lives in Porto.", "slot": None}]
+    assert sent["playbooks"] == [{"id": playbook, "trigger": "The hub is offline", "steps": "1. Unplug the hub",
+                                  "success_count": 0, "failure_count": 1}]
+    facts = current_facts(subject)
+    assert facts[old]["superseded_by"] and facts[old]["superseded_by"][0] in facts
+    new = facts[facts[old]["superseded_by"][0]]
+    assert new["text"] == "User lives in Lisbon." and new["supersedes"] == [old]
+    stored = selectors.visible_document(subject=subject, memory_id=playbook,
+                                        types=[MemoryType.PROCEDURAL]).source
+    assert (stored["success_count"], stored["failure_count"]) == (1, 1)
+    assert stored["refined_steps"] == "1. Held the reset button for ten seconds"
+
+
+def test_an_unknown_playbook_id_is_not_trusted(subject, say, llm, es_admin):
+    ids = say(subject, "My hub is offline.", "I unplugged it and that worked.")
+    answer = json.dumps({"playbooks": [
+        {"playbook_id": "someone-elses-playbook", "trigger": "The hub is offline", "steps": "1. Unplugged it",
+         "outcome": "success", "outcome_episode_id": ids[1], "refined_steps": "ignored",
+         "supporting_episode_ids": [ids[0], ids[1]]}]})
+    llm.script = [(200, llm.completion(answer), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert run.playbooks_created == 1  # proposed as a new playbook of this end-user instead

@@ -24,7 +24,7 @@ def _extract(*texts: str, context: tuple[str, ...] = ()):
     ("Oh, I work as a nurse.", "User works as a nurse.", "occupation", None),
     ("I prefer tea over coffee", "User prefers tea over coffee.", "prefers:coffee|tea", None),
     ("I no longer like jazz", "User no longer likes jazz.", "likes:jazz", "natural"),
-    ("Caroline: I'm allergic to peanuts", "Caroline is allergic to peanuts.", "allergy:peanut", None),
+    ("Caroline: I'm allergic to peanuts", "Caroline is allergic to peanuts.", "caroline:allergy:peanut", None),
     ("My new car is a blue Tesla.", "User's car is a blue Tesla.", "attr:car", "natural"),
     ("Correction: my phone number is 555 0101.", "User's phone number is 555 0101.", "attr:phone_number", "harsh"),
 ])

@@ -3,6 +3,8 @@ dry run, forgotten episodes, playbooks, the run record."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
@@ -11,7 +13,10 @@ from memory_app.consolidation.services import consolidation_run
 from memory_app.embeddings import get_embedder
 from memory_app.models import ConsolidationRun
 from memory_app.services.facts import fact_write
+from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget
+from memory_app.selectors import subject_export
+from tests.consolidation.conftest import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +57,8 @@ def test_numbers_that_differ_are_never_merged(subject, say, current_facts):
     say(subject, "I have 2 kids and a dog named Rex.", "I love the 1990 Lakers.")
     say(subject, "I love the 1998 Lakers.")
     consolidation_run(subject=subject)
-    assert _texts(current_facts(subject)) == ["User likes the 1990 Lakers.", "User likes the 1998 Lakers."]
+    assert _texts(current_facts(subject)) == ["User has 2 kids and a dog named Rex.", "User likes the 1990 Lakers.",
+                                              "User likes the 1998 Lakers."]
 
 
 def test_same_slot_change_supersedes_naturally_and_correction_harshly(subject, say, current_facts):
@@ -242,3 +248,52 @@ def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subj
     cosine = {f.id: f.cosine for f in found}
     assert set(cosine) == {kept["id"], newer["id"]}  # not the superseded fact, not bob's twin
     assert cosine[kept["id"]] > 0.99 > cosine[newer["id"]]
+
+
+SUPPORT_CONVERSATION = [
+    # (days after the first turn, session, text)
+    (0, "s1", "Hi! We just moved to Denver last month."),
+    (0, "s1", "I live here with my wife Priya and our kids, Arun who is 7 and Maya who is 4."),
+    (0, "s1", "I'm allergic to penicillin."),
+    (0, "s1", "Our internet provider is Comcast."),
+    (0, "s1", "Our router keeps dropping the wifi every evening."),
+    (0, "s1", "I restarted the router."),
+    (0, "s1", "Still not working."),
+    (0, "s1", "I moved the router away from the microwave and changed the channel."),
+    (0, "s1", "That fixed it, thanks!"),
+    (0, "s1", "We drive a blue Subaru Outback."),
+    (0, "s1", "Sorry, I meant it's a green Subaru Outback, not blue."),
+    (7, "s2", "Actually, Arun is 8, not 7."),
+    (7, "s2", "We switched from Comcast to Verizon Fios."),
+]
+
+
+def test_a_support_conversation_yields_family_playbook_and_corrections(subject, current_facts):
+    ids = [episode_write(subject=subject, text=text, session_id=session,
+                                  occurred_at=T0 + timedelta(days=days, minutes=n))["id"]
+           for n, (days, session, text) in enumerate(SUPPORT_CONVERSATION)]
+    run = consolidation_run(subject=subject).run
+    assert run.status == "succeeded"
+    facts = current_facts(subject)
+    current = _texts(facts)
+    for expected in ("User lives in Denver.", "User's wife is Priya.", "Arun is User's kid.", "Maya is User's kid.",
+                     "User's kid Maya is 4 years old.", "User's kid Arun is 8 years old.",
+                     "User is allergic to penicillin.", "User drives a green Subaru Outback.",
+                     "User switched from Comcast to Verizon Fios."):
+        assert expected in current, (expected, current)
+    by_text = {f["text"]: (i, f) for i, f in facts.items()}
+    superseded = {f["text"]: f for f in facts.values() if f.get("superseded_by")}
+    assert set(superseded) == {"User's kid Arun is 7 years old.", "User drives a blue Subaru Outback.",
+                               "User's internet provider is Comcast."}
+    car_id, car = by_text["User drives a green Subaru Outback."]
+    assert car["contradiction"] == "harsh" and car["supporting_episode_ids"] == [ids[10]]
+    assert by_text["User's kid Arun is 8 years old."][1]["supporting_episode_ids"] == [ids[1], ids[11]]
+    assert by_text["User's kid Arun is 8 years old."][1]["contradiction"] == "harsh"
+    assert by_text["User switched from Comcast to Verizon Fios."][1]["contradiction"] == "natural"
+    assert superseded["User drives a blue Subaru Outback."]["superseded_by"] == [car_id]
+    assert not any("blue" in t for t in current)
+    [playbook] = subject_export(subject=subject)["memories"]["procedural"]
+    assert playbook["trigger"] == "The router keeps dropping the wifi every evening"
+    assert "Moved the router away from the microwave" in playbook["steps"]
+    assert (playbook["success_count"], playbook["failure_count"]) == (1, 0)
+    assert ids[8] in playbook["supporting_episode_ids"]  # the "that fixed it" that counted the success

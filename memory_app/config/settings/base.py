@@ -435,6 +435,8 @@ CELERY_BEAT_SCHEDULE |= {
 ENGRAM_CONSOLIDATION_EXTRACTOR = env.str("ENGRAM_CONSOLIDATION_EXTRACTOR", default="rules")
 ENGRAM_CONSOLIDATION_MAX_EPISODES = env.int("ENGRAM_CONSOLIDATION_MAX_EPISODES", default=500)  # per run
 ENGRAM_CONSOLIDATION_CONTEXT_EPISODES = env.int("ENGRAM_CONSOLIDATION_CONTEXT_EPISODES", default=20)
+# Current facts and playbooks (each) shown to an extractor that decides supersessions itself (llm).
+ENGRAM_CONSOLIDATION_KNOWN_MEMORIES = env.int("ENGRAM_CONSOLIDATION_KNOWN_MEMORIES", default=50)
 # Beat: consolidate an end-user once N episodes wait, or once the newest waiting one is T minutes old.
 ENGRAM_CONSOLIDATION_AFTER_EPISODES = env.int("ENGRAM_CONSOLIDATION_AFTER_EPISODES", default=20)
 ENGRAM_CONSOLIDATION_QUIET_MINUTES = env.float("ENGRAM_CONSOLIDATION_QUIET_MINUTES", default=30)

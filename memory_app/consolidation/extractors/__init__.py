@@ -7,7 +7,17 @@ from django.conf import settings
 
 from engram_core.errors import ValidationFailed
 
-from .base import Episode, Extraction, Extractor, ExtractorFailed, FactCandidate, PlaybookCandidate
+from .base import (
+    Episode,
+    Extraction,
+    Extractor,
+    ExtractorFailed,
+    FactCandidate,
+    Known,
+    KnownFact,
+    KnownPlaybook,
+    PlaybookCandidate,
+)
 from .llm import LlmExtractor
 from .rules import RulesExtractor
 
@@ -27,5 +37,5 @@ def get_extractor(name: str | None = None) -> Extractor:
                            code="invalid_extractor")
 
 
-__all__ = ["EXTRACTORS", "Episode", "Extraction", "Extractor", "ExtractorFailed", "FactCandidate",
-           "PlaybookCandidate", "get_extractor"]
+__all__ = ["EXTRACTORS", "Episode", "Extraction", "Extractor", "ExtractorFailed", "FactCandidate", "Known",
+           "KnownFact", "KnownPlaybook", "PlaybookCandidate", "get_extractor"]

@@ -46,18 +46,49 @@ class FactCandidate:
     change: str | None = None
     replaces: str | None = None
     confidence: float = 0.8
+    supersedes: tuple[str, ...] = ()  # ids of known facts the extractor itself says this replaces
 
 
 @dataclass(frozen=True)
 class PlaybookCandidate:
     """A problem and the steps the user took; ``outcome`` True (it worked), False (still
-    broken) or None (no outcome reported yet). ``outcome_episode_id`` reported the outcome."""
+    broken) or None (no outcome reported yet). ``outcome_episode_id`` reported the outcome.
+    ``playbook_id``: a known playbook the extractor says this is an outcome of (its
+    ``refined_steps``: the steps that actually worked, when they differ from the stored ones)."""
 
     trigger: str
     steps: str
     episode_ids: tuple[str, ...]
     outcome: bool | None = None
     outcome_episode_id: str | None = None
+    playbook_id: str | None = None
+    refined_steps: str | None = None
+
+
+@dataclass(frozen=True)
+class KnownFact:
+    id: str
+    text: str
+    slot: str | None = None
+
+
+@dataclass(frozen=True)
+class KnownPlaybook:
+    id: str
+    trigger: str
+    steps: str
+    success_count: int = 0
+    failure_count: int = 0
+    refined_steps: str | None = None
+
+
+@dataclass(frozen=True)
+class Known:
+    """The end-user's current facts and playbooks (with their counters), for an extractor that
+    decides supersessions and outcomes itself (``uses_known``)."""
+
+    facts: tuple[KnownFact, ...] = ()
+    playbooks: tuple[KnownPlaybook, ...] = ()
 
 
 @dataclass
@@ -71,9 +102,11 @@ class Extraction:
 class Extractor(Protocol):
     name: str
     version: str
+    uses_known: bool  # True: pass ``known`` (the service reads it only for such extractors)
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None) -> Extraction:
         """Candidates from ``episodes`` (not yet consolidated, oldest first). ``context`` holds
         earlier, already consolidated episodes of the same sessions: usable to understand the
-        new ones (a "that worked" whose problem came earlier), never a source of new facts."""
+        new ones (a "that worked" whose problem came earlier), never a source of new facts.
+        ``known``: the end-user's current facts and playbooks, for ``uses_known`` extractors."""
         ...

@@ -1,8 +1,11 @@
 """Extraction through any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp
 server, hosted APIs), over httpx.
 
-The model answers one JSON object, validated against a schema (pydantic); episode ids it cites
-must be among the ones it was given. Timeouts, and 429/5xx answers, are retried a bounded number
+One call per run: the new episodes, their sessions' earlier turns, and the end-user's current facts
+and playbooks with their counters in; new facts (with the ids of the facts they supersede),
+playbook outcomes (of a given playbook, with refined steps) and new playbooks out. The model
+answers one JSON object, validated against a schema (pydantic); episode, fact and playbook ids it
+cites must be among the ones it was given. Timeouts, and 429/5xx answers, are retried a bounded number
 of times with exponential backoff (honouring Retry-After); a malformed or empty answer is asked
 once more. Anything still wrong raises ExtractorFailed: the run fails and nothing is written.
 Token use is summed over every attempt from the answers' ``usage``.
@@ -19,28 +22,35 @@ import httpx
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .base import Episode, Extraction, ExtractorFailed, FactCandidate, PlaybookCandidate
+from .base import Episode, Extraction, ExtractorFailed, FactCandidate, Known, PlaybookCandidate
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "consolidation-llm-1"
+PROMPT_VERSION = "consolidation-llm-2"
 SYSTEM_PROMPT = """You distil a user's conversation turns into long-term memory. Prompt version: {version}.
 
-You get JSON: "episodes" (new turns, each with an id) and "context" (earlier turns of the same sessions,
-for understanding only: never cite them alone). Answer with ONE JSON object and nothing else:
+You get JSON: "episodes" (new turns, each with an id), "context" (earlier turns of the same sessions, for
+understanding only: never cite them alone), "facts" (the user's current facts, each with an id and maybe a slot)
+and "playbooks" (the user's current playbooks: id, trigger, steps, success_count, failure_count).
+Answer with ONE JSON object and nothing else:
 {{"facts": [{{"text": str, "slot": str|null, "value": str|null, "change": "natural"|"harsh"|null,
-             "supporting_episode_ids": [str, ...], "confidence": number 0..1}}],
-  "playbooks": [{{"trigger": str, "steps": str, "outcome": "success"|"failure"|null,
-                 "outcome_episode_id": str|null, "supporting_episode_ids": [str, ...]}}]}}
+             "supersedes": [fact id, ...], "supporting_episode_ids": [str, ...], "confidence": number 0..1}}],
+  "playbooks": [{{"playbook_id": playbook id|null, "trigger": str, "steps": str,
+                 "outcome": "success"|"failure"|null, "outcome_episode_id": str|null,
+                 "refined_steps": str|null, "supporting_episode_ids": [str, ...]}}]}}
 Rules:
-- Only durable facts about the user stated by the user (attributes, preferences, relationships, work, home).
-  Use the user's own words; never add facts that are not in the cited episodes.
+- Only durable facts stated by the speakers (attributes, preferences, relationships, work, home, plans and events
+  with their dates). A turn "Name: text" is said by Name: write facts about Name in the third person; a turn
+  without a name is the user's ("User"). Use the speaker's own words; never add what the cited episodes do not say.
+  Write dates out ("yesterday" in a turn of 8 May 2023 is 7 May 2023).
 - "slot" names a single-valued attribute in snake_case (home_city, employer, favourite_color) so a later value
   can replace an earlier one; null when the fact is not single-valued.
-- "change": "natural" when the turn says the value changed (moved, new job, no longer), "harsh" when the user
-  corrects something said before ("actually, it's ..."), else null.
-- Playbooks: a problem, the steps the user took, and whether they reported that it worked (success) or is still
-  broken (failure).
+- "supersedes": the ids of given facts this new fact replaces (a move, a new job, a corrected value); [] otherwise.
+  "change": "natural" when the world changed (moved, new job, no longer), "harsh" when the speaker corrects what
+  was said ("actually, it's ...", "sorry, I meant ..."), else null. Do not repeat a given fact unchanged.
+- Playbooks: a problem, the steps taken, and whether they reported that it worked (success) or is still broken
+  (failure). When it is an outcome of a given playbook, set "playbook_id" to its id, and "refined_steps" to the
+  steps that actually worked if they differ from its steps (else null).
 - Nothing to extract: {{"facts": [], "playbooks": []}}."""
 
 
@@ -50,16 +60,19 @@ class _Fact(BaseModel):
     slot: str | None = Field(default=None, max_length=200)
     value: str | None = Field(default=None, max_length=500)
     change: Literal["natural", "harsh"] | None = None
+    supersedes: list[str] = Field(default_factory=list, max_length=100)
     supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
 
 
 class _Playbook(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    playbook_id: str | None = None
     trigger: str = Field(min_length=1, max_length=2000)
     steps: str = Field(min_length=1, max_length=4000)
     outcome: Literal["success", "failure"] | None = None
     outcome_episode_id: str | None = None
+    refined_steps: str | None = Field(default=None, max_length=4000)
     supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
 
 
@@ -78,6 +91,7 @@ class _Retryable(Exception):
 class LlmExtractor:
     name = "llm"
     version = PROMPT_VERSION
+    uses_known = True
 
     def __init__(self, *, url: str | None = None, model: str | None = None, api_key: str | None = None,
                  timeout: float | None = None, max_retries: int | None = None, backoff: float | None = None):
@@ -88,11 +102,14 @@ class LlmExtractor:
         self.max_retries = settings.ENGRAM_LLM_MAX_RETRIES if max_retries is None else max_retries
         self.backoff = settings.ENGRAM_LLM_BACKOFF_SECONDS if backoff is None else backoff
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None) -> Extraction:
         out = Extraction()
         if not episodes:
             return out
+        known = known or Known()
         given = {e.id for e in episodes}
+        known_facts = {f.id for f in known.facts}
+        known_playbooks = {p.id for p in known.playbooks}
         payload = {
             "model": self.model,
             "temperature": 0,
@@ -101,7 +118,11 @@ class LlmExtractor:
                 {"role": "system", "content": SYSTEM_PROMPT.format(version=PROMPT_VERSION)},
                 {"role": "user", "content": json.dumps({
                     "episodes": [_episode_json(e) for e in episodes if e.role == "user"],
-                    "context": [_episode_json(e) for e in context if e.role == "user"]})},
+                    "context": [_episode_json(e) for e in context if e.role == "user"],
+                    "facts": [{"id": f.id, "text": f.text, "slot": f.slot} for f in known.facts],
+                    "playbooks": [{"id": p.id, "trigger": p.trigger, "steps": p.refined_steps or p.steps,
+                                   "success_count": p.success_count, "failure_count": p.failure_count}
+                                  for p in known.playbooks]})},
             ],
         }
         answer = self._ask(payload, out)
@@ -109,16 +130,22 @@ class LlmExtractor:
             ids = tuple(dict.fromkeys(i for i in fact.supporting_episode_ids if i in given))
             if not ids:
                 continue  # cites nothing it was given: ungrounded by construction
+            # Ids it was not shown are dropped: a supersession only of what the end-user has.
+            supersedes = tuple(dict.fromkeys(i for i in fact.supersedes if i in known_facts))
             out.facts.append(FactCandidate(text=fact.text.strip(), episode_ids=ids, slot=fact.slot or None,
-                                           value=fact.value, change=fact.change, confidence=fact.confidence))
+                                           value=fact.value, change=fact.change, confidence=fact.confidence,
+                                           supersedes=supersedes))
         for playbook in answer.playbooks:
             ids = tuple(dict.fromkeys(i for i in playbook.supporting_episode_ids if i in given))
             outcome_id = playbook.outcome_episode_id if playbook.outcome_episode_id in given else None
             if not ids:
                 continue
             outcome = None if playbook.outcome is None or outcome_id is None else playbook.outcome == "success"
+            target = playbook.playbook_id if playbook.playbook_id in known_playbooks else None
+            refined = (playbook.refined_steps or "").strip() or None
             out.playbooks.append(PlaybookCandidate(trigger=playbook.trigger.strip(), steps=playbook.steps.strip(),
-                                                   episode_ids=ids, outcome=outcome, outcome_episode_id=outcome_id))
+                                                   episode_ids=ids, outcome=outcome, outcome_episode_id=outcome_id,
+                                                   playbook_id=target, refined_steps=refined if target else None))
         return out
 
     def _ask(self, payload: dict, out: Extraction) -> _Answer:

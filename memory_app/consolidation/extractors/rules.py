@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
+from memory_app.language.temporal import with_dates
+
+from . import speech
 from .base import Episode, Extraction, FactCandidate, PlaybookCandidate
 
-VERSION = "rules-1"
+VERSION = "rules-2"
 
 _SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
 _SENTENCE = re.compile(r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\bMrs\.)(?<!\b[A-Z]\.)"
@@ -37,7 +41,7 @@ _TRAIL = re.compile(r"\s*(?:\b(?:now|these days|nowadays|anymore|any more|at the
                     r"for now|though|too|as well|btw|haha|lol|last \w+|this \w+|yesterday|today|recently|"
                     r"(?:a few|a couple of|\w+) (?:days|weeks|months|years) ago|in (?:19|20)\d\d)\b\s*)+$", re.I)
 _VALUE_STOP = re.compile(r"\s*(?:[,;:!?()]|\.(?:\s|$)| because | since | which | who | where | but | when | if "
-                         r"| so that | and (?:I|my|it|we|she|he|they)\b)", re.I)
+                         r"| so that | and (?:I|my|it|we|she|he|they)\b| with (?:my|our|his|her|the) )", re.I)
 
 _BAD_ATTRS = {"problem", "question", "issue", "point", "guess", "bad", "pleasure", "turn", "fault", "day", "week",
               "bet", "advice", "plan", "idea", "thought", "thoughts", "mind", "head", "life", "experience",
@@ -55,7 +59,8 @@ _FAILURE = re.compile(r"\b(?:still (?:broken|not working|doesn't work|does not w
                       r"didn't help|made no difference|no change)\b", re.I)
 _PROBLEM = re.compile(r"\b(?:isn't|is not|won't|doesn't|does not|can't|cannot|can not|stopped|keeps|kept|not working|"
                       r"broken|broke|fails|failing|failed|won't|error|problem with|issue with|trouble with|"
-                      r"went offline|is offline|is dead|beeping|flashing)\b", re.I)
+                      r"went offline|is offline|is dead|beeping|flashing|flickering|dropping|disconnecting|"
+                      r"crashing|freezing|leaking|overheating)\b", re.I)
 _STEP = re.compile(r"^I(?:'ve| have)?(?: already| also| then| just| first)? (?P<step>(?:tried|restarted|rebooted|reset|"
                    r"unplugged|plugged|updated|upgraded|reinstalled|cleared|turned|switched (?:it )?off|replaced|"
                    r"changed|held|pressed|removed|re-?paired|disconnected|reconnected|installed|checked|logged|"
@@ -148,7 +153,7 @@ def _unlike(m: re.Match, holder: str):
 
 _I = r"^I(?:'m| am)?"
 PATTERNS: list[_Pattern] = [
-    _Pattern(re.compile(r"^my (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) (?P<verb>is|are|'s) "
+    _Pattern(re.compile(r"^(?:my|our) (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) (?P<verb>is|are|'s) "
                         r"(?P<now>now |actually )?(?P<value>.+)$", re.I), _attr),
     _Pattern(re.compile(r"^I(?:'ve| have)? (?:just |finally |recently )?(?:moved|relocated)(?: back)? to "
                         r"(?P<value>.+)$", re.I), _simple("{h} lives in {v}.", "home", "natural")),
@@ -184,16 +189,57 @@ PATTERNS: list[_Pattern] = [
     _Pattern(re.compile(r"^I(?: just)? turned (?P<value>\d{1,3})\b.*$", re.I),
              _simple("{h} is {v} years old.", "age", "natural")),
 ]
-_SWITCH = re.compile(r"^I(?:'ve| have)? (?:just )?(?:switched|changed|moved|went|upgraded) from (?P<old>.+?) to "
-                     r"(?P<value>.+)$", re.I)
-_BARE = re.compile(r"^(?:it's|it is|it was|that's|that is|i meant|i mean|make that|it should be)\s+(?P<value>.+)$", re.I)
+_SWITCH = re.compile(r"^(?:I|we)(?:'ve| have)? (?:just |finally |recently )?(?:switched|changed|moved|went|upgraded)"
+                     r"(?: \w+)? from (?P<old>.+?) to (?P<value>.+)$", re.I)
+_BARE = re.compile(r"^(?:(?:i meant|i mean|make that|it should be|that should be|i should have said)\s+"
+                   r"(?:(?:that )?(?:it's|it is|it was|they're|they are)\s+)?"
+                   r"|(?:it's|it is|it was|that's|that is)\s+)(?P<value>.+?)(?:,?\s+not\s+(?P<old>[^,.;]+?))?$", re.I)
+# Kinship and household: a closed class of English nouns naming someone by their tie to the speaker.
+_SINGLE_RELATIONS = ("wife", "husband", "partner", "spouse", "girlfriend", "boyfriend", "fiance", "fiancee",
+                     "fiancé", "fiancée", "mother", "father", "mom", "mum", "dad", "boss", "manager", "landlord",
+                     "roommate", "flatmate")
+_MANY_RELATIONS = ("son", "daughter", "kid", "child", "boy", "girl", "brother", "sister", "sibling", "cousin",
+                   "aunt", "uncle", "niece", "nephew", "grandmother", "grandfather", "grandma", "grandpa",
+                   "granddaughter", "grandson", "friend", "best friend", "neighbour", "neighbor", "colleague",
+                   "coworker", "co-worker", "dog", "cat", "puppy", "kitten", "pet", "parrot", "horse", "twin")
+_PLURALS = {"kids": "kid", "children": "child", "sons": "son", "daughters": "daughter", "boys": "boy",
+            "girls": "girl", "brothers": "brother", "sisters": "sister", "siblings": "sibling", "friends": "friend",
+            "dogs": "dog", "cats": "cat", "pets": "pet", "twins": "twin", "cousins": "cousin", "parents": "parent",
+            "grandkids": "grandchild", "grandchildren": "grandchild"}
+_RELATION_WORDS = "|".join(sorted([*_SINGLE_RELATIONS, *_MANY_RELATIONS, *_PLURALS], key=len, reverse=True))
+_NAME = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)?"
+_NOT_NAMES = frozenset("""I I'm I've I'd I'll Monday Tuesday Wednesday Thursday Friday Saturday Sunday January
+February March April May June July August September October November December The A An And But So My Our We He
+She They It This That Yes No Oh Wow Thanks Sorry Actually Correction Hi Hey Also Just Still Now Then""".split())
+_RELATION = re.compile(rf"\b(?P<own>my|our|(?:I|we) (?:have|have got|'ve got) (?:a|an|one|two|three|four|\d))\s+"
+                       rf"(?:(?:little|older|younger|big|baby|eldest|oldest|youngest|new|best|twin|step|late)\s+)*"
+                       rf"(?P<rel>{_RELATION_WORDS})\b(?P<rest>.*?)(?=\b(?:my|our)\s|$)", re.I)
+_AGE_AFTER = re.compile(r"^(?:,|\s)*(?:\(|who is |who's |is |, who is |, )?(?P<age>\d{1,2})"
+                        r"(?:\)| years? old| yrs? old|\b)", re.I)
+_AGE_OF = re.compile(rf"\b(?P<name>{_NAME})(?:'s| is| just turned| turned| has turned)\s+"
+                     rf"(?:now |actually |only |just )?(?P<age>\d{{1,2}})\b"
+                     rf"(?P<tail>(?: years? old| yrs? old)?(?:,? not (?P<old>\d{{1,2}}))?(?: now| already)?)")
+_CHANGE_NOW = re.compile(r"\b(?:now|anymore|any more|no longer|these days|just turned|turned|has turned)\b", re.I)
+
+
+_REJECTED = object()
 
 
 @dataclass
 class _Session:
-    last: tuple[FactCandidate, Callable[[str], str]] | None = None
     problem: tuple[str, str] | None = None  # (trigger, episode id)
     steps: list[tuple[str, str]] = field(default_factory=list)  # (step, episode id)
+
+
+@dataclass
+class _Batch:
+    """What an extraction remembers across the turns it reads: per session the open problem,
+    per speaker the last single-valued fact (what a bare "sorry, I meant ..." corrects) and the
+    people they named ("my daughter Leonor": Leonor → daughter)."""
+
+    sessions: dict[str | None, _Session] = field(default_factory=dict)
+    last: dict[str, FactCandidate] = field(default_factory=dict)
+    people: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name → (relation, episode)
 
 
 def _rerender(previous: FactCandidate, value: str) -> str | None:
@@ -203,98 +249,223 @@ def _rerender(previous: FactCandidate, value: str) -> str | None:
     return None
 
 
-def _clauses(text: str) -> list[str]:
-    out = []
-    for sentence in _SENTENCE.split(text):
-        for clause in _CLAUSE.split(sentence.strip()):
-            clause = clause.strip().strip('"').strip()
-            if clause:
-                out.append(clause)
-    return out
+def _clauses(sentence: str) -> list[str]:
+    return [c.strip().strip('"').strip() for c in _CLAUSE.split(sentence.strip()) if c and c.strip().strip('"')]
 
 
 def _split_speaker(text: str) -> tuple[str, str]:
-    m = _SPEAKER.match(text)
-    if m and m["name"].lower() not in ("note", "update", "correction", "ps", "fyi"):
-        return m["name"], text[m.end():]
-    return "User", text
+    holder, body = speech.split_speaker(text)
+    return holder or "User", body
+
+
+def _when(episode: Episode) -> datetime:
+    raw = episode.occurred_at if isinstance(episode.occurred_at, str) else str(episode.occurred_at)
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _is_problem(clause: str) -> bool:
+    """Trouble with a thing ("my hub is offline", "the router keeps dropping"), not a person's
+    state ("I can't wait", "my kids keep me busy"): the subject is a possessed or definite noun
+    phrase naming no person, or "I can't" followed by a verb of getting something to work."""
+    m = _PROBLEM.search(clause)
+    if not m:
+        return False
+    subject = re.match(r"^(?:the|my|our|this|his|her|their)\s+(?P<words>(?:[\w'-]+\s+){0,3})$",
+                       clause[:m.start()], re.I)
+    if subject:
+        return not re.search(rf"\b(?:{_RELATION_WORDS}|family|parents?)\b", subject["words"], re.I)
+    return bool(re.match(r"^I (?:can't|cannot|can not|couldn't) (?:connect|log|sign|access|get (?:it|the|my|our)|"
+                         r"open|turn|reach|load|pair|print)\b", clause, re.I))
 
 
 class RulesExtractor:
     name = "rules"
     version = VERSION
+    uses_known = False  # stored facts are met by the resolver, through slots and neighbours
+
+    def __init__(self, *, min_content_words: int = 2):
+        self.min_content_words = min_content_words
 
     def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
         out = Extraction()
-        sessions: dict[str | None, _Session] = {}
+        batch = _Batch()
         new_ids = {e.id for e in episodes}
         for episode in sorted([*context, *episodes], key=lambda e: (e.occurred_at, e.id)):
             if episode.role != "user":
                 continue
-            state = sessions.setdefault(episode.session_id, _Session())
-            facts, playbooks = self._episode(episode, state)
+            facts, playbooks = self._episode(episode, batch)
             if episode.id in new_ids:
                 out.facts += facts
                 out.playbooks += playbooks
         return out
 
-    def _episode(self, episode: Episode, state: _Session) -> tuple[list[FactCandidate], list[PlaybookCandidate]]:
-        holder, text = _split_speaker(episode.text)
+    def _episode(self, episode: Episode, batch: _Batch) -> tuple[list[FactCandidate], list[PlaybookCandidate]]:
+        labelled, text = speech.split_speaker(episode.text)
+        holder = labelled or "User"
+        state = batch.sessions.setdefault(episode.session_id, _Session())
+        people = batch.people.setdefault(holder, {})
+        when = _when(episode)
+        family = speech.family_context(text)
         facts: list[FactCandidate] = []
         playbooks: list[PlaybookCandidate] = []
-        for raw in _clauses(text):
-            harsh = bool(_CORRECTION.match(raw))
-            clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", raw))).strip()
-            clause = _LEAD.sub("", clause).rstrip(".!? ")
-            if not clause:
+        previous_general: int | None = None  # index in facts of this turn's last general statement
+        for sentence in speech.sentences(text):
+            harsh = bool(_CORRECTION.match(speech.strip_opener(sentence)) or _CORRECTION.match(sentence))
+            stated = len(facts)
+            handled = False
+            for raw in _clauses(sentence):
+                clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", raw))).strip()
+                clause = _LEAD.sub("", speech.strip_opener(clause)).rstrip(".!? ")
+                if not clause:
+                    continue
+                if _SUCCESS.search(clause) or _FAILURE.search(clause) or _is_problem(clause) or (
+                        state.problem is not None and _STEP.match(clause)):
+                    # Trouble and its outcome are procedure, not durable facts ("my hub is offline").
+                    if state.problem is not None or _is_problem(clause):
+                        handled = True
+                        playbook = self._procedure(clause, episode, state)
+                        if playbook is not None:
+                            playbooks.append(playbook)
+                        continue
+                fact = self._fact(clause, holder, episode, batch, harsh=harsh, labelled=labelled is not None)
+                if fact is _REJECTED:
+                    # The clause has a pattern's form but says nothing durable ("my head is killing me").
+                    handled = True
+                    continue
+                found = self._people(clause, holder, episode, people, harsh=harsh, labelled=labelled is not None)
+                if fact is not None:
+                    # "My daughter's name is Leonor" is already the fact; its person is still remembered.
+                    found = [fact, *(f for f in found if f.value not in fact.text)]
+                elif not found and (fact := self._correction(clause, holder, episode, batch, harsh=harsh)):
+                    found = [fact]
+                facts += found
+            if handled or len(facts) > stated:
+                previous_general = None
                 continue
-            if _PROBLEM.search(clause) or _SUCCESS.search(clause) or _FAILURE.search(clause):
-                # Trouble and its outcome are procedure, not durable facts ("my hub is offline").
-                playbook = self._procedure(clause, episode, state)
-                if playbook is not None:
-                    playbooks.append(playbook)
+            reading = speech.read(speech.strip_opener(sentence), min_content=self.min_content_words)
+            if reading.follow_up and previous_general is not None:
+                # "It's special to me." continues the statement before it.
+                head = facts[previous_general]
+                tail = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)
+                tail = with_dates(tail, when=when).rstrip(" .!")
+                facts[previous_general] = replace(head, text=f"{head.text.rstrip(' .!')}; {tail[0].lower()}{tail[1:]}.")
                 continue
-            fact = self._fact(clause, holder, episode, state, harsh=harsh)
-            if fact is not None:
-                facts.append(fact)
+            previous_general = None
+            if not reading.about_speaker:
                 continue
-            playbook = self._procedure(clause, episode, state)
-            if playbook is not None:
-                playbooks.append(playbook)
+            statement = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)
+            if holder not in statement:
+                continue  # "Taking care of ourselves is vital": a maxim, not about the speaker
+            statement = with_dates(statement, when=when).rstrip(" .!") + "."
+            statement = statement[0].upper() + statement[1:]
+            facts.append(FactCandidate(text=statement, episode_ids=(episode.id,), confidence=0.7))
+            previous_general = len(facts) - 1
         return facts, playbooks
 
-    def _fact(self, clause: str, holder: str, episode: Episode, state: _Session, *, harsh: bool
-              ) -> FactCandidate | None:
+    def _fact(self, clause: str, holder: str, episode: Episode, batch: _Batch, *, harsh: bool, labelled: bool
+              ) -> FactCandidate | None | object:
+        """The clause read by the patterns: a fact, None (no pattern's form), or _REJECTED (a
+        pattern's form whose value is chatter)."""
         ids = (episode.id,)
+        scope = (lambda slot: f"{holder.lower()}:{slot}" if labelled and slot else slot)
         if m := _SWITCH.match(clause):
             old, value = _clean_value(m["old"]), _clean_value(m["value"])
             if old and value:
-                fact = FactCandidate(text=f"{holder} switched from {old} to {value}.", episode_ids=ids, slot=None,
+                batch.last.pop(holder, None)
+                return FactCandidate(text=f"{holder} switched from {old} to {value}.", episode_ids=ids, slot=None,
                                      value=value, change="harsh" if harsh else "natural", replaces=old)
-                state.last = None
-                return fact
+        body = re.sub(r"^we\b", "I", clause, flags=re.I) if re.match(
+            r"^we (?:live|moved|drive|just moved|now live|have moved|relocated)\b", clause, re.I) else clause
         for pattern in PATTERNS:
-            m = pattern.regex.match(clause)
+            m = pattern.regex.match(body)
             if not m:
                 continue
             built = pattern.build(m, holder)
             if built is None:
-                return None
+                return _REJECTED
             text, slot, value, change = built
-            fact = FactCandidate(text=text, episode_ids=ids, slot=slot, value=value,
+            fact = FactCandidate(text=text, episode_ids=ids, slot=scope(slot), value=value,
                                  change="harsh" if harsh else change)
-            state.last = (fact, lambda v, previous=fact: _rerender(previous, v))
+            if slot:
+                batch.last[holder] = fact
             return fact
-        if harsh and state.last is not None and (m := _BARE.match(clause)):
-            value = _clean_value(m["value"])
-            previous, render = state.last
-            if value and previous.slot:
-                text = render(value)
-                if text:
-                    fact = FactCandidate(text=text, episode_ids=ids, slot=previous.slot, value=value, change="harsh")
-                    state.last = (fact, render)
-                    return fact
         return None
+
+    @staticmethod
+    def _correction(clause: str, holder: str, episode: Episode, batch: _Batch, *, harsh: bool
+                    ) -> FactCandidate | None:
+        """A bare correction ("sorry, I meant it's green, not blue") of the speaker's last single-valued fact."""
+        ids = (episode.id,)
+        previous = batch.last.get(holder)
+        if harsh and previous is not None and previous.slot and (m := _BARE.match(clause)):
+            value = _clean_value(m["value"])
+            if value and (text := _rerender(previous, value)):
+                fact = FactCandidate(text=text, episode_ids=ids, slot=previous.slot, value=value, change="harsh",
+                                     replaces=_clean_value(m["old"]) if m["old"] else previous.value)
+                batch.last[holder] = fact
+                return fact
+        return None
+
+    @staticmethod
+    def _people(clause: str, holder: str, episode: Episode, people: dict[str, tuple[str, str]], *, harsh: bool,
+                labelled: bool) -> list[FactCandidate]:
+        """"my wife Priya", "our kids, Arun who is 7 and Maya who is 4", "Maya is 5 now": who
+        the speaker's people are, and their ages (one slot per person, so a new age supersedes)."""
+        ids = (episode.id,)
+        own = speech.possessive(holder)
+        scope = (lambda slot: f"{holder.lower()}:{slot}" if labelled else slot)
+        out: list[FactCandidate] = []
+        for m in _RELATION.finditer(clause):
+            rel = m["rel"].lower()
+            singular = _PLURALS.get(rel, rel)
+            rest = re.sub(r"^(?:'s name is|'s name's| is called| is named| named| called| are| is|,|:|\s)+", " ",
+                          m["rest"])
+            names = []
+            for n in re.finditer(rf"(?<![\w'])(?P<name>{_NAME})\b", rest):
+                if n["name"] in _NOT_NAMES or n["name"] == holder:
+                    break
+                if names and not re.fullmatch(r"(?:,|\s|and|&|who is \d+|, who is \d+|\(\d+\)|, \d+|\d+|is \d+)*",
+                                             rest[names[-1][1]:n.start()].strip() or ""):
+                    break
+                if not names and rest[:n.start()].strip(" ,:"):
+                    break
+                age = _AGE_AFTER.match(rest[n.end():])
+                names.append((n["name"], n.end() + (age.end() if age else 0), age["age"] if age else None))
+                if rel not in _PLURALS:
+                    break
+            for name, _, age in names:
+                people[name] = (singular, episode.id)
+                slot = f"relation:{singular}" if singular in _SINGLE_RELATIONS else f"person:{name.lower()}"
+                out.append(FactCandidate(text=f"{own} {singular} is {name}." if singular in _SINGLE_RELATIONS
+                                         else f"{name} is {own} {singular}.", episode_ids=ids, slot=scope(slot),
+                                         value=name, change="harsh" if harsh else None))
+                if age:
+                    out.append(FactCandidate(text=f"{own} {singular} {name} is {age} years old.", episode_ids=ids,
+                                             slot=scope(f"age:{name.lower()}"), value=age,
+                                             change="harsh" if harsh else None))
+        if out:
+            return out
+        for m in _AGE_OF.finditer(clause):
+            name = m["name"]
+            if name in _NOT_NAMES or name == holder:
+                continue
+            # A name the batch has not met is read as a person only when the sentence says it is an
+            # age: "years old", or a corrected number ("Ivy is 7, not 6").
+            if name not in people and not re.search(r"years? old", m["tail"] or "") and not m["old"]:
+                continue
+            rel, named_in = people.get(name, (None, None))
+            change = "harsh" if harsh or m["old"] else ("natural" if _CHANGE_NOW.search(clause) else None)
+            who = f"{own} {rel} {name}" if rel else name
+            # The turn that named the relation supports the fact as much as the one giving the age.
+            cited = tuple(dict.fromkeys([named_in, episode.id])) if named_in else ids
+            out.append(FactCandidate(text=f"{who} is {m['age']} years old.", episode_ids=cited,
+                                     slot=scope(f"age:{name.lower()}"), value=m["age"], change=change,
+                                     replaces=m["old"]))
+        return out
 
     @staticmethod
     def _procedure(clause: str, episode: Episode, state: _Session) -> PlaybookCandidate | None:
@@ -317,7 +488,7 @@ class RulesExtractor:
                 step = m["step"].rstrip(".!")
                 state.steps.append((step[0].upper() + step[1:], episode.id))
             return None
-        if _PROBLEM.search(clause) and re.search(r"\b(?:my|the|our)\b", clause, re.I):
+        if _is_problem(clause):
             trigger = re.sub(r"^(?:my|our)\s+", "the ", clause.rstrip(".!?"), flags=re.I)
             trigger = re.sub(r"^I\b", "the user", trigger)
             state.problem, state.steps = (trigger[0].upper() + trigger[1:], episode.id), []

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from engram_eval.consolidation import evaluate_consolidation
+from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, format_report
 from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
 from engram_eval.locomo import evaluate_locomo
 from engram_eval.retrieval import evaluate_fixture, format_table, gate_failures
@@ -31,7 +32,7 @@ class Command(BaseCommand):
                             help="put the eval's tenants in dedicated indices instead of the shared ones")
         parser.add_argument("--consolidation", nargs="?", const=CONSOLIDATION_CORPUS, type=Path, metavar="FILE",
                             help="score consolidation on its labelled fixture (default: engram_eval/corpora/"
-                                 "consolidation_corpus.json)")
+                                 "consolidation_corpus.json); with --locomo, against the files' session observations")
         parser.add_argument("--extractor", choices=["rules", "llm"], default=None,
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
         parser.add_argument("--consolidate", action="store_true",
@@ -40,6 +41,14 @@ class Command(BaseCommand):
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
                consolidation=None, extractor=None, consolidate=False, dedicated=False, **options):
         started = time.monotonic()
+        if consolidation and locomo:
+            report = evaluate_consolidation_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
+            self.stdout.write(f"consolidation against LoCoMo observations ({report['extractor']} extractor), "
+                              f"{time.monotonic() - started:.0f}s")
+            self.stdout.write(format_report(report))
+            if json:
+                self.stdout.write(_json(report))
+            return
         if consolidation:
             report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "

@@ -1,5 +1,10 @@
 """Demo data: one tenant, a few end-users with memories of every type, and staff logins.
 
+One end-user (Dana) holds only a conversation, over three sessions, consolidated after each: the
+inspector opens on facts derived from it with their supporting turns, supersessions produced by a
+correction and by a change, a playbook whose counters came from "that worked" / "still broken",
+and finished runs in the consolidation panel.
+
 Idempotent: existing rows and documents (fixed ids) are left as they are. Staff passwords are
 generated once into the state dir, never hard-coded.
 """
@@ -14,6 +19,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from engram_core.errors import Conflict, NotFound
+from memory_app.consolidation.services import consolidation_run
+from memory_app.models import ConsolidationRun
 from memory_app.selectors import memory_get
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_outcome_record, playbook_write
@@ -93,7 +100,8 @@ class Command(BaseCommand):
             token_file.chmod(0o600)
         written = self._seed_memories(tenant)
         written += seed_history(tenant)
-        self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS)} end-users, {written} memories written"
+        written += seed_conversation(tenant)
+        self.stdout.write(f"demo data: tenant {tenant.slug}, {len(SUBJECTS) + 1} end-users, {written} memories written"
                           + (" (already seeded)" if not written else ""))
 
     @transaction.atomic
@@ -229,4 +237,47 @@ def seed_history(tenant: Tenant) -> int:
                 playbook_outcome_record(subject=subject, playbook_id=memory_id, success=success,
                                         actor="demo")
         previous = [memory_id]
+    return written
+
+
+# ---------------------------------------------------------------- a conversation, consolidated
+
+CONVERSATION_SUBJECT = ("dana@example.com", "Dana")
+# (days before NOW, turns) per session; consolidation runs after each session.
+CONVERSATION = [
+    (40, ["Hi! I just moved to Leeds last week and I'm setting up the hub in the new flat.",
+          "It's me, my partner Sam and our daughter Ivy who is 6.",
+          "Our internet provider is Virgin Media.",
+          "The hub won't connect to the wifi.",
+          "I restarted the hub.",
+          "Still not working.",
+          "I moved the hub next to the router and re-ran onboarding in the app.",
+          "That worked, thanks!"]),
+    (20, ["The hub won't connect to the wifi again after the power cut on Sunday.",
+          "I moved the hub next to the router and re-ran onboarding.",
+          "Still broken.",
+          "I power cycled the router and then the hub.",
+          "That did the trick.",
+          "I work as a nurse, mostly night shifts, so no loud alarms before noon please."]),
+    (5, ["Actually, Ivy is 7, not 6 - her birthday was in March.",
+         "We switched from Virgin Media to BT last week.",
+         "I'm allergic to dust, so please remind me about the air purifier filter."]),
+]
+
+
+def seed_conversation(tenant: Tenant) -> int:
+    """Dana's sessions written as her turns, each session consolidated by the offline extractor
+    as the scheduler would. Idempotent: nothing is written once her runs exist."""
+    external_id, name = CONVERSATION_SUBJECT
+    subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo")
+    if ConsolidationRun.objects.filter(subject=subject, status=ConsolidationRun.Status.SUCCEEDED).exists():
+        return 0
+    written = 0
+    for session, (days_ago, turns) in enumerate(CONVERSATION):
+        start = NOW - timedelta(days=days_ago)
+        for n, text in enumerate(turns):
+            written += _once(partial(episode_write, subject=subject, text=text, source="demo",
+                                     occurred_at=start + timedelta(minutes=2 * n), session_id=f"dana-{session}",
+                                     memory_id=f"demo-dana-s{session}-{n:02d}"))
+        consolidation_run(subject=subject, trigger=ConsolidationRun.Trigger.MANUAL)
     return written

