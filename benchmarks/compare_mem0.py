@@ -65,7 +65,8 @@ from memory_app.evaluation import (  # noqa: E402
     sandbox,
     scratch_slug,
 )
-from memory_app.selectors import memory_get, memory_history, memory_recall  # noqa: E402
+from memory_app.recall import memory_recall  # noqa: E402
+from memory_app.selectors import memory_get, memory_history  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 from tenants.selectors import index_prefix_for  # noqa: E402

@@ -39,7 +39,7 @@ from engram_core.es.client import admin_client
 from engram_core.es.schema import drop_indices, ensure_indices
 from memory_app import services
 from memory_app.consolidation.services import consolidate_all
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from memory_app.usage import usage_flush
 from memory_app.validation import clean_datetime
 from tenants import services as tenant_services

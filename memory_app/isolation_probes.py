@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from engram_core.errors import NotFound
 from memory_app import services
-from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+from memory_app.recall import memory_recall
+from memory_app.selectors import memory_get, memory_history, subject_export
 from tenants.isolation import ProbeRecorder, ProbeScope, SeededDoc, World
 
 USER_TYPES = {"episodic", "semantic", "procedural"}

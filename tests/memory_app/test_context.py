@@ -9,7 +9,8 @@ from django.core.exceptions import ImproperlyConfigured
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import services
 from memory_app.embeddings import get_embedder
-from memory_app.selectors import memory_get, memory_recall, subject_export
+from memory_app.recall import memory_recall
+from memory_app.selectors import memory_get, subject_export
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 

@@ -149,7 +149,7 @@ def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_p
     from django.conf import settings as live_settings  # the sandbox overrides the index prefix inside
 
     from memory_app import evaluation
-    from memory_app.selectors import memory_recall
+    from memory_app.recall import memory_recall
 
     data = {"speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey kitten named Pebble."},

@@ -10,7 +10,8 @@ from elasticsearch import AuthorizationException
 from engram_core.errors import ServiceUnavailable
 from memory_app import services
 from engram_core.es.schema import MemoryType, alias_name, all_aliases
-from memory_app.selectors import memory_recall, subject_export
+from memory_app.recall import memory_recall
+from memory_app.selectors import subject_export
 from memory_app.usage import usage_flush
 from tenants import isolation_move
 from tenants.isolation_move import MoveFailed, tenant_isolation_set

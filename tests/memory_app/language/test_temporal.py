@@ -7,7 +7,7 @@ import pytest
 
 from engram_core.errors import ValidationFailed
 from memory_app import services
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from memory_app.language.temporal import query_time_window
 
 NOW = datetime(2023, 10, 20, 15, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory_app import services
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from tenants import services as tenant_services
 from tenants.isolation_move import tenant_indices_ensure
 from tenants.models import Tenant
