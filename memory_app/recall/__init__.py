@@ -2,7 +2,8 @@
 type of its own: **read** the question once (``Reading``) → **search** every leg in one
 ``_msearch`` (``Searched``) → **rank** the hits → **explain** them. What the stages need from the
 world (settings, validation, the end-user's key, the embedder, the facts' use counts, a reranker)
-is met here, at the edge.
+is met here, at the edge; the facts' use counts, which live in the database, are read with the
+search.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ from memory_app.freshness import refresh_ensure
 from memory_app.language.names import person_name_words
 from memory_app.recall.explain import EntityReading, entities_explain, ranked_explain
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.rank import hits_fuse, hits_rank, rerank_pool, rerank_text, reranked
+from memory_app.recall.rank import hits_rank
 from memory_app.recall.read import Reading, query_read
 from memory_app.recall.search import Allowed, legs_search
 from memory_app.timing import timed
-from memory_app.usage import usage_apply
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
 from tenants.models import Subject
 from tenants.selectors import index_prefix_for, memory_scope
@@ -104,13 +104,8 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
                       since=since, until=until)
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
-
-    hits = hits_fuse(searched, options=options)
-    usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
-    if reranker := get_reranker():
-        pool = rerank_pool(hits, options=options)
-        hits = reranked(pool, reranker.rerank(reading.query, [rerank_text(h) for h in pool]))
-    ranked = hits_rank(hits, reading=reading, now=now, k=k, exclude=exclude, options=options)
-
+    reranker = get_reranker()
+    ranked = hits_rank(searched, reading=reading, now=now, k=k, exclude=exclude,
+                       rerank=reranker.rerank if reranker else None, options=options)
     return Recall(hits=ranked_explain(ranked, explain=explain), reading=reading,
                   entities=entities_explain(reading, searched, options=options))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,8 +20,7 @@ from engram_core.es.schema import MemoryType
 from memory_app.language.intent import ANSWERED_BY
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
-from memory_app.recall.search import (KINDS, SAID_BY_NAMED, SYNONYM_IN_TEXT, WORD_IN_CONTEXT, WORD_IN_TEXT, Leg,
-                                      Searched, best_passage)
+from memory_app.recall.search import KINDS, SAID_BY_NAMED, SYNONYM_IN_TEXT, WORD_IN_CONTEXT, WORD_IN_TEXT, Leg, Searched
 
 # Each type's date field for time decay; None = exempt.
 DECAY_FIELD: dict[MemoryType, str | None] = {
@@ -31,6 +31,8 @@ DECAY_FIELD: dict[MemoryType, str | None] = {
 }
 # A sentence that ends in a question mark (before optional closing quotes or brackets).
 _ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
+# A reranker: (question, the memories' texts) -> one score per text, higher is better.
+Rerank = Callable[[str, list[str]], list[float]]
 
 
 @dataclass
@@ -63,6 +65,26 @@ class Ranked:
     copies: dict[str, list[str]]
 
 
+def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, exclude: str = "",
+              rerank: Rerank | None = None, options: RecallOptions) -> Ranked:
+    """The ``k`` best memories the search found: fused (``hits_fuse``), reordered by ``rerank``
+    when given, weighted by every multiplier, credited for replies (``reply_credit``), sorted
+    (ties by id), without ``exclude`` and without copies (``without_copies``). A reranker's order
+    replaces the fused one (as 1 / (rank constant + rerank rank), so scores stay positive and
+    comparable)."""
+    hits = hits_fuse(searched, options=options)
+    if rerank is not None:
+        pool = rerank_pool(hits, options=options)
+        hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
+    for hit in hits:
+        hit.multipliers = multipliers_for(hit, now=now, reading=reading, options=options)
+        base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
+        hit.score = base * math.prod(hit.multipliers.values())
+    reply_credit(hits, weight=options.reply_credit)
+    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id)) if h.id != exclude]
+    return without_copies(ordered, k=k, collapse=options.collapse_copies)
+
+
 # ---------------------------------------------------------------- fusion
 
 
@@ -90,13 +112,13 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
             values = [weight / (k + rank) for rank in range(1, len(raws) + 1)]
         for rank, (raw, value) in enumerate(zip(raws, values, strict=True), start=1):
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
-                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]), source=raw["_source"],
-                fusion=fusion))
+                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]),
+                source=searched.sources[raw["_id"]], fusion=fusion))
             if leg.name == "bm25":
                 hit.bm25_rank = rank
             elif leg.name == "dense":
                 hit.dense_rank = rank
-                hit.dense_passage = best_passage(raw)
+                hit.dense_passage = leg.passages.get(raw["_id"])
             else:
                 hit.extra_ranks[leg.name] = rank
             hit.fused += value
@@ -173,28 +195,13 @@ def rerank_text(hit: Hit) -> str:
 
 
 def reranked(pool: list[Hit], scores: list[float]) -> list[Hit]:
-    """``pool`` with the reranker's ``scores`` (one per hit, in order) and its ranks, which
-    ``hits_rank`` puts in place of the fused order."""
+    """``pool`` with the reranker's ``scores`` (one per hit, in order) and its ranks."""
     for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
         hit.rerank_score, hit.rerank_rank = float(value), rank
     return pool
 
 
-# ---------------------------------------------------------------- multipliers, reply credit, order
-
-
-def hits_rank(hits: list[Hit], *, reading: Reading, now: datetime, k: int, exclude: str = "",
-              options: RecallOptions) -> Ranked:
-    """Apply the multipliers and the reply credit, sort (ties by id), leave ``exclude`` out and
-    keep the first ``k`` that are not copies. When a reranker ran, its order replaces the fused
-    one (as 1 / (rank constant + rerank rank), so scores stay positive and comparable)."""
-    for hit in hits:
-        hit.multipliers = multipliers_for(hit, now=now, reading=reading, options=options)
-        base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
-        hit.score = base * math.prod(hit.multipliers.values())
-    reply_credit(hits, weight=options.reply_credit)
-    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id)) if h.id != exclude]
-    return without_copies(ordered, k=k, collapse=options.collapse_copies)
+# ---------------------------------------------------------------- multipliers, reply credit, copies
 
 
 def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: RecallOptions) -> dict[str, float]:

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.timing import timed
+from memory_app.usage import usage_apply
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +75,26 @@ class Allowed:
 class Leg:
     """One searched leg: ``name`` ("bm25", "dense", "entityN", "entityN_dense"), whether it is a
     kNN leg, its weight ``factor`` relative to its kind's (1.0; an entity leg's
-    ENGRAM_RRF_ENTITY_WEIGHT) and Elasticsearch's raw ``hits``, in its order."""
+    ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for the dense leg
+    searched with ``explain``, the passage an episode scored by (``passages``: id → offset)."""
 
     name: str
     dense: bool
     factor: float
     hits: list[dict[str, Any]]
+    passages: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Searched:
-    """A recall's search: its legs (plain, then entity), the ``idf`` of the question's words among
-    the end-user's memories (by named clause: ``WORD_IN_TEXT`` + n, ``KINDS``; empty under rank
-    fusion) and the ``mention_counts`` of the named entities (from the cache or counted now)."""
+    """A recall's search: its legs (plain, then entity); each memory found, by id, as stored
+    (``sources``, with the facts' use counts, which live in the database); the ``idf`` of the
+    question's words among the end-user's memories (by named clause: ``WORD_IN_TEXT`` + n,
+    ``KINDS``; empty under rank fusion) and the ``mention_counts`` of the named entities (from the
+    cache or counted now)."""
 
     legs: tuple[Leg, ...]
+    sources: dict[str, dict[str, Any]]
     idf: dict[str, float]
     mention_counts: dict[str, int]
 
@@ -118,10 +124,20 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
                                                      options=options)
     mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
     named = [*((name, 1.0) for name in plain_leg_names(options)), *entity]
-    legs = tuple(Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor,
-                     hits=response["hits"]["hits"])
+    legs = tuple(_leg(name, factor, response["hits"]["hits"])
                  for (name, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
-    return Searched(legs=legs, idf=idf, mention_counts={**known, **counted})
+    sources: dict[str, dict[str, Any]] = {}
+    for leg in legs:
+        for raw in leg.hits:
+            sources.setdefault(raw["_id"], raw["_source"])
+    usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
+    return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted})
+
+
+def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:
+    passages = {raw["_id"]: at for raw in hits if (at := best_passage(raw)) is not None} if name == "dense" else {}
+    return Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor, hits=hits,
+               passages=passages)
 
 
 # ---------------------------------------------------------------- the plain legs

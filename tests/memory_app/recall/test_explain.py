@@ -45,11 +45,11 @@ def _reading(topic: str = "books read?") -> Reading:
 
 def test_each_name_says_its_count_and_whether_it_got_legs(settings):
     options = replace(RecallOptions.from_settings(), entity_min_mentions=5)
-    searched = Searched(legs=(), idf={}, mention_counts={"Melanie": 5, "Gina": 1})
+    searched = Searched(legs=(), sources={}, idf={}, mention_counts={"Melanie": 5, "Gina": 1})
     assert [(e.name, e.mentions, e.legs) for e in entities_explain(_reading(), searched, options=options)] == [
         ("Melanie", 5, True), ("Gina", 1, False)]
     # No guard: every name gets legs, uncounted; nothing asked besides the names, or no weight: none.
-    unguarded = entities_explain(_reading(), Searched(legs=(), idf={}, mention_counts={}),
+    unguarded = entities_explain(_reading(), Searched(legs=(), sources={}, idf={}, mention_counts={}),
                                  options=replace(options, entity_min_mentions=0))
     assert [(e.mentions, e.legs) for e in unguarded] == [(None, True), (None, True)]
     assert not any(e.legs for e in entities_explain(_reading(topic=""), searched, options=options))

@@ -11,8 +11,9 @@ from engram_core.es.schema import MemoryType
 from memory_app import services
 from memory_app.recall import memory_recall
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, lexical_ceiling, lexical_score,
+from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
                                     outcome_multiplier, reply_credit)
+from memory_app.recall.read import Reading
 from memory_app.recall.search import Leg, Searched
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
@@ -112,6 +113,7 @@ def _fuse(*legs: tuple[str, float, dict], idf: dict[str, float] | None = None, *
     """``hits_fuse`` of legs given as (name, factor, response), by id."""
     searched = Searched(legs=tuple(Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor,
                                        hits=response["hits"]["hits"]) for name, factor, response in legs),
+                        sources={raw["_id"]: raw["_source"] for _n, _f, response in legs for raw in response["hits"]["hits"]},
                         idf=idf or {}, mention_counts={})
     return {hit.id: hit for hit in hits_fuse(searched, options=_options(**changes))}
 
@@ -217,3 +219,34 @@ def test_decay_and_outcome_formulas():
     assert outcome(100, 0) == pytest.approx(1 + 0.1 * (2 * 101 / 102 - 1))
     assert outcome(0, 100) == pytest.approx(1 + 0.1 * (2 * 1 / 102 - 1))
     assert 0.9 < outcome(0, 10**6) < outcome(10**6, 0) < 1.1
+
+
+def _reading() -> Reading:
+    return Reading(query="garden tea", keywords="garden tea", words=(), synonyms=(), own_name=(), entities=(),
+                   topic="garden tea", kinds=None, time_window=None, intent=None)
+
+
+def test_a_reranker_reorders_the_best_fused_hits_and_the_rest_are_left_out():
+    def catalog(i):  # the catalog prior is the only multiplier of a catalog entry
+        return {"_id": i, "_score": 1.0, "_source": {"memory_type": "catalog", "title": i, "text": f"text {i}"}}
+
+    bm25 = {"hits": {"hits": [catalog(i) for i in ("a", "b", "c")]}}
+    searched = Searched(legs=(Leg(name="bm25", dense=False, factor=1.0, hits=bm25["hits"]["hits"]),),
+                        sources={raw["_id"]: raw["_source"] for raw in bm25["hits"]["hits"]}, idf={},
+                        mention_counts={})
+    options = _options(fusion="rrf", rerank_pool=2)
+    asked = []
+
+    def rerank(query, texts):
+        asked.append((query, texts))
+        return [0.1, 0.9]  # b above a
+
+    ranked = hits_rank(searched, reading=_reading(), now=datetime(2026, 1, 1, tzinfo=UTC), k=10, rerank=rerank,
+                       options=options)
+    assert asked == [("garden tea", ["a\ntext a", "b\ntext b"])]  # the pool: the two best fused, title and text
+    assert [h.id for h in ranked.hits] == ["b", "a"]  # c was not in the pool
+    [b, a] = ranked.hits
+    assert (b.rerank_rank, b.rerank_score, a.rerank_rank) == (1, 0.9, 2)
+    assert b.score == pytest.approx(1 / (30 + 1) * 0.85) and a.score == pytest.approx(1 / (30 + 2) * 0.85)
+    without = hits_rank(searched, reading=_reading(), now=datetime(2026, 1, 1, tzinfo=UTC), k=10, options=options)
+    assert [h.id for h in without.hits] == ["a", "b", "c"] and all(h.rerank_rank is None for h in without.hits)
