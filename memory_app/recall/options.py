@@ -3,7 +3,8 @@ edge; the stages take it as an argument and read no setting themselves."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -12,97 +13,65 @@ FUSIONS = ("linear", "rrf")
 LEXICAL_NORMS = ("coverage", "minmax")
 
 
+def _setting(name: str) -> Any:
+    """A field read from the Django setting ``name``."""
+    return field(metadata={"setting": name})
+
+
 @dataclass(frozen=True)
 class RecallOptions:
     """What each ENGRAM_* recall setting says (memory_app/config/settings/base.py explains each)."""
 
     # reading the question
-    max_query_chars: int
-    stopwords: bool
-    fusion: str
-    max_words: int
-    entity_legs: int
-    concepts: bool
-    synonym_weight: float
-    own_name_weight: float
-    temporal_boost: float
-    intent_boost: float
+    max_query_chars: int = _setting("ENGRAM_MAX_QUERY_CHARS")
+    stopwords: bool = _setting("ENGRAM_QUERY_STOPWORDS")
+    fusion: str = _setting("ENGRAM_FUSION")
+    max_words: int = _setting("ENGRAM_LINEAR_MAX_WORDS")
+    entity_legs: int = _setting("ENGRAM_RECALL_ENTITY_LEGS")
+    concepts: bool = _setting("ENGRAM_CONCEPTS")
+    synonym_weight: float = _setting("ENGRAM_SYNONYM_WEIGHT")
+    own_name_weight: float = _setting("ENGRAM_OWN_NAME_WEIGHT")
+    temporal_boost: float = _setting("ENGRAM_TEMPORAL_BOOST")
+    intent_boost: float = _setting("ENGRAM_INTENT_BOOST")
     # searching
-    bm25: bool
-    dense: bool
-    passages: bool
-    candidates: int
-    num_candidates: int
-    context_boost: float
-    trigger_boost: float
-    concept_boost: float
-    entity_weight: float
-    entity_min_mentions: int
-    entity_dense: bool
-    entity_topic_vector: bool
-    entity_count_seconds: int
+    bm25: bool = _setting("ENGRAM_RECALL_BM25")
+    dense: bool = _setting("ENGRAM_RECALL_DENSE")
+    passages: bool = _setting("ENGRAM_RECALL_PASSAGES")
+    candidates: int = _setting("ENGRAM_RECALL_CANDIDATES")
+    num_candidates: int = _setting("ENGRAM_RECALL_NUM_CANDIDATES")
+    context_boost: float = _setting("ENGRAM_CONTEXT_BOOST")
+    trigger_boost: float = _setting("ENGRAM_TRIGGER_BOOST")
+    concept_boost: float = _setting("ENGRAM_CONCEPT_BOOST")
+    entity_weight: float = _setting("ENGRAM_RRF_ENTITY_WEIGHT")
+    entity_min_mentions: int = _setting("ENGRAM_RECALL_ENTITY_MIN_MENTIONS")
+    entity_dense: bool = _setting("ENGRAM_RECALL_ENTITY_DENSE")
+    entity_topic_vector: bool = _setting("ENGRAM_RECALL_ENTITY_TOPIC_VECTOR")
+    entity_count_seconds: int = _setting("ENGRAM_RECALL_ENTITY_COUNT_SECONDS")
     # ranking
-    lexical_norm: str
-    linear_bm25_weight: float
-    linear_dense_weight: float
-    rrf_bm25_weight: float
-    rrf_dense_weight: float
-    rank_constant: int
-    decay_offset_days: float
-    decay_scale_days: float
-    decay_decay: float
-    temporal_grace_days: int
-    use_count_weight: float
-    catalog_prior: float
-    outcome_weight: float
-    reply_credit: float
-    rerank_pool: int
-    collapse_copies: bool
+    lexical_norm: str = _setting("ENGRAM_LINEAR_LEXICAL_NORM")
+    linear_bm25_weight: float = _setting("ENGRAM_LINEAR_BM25_WEIGHT")
+    linear_dense_weight: float = _setting("ENGRAM_LINEAR_DENSE_WEIGHT")
+    rrf_bm25_weight: float = _setting("ENGRAM_RRF_BM25_WEIGHT")
+    rrf_dense_weight: float = _setting("ENGRAM_RRF_DENSE_WEIGHT")
+    rank_constant: int = _setting("ENGRAM_RRF_RANK_CONSTANT")
+    decay_offset_days: float = _setting("ENGRAM_DECAY_OFFSET_DAYS")
+    decay_scale_days: float = _setting("ENGRAM_DECAY_SCALE_DAYS")
+    decay_decay: float = _setting("ENGRAM_DECAY_DECAY")
+    temporal_grace_days: int = _setting("ENGRAM_TEMPORAL_GRACE_DAYS")
+    use_count_weight: float = _setting("ENGRAM_USE_COUNT_WEIGHT")
+    catalog_prior: float = _setting("ENGRAM_CATALOG_PRIOR")
+    outcome_weight: float = _setting("ENGRAM_OUTCOME_WEIGHT")
+    reply_credit: float = _setting("ENGRAM_REPLY_CREDIT")
+    rerank_pool: int = _setting("ENGRAM_RERANK_POOL")
+    collapse_copies: bool = _setting("ENGRAM_RECALL_COLLAPSE_COPIES")
 
     @classmethod
     def from_settings(cls) -> RecallOptions:
         """Today's settings; ImproperlyConfigured for a fusion or a lexical norm it does not know."""
-        return cls(
-            max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS,
-            stopwords=settings.ENGRAM_QUERY_STOPWORDS,
-            fusion=_checked("ENGRAM_FUSION", settings.ENGRAM_FUSION, FUSIONS),
-            max_words=settings.ENGRAM_LINEAR_MAX_WORDS,
-            entity_legs=settings.ENGRAM_RECALL_ENTITY_LEGS,
-            concepts=settings.ENGRAM_CONCEPTS,
-            synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT,
-            own_name_weight=settings.ENGRAM_OWN_NAME_WEIGHT,
-            temporal_boost=settings.ENGRAM_TEMPORAL_BOOST,
-            intent_boost=settings.ENGRAM_INTENT_BOOST,
-            bm25=settings.ENGRAM_RECALL_BM25,
-            dense=settings.ENGRAM_RECALL_DENSE,
-            passages=settings.ENGRAM_RECALL_PASSAGES,
-            candidates=settings.ENGRAM_RECALL_CANDIDATES,
-            num_candidates=settings.ENGRAM_RECALL_NUM_CANDIDATES,
-            context_boost=settings.ENGRAM_CONTEXT_BOOST,
-            trigger_boost=settings.ENGRAM_TRIGGER_BOOST,
-            concept_boost=settings.ENGRAM_CONCEPT_BOOST,
-            entity_weight=settings.ENGRAM_RRF_ENTITY_WEIGHT,
-            entity_min_mentions=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
-            entity_dense=settings.ENGRAM_RECALL_ENTITY_DENSE,
-            entity_topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR,
-            entity_count_seconds=settings.ENGRAM_RECALL_ENTITY_COUNT_SECONDS,
-            lexical_norm=_checked("ENGRAM_LINEAR_LEXICAL_NORM", settings.ENGRAM_LINEAR_LEXICAL_NORM, LEXICAL_NORMS),
-            linear_bm25_weight=settings.ENGRAM_LINEAR_BM25_WEIGHT,
-            linear_dense_weight=settings.ENGRAM_LINEAR_DENSE_WEIGHT,
-            rrf_bm25_weight=settings.ENGRAM_RRF_BM25_WEIGHT,
-            rrf_dense_weight=settings.ENGRAM_RRF_DENSE_WEIGHT,
-            rank_constant=settings.ENGRAM_RRF_RANK_CONSTANT,
-            decay_offset_days=settings.ENGRAM_DECAY_OFFSET_DAYS,
-            decay_scale_days=settings.ENGRAM_DECAY_SCALE_DAYS,
-            decay_decay=settings.ENGRAM_DECAY_DECAY,
-            temporal_grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
-            use_count_weight=settings.ENGRAM_USE_COUNT_WEIGHT,
-            catalog_prior=settings.ENGRAM_CATALOG_PRIOR,
-            outcome_weight=settings.ENGRAM_OUTCOME_WEIGHT,
-            reply_credit=settings.ENGRAM_REPLY_CREDIT,
-            rerank_pool=settings.ENGRAM_RERANK_POOL,
-            collapse_copies=settings.ENGRAM_RECALL_COLLAPSE_COPIES,
-        )
+        values = {f.name: getattr(settings, f.metadata["setting"]) for f in fields(cls)}
+        values["fusion"] = _checked("ENGRAM_FUSION", values["fusion"], FUSIONS)
+        values["lexical_norm"] = _checked("ENGRAM_LINEAR_LEXICAL_NORM", values["lexical_norm"], LEXICAL_NORMS)
+        return cls(**values)
 
 
 def _checked(name: str, raw: object, allowed: tuple[str, ...]) -> str:

@@ -6,22 +6,25 @@ from django.core.exceptions import ImproperlyConfigured
 from memory_app.recall.options import RecallOptions
 
 
-def test_the_fusion_setting_is_checked(settings):
-    assert RecallOptions.from_settings().fusion == "linear"
-    settings.ENGRAM_FUSION = "RRF"
-    assert RecallOptions.from_settings().fusion == "rrf"
-    settings.ENGRAM_FUSION = "convex"
-    with pytest.raises(ImproperlyConfigured, match="ENGRAM_FUSION"):
+@pytest.mark.parametrize(("setting", "name", "default", "spelled", "read", "unknown"), [
+    ("ENGRAM_FUSION", "fusion", "linear", "RRF", "rrf", "convex"),
+    ("ENGRAM_LINEAR_LEXICAL_NORM", "lexical_norm", "coverage", " MinMax ", "minmax", "zscore"),
+])
+def test_a_choice_is_read_case_blind_and_checked(settings, setting, name, default, spelled, read, unknown):
+    assert getattr(RecallOptions.from_settings(), name) == default
+    setattr(settings, setting, spelled)
+    assert getattr(RecallOptions.from_settings(), name) == read
+    setattr(settings, setting, unknown)
+    with pytest.raises(ImproperlyConfigured, match=setting):
         RecallOptions.from_settings()
 
 
-def test_the_lexical_norm_setting_is_checked(settings):
-    assert RecallOptions.from_settings().lexical_norm == "coverage"
-    settings.ENGRAM_LINEAR_LEXICAL_NORM = " MinMax "
-    assert RecallOptions.from_settings().lexical_norm == "minmax"
-    settings.ENGRAM_LINEAR_LEXICAL_NORM = "zscore"
-    with pytest.raises(ImproperlyConfigured, match="ENGRAM_LINEAR_LEXICAL_NORM"):
-        RecallOptions.from_settings()
+def test_every_option_is_a_setting():
+    from dataclasses import fields
+
+    from django.conf import settings as django_settings
+
+    assert all(hasattr(django_settings, f.metadata["setting"]) for f in fields(RecallOptions))
 
 
 def test_a_snapshot_does_not_follow_later_changes(settings):
