@@ -49,7 +49,7 @@ from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import base_client  # noqa: E402
 from memory_app import recall, services  # noqa: E402
-from memory_app.recall import search  # noqa: E402
+from memory_app.recall import rank, search  # noqa: E402
 from memory_app.recall.options import RecallOptions  # noqa: E402
 from memory_app.recall.read import query_read  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
@@ -250,15 +250,24 @@ def main() -> None:
         last: dict = {}
         timed_embedder = TimedEmbedder(embedder, recalls)
         originals = {name: getattr(recall, name) for name in ("refresh_ensure", "subject_es_client", "get_embedder",
-                                                               "hits_fuse", "hits_rank")}
-        original_body = search.plain_legs
+                                                               "hits_rank")}
+        original_body, original_fuse = search.plain_legs, rank.hits_fuse
+
+        def scoring(*args, **kwargs):  # ranking without the fusion inside it, which is timed apart
+            fused_before, started = recalls.current["fusion"], time.perf_counter()
+            try:
+                return originals["hits_rank"](*args, **kwargs)
+            finally:
+                recalls.add("scoring (multipliers, sort)", (time.perf_counter() - started) * 1000.0
+                            - (recalls.current["fusion"] - fused_before))
+
         client_for = wrap(recalls, "per-user key and client", originals["subject_es_client"])
         recall.refresh_ensure = wrap(recalls, "refresh check", originals["refresh_ensure"])
         recall.subject_es_client = lambda **kw: TimedClient(client_for(**kw), recalls, last)
         recall.get_embedder = lambda: timed_embedder
         search.plain_legs = wrap(recalls, "_msearch body", original_body)
-        recall.hits_fuse = wrap(recalls, "fusion", originals["hits_fuse"])
-        recall.hits_rank = wrap(recalls, "scoring (multipliers, sort)", originals["hits_rank"])
+        rank.hits_fuse = wrap(recalls, "fusion", original_fuse)
+        recall.hits_rank = scoring
         profiler = cProfile.Profile() if args.cprofile else None
         try:
             for subject, question in plan:
@@ -295,7 +304,7 @@ def main() -> None:
         finally:
             for name, fn in originals.items():
                 setattr(recall, name, fn)
-            search.plain_legs = original_body
+            search.plain_legs, rank.hits_fuse = original_body, original_fuse
         sweep = knn_sweep([int(v) for v in args.knn_sweep.split(",") if v], plan[:100]) if args.knn_sweep else ""
         if profiler:
             with open(args.cprofile, "w") as out:
@@ -308,7 +317,8 @@ def main() -> None:
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f}\n")
     recall_text, recall_figures = table("recall, new question", recalls.calls, [
         "total", "refresh check", "per-user key and client", "query embedding", "_msearch body",
-        "_msearch round trip", "  of which Elasticsearch took (whole _msearch)", *(f"  of which took, {leg} leg" for leg in search.plain_leg_names(RecallOptions.from_settings())),
+        "_msearch round trip", "  of which Elasticsearch took (whole _msearch)",
+        *(f"  of which took, {leg} leg" for leg in search.plain_leg_names(RecallOptions.from_settings())),
         "fusion", "scoring (multipliers, sort)", "rest: validation, result dicts (Python)",
         *JSON_ROWS, "  API response JSON (redone)", "  response size KB"])
     import_text, import_figures = table(f"bulk import, {args.episodes} episodes per call", imports.calls, [

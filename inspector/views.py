@@ -216,7 +216,8 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
     topic_vector = (settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
                     and settings.ENGRAM_RECALL_DENSE)
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
-                   names=names, topic_vector=topic_vector, include_superseded=include_superseded, mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
+                   names=names, topic_vector=topic_vector, include_superseded=include_superseded,
+                   mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
                    temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
                    synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT, own_name_weight=settings.ENGRAM_OWN_NAME_WEIGHT,
                    window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None,

@@ -113,7 +113,8 @@ def _fuse(*legs: tuple[str, float, dict], idf: dict[str, float] | None = None, *
     """``hits_fuse`` of legs given as (name, factor, response), by id."""
     searched = Searched(legs=tuple(Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor,
                                        hits=response["hits"]["hits"]) for name, factor, response in legs),
-                        sources={raw["_id"]: raw["_source"] for _n, _f, response in legs for raw in response["hits"]["hits"]},
+                        sources={raw["_id"]: raw["_source"]
+                                 for _name, _factor, response in legs for raw in response["hits"]["hits"]},
                         idf=idf or {}, mention_counts={})
     return {hit.id: hit for hit in hits_fuse(searched, options=_options(**changes))}
 
