@@ -1,9 +1,8 @@
 """Recall: the k most useful memories for a question, in one pass of four stages, each with a data
 type of its own: **read** the question once (``Reading``) → **search** every leg in one
 ``_msearch`` (``Searched``) → **rank** the hits → **explain** them. What the stages need from the
-world (settings, validation, the end-user's key, the embedder, the facts' use counts, a reranker)
-is met here, at the edge; the facts' use counts, which live in the database, are read with the
-search.
+world (settings, validation, the end-user's key, the embedder, a reranker) is met here, at the
+edge, and handed down.
 """
 
 from __future__ import annotations
