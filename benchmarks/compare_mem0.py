@@ -62,6 +62,15 @@ from engram_eval.locomo import locomo_episodes, locomo_evidence  # noqa: E402
 from engram_eval.retrieval import question_scores  # noqa: E402
 from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app.selectors import memory_get, memory_history, memory_recall  # noqa: E402
+from memory_app.evaluation import (  # noqa: E402
+    _question_scores,
+    locomo_episodes,
+    locomo_evidence,
+    sandbox,
+    scratch_slug,
+)
+from memory_app.recall import memory_recall  # noqa: E402
+from memory_app.selectors import memory_get, memory_history  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 from tenants.selectors import index_prefix_for  # noqa: E402

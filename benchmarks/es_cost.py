@@ -75,6 +75,8 @@ from engram_core.es.client import admin_client  # noqa: E402
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, index_definition, type_filter  # noqa: E402
 from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
+from memory_app.evaluation import sandbox  # noqa: E402
+from memory_app.recall import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, bench_tenant, corpus_texts, percentiles  # noqa: E402
 
 
@@ -183,9 +185,9 @@ VARIANTS: dict[str, Callable[[list[dict]], list[dict]]] = {
     "no DFS": lambda body: _each_search(body, _no_dfs),
     # the lexical legs with the DFS round rank fusion gives them (linear fusion, the default, skips it)
     "with DFS": lambda body: _each_search(body, _dfs),
-    # the dense leg without its passages' kNN query (memory_app.recall.passage_query)
+    # the dense leg without its passages' kNN query (memory_app.recall.search.passage_query)
     "no passage search": lambda body: _each_search(body, _no_passages),
-    # linear fusion's own parts (memory_app.recall): the count of each query word among the
+    # linear fusion's own parts (memory_app.recall.search): the count of each query word among the
     # end-user's memories, and the zero-boost clauses that report which words a hit holds
     "no word counts": _without(lambda search: "words" in search.get("aggs", {})),
     "no word clauses": lambda body: _each_search(body, _no_word_clauses),

@@ -49,6 +49,8 @@ from engram_eval.sandbox import sandbox  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from memory_app.selectors import memory_recall  # noqa: E402
+from memory_app.evaluation import sandbox  # noqa: E402
+from memory_app.recall import memory_recall  # noqa: E402
 from memory_app.usage import usage_flush, usage_record_recalled  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
 from tenants.models import Subject, Tenant  # noqa: E402

@@ -48,9 +48,10 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from engram_core.es.client import base_client  # noqa: E402
-from memory_app import recall as rc  # noqa: E402
-from memory_app import selectors, services  # noqa: E402
-from memory_app.language import concepts  # noqa: E402
+from memory_app import recall, services  # noqa: E402
+from memory_app.recall import rank, search  # noqa: E402
+from memory_app.recall.options import RecallOptions  # noqa: E402
+from memory_app.recall.read import query_read  # noqa: E402
 from memory_app.embeddings import get_embedder  # noqa: E402
 from engram_eval.sandbox import sandbox  # noqa: E402
 from tenants import services as tenant_services  # noqa: E402
@@ -105,7 +106,7 @@ class TimedClient:
         self.phases.add("_msearch round trip", (time.perf_counter() - started) * 1000.0)
         body = response.body
         self.phases.add("  of which Elasticsearch took (whole _msearch)", float(body.get("took", 0)))
-        for leg, item in zip(rc.legs(), body["responses"], strict=False):
+        for leg, item in zip(search.plain_leg_names(RecallOptions.from_settings()), body["responses"], strict=False):
             self.phases.add(f"  of which took, {leg} leg", float(item.get("took", 0)))
         self.last["request"], self.last["response"] = kwargs["searches"], body
         return response
@@ -145,10 +146,13 @@ def knn_sweep(values: list[int], plan: list) -> str:
         for subject, question in plan:
             types = list(MemoryType)
             prefix = index_prefix_for(tenant=subject.tenant)
-            body = rc.msearch_body(types=types, query=question, vector=embedder.embed_query(question),
-                                   scope=memory_scope(subject=subject), include_superseded=False, since=None,
-                                   until=None, index_for={t: alias_name(t, prefix=prefix) for t in types},
-                                   kinds=concepts.query_categories(question))
+            options = RecallOptions.from_settings()
+            reading = query_read(query=question, name_words=frozenset(), now=datetime.now(UTC), tz=None,
+                                 options=options)
+            allowed = search.Allowed(types=types, index_for={t: alias_name(t, prefix=prefix) for t in types},
+                                     scope=memory_scope(subject=subject))
+            body = search.plain_legs(reading=reading, vector=embedder.embed_query(question), allowed=allowed,
+                                     options=options)
             es = subject_es_client(subject=subject)
             started = time.perf_counter()
             # The dense leg as fusion sees it (with the episodes' passages, in the same search).
@@ -241,19 +245,29 @@ def main() -> None:
         # ---- recall, phase by phase
         plan = [(rng.choice(subjects), rng.choice(questions)) for _ in range(args.queries)]
         for subject, question in plan:  # warm-up: keys, connections, Elasticsearch's caches
-            selectors.memory_recall(subject=subject, query=question, k=10)
+            recall.memory_recall(subject=subject, query=question, k=10)
         recalls = Phases()
         last: dict = {}
         timed_embedder = TimedEmbedder(embedder, recalls)
-        originals = {name: getattr(selectors, name) for name in ("refresh_ensure", "subject_es_client", "get_embedder")}
-        originals_rc = {name: getattr(rc, name) for name in ("msearch_body", "fuse", "score")}
+        originals = {name: getattr(recall, name) for name in ("refresh_ensure", "subject_es_client", "get_embedder",
+                                                               "hits_rank")}
+        original_body, original_fuse = search.plain_legs, rank.hits_fuse
+
+        def scoring(*args, **kwargs):  # ranking without the fusion inside it, which is timed apart
+            fused_before, started = recalls.current["fusion"], time.perf_counter()
+            try:
+                return originals["hits_rank"](*args, **kwargs)
+            finally:
+                recalls.add("scoring (multipliers, sort)", (time.perf_counter() - started) * 1000.0
+                            - (recalls.current["fusion"] - fused_before))
+
         client_for = wrap(recalls, "per-user key and client", originals["subject_es_client"])
-        selectors.refresh_ensure = wrap(recalls, "refresh check", originals["refresh_ensure"])
-        selectors.subject_es_client = lambda **kw: TimedClient(client_for(**kw), recalls, last)
-        selectors.get_embedder = lambda: timed_embedder
-        rc.msearch_body = wrap(recalls, "_msearch body", originals_rc["msearch_body"])
-        rc.fuse = wrap(recalls, "fusion", originals_rc["fuse"])
-        rc.score = wrap(recalls, "scoring (multipliers, sort)", originals_rc["score"])
+        recall.refresh_ensure = wrap(recalls, "refresh check", originals["refresh_ensure"])
+        recall.subject_es_client = lambda **kw: TimedClient(client_for(**kw), recalls, last)
+        recall.get_embedder = lambda: timed_embedder
+        search.plain_legs = wrap(recalls, "_msearch body", original_body)
+        rank.hits_fuse = wrap(recalls, "fusion", original_fuse)
+        recall.hits_rank = scoring
         profiler = cProfile.Profile() if args.cprofile else None
         try:
             for subject, question in plan:
@@ -261,7 +275,7 @@ def main() -> None:
                 if profiler:
                     profiler.enable()
                 started = time.perf_counter()
-                results = selectors.memory_recall(subject=subject, query=question, k=10)
+                results = recall.memory_recall(subject=subject, query=question, k=10)
                 total = (time.perf_counter() - started) * 1000.0
                 if profiler:
                     profiler.disable()
@@ -289,9 +303,8 @@ def main() -> None:
                 recalls.close()
         finally:
             for name, fn in originals.items():
-                setattr(selectors, name, fn)
-            for name, fn in originals_rc.items():
-                setattr(rc, name, fn)
+                setattr(recall, name, fn)
+            search.plain_legs, rank.hits_fuse = original_body, original_fuse
         sweep = knn_sweep([int(v) for v in args.knn_sweep.split(",") if v], plan[:100]) if args.knn_sweep else ""
         if profiler:
             with open(args.cprofile, "w") as out:
@@ -304,7 +317,8 @@ def main() -> None:
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f}\n")
     recall_text, recall_figures = table("recall, new question", recalls.calls, [
         "total", "refresh check", "per-user key and client", "query embedding", "_msearch body",
-        "_msearch round trip", "  of which Elasticsearch took (whole _msearch)", *(f"  of which took, {leg} leg" for leg in rc.legs()),
+        "_msearch round trip", "  of which Elasticsearch took (whole _msearch)",
+        *(f"  of which took, {leg} leg" for leg in search.plain_leg_names(RecallOptions.from_settings())),
         "fusion", "scoring (multipliers, sort)", "rest: validation, result dicts (Python)",
         *JSON_ROWS, "  API response JSON (redone)", "  response size KB"])
     import_text, import_figures = table(f"bulk import, {args.episodes} episodes per call", imports.calls, [

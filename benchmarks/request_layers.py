@@ -46,7 +46,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from memory_app.config.serving import UVICORN_FLAGS  # noqa: E402
-from memory_app.selectors import memory_recall  # noqa: E402
+from memory_app.recall import memory_recall  # noqa: E402
 from recall_latency import bench_subjects, corpus_texts, percentiles  # noqa: E402
 from tenants.models import AgentToken, Tenant  # noqa: E402
 from tenants.services.tokens import agent_token_create  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_app.consolidation.services import consolidate_all
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 
 from .retrieval import Scores, question_scores
 from .sandbox import import_by_client_id, sandbox

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from memory_app.validation import clean_datetime
 from tenants.models import Subject
 

@@ -36,6 +36,7 @@ from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun
+from memory_app.recall import memory_recall_with_reading
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
 from tenants.services.audit import audit_record
@@ -198,24 +199,27 @@ def chain_page(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> 
 @staff_required
 @require_GET
 def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
-    """What the agent would recall: the recall selector with explain, without bumping use counts."""
+    """What the agent would recall, with explain and the reading of the question the hits were
+    ranked by, without bumping use counts."""
     subject = access.subject_for(request.user, user_id, "subject.recall")
     q = request.GET.get("q", "").strip()
     include_superseded = request.GET.get("superseded") == "1"
-    hits, error, reading = [], "", None
+    hits, error, reading, names = [], "", None, ()
     if q:
         try:
-            now = timezone.now()
-            hits = selectors.memory_recall(subject=subject, query=q, k=10, explain=True,
-                                           include_superseded=include_superseded, now=now)
-            reading = selectors.query_reading(subject=subject, query=q, include_superseded=include_superseded, now=now)
+            recall = memory_recall_with_reading(subject=subject, query=q, k=10, explain=True,
+                                                include_superseded=include_superseded)
+            hits, reading, names = recall.hits, recall.reading, recall.entities
             _viewed(request, subject, "recall", hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
             error = _problem(exc)
     ranks = {hit["id"]: n for n, hit in enumerate(hits, start=1)}
     rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
+    topic_vector = (settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
+                    and settings.ENGRAM_RECALL_DENSE)
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
-                   include_superseded=include_superseded, mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
+                   names=names, topic_vector=topic_vector, include_superseded=include_superseded,
+                   mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
                    temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
                    synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT, own_name_weight=settings.ENGRAM_OWN_NAME_WEIGHT,
                    window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None,

@@ -4,35 +4,20 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import ValidationFailed
-from memory_app.language import concepts
-from memory_app import query_plan as qp
-from memory_app import recall as rc
-from memory_app.embeddings import get_embedder, get_reranker
 from engram_core.es.schema import HIDDEN_FIELDS, USER_TYPES, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.freshness import refresh_ensure
-from memory_app.timing import timed
-from memory_app.language.intent import Intent, query_intent
-from memory_app.language.temporal import TimeWindow, query_time_window
+from memory_app.recall.rank import outcome_multiplier
 from memory_app.usage import usage_apply
-from memory_app.validation import (
-    clean_datetime,
-    clean_k,
-    clean_text,
-    clean_timezone,
-    clean_types,
-    memory_not_found,
-)
+from memory_app.validation import clean_datetime, memory_not_found
 from tenants.models import AuditEvent, Subject, Tenant
 from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services.clients import subject_es_client, writer_es_client
@@ -55,228 +40,6 @@ def _with_usage(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``items`` (public dicts) with the facts' use counts, which live in the database."""
     usage_apply({i["id"]: i for i in items if "memory_type" in i})
     return items
-
-
-def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
-                  since: datetime | str | None = None, until: datetime | str | None = None,
-                  include_superseded: bool = False, explain: bool = False,
-                  now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
-                  es: Elasticsearch | None = None, exclude: str = "") -> list[dict[str, Any]]:
-    """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
-    the tenant catalog in one ``_msearch``, fused and weighted as described in memory_app.recall.
-    ``timezone``: the end-user's IANA zone, whose calendar days the dates a query names are
-    read in (memory_app.language.temporal; default UTC).
-
-    A memory is listed once per content (``recall.without_copies``; explain names the copies).
-    ``exclude``: a memory id left out before that (a turn's own episode).
-
-    ``explain`` adds per hit its ranks, fused score and every multiplier. A read only: facts
-    handed to an agent are counted as used by the caller (``usage.usage_record_recalled``), so a
-    preview, an eval or a probe counts nothing. ``es``: the subject's own client, resolved by the
-    caller (a turn runs this on a pool thread).
-    """
-    query = clean_text(query, field="query", limit=settings.ENGRAM_MAX_QUERY_CHARS)
-    k = clean_k(k)
-    memory_types = clean_types(types)
-    since = clean_datetime(since, field="since")
-    until = clean_datetime(until, field="until")
-    if since and until and since > until:
-        raise ValidationFailed("since must not be after until", details={"field": "since"}, code="invalid_time_range")
-    tz = clean_timezone(timezone)
-    require_dls()
-    now = now or django_timezone.now()
-    if ensure_fresh:
-        refresh_ensure(subject=subject)  # the subject's last turn, stored without waiting, is found
-
-    es = es or subject_es_client(subject=subject)
-    prefix = index_prefix_for(tenant=subject.tenant)
-    embedder = get_embedder()
-    with timed("embed"):
-        vector = embedder.embed_query(query)
-    index_for = {t: alias_name(t, prefix=prefix) for t in memory_types}
-    fusion = rc.fusion()
-    plan = qp.query_plan(query, keywords=rc.keyword_query(query))
-    words = rc.lexical_words(query) if fusion == "linear" else []
-    synonyms = _synonyms(words, entities=plan.entities)
-    own = own_name(subject, words=words, entities=plan.entities)
-    kinds = concepts.query_categories(query)
-    body = rc.msearch_body(types=memory_types, query=query, vector=vector,
-                           scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                           since=since, until=until, index_for=index_for, explain=explain, words=words,
-                           synonyms=synonyms, own_name=own, kinds=kinds)
-    counted_in = _mentions_counted_in(index_for, include_superseded=include_superseded)
-
-    def entity_vector() -> list[float]:
-        # Inside an entity's filter every memory names the entity, so its name in the query vector
-        # ranks nothing there: the kNN legs search the topic, as the entity BM25 legs do.
-        return embedder.embed_query(plan.topic) if settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR else vector
-
-    extra_body, extra = qp.entity_legs(
-        plan=plan, types=memory_types, scope=memory_scope(subject=subject), include_superseded=include_superseded,
-        since=since, until=until, index_for=index_for, vector=entity_vector,
-        mention_counts=qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in),
-        words=words, synonyms=synonyms, own_name=own)
-    counts_body = rc.word_counts_search(
-        words=words, kinds=kinds, own_name=own, indices=",".join(index_for.values()),
-        allowed=rc.allowed_filter(types=memory_types, scope=memory_scope(subject=subject),
-                                  include_superseded=include_superseded, since=since, until=until)) if words else []
-    with timed("search"):
-        responses = es.msearch(searches=body + extra_body + counts_body)["responses"]
-    for response in responses:
-        if "error" in response:
-            raise RuntimeError(f"recall leg failed: {response['error']}")
-    idf = rc.word_idf(responses.pop()) if counts_body else {}
-    plain = len(body) // 2
-    extra_responses, extra, counts = qp.entity_guard(responses[plain:], extra, entities=plan.entities)
-    qp.mention_counts_store(counts, subject=str(subject.user_id), indices=counted_in)
-    hits = list(rc.fuse(responses=responses[:plain] + extra_responses,
-                        extra=extra, fusion=fusion, idf=idf).values())
-    usage_apply({h.id: h.source for h in hits})  # facts' use counts live in the database (memory_app.usage)
-    if reranker := get_reranker():
-        pool = sorted(hits, key=lambda h: -h.fused)[: settings.ENGRAM_RERANK_POOL]
-        scores = reranker.rerank(query, [_rerank_text(h) for h in pool])
-        for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
-            hit.rerank_score, hit.rerank_rank = float(value), rank
-        hits = pool
-    window = query_time_window(query, now=now, tz=tz) if settings.ENGRAM_TEMPORAL_BOOST > 0 else None
-    scored = [h for h in rc.score(hits, now=now, window=window, intent=_intent(query)) if h.id != exclude]
-    ranked, copies = rc.without_copies(scored, k=k)
-    results = []
-    for hit in ranked:
-        item = {**_public(hit.memory_type, hit.id, hit.source), "score": hit.score}
-        if explain:
-            item["explain"] = {**hit.explain(), **({"copies": copies[hit.id]} if hit.id in copies else {})}
-        results.append(item)
-    return results
-
-
-def _entity_words(entities: tuple[str, ...]) -> set[str]:
-    """The lexical words of the names a query names (``query_plan``'s ``entities``), lower case,
-    without a possessive "'s": what a question's word is compared with (``qp.without_possessive``)."""
-    return {qp.without_possessive(w) for entity in entities for w in rc.lexical_words(entity)}
-
-
-def _synonyms(words: list[str], *, entities: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Per word of the lexical score, its synonyms (``concepts.synonyms``); none for a word of a
-    named entity the query names ("Grace", "Summer"): a name is not the common noun it spells."""
-    named = _entity_words(entities)
-    return [() if qp.without_possessive(word) in named else concepts.synonyms(word) for word in words]
-
-
-_NAME_PART = re.compile(r"[^\W\d_]{2,}")
-
-
-def subject_name_words(subject: Subject) -> frozenset[str]:
-    """The words of the end-user's name, lower-cased: their display name's or, without one, the
-    letters of their external id's user part ("olivia.hart": olivia, hart; "alice@example.com":
-    alice; "u-42": none)."""
-    if subject.display_name.strip():
-        return frozenset(w.lower() for w in _NAME_PART.findall(subject.display_name))
-    return frozenset(w.lower() for w in _NAME_PART.findall(subject.external_id.split("@", 1)[0]))
-
-
-def own_name(subject: Subject, *, words: list[str], entities: tuple[str, ...]) -> frozenset[str]:
-    """Those of the lexical ``words`` (``recall.lexical_words``: "olivia", "olivia's") that name
-    the end-user, where the query names them as a name (``entities``): a question about "Olivia"
-    asked of Olivia's memory is about the "I" of her own turns, so the lexical score credits
-    those turns with the word (ENGRAM_OWN_NAME_WEIGHT; none at 0)."""
-    if settings.ENGRAM_OWN_NAME_WEIGHT <= 0:
-        return frozenset()
-    names = _entity_words(entities) & subject_name_words(subject)
-    return frozenset(w for w in words if qp.without_possessive(w) in names)
-
-
-def _intent(query: str) -> Intent | None:
-    return query_intent(query) if settings.ENGRAM_INTENT_BOOST > 0 else None
-
-
-def _mentions_counted_in(index_for: dict[MemoryType, str], *, include_superseded: bool) -> str:
-    """What a recall's entity mention counts were taken over (part of their cache key)."""
-    return ",".join(index_for.values()) + ("+superseded" if include_superseded else "")
-
-
-@dataclass(frozen=True)
-class EntityReading:
-    """A name the query names: how many of the end-user's memories name it (counted up to
-    ENGRAM_RECALL_ENTITY_MIN_MENTIONS; None when no recall counted it lately) and whether it gets
-    entity legs (None: decided by the next recall's count)."""
-
-    name: str
-    mentions: int | None
-    legs: bool | None
-
-
-@dataclass(frozen=True)
-class QueryReading:
-    """How a recall reads its query: the BM25 leg's ``keywords``, the named ``entities`` and the
-    ``topic`` their legs search (by words and, with ENGRAM_RECALL_ENTITY_TOPIC_VECTOR, by the
-    topic's embedding), the date ``time_window`` that boosts episodes (None: no date named,
-    or the boost is off), the ``kinds`` the question asks for members of, which the BM25
-    leg matches against memories' concepts (memory_app.language.concepts; None: none), and the ``intent``,
-    the kind of memory it asks for, whose types are boosted (memory_app.language.intent; None: not settled,
-    or the boost is off), the ``synonyms`` a memory may name instead of a word of the
-    question, for a share of its score (word, its synonyms; ``concepts.synonyms``), and the
-    words of the question that name the end-user (``own_name``), which their own turns are
-    credited with."""
-
-    keywords: str
-    topic: str
-    entities: tuple[EntityReading, ...]
-    time_window: TimeWindow | None
-    topic_vector: bool
-    kinds: str | None = None
-    intent: Intent | None = None
-    synonyms: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    own_name: tuple[str, ...] = ()
-
-
-def query_reading(*, subject: Subject, query: str, types: list[str] | None = None,
-                  include_superseded: bool = False, now: datetime | None = None,
-                  timezone: str | None = None) -> QueryReading:
-    """How ``memory_recall`` reads ``query`` for ``subject`` (the inspector shows it beside the
-    hits). No Elasticsearch request: the entity counts are the ones the end-user's recalls keep
-    in the cache, so call it after the recall it explains."""
-    query = clean_text(query, field="query", limit=settings.ENGRAM_MAX_QUERY_CHARS)
-    memory_types = clean_types(types)
-    keywords = rc.keyword_query(query)
-    plan = qp.query_plan(query, keywords=keywords)
-    prefix = index_prefix_for(tenant=subject.tenant)
-    counted_in = _mentions_counted_in({t: alias_name(t, prefix=prefix) for t in memory_types},
-                                      include_superseded=include_superseded)
-    counts = qp.mention_counts_cached(plan=plan, subject=str(subject.user_id), indices=counted_in)
-    legs_possible = bool(plan.topic) and settings.ENGRAM_RRF_ENTITY_WEIGHT > 0
-
-    def legs(entity: str) -> bool | None:
-        if not legs_possible:
-            return False
-        if settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS <= 0:
-            return True
-        return None if entity not in counts else qp.enough_mentions(counts[entity])
-
-    tz = clean_timezone(timezone)
-    window = (query_time_window(query, now=now or django_timezone.now(), tz=tz)
-              if settings.ENGRAM_TEMPORAL_BOOST > 0 else None)
-    words = rc.lexical_words(query) if rc.fusion() == "linear" and settings.ENGRAM_RECALL_BM25 else []
-    found_for = zip(words, _synonyms(words, entities=plan.entities), strict=True)
-    synonyms = tuple((word, found) for word, found in found_for if found)
-    own = own_name(subject, words=words, entities=plan.entities)
-    return QueryReading(keywords=keywords, topic=plan.topic, time_window=window, synonyms=synonyms,
-                        own_name=tuple(w for w in words if w in own),
-                        entities=tuple(EntityReading(name=e, mentions=counts.get(e), legs=legs(e))
-                                       for e in plan.entities),
-                        topic_vector=settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
-                        and settings.ENGRAM_RECALL_DENSE,
-                        kinds=concepts.query_categories(query) if settings.ENGRAM_RECALL_BM25 else None,
-                        intent=_intent(query))
-
-
-def _rerank_text(hit: rc.Hit) -> str:
-    src = hit.source
-    if hit.memory_type is MemoryType.PROCEDURAL:
-        return f"{src.get('trigger', '')}\n{src.get('steps', '')}"
-    if hit.memory_type is MemoryType.CATALOG:
-        return f"{src.get('title', '')}\n{src.get('text', '')}"
-    return src.get("text", "")
 
 
 # ---------------------------------------------------------------- visibility
@@ -491,13 +254,14 @@ def fact_list(*, subject: Subject, include_superseded: bool = False, size: int =
 
 def playbook_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:
     """The subject's playbooks, newest first, each with ``posterior``: the Beta(1 + successes,
-    1 + failures) mean and the outcome multiplier recall applies (memory_app.recall)."""
+    1 + failures) mean and the outcome multiplier recall applies (memory_app.recall.rank)."""
     items = _list(subject, MemoryType.PROCEDURAL, include_superseded=include_superseded, size=size,
                   sort=[{"created_at": {"order": "desc"}}])
     for item in items:
         s, f = int(item.get("success_count") or 0), int(item.get("failure_count") or 0)
         item["posterior"] = {"mean": (1.0 + s) / (2.0 + s + f),
-                             "multiplier": rc.outcome_multiplier(successes=s, failures=f)}
+                             "multiplier": outcome_multiplier(successes=s, failures=f,
+                                                              weight=settings.ENGRAM_OUTCOME_WEIGHT)}
     return items
 
 

@@ -48,9 +48,7 @@ ENTRY_POINTS = ("migrations", "management")
 @pytest.mark.parametrize(("package", "forbidden", "allowed", "skip"), [
     pytest.param("engram_core", ("memory_app", "tenants", "inspector"), (), ("migrations",), id="engram_core"),
     pytest.param("tenants", ("memory_app", "inspector"), (), ("migrations",), id="tenants"),
-    pytest.param("memory_app/language", ("memory_app",), ("memory_app.language",), (), id="language",
-                 marks=pytest.mark.xfail(strict=True, reason="memory_app.language.concepts reads recall's stop "
-                                                             "words (memory_app.recall)")),
+    pytest.param("memory_app/language", ("memory_app",), ("memory_app.language",), (), id="language"),
     *[pytest.param(package, MEASUREMENT, (), ENTRY_POINTS, id=f"{package}-measurement") for package in RUNTIME],
 ])
 def test_package_does_not_import_the_packages_above_it(package, forbidden, allowed, skip):

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from engram_core.errors import NotFound
 from engram_core.es.schema import USER_TYPES
-from memory_app.selectors import memory_get, memory_history, memory_recall, subject_export
+from memory_app.selectors import memory_get, memory_history, subject_export
+from memory_app.recall import memory_recall
 
 from .report import ProbeRecorder, ProbeScope
 from .world import SeededDoc, World

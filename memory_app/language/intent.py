@@ -1,33 +1,6 @@
-"""What kind of memory a question asks for, read from its grammar, as a small recall prior.
-
-Three memory types answer three kinds of question, and English marks the kind in the verb:
-
-- an **event** ("When did Kenji ask about his heaters?", "What went wrong at the hotel?", "Has she
-  ever complained about calls at work?") asks in the past tense, or the present perfect, about
-  something that happened: an episode;
-- a **state** ("What's her home airport?", "Does Maria own any pets?") asks in the present tense
-  about how things stand: a fact, or the tenant's catalog;
-- a **procedure** ("How do we handle a lost bag?", "What should I do when the hub drops offline?",
-  "What's the fix for ...?") asks for a way to do something: a playbook, or the catalog's how-tos.
-
-A fact and the episode it came from often say the same thing ("Olivia flies out of Denver now";
-"I moved, so Denver is my airport"), and fusion alone cannot tell which of them the question
-wants; the tense can. Recall multiplies the score of a memory whose type
-answers the question's kind by ``1 + ENGRAM_INTENT_BOOST`` (``intent`` in ``explain``); a question
-whose kind the grammar does not settle gets nothing. The boost is small on purpose, a nudge between
-near-ties, never enough to lift an off-topic memory of the right type over the answer: the
-reading is a rule of thumb ("Why does she want the aisle?" asks about a state, but the reason may
-be in an episode). Episodes only (a conversation's memory) all get the same factor, so their
-order never changes.
-
-Only a question is read (a turn's pre-recall query is whatever the user said): the last sentence
-that ends with a question mark or opens with a question word or an auxiliary. The reading, without
-a model: contractions expanded ("what's" → "what is"); a procedure is a "how" followed by an
-auxiliary and a person ("how do we", "how can I", "how to"), "what should I do", or a noun that
-names a method after a determiner ("the procedure", "the steps", "the fix"); otherwise the first
-auxiliary decides (did, was, were, had: an event; is, are, do, does, can, should, will ...: a
-state), where "has"/"have" with a participle after it is the present perfect (an event); before
-any auxiliary, a past-tense verb ("went", "asked") is an event.
+"""What kind of memory a question asks for, read from its grammar without a model: an **event**
+(past tense or present perfect: an episode), a **state** (present tense: a fact or the catalog) or
+a **procedure** ("how do we ...", "what should I do", "the steps": a playbook or the catalog).
 """
 
 from __future__ import annotations
@@ -96,7 +69,7 @@ def _past_form(word: str) -> bool:
 
 
 def query_intent(query: str) -> Intent | None:
-    """The kind of memory ``query`` asks for (see the module docstring), or None when its grammar
+    """The kind of memory ``query`` asks for, or None when its grammar
     does not say. Only a question is read: the last sentence of ``query`` that ends with a question
     mark or opens with a question word or an auxiliary ("how to pair a sensor" counts; a turn that
     only tells something, "My hub went offline again.", asks for nothing)."""
@@ -106,6 +79,9 @@ def query_intent(query: str) -> Intent | None:
 
 
 def _intent_of(words: list[str]) -> Intent | None:
+    """A noun naming a method after a determiner, "how" + auxiliary + person, or "what should I
+    do": a procedure; else the first auxiliary decides (past: an event; "has"/"have" with a
+    participle after it: an event; present: a state); before any, a past-tense verb is an event."""
     if any(w in _METHOD_WORDS and _DETERMINERS & set(words[max(0, i - 2): i])
            or w in _METHOD_VERBS and i and words[i - 1] in _DETERMINERS for i, w in enumerate(words)):
         return Intent.PROCEDURE

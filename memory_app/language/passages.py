@@ -1,20 +1,5 @@
-"""An episode's passages: its sentences, each of which gets a vector of its own.
-
-A turn of conversation often says several things ("Taking care of ourselves is vital. I'm off
-to go swimming with the kids."), and one mean-pooled vector of the whole turn blurs them: a
-question about one of them ("What activities does Melanie partake in?") is far from the
-average. Ranking a memory by its best passage (max-passage retrieval) lets a question meet the
-statement it asks about. Episodes are split; facts, playbooks and catalog entries are not (a
-fact is one statement).
-
-The split is plain text rules, no model: sentence ends (``.``, ``!``, ``?`` followed by a space
-and a capital, a digit, a quote or a bracket) and line breaks. Short sentences ("Wow!") stay
-passages of their own: a passage's vector is anchored in its whole turn and its context
-(``memory_app.services.context.episode_vectors``), so it is never a bare interjection's; joining
-fragments of under four words into the next sentence measured worse on locomo-dev (R@10 0.737
-against 0.753). A leading speaker label ("Melanie: ") is repeated on every passage, so each still
-names who said it. At most ``ENGRAM_PASSAGES_MAX`` passages: longer texts are cut into that many
-runs of consecutive sentences.
+"""An episode's passages: its sentences, split by plain text rules (sentence ends and line breaks),
+each of which gets a vector of its own, so that a question can meet the one sentence it asks about.
 """
 
 from __future__ import annotations
@@ -30,7 +15,9 @@ _BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9\[]
 
 
 def passages_of(text: str) -> list[str]:
-    """The passages of ``text``; ``[text]`` itself when it is one sentence."""
+    """The passages of ``text``; ``[text]`` itself when it is one sentence. A leading speaker label
+    ("Melanie: ") is repeated on every passage, so each still names who said it; a text of more
+    than ENGRAM_PASSAGES_MAX sentences is cut into that many runs of consecutive sentences."""
     speaker = _SPEAKER.match(text)
     label, body = (speaker.group(0), text[speaker.end():]) if speaker else ("", text)
     sentences: list[str] = []

@@ -1,22 +1,6 @@
-"""Time expressions in a recall query, turned into a date window that boosts episodes.
-
-"When did she go camping in June?", "what happened last year", "the party on 13 October 2023":
-the words "June" or "last year" rarely occur in the turn that answers, but the turn's
-``occurred_at`` does fall in (or shortly after) the window they name. Recall multiplies an
-episode's score by ``1 + ENGRAM_TEMPORAL_BOOST`` when its ``occurred_at`` lies in the window or up to
-ENGRAM_TEMPORAL_GRACE_DAYS after it (people tell of an event after it happened: a June trip is
-told in July, seldom before June). It is a boost, not a filter: a question's date may be
-wrong, or the event may be told long after, and nothing is removed.
-
-Recognised, without a model or a date-parsing dependency (relative ones against the recall's
-``now``): "[on] 13 October[,] 2023" / "October 13, 2023" (a day), "[in] June [2023]" (a month;
-without a year the latest June not after ``now``), "in 2023" (a year), "yesterday", "today",
-"last/this week|month|year", "N days|weeks|months|years ago". Relations to other events
-("before she moved") are not resolved: they name no date.
-
-Days, months and years are the end-user's calendar when the recall names their time zone
-(``tz``: "yesterday" asked at 20:00 in Los Angeles is the Los Angeles day before, which starts at
-08:00 UTC), else UTC's.
+"""The date window a question names ("in June", "last year", "on 13 October 2023", "two weeks
+ago", "yesterday"), read without a model against the recall's ``now``, in the end-user's calendar.
+Relations to other events ("before she moved") name no date and are not read.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from typing import Any
 from engram_core.errors import PermissionDenied, ValidationFailed
 from engram_core.es.schema import VECTOR_FIELDS
 from engram_core.validation import clean_external_id
-from memory_app import outbox, selectors
+from memory_app import outbox
+from memory_app.recall import memory_recall
 from memory_app.api.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
@@ -78,8 +79,8 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
     this tenant does not have."""
     _require(caller, READ)
     who = _existing_subject(caller, subject)
-    found = selectors.memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
-                                    include_superseded=include_superseded, explain=explain, timezone=timezone)
+    found = memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
+                          include_superseded=include_superseded, explain=explain, timezone=timezone)
     usage_record_recalled(subject=who, memories=found)
     return {"subject": who.external_id, "memories": [_public(m) for m in found]}
 

@@ -13,13 +13,14 @@ from django.conf import settings
 from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound
 from engram_core.threads import LazyPool
-from memory_app import selectors, timing
+from memory_app import timing
 from memory_app.embeddings import EmbeddingError, get_embedder
 from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
 from memory_app.services.store import new_memory_id
+from memory_app.recall import memory_recall
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_k, clean_timezone, clean_types, write_validate
 from tenants.models import AgentToken, Tenant
@@ -41,7 +42,7 @@ _turn_recalls = LazyPool(name="turn-recall")
 
 
 def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
-    return as_request(selectors.memory_recall, **kwargs)  # the recall reads the facts' use counts
+    return as_request(memory_recall, **kwargs)  # the recall reads the facts' use counts
 
 
 def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str = "", token: AgentToken | None = None,
@@ -100,7 +101,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
             hits = concurrent.result()
         else:
             who = subject_get(tenant=tenant, external_id=external_id)
-            hits = selectors.memory_recall(subject=who, **recall)
+            hits = memory_recall(subject=who, **recall)
     except NotFound:  # the subject exists only in the outbox so far: nothing to recall
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:

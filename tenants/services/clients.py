@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from elasticsearch import Elasticsearch
 
 from engram_core.errors import ServiceUnavailable

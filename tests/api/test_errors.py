@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from engram_core.errors import NotFound, ValidationFailed
-from memory_app import selectors
+from memory_app.api import apis
 
 
 def _error(response, status: int, code: str) -> dict:
@@ -322,7 +322,7 @@ def test_unexpected_errors_are_a_logged_content_free_500(api, monkeypatch, caplo
     def boom(**kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(selectors, "memory_recall", boom)
+    monkeypatch.setattr(apis, "memory_recall", boom)
     api.raise_request_exception = False
     with caplog.at_level(logging.ERROR):
         response = api.post("/api/v1/subjects/a/recall", {"query": "x"}, format="json")

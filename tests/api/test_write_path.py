@@ -540,11 +540,11 @@ def test_export_includes_the_last_turn_before_a_refresh(engram, es_admin, settin
 def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
     import threading
 
-    from memory_app import selectors
+    from memory_app.outbox import turn as turns
 
     engram.turn("yan", "I keep bees on the roof")  # a known end-user from here on
     recalling = threading.Event()
-    real_recall, real_write = selectors.memory_recall, episode_services.episode_write
+    real_recall, real_write = turns.memory_recall, episode_services.episode_write
 
     def recall(**kwargs):
         recalling.set()
@@ -556,7 +556,7 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
             raise AssertionError("the turn's recall did not start while the turn was being written")
         return real_write(**kwargs)
 
-    monkeypatch.setattr(selectors, "memory_recall", recall)
+    monkeypatch.setattr(turns, "memory_recall", recall)
     monkeypatch.setattr(episode_services, "episode_write", write)
     turn = engram.turn("yan", "how are my bees doing")
     assert any("bees on the roof" in m["text"] for m in turn["recall"])
@@ -585,12 +585,12 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
 
 
 def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, settings):
-    from memory_app import selectors
+    from memory_app.outbox import turn as turns
 
     engram.turn("zoe", "I keep bees")
     recalls = []
-    real = selectors.memory_recall
-    monkeypatch.setattr(selectors, "memory_recall", lambda **kwargs: recalls.append(kwargs) or real(**kwargs))
+    real = turns.memory_recall
+    monkeypatch.setattr(turns, "memory_recall", lambda **kwargs: recalls.append(kwargs) or real(**kwargs))
     with pytest.raises(EngramAPIError) as err:
         engram.turn("zoe", "bees " * settings.ENGRAM_MAX_TEXT_CHARS)  # passes the serializer, not the service
     assert err.value.status == 400 and err.value.code == "text_too_long"
@@ -598,14 +598,14 @@ def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, set
 
 
 def test_what_rest_and_turns_hand_to_the_agent_counts_as_used_and_a_preview_does_not(engram):
-    from memory_app import selectors
+    from memory_app.recall import memory_recall
     from memory_app.usage import usage_flush
 
     fact = engram.write_fact("una", "Una is allergic to peanuts")
     engram.recall("una", "peanut allergy")
     engram.turn("una", "do I have a peanut allergy?")
     subject = Subject.objects.get(external_id="una")
-    selectors.memory_recall(subject=subject, query="peanut allergy")  # a read alone (the inspector's preview)
+    memory_recall(subject=subject, query="peanut allergy")  # a read alone (the inspector's preview)
     usage_flush()
     assert engram.get_memory("una", fact["id"])["use_count"] == 2
 

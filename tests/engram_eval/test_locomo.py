@@ -14,7 +14,7 @@ from engram_eval.locomo import (
     locomo_session_date,
     locomo_turn_id,
 )
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from tenants.models import Tenant
 from tenants.selectors import index_prefix_for
 

@@ -20,6 +20,7 @@ from memory_app.models import ConsolidationRun
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write, playbook_write
 from memory_app.services.imports import episodes_import
+from memory_app.recall import memory_recall
 from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
 from tenants.models import AuditEvent, Membership
@@ -177,7 +178,7 @@ def test_recall_sandbox_renders_explain_generically_and_does_not_bump_use(staff,
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "thermostat model"},
                       headers={"HX-Request": "true"}).content.decode()
     assert "Acme T3" in html and "#1" in html
-    for key, value in selectors.memory_recall(subject=alice, query="thermostat model", explain=True)[0]["explain"].items():
+    for key, value in memory_recall(subject=alice, query="thermostat model", explain=True)[0]["explain"].items():
         for name in (value if isinstance(value, dict) else {key: value}):
             assert name in html  # every explain key is laid out, whatever the keys are
     assert selectors.memory_get(subject=alice, memory_id=fact["id"])["use_count"] == 0
@@ -205,7 +206,7 @@ def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subj
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "How was Alice's trip to Lisbon?"},
                       headers={"HX-Request": "true"}).content.decode()
     ranks = {hit["id"]: n for n, hit in enumerate(
-        selectors.memory_recall(subject=alice, query="How was Alice's trip to Lisbon?", k=10), start=1)}
+        memory_recall(subject=alice, query="How was Alice's trip to Lisbon?", k=10), start=1)}
     card = html.split(f'id="hit-{ranks[answer["id"]]}"')[1].split("</li>")[0]
     assert "grilled sardines" in card and "Answers the question before it in its session" in card
     assert f'href="#hit-{ranks[question["id"]]}"' in card and "reply_credit" in card

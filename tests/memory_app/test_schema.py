@@ -154,7 +154,8 @@ def test_an_index_of_graph_vectors_is_migrated_to_exact_ones(es_admin, es_prefix
     documents, vectors and sentence vectors included, into a flat index, where a kNN search
     scores them exactly (cosine 1 is Elasticsearch's score 1.0)."""
     from engram_core.es.schema import drop_indices
-    from memory_app.recall import knn_clause, passage_query
+    from memory_app.recall.options import RecallOptions
+    from memory_app.recall.search import knn_clause, passage_query
 
     drop_indices(es=es_admin, prefix=es_prefix)
     settings.ENGRAM_VECTOR_INDEX_TYPE = "hnsw"
@@ -176,10 +177,12 @@ def test_an_index_of_graph_vectors_is_migrated_to_exact_ones(es_admin, es_prefix
     properties = es_admin.indices.get_mapping(index=alias)[f"{index_base()}-v2"]["mappings"]["properties"]
     assert properties["embedding"]["index_options"] == {"type": "flat"}
     assert properties["passages"]["properties"]["embedding"]["index_options"] == {"type": "flat"}
-    # The recall's own clauses (memory_app.recall), unscoped: the test's documents are all there is.
-    own = es_admin.search(index=alias, query={"knn": knn_clause(field="embedding", vector=unit, filters=[])}, size=3)
+    # The recall's own clauses (memory_app.recall.search), unscoped: the test's documents are all there is.
+    options = RecallOptions.from_settings()
+    own = es_admin.search(index=alias, size=3,
+                          query={"knn": knn_clause(field="embedding", vector=unit, filters=[], options=options)})
     assert [(h["_id"], h["_score"]) for h in own["hits"]["hits"]][0] == ("ep-0", 1.0)
-    by_passage = es_admin.search(index=alias, size=3, query=passage_query(vector=unit, filters=[]))
+    by_passage = es_admin.search(index=alias, size=3, query=passage_query(vector=unit, filters=[], options=options))
     assert sorted((h["_id"], h["_score"]) for h in by_passage["hits"]["hits"]) == [
         ("ep-0", 1.0), ("ep-1", 1.0), ("ep-2", 1.0)]
     assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
@@ -291,7 +294,7 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     from memory_app.services.episodes import episode_write
     from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
     from memory_app.embeddings import clear_cache, get_embedder
-    from memory_app.selectors import memory_recall
+    from memory_app.recall import memory_recall
 
     settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"
     clear_cache()

@@ -9,7 +9,8 @@ from django.db import connection
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage
-from memory_app.selectors import memory_get, memory_recall
+from memory_app.selectors import memory_get
+from memory_app.recall import memory_recall
 from memory_app.services.facts import fact_write
 from memory_app.services.forget import memory_forget
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled

@@ -218,17 +218,22 @@ ENGRAM_HNSW_M = env.int("ENGRAM_HNSW_M", default=0)
 ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0)
 
 # ---------------------------------------------------------------- Recall and writing
-ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # per leg over-fetch
+ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # hits per leg: the pool fusion ranks
 # A recall lists a memory once per content: later hits of the same type and text (case and
 # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
 ENGRAM_RECALL_COLLAPSE_COPIES = env.bool("ENGRAM_RECALL_COLLAPSE_COPIES", default=True)
 # HNSW candidates per search (the *_hnsw types; a flat search is exact).
 ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)
+# Rank fusion's constant k in weight / (k + rank); also turns a reranker's rank into a score.
 ENGRAM_RRF_RANK_CONSTANT = env.int("ENGRAM_RRF_RANK_CONSTANT", default=30)
+# Time decay (Elasticsearch's gauss) on the type's own date, so that old memories yield to new
+# ones: ×1 within OFFSET days of now, ×DECAY at OFFSET + SCALE days.
 ENGRAM_DECAY_OFFSET_DAYS = env.float("ENGRAM_DECAY_OFFSET_DAYS", default=180)
 ENGRAM_DECAY_SCALE_DAYS = env.float("ENGRAM_DECAY_SCALE_DAYS", default=1825)
 ENGRAM_DECAY_DECAY = env.float("ENGRAM_DECAY_DECAY", default=0.5)
+# Facts an agent used get ×(1 + WEIGHT · log10(1 + use_count)): a fact in use is likelier wanted again.
 ENGRAM_USE_COUNT_WEIGHT = env.float("ENGRAM_USE_COUNT_WEIGHT", default=0.2)
+# Catalog entries get ×PRIOR: the tenant's shared knowledge yields to the end-user's own memories.
 ENGRAM_CATALOG_PRIOR = env.float("ENGRAM_CATALOG_PRIOR", default=0.85)
 # Playbook outcome factor: 1 ± this, by the Beta posterior mean of successes vs failures.
 ENGRAM_OUTCOME_WEIGHT = env.float("ENGRAM_OUTCOME_WEIGHT", default=0.1)
@@ -294,7 +299,8 @@ ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0
 ENGRAM_EMBED_PASSAGES = env.bool("ENGRAM_EMBED_PASSAGES", default=True)
 ENGRAM_PASSAGES_MAX = env.int("ENGRAM_PASSAGES_MAX", default=12)
 ENGRAM_RECALL_PASSAGES = env.bool("ENGRAM_RECALL_PASSAGES", default=True)
-# Drop question words, auxiliaries and pronouns (recall.QUERY_STOPWORDS) from the BM25 leg's query.
+# Drop question words, auxiliaries and pronouns (memory_app.language.words) from the BM25 leg's
+# query: they carry no topic, yet match every turn that asks or addresses someone.
 ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
 # BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
 ENGRAM_BM25_K1 = env.float("ENGRAM_BM25_K1", default=1.2)
@@ -302,20 +308,20 @@ ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
 # Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
 ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
 ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
-# Fusion (memory_app.recall): "linear" (the default), each leg's scores normalised and summed at
-# these weights, a lexical leg scored by the idf of the query words a hit holds, counted among the
-# end-user's own memories (no index-wide statistics); or "rrf", reciprocal rank fusion.
+# Fusion (memory_app.recall.rank): "linear", each leg's scores normalised and summed at these
+# weights, a lexical leg scored by the idf of the query words a hit holds, counted among the
+# end-user's own memories (no index-wide statistics, so no other tenant moves it); or "rrf".
 ENGRAM_FUSION = env.str("ENGRAM_FUSION", default="linear")
-# How linear fusion normalises a lexical leg: "coverage" (the default since 2026-11-28), the share of
-# the question's idf the hit holds (1 only for a memory holding every word); or "minmax" over the
-# leg's candidates, as a dense leg is (1 for the leg's best, however little of the question it holds).
+# How linear fusion normalises a lexical leg: "coverage", the share of the question's idf the hit
+# holds (1 only for a memory holding every word); or "minmax" over the leg's candidates, as a dense
+# leg is (1 for the leg's best, however little of the question it holds).
 ENGRAM_LINEAR_LEXICAL_NORM = env.str("ENGRAM_LINEAR_LEXICAL_NORM", default="coverage")
-ENGRAM_LINEAR_MAX_WORDS = env.int("ENGRAM_LINEAR_MAX_WORDS", default=16)
+ENGRAM_LINEAR_MAX_WORDS = env.int("ENGRAM_LINEAR_MAX_WORDS", default=16)  # words a lexical hit is scored by
 ENGRAM_LINEAR_BM25_WEIGHT = env.float("ENGRAM_LINEAR_BM25_WEIGHT", default=1.0)
 ENGRAM_LINEAR_DENSE_WEIGHT = env.float("ENGRAM_LINEAR_DENSE_WEIGHT", default=1.0)
-# Query decomposition (memory_app.query_plan): up to N named entities of the query each get a BM25
-# leg over the memories naming them, fused at this weight × the BM25 leg's (N = 0 or weight 0: off).
-# On by default since the guard below (LoCoMo R@5 0.611 -> 0.629; the fixture corpus unchanged).
+# Entity legs (memory_app.recall.search): up to N named entities of the query each get a BM25 leg
+# over the memories naming them, fused at this weight × the BM25 leg's, so that a name common in
+# the end-user's memories still selects (N = 0 or weight 0: off).
 ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=2)
 ENGRAM_RRF_ENTITY_WEIGHT = env.float("ENGRAM_RRF_ENTITY_WEIGHT", default=0.5)
 # Each entity also gets a kNN leg filtered to the memories naming it, searching the embedding of
@@ -329,8 +335,7 @@ ENGRAM_RECALL_ENTITY_MIN_MENTIONS = env.int("ENGRAM_RECALL_ENTITY_MIN_MENTIONS",
 # How long a count of the memories naming an entity is reused (per end-user, in the cache).
 ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS", default=300)
 # Dates named in the query (memory_app.language.temporal): episodes that occurred in the window, or up to
-# GRACE days after it, get ×(1 + BOOST) (0: off). On by default since 2026-11-26: locomo-dev R@5 and
-# R@10 up in both conversations, no question lower, the fixture corpus unchanged (README, Retrieval quality).
+# GRACE days after it (an event is told after it happened), get ×(1 + BOOST) (0: off).
 ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
 ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
 # The kind of memory a question asks for, read from its grammar (memory_app.language.intent): an event
@@ -355,7 +360,7 @@ ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the `
 # another name WordNet gives the word's most frequent noun sense ("holiday": "vacation") is credited
 # this share of the word's idf in linear fusion's lexical score (0: off).
 ENGRAM_SYNONYM_WEIGHT = env.float("ENGRAM_SYNONYM_WEIGHT", default=0.5)
-# The end-user's own name (memory_app.selectors.own_name): when a question names them ("When did
+# The end-user's own name (memory_app.recall.read): when a question names them ("When did
 # Olivia ask for a window seat?"), an episode they said (role "user", in the first person) is
 # credited this share of the name's idf in linear fusion's lexical score, as a fact naming them
 # is credited all of it (0: off).

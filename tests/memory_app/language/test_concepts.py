@@ -5,9 +5,10 @@ import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.language.concepts import concepts_of, query_categories, synonyms
-from memory_app.selectors import memory_get, memory_recall
+from memory_app.selectors import memory_get
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import catalog_entry_write, fact_write
+from memory_app.recall import memory_recall
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -47,9 +48,9 @@ def test_a_question_asks_for_the_plural_kinds_after_its_question_word(question, 
 
 
 def test_switched_off_nothing_is_expanded(settings):
+    # (A question's kinds are not read then either: tests/memory_app/recall/test_read.py.)
     settings.ENGRAM_CONCEPTS = False
     assert concepts_of("I spent a week in Rome.") is None
-    assert query_categories("Which cities has Jon visited?") is None
 
 
 def _rome_and_others(subject):
@@ -99,16 +100,14 @@ def test_a_word_s_synonyms_are_the_other_names_of_its_most_frequent_noun_sense(w
     assert word not in found and "kid" not in found
 
 
-def test_verbs_famous_people_multi_word_names_and_a_zero_weight_give_no_synonyms(settings):
+def test_verbs_famous_people_and_multi_word_names_give_no_synonyms():
     assert synonyms("love") == ()  # mostly a verb to WordNet's sense counts
     assert synonyms("oliver") == ()  # King Oliver to WordNet; in a conversation someone the speakers know
     assert synonyms("suitcase") == ("bag", "grip")  # not "traveling bag": "traveling" alone is not a suitcase
     # WordNet's first sense of "jack" is "nothing at all" (doodly-squat ...), a sense its tagged
     # corpus never saw: only a first sense with at least half of a word's tagged uses lends names.
     assert synonyms("jack") == () and synonyms("appliances") == ()
-    assert synonyms("qwzx") == ()
-    settings.ENGRAM_SYNONYM_WEIGHT = 0
-    assert synonyms("holiday") == ()
+    assert synonyms("qwzx") == ()  # (with ENGRAM_SYNONYM_WEIGHT 0 no word is given any: test_read.py)
 
 
 def _holiday_and_others(subject):
@@ -130,11 +129,3 @@ def test_a_memory_naming_a_synonym_of_a_question_s_word_gets_a_share_of_its_scor
     assert hits[vacation["id"]]["explain"]["bm25_rank"] is None
     # Only its dense leg's share is left (the lexical coverage of "holiday" was 0.5 × 1).
     assert hits[vacation["id"]]["explain"]["linear_score"] == pytest.approx(credited - 0.5)
-
-
-def test_a_name_the_question_names_gets_no_synonyms():
-    # "Dawn" the person is not the daybreak: a named entity's words are not read as common nouns.
-    from memory_app.selectors import _synonyms
-
-    assert "daybreak" in _synonyms(["dawn"], entities=())[0]
-    assert _synonyms(["dawn", "holiday"], entities=("Dawn",)) == [(), ("vacation",)]

@@ -4,10 +4,10 @@ Elasticsearch."""
 import pytest
 
 from memory_app.language.intent import Intent, query_intent
-from memory_app.selectors import memory_recall, query_reading
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
 from memory_app.services.imports import episodes_import
+from memory_app.recall import memory_recall, memory_recall_with_reading
 
 
 @pytest.mark.parametrize("question, intent", [
@@ -63,11 +63,12 @@ def test_the_types_that_answer_the_question_are_boosted(subject, settings):
                                                explain=True)}
     assert event[episode["id"]]["explain"]["multipliers"]["intent"] == pytest.approx(1.1)
     assert "intent" not in event[fact["id"]]["explain"]["multipliers"]
-    assert query_reading(subject=subject, query="When did Olivia move to Denver?").intent is Intent.EVENT
+    assert memory_recall_with_reading(subject=subject, query="When did Olivia move to Denver?").reading.intent \
+        is Intent.EVENT
     settings.ENGRAM_INTENT_BOOST = 0.0
     off = memory_recall(subject=subject, query="When did Olivia move to Denver?", explain=True)
     assert all("intent" not in h["explain"]["multipliers"] for h in off)
-    assert query_reading(subject=subject, query="When did Olivia move to Denver?").intent is None
+    assert memory_recall_with_reading(subject=subject, query="When did Olivia move to Denver?").reading.intent is None
 
 
 def test_episodes_alone_keep_their_order(subject, settings):

@@ -6,14 +6,17 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name
-from memory_app import recall as rc
 from memory_app.embeddings import get_embedder
 from memory_app.language.passages import passages_of
-from memory_app.selectors import memory_get, memory_recall
+from memory_app.selectors import memory_get
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
 from memory_app.services.forget import memory_forget
 from memory_app.services.imports import episodes_import
+from memory_app.recall import memory_recall
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.read import query_read
+from memory_app.recall.search import Allowed, plain_legs
 from tenants.selectors import memory_scope
 from tenants.services.clients import subject_es_client
 
@@ -121,7 +124,7 @@ def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
 
 
 def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_best_sentence(subject, settings):
-    """One search (``recall.msearch_body``): kNN over every type's own vectors and, nested, over
+    """One search (``search.plain_legs``): kNN over every type's own vectors and, nested, over
     the episodes' sentence vectors, the larger score kept. The same hits and scores as the two
     kNN searches apart, merged by max (what recalls sent until 2026-11-27)."""
     texts = [LONG, "Maya: My kids watched a football match on TV.", "Maya: Swimming lessons start in May. I signed "
@@ -135,8 +138,10 @@ def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_be
     index_for = {t: alias_name(t) for t in types}
     es = subject_es_client(subject=subject)
     settings.ENGRAM_RECALL_BM25 = False
-    body = rc.msearch_body(types=types, query=question, vector=vector, scope=memory_scope(subject=subject),
-                           include_superseded=False, since=None, until=None, index_for=index_for)
+    options = RecallOptions.from_settings()
+    reading = query_read(query=question, name_words=frozenset(), now=T0, tz=None, options=options)
+    body = plain_legs(reading=reading, vector=vector, options=options,
+                      allowed=Allowed(types=types, index_for=index_for, scope=memory_scope(subject=subject)))
     [_header, search] = body
     own, passages = search["query"]["dis_max"]["queries"]
     apart = [{"index": ",".join(index_for.values())}, {"size": 80, "knn": own["knn"]},

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from engram_core.errors import ValidationFailed
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from memory_app.language.temporal import query_time_window
 from memory_app.services.imports import episodes_import
 

@@ -8,10 +8,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.embeddings import get_embedder
-from memory_app.selectors import memory_get, memory_recall, subject_export
+from memory_app.selectors import memory_get, subject_export
 from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget, subject_erase
 from memory_app.services.imports import episodes_import
+from memory_app.recall import memory_recall
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 

@@ -3,7 +3,8 @@
 import pytest
 
 from engram_core.errors import ValidationFailed
-from memory_app.selectors import memory_get, memory_recall
+from memory_app.selectors import memory_get
+from memory_app.recall import memory_recall
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
 

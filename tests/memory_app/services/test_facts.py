@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory_app.selectors import memory_recall
+from memory_app.recall import memory_recall
 from memory_app.services.facts import playbook_outcome_record, playbook_write
 
 

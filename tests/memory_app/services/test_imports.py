@@ -10,7 +10,8 @@ from elasticsearch import helpers
 from engram_core.errors import Conflict, ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.embeddings import EmbeddingError
-from memory_app.selectors import memory_get, memory_recall
+from memory_app.selectors import memory_get
+from memory_app.recall import memory_recall
 from memory_app.services import context
 from memory_app.services.episodes import episode_write
 from memory_app.services.imports import episodes_import

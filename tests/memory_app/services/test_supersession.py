@@ -5,7 +5,8 @@ import pytest
 from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
-from memory_app.selectors import memory_get, memory_history, memory_recall
+from memory_app.selectors import memory_get, memory_history
+from memory_app.recall import memory_recall
 from memory_app.services.facts import fact_write
 from tenants.services.clients import writer_es_client
 

@@ -9,16 +9,17 @@ from elasticsearch import AuthorizationException
 
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.schema import MemoryType, alias_name, all_aliases
-from memory_app.selectors import memory_recall, subject_export
+from memory_app.selectors import subject_export
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
+from memory_app.recall import memory_recall
 from memory_app.usage import usage_flush
 from tenants.models import AuditEvent, SubjectKey, Tenant
 from tenants.selectors import index_prefix_for
-from tenants.services import isolation_move
 from tenants.services.clients import subject_es_client
 from tenants.services.isolation_move import MoveFailed, tenant_isolation_set
 from tenants.services.subjects import subject_get_or_create
+from tenants.services import isolation_move
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from engram_core.es.schema import all_aliases, alias_name
 from tenants.es_keys import ROLE_VERSION, SUBJECT_ACTIONS, WRITER_ACTIONS
 from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
-from tenants.services import key_cache
 from tenants.services.clients import clear_caches, subject_es_client, writer_es_client
 from tenants.services.keys import (
     keys_maintain,
@@ -27,6 +26,7 @@ from tenants.services.keys import (
 )
 from tenants.services.subjects import subject_get_or_create
 from tenants.tasks import maintain_keys
+from tenants.services import key_cache
 
 
 def _own_doc(subject, es_writer, memory_type="semantic", **extra) -> str:

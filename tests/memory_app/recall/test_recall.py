@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory_app.selectors import memory_recall
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
+from memory_app.recall import memory_recall
 from tenants.models import Tenant
 from tenants.services.clients import subject_es_client
 from tenants.services.isolation_move import tenant_indices_ensure

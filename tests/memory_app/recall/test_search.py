@@ -1,49 +1,23 @@
-"""Query decomposition: entity extraction and the entity legs, through the real Elasticsearch."""
+"""The search stage against the real Elasticsearch: the scope filter inside the kNN search, the
+entity legs and their guard, and the counts linear fusion scores words by."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app import recall as rc
-from memory_app.query_plan import query_entities, query_plan
-from memory_app.selectors import memory_recall, own_name, query_reading, subject_name_words
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
 from memory_app.services.imports import episodes_import
-from tenants.models import Subject
+from memory_app.embeddings import get_embedder
+from memory_app.recall import memory_recall, memory_recall_with_reading
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.read import query_read
+from memory_app.recall.search import Allowed, plain_legs, word_counts_search
 from tenants.selectors import memory_scope
 from tenants.services.clients import subject_es_client
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
-
-
-@pytest.mark.parametrize("query, entities", [
-    ("What books has Melanie read?", ["Melanie"]),
-    ("What do Jon and Gina both have in common?", ["Jon", "Gina"]),
-    ("What do Melanie's kids like?", ["Melanie"]),  # possessive dropped
-    ("Would Caroline likely have Dr. Seuss books on her bookshelf?", ["Caroline", "Dr Seuss"]),
-    ("New York is where she moved?", ["New York"]),  # a multi-word name may open the query
-    ("Melanie went where?", []),  # one capitalised first word is just a sentence start
-    ("When did she read \"Charlotte's Web\"?", ["Charlotte's Web"]),  # a quote; not again as "Charlotte Web"
-    ("What did I say about the garage sensor?", []),  # "I" is a function word, not a name
-    ("Did he say it? Then Anna called.", ["Anna"]),
-])
-def test_entities_are_capitalised_spans_that_do_not_start_a_sentence_and_quotes(query, entities):
-    assert query_entities(query) == entities
-
-
-def test_the_plan_keeps_at_most_the_configured_entities_and_removes_them_from_the_topic(settings):
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 1
-    q = "What do Jon and Gina both like?"
-    plan = query_plan(q, keywords=rc.keyword_query(q))
-    assert plan.entities == ("Jon",)
-    assert plan.topic == "Gina like?"  # ("both" is a stop word) an entity beyond the limit stays a plain keyword
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 0
-    assert query_plan(q, keywords=rc.keyword_query(q)).entities == ()
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 3
-    only_names = "What about Jon and Gina?"
-    assert query_plan(only_names, keywords=rc.keyword_query(only_names)).topic == ""  # no topic: no leg
 
 
 def _import(subject, texts):
@@ -169,8 +143,6 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     # embedding of the topic (the entity BM25 leg's query), not of the whole question; with
     # ENGRAM_RECALL_ENTITY_TOPIC_VECTOR off, the question's own vector as before. The plain kNN
     # legs search the question's vector either way.
-    from memory_app.embeddings import get_embedder
-
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(6)]
     _import(subject, texts)
     settings.ENGRAM_RECALL_ENTITY_LEGS = 2
@@ -194,8 +166,9 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     question = "What do Melanie's kids like?"
     embedder = get_embedder()
     asked, topic = embedder.embed_query(question), embedder.embed_query("kids like?")
-    assert query_plan(question, keywords=rc.keyword_query(question)).topic == "kids like?"
-    hits = memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
+    recall = memory_recall_with_reading(subject=subject, query=question, k=5, explain=True, es=Recording())
+    assert recall.reading.topic == "kids like?"
+    hits = recall.hits
     assert "entity1_dense" in hits[0]["explain"]["extra_ranks"]
     *plain, entity = vectors[-1]
     assert entity == topic and all(v == asked for v in plain), "the entity kNN leg searches the topic"
@@ -205,47 +178,21 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 1
 
 
-def test_the_query_reading_says_which_names_get_legs_and_what_they_search(subject, settings):
-    # What the inspector shows beside the hits: the BM25 keywords, each name with its count and
-    # whether it got legs (from the counts the recall left in the cache, so no request of its
-    # own), the topic, and the date window.
+def test_the_recall_says_which_names_got_legs_and_what_they_searched(subject, settings):
+    # What the inspector shows beside the hits, from the recall that ranked them: the BM25
+    # keywords, each name with its count and whether it got legs (counted in the recall's own
+    # _msearch the first time, read from the cache the next), the topic, and the date window.
     _twelve_melanie_one_gina(subject, settings)
     question = "Which books did Melanie and Gina read in June?"
     now = datetime(2025, 7, 10, tzinfo=UTC)
-    before = query_reading(subject=subject, query=question, now=now)
-    assert [(e.name, e.mentions, e.legs) for e in before.entities] == [("Melanie", None, None), ("Gina", None, None)]
-    memory_recall(subject=subject, query=question, now=now)
-    reading = query_reading(subject=subject, query=question, now=now)
-    assert reading.keywords == "books Melanie Gina read June?" and reading.topic == "books read June?"
-    assert [(e.name, e.mentions, e.legs) for e in reading.entities] == [("Melanie", 5, True), ("Gina", 1, False)]
-    assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC) and reading.topic_vector
+    for _counted_then_cached in range(2):
+        recall = memory_recall_with_reading(subject=subject, query=question, now=now)
+        reading = recall.reading
+        assert reading.keywords == "books Melanie Gina read June?" and reading.topic == "books read June?"
+        assert [(e.name, e.mentions, e.legs) for e in recall.entities] == [("Melanie", 5, True), ("Gina", 1, False)]
+        assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC)
     settings.ENGRAM_TEMPORAL_BOOST = 0
-    assert query_reading(subject=subject, query=question, now=now).time_window is None
-
-
-@pytest.mark.parametrize("external_id, display_name, words", [
-    ("olivia.hart", "", {"olivia", "hart"}),
-    ("alice@example.com", "", {"alice"}),  # the address's user part, not its domain
-    ("u-42", "", set()),  # no name in an opaque id
-    ("u-42", "Olivia Hart", {"olivia", "hart"}),  # a display name wins over the id
-])
-def test_an_end_user_s_name_is_their_display_name_or_the_letters_of_their_id(external_id, display_name, words):
-    assert subject_name_words(Subject(external_id=external_id, display_name=display_name)) == words
-
-
-def test_only_the_end_user_s_name_the_question_names_as_a_name_is_their_own(settings):
-    olivia = Subject(external_id="olivia.hart")
-
-    def own(question):
-        return own_name(olivia, words=rc.lexical_words(question),
-                        entities=tuple(query_entities(question)))
-
-    assert own("When did Olivia ask for a window seat?") == {"olivia"}
-    assert own("What is Olivia's home airport?") == {"olivia's"}  # the possessive is the question's word
-    assert own("When did Jonah ask for an exit row?") == frozenset()  # someone else
-    assert own("Is the hart a deer?") == frozenset()  # her surname as a common noun is not her name
-    settings.ENGRAM_OWN_NAME_WEIGHT = 0
-    assert own("When did Olivia ask for a window seat?") == frozenset()
+    assert memory_recall_with_reading(subject=subject, query=question, now=now).reading.time_window is None
 
 
 def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(make_subject, settings):
@@ -271,14 +218,51 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
     assert credited > uncredited
 
     settings.ENGRAM_OWN_NAME_WEIGHT = 1.0
-    assert query_reading(subject=olivia, query=question, now=T0).own_name == ("olivia",)
+    assert memory_recall_with_reading(subject=olivia, query=question, now=T0).reading.own_name == ("olivia",)
     # The name's idf counts her own turns as holding it (in her own memory it says little): the
     # fact and the turn she said, of the three memories.
     types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
-    allowed = rc.allowed_filter(types=types, scope=memory_scope(subject=olivia), include_superseded=False,
-                                since=None, until=None)
-    header, body = rc.word_counts_search(words=["olivia"], indices=",".join(alias_name(t) for t in types),
-                                         allowed=allowed, own_name=frozenset({"olivia"}))
+    allowed = Allowed(types=types, index_for={t: alias_name(t) for t in types}, scope=memory_scope(subject=olivia))
+    header, body = word_counts_search(words=["olivia"], indices=allowed.indices, allowed=allowed.query(),
+                                      own_name=("olivia",))
     counts = subject_es_client(subject=olivia).search(index=header["index"], body=body)
     assert counts["hits"]["total"]["value"] == 3
     assert counts["aggregations"]["words"]["buckets"]["word_text_0"]["doc_count"] == 2
+
+
+def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, settings):
+    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RECALL_CANDIDATES = 5
+    settings.ENGRAM_RECALL_NUM_CANDIDATES = 10
+    alice, bob = make_subject("alice"), make_subject("bob")
+    day = datetime(2025, 3, 1, tzinfo=UTC)
+    # Bob holds 60 near-copies of the question; Alice one unrelated episode of two sentences (so it
+    # has passages, memory_app.language.passages). A filter applied after the kNN search (post_filter, or a
+    # query beside knn) would see only Bob's 10 nearest.
+    episodes_import(subject=bob, episodes=[
+        {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
+        for i in range(60)])
+    [own] = episodes_import(subject=alice, episodes=[
+        {"text": "I planted tomatoes in the back garden. The soil was dry.", "occurred_at": day.isoformat()}])
+    query = "garage door sensor battery low"
+    options = RecallOptions.from_settings()
+    reading = query_read(query=query, name_words=frozenset(), now=day, tz=None, options=options)
+    allowed = Allowed(types=[MemoryType.EPISODIC], index_for={MemoryType.EPISODIC: alias_name(MemoryType.EPISODIC)},
+                      scope=memory_scope(subject=alice))
+    body = plain_legs(reading=reading, vector=get_embedder().embed_query(query), allowed=allowed, options=options)
+    # The dense leg: kNN over the memories' own vectors and over the episodes' sentences
+    # (memory_app.language.passages), each with the scope filter inside the kNN query.
+    [_header, search] = body
+    own_vectors, passages = search["query"]["dis_max"]["queries"]
+    assert passages["nested"]["query"]["knn"]["field"] == "passages.embedding"
+    for knn in (own_vectors["knn"], passages["nested"]["query"]["knn"]):
+        assert knn["filter"]
+    assert "post_filter" not in search and "knn" not in search
+    # Through the admin credential, so no DLS key hides Bob's documents: only the clause filters.
+    [response] = es_admin.msearch(searches=body)["responses"]
+    assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]
+    # Each kNN query on its own finds Alice's episode too (her sentences, then her whole vector).
+    for knn in (passages, own_vectors):
+        alone = [_header, {**search, "query": knn}]
+        [response] = es_admin.msearch(searches=alone)["responses"]
+        assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]

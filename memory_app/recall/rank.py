@@ -1,0 +1,300 @@
+"""Rank: the searched legs fused into one score per memory, weighted, credited and ordered.
+
+    score = fused × time_decay × use_count × catalog_prior × outcome × time_window × intent
+            (+ reply credit)
+
+Pure functions of the hits and one ``RecallOptions``; docs/retrieval-quality.md, "How recall
+ranks", says why each part is there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from engram_core.es.schema import MemoryType
+from memory_app.language.intent import ANSWERED_BY
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.read import Reading
+from memory_app.recall.search import KINDS, SAID_BY_NAMED, SYNONYM_IN_TEXT, WORD_IN_CONTEXT, WORD_IN_TEXT, Leg, Searched
+
+# Each type's date field for time decay; None = exempt.
+DECAY_FIELD: dict[MemoryType, str | None] = {
+    MemoryType.EPISODIC: "occurred_at",
+    MemoryType.SEMANTIC: "last_used_at",
+    MemoryType.PROCEDURAL: None,
+    MemoryType.CATALOG: None,
+}
+# A sentence that ends in a question mark (before optional closing quotes or brackets).
+_ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
+# A reranker: (question, the memories' texts) -> one score per text, higher is better.
+Rerank = Callable[[str, list[str]], list[float]]
+
+
+@dataclass
+class Hit:
+    """A memory as ranking sees it: its ranks in the legs, its fused score, then its multipliers,
+    reply credit and final score."""
+
+    id: str
+    memory_type: MemoryType
+    source: dict[str, Any]
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    fused: float = 0.0
+    fusion: str = "rrf"  # how ``fused`` was computed (``hits_fuse``)
+    multipliers: dict[str, float] = field(default_factory=dict)
+    rerank_score: float | None = None
+    rerank_rank: int | None = None
+    score: float = 0.0
+    extra_ranks: dict[str, int] = field(default_factory=dict)  # ranks in the entity legs
+    dense_passage: int | None = None  # the passage an episode's dense rank came from, if one did (explain only)
+    reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
+    replies_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The first k hits, best first, and for each the ids of its copies left out (``without_copies``)."""
+
+    hits: list[Hit]
+    copies: dict[str, list[str]]
+
+
+def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, exclude: str = "",
+              rerank: Rerank | None = None, options: RecallOptions) -> Ranked:
+    """The ``k`` best memories the search found: fused (``hits_fuse``), reordered by ``rerank``
+    when given, weighted by every multiplier, credited for replies (``reply_credit``), sorted
+    (ties by id), without ``exclude`` and without copies (``without_copies``). A reranker's order
+    replaces the fused one (as 1 / (rank constant + rerank rank), so scores stay positive and
+    comparable)."""
+    hits = hits_fuse(searched, options=options)
+    if rerank is not None:
+        pool = rerank_pool(hits, options=options)
+        hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
+    for hit in hits:
+        hit.multipliers = multipliers_for(hit, now=now, reading=reading, options=options)
+        base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
+        hit.score = base * math.prod(hit.multipliers.values())
+    reply_credit(hits, weight=options.reply_credit)
+    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id)) if h.id != exclude]
+    return without_copies(ordered, k=k, collapse=options.collapse_copies)
+
+
+# ---------------------------------------------------------------- fusion
+
+
+def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
+    """One hit per memory any leg found, in the order first found, with its fused score: by
+    reciprocal rank (Σ weight / (rank constant + rank)), or under linear fusion by normalised
+    score (a dense leg's similarity min-max normalised, a lexical leg's ``lexical_score`` as
+    ``lexical_normalised`` says), each leg at its factor × ``leg_weight``."""
+    fusion = options.fusion
+    k = options.rank_constant
+    hits: dict[str, Hit] = {}
+    for leg in searched.legs:
+        raws = leg.hits
+        weight = leg.factor * leg_weight(leg, options=options)
+        if fusion == "linear":
+            if leg.dense:
+                normalised = minmax([raw["_score"] for raw in raws])
+            else:  # ranked by its own score, ties by id: no index-wide statistic orders the leg
+                scored = sorted(((lexical_score(raw, searched.idf, options=options), raw) for raw in raws),
+                                key=lambda pair: (-pair[0], pair[1]["_id"]))
+                raws = [raw for _, raw in scored]
+                normalised = lexical_normalised([v for v, _ in scored], searched.idf, options=options)
+            values = [weight * v for v in normalised]
+        else:
+            values = [weight / (k + rank) for rank in range(1, len(raws) + 1)]
+        for rank, (raw, value) in enumerate(zip(raws, values, strict=True), start=1):
+            hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
+                id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]),
+                source=searched.sources[raw["_id"]], fusion=fusion))
+            if leg.name == "bm25":
+                hit.bm25_rank = rank
+            elif leg.name == "dense":
+                hit.dense_rank = rank
+                hit.dense_passage = leg.passages.get(raw["_id"])
+            else:
+                hit.extra_ranks[leg.name] = rank
+            hit.fused += value
+    return list(hits.values())
+
+
+def leg_weight(leg: Leg, *, options: RecallOptions) -> float:
+    """A leg's weight: the dense weight for a kNN leg, the BM25 weight for a lexical one."""
+    if options.fusion == "linear":
+        return options.linear_dense_weight if leg.dense else options.linear_bm25_weight
+    return options.rrf_dense_weight if leg.dense else options.rrf_bm25_weight
+
+
+def lexical_score(raw: dict, idf: dict[str, float], *, options: RecallOptions) -> float:
+    """A lexical hit's score for linear fusion: the idf of each question word its text holds; for
+    a word its text does not hold, the largest of ENGRAM_CONTEXT_BOOST × its idf if its context
+    holds it, ENGRAM_SYNONYM_WEIGHT × its idf if its text holds a synonym of it and
+    ENGRAM_OWN_NAME_WEIGHT × its idf if the word names the end-user and the hit is an episode they
+    said; plus ENGRAM_CONCEPT_BOOST × the idf of the asked kinds if its concepts hold one."""
+    matched = set(raw.get("matched_queries") or ())
+    score = 0.0
+    for name, value in idf.items():
+        if name == KINDS:
+            score += options.concept_boost * value if name in matched else 0.0
+        elif name in matched:
+            score += value
+        else:
+            n = name.removeprefix(WORD_IN_TEXT)
+            score += value * max(options.context_boost if f"{WORD_IN_CONTEXT}{n}" in matched else 0.0,
+                                 options.synonym_weight if f"{SYNONYM_IN_TEXT}{n}" in matched else 0.0,
+                                 options.own_name_weight if f"{SAID_BY_NAMED}{n}" in matched else 0.0)
+    return score
+
+
+def lexical_ceiling(idf: dict[str, float], *, options: RecallOptions) -> float:
+    """The lexical score of a memory holding every word of the question in its text and one of
+    the asked kinds (``lexical_score``'s largest)."""
+    return lexical_score({"matched_queries": list(idf)}, idf, options=options)
+
+
+def minmax(scores: list[float]) -> list[float]:
+    """Scores rescaled to [0, 1] over their own range (all 1.0 when they are equal: a leg's only
+    match, or a tie, is its best)."""
+    low, high = min(scores, default=0.0), max(scores, default=0.0)
+    return [(value - low) / (high - low) if high > low else 1.0 for value in scores]
+
+
+def lexical_normalised(scores: list[float], idf: dict[str, float], *, options: RecallOptions) -> list[float]:
+    """A lexical leg's scores in [0, 1]: "coverage", each as a share of ``lexical_ceiling`` (a
+    memory holding one rare word of a long question scores that word's share, even when nothing
+    better matched); "minmax", over the leg's own range."""
+    if options.lexical_norm == "minmax":
+        return minmax(scores)
+    ceiling = lexical_ceiling(idf, options=options)
+    return [value / ceiling if ceiling > 0 else 0.0 for value in scores]
+
+
+# ---------------------------------------------------------------- an optional reranker's order
+
+
+def rerank_pool(hits: list[Hit], *, options: RecallOptions) -> list[Hit]:
+    """The fused hits a reranker sees: the ENGRAM_RERANK_POOL best."""
+    return sorted(hits, key=lambda h: -h.fused)[: options.rerank_pool]
+
+
+def rerank_text(hit: Hit) -> str:
+    """What a reranker reads of a memory."""
+    src = hit.source
+    if hit.memory_type is MemoryType.PROCEDURAL:
+        return f"{src.get('trigger', '')}\n{src.get('steps', '')}"
+    if hit.memory_type is MemoryType.CATALOG:
+        return f"{src.get('title', '')}\n{src.get('text', '')}"
+    return src.get("text", "")
+
+
+def reranked(pool: list[Hit], scores: list[float]) -> list[Hit]:
+    """``pool`` with the reranker's ``scores`` (one per hit, in order) and its ranks."""
+    for rank, (hit, value) in enumerate(sorted(zip(pool, scores, strict=True), key=lambda p: -p[1]), start=1):
+        hit.rerank_score, hit.rerank_rank = float(value), rank
+    return pool
+
+
+# ---------------------------------------------------------------- multipliers, reply credit, copies
+
+
+def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: RecallOptions) -> dict[str, float]:
+    """Each factor that applies to ``hit``, by name (as ``explain`` shows them)."""
+    src = hit.source
+    factors: dict[str, float] = {}
+    if date_field := DECAY_FIELD[hit.memory_type]:
+        raw = src.get(date_field) or src.get("created_at")
+        factors["time_decay"] = gauss_decay(value=datetime.fromisoformat(raw) if raw else None, origin=now,
+                                            options=options)
+    window = reading.time_window
+    if window is not None and hit.memory_type is MemoryType.EPISODIC and (raw := src.get("occurred_at")) and \
+            window.contains(datetime.fromisoformat(raw), grace=timedelta(days=options.temporal_grace_days)):
+        factors["time_window"] = 1.0 + options.temporal_boost
+    if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
+        factors["intent"] = 1.0 + options.intent_boost
+    if hit.memory_type is MemoryType.SEMANTIC:
+        factors["use_count"] = 1.0 + options.use_count_weight * math.log10(1 + int(src.get("use_count") or 0))
+    if hit.memory_type is MemoryType.CATALOG:
+        factors["catalog_prior"] = options.catalog_prior
+    if hit.memory_type is MemoryType.PROCEDURAL:
+        factors["outcome"] = outcome_multiplier(successes=int(src.get("success_count") or 0),
+                                                failures=int(src.get("failure_count") or 0),
+                                                weight=options.outcome_weight)
+    return factors
+
+
+def gauss_decay(*, value: datetime | None, origin: datetime, options: RecallOptions) -> float:
+    """Elasticsearch's gauss decay: 1 within ``offset`` of the origin, ``decay`` at offset + scale."""
+    if value is None:
+        return 1.0
+    offset = options.decay_offset_days * 86400.0
+    scale = options.decay_scale_days * 86400.0
+    distance = max(0.0, abs((origin - value).total_seconds()) - offset)
+    sigma_sq = -(scale**2) / (2.0 * math.log(options.decay_decay))
+    return math.exp(-(distance**2) / (2.0 * sigma_sq))
+
+
+def outcome_multiplier(*, successes: int, failures: int, weight: float) -> float:
+    """1 ± ``weight`` (ENGRAM_OUTCOME_WEIGHT), by the posterior mean of a Beta(1, 1) prior updated
+    with the playbook's outcomes (exactly 1.0 for an untried playbook or an even record)."""
+    mean = (1.0 + successes) / (2.0 + successes + failures)
+    return 1.0 + weight * (2.0 * mean - 1.0)
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` asks a question: one of its sentences ends with a question mark."""
+    return bool(_ASKS.search(text))
+
+
+def reply_credit(hits: list[Hit], *, weight: float) -> None:
+    """Add ``weight`` (ENGRAM_REPLY_CREDIT) × its question's score to every episode whose
+    predecessor in its session (the last of its ``context_ids``) is a candidate that asks a
+    question. Credits come from the scores before any credit, so they do not chain along a session."""
+    if weight <= 0:
+        return
+    by_id = {hit.id: hit for hit in hits if hit.memory_type is MemoryType.EPISODIC}
+    credits: list[tuple[Hit, Hit, float]] = []
+    for hit in by_id.values():
+        before = hit.source.get("context_ids") or []
+        question = by_id.get(before[-1]) if before else None
+        # (a question scored 0, the last of the only leg that found it, gives nothing to credit)
+        if question is not None and question.score > 0 and asks(question.source.get("text") or ""):
+            credits.append((hit, question, weight * question.score))
+    for hit, question, credit in credits:
+        hit.reply_credit, hit.replies_to = credit, question.id
+        hit.score += credit
+
+
+def _content(hit: Hit) -> tuple:
+    """What a memory says as a recall returns it, compared case- and spacing-blind: a copy says
+    nothing its original does not. (An episode's derived context is never returned; a context the
+    client sent is, so it counts, and so does who said it.)"""
+    fields = (("title", "text") if hit.memory_type is MemoryType.CATALOG
+              else ("trigger", "steps", "refined_steps", "text", "context", "role"))
+    return hit.memory_type, *(" ".join(str(hit.source.get(f) or "").split()).casefold() for f in fields)
+
+
+def without_copies(ranked: list[Hit], *, k: int, collapse: bool = True) -> Ranked:
+    """The first ``k`` of ``ranked`` that are not a copy of a memory ranked above them (the same
+    type and text: a user who said "Is that why?" on four days has four episodes), and for each
+    kept memory the ids of its copies among them, best first. The copies stay stored, dated and
+    each recallable on its own terms; ``collapse`` False keeps them in the list."""
+    if not collapse:
+        return Ranked(hits=ranked[:k], copies={})
+    kept: list[Hit] = []
+    original: dict[tuple, str] = {}
+    copies: dict[str, list[str]] = {}
+    for hit in ranked:
+        content = _content(hit)
+        if content in original:
+            copies.setdefault(original[content], []).append(hit.id)
+        elif len(kept) < k:
+            original[content] = hit.id
+            kept.append(hit)
+    return Ranked(hits=kept, copies=copies)

@@ -1,0 +1,103 @@
+"""Read: a recall's question, read once into a ``Reading`` that the later stages take as it is.
+
+Pure: English rules (memory_app.language), the end-user's name words and the options; no
+Elasticsearch, no cache, no setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from memory_app.language import concepts
+from memory_app.language.intent import Intent, query_intent
+from memory_app.language.names import query_entities, without_names, without_possessive
+from memory_app.language.temporal import TimeWindow, query_time_window
+from memory_app.language.words import distinct_words, without_stopwords
+from memory_app.recall.options import RecallOptions
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a recall reads its question.
+
+    ``query``: the question (the kNN legs embed it); ``keywords``: what the BM25 leg searches;
+    ``words``: what linear fusion scores a lexical hit by (none under rank fusion or without a
+    BM25 leg), each with its ``synonyms`` (a tuple per word, empty for none), and of them the ones
+    naming the end-user (``own_name``); ``entities``: the names the question names (each may get
+    legs of its own) and ``topic``, what those legs search; ``kinds``: the kinds the question asks
+    for members of (matched against memories' concepts); ``time_window``: the dates it names;
+    ``intent``: the kind of memory it asks for. A boost that is off leaves its part None.
+    """
+
+    query: str
+    keywords: str
+    words: tuple[str, ...]
+    synonyms: tuple[tuple[str, ...], ...]
+    own_name: tuple[str, ...]
+    entities: tuple[str, ...]
+    topic: str
+    kinds: str | None
+    time_window: TimeWindow | None
+    intent: Intent | None
+
+    @property
+    def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(word, its synonyms) for the words that have any."""
+        return tuple((word, found) for word, found in zip(self.words, self.synonyms, strict=True) if found)
+
+
+def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzinfo | None,
+               options: RecallOptions) -> Reading:
+    """``query`` read for an end-user whose name is ``name_words`` (lower case), its dates
+    against ``now`` in ``tz`` (None: UTC)."""
+    keywords = keyword_query(query, options=options)
+    entities = tuple(query_entities(query)[: max(0, options.entity_legs)])
+    lexical = options.fusion == "linear" and options.bm25
+    words = tuple(_lexical_words(keywords, options=options)) if lexical else ()
+    named = _entity_words(entities, options=options)
+    return Reading(
+        query=query,
+        keywords=keywords,
+        words=words,
+        synonyms=tuple(() if options.synonym_weight <= 0 or without_possessive(word) in named
+                       else concepts.synonyms(word) for word in words),
+        own_name=_own_name(words, named=named, name_words=name_words, options=options),
+        entities=entities,
+        topic=without_names(keywords, entities=entities),
+        kinds=concepts.query_categories(query) if options.concepts and options.bm25 else None,
+        time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
+        intent=query_intent(query) if options.intent_boost > 0 else None,
+    )
+
+
+def keyword_query(query: str, *, options: RecallOptions) -> str:
+    """The BM25 leg's query: ``query`` without stop words (unless they are all it holds, or
+    ENGRAM_QUERY_STOPWORDS is off)."""
+    return without_stopwords(query) if options.stopwords else query
+
+
+def lexical_words(text: str, *, options: RecallOptions) -> list[str]:
+    """The words linear fusion scores the lexical legs by: the distinct words of ``text``'s
+    ``keyword_query``, lower-cased, at most ENGRAM_LINEAR_MAX_WORDS."""
+    return _lexical_words(keyword_query(text, options=options), options=options)
+
+
+def _lexical_words(keywords: str, *, options: RecallOptions) -> list[str]:
+    return distinct_words(keywords)[: options.max_words]
+
+
+def _entity_words(entities: tuple[str, ...], *, options: RecallOptions) -> set[str]:
+    """The lexical words of the names the question names, without a possessive "'s": a question's
+    word is compared with them (``without_possessive``)."""
+    return {without_possessive(w) for entity in entities for w in lexical_words(entity, options=options)}
+
+
+def _own_name(words: tuple[str, ...], *, named: set[str], name_words: frozenset[str],
+              options: RecallOptions) -> tuple[str, ...]:
+    """The ``words`` naming the end-user, where the question names them as a name: a question about
+    "Olivia" asked of Olivia's memory is about the "I" of her own turns."""
+    if options.own_name_weight <= 0:
+        return ()
+    names = named & name_words
+    return tuple(w for w in words if without_possessive(w) in names)

@@ -1,0 +1,428 @@
+"""Search: the one ``_msearch`` a recall sends, built from its ``Reading``, sent through the
+end-user's own key, and its answer as typed legs.
+
+The plain legs (BM25; kNN over the memories' vectors and the episodes' sentences) search every
+requested type at once, so that ranks are comparable across types. Each named entity the
+question names may add legs over the memories naming it (and a count of those memories, which
+the entity guard reads), and linear fusion adds the count of each word among the end-user's
+own memories (their idf). docs/retrieval-quality.md, "How recall ranks", says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+
+from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.read import Reading
+from memory_app.timing import timed
+from memory_app.usage import usage_apply
+
+log = logging.getLogger(__name__)
+
+SOURCE_EXCLUDES = [*VECTOR_FIELDS, *HIDDEN_FIELDS]
+# The date field a recall's time range filters on.
+RANGE_FIELD: dict[MemoryType, str] = {
+    MemoryType.EPISODIC: "occurred_at",
+    MemoryType.SEMANTIC: "created_at",
+    MemoryType.PROCEDURAL: "created_at",
+    MemoryType.CATALOG: "created_at",
+}
+PASSAGE_HITS = "passage"
+# Named-query prefixes: which of the question's words a lexical hit holds, and where (``word_clauses``).
+WORD_IN_TEXT, WORD_IN_CONTEXT, SYNONYM_IN_TEXT, SAID_BY_NAMED = (
+    "word_text_", "word_context_", "word_synonym_", "word_speaker_")
+KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.language.concepts)
+_TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
+_MENTIONS = "_mentions"
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The memories a recall may return: of ``types`` (in the indices of ``index_for``), the
+    end-user's own and their tenant's catalog (``scope``: tenant_id, user_id), superseded ones only
+    with ``include_superseded``, in the time range ``since``..``until`` (either may be None)."""
+
+    types: list[MemoryType]
+    index_for: dict[MemoryType, str]
+    scope: dict[str, str]
+    include_superseded: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @property
+    def indices(self) -> str:
+        return ",".join(self.index_for[t] for t in self.types)
+
+    def query(self, *, any_time: bool = False) -> dict:
+        """The filter a hit must pass: that of one of the types (``any_time``: without the range)."""
+        return {"bool": {"should": [type_filter(memory_type=t, scope=self.scope,
+                                                include_superseded=self.include_superseded,
+                                                since=None if any_time else self.since,
+                                                until=None if any_time else self.until) for t in self.types],
+                         "minimum_should_match": 1}}
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One searched leg: ``name`` ("bm25", "dense", "entityN", "entityN_dense"), whether it is a
+    kNN leg, its weight ``factor`` relative to its kind's (1.0; an entity leg's
+    ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for the dense leg
+    searched with ``explain``, the passage an episode scored by (``passages``: id → offset)."""
+
+    name: str
+    dense: bool
+    factor: float
+    hits: list[dict[str, Any]]
+    passages: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A recall's search: its legs (plain, then entity); each memory found, by id, as stored
+    (``sources``, with the facts' use counts, which live in the database); the ``idf`` of the
+    question's words among the end-user's memories (by named clause: ``WORD_IN_TEXT`` + n,
+    ``KINDS``; empty under rank fusion) and the ``mention_counts`` of the named entities (from the
+    cache or counted now)."""
+
+    legs: tuple[Leg, ...]
+    sources: dict[str, dict[str, Any]]
+    idf: dict[str, float]
+    mention_counts: dict[str, int]
+
+
+def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector: Callable[[], list[float]],
+                allowed: Allowed, explain: bool, owner: str, options: RecallOptions) -> Searched:
+    """Every leg of the recall in one ``_msearch`` through ``es`` (the end-user's own client).
+    ``vector``: the question's embedding; ``topic_vector``: the entity kNN legs' (called once, only
+    if such a leg is built); ``explain``: the dense leg also names each episode's nearest passage;
+    ``owner``: whose entity mention counts the cache keeps (the end-user's id)."""
+    body = plain_legs(reading=reading, vector=vector, allowed=allowed, explain=explain, options=options)
+    counted_in = _counted_in(allowed)
+    known = mention_counts_cached(reading=reading, owner=owner, indices=counted_in, options=options)
+    entity_body, entity = entity_legs(reading=reading, allowed=allowed, vector=topic_vector, mention_counts=known,
+                                      options=options)
+    counts_body = word_counts_search(
+        words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
+        indices=",".join(allowed.index_for.values()), allowed=allowed.query()) if reading.words else []
+    with timed("search"):
+        responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
+    for response in responses:
+        if "error" in response:
+            raise RuntimeError(f"recall leg failed: {response['error']}")
+    idf = word_idf(responses.pop()) if counts_body else {}
+    plain = len(body) // 2
+    entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
+                                                     options=options)
+    mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
+    named = [*((name, 1.0) for name in plain_leg_names(options)), *entity]
+    legs = tuple(_leg(name, factor, response["hits"]["hits"])
+                 for (name, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
+    sources: dict[str, dict[str, Any]] = {}
+    for leg in legs:
+        for raw in leg.hits:
+            sources.setdefault(raw["_id"], raw["_source"])
+    usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
+    return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted})
+
+
+def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:
+    passages = {raw["_id"]: at for raw in hits if (at := best_passage(raw)) is not None} if name == "dense" else {}
+    return Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor, hits=hits,
+               passages=passages)
+
+
+# ---------------------------------------------------------------- the plain legs
+
+
+def plain_leg_names(options: RecallOptions) -> list[str]:
+    return [leg for leg, on in (("bm25", options.bm25), ("dense", options.dense)) if on]
+
+
+def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, explain: bool = False,
+               options: RecallOptions) -> list[dict]:
+    """Header/body pairs of the BM25 and the kNN leg, each over every requested type's index at
+    once. The BM25 leg also matches the memories' ``concepts`` against the kinds the question asks
+    for and, under linear fusion, reports per hit which of the question's words it holds
+    (``word_clauses``). The kNN leg searches the memories' own vectors and, for episodes, their
+    sentences' (``passage_query``) in one search; ``explain``: it names each episode's nearest."""
+    candidates = options.candidates
+    indices = allowed.indices
+    filter_ = allowed.query()
+    body: list[dict] = []
+    if options.bm25:
+        body += [
+            lexical_header(indices, words=reading.words),
+            {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+             "query": {"bool": {"filter": [filter_], "minimum_should_match": 1, "should": [
+                 {"multi_match": {"query": reading.keywords, "fields": bm25_fields(allowed.types, options=options),
+                                  "type": "most_fields"}},
+                 *([{"match": {"concepts": {"query": reading.kinds, "boost": options.concept_boost,
+                                            # named for linear fusion's lexical score (rank.lexical_score)
+                                            **({"_name": KINDS} if reading.words else {})}}}]
+                   if reading.kinds else []),
+                 *word_clauses(reading)]}}},
+        ]
+    if options.dense:
+        dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[filter_], options=options)}
+        if passages_searched(allowed.types, options=options):
+            dense = {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=[filter_], explain=explain,
+                                                                  options=options)]}}
+        body += [{"index": indices}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
+    return body
+
+
+def text_fields(memory_type: MemoryType, *, options: RecallOptions) -> list[str]:
+    """Fields the BM25 leg searches for a type, with boosts."""
+    return {
+        MemoryType.EPISODIC: ["text", "text.exact^0.5", f"context^{options.context_boost}",
+                              f"derived_context^{options.context_boost}"],
+        MemoryType.SEMANTIC: ["text", "text.exact^0.5"],
+        # ``text`` already holds trigger + steps (+ refined steps): searching those fields again
+        # would count a playbook's words two or three times against a fact's once.
+        MemoryType.PROCEDURAL: ["text", "text.exact^0.5", f"trigger^{options.trigger_boost}"],
+        MemoryType.CATALOG: ["title^1.5", "text", "text.exact^0.5"],
+    }[memory_type]
+
+
+def bm25_fields(types: list[MemoryType], *, options: RecallOptions) -> list[str]:
+    return list(dict.fromkeys(f for t in types for f in text_fields(t, options=options)))
+
+
+def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
+                since: datetime | None, until: datetime | None) -> dict:
+    """What a hit of one memory type must satisfy. The scope terms duplicate the DLS key's query
+    on purpose: a second guard in case a key's role were ever too broad."""
+    filters: list[dict] = [{"term": {"memory_type": memory_type.value}}, {"term": {"tenant_id": scope["tenant_id"]}}]
+    if memory_type is not MemoryType.CATALOG:
+        filters.append({"term": {"user_id": scope["user_id"]}})
+    if since or until:
+        bounds = {k: v.isoformat() for k, v in (("gte", since), ("lte", until)) if v}
+        filters.append({"range": {RANGE_FIELD[memory_type]: bounds}})
+    if not include_superseded:
+        filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
+    return {"bool": {"filter": filters}}
+
+
+def lexical_header(indices: str, *, words: tuple[str, ...] | list[str]) -> dict:
+    """The ``_msearch`` header of a lexical leg. Under rank fusion (no ``words``) Elasticsearch's
+    BM25 score orders the leg, so its term statistics are first gathered across all the indices
+    (``dfs_query_then_fetch``), making scores comparable across types; under linear fusion the
+    leg is scored from the end-user's own memories (rank.lexical_score) and that round is not spent."""
+    return {"index": indices} if words else {"index": indices, "search_type": "dfs_query_then_fetch"}
+
+
+def knn_clause(*, field: str, vector: list[float], filters: list[dict], options: RecallOptions) -> dict:
+    """A ``knn`` query's options: the ``candidates`` nearest per index, the scope ``filters``
+    applied inside the kNN search (a pre-filter, not a filter of its results). As a query rather
+    than a search's top-level ``knn`` section it runs in the query phase, with no round of its own,
+    and combines with another query (``passage_query``)."""
+    candidates = options.candidates
+    return {"field": field, "query_vector": vector, "k": candidates,
+            "num_candidates": max(candidates, options.num_candidates), "filter": filters}
+
+
+def passages_searched(types: list[MemoryType], *, options: RecallOptions) -> bool:
+    return options.dense and options.passages and MemoryType.EPISODIC in types
+
+
+def passage_query(*, vector: list[float], filters: list[dict], explain: bool = False,
+                  options: RecallOptions) -> dict:
+    """The kNN query over the episodes' sentence vectors (``passages.embedding``, nested): an
+    episode scores by its nearest passage, and the dense leg takes the larger of that and its own
+    vector's score (``dis_max``). The other indices of the leg lack the field (``ignore_unmapped``).
+    With ``explain``, each hit also carries its nearest passage (``best_passage``)."""
+    nested = {"path": "passages", "score_mode": "max", "ignore_unmapped": True,
+              "query": {"knn": knn_clause(field="passages.embedding", vector=vector, filters=filters,
+                                          options=options)}}
+    if explain:
+        nested["inner_hits"] = {"name": PASSAGE_HITS, "size": 1, "_source": False}
+    return {"nested": nested}
+
+
+def best_passage(raw: dict) -> int | None:
+    """The offset of the passage a dense hit scored by, if its score is its nearest passage's
+    rather than its own vector's (present with ``explain``)."""
+    hits = raw.get("inner_hits", {}).get(PASSAGE_HITS, {}).get("hits", {}).get("hits") or []
+    if not hits or hits[0]["_score"] < raw["_score"]:
+        return None
+    return hits[0]["_nested"]["offset"]
+
+
+# ---------------------------------------------------------------- linear fusion's word counts
+
+
+def _holds(word: str, fields: list[str], **options) -> dict:
+    """The clause matching a memory whose ``fields`` hold ``word`` (analysed as those fields are):
+    one definition for the named clause a hit reports and the filter that counts such memories."""
+    return {"multi_match": {"query": word, "fields": fields, **options}}
+
+
+def _said_by_user(**options) -> dict:
+    """The clause matching an episode the end-user said (role "user": their "I")."""
+    return {"term": {"role": {"value": "user", **options}}}
+
+
+def word_clauses(reading: Reading) -> list[dict]:
+    """Named clauses that score nothing (boost 0) and make Elasticsearch report, per hit, which of
+    the question's words its own text (or a catalog entry's title) holds, which its context holds,
+    whether its text holds a synonym of a word and, for a word naming the end-user, whether it is
+    an episode they said (``matched_queries``)."""
+    clauses: list[dict] = []
+    for n, (word, synonyms) in enumerate(zip(reading.words, reading.synonyms, strict=True)):
+        clauses += [_holds(word, _TEXT_FIELDS, boost=0.0, _name=f"{WORD_IN_TEXT}{n}"),
+                    _holds(word, _CONTEXT_FIELDS, boost=0.0, _name=f"{WORD_IN_CONTEXT}{n}")]
+        if synonyms:
+            clauses.append(_holds(" ".join(synonyms), _TEXT_FIELDS, boost=0.0, _name=f"{SYNONYM_IN_TEXT}{n}"))
+        if word in reading.own_name:
+            clauses.append(_said_by_user(boost=0.0, _name=f"{SAID_BY_NAMED}{n}"))
+    return clauses
+
+
+def word_counts_search(*, words: tuple[str, ...] | list[str], indices: str, allowed: dict, kinds: str | None = None,
+                       own_name: tuple[str, ...] | frozenset[str] = ()) -> list[dict]:
+    """The header/body pair counting, among the memories the recall may return (``allowed``,
+    read through the end-user's own key), how many there are, how many hold each word in their
+    text or title (for a word of the end-user's ``own_name``, also the episodes they said: in their
+    own memory their name says little), and how many are of one of the ``kinds``."""
+    filters = {f"{WORD_IN_TEXT}{n}": {"bool": {"should": [_holds(word, _TEXT_FIELDS), _said_by_user()]}}
+               if word in own_name else _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
+    if kinds:
+        filters[KINDS] = {"match": {"concepts": kinds}}
+    return [{"index": indices},
+            {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [allowed]}},
+             "aggs": {"words": {"filters": {"filters": filters}}}}]
+
+
+def word_idf(response: dict) -> dict[str, float]:
+    """BM25's idf of each word, log(1 + (N − n + 0.5) / (n + 0.5)), from ``word_counts_search``'s
+    counts: N the end-user's memories (with their tenant's catalog), n those holding the word."""
+    total = response["hits"]["total"]["value"]
+    buckets = response.get("aggregations", {}).get("words", {}).get("buckets", {})
+    return {name: math.log(1.0 + (total - bucket["doc_count"] + 0.5) / (bucket["doc_count"] + 0.5))
+            for name, bucket in buckets.items()}
+
+
+# ---------------------------------------------------------------- the entity legs and their guard
+
+
+def enough_mentions(count: int, *, options: RecallOptions) -> bool:
+    """The guard's rule: an entity that ``count`` of the end-user's memories name gets its legs."""
+    return count >= options.entity_min_mentions
+
+
+def entity_legs_possible(reading: Reading, *, options: RecallOptions) -> bool:
+    """Whether the question's entities can get legs at all: it asks something besides the names."""
+    return bool(reading.topic) and options.entity_weight > 0
+
+
+def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list[float]],
+                mention_counts: dict[str, int], options: RecallOptions) -> tuple[list[dict], list[tuple[str, float]]]:
+    """Header/body pairs of the entity legs and their (name, factor): per entity, the topic
+    searched like the BM25 leg among the memories whose own text (not their context) holds the
+    entity as a phrase (``entityN``), and the nearest neighbours of ``vector()`` among them
+    (``entityN_dense``). An entity whose count of naming memories is known (``mention_counts``)
+    gets its legs only if the count reaches ENGRAM_RECALL_ENTITY_MIN_MENTIONS; an unknown one gets
+    a count first (``entityN_mentions``, without the time range), read by ``entity_guard``."""
+    weight = options.entity_weight
+    if not entity_legs_possible(reading, options=options):
+        return [], []
+    min_mentions = options.entity_min_mentions
+    candidates = options.candidates
+    indices = allowed.indices
+    filter_ = allowed.query()
+    any_time = allowed.query(any_time=True)  # so that one count serves every recall of the name
+    body: list[dict] = []
+    names: list[tuple[str, float]] = []
+    dense_vector: list[float] | None = None
+    for n, entity in enumerate(reading.entities, start=1):
+        mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
+        if min_mentions > 0:
+            count = mention_counts.get(entity)
+            if count is not None and not enough_mentions(count, options=options):
+                continue  # a rare name: the plain BM25 leg already selects by it
+            if count is None:  # counted up to the minimum, in the same _msearch (entity_guard reads it)
+                body += [{"index": indices},
+                         {"size": 0, "track_total_hits": min_mentions,
+                          "query": {"bool": {"filter": [any_time, mentions]}}}]
+                names.append((f"entity{n}{_MENTIONS}", 0.0))
+        if options.bm25:
+            body += [lexical_header(indices, words=reading.words),
+                     {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+                      "query": {"bool": {"filter": [filter_, mentions],
+                                         "must": {"multi_match": {"query": reading.topic,
+                                                                  "fields": bm25_fields(allowed.types, options=options),
+                                                                  "type": "most_fields"}},
+                                         "should": word_clauses(reading)}}}]
+            names.append((f"entity{n}", weight))
+        if options.entity_dense and options.dense:
+            dense_vector = dense_vector or vector()
+            body += [{"index": indices},
+                     {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+                      "query": {"knn": knn_clause(field="embedding", vector=dense_vector,
+                                                  filters=[filter_, mentions], options=options)}}]
+            names.append((f"entity{n}_dense", weight))
+    return body, names
+
+
+def entity_guard(responses: list[dict], names: list[tuple[str, float]], *, entities: tuple[str, ...],
+                 options: RecallOptions) -> tuple[list[dict], list[tuple[str, float]], dict[str, int]]:
+    """The entity legs' responses and (name, factor) pairs without the counts, and without the
+    legs of an entity that fewer than ENGRAM_RECALL_ENTITY_MIN_MENTIONS memories name; and the
+    counts read, by entity. ``responses`` and ``names`` are in ``entity_legs`` order."""
+    dropped: set[str] = set()
+    counts: dict[str, int] = {}
+    for (name, _factor), response in zip(names, responses, strict=True):
+        if name.endswith(_MENTIONS):
+            leg = name.removesuffix(_MENTIONS)
+            counts[entities[int(leg.removeprefix("entity")) - 1]] = count = response["hits"]["total"]["value"]
+            if not enough_mentions(count, options=options):
+                dropped.add(leg)
+    kept = [(r, (name, f)) for (name, f), r in zip(names, responses, strict=True)
+            if not name.endswith(_MENTIONS) and name.removesuffix("_dense") not in dropped]
+    return [r for r, _ in kept], [leg for _, leg in kept], counts
+
+
+def _counted_in(allowed: Allowed) -> str:
+    """What a recall's entity mention counts were taken over (part of their cache key)."""
+    return ",".join(allowed.index_for.values()) + ("+superseded" if allowed.include_superseded else "")
+
+
+def _count_key(*, owner: str, indices: str, entity: str, options: RecallOptions) -> str:
+    scope = f"{owner}|{indices}|{options.entity_min_mentions}|{entity.casefold()}"
+    digest = hashlib.sha256(scope.encode()).hexdigest()[:32]
+    return f"engram:entity-mentions:{digest}"  # no name in the key: a cache holds no memory text
+
+
+def mention_counts_cached(*, reading: Reading, owner: str, indices: str, options: RecallOptions) -> dict[str, int]:
+    """The counts of naming memories that an earlier recall of this end-user found for the
+    question's entities (within ENGRAM_RECALL_ENTITY_COUNT_SECONDS), so that a repeated name costs
+    no count and a rare one no legs."""
+    if not reading.entities or not reading.topic or options.entity_min_mentions <= 0:
+        return {}  # no legs will be built (entity_legs), so no count is needed
+    keys = {_count_key(owner=owner, indices=indices, entity=e, options=options): e for e in reading.entities}
+    try:
+        found = cache.get_many(list(keys))
+    except Exception as exc:  # the cache only saves work: without it, every name is counted again
+        log.warning("entity mention counts not read from the cache: %s", exc)
+        return {}
+    return {keys[k]: int(v) for k, v in found.items()}
+
+
+def mention_counts_store(counts: dict[str, int], *, owner: str, indices: str, options: RecallOptions) -> None:
+    """Keep the counts ``entity_guard`` read (capped at the minimum: the key names the minimum)."""
+    if not counts:
+        return
+    try:
+        cache.set_many({_count_key(owner=owner, indices=indices, entity=e, options=options): n
+                        for e, n in counts.items()}, timeout=options.entity_count_seconds)
+    except Exception as exc:
+        log.warning("entity mention counts not kept in the cache: %s", exc)

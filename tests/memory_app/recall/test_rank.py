@@ -1,0 +1,253 @@
+"""The rank stage: fusion, the multipliers and the reply credit as pure functions of the hits and
+the options; an answer ranking by the question it answers (real Elasticsearch)."""
+
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engram_core.es.schema import MemoryType
+from memory_app.recall import memory_recall
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
+                                    outcome_multiplier, reply_credit)
+from memory_app.recall.read import Reading
+from memory_app.recall.search import Leg, Searched
+from memory_app.services.episodes import episode_write
+
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Anything you're excited about in the adoption process?", True),
+    ("Really? Tell me more.", True),
+    ('She asked "why not?" and left.', True),
+    ("What about you? [shares a photo of a lake]", True),
+    ("See https://example.com/?q=1 for the form.", False),  # a query string asks nothing
+    ("We went camping last weekend.", False),
+])
+def test_a_text_asks_when_one_of_its_sentences_ends_in_a_question_mark(text, expected):
+    assert asks(text) is expected
+
+
+def _session(subject, texts, session_id):
+    return [episode_write(subject=subject, text=t, session_id=session_id,
+                                   occurred_at=T0 + timedelta(minutes=n)) for n, t in enumerate(texts)]
+
+
+def _by_id(hits):
+    return {h["id"]: h for h in hits}
+
+
+def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, settings):
+    question, answer, after = _session(subject, [
+        "Melanie: How was your trip to Lisbon with the choir?",
+        "Caroline: Wonderful, we ate grilled sardines every night.",  # never says Lisbon or trip
+        "Melanie: Sounds lovely.",
+    ], "s1")
+    told, reply = _session(subject, ["Caroline: The choir sang in Lisbon.", "Melanie: Lovely."], "s2")
+    hits = _by_id(memory_recall(subject=subject, query="How was Caroline's trip to Lisbon?", explain=True))
+
+    credited = hits[answer["id"]]["explain"]
+    assert credited["replies_to"] == question["id"]
+    assert credited["reply_credit"] == pytest.approx(settings.ENGRAM_REPLY_CREDIT * hits[question["id"]]["score"])
+    # The credit is added to the fused, weighted score, and shown apart from it.
+    weighted = credited[f"{credited['fusion']}_score"]
+    for factor in credited["multipliers"].values():
+        weighted *= factor
+    assert hits[answer["id"]]["score"] == pytest.approx(weighted + credited["reply_credit"])
+    # Only a predecessor that asks gives credit, and only to the turn right after it.
+    for memory in (question, after, told, reply):
+        if memory["id"] in hits:
+            assert "replies_to" not in hits[memory["id"]]["explain"]
+
+
+def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
+    question, answer = _session(subject, ["Melanie: How was your trip to Lisbon?",
+                                          "Caroline: Wonderful, sardines every night."], "s1")
+    loose_question = episode_write(subject=subject, text="Melanie: Did you like Porto?",
+                                            occurred_at=T0 + timedelta(hours=1))
+    loose_answer = episode_write(subject=subject, text="Caroline: Porto was rainy.",
+                                          occurred_at=T0 + timedelta(hours=1, minutes=1))
+    hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
+    assert hits[answer["id"]]["explain"]["replies_to"] == question["id"]
+    assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known
+    assert loose_question["id"] in hits
+
+    settings.ENGRAM_REPLY_CREDIT = 0.0
+    hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
+    assert all("reply_credit" not in h["explain"] for h in hits.values())
+    explained = hits[answer["id"]]["explain"]
+    weighted = explained[f"{explained['fusion']}_score"]
+    for factor in explained["multipliers"].values():
+        weighted *= factor
+    assert hits[answer["id"]]["score"] == pytest.approx(weighted)
+
+
+def test_a_question_scored_zero_credits_nothing(settings):
+    """Under linear fusion the last candidate of the only leg that found a memory scores 0: its
+    reply gains nothing, so explain does not claim a credit (the inspector would say "gains
+    reply_credit" beside 0.00000)."""
+    def episode(id_, text, context_ids=(), score=0.0):
+        hit = Hit(id=id_, memory_type=MemoryType.EPISODIC, source={"text": text, "context_ids": list(context_ids)})
+        hit.score = score
+        return hit
+
+    zero, scored = episode("q0", "How was Lisbon?"), episode("q1", "How was Porto?", score=0.8)
+    after_zero, after_scored = episode("a0", "Sunny.", ["q0"], 0.5), episode("a1", "Rainy.", ["q1"], 0.5)
+    reply_credit([zero, scored, after_zero, after_scored], weight=settings.ENGRAM_REPLY_CREDIT)
+    assert after_zero.replies_to is None and after_zero.score == 0.5
+    assert after_scored.replies_to == "q1"
+    assert after_scored.score == pytest.approx(0.5 + settings.ENGRAM_REPLY_CREDIT * 0.8)
+
+
+# ---------------------------------------------------------------- fusion and the multipliers
+
+
+def _options(**changes) -> RecallOptions:
+    return replace(RecallOptions.from_settings(), **changes)
+
+
+def _fuse(*legs: tuple[str, float, dict], idf: dict[str, float] | None = None, **changes) -> dict[str, Hit]:
+    """``hits_fuse`` of legs given as (name, factor, response), by id."""
+    searched = Searched(legs=tuple(Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor,
+                                       hits=response["hits"]["hits"]) for name, factor, response in legs),
+                        sources={raw["_id"]: raw["_source"]
+                                 for _name, _factor, response in legs for raw in response["hits"]["hits"]},
+                        idf=idf or {}, mention_counts={})
+    return {hit.id: hit for hit in hits_fuse(searched, options=_options(**changes))}
+
+
+def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf():
+    def response(*ids):
+        return {"hits": {"hits": [{"_id": i, "_score": 1.0, "_source": {"memory_type": "episodic"}} for i in ids]}}
+
+    legs = [("bm25", 1.0, response("a", "b")), ("dense", 1.0, response("b", "a"))]
+    hits = _fuse(*legs, fusion="rrf")
+    assert hits["a"].fused == pytest.approx(1 / 31 + 0.5 / 32)
+    assert hits["b"].fused == pytest.approx(1 / 32 + 0.5 / 31)
+    hits = _fuse(*legs, fusion="rrf", rrf_dense_weight=1.0)
+    assert hits["a"].fused == hits["b"].fused == pytest.approx(1 / 31 + 1 / 32)
+    assert {h.fusion for h in hits.values()} == {"rrf"}
+
+
+def _scored(*scored):
+    return {"hits": {"hits": [{"_id": i, "_score": s, "_source": {"memory_type": "episodic"}, **extra}
+                              for i, s, extra in scored]}}
+
+
+def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight():
+    options = {"context_boost": 0.3, "lexical_norm": "minmax"}  # the lexical legs too (the default is below)
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5}  # a rare word and a common one
+    # Lexical legs score by the idf of the words a hit holds (Elasticsearch's _score is not used).
+    bm25 = _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}),
+                   ("a", 8.0, {"matched_queries": ["word_text_0", "word_text_1"]}),
+                   ("c", 7.0, {"matched_queries": ["word_context_0"]}))  # only in its context: × 0.3
+    dense = _scored(("b", 0.90, {}), ("c", 0.89, {}), ("a", 0.70, {}))
+    entity = _scored(("c", 5.0, {"matched_queries": ["word_text_1"]}))  # a leg's only match is its best
+    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), ("entity1", 0.5, entity), idf=idf, **options)
+    # Lexical scores a 2.5, c 0.6, b 0.5 -> 1.0, 0.05, 0.0; dense b 1.0, c 0.95, a 0.0.
+    assert hits["a"].fused == pytest.approx(1.0 + 0.0)
+    assert hits["b"].fused == pytest.approx(0.0 + 1.0)
+    assert hits["c"].fused == pytest.approx(0.05 + 0.95 + 0.5)
+    assert {h.fusion for h in hits.values()} == {"linear"}
+    assert (hits["a"].bm25_rank, hits["c"].bm25_rank, hits["b"].bm25_rank) == (1, 2, 3)  # by its own score
+    assert hits["a"].dense_rank == 3
+    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), ("entity1_dense", 0.5, entity), idf=idf,
+                 linear_dense_weight=0.5, **options)
+    assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
+
+
+def test_linear_fusion_scores_a_lexical_hit_by_the_share_of_the_question_it_holds():
+    options = _options(context_boost=0.3)
+    assert options.lexical_norm == "coverage"  # the default
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5, "word_text_2": 1.5}  # no memory holds the third word
+    bm25 = _scored(("a", 8.0, {"matched_queries": ["word_text_0", "word_text_1"]}),
+                   ("b", 9.0, {"matched_queries": ["word_text_1"]}))
+    dense = _scored(("b", 0.90, {}), ("a", 0.70, {}))
+    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), idf=idf, context_boost=0.3)
+    # Shares of 4.0: a 2.5 / 4 (not 1.0 for being the leg's best), b 0.5 / 4 (not 0.0 for its last).
+    assert hits["a"].fused == pytest.approx(0.625 + 0.0)
+    assert hits["b"].fused == pytest.approx(0.125 + 1.0)
+    assert (hits["a"].bm25_rank, hits["b"].bm25_rank) == (1, 2)
+    # A lone weak match is still weak: one common word of three.
+    hits = _fuse(("bm25", 1.0, _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}))), ("dense", 1.0, dense),
+                 idf=idf, context_boost=0.3)
+    assert hits["b"].fused == pytest.approx(0.125 + 1.0)
+    no_words = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), context_boost=0.3)
+    assert no_words["a"].fused == 0.0  # no words: no lexical share
+
+
+def test_a_lexical_score_counts_each_field_of_the_bm25_leg_at_its_boost():
+    options = _options(context_boost=0.3, concept_boost=0.3, synonym_weight=0.5)
+    idf = {"word_text_0": 2.0, "word_text_1": 0.5, "kinds": 1.5}
+
+    def score(*matched, **changes):
+        return lexical_score({"matched_queries": list(matched)}, idf, options=replace(options, **changes))
+
+    assert score() == 0.0
+    assert score("word_text_0", "word_context_0") == pytest.approx(2.0)  # its text holds it: context adds nothing
+    assert score("word_context_0", "word_text_1") == pytest.approx(0.3 * 2.0 + 0.5)
+    assert score("kinds") == pytest.approx(0.3 * 1.5)  # one of the kinds the question asks for (concepts)
+    # A synonym of a word in its text: half the word's idf; never on top of the word or its context.
+    assert score("word_synonym_0") == pytest.approx(0.5 * 2.0)
+    assert score("word_synonym_0", "word_text_0") == pytest.approx(2.0)
+    assert score("word_synonym_0", "word_context_0") == pytest.approx(0.5 * 2.0)
+    # An episode the end-user said, for a word naming them (the reading's own_name): the word's idf,
+    # at ENGRAM_OWN_NAME_WEIGHT; never on top of the word itself.
+    assert score("word_speaker_0", own_name_weight=1.0) == pytest.approx(2.0)
+    assert score("word_speaker_0", "word_text_0", own_name_weight=1.0) == pytest.approx(2.0)
+    assert score("word_speaker_0", "word_context_0", own_name_weight=0.5) == pytest.approx(0.5 * 2.0)
+    assert lexical_ceiling(idf, options=options) == pytest.approx(2.0 + 0.5 + 0.3 * 1.5)
+
+
+def test_decay_and_outcome_formulas():
+    options = _options()
+    origin = datetime(2026, 1, 1, tzinfo=UTC)
+    assert gauss_decay(value=origin - timedelta(days=100), origin=origin, options=options) == 1.0
+    assert gauss_decay(value=origin - timedelta(days=180 + 1825), origin=origin, options=options) == pytest.approx(0.5)
+    assert gauss_decay(value=None, origin=origin, options=options) == 1.0
+    sigma_sq = -(1825**2) / (2 * math.log(0.5))
+    assert gauss_decay(value=origin - timedelta(days=900), origin=origin, options=options) == \
+        pytest.approx(math.exp(-(720**2) / (2 * sigma_sq)))
+
+    def outcome(successes, failures):
+        return outcome_multiplier(successes=successes, failures=failures, weight=options.outcome_weight)
+
+    assert outcome(0, 0) == 1.0
+    assert outcome(3, 3) == 1.0
+    assert outcome(100, 0) == pytest.approx(1 + 0.1 * (2 * 101 / 102 - 1))
+    assert outcome(0, 100) == pytest.approx(1 + 0.1 * (2 * 1 / 102 - 1))
+    assert 0.9 < outcome(0, 10**6) < outcome(10**6, 0) < 1.1
+
+
+def _reading() -> Reading:
+    return Reading(query="garden tea", keywords="garden tea", words=(), synonyms=(), own_name=(), entities=(),
+                   topic="garden tea", kinds=None, time_window=None, intent=None)
+
+
+def test_a_reranker_reorders_the_best_fused_hits_and_the_rest_are_left_out():
+    def catalog(i):  # the catalog prior is the only multiplier of a catalog entry
+        return {"_id": i, "_score": 1.0, "_source": {"memory_type": "catalog", "title": i, "text": f"text {i}"}}
+
+    bm25 = {"hits": {"hits": [catalog(i) for i in ("a", "b", "c")]}}
+    searched = Searched(legs=(Leg(name="bm25", dense=False, factor=1.0, hits=bm25["hits"]["hits"]),),
+                        sources={raw["_id"]: raw["_source"] for raw in bm25["hits"]["hits"]}, idf={},
+                        mention_counts={})
+    options = _options(fusion="rrf", rerank_pool=2)
+    asked = []
+
+    def rerank(query, texts):
+        asked.append((query, texts))
+        return [0.1, 0.9]  # b above a
+
+    ranked = hits_rank(searched, reading=_reading(), now=datetime(2026, 1, 1, tzinfo=UTC), k=10, rerank=rerank,
+                       options=options)
+    assert asked == [("garden tea", ["a\ntext a", "b\ntext b"])]  # the pool: the two best fused, title and text
+    assert [h.id for h in ranked.hits] == ["b", "a"]  # c was not in the pool
+    [b, a] = ranked.hits
+    assert (b.rerank_rank, b.rerank_score, a.rerank_rank) == (1, 0.9, 2)
+    assert b.score == pytest.approx(1 / (30 + 1) * 0.85) and a.score == pytest.approx(1 / (30 + 2) * 0.85)
+    without = hits_rank(searched, reading=_reading(), now=datetime(2026, 1, 1, tzinfo=UTC), k=10, options=options)
+    assert [h.id for h in without.hits] == ["a", "b", "c"] and all(h.rerank_rank is None for h in without.hits)

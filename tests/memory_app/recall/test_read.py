@@ -1,0 +1,95 @@
+"""The read stage: a question read once, by English rules and the options alone (no node, no cache)."""
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from memory_app.language.intent import Intent
+from memory_app.language.names import person_name_words
+from memory_app.recall.options import RecallOptions
+from memory_app.recall.read import keyword_query, lexical_words, query_read
+
+NOW = datetime(2025, 7, 10, tzinfo=UTC)
+
+
+def _options(**changes) -> RecallOptions:
+    return replace(RecallOptions.from_settings(), **changes)
+
+
+def _read(query: str, *, name_words: frozenset[str] = frozenset(), **changes):
+    return query_read(query=query, name_words=name_words, now=NOW, tz=None, options=_options(**changes))
+
+
+def test_the_bm25_query_drops_question_words_and_pronouns():
+    options = _options()
+    assert keyword_query("When did Caroline's sister visit her in Berlin?", options=options) == \
+        "Caroline's sister visit Berlin?"
+    assert keyword_query("What’s the wifi password?", options=options) == "wifi password?"
+    assert keyword_query("what did you do?", options=options) == "what did you do?"  # nothing else left: unchanged
+    assert keyword_query("When did Caroline visit?", options=_options(stopwords=False)) == "When did Caroline visit?"
+
+
+def test_lexical_words_are_the_bm25_query_s_distinct_words():
+    assert lexical_words("What did Caroline's sister say about Berlin and berlin?", options=_options()) == [
+        "caroline's", "sister", "say", "berlin"]
+    assert _read("What did Caroline's sister say about Berlin and berlin?").words == (
+        "caroline's", "sister", "say", "berlin")
+    assert _read("What did Caroline say?", max_words=1).words == ("caroline",)
+
+
+def test_only_linear_fusion_with_a_bm25_leg_scores_words():
+    assert _read("Which cities has Jon visited?", fusion="rrf").words == ()
+    no_bm25 = _read("Which cities has Jon visited?", bm25=False)
+    assert no_bm25.words == () and no_bm25.kinds is None  # nothing would search them
+
+
+def test_the_reading_keeps_at_most_the_configured_entities_and_removes_them_from_the_topic():
+    q = "What do Jon and Gina both like?"
+    reading = _read(q, entity_legs=1)
+    assert reading.entities == ("Jon",)
+    assert reading.topic == "Gina like?"  # ("both" is a stop word) an entity beyond the limit stays a plain keyword
+    assert _read(q, entity_legs=0).entities == ()
+    assert _read("What about Jon and Gina?", entity_legs=3).topic == ""  # no topic: no leg
+
+
+def test_only_the_end_user_s_name_the_question_names_as_a_name_is_their_own():
+    olivia = person_name_words(display_name="", external_id="olivia.hart")
+
+    def own(question, **changes):
+        return _read(question, name_words=olivia, **changes).own_name
+
+    assert own("When did Olivia ask for a window seat?") == ("olivia",)
+    assert own("What is Olivia's home airport?") == ("olivia's",)  # the possessive is the question's word
+    assert own("When did Jonah ask for an exit row?") == ()  # someone else
+    assert own("Is the hart a deer?") == ()  # her surname as a common noun is not her name
+    assert own("When did Olivia ask for a window seat?", own_name_weight=0) == ()
+
+
+def test_a_name_the_question_names_gets_no_synonyms():
+    # "Dawn" the person is not the daybreak: a named entity's words are not read as common nouns.
+    assert "daybreak" in dict(zip(*_words_and_synonyms("When is the dawn?")))["dawn"]
+    found = dict(zip(*_words_and_synonyms("Where did Dawn spend the holiday?")))
+    assert found["dawn"] == () and found["holiday"] == ("vacation",)
+    reading = _read("Where did Dawn spend the holiday?")
+    assert ("holiday", ("vacation",)) in reading.words_with_synonyms
+    assert all(word != "dawn" for word, _found in reading.words_with_synonyms)
+
+
+def _words_and_synonyms(question: str, **changes):
+    reading = _read(question, **changes)
+    return reading.words, reading.synonyms
+
+
+def test_switched_off_the_question_asks_for_no_kinds_and_its_words_get_no_synonyms():
+    assert _read("Which cities has Jon visited?").kinds == "city"
+    assert _read("Which cities has Jon visited?", concepts=False).kinds is None
+    assert dict(zip(*_words_and_synonyms("Where is the holiday?")))["holiday"] == ("vacation",)
+    assert dict(zip(*_words_and_synonyms("Where is the holiday?", synonym_weight=0)))["holiday"] == ()
+
+
+def test_a_boost_that_is_off_leaves_its_part_of_the_reading_empty():
+    question = "When did Olivia move to Denver in June?"
+    reading = _read(question)
+    assert reading.intent is Intent.EVENT
+    assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC) and reading.time_window.phrase == "June"
+    off = _read(question, intent_boost=0, temporal_boost=0)
+    assert off.intent is None and off.time_window is None
