@@ -4,6 +4,7 @@ mended in one place. Needs Django set up (``python -m benchmarks`` does it)."""
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,7 +43,7 @@ def stores() -> Iterator[str]:
     prefix invalidated, whatever happened. Yields the prefix."""
     prefix = settings.ES_INDEX_PREFIX
     call_command("migrate", verbosity=0)
-    call_command("es_setup", verbosity=0)
+    call_command("es_setup", stdout=io.StringIO())
     try:
         yield prefix
     finally:
@@ -68,7 +69,7 @@ def indices_reset() -> None:
     """Empty the run's indices between repetitions: drop them and set them up again."""
     usage_flush()
     drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
-    call_command("es_setup", verbosity=0)
+    call_command("es_setup", stdout=io.StringIO())
 
 
 def tenant_create(*, slug: str, name: str) -> Tenant:

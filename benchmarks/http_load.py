@@ -140,7 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the warm-up's share of turns (default --turn-share's)")
     parser.add_argument("--size", type=int, default=0, help="memories of the synthetic corpus to load first "
                                                             "(0: --subjects new end-users of one tenant)")
-    parser.add_argument("--subjects", type=int, default=40, help="end-users when --size is 0")
+    parser.add_argument("--subjects", type=int, help="end-users when --size is 0 (default 40; --quick 8)")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("ENGRAM_WEB_WORKERS", "2")))
     parser.add_argument("--varied", action="store_true", help="new text for every request, turns in sessions")
     parser.add_argument("--turn-share", type=float, default=1 / 3, help="the share of turns (0: recalls only)")
@@ -156,6 +156,7 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     clients = args.clients or ([2] if args.quick else [8, 32])
     seconds = args.seconds or (5 if args.quick else 40)
     warmup = args.warmup if args.warmup is not None else (5 if args.quick else 180)
+    end_users = args.subjects or (8 if args.quick else 40)
     seeds = step_seeds(len(clients), seed=args.seed)
     data = {"clients": clients, "seconds": seconds, "warmup_s": warmup, "warmup_clients": max(clients),
             "workers": args.workers, "turn_share": args.turn_share, "varied": args.varied, "memories": 0}
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
         return done
 
     if args.url:
-        targets = [(args.token, f"load-user-{n}") for n in range(args.subjects)]
+        targets = [(args.token, f"load-user-{n}") for n in range(end_users)]
         prepare(url=args.url, targets=targets)
         data.update(end_users=len(targets), steps=steps(lambda: http_sender(args.url), seeds.steps, None, targets))
         return data
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     else:
         tenant = engram.tenant_create(slug="bench", name="Bench")
         token = engram.token_create(tenant)
-        targets = [(token, f"load-user-{n}") for n in range(args.subjects)]
+        targets = [(token, f"load-user-{n}") for n in range(end_users)]
     data["end_users"] = len(targets)
     with asgi_server(workers=args.workers) as (url, server):
         if not args.size:
