@@ -18,26 +18,27 @@ from types import ModuleType
 from benchmarks import harness
 from benchmarks.machine import probe
 
-SUITES = {
-    "latency": "benchmarks.latency",
-    "http": "benchmarks.http_load",
-    "scale": "benchmarks.scale",
-    "import": "benchmarks.bulk_import",
-    "peers": "benchmarks.peers",
-    "inspector": "benchmarks.inspector_pages",
-    "machine": "benchmarks.machine",
+SUITES = {  # name: (module, what it measures)
+    "latency": ("benchmarks.latency", "service-level recall, turn and supersession latency at corpus sizes; RSS"),
+    "http": ("benchmarks.http_load", "the ASGI server under concurrent turns and recalls; optionally the same mix "
+                                     "at the service level"),
+    "scale": ("benchmarks.scale", "latency at 1k, 10k and 100k memories, then HTTP at the largest"),
+    "import": ("benchmarks.bulk_import", "bulk import: episodes/s and CPU per episode"),
+    "peers": ("benchmarks.peers", "Engram against Mem0 OSS on LoCoMo conversations, same node and embedder"),
+    "inspector": ("benchmarks.inspector_pages", "server render time of the inspector's pages at scale"),
+    "machine": ("benchmarks.machine", "the machine's own speed over time (no services)"),
 }
 
 
 def usage() -> str:
-    lines = [__doc__.strip(), "", "suites:"]
-    lines += [f"  {name:<10} see `python -m benchmarks {name} --help`" for name in SUITES]
+    lines = [__doc__.strip(), "", "suites (each takes --help, --quick and --out):"]
+    lines += [f"  {name:<10} {about}" for name, (_, about) in SUITES.items()]
     return "\n".join(lines)
 
 
 def suite_parser(name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
     """The suite's module and its command line: its own arguments, ``--quick`` and ``--out``."""
-    suite = importlib.import_module(SUITES[name])
+    suite = importlib.import_module(SUITES[name][0])
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=suite.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes and short steps: proves the suite end to end")
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     # Imported once Django is set up: it imports Engram's models.
     from benchmarks.engram import stores
 
+    # A suite runs on the run's own database and indices unless it says it needs neither.
     with stores() if getattr(suite, "STORES", True) else nullcontext():
         text = save(suite.run(args, save), final=True)
     print(harness.header(record) + "\n\n" + text, flush=True)
@@ -97,7 +99,7 @@ def median(argv: list[str]) -> None:
     if len(names) != 1:
         raise SystemExit(f"the results are of different suites: {sorted(names)}")
     name = names.pop()
-    suite = importlib.import_module(SUITES[name])
+    suite = importlib.import_module(SUITES[name][0])
     results = harness.median_of_runs([r["results"] for r in records])
     text = "\n".join([f"Median of {len(records)} runs, every figure the median of the runs':", "",
                       *(f"- {harness.header(r)}" for r in records), "", suite.markdown(results)])

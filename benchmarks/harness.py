@@ -172,12 +172,12 @@ def write_result(record: dict[str, Any], markdown: str, out: Path) -> None:
 def median_of_runs(runs: list[Any]) -> Any:
     """One result from several of the same suite and arguments: every number the median of the
     runs' (whole numbers stay whole), anything else kept when all runs agree and None when they
-    do not. Runs whose lists differ in length measured different things: ValueError."""
+    do not (a key some runs lack among them). Runs whose lists differ in length measured
+    different sizes or client counts: ValueError."""
     first = runs[0]
     if all(isinstance(run, dict) for run in runs):
-        if any(set(run) != set(first) for run in runs):
-            raise ValueError("the runs measured different things")
-        return {key: median_of_runs([run[key] for run in runs]) for key in first}
+        keys = dict.fromkeys(key for run in runs for key in run)
+        return {key: median_of_runs([run.get(key) for run in runs]) for key in keys}
     if all(isinstance(run, list) for run in runs):
         if len({len(run) for run in runs}) != 1:
             raise ValueError("the runs measured different sizes or client counts")

@@ -160,26 +160,27 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     seeds = step_seeds(len(clients), seed=args.seed)
     data = {"clients": clients, "seconds": seconds, "warmup_s": warmup, "warmup_clients": max(clients),
             "workers": args.workers, "turn_share": args.turn_share, "varied": args.varied, "memories": 0}
-    load = dict(varied=args.varied, turn_types=args.turn_types, measure_cpu=args.cpu_split)
+    options = dict(varied=args.varied, turn_types=args.turn_types, measure_cpu=args.cpu_split)
 
-    def steps(sender, step_seeds: list[int], texts: list[str] | None, targets: list[tuple[str, str]], *,
-              warmup: float = warmup) -> list[dict]:
+    def steps(sender, texts: list[str] | None, targets: list[tuple[str, str]], *, measured: list[int],
+              warmup_seed: int, warmup: float = warmup) -> list[dict]:
         if warmup > 0:
-            warm = run_load(sender=sender, targets=targets, clients=max(clients), seconds=warmup, seed=seeds.warmup,
+            warm = run_load(sender=sender, targets=targets, clients=max(clients), seconds=warmup, seed=warmup_seed,
                             texts=texts, turn_share=args.turn_share if args.warmup_turn_share is None
-                            else args.warmup_turn_share, **load)
+                            else args.warmup_turn_share, **options)
             log(f"warm-up, not counted: {warm['throughput_rps']} req/s, {warm['errors']} errors")
         done = []
-        for c, seed in zip(clients, step_seeds, strict=True):
+        for c, seed in zip(clients, measured, strict=True):
             done.append(run_load(sender=sender, targets=targets, clients=c, seconds=seconds, seed=seed, texts=texts,
-                                 turn_share=args.turn_share, **load))
+                                 turn_share=args.turn_share, **options))
             log(f"{c} clients: {done[-1]['throughput_rps']} req/s, {done[-1]['errors']} errors")
         return done
 
     if args.url:
         targets = [(args.token, f"load-user-{n}") for n in range(end_users)]
         prepare(url=args.url, targets=targets)
-        data.update(end_users=len(targets), steps=steps(lambda: http_sender(args.url), seeds.steps, None, targets))
+        data.update(end_users=len(targets), steps=steps(lambda: http_sender(args.url), None, targets,
+                                                            measured=seeds.steps, warmup_seed=seeds.warmup))
         return data
     texts, subjects = None, {}
     if args.size:
@@ -196,10 +197,12 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
         if not args.size:
             prepare(url=url, targets=targets)
             subjects = {who: engram.subject_get(tenant=tenant, external_id=who) for _, who in targets}
-        data["steps"] = steps(lambda: http_sender(url), seeds.steps, texts, targets)
+        data["steps"] = steps(lambda: http_sender(url), texts, targets, measured=seeds.steps,
+                              warmup_seed=seeds.warmup)
         data["rss_mb"] = {**server_rss(server), "benchmark process": [rss_mb()]}
     save(data)
     if args.service:
         # The node is warm by now: the warm-up loads this process's embedder and keys.
-        data["service"] = steps(service_sender(subjects), seeds.service, texts, targets, warmup=min(warmup, 15))
+        data["service"] = steps(service_sender(subjects), texts, targets, measured=seeds.service,
+                                warmup_seed=seeds.service_warmup, warmup=min(warmup, 15))
     return data

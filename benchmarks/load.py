@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -45,10 +46,20 @@ def free_port() -> int:
 
 
 def server_rss(server: subprocess.Popen) -> dict[str, list[float | None]]:
-    """RSS of the server's master process and of each worker, MB."""
+    """RSS of the server's master process and of each worker, MB (multiprocessing's resource
+    tracker, also a child of the master, is none of them)."""
     children = [pid for pid in os.listdir("/proc")
-                if pid.isdigit() and (fields := proc_stat(pid)) is not None and int(fields[1]) == server.pid]
+                if pid.isdigit() and (fields := proc_stat(pid)) is not None and int(fields[1]) == server.pid
+                and b"resource_tracker" not in _cmdline(pid)]
     return {"master": [rss_mb(server.pid)], "workers": [rss_mb(pid) for pid in children]}
+
+
+def _cmdline(pid: int | str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 @contextmanager
@@ -157,13 +168,14 @@ class Seeds:
     steps: list[int]
     warmup: int
     service: list[int]
+    service_warmup: int
 
 
 def step_seeds(steps: int, *, seed: int = 7) -> Seeds:
-    """A seed per measured step (the first one ``seed``), one for the warm-up and one per
-    service-level step, all different: no step says what another step or the warm-up said."""
+    """A seed per measured step (the first one ``seed``) and its warm-up, and the same for the
+    service-level steps, all different: no step says what another step or a warm-up said."""
     return Seeds(steps=[seed + 1000 * i for i in range(steps)], warmup=seed + 1000 * steps,
-                 service=[seed + 500 + 1000 * i for i in range(steps)])
+                 service=[seed + 500 + 1000 * i for i in range(steps)], service_warmup=seed + 500 + 1000 * steps)
 
 
 # ---------------------------------------------------------------- Server-Timing
@@ -210,11 +222,7 @@ def _proc_cpu() -> dict[int, tuple[str, float]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or (fields := proc_stat(entry)) is None:
             continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
+        cmd = _cmdline(entry).replace(b"\0", b" ").decode(errors="replace")
         procs[int(entry)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
 
     def klass(pid: int) -> str:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 from benchmarks.harness import log
 
+STORES = False  # no database, no Elasticsearch
+
 
 def workload() -> float:
     """One run of the fixed workload: its CPU time in ms."""

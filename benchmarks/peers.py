@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -151,6 +152,7 @@ def engram_isolation(tenant: engram.Tenant, users: list[dict[str, Any]], stored:
     other = engram.tenant_create(slug=f"peers-other-{uuid.uuid4().hex[:6]}", name="Other tenant")
     other_token = engram.token_create(other)
     client = Client(HTTP_HOST="127.0.0.1")
+    logging.getLogger("django.request").setLevel(logging.ERROR)  # the 404s below are the point
 
     def api(method: str, path: str, *, bearer: str = token, **kwargs):
         return getattr(client, method)(f"/api/v1/subjects/{path}", HTTP_AUTHORIZATION=f"Bearer {bearer}", **kwargs)

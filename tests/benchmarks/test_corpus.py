@@ -32,7 +32,7 @@ def test_plan_holds_exactly_size_memories_with_the_heavy_user_at_a_fifth(size):
     assert episodes > 0.8 * size and 0.09 * size < facts < 0.11 * size
 
 
-def test_plan_at_100k_matches_the_issue():
+def test_plan_at_100k_gives_the_heavy_end_user_a_fifth_of_each_kind():
     p = plan(100000)
     assert p.users[(0, HEAVY)] == Counts(episodes=17400, facts=2000, playbooks=600)
     assert sum(p.catalog) == 2000

@@ -84,7 +84,7 @@ def test_the_machine_probe_is_the_median_of_its_rounds_of_one_fixed_workload(mon
 def test_every_step_and_the_warm_up_say_text_of_their_own():
     seeds = load.step_seeds(3)
     assert seeds.steps[0] == 7
-    assert len({*seeds.steps, seeds.warmup, *seeds.service}) == 7
+    assert len({*seeds.steps, seeds.warmup, *seeds.service, seeds.service_warmup}) == 8
     # Different seeds give different conversations and questions (no cached vector carries over).
     first, warm = load.Synth(seed=seeds.steps[0]), load.Synth(seed=seeds.warmup)
     assert {first.question(n) for n in range(50)}.isdisjoint({warm.question(n) for n in range(50)})
