@@ -45,14 +45,14 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     jobs += [(HEAVY, start, min(start + HEAVY_IMPORT_CHUNK, heavy)) for start in range(0, heavy, HEAVY_IMPORT_CHUNK)]
     engram.embedder_load()
 
-    def one(job: tuple[str, int, int]) -> tuple[int, float]:
+    def one(*, job: tuple[str, int, int]) -> tuple[int, float]:
         name, start, stop = job
         return import_call(tenant, name, [synth.episode(name, n, start=START) for n in range(start, stop)])
 
     es_before = engram.node_cpu_ms()
     cpu, started = time.process_time(), time.perf_counter()
     with ThreadPoolExecutor(args.callers) as pool:
-        calls = list(pool.map(one, jobs))
+        calls = list(pool.map(lambda job: engram.as_request(one, job=job), jobs))
     wall, process_cpu = time.perf_counter() - started, time.process_time() - cpu
     waited = time.perf_counter()
     while engram.merges_running() and time.perf_counter() - waited < 60:
@@ -60,10 +60,11 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     es_cpu = (engram.node_cpu_ms() - es_before) / 1000
     imported = sum(n for n, _ in calls)
     large = [(n, s) for n, s in calls if n >= LARGE_IMPORT]
+    large_rate = round(sum(n for n, _ in large) / sum(s for _, s in large), 1) if large else None
     log(f"imported {imported} episodes in {wall:.1f} s")
     return {"episodes": imported, "calls": len(calls), "callers": args.callers, "seconds": round(wall, 2),
             "episodes_per_s": round(imported / wall, 1),
-            "episodes_per_s_large_calls": round(sum(n for n, _ in large) / sum(s for _, s in large), 1) if large else None,
+            "episodes_per_s_large_calls": large_rate,
             "process_cpu_ms_per_episode": round(process_cpu * 1000 / imported, 2),
             "es_cpu_ms_per_episode": round(es_cpu * 1000 / imported, 2),
             "peak_rss_mb": peak_rss_mb(), **engram.footprint()}

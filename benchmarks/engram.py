@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.core.management import call_command
 
+from engram_core.db import as_request
 from engram_core.es.client import admin_client
 from engram_core.es.schema import MemoryType, alias_name, all_aliases, drop_indices
 from memory_app import timing
@@ -30,7 +31,7 @@ from tenants.selectors import index_prefix_for, subject_get
 from tenants.services import agent_token_create, subject_es_client, subject_get_or_create
 
 __all__ = [  # the product's own names, re-exported for the suites
-    "UVICORN_FLAGS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
+    "UVICORN_FLAGS", "EmbeddingsServer", "as_request", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
     "alias_name", "catalog_entry_write", "index_prefix_for", "locomo_episodes", "locomo_evidence", "memory_recall",
     "subject_es_client", "subject_get", "subject_get_or_create", "turn_submit", "write_submit",
 ]
@@ -102,7 +103,8 @@ def footprint() -> dict[str, float]:
     store = es.indices.stats(index=",".join(all_aliases(prefix=settings.ES_INDEX_PREFIX)), metric="store")
     jvm = next(iter(es.nodes.stats(metric="jvm")["nodes"].values()))["jvm"]["mem"]
     return {"store_mb": round(store["_all"]["primaries"]["store"]["size_in_bytes"] / 1e6, 1),
-            "heap_used_mb": round(jvm["heap_used_in_bytes"] / 2**20), "heap_max_mb": round(jvm["heap_max_in_bytes"] / 2**20)}
+            "heap_used_mb": round(jvm["heap_used_in_bytes"] / 2**20),
+            "heap_max_mb": round(jvm["heap_max_in_bytes"] / 2**20)}
 
 
 def embedder_load() -> None:

@@ -156,7 +156,9 @@ def header(record: dict[str, Any]) -> str:
     """One line that says what a result is: suite, when, how long, on what, at which commit."""
     m = record["machine"]
     when = datetime.fromisoformat(record["began"])
-    speed = f", machine probe {m['probe_ms']} ms" + (f" -> {record['probe_end_ms']} ms" if "probe_end_ms" in record else "")
+    speed = f", machine probe {m['probe_ms']} ms"
+    if "probe_end_ms" in record:
+        speed += f" -> {record['probe_end_ms']} ms"
     return (f"`{' '.join(['python -m benchmarks', record['suite'], *record['argv']])}`: {when:%Y-%m-%d %H:%M} UTC, "
             f"{record['minutes']} min; {m['cpu']}, {m['cores']} cores, load average {m['load_average']} at the start"
             f"{speed}; commit {m['commit']}.")

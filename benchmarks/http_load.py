@@ -135,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus_arguments(parser)
     parser.add_argument("--clients", type=int, nargs="+", help="concurrent clients per step (default 8 32; --quick 2)")
     parser.add_argument("--seconds", type=float, help="per step (default 40; --quick 5)")
-    parser.add_argument("--warmup", type=float, metavar="SECONDS", help="unmeasured load first (default 180; --quick 5)")
+    parser.add_argument("--warmup", type=float, metavar="SECONDS",
+                        help="unmeasured load first (default 180; --quick 5)")
     parser.add_argument("--warmup-turn-share", type=float, metavar="SHARE",
                         help="the warm-up's share of turns (default --turn-share's)")
     parser.add_argument("--size", type=int, default=0, help="memories of the synthetic corpus to load first "

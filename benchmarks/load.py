@@ -333,8 +333,9 @@ def steps_table(steps: list[dict]) -> str:
                   + " | ".join(TIMED_PHASES) + " |", "|---:|---|---:|---|---|" + "---|" * len(TIMED_PHASES)]
         for r, kind in timed:
             t = r[kind]["server_timing"]
+            phases = " | ".join(_pair(t["phases"].get(p)) for p in TIMED_PHASES)
             lines.append(f"| {r['clients']} | {kind} | {100 * t['refreshed_share']:.1f}% | {_pair(t['refreshed'])} "
-                         f"| {_pair(t['others'])} | " + " | ".join(_pair(t["phases"].get(p)) for p in TIMED_PHASES) + " |")
+                         f"| {_pair(t['others'])} | {phases} |")
     split = [r for r in steps if "cpu" in r]
     if split:
         classes = [*_CLASSES, "other"]

@@ -279,10 +279,12 @@ def markdown(data: dict) -> str:
         return "(a run of each system is needed for the table)"
     turns, writes = data["turns"], [r for r in e_runs if "recall_writes" in r]
     versions = data.get("mem0_versions", {})
+    runs = f"{len(e_runs)} runs, medians" if len(e_runs) > 1 else "1 run"
     lines = [f"Mem0 OSS {versions.get('mem0ai', '?')} (elasticsearch-py {versions.get('elasticsearch_client', '?')}); "
-             f"{len(e_runs)} runs, medians; conversations {', '.join(data['conversations'])}; embeddings endpoint: "
+             f"{runs}; conversations {', '.join(data['conversations'])}; embeddings endpoint: "
              f"{data.get('embedding_calls', {}).get('POST /v1/embeddings', '?')} requests, no other.", "",
-             f"| {e_runs[0]['recall']['n']} questions, {turns} turns | Engram | Mem0 OSS | lead |", "|---|---:|---:|---|",
+             f"| {e_runs[0]['recall']['n']} questions, {turns} turns | Engram | Mem0 OSS | lead |",
+             "|---|---:|---:|---|",
              row("R@5 (evidence turns in the top 5)", lambda r: r["recall"]["R@5"]),
              row(f"R@{data['k']}", lambda r: r["recall"][f"R@{data['k']}"])]
     if writes:
@@ -292,7 +294,8 @@ def markdown(data: dict) -> str:
                      f"{med(r['recall_writes'][at_k] for r in writes):.3f} | (as above) | |")
     lines += [row("search p50 ms", lambda r: r["search"]["p50"], "{:.1f}", "low"),
               row("search p95 ms", lambda r: r["search"]["p95"], "{:.1f}", "low"),
-              row("add one turn p50 ms (Engram: a turn's write; Mem0: add)", lambda r: r["add"]["p50"], "{:.1f}", "low"),
+              row("add one turn p50 ms (Engram: a turn's write; Mem0: add)", lambda r: r["add"]["p50"], "{:.1f}",
+                  "low"),
               row("add one turn p95 ms", lambda r: r["add"]["p95"], "{:.1f}", "low"),
               row(f"ingest all {turns} turns, s (Engram: bulk import; Mem0: add per turn)",
                   lambda r: r.get("import_s", r.get("ingest_s")), "{:.1f}", "low")]

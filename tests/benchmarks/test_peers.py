@@ -13,7 +13,8 @@ def test_recall_at_k_is_the_mean_share_of_each_questions_evidence_in_its_top_k()
 
 
 def _run(r10: float, search_p50: float, **extra) -> dict:
-    return {"recall": {"R@5": r10 - 0.1, "R@10": r10, "n": 2}, "search": {"n": 2, "p50": search_p50, "p95": 2 * search_p50},
+    return {"recall": {"R@5": r10 - 0.1, "R@10": r10, "n": 2},
+            "search": {"n": 2, "p50": search_p50, "p95": 2 * search_p50},
             "add": {"n": 2, "p50": 40.0, "p95": 60.0}, "isolation": [
                 {"attempt": "GET A's memory id as B", "served_foreign": False, "result": "HTTP 404"}], **extra}
 
@@ -29,6 +30,7 @@ def test_the_table_gives_each_system_its_median_and_the_lead():
     assert "| R@10 | 0.800 | 0.500 | Engram |" in lines
     assert "| search p50 ms | 20.0 | 70.0 | Engram |" in lines
     assert "| ingest all 788 turns, s (Engram: bulk import; Mem0: add per turn) | 3.0 | 54.0 | Engram |" in lines
-    assert "| R@5 / R@10, Engram's turns written one by one instead of imported | 0.700 / 0.800 | (as above) | |" in lines
+    assert ("| R@5 / R@10, Engram's turns written one by one instead of imported | 0.700 / 0.800 | (as above) | |"
+            in lines)
     assert "| Engram | GET A's memory id as B | HTTP 404 | no |" in lines
     assert peers.markdown({**data, "mem0": []}).startswith("(a run of each")
