@@ -31,9 +31,9 @@ from tenants.selectors import index_prefix_for, subject_get
 from tenants.services import agent_token_create, subject_es_client, subject_get_or_create
 
 __all__ = [  # the product's own names, re-exported for the suites
-    "UVICORN_FLAGS", "EmbeddingsServer", "as_request", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
-    "alias_name", "catalog_entry_write", "index_prefix_for", "locomo_episodes", "locomo_evidence", "memory_recall",
-    "subject_es_client", "subject_get", "subject_get_or_create", "turn_submit", "write_submit",
+    "UVICORN_FLAGS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
+    "alias_name", "as_request", "catalog_entry_write", "index_prefix_for", "locomo_episodes", "locomo_evidence",
+    "memory_recall", "subject_es_client", "subject_get", "subject_get_or_create", "turn_submit", "write_submit",
 ]
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 
@@ -214,9 +215,45 @@ def timing_summary(rows: list[tuple[float, dict[str, float], set[str]]]) -> dict
 _CLASSES = ("elasticsearch", "engram server", "redis", "load generator")
 
 
+def classify(procs: dict[int, tuple[int, str]], *, me: int, es_pid: int | None) -> dict[int, str]:
+    """Each process's class, from its (parent, command line): this process ("load generator"), the
+    Elasticsearch node (the one of ``es_pid`` when known: a shared machine runs others), Redis,
+    Engram's server (a uvicorn process or its workers; only the one this process started, when it
+    started one), or "other"."""
+    def chain(pid: int) -> list[int]:
+        seen = []
+        while pid in procs and pid not in seen:
+            seen.append(pid)
+            pid = procs[pid][0]
+        return seen
+
+    served = {pid for pid in procs if me in chain(pid)[1:] and any("uvicorn" in procs[p][1] for p in chain(pid))}
+
+    def klass(pid: int) -> str:
+        cmd = procs[pid][1]
+        if pid == me:
+            return "load generator"
+        if "org.elasticsearch" in cmd:
+            return "elasticsearch" if es_pid in (None, pid) else "other"
+        if "redis-server" in cmd:
+            return "redis"
+        if pid in served or (not served and any("uvicorn" in procs[p][1] for p in chain(pid))):
+            return "engram server"
+        return "other"
+
+    return {pid: klass(pid) for pid in procs}
+
+
+def _es_pid() -> int | None:
+    """The node's pid, from the pidfile ``scripts/stack.py env`` names (ENGRAM_ES_PIDFILE)."""
+    try:
+        return int(Path(os.environ["ENGRAM_ES_PIDFILE"]).read_text())
+    except (KeyError, OSError, ValueError):
+        return None
+
+
 def _proc_cpu() -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system) of every process, by class: the Elasticsearch node, the ASGI
-    server and its worker processes (any process with a uvicorn ancestor), Redis, this process."""
+    """CPU seconds (user + system) of every process, by class (``classify``)."""
     tick = os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, str, float]] = {}
     for entry in os.listdir("/proc"):
@@ -224,22 +261,8 @@ def _proc_cpu() -> dict[int, tuple[str, float]]:
             continue
         cmd = _cmdline(entry).replace(b"\0", b" ").decode(errors="replace")
         procs[int(entry)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
-
-    def klass(pid: int) -> str:
-        cmd = procs[pid][1]
-        if pid == os.getpid():
-            return "load generator"
-        if "org.elasticsearch" in cmd:
-            return "elasticsearch"
-        if "redis-server" in cmd:
-            return "redis"
-        while pid in procs:
-            if "uvicorn" in procs[pid][1]:
-                return "engram server"
-            pid = procs[pid][0]
-        return "other"
-
-    return {pid: (klass(pid), cpu) for pid, (_, _, cpu) in procs.items()}
+    classes = classify({pid: (ppid, cmd) for pid, (ppid, cmd, _) in procs.items()}, me=os.getpid(), es_pid=_es_pid())
+    return {pid: (classes[pid], cpu) for pid, (_, _, cpu) in procs.items()}
 
 
 def _jit_cpu(cpu: dict[int, tuple[str, float]]) -> float | None:

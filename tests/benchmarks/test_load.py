@@ -32,6 +32,21 @@ def test_cpu_split_counts_processes_seen_at_both_readings_per_request_and_per_se
                                wall=2.0)["node_per_request"] == {"jit ms": 5.0}
 
 
+def test_on_a_shared_machine_only_our_node_and_our_server_count_as_theirs():
+    procs = {1: (0, "init"), 10: (1, "java org.elasticsearch.bootstrap.Elasticsearch"),
+             11: (1, "java org.elasticsearch.bootstrap.Elasticsearch"), 12: (1, "redis-server *:6374"),
+             20: (1, "python -m benchmarks http"), 21: (20, "python -m uvicorn memory_app.config.asgi:application"),
+             22: (21, "python -c from multiprocessing.spawn import spawn_main"),
+             30: (1, "python -m uvicorn memory_app.config.asgi:application"), 31: (30, "python -c spawn_main")}
+    classes = load.classify(procs, me=20, es_pid=10)
+    assert classes == {1: "other", 10: "elasticsearch", 11: "other", 12: "redis", 20: "load generator",
+                       21: "engram server", 22: "engram server", 30: "other", 31: "other"}
+    # No node named, no server of our own (--url): every node and every uvicorn counts.
+    outside = {pid: p for pid, p in procs.items() if pid not in (21, 22)}
+    classes = load.classify(outside, me=20, es_pid=None)
+    assert classes[11] == "elasticsearch" and classes[30] == classes[31] == "engram server"
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_this_process_is_the_load_generator():
     readings = load._proc_cpu()
