@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
+import django
+
 from benchmarks import harness
 from benchmarks.machine import probe
 
@@ -54,9 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         print(usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         sys.exit(0 if not argv or argv[0] in ("-h", "--help") else 2)
     name, rest = argv[0], argv[1:]
-    harness.configure_environment()
-    import django
-
+    harness.configure_environment()  # before Django reads its settings
     django.setup()
     if name == "median":
         median(rest)

@@ -40,13 +40,13 @@ def probe(rounds: int = 3) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=150)
+    parser.add_argument("--seconds", type=float, help="how long to watch (default 150; --quick 10)")
     parser.add_argument("--every", type=float, default=5, help="seconds between probes")
     parser.add_argument("--rounds", type=int, default=3, help="workload runs per probe (their median)")
 
 
 def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
-    seconds = 10 if args.quick else args.seconds
+    seconds = args.seconds or (10 if args.quick else 150)
     stop_at, seen = time.monotonic() + seconds, []
     while time.monotonic() < stop_at:
         seen.append(probe(args.rounds))
