@@ -15,7 +15,7 @@ from memory_app.config.serving import UVICORN_FLAGS
 ROOT = Path(settings.BASE_DIR)
 
 
-@pytest.mark.parametrize("script", ["scripts/dev", "scripts/bench"])
+@pytest.mark.parametrize("script", ["scripts/dev"])  # the benchmarks: tests/benchmarks/test_http_load.py
 def test_the_scripts_serve_with_the_flags(script):
     text = (ROOT / script).read_text()
     commands = re.findall(r"^uvicorn .*?(?<!\\)$", text, flags=re.M | re.S)

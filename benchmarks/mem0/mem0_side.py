@@ -1,6 +1,6 @@
-"""The Mem0 half of scripts/compare-mem0, run in Mem0's own virtualenv (.engram/mem0-venv).
+"""The Mem0 half of the ``peers`` suite, run in Mem0's own virtualenv (.engram/mem0-venv).
 
-Reads a job (JSON on stdin) prepared by benchmarks/compare_mem0.py from Engram's LoCoMo parsing:
+Reads a job (JSON on stdin) prepared by benchmarks/peers.py from Engram's LoCoMo parsing:
 the Elasticsearch node and credential, the embeddings endpoint, and per user the turns (text,
 date, ids) and questions. Through Mem0's own public API (``mem0.Memory``): adds every turn with
 ``infer=False`` one call per turn (Mem0 has no bulk add; a list of messages is also embedded and

@@ -204,7 +204,7 @@ def test_elasticsearch_stopped_mid_run_loses_nothing_acknowledged(es_admin, tmp_
 def test_api_calls_during_a_running_memory_eval_never_answer_500(live, live_token):
     # The finding: while memory_eval ran against the same SQLite file, every API call
     # answered 500 "database is locked" (the eval held one write transaction for minutes).
-    from benchmarks.api_under_eval import EvalLoop, run_load
+    from tests.api.contention import EvalLoop, run_load
 
     with EvalLoop(live) as evals:
         time.sleep(5)  # the eval is loading its corpus (tenants, end-users, keys) when the load starts

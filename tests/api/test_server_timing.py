@@ -3,18 +3,15 @@ to, against the real node; absent by default."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.api.conftest import slow_refresh
 
 
 @pytest.fixture
-def parse(monkeypatch):
+def parse():
     # The benchmark's own parser: the header is written for it.
-    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from benchmarks.http_load import server_timing
+    from benchmarks.load import server_timing
 
     return server_timing
 

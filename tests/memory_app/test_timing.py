@@ -3,7 +3,6 @@ recorded outside a request that asked for it."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,9 +11,8 @@ from memory_app import timing
 
 
 @pytest.fixture
-def server_timing(monkeypatch):
-    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from benchmarks.http_load import server_timing
+def server_timing():
+    from benchmarks.load import server_timing
 
     return server_timing
 

@@ -1,26 +1,24 @@
-"""The scale benchmark's pure parts: the corpus plan per size, the seeded synthetic text, the
-Markdown table, the plots and the median of several runs. No Django, no Elasticsearch
-(tests/benchmarks/test_scale_data.py covers them).
+"""The benchmarks' corpus: seeded synthetic text, and how many memories of each kind every
+end-user holds at a size (benchmarks/loading.py puts it into Engram).
 
-The corpus at ``size`` memories: 2% tenant catalog entries, spread over the tenants; 20% (by
-default) one heavy end-user's; the rest shared by ``tenants x users_per_tenant`` ordinary
-end-users. Every end-user's share is 10% facts, 3% playbooks and the rest episodes. The heavy
-end-user therefore holds 200 memories at 1k, 2,000 at 10k and 20,000 at 100k. Plans grow
-monotonically, so a run loads 1k, measures, adds the difference up to 10k, and so on.
+At ``size`` memories: 2% tenant catalog entries, spread over the tenants; 20% (by default) one
+heavy end-user's; the rest shared by ``tenants x users_per_tenant`` ordinary end-users. Every
+end-user's share is 10% facts, 3% playbooks and the rest episodes (the heavy end-user holds
+20,000 memories at 100k). Plans grow monotonically: a run loads 1k, measures, adds the
+difference up to 10k, and so on.
 """
 
 from __future__ import annotations
 
 import random
-import statistics
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 CATALOG_SHARE = 0.02
 FACT_SHARE = 0.10
 PLAYBOOK_SHARE = 0.03
 HEAVY = "heavy"
+START = datetime(2024, 1, 1, tzinfo=UTC)  # the synthetic conversations' first day
 
 
 @dataclass(frozen=True)
@@ -225,141 +223,3 @@ class Synth:
         rng = self._rng("questions", "question", n)
         lead, question = _fill(rng.choice(_LEADS), rng), _fill(rng.choice(_QUESTIONS) + rng.choice(_TAILS), rng)
         return lead + question[0].lower() + question[1:] if lead else question
-
-
-# ---------------------------------------------------------------- report
-
-_RECALL_ROWS = [("recall, new question", "recall_new"), ("recall, repeated question", "recall_repeated"),
-                ("recall, heavy end-user, new question", "heavy_new"),
-                ("recall, heavy end-user, repeated question", "heavy_repeated"),
-                ("turn (write + pre-recall)", "turn"), ("fact write superseding one fact", "fact_supersede")]
-
-
-def _ms(p: dict | None) -> str:
-    return " / ".join(f"{p[k]:.1f}" for k in ("p50", "p95", "p99")) if p else "n/a"
-
-
-def markdown_table(rows: list[dict]) -> str:
-    """One column per corpus size; latencies as p50 / p95 / p99 ms."""
-    head = "| | " + " | ".join(f"{r['memories']:,} memories" for r in rows) + " |"
-    lines = [head, "|---|" + "---:|" * len(rows)]
-    lines.append("| heavy end-user's memories | " + " | ".join(f"{r['heavy_memories']:,}" for r in rows) + " |")
-    for label, key in _RECALL_ROWS:
-        lines.append(f"| {label}, p50 / p95 / p99 ms | " + " | ".join(_ms(r.get(key)) for r in rows) + " |")
-    for label, key, fmt in [("bulk import, all end-users (one call each), episodes/s", "import_eps", "{:.0f}"),
-                            ("bulk import, calls of >= 1,000 episodes only, episodes/s", "import_eps_large", "{:.0f}"),
-                            ("index size on disk, MB", "store_mb", "{:.1f}"),
-                            ("Engram process RSS, MB", "rss_mb", "{:.0f}"),
-                            ("Elasticsearch heap used / max, MB", "heap", "{}")]:
-        lines.append(f"| {label} | " + " | ".join("n/a" if r.get(key) is None else fmt.format(r[key])
-                                                   for r in rows) + " |")
-    return "\n".join(lines)
-
-
-def plots(rows: list[dict], http: list[dict], *, out: Path, label: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r["memories"] for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, (title, key) in zip(axes, [("ordinary end-users", "recall_new"), ("heavy end-user", "heavy_new")],
-                                strict=True):
-        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
-            ax.plot(sizes, [r[key][p] for r in rows], style, label=f"new question {p}")
-        ax.plot(sizes, [r[key.replace("new", "repeated")]["p50"] for r in rows], "x-", label="repeated question p50")
-        ax.set_xscale("log")
-        ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
-        ax.set_xlabel("memories in the corpus")
-        ax.set_title(f"recall, {title}")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("latency, ms")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Engram recall latency vs corpus size (service level) — {label}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "scale_latency.png", dpi=110)
-    plt.close(fig)
-    if not http:
-        return
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    clients = [r["clients"] for r in http]
-    ax.plot(clients, [r["throughput_rps"] for r in http], "o-", color="tab:blue", label="requests/s (all)")
-    ax.set_xlabel("concurrent HTTP clients")
-    ax.set_ylabel("requests/s", color="tab:blue")
-    ax.set_xticks(clients)
-    ax2 = ax.twinx()
-    for kind, style in (("recall", "s--"), ("turn", "^:")):
-        ax2.plot(clients, [r[kind]["p95_ms"] for r in http], style, color="tab:red", label=f"{kind} p95 ms")
-    ax2.set_ylabel("p95 latency, ms", color="tab:red")
-    handles = [h for a in (ax, ax2) for h in a.get_legend_handles_labels()[0]]
-    ax2.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
-    ax.set_title(f"HTTP at {sizes[-1]:,} memories — {label}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "scale_throughput.png", dpi=110)
-    plt.close(fig)
-
-
-_CPU_FEATURES = [("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"),
-                 ("amx_tile", "AMX")]
-
-
-def proc_stat(pid: int | str) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, ..., utime at [11],
-    stime at [12]); None if the process is gone or unreadable."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def cpu_description(cpuinfo: str) -> str:
-    """The CPU model and the vector instruction sets onnxruntime's kernels care about, from the
-    text of ``/proc/cpuinfo`` (its first processor): e.g. "AMD EPYC; AVX2, AVX-512, AVX-512 VNNI"."""
-    model, flags = "unknown CPU", set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model == "unknown CPU":
-            model = value.strip()
-        elif key == "flags" and not flags:
-            flags = set(value.split())
-    features = [name for flag, name in _CPU_FEATURES if flag in flags]
-    return f"{model}; {', '.join(features) or 'no AVX2'}"
-
-
-def median_of_runs(runs: list[dict]) -> dict:
-    """One ``scale.json`` from several: every number the median of the runs' (sizes, client
-    counts and sample counts must match), the heap as the median used over the largest maximum.
-    ``runs`` keeps each run's label, duration and headline figures."""
-    def merge(values: list):
-        first = values[0]
-        if isinstance(first, dict):
-            if set().union(*values) != set(first):
-                raise ValueError("the runs measured different things")
-            return {key: merge([v.get(key) for v in values]) for key in first}
-        if isinstance(first, list):
-            if len({len(v) for v in values}) != 1:
-                raise ValueError("the runs measured different sizes or client counts")
-            return [merge(list(items)) for items in zip(*values, strict=True)]
-        if first is None or isinstance(first, bool):
-            return first if all(v == first for v in values) else None
-        if all(isinstance(v, int) for v in values):  # sizes, counts and whole-ms latencies stay whole
-            return round(statistics.median(values))
-        if isinstance(first, (int, float)):
-            return statistics.median(values)
-        if isinstance(first, str) and " / " in first:  # heap "used / max"
-            used = statistics.median(float(v.split(" / ")[0]) for v in values)
-            return f"{used:.0f} / {max(float(v.split(' / ')[1]) for v in values):.0f}"
-        return first if all(v == first for v in values) else " | ".join(values)
-
-    for group, key in (("rows", "memories"), ("http", "clients")):
-        shapes = {tuple(item[key] for item in run[group]) for run in runs}
-        if len(shapes) > 1:
-            raise ValueError(f"the runs measured different {key}: {sorted(shapes)}")
-    return {"label": f"median of {len(runs)} runs", "rows": merge([r["rows"] for r in runs]),
-            "http": merge([r["http"] for r in runs]) if all(r["http"] for r in runs) else [],
-            "runs": [{"label": r["label"], "minutes": r.get("minutes"), "machine": r.get("machine"),
-                      "recall_new": [row["recall_new"] for row in r["rows"]],
-                      "heavy_new": [row["heavy_new"] for row in r["rows"]],
-                      "import_eps": [row["import_eps"] for row in r["rows"]]} for r in runs]}

@@ -1,0 +1,127 @@
+"""Engram as the suites drive it: every product function a suite calls is imported here, so the
+benchmarks reach into as few of Engram's internals as possible and a move inside Engram is
+mended in one place. Needs Django set up (``python -m benchmarks`` does it)."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.core.management import call_command
+
+from engram_core.db import as_request
+from engram_core.es.client import admin_client
+from engram_core.es.schema import MemoryType, alias_name, all_aliases, drop_indices
+from memory_app import timing
+from memory_app.config.serving import UVICORN_FLAGS
+from memory_app.embeddings import get_embedder
+from memory_app.embeddings.minilm import MiniLMEmbedder
+from memory_app.embeddings.server import EmbeddingsServer
+from engram_eval.locomo import locomo_episodes, locomo_evidence
+from memory_app.outbox import turn_submit, write_submit
+from memory_app.recall import memory_recall
+from memory_app.services.facts import catalog_entry_write
+from memory_app.usage import usage_flush
+from tenants.es_keys import invalidate_keys
+from tenants.models import AgentToken, Subject, SubjectKey, Tenant, WriterKey
+from tenants.selectors import index_prefix_for, subject_get
+from tenants.services.clients import subject_es_client
+from tenants.services.subjects import subject_get_or_create
+from tenants.services.tokens import agent_token_create
+
+__all__ = [  # the product's own names, re-exported for the suites
+    "UVICORN_FLAGS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
+    "alias_name", "as_request", "catalog_entry_write", "index_prefix_for", "locomo_episodes", "locomo_evidence",
+    "memory_recall", "subject_es_client", "subject_get", "subject_get_or_create", "turn_submit", "write_submit",
+]
+
+
+@contextmanager
+def stores() -> Iterator[str]:
+    """The run's database tables and indices (``migrate``, ``es_setup``: the product's own set-up)
+    under the run's prefix; afterwards the indices are dropped and every API key minted under the
+    prefix invalidated, whatever happened. Yields the prefix."""
+    prefix = settings.ES_INDEX_PREFIX
+    call_command("migrate", verbosity=0)
+    call_command("es_setup", stdout=io.StringIO())
+    try:
+        yield prefix
+    finally:
+        run_drop(prefix=prefix)
+
+
+def run_drop(*, prefix: str) -> None:
+    """Drop the indices of ``prefix`` and invalidate the keys minted for them."""
+    try:
+        usage_flush()  # use-count bumps still in flight would write to the dropped indices
+    finally:
+        keys = [*SubjectKey.objects.filter(index_prefix__startswith=prefix, revoked_at__isnull=True)
+                .values_list("es_key_id", flat=True),
+                *WriterKey.objects.filter(index_prefix__startswith=prefix, revoked_at__isnull=True)
+                .values_list("es_key_id", flat=True)]
+        try:
+            invalidate_keys(key_ids=keys)
+        finally:
+            drop_indices(es=admin_client(), prefix=prefix)
+
+
+def indices_reset() -> None:
+    """Empty the run's indices between repetitions: drop them and set them up again."""
+    usage_flush()
+    drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
+    call_command("es_setup", stdout=io.StringIO())
+
+
+def tenant_create(*, slug: str, name: str) -> Tenant:
+    return Tenant.objects.create(slug=slug, name=name)
+
+
+def token_create(tenant: Tenant, *, name: str = "bench") -> str:
+    """A new agent token of ``tenant`` with every scope; the raw token."""
+    return agent_token_create(tenant=tenant, name=name, scopes=AgentToken.Scope.values, actor="bench")[1]
+
+
+def new_question() -> None:
+    """Forget every cached query vector: the next recall embeds its question as a new one."""
+    get_embedder().query_cache.clear()
+
+
+def recall_phases(**recall) -> tuple[list[dict], dict[str, float]]:
+    """``memory_recall(**recall)`` and where its time went (``memory_app.timing``'s phases, ms)."""
+    timings, token = timing.start()
+    try:
+        hits = memory_recall(**recall)
+    finally:
+        timing.stop(token)
+    return hits, dict(timings.durations)
+
+
+def footprint() -> dict[str, float]:
+    """The run's indices on disk and the node's heap, MB."""
+    es = admin_client()
+    store = es.indices.stats(index=",".join(all_aliases(prefix=settings.ES_INDEX_PREFIX)), metric="store")
+    jvm = next(iter(es.nodes.stats(metric="jvm")["nodes"].values()))["jvm"]["mem"]
+    return {"store_mb": round(store["_all"]["primaries"]["store"]["size_in_bytes"] / 1e6, 1),
+            "heap_used_mb": round(jvm["heap_used_in_bytes"] / 2**20),
+            "heap_max_mb": round(jvm["heap_max_in_bytes"] / 2**20)}
+
+
+def embedder_load() -> None:
+    """Load the embedder's model now, so that no timed call pays for it."""
+    get_embedder().embed_documents(["load the weights"])
+
+
+def node_cpu_ms() -> int:
+    """The Elasticsearch node's process CPU so far, ms. The node caches the figure for a second:
+    waiting that long first keeps the work just done out of the next reading."""
+    time.sleep(1.1)
+    nodes = admin_client().nodes.stats(metric="process")["nodes"]
+    return sum(node["process"]["cpu"]["total_in_millis"] for node in nodes.values())
+
+
+def merges_running() -> int:
+    nodes = admin_client().nodes.stats(metric="indices")["nodes"]
+    return sum(node["indices"]["merges"]["current"] for node in nodes.values())
