@@ -110,7 +110,7 @@ def clean_datetime(value: Any, *, field: str) -> datetime | None:
     if not isinstance(value, datetime):
         raise ValidationFailed(f"{field} must be a date-time", details={"field": field}, code="invalid_datetime")
     if value.tzinfo is None:
-        raise ValidationFailed(f"{field} must carry a timezone (e.g. 2026-01-31T09:00:00Z)",
+        raise ValidationFailed(f"{field} must carry a timezone (a trailing Z or an offset such as +02:00)",
                                details={"field": field}, code="invalid_datetime")
     return value.astimezone(UTC)
 

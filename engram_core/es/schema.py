@@ -261,8 +261,8 @@ class IndexDefinition:
         return self._hash_with({})
 
     def legacy_hash(self, *, refresh_interval: str | None) -> str:
-        """The hash as recorded before dynamic settings were left out of it (every index created
-        until 2026-12-01): the whole body, with the refresh interval the index was created with."""
+        """The hash as recorded before dynamic settings were left out of it (indices created
+        by earlier releases): the whole body, with the refresh interval the index was created with."""
         return self._hash_with({} if refresh_interval is None else {"refresh_interval": refresh_interval})
 
     @property

@@ -113,7 +113,7 @@ def build_server() -> MCPServer:
         types: Annotated[list[Literal["episodic", "semantic", "procedural", "catalog"]] | None, Field(
             min_length=1, description="Only these memory types (default: all).")] = None,
         since: Annotated[str | None, Field(
-            description="Only memories from this time on: ISO 8601 with a timezone, e.g. 2026-01-31T00:00:00Z. "
+            description="Only memories from this time on: ISO 8601 with a timezone (a trailing Z or an offset such as +02:00). "
                         "Episodes by when they happened, other memories by when they were stored.")] = None,
         until: Annotated[str | None, Field(description="Only memories up to this time (ISO 8601, with a timezone).")
                          ] = None,

@@ -265,7 +265,7 @@ _interval_seconds = _es_seconds_or_zero(ES_REFRESH_INTERVAL)
 ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
                                          default=max(5, math.ceil(5 * _interval_seconds)))
 
-# ---- tenants (issue 4)
+# ---- tenants
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
 ENGRAM_ENCRYPTION_KEYS = env.list("ENGRAM_ENCRYPTION_KEYS", default=[])
 ENGRAM_SUBJECT_KEY_TTL_DAYS = env.int("ENGRAM_SUBJECT_KEY_TTL_DAYS", default=30)
@@ -373,7 +373,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(STATE_DIR / "celerybeat-schedule")
 
-# ---- api (issue 5)
+# ---- api
 INSTALLED_APPS = [*INSTALLED_APPS, "drf_spectacular"]
 SPECTACULAR_SETTINGS = {
     "TITLE": "Engram API",
@@ -433,9 +433,8 @@ CELERY_BEAT_SCHEDULE |= {
                                  "schedule": float(ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS)},
     "memory_app.purge-idempotency": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
 }
-# ---- end api (issue 5)
 
-# ---- consolidation (issue 12)
+# ---- consolidation
 # Extractor: "rules" (offline, deterministic) or "llm" (an OpenAI-compatible chat-completions endpoint).
 ENGRAM_CONSOLIDATION_EXTRACTOR = env.str("ENGRAM_CONSOLIDATION_EXTRACTOR", default="rules")
 ENGRAM_CONSOLIDATION_MAX_EPISODES = env.int("ENGRAM_CONSOLIDATION_MAX_EPISODES", default=500)  # per run
@@ -467,4 +466,3 @@ CELERY_BEAT_SCHEDULE |= {
     "memory_app.consolidation-dispatch": {"task": "memory_app.tasks.consolidation_dispatch",
                                           "schedule": float(ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS)},
 }
-# ---- end consolidation (issue 12)
