@@ -1,34 +1,9 @@
 """Read-your-writes without waiting for a refresh on the write's response path.
 
-Turns, the episodes, facts and playbooks created through the API and MCP, playbook outcomes
-and replayed writes are stored without a refresh (the write is durable once acknowledged; only
-its visibility to search waits for the next refresh, up to ``ES_REFRESH_INTERVAL``). Each marks
-the subject "refresh pending" for its memory type in the shared cache (Redis when configured, so
-every worker process sees it); the subject's next read (recall, export, a listing) finds the
-marks and refreshes those indices first, and only then. After ``ENGRAM_REFRESH_PENDING_SECONDS``
-(longer than the interval: a system check, memory_app.checks) the periodic refresh has made the
-write visible anyway, so the mark expires.
-
-The mark names the pending document when the write created it (a turn's episode, a new fact).
-The read then first asks whether the periodic refresh has already made it searchable (a
-``realtime=false`` GET, which reads what search reads) and refreshes only when it has not: under
-load a subject's next request usually comes after a periodic refresh, and forcing a refresh per
-request would cut the index into many tiny segments (each flushed with its vectors) that merges
-then redo.
-Every index holds one shard, so the newest pending document being searchable means every earlier
-write to that index is too.
-
-A read clears only the marks it made visible: each write's mark carries a token of its own, and
-a mark set again while the read refreshed (a write of the same end-user landing meanwhile) stays
-for the next read (compare-and-delete: one Redis script, or a lock in a cache of this process).
-
-Under load many reads find their end-user's last write not searchable yet, and each forced refresh
-queues on the node's one refresh thread. So one forced refresh of an index is in flight at a time
-(``_refresh_shared``), in this process and, through the shared cache, in every server process: a
-read that needs one while another is in flight waits for it, asks again whether its document is
-searchable (the in-flight refresh covers every write acknowledged before it began) and refreshes
-only if not (docs/performance.md, "A turn's write path, and forced refreshes shared").
-"""
+A write stored without a refresh marks its end-user "refresh pending" per memory type in the
+shared cache; the end-user's next read refreshes those indices first, unless the named pending
+document is already searchable. A read clears only the marks it made visible, and one forced
+refresh of an index is in flight at a time across server processes (docs/performance.md says why)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
-"""Where a request's time went, as a ``Server-Timing`` response header (opt-in: ENGRAM_SERVER_TIMING).
+"""Where a request's time went, as a ``Server-Timing`` header (opt-in: ENGRAM_SERVER_TIMING).
 
-A recall or a turn names its phases (``timed``): ``refresh`` (``freshness.refresh_ensure``,
-making the end-user's pending writes searchable: the marks, the check whether the last one is
-searchable, and a forced refresh or the wait for one in flight), ``embed`` (the query vector),
-``search`` (the recall's ``_msearch``) and, for a turn, ``write`` (its episode stored); the
-middleware adds ``app``, the request's whole time inside Django (the rest of an HTTP client's
-latency is the server's event loop, its hand-off to a thread, and the network). A
-request that made or waited for a forced refresh also carries ``refreshed``. The middleware
-(``memory_app.config.middleware.ServerTimingMiddleware``) writes what was recorded, e.g.
-``Server-Timing: refresh;dur=11.2, embed;dur=19.6, search;dur=43.7``; ``scripts/bench --http``
-(benchmarks/http_load.py) reads it to say which part of a recall's latency the slow ones spend where.
-
-Off by default: the ``refresh`` phase of one tenant's request shows whether a refresh of the
-shared index was in flight, i.e. that someone wrote a moment ago; latency alone says as much,
-less plainly. A turn's recall runs on a pool thread; it records into the turn's timings
-through ``bound``.
-"""
+Phases are named with ``timed`` (``refresh``, ``embed``, ``search``, ``write``) and the middleware
+adds ``app``; ``refreshed`` flags a request that made or waited for a forced refresh. Off by
+default because a refresh phase tells a tenant that someone wrote to the shared index a moment ago."""
 
 from __future__ import annotations
 

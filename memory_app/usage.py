@@ -1,19 +1,8 @@
-"""Use counts of recalled semantic facts: kept in the database (``FactUsage``), off the recall path.
+"""Use counts of recalled facts, kept in the database (``FactUsage``), off the recall path.
 
-A fact's ``use_count`` and ``last_used_at`` used to live in its Elasticsearch document, so every
-bump was a partial update, which rewrites the whole document, vector included, and re-indexes
-it. They now live in one small row per used fact:
-
-- recall reads the rows of the semantic hits in its fused pool (one indexed query) and overlays
-  them on the documents before scoring, so the use-count boost and the time decay on
-  ``last_used_at`` work as before (``usage_apply``); so do every other read that shows a fact;
-- after a recall, a small background pool bumps the rows (``use_count = use_count + n``, one
-  atomic statement per group of ids: concurrent recalls in any number of processes never lose
-  an increment, and no read-modify-write rounds are needed). A fact's first bump creates its row
-  only if the fact still exists, so a fact forgotten meanwhile gets no counter back;
-- a document without a row keeps what it holds (0 for a new fact; a count from before the move
-  until ``es_setup`` has copied it, ``usage_migrate``).
-"""
+Recall overlays the counts on its hits (``usage_apply``); a background pool bumps them with one
+atomic statement per group of ids, so no increment is lost and no fact document is re-indexed
+for a bump. A forgotten fact gets no counter back."""
 
 from __future__ import annotations
 

@@ -261,7 +261,7 @@ class Instance:
             time.sleep(1)
         sys.exit(f"elasticsearch did not become ready; see {self.logs}/engram-{self.name}.log")
 
-    # The credentials Engram runs with (README, Configuration): an admin user with only what
+    # The credentials Engram runs with (README, "Pointing Engram at a production cluster"): an admin user with only what
     # schema setup and key minting need, and a monitor-only user for health and capability probes.
     # The `elastic` superuser only creates them.
     SERVICE_ROLES = {

@@ -1,21 +1,9 @@
-"""Elasticsearch API keys for Engram, through the security API and the keys credential
-(``engram_core.es.client.keys_client``: cluster ``manage_own_api_key`` and the writer's index
-actions, nothing else). It owns the keys it mints, and an API key is limited by its owner's
-privileges, so even a bug here cannot mint a key wider than that role. Keys minted by the admin
-credential before the keys credential existed (role version < 4) are shortened or invalidated
-by the admin credential, which owns them; ``es_setup`` rotates them all away.
+"""Elasticsearch API keys for Engram: per-subject read keys carrying the subject's
+document-level-security query, and the writer key, minted by the keys credential.
 
-Two kinds: per-subject read keys carrying the subject's document-level-security query, and
-the writer key. Neither gets cluster privileges or ``manage``; both expire. Connection failures
-surface as ServiceUnavailable.
-
-Least privilege: both are granted the exact index actions Engram's own request paths call, not
-the ``read``/``write`` groups. ``read`` would also allow term vectors, ``_explain``, field
-capabilities, terms enum and point-in-time searches; under document-level security several of
-those answer with index-wide statistics (a term's document frequency over every tenant), which
-is membership inference across tenants. ``ROLE_VERSION`` names the grant; a key minted under an
-older version is rotated (``tenants.services.keys.keys_upgrade``, run by ``es_setup``).
-"""
+Both get the exact index actions Engram's request paths call, never the ``read``/``write`` groups
+(which would allow term statistics across tenants), no cluster privilege, and an expiry;
+``ROLE_VERSION`` names the grant, and a key minted under an older one is rotated by ``es_setup``."""
 
 from __future__ import annotations
 

@@ -1,20 +1,9 @@
 """Schema as code: index names, settings and mappings, and the idempotent setup that applies them.
 
-Every memory type lives in one index shared by all tenants (``<prefix>-memories-v<N>``), behind
-one alias per type (``<prefix>-episodic`` …) whose filter admits that type's documents only. A
-search through one alias sees one type; a recall's search through all four reaches the one shard
-once, not four shards (Elasticsearch's work per shard request, security and parsing included, is
-most of a small search's cost: ``scripts/bench --es-cost``, variant "index per type"). Writes, gets and deletes
-go through the type's alias too (Elasticsearch applies no alias filter to a get by id, so a read
-by id checks the document's ``memory_type``: ``memory_app.selectors.visible_documents``).
-
-The index is versioned and records a hash of its definition and the vector space of its embedder
-in ``_meta``. ``ensure_indices`` creates what is missing, leaves what is current alone, and when the
-definition or the embedder changed it creates the next version, copies the documents (scroll +
-bulk: the CI node has no ``_reindex``; with their vectors computed again when the embedder
-changed), moves the four aliases atomically and drops the old index once the copy is verified.
-The earlier layout, one index per type (``<prefix>-<type>-v<N>``), is migrated the same way.
-"""
+Every memory type lives in one versioned index per prefix (``<prefix>-memories-v<N>``) behind one
+filtered alias per type. ``ensure_indices`` creates what is missing, leaves what is current, and
+when the definition or the embedder changed copies the documents into the next version (scroll +
+bulk) and moves the aliases atomically."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ class ProbeReport:
     def summary(self) -> str:
         line = f"probes: {self.probes}, leaks: {len(self.leaks)}, failures: {len(self.failures)}"
         if self.residual:
-            line += f" (shared-mode statistics residual: {len(self.residual)}, see README Isolation)"
+            line += f" (shared-mode statistics residual: {len(self.residual)}, see docs/isolation.md)"
         return line
 
     def breakdown(self) -> str:

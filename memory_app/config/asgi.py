@@ -26,13 +26,10 @@ from memory_app.mcp.asgi import mount  # noqa: E402
 gc.collect()
 gc.freeze()
 
-# Django's views, middleware and ORM are synchronous. Under Django's ASGI handler a request went
-# back and forth between the event loop and threads: a thread for the sync middleware, the loop
-# for each async-capable one (whose hooks each ran in a thread again), then the view's thread. Served
-# as WSGI on a pool of threads, a request runs start to end on one thread, and that thread keeps its
-# database connection (CONN_MAX_AGE): −15% of the server's CPU per request under 8 HTTP clients
-# (README, "Under concurrent HTTP load"); the bridge hands a request to that thread and back once
-# (memory_app.config.bridge; a2wsgi, which streams, four times). The MCP endpoint stays ASGI.
+# Django's views, middleware and ORM are synchronous: served as WSGI on a pool of threads, a
+# request runs start to end on one thread that keeps its database connection, instead of going
+# back and forth between the event loop and threads (memory_app.config.bridge hands it over once).
+# The MCP endpoint stays ASGI.
 django_application = BufferedWSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS,
                                             max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 

@@ -1,16 +1,7 @@
-"""Django's WSGI handler under the ASGI server, with one hand-off between threads per request.
-
-a2wsgi (``WSGIMiddleware``) runs the WSGI app on a pool thread and streams: the thread reads the
-request body through the event loop, and hands the response's start, each body chunk and its end
-to the loop, waiting for each (four round trips between the thread and the loop for a JSON
-request). Under 8 HTTP clients they were about a seventh of a profile that counts the thread
-holding Python's lock, and about 4% of the server's CPU per request in an A/B (README, "Under
-concurrent HTTP load"). Engram's API and inspector answer with bodies built in memory, so this
-bridge reads a request's body on the loop first, runs Django start to end on a pool thread, and
-writes the whole response from the loop: one hand-off. A streaming response (the inspector's
-exports, WhiteNoise's files) is sent from the thread that made it, chunk by chunk, as a2wsgi
-does. A request whose body has no declared length or is larger than Django accepts is passed to
-a2wsgi unchanged, so Django still refuses it without it being read first."""
+"""Django's WSGI handler under the ASGI server with one hand-off between threads per request: the
+body is read on the event loop, Django runs start to end on a pool thread, and the whole response
+is written from the loop. Streaming responses, and bodies without a declared length or over
+Django's limit, go through a2wsgi unchanged."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Django's Redis cache with one client (and so one connection pool) per process.
 
-Django keeps cache objects per request context: under ASGI every request builds a new
-``RedisCache``, whose client builds a new connection pool, so every request opened (and then
-dropped) its own TCP connections to Redis: a connect and a health check per request, about a
-tenth of a worker's samples under load (py-spy, ``scripts/bench --http``). redis-py's clients
-and pools are thread-safe, so one per process and location is shared here, and the client keeps
-its ``Redis`` objects too: Django's builds a new one (its response-callback table included) for
-every cache call, about 4% of a worker's samples under 8 HTTP clients (py-spy ``--gil``).
+Under ASGI Django builds a new ``RedisCache`` per request, and with it a new connection pool and
+TCP connections to Redis; redis-py's clients and pools are thread-safe, so one per process and
+location is shared here, with its ``Redis`` objects (Django builds one per cache call).
 """
 
 from __future__ import annotations

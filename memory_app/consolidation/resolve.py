@@ -1,21 +1,9 @@
 """Resolution: what each grounded candidate does to what is stored.
 
-For a fact candidate, against the end-user's current facts near it (kNN + BM25 neighbours,
-plus the facts this run already wrote):
-- same slot, same value (or, without a slot, nearly the same words, cosine >= threshold and no
-  number or date that differs) → merge: the candidate's episodes join the fact's support;
-- same slot, another value, or the fact holds the value the candidate says was replaced
-  ("switched from X to Y") → supersede it: ``harsh`` for an explicit correction, else ``natural``;
-- the extractor named the stored facts it replaces (``supersedes``, the llm extractor shown
-  them) → supersede those;
-- otherwise → create. Facts about different things (different slots, or no slot and different
-  words) never touch each other.
-For a playbook candidate: a playbook with a matching trigger gets the outcome counted; with
-none, a success proposes a new playbook (then counts it); a failure alone proposes nothing.
-
-Ids of what consolidation creates derive from the end-user and the candidate (text and
-supporting episodes), so a rerun after a crash proposes the same ids and its writes upsert.
-"""
+A fact candidate merges into a stored fact of the same slot and value (or nearly the same words),
+supersedes one of the same slot with another value or one it names as replaced, or is created.
+A playbook candidate counts an outcome on a playbook with a matching trigger, or a success
+proposes a new one. Ids derive from the end-user and the candidate, so a rerun writes once."""
 
 from __future__ import annotations
 

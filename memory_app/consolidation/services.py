@@ -1,19 +1,6 @@
 """Consolidation runs: read an end-user's waiting episodes, extract, ground, resolve, write,
-advance the watermark, record the run.
-
-Watermark: a ``consolidated_at`` stamp on each episode in Elasticsearch (the schema's field for
-it), not a per-user cursor in the database. A cursor (a time or sequence number) can skip an
-episode that becomes visible after a later one (bulk imports stamp one ``created_at`` on
-minutes of writes; replayed outbox writes land late); a per-episode stamp cannot, a forgotten
-episode takes its stamp with it, and the stamp is written only after everything derived from
-the episode is written. A run killed anywhere before that leaves its episodes unstamped, and
-the rerun proposes the same deterministic ids, so its writes land once.
-
-Forgotten episodes are deleted, so they are never read again. A current fact whose every
-supporting episode is gone is kept and flagged for review in its metadata
-(``metadata.consolidation.review = "supporting_episodes_forgotten"``): it may have been
-confirmed elsewhere, and deleting memory is a decision for a person (or the agent) to take.
-"""
+stamp each episode read (``consolidated_at``, written last, so a run killed anywhere leaves its
+episodes waiting and the rerun's deterministic ids write once), record the run."""
 
 from __future__ import annotations
 

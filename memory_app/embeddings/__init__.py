@@ -1,27 +1,8 @@
-"""Embedding and reranking providers, chosen by Django settings.
+"""Embedding and reranking providers, chosen by settings (``ENGRAM_EMBEDDER``, ``ENGRAM_RERANKER``
+and their options, listed in ``memory_app/config/settings/base.py``).
 
-``get_embedder()`` and ``get_reranker()`` build the configured provider on first call and
-return that same instance afterwards; ``clear_cache()`` forgets it (tests, settings
-changes). Building is cheap: model weights load lazily on first use, or at once with
-``warm_up()``, which the WSGI and ASGI entry points call (``ENGRAM_WARM_UP``, default on), so a
-server's first requests do not wait seconds for a local model to load.
-
-Settings (all optional):
-
-- ``ENGRAM_EMBEDDER``: "minilm" (default, local all-MiniLM-L6-v2, 384 dims) or "openai".
-- ``ENGRAM_EMBEDDER_RUNTIME``: for "minilm", "onnx-int8" (default: int8 MatMul weights), "onnx"
-  or "numpy" (the float weights; the same vectors);
-  ``ENGRAM_EMBEDDER_THREADS`` (onnxruntime's intra-op threads per batch, 1) and
-  ``ENGRAM_EMBEDDER_WORKERS`` (batches of one call run at once, 0: min(CPUs, 4)).
-- ``ENGRAM_EMBEDDER_BATCH_SIZE`` (32), ``ENGRAM_EMBEDDER_QUERY_CACHE_SIZE`` (1024).
-- ``ENGRAM_OPENAI_EMBEDDINGS_URL`` ("https://api.openai.com/v1"), ``..._MODEL``
-  ("text-embedding-3-small"), ``..._API_KEY`` (""), ``..._DIMS`` (1536).
-- ``ENGRAM_RERANKER``: "none" (default), "http" or "cross-encoder".
-- ``ENGRAM_RERANKER_API``: "cohere" (default; also Jina) or "tei"; ``ENGRAM_RERANKER_URL``,
-  ``ENGRAM_RERANKER_MODEL``, ``ENGRAM_RERANKER_API_KEY``, ``ENGRAM_RERANKER_BATCH_SIZE`` (32).
-- ``ENGRAM_RERANKER_PATH``: directory of a local BERT cross-encoder (for "cross-encoder").
-- ``ENGRAM_HTTP_TIMEOUT`` (10.0 seconds) for both HTTP providers.
-"""
+``get_embedder()`` and ``get_reranker()`` build the configured provider once per process;
+``clear_cache()`` forgets it; weights load on first use or at ``warm_up()``."""
 
 from __future__ import annotations
 

@@ -55,10 +55,8 @@ class MiniLMEmbedder:
     Threads (onnx runtimes): each batch runs on ``threads`` onnxruntime threads (default 1), and
     a call of several batches runs up to ``workers`` of them at once (default the CPU count, at
     most 4) on a pool shared by every caller of this embedder. One thread per batch costs less
-    CPU than splitting each operator over several (measured on 2 cores with
-    benchmarks/embedder_speed.py: a question 3.8 ms of CPU against 5.8 with two threads, a
-    sentence in batches 3.7 against 4.2; README, "Import: embedding beside indexing"), and the
-    shared pool keeps concurrent imports from asking for more cores than there are. The numpy runtime runs its batches one at a time (its BLAS has threads of its own).
+    CPU than splitting each operator over several (docs/performance.md), and the shared pool
+    keeps concurrent imports from asking for more cores than there are. The numpy runtime runs its batches one at a time (its BLAS has threads of its own).
     """
 
     name = "all-MiniLM-L6-v2"

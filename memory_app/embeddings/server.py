@@ -1,21 +1,8 @@
-"""Serve an Engram embedder on an OpenAI-compatible ``POST /v1/embeddings`` endpoint.
+"""Serve an Engram embedder on an OpenAI-compatible ``POST /v1/embeddings`` endpoint, so tools that
+speak that protocol (Mem0, LiteLLM) use the same vectors. Standard-library server, loopback, no
+authentication: a benchmark and integration aid, not a production service.
 
-Other tools that speak the OpenAI embeddings protocol (Mem0's ``openai`` embedder, LiteLLM,
-Engram's own ``ENGRAM_EMBEDDER=openai``) can then use the very same MiniLM vectors without
-torch. The protocol is OpenAI's: request ``{"model", "input": str | [str, ...],
-"encoding_format"?: "float" | "base64", "dimensions"?}``; response ``{"object": "list",
-"data": [{"object": "embedding", "index": i, "embedding": [...]}], "model", "usage"}``;
-errors as ``{"error": {"message", "type", "param", "code"}}`` with a 4xx/5xx status.
-``base64`` is little-endian float32, as OpenAI sends it (the ``openai`` client asks for it
-when the caller names no format). ``usage`` counts whitespace-separated words, not model
-tokens. ``GET /v1/models`` lists the one model. Every request is counted by method and path
-(``calls``), so a caller can prove that nothing else (e.g. a chat completion) was asked for.
-
-Standard library HTTP server, one thread per connection, loopback by default. Not an
-authenticated production service: any bearer token is accepted and ignored.
-
-    python -m memory_app.embeddings.server --port 8391     # the bundled MiniLM, no Django needed
-"""
+    python -m memory_app.embeddings.server --port 8391"""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""The MCP endpoint as ASGI, and its mount next to Django.
-
-    /mcp                          the end-user is named by each tool call's ``subject`` argument
-    /mcp/subjects/<external_id>   the URL pins one end-user (percent-encode the id)
-
-Every request needs ``Authorization: Bearer <agent token>``: a missing, unknown or revoked token
-gets 401 before the MCP layer sees the request. The Host header is checked against Django's
-ALLOWED_HOSTS and a browser's Origin against them and CSRF_TRUSTED_ORIGINS (DNS-rebinding
-protection, as the MCP transport specification asks).
-
-The SDK runs stateless (each POST stands alone, plain JSON responses): any process or replica
-can answer any request, and no session is bound to a token. Its session manager still needs a
-task group for the process's lifetime, which ``mount`` runs from the ASGI lifespan; Django's
-handler does not speak lifespan, so the router answers it itself.
-"""
+"""The MCP endpoint as ASGI, mounted next to Django: ``/mcp`` (each tool call names its
+``subject``) and ``/mcp/subjects/<external_id>``. An agent token is required (401 before the MCP
+layer); Host and Origin are checked against Django's settings (DNS-rebinding protection). The SDK
+runs stateless, so any process can answer any request."""
 
 from __future__ import annotations
 

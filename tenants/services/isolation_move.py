@@ -1,17 +1,7 @@
-"""A tenant's isolation mode: where its memories live, and moving them between the modes.
-
-``shared``: the indices every shared tenant uses (``<prefix>-episodic`` …). ``dedicated``: the
-tenant's own set, same schema and alias scheme under ``<prefix>-t-<slug>`` (see
-``tenants.selectors.index_prefix_for``), so its relevance statistics are its own.
-
-A move copies every document of the tenant (scroll + bulk, same ids), verifies the counts per
-memory type, switches the tenant, and only then removes the old copies. While it runs the
-tenant's writes answer 503 ``tenant_moving`` (``clients.writer_prefix``); reads go on from the
-old location until the switch. If anything fails before the switch, the partial copy
-is removed and the tenant stays where it was with every document; if removing the old copies
-fails after the switch, running the move again (to the mode the tenant is now in) finishes it.
-Admin credential only: a command, never a request path.
-"""
+"""A tenant's isolation mode (shared indices, or dedicated ones under ``<prefix>-t-<slug>``) and
+the move between them: copy every document, verify the counts, switch, then remove the old
+copies; a failure before the switch leaves the tenant where it was with every document. Admin
+credential only: a command, never a request path."""
 
 from __future__ import annotations
 

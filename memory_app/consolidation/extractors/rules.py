@@ -1,17 +1,6 @@
-"""The offline, deterministic extractor: what rules do well, and nothing else.
-
-- First-person attributes and preferences: "my X is Y", "I live in", "I moved to", "I work as/at",
-  "I prefer X (over Y)", "I like/love X", "I'm allergic to X", "I was born in", "I drive a".
-- Change cues: "now", "new", "no longer", "anymore", "moved to", "switched from X to Y" (natural);
-  "actually", "sorry, I meant", "correction" (harsh, an explicit correction). A bare correction
-  ("actually, it's Y") applies to the last fact stated in the same session.
-- Problem → steps → outcome: a problem statement, the steps the user reports taking, then
-  "that worked" / "still broken"; the outcome updates a playbook's counters or proposes a new one.
-
-Speaker-labelled turns ("Caroline: I moved to Boston") name the fact's holder; otherwise the
-holder is "User". Sentence splitting is a regex splitter (abbreviation-aware enough for chat);
-dates are normalised with python-dateutil so the resolver can compare them.
-"""
+"""The offline, deterministic extractor: each speaker's statements (``speech``), attribute and
+preference patterns, people by kinship and their ages, change cues and corrections as
+supersessions, and problem → steps → outcome sequences as playbooks (docs/consolidation.md)."""
 
 from __future__ import annotations
 
