@@ -253,7 +253,7 @@ ENGRAM_MAX_IMPORT_EPISODES = env.int("ENGRAM_MAX_IMPORT_EPISODES", default=50000
 # writes through REST, MCP and the outbox's replay) marks its end-user so that their next read
 # refreshes first (memory_app.freshness, ENGRAM_REFRESH_PENDING_SECONDS). Each periodic
 # refresh writes a segment and costs the node CPU under a steady write load, so it is not short
-# (docs/performance.md, "The index refresh interval"). Changed on the live index by es_setup.
+# (docs/performance.md, "Settings that change speed"). Changed on the live index by es_setup.
 ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="2s")
 # A turn's episode is stored without waiting for a refresh; the next recall of the end-user within
 # this many seconds refreshes first (read-your-writes). It must outlast the refresh interval (a
