@@ -43,8 +43,8 @@ SOURCE_WITH_VECTORS = {"exclude_vectors": False}
 # but a nested field such as ``passages`` would still show as a list of empty objects).
 VECTOR_FIELDS = ["embedding", "passages"]
 # Fields derived from a memory's text when it is stored (its session's context, its WordNet
-# concepts): searched, and kept out of every response like the vectors.
-HIDDEN_FIELDS = ("derived_context", "concepts")
+# concepts, the dates an episode's words name): searched, and kept out of every response like the vectors.
+HIDDEN_FIELDS = ("derived_context", "concepts", "event_dates", "states_time")
 
 
 # The one index of a prefix is ``<prefix>-memories-v<N>``; each type reaches it through its alias.
@@ -191,6 +191,10 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         # as ids and as their text resolved at index time (searched, never returned).
         "context_ids": {"type": "keyword"},
         "derived_context": {"type": "text", "analyzer": "engram_text"},
+        # The days the episode's words say something happened on, resolved against ``occurred_at``
+        # ("last Saturday"), and whether its words tell a time at all (memory_app.language.temporal).
+        "event_dates": {"type": "date_range", "format": "strict_date_optional_time"},
+        "states_time": {"type": "boolean"},
         "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
         "client_id": {"type": "keyword"},  # an imported episode's own id (its _id is namespaced)
     },

@@ -9,7 +9,14 @@ from typing import Any
 from engram_core.es.schema import MemoryType
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.services import context as derived
-from memory_app.services.store import accepted_time, base_document, document_create, episodic_alias, memory_id_or_new
+from memory_app.services.store import (
+    accepted_time,
+    base_document,
+    document_create,
+    episode_dates,
+    episodic_alias,
+    memory_id_or_new,
+)
 from memory_app.validation import (
     clean_datetime,
     clean_metadata,
@@ -49,7 +56,8 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     role = clean_role(role)
     doc = base_document(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
                         source=source)
-    doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context)
+    doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context,
+               **episode_dates(text=text, occurred_at=occurred))
     if context is None and session_id:
         refresh_ensure(subject=subject)  # the session's last turn may be stored but not yet searchable
     parts: Sequence[str] = [context] if context is not None else ()

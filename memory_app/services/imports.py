@@ -21,6 +21,7 @@ from memory_app.services.store import (
     CREATE_IDENTITY,
     accepted_time,
     client_memory_id,
+    episode_dates,
     episodic_alias,
     new_memory_id,
     write_target,
@@ -137,6 +138,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     "occurred_at": episode.occurred_at.isoformat(), "created_at": now, "role": episode.role,
                     "session_id": episode.session_id, "context": episode.context,
                     "metadata": episode.metadata or {}, "source": "import", "concepts": concepts_of(episode.text),
+                    **episode_dates(text=episode.text, occurred_at=episode.occurred_at),
                     **context_fields(episode),
                     **({"client_id": episode.client_id} if episode.client_id else {})}
                 sent[episode.id] = {k: source.get(k) for k in CREATE_IDENTITY}

@@ -1,9 +1,10 @@
 """What ``es_setup`` changes in documents as it copies them into a new index version: ids of
-imported episodes namespaced, concepts added, vectors computed again by today's embedder."""
+imported episodes namespaced, concepts and episodes' dates added, vectors computed again by today's embedder."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app.embeddings import get_embedder
 from memory_app.language.concepts import concepts_of_memory
 from memory_app.services import context as derived
-from memory_app.services.store import client_memory_id, embedding_text
+from memory_app.services.store import client_memory_id, embedding_text, episode_dates
 from tenants.models import Subject
 
 
@@ -36,12 +37,26 @@ def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
 
 def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """es_setup's change to a migrated document (None: none): ``client_id_rekey``, and the concepts
-    of a memory stored before they existed (memory_app.language.concepts), computed as a write computes them."""
+    of a memory stored before they existed (memory_app.language.concepts) and the dates of an
+    episode stored before them (``store.episode_dates``), computed as a write computes them."""
     rekeyed = client_id_rekey(doc_id, source)
     doc_id, source = rekeyed or (doc_id, source)
-    if "concepts" in source or not settings.ENGRAM_CONCEPTS or not isinstance(source.get("text"), str):
+    if not isinstance(source.get("text"), str):
         return rekeyed
-    return doc_id, {**source, "concepts": concepts_of_memory(source)}
+    added: dict[str, Any] = {}
+    if "concepts" not in source and settings.ENGRAM_CONCEPTS:
+        added["concepts"] = concepts_of_memory(source)
+    if (source.get("memory_type") == MemoryType.EPISODIC.value and "states_time" not in source
+            and (occurred := _stored_time(source.get("occurred_at"))) is not None):
+        added.update(episode_dates(text=source["text"], occurred_at=occurred))
+    return (doc_id, {**source, **added}) if added else rekeyed
+
+
+def _stored_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def vectors_rebuild(es: Elasticsearch, index: str, memory_type: MemoryType, hits: list[dict[str, Any]]) -> None:
