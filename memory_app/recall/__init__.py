@@ -15,7 +15,7 @@ from django.utils import timezone as django_timezone
 
 from elasticsearch import Elasticsearch
 from engram_core.errors import ValidationFailed
-from engram_core.es.schema import alias_name
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.freshness import refresh_ensure
 from memory_app.language.names import person_name_words
@@ -99,9 +99,12 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
         return embedder.embed_query(reading.topic) if options.entity_topic_vector else vector
 
     prefix = index_prefix_for(tenant=subject.tenant)
-    allowed = Allowed(types=memory_types, index_for={t: alias_name(t, prefix=prefix) for t in memory_types},
+    # Facts found credit the episodes they came from (rank.facts_credit), also where no fact is asked for.
+    crediting = (MemoryType.SEMANTIC,) if options.fact_credit > 0 and MemoryType.EPISODIC in memory_types else ()
+    allowed = Allowed(types=memory_types, index_for={t: alias_name(t, prefix=prefix)
+                                                     for t in (*memory_types, *crediting)},
                       scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                      since=since, until=until)
+                      since=since, until=until, crediting=crediting)
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()

@@ -10,7 +10,7 @@ from memory_app.language.passages import passages_of
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.rank import Hit, Ranked
 from memory_app.recall.read import Reading
-from memory_app.recall.search import Searched, enough_mentions, entity_legs_possible
+from memory_app.recall.search import RANKED_FIELDS, Searched, enough_mentions, entity_legs_possible
 
 
 def ranked_explain(ranked: Ranked, *, explain: bool) -> list[dict[str, Any]]:
@@ -21,15 +21,18 @@ def ranked_explain(ranked: Ranked, *, explain: bool) -> list[dict[str, Any]]:
 
 
 def memory_public(hit: Hit) -> dict[str, Any]:
-    """The hit as the API returns a memory (the search fetched no vector and no derived field)."""
-    return {"id": hit.id, **hit.source, "memory_type": hit.memory_type.value}
+    """The hit as the API returns a memory (the search fetched no vector, and no derived field but
+    those ranking reads)."""
+    return {"id": hit.id, **{k: v for k, v in hit.source.items() if k not in RANKED_FIELDS},
+            "memory_type": hit.memory_type.value}
 
 
 def hit_explain(hit: Hit, *, copies: list[str] | None = None) -> dict[str, Any]:
-    """Ranks, the fused score, the multipliers, the reply credit, the sentence of the episode's own
-    text its dense rank came from and the ids of its ``copies`` left out. Raw BM25 scores are never
-    shown: they carry index-wide term statistics, which in shared indices move when another tenant
-    writes; the fused score uses none."""
+    """Ranks, the fused score, the multipliers, the credit of a fact distilled from it and the
+    fact's id, the reply credit, the sentence of the episode's own text its dense rank came from
+    and the ids of its ``copies`` left out. Raw BM25 scores are never shown: they carry index-wide
+    term statistics, which in shared indices move when another tenant writes; the fused score uses
+    none."""
     return {
         "bm25_rank": hit.bm25_rank,
         "dense_rank": hit.dense_rank,
@@ -40,6 +43,7 @@ def hit_explain(hit: Hit, *, copies: list[str] | None = None) -> dict[str, Any]:
         "multipliers": hit.multipliers,
         "final_score": hit.score,
         **({"extra_ranks": hit.extra_ranks} if hit.extra_ranks else {}),
+        **({"fact_credit": hit.fact_credit, "credited_by": hit.credited_by} if hit.credited_by else {}),
         **({"reply_credit": hit.reply_credit, "replies_to": hit.replies_to} if hit.replies_to else {}),
         **({"dense_sentence": sentence} if (sentence := _dense_sentence(hit)) else {}),
         **({"copies": copies} if copies else {}),

@@ -32,6 +32,7 @@ class RecallOptions:
     synonym_weight: float = _setting("ENGRAM_SYNONYM_WEIGHT")
     own_name_weight: float = _setting("ENGRAM_OWN_NAME_WEIGHT")
     temporal_boost: float = _setting("ENGRAM_TEMPORAL_BOOST")
+    time_answer_boost: float = _setting("ENGRAM_TIME_ANSWER_BOOST")
     intent_boost: float = _setting("ENGRAM_INTENT_BOOST")
     # searching
     bm25: bool = _setting("ENGRAM_RECALL_BM25")
@@ -58,6 +59,9 @@ class RecallOptions:
     decay_scale_days: float = _setting("ENGRAM_DECAY_SCALE_DAYS")
     decay_decay: float = _setting("ENGRAM_DECAY_DECAY")
     temporal_grace_days: int = _setting("ENGRAM_TEMPORAL_GRACE_DAYS")
+    event_dates: bool = _setting("ENGRAM_RECALL_EVENT_DATES")
+    session_coverage: float = _setting("ENGRAM_SESSION_COVERAGE")
+    fact_credit: float = _setting("ENGRAM_FACT_CREDIT")
     use_count_weight: float = _setting("ENGRAM_USE_COUNT_WEIGHT")
     catalog_prior: float = _setting("ENGRAM_CATALOG_PRIOR")
     outcome_weight: float = _setting("ENGRAM_OUTCOME_WEIGHT")

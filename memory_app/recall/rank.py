@@ -1,7 +1,7 @@
 """Rank: the searched legs fused into one score per memory, weighted, credited and ordered.
 
-    score = fused × time_decay × use_count × catalog_prior × outcome × time_window × intent
-            (+ reply credit)
+    score = (fused + fact credit) × time_decay × use_count × catalog_prior × outcome × time_window
+            × time_answer × session × intent  (+ reply credit)
 
 Pure functions of the hits and one ``RecallOptions``; docs/retrieval-quality.md, "How recall
 ranks", says why each part is there.
@@ -13,14 +13,24 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
 from memory_app.language.intent import ANSWERED_BY
+from memory_app.language.temporal import TimeWindow, stored_ranges
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
-from memory_app.recall.search import KINDS, SAID_BY_NAMED, SYNONYM_IN_TEXT, WORD_IN_CONTEXT, WORD_IN_TEXT, Leg, Searched
+from memory_app.recall.search import (
+    DATED,
+    KINDS,
+    SAID_BY_NAMED,
+    SYNONYM_IN_TEXT,
+    WORD_IN_CONTEXT,
+    WORD_IN_TEXT,
+    Leg,
+    Searched,
+)
 
 # Each type's date field for time decay; None = exempt.
 DECAY_FIELD: dict[MemoryType, str | None] = {
@@ -53,6 +63,9 @@ class Hit:
     score: float = 0.0
     extra_ranks: dict[str, int] = field(default_factory=dict)  # ranks in the entity legs
     dense_passage: int | None = None  # the passage an episode's dense rank came from, if one did (explain only)
+    matched: frozenset[str] = frozenset()  # the named clauses its lexical legs report it matches
+    fact_credit: float = 0.0  # added to ``fused`` for a fact found that was distilled from it (``facts_credit``)
+    credited_by: str | None = None
     reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
     replies_to: str | None = None
 
@@ -67,21 +80,24 @@ class Ranked:
 
 def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, exclude: str = "",
               rerank: Rerank | None = None, options: RecallOptions) -> Ranked:
-    """The ``k`` best memories the search found: fused (``hits_fuse``), reordered by ``rerank``
-    when given, weighted by every multiplier, credited for replies (``reply_credit``), sorted
-    (ties by id), without ``exclude`` and without copies (``without_copies``). A reranker's order
+    """The ``k`` best memories the search found: fused (``hits_fuse``, with the credit of the facts
+    found, ``facts_credit``), reordered by ``rerank`` when given, weighted by every multiplier,
+    credited for replies (``reply_credit``), sorted (ties by id), of the types the search may
+    return, without ``exclude`` and without copies (``without_copies``). A reranker's order
     replaces the fused one (as 1 / (rank constant + rerank rank), so scores stay positive and
     comparable)."""
     hits = hits_fuse(searched, options=options)
     if rerank is not None:
-        pool = rerank_pool(hits, options=options)
+        pool = rerank_pool([h for h in hits if h.memory_type in searched.returned], options=options)
         hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
+    sessions = sessions_covered(hits, searched.idf, options=options)
     for hit in hits:
-        hit.multipliers = multipliers_for(hit, now=now, reading=reading, options=options)
+        hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, options=options)
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
-    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id)) if h.id != exclude]
+    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
+               if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
 
 
@@ -91,17 +107,22 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
 def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
     """One hit per memory any leg found, in the order first found, with its fused score: by
     reciprocal rank (Σ weight / (rank constant + rank)), or under linear fusion by normalised
-    score (a dense leg's similarity min-max normalised, a lexical leg's ``lexical_score`` as
-    ``lexical_normalised`` says), each leg at its factor × ``leg_weight``."""
+    score (a dense leg's similarity min-max normalised over the hits of the types it may return,
+    a lexical leg's ``lexical_score`` as ``lexical_normalised`` says), each leg at its factor ×
+    ``leg_weight``; then the credit of the facts found (``facts_credit``)."""
     fusion = options.fusion
     k = options.rank_constant
     hits: dict[str, Hit] = {}
+    values_by_leg: dict[str, dict[str, float]] = {}
     for leg in searched.legs:
         raws = leg.hits
         weight = leg.factor * leg_weight(leg, options=options)
         if fusion == "linear":
             if leg.dense:
-                normalised = minmax([raw["_score"] for raw in raws])
+                # Facts searched only to credit episodes do not move the scale the episodes are scored on.
+                normalised = minmax([raw["_score"] for raw in raws],
+                                    over=[raw["_score"] for raw in raws
+                                          if raw["_source"]["memory_type"] in searched.returned])
             else:  # ranked by its own score, ties by id: no index-wide statistic orders the leg
                 scored = sorted(((lexical_score(raw, searched.idf, options=options), raw) for raw in raws),
                                 key=lambda pair: (-pair[0], pair[1]["_id"]))
@@ -122,7 +143,32 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
             else:
                 hit.extra_ranks[leg.name] = rank
             hit.fused += value
+            if not leg.dense:
+                hit.matched |= frozenset(raw.get("matched_queries") or ())
+            values_by_leg.setdefault(leg.name, {})[raw["_id"]] = value
+    facts_credit(hits, values_by_leg, weight=options.fact_credit)
     return list(hits.values())
+
+
+def facts_credit(hits: dict[str, Hit], values_by_leg: dict[str, dict[str, float]], *, weight: float) -> None:
+    """Credit each episode that a fact found was distilled from (its ``supporting_episode_ids``):
+    in every leg where ``weight`` (ENGRAM_FACT_CREDIT) × the fact's value exceeds the episode's
+    own, the episode gains the difference, as if it held the fact's words and sentence at that
+    weight; of several facts, the one that gives most. A fact says what its episode said in other
+    words (a name for "I", a date for "yesterday"), so a question may meet the fact where it
+    misses the episode. Only episodes among the hits are credited."""
+    if weight <= 0:
+        return
+    for fact in [h for h in hits.values() if h.memory_type is MemoryType.SEMANTIC]:
+        for episode_id in fact.source.get("supporting_episode_ids") or ():
+            episode = hits.get(episode_id)
+            if episode is None or episode.memory_type is not MemoryType.EPISODIC:
+                continue
+            gain = sum(max(0.0, weight * values.get(fact.id, 0.0) - values.get(episode_id, 0.0))
+                       for values in values_by_leg.values())
+            if gain > episode.fact_credit:
+                episode.fused += gain - episode.fact_credit
+                episode.fact_credit, episode.credited_by = gain, fact.id
 
 
 def leg_weight(leg: Leg, *, options: RecallOptions) -> float:
@@ -137,12 +183,15 @@ def lexical_score(raw: dict, idf: dict[str, float], *, options: RecallOptions) -
     a word its text does not hold, the largest of ENGRAM_CONTEXT_BOOST × its idf if its context
     holds it, ENGRAM_SYNONYM_WEIGHT × its idf if its text holds a synonym of it and
     ENGRAM_OWN_NAME_WEIGHT × its idf if the word names the end-user and the hit is an episode they
-    said; plus ENGRAM_CONCEPT_BOOST × the idf of the asked kinds if its concepts hold one."""
+    said; plus ENGRAM_CONCEPT_BOOST × the idf of the asked kinds if its concepts hold one, and the
+    idf of the question's period if the hit is an episode dated in it (``search.dated_query``)."""
     matched = set(raw.get("matched_queries") or ())
     score = 0.0
     for name, value in idf.items():
         if name == KINDS:
             score += options.concept_boost * value if name in matched else 0.0
+        elif name == DATED:  # the question's date, which an episode dated in its period holds
+            score += value if name in matched else 0.0
         elif name in matched:
             score += value
         else:
@@ -159,11 +208,12 @@ def lexical_ceiling(idf: dict[str, float], *, options: RecallOptions) -> float:
     return lexical_score({"matched_queries": list(idf)}, idf, options=options)
 
 
-def minmax(scores: list[float]) -> list[float]:
-    """Scores rescaled to [0, 1] over their own range (all 1.0 when they are equal: a leg's only
-    match, or a tie, is its best)."""
-    low, high = min(scores, default=0.0), max(scores, default=0.0)
-    return [(value - low) / (high - low) if high > low else 1.0 for value in scores]
+def minmax(scores: list[float], *, over: list[float] | None = None) -> list[float]:
+    """Scores rescaled to [0, 1] over the range of ``over`` (default: their own; values outside it
+    are clipped); all 1.0 when that range is a point (a leg's only match, or a tie, is its best)."""
+    over = scores if over is None or not over else over
+    low, high = min(over, default=0.0), max(over, default=0.0)
+    return [min(1.0, max(0.0, (value - low) / (high - low))) if high > low else 1.0 for value in scores]
 
 
 def lexical_normalised(scores: list[float], idf: dict[str, float], *, options: RecallOptions) -> list[float]:
@@ -204,18 +254,27 @@ def reranked(pool: list[Hit], scores: list[float]) -> list[Hit]:
 # ---------------------------------------------------------------- multipliers, reply credit, copies
 
 
-def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: RecallOptions) -> dict[str, float]:
-    """Each factor that applies to ``hit``, by name (as ``explain`` shows them)."""
+def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: RecallOptions,
+                    sessions: dict[str, float] | None = None) -> dict[str, float]:
+    """Each factor that applies to ``hit``, by name (as ``explain`` shows them). ``sessions``: the
+    share of the question each session's candidate episodes hold together (``sessions_covered``)."""
     src = hit.source
     factors: dict[str, float] = {}
     if date_field := DECAY_FIELD[hit.memory_type]:
         raw = src.get(date_field) or src.get("created_at")
         factors["time_decay"] = gauss_decay(value=datetime.fromisoformat(raw) if raw else None, origin=now,
                                             options=options)
+    episode = hit.memory_type is MemoryType.EPISODIC
     window = reading.time_window
-    if window is not None and hit.memory_type is MemoryType.EPISODIC and (raw := src.get("occurred_at")) and \
-            window.contains(datetime.fromisoformat(raw), grace=timedelta(days=options.temporal_grace_days)):
+    if window is not None and episode and (raw := src.get("occurred_at")) and \
+            in_window(window, told=datetime.fromisoformat(raw),
+                      named=list(stored_ranges(src.get("event_dates"))) if options.event_dates else [],
+                      grace=timedelta(days=options.temporal_grace_days)):
         factors["time_window"] = 1.0 + options.temporal_boost
+    if reading.asks_time and episode and src.get("states_time"):
+        factors["time_answer"] = 1.0 + options.time_answer_boost
+    if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
+        factors["session"] = 1.0 + options.session_coverage * covered
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if hit.memory_type is MemoryType.SEMANTIC:
@@ -227,6 +286,32 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
                                                 failures=int(src.get("failure_count") or 0),
                                                 weight=options.outcome_weight)
     return factors
+
+
+def in_window(window: TimeWindow, *, told: datetime, named: list[tuple[date, date]], grace: timedelta) -> bool:
+    """Whether an episode told at ``told``, whose words name the days ``named``, is dated in
+    ``window``: told in it, or naming a day of it, or (naming none) told up to ``grace`` after it
+    (an event is told after it happened, seldom before). An episode that names other days is about
+    them, however soon after the window it was told."""
+    return window.contains(told, grace=timedelta(0)) or window.overlaps(named) or \
+        (not named and window.contains(told, grace=grace))
+
+
+def sessions_covered(hits: list[Hit], idf: dict[str, float], *, options: RecallOptions) -> dict[str, float]:
+    """By session, the share of the question (its lexical score over ``lexical_ceiling``) that the
+    session's candidate episodes hold together: a session about the question holds its words
+    across several turns, where each turn holds few. Empty without linear fusion's word counts."""
+    if options.session_coverage <= 0 or not idf:
+        return {}
+    ceiling = lexical_ceiling(idf, options=options)
+    held: dict[str, set[str]] = {}
+    for hit in hits:
+        if hit.memory_type is MemoryType.EPISODIC and (session := hit.source.get("session_id")):
+            held.setdefault(session, set()).update(hit.matched)
+    if ceiling <= 0:
+        return {}
+    return {session: lexical_score({"matched_queries": list(names)}, idf, options=options) / ceiling
+            for session, names in held.items()}
 
 
 def gauss_decay(*, value: datetime | None, origin: datetime, options: RecallOptions) -> float:

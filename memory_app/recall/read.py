@@ -12,7 +12,7 @@ from datetime import datetime, tzinfo
 from memory_app.language import concepts
 from memory_app.language.intent import Intent, query_intent
 from memory_app.language.names import query_entities, without_names, without_possessive
-from memory_app.language.temporal import TimeWindow, query_time_window
+from memory_app.language.temporal import TimeWindow, query_asks_time, query_time_window
 from memory_app.language.words import distinct_words, without_stopwords
 from memory_app.recall.options import RecallOptions
 
@@ -27,7 +27,8 @@ class Reading:
     naming the end-user (``own_name``); ``entities``: the names the question names (each may get
     legs of its own) and ``topic``, what those legs search; ``kinds``: the kinds the question asks
     for members of (matched against memories' concepts); ``time_window``: the dates it names;
-    ``intent``: the kind of memory it asks for. A boost that is off leaves its part None.
+    ``asks_time``: whether it asks when (or how long); ``intent``: the kind of memory it asks for.
+    A boost that is off leaves its part None (False).
     """
 
     query: str
@@ -40,6 +41,7 @@ class Reading:
     kinds: str | None
     time_window: TimeWindow | None
     intent: Intent | None
+    asks_time: bool = False
 
     @property
     def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -68,6 +70,7 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         kinds=concepts.query_categories(query) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
+        asks_time=options.time_answer_boost > 0 and query_asks_time(query),
     )
 
 

@@ -2,10 +2,11 @@
 end-user's own key, and its answer as typed legs.
 
 The plain legs (BM25; kNN over the memories' vectors and the episodes' sentences) search every
-requested type at once, so that ranks are comparable across types. Each named entity the
-question names may add legs over the memories naming it (and a count of those memories, which
-the entity guard reads), and linear fusion adds the count of each word among the end-user's
-own memories (their idf). docs/retrieval-quality.md, "How recall ranks", says why.
+requested type at once, so that ranks are comparable across types, and the facts that credit
+the episodes they came from. Each named entity the question names may add legs over the
+memories naming it (and a count of those memories, which the entity guard reads), and linear
+fusion adds the count of each word among the end-user's own memories (their idf).
+docs/retrieval-quality.md, "How recall ranks", says why.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from django.core.cache import cache
 
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
+from memory_app.language.temporal import TimeWindow, named_day_ranges
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.timing import timed
@@ -28,7 +30,9 @@ from memory_app.usage import usage_apply
 
 log = logging.getLogger(__name__)
 
-SOURCE_EXCLUDES = [*VECTOR_FIELDS, *HIDDEN_FIELDS]
+# Derived fields ranking reads (an episode's dates, rank.multipliers_for): fetched, never returned.
+RANKED_FIELDS = ("event_dates", "states_time")
+SOURCE_EXCLUDES = [*VECTOR_FIELDS, *(f for f in HIDDEN_FIELDS if f not in RANKED_FIELDS)]
 # The date field a recall's time range filters on.
 RANGE_FIELD: dict[MemoryType, str] = {
     MemoryType.EPISODIC: "occurred_at",
@@ -41,15 +45,19 @@ PASSAGE_HITS = "passage"
 WORD_IN_TEXT, WORD_IN_CONTEXT, SYNONYM_IN_TEXT, SAID_BY_NAMED = (
     "word_text_", "word_context_", "word_synonym_", "word_speaker_")
 KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.language.concepts)
+DATED = "dated"  # the named clause of the episodes dated in the period a question names
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
 _MENTIONS = "_mentions"
+YEARS_BACK = 5  # a month or season named without a year: its occurrences this many years back
 
 
 @dataclass(frozen=True)
 class Allowed:
     """The memories a recall may return: of ``types`` (in the indices of ``index_for``), the
     end-user's own and their tenant's catalog (``scope``: tenant_id, user_id), superseded ones only
-    with ``include_superseded``, in the time range ``since``..``until`` (either may be None)."""
+    with ``include_superseded``, in the time range ``since``..``until`` (either may be None).
+    ``crediting``: types searched as well, only for the credit their hits give the returned ones
+    (facts crediting the episodes they came from, rank.facts_credit), never returned."""
 
     types: list[MemoryType]
     index_for: dict[MemoryType, str]
@@ -57,17 +65,28 @@ class Allowed:
     include_superseded: bool = False
     since: datetime | None = None
     until: datetime | None = None
+    crediting: tuple[MemoryType, ...] = ()
+
+    @property
+    def searched(self) -> list[MemoryType]:
+        return [*self.types, *(t for t in self.crediting if t not in self.types)]
 
     @property
     def indices(self) -> str:
+        return ",".join(self.index_for[t] for t in self.searched)
+
+    @property
+    def returned_indices(self) -> str:
         return ",".join(self.index_for[t] for t in self.types)
 
-    def query(self, *, any_time: bool = False) -> dict:
-        """The filter a hit must pass: that of one of the types (``any_time``: without the range)."""
+    def query(self, *, any_time: bool = False, returned: bool = False) -> dict:
+        """The filter a hit must pass: that of one of the searched types (``returned``: of the
+        returned ones; ``any_time``: without the range)."""
         return {"bool": {"should": [type_filter(memory_type=t, scope=self.scope,
                                                 include_superseded=self.include_superseded,
                                                 since=None if any_time else self.since,
-                                                until=None if any_time else self.until) for t in self.types],
+                                                until=None if any_time else self.until)
+                                    for t in (self.types if returned else self.searched)],
                          "minimum_should_match": 1}}
 
 
@@ -89,14 +108,16 @@ class Leg:
 class Searched:
     """A recall's search: its legs (plain, then entity); each memory found, by id, as stored
     (``sources``, with the facts' use counts, which live in the database); the ``idf`` of the
-    question's words among the end-user's memories (by named clause: ``WORD_IN_TEXT`` + n,
-    ``KINDS``; empty under rank fusion) and the ``mention_counts`` of the named entities (from the
-    cache or counted now)."""
+    question's words among the memories it may return (by named clause: ``WORD_IN_TEXT`` + n,
+    ``KINDS``, ``DATED``; empty under rank fusion); the ``mention_counts`` of the named entities
+    (from the cache or counted now); and the types it may return (``returned``: the others were
+    searched only for the credit they give, ``Allowed.crediting``)."""
 
     legs: tuple[Leg, ...]
     sources: dict[str, dict[str, Any]]
     idf: dict[str, float]
     mention_counts: dict[str, int]
+    returned: frozenset[MemoryType] = frozenset(MemoryType)
 
 
 def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector: Callable[[], list[float]],
@@ -112,7 +133,8 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
                                       options=options)
     counts_body = word_counts_search(
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
-        indices=",".join(allowed.index_for.values()), allowed=allowed.query()) if reading.words else []
+        dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
+        indices=allowed.returned_indices, allowed=allowed.query(returned=True)) if reading.words else []
     with timed("search"):
         responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
     for response in responses:
@@ -131,7 +153,8 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
         for raw in leg.hits:
             sources.setdefault(raw["_id"], raw["_source"])
     usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
-    return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted})
+    return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted},
+                    returned=frozenset(allowed.types))
 
 
 def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:
@@ -149,11 +172,12 @@ def plain_leg_names(options: RecallOptions) -> list[str]:
 
 def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, explain: bool = False,
                options: RecallOptions) -> list[dict]:
-    """Header/body pairs of the BM25 and the kNN leg, each over every requested type's index at
+    """Header/body pairs of the BM25 and the kNN leg, each over every searched type's index at
     once. The BM25 leg also matches the memories' ``concepts`` against the kinds the question asks
-    for and, under linear fusion, reports per hit which of the question's words it holds
-    (``word_clauses``). The kNN leg searches the memories' own vectors and, for episodes, their
-    sentences' (``passage_query``) in one search; ``explain``: it names each episode's nearest."""
+    for, the episodes dated in the period it names (``dated_query``) and, under linear fusion,
+    reports per hit which of the question's words it holds (``word_clauses``). The kNN leg searches
+    the memories' own vectors and, for episodes, their sentences' (``passage_query``) in one
+    search; ``explain``: it names each episode's nearest."""
     candidates = options.candidates
     indices = allowed.indices
     filter_ = allowed.query()
@@ -163,17 +187,21 @@ def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, expla
             lexical_header(indices, words=reading.words),
             {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
              "query": {"bool": {"filter": [filter_], "minimum_should_match": 1, "should": [
-                 {"multi_match": {"query": reading.keywords, "fields": bm25_fields(allowed.types, options=options),
+                 {"multi_match": {"query": reading.keywords, "fields": bm25_fields(allowed.searched, options=options),
                                   "type": "most_fields"}},
                  *([{"match": {"concepts": {"query": reading.kinds, "boost": options.concept_boost,
                                             # named for linear fusion's lexical score (rank.lexical_score)
                                             **({"_name": KINDS} if reading.words else {})}}}]
                    if reading.kinds else []),
+                 # an episode dated in the period counts as holding the question's date
+                 *([{"constant_score": {"filter": dated_query(reading.time_window, options=options), "boost": 1.0,
+                                        **({"_name": DATED} if reading.words else {})}}]
+                   if reading.time_window is not None else []),
                  *word_clauses(reading)]}}},
         ]
     if options.dense:
         dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[filter_], options=options)}
-        if passages_searched(allowed.types, options=options):
+        if passages_searched(allowed.searched, options=options):
             dense = {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=[filter_], explain=explain,
                                                                   options=options)]}}
         body += [{"index": indices}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
@@ -287,16 +315,31 @@ def word_clauses(reading: Reading) -> list[dict]:
     return clauses
 
 
+def dated_query(window: TimeWindow, *, options: RecallOptions) -> dict:
+    """The episodes dated in ``window``: told in it, or (ENGRAM_RECALL_EVENT_DATES) whose words
+    name a day in it (``event_dates``: "last Saturday" resolved when the episode was stored)."""
+    told = [{"range": {"occurred_at": {"gte": start.isoformat(), "lt": end.isoformat()}}}
+            for start, end in window.spans(back=YEARS_BACK)]
+    named = [{"bool": {"filter": [
+        {"range": {"event_dates": {"gte": first.isoformat(), "lt": last.isoformat(), "relation": "intersects"}}},
+        {"range": {"event_dates": {"gte": low.isoformat(), "lt": high.isoformat(), "relation": "within"}}}]}}
+        for (first, last), (low, high) in named_day_ranges(window, back=YEARS_BACK)] if options.event_dates else []
+    return {"bool": {"should": [*told, *named], "minimum_should_match": 1}}
+
+
 def word_counts_search(*, words: tuple[str, ...] | list[str], indices: str, allowed: dict, kinds: str | None = None,
-                       own_name: tuple[str, ...] | frozenset[str] = ()) -> list[dict]:
+                       own_name: tuple[str, ...] | frozenset[str] = (), dated: dict | None = None) -> list[dict]:
     """The header/body pair counting, among the memories the recall may return (``allowed``,
     read through the end-user's own key), how many there are, how many hold each word in their
     text or title (for a word of the end-user's ``own_name``, also the episodes they said: in their
-    own memory their name says little), and how many are of one of the ``kinds``."""
+    own memory their name says little), how many are of one of the ``kinds`` and how many are
+    ``dated`` in the period the question names."""
     filters = {f"{WORD_IN_TEXT}{n}": {"bool": {"should": [_holds(word, _TEXT_FIELDS), _said_by_user()]}}
                if word in own_name else _holds(word, _TEXT_FIELDS) for n, word in enumerate(words)}
     if kinds:
         filters[KINDS] = {"match": {"concepts": kinds}}
+    if dated:
+        filters[DATED] = dated
     return [{"index": indices},
             {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": [allowed]}},
              "aggs": {"words": {"filters": {"filters": filters}}}}]
@@ -359,7 +402,7 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
                       "query": {"bool": {"filter": [filter_, mentions],
                                          "must": {"multi_match": {"query": reading.topic,
-                                                                  "fields": bm25_fields(allowed.types, options=options),
+                                                                  "fields": bm25_fields(allowed.searched, options=options),
                                                                   "type": "most_fields"}},
                                          "should": word_clauses(reading)}}}]
             names.append((f"entity{n}", weight))
@@ -393,7 +436,7 @@ def entity_guard(responses: list[dict], names: list[tuple[str, float]], *, entit
 
 def _counted_in(allowed: Allowed) -> str:
     """What a recall's entity mention counts were taken over (part of their cache key)."""
-    return ",".join(allowed.index_for.values()) + ("+superseded" if allowed.include_superseded else "")
+    return allowed.indices + ("+superseded" if allowed.include_superseded else "")
 
 
 def _count_key(*, owner: str, indices: str, entity: str, options: RecallOptions) -> str:

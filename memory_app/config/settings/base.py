@@ -335,6 +335,13 @@ ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS
 # GRACE days after it (an event is told after it happened), get ×(1 + BOOST) (0: off).
 ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
 ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
+# The days an episode's own words name ("last Saturday", resolved against when it was told, stored
+# as ``event_dates``) date it too: naming a day of the period counts, naming other days rules the
+# grace out (false: the episode's date alone).
+ENGRAM_RECALL_EVENT_DATES = env.bool("ENGRAM_RECALL_EVENT_DATES", default=True)
+# A question asking when or how long: episodes whose words tell a time (a date, a duration, an
+# event told as just past; ``states_time``) get ×(1 + BOOST), the answer's type (0: off).
+ENGRAM_TIME_ANSWER_BOOST = env.float("ENGRAM_TIME_ANSWER_BOOST", default=0.25)
 # The kind of memory a question asks for, read from its grammar (memory_app.language.intent): an event
 # (episodes), a state (facts, catalog) or a procedure (playbooks, catalog); those types get
 # ×(1 + BOOST) (0: off).
@@ -342,6 +349,12 @@ ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
+# An episode ×(1 + this × the share of the question its session's candidate episodes hold
+# together): a session about the question spreads its words over several turns (0: off).
+ENGRAM_SESSION_COVERAGE = env.float("ENGRAM_SESSION_COVERAGE", default=0.25)
+# A fact found credits the episodes it was distilled from: in each leg, this × the fact's value
+# where that beats the episode's own (an episodic recall searches facts for it; 0: off).
+ENGRAM_FACT_CREDIT = env.float("ENGRAM_FACT_CREDIT", default=0.5)
 # Concept expansion (memory_app.language.concepts): a memory's nouns add their WordNet categories to its
 # ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches, at CONCEPT_BOOST, against the
 # kinds a question asks for ("Which cities ...?").
