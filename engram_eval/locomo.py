@@ -72,16 +72,32 @@ def locomo_evidence(conversation: str, evidence: list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def locomo_questions(conversation: str, data: dict, *, questions: dict | None = None) -> list[tuple[str, str, list[str]]]:
+    """(group, question, evidence ids) of a conversation: its own questions of categories 1-4
+    ("category N"), or with ``questions`` (a question set such as corpora/temporal_questions.json)
+    the set's questions for it instead ("<kind>"), by the file's name ("26" for 26.json)."""
+    if questions is not None:
+        return [(q["kind"], q["question"], locomo_evidence(conversation, q["evidence"]))
+                for q in questions["conversations"].get(conversation, [])]
+    return [(f"category {q['category']}", q["question"], locomo_evidence(conversation, q.get("evidence") or []))
+            for q in data["qa"] if q.get("category") in (1, 2, 3, 4)]
+
+
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
-                    extractor: str | None = None, dedicated: bool = False) -> dict[str, Any]:
+                    extractor: str | None = None, dedicated: bool = False,
+                    questions: Path | None = None) -> dict[str, Any]:
     """Each conversation goes through the import service in one call, as an agent's import
     would (the default: no client-side context, so Engram derives it); questions are recalled
-    through the subject's own key. ``consolidate``: consolidate each conversation first and
-    recall over turns and facts together; R@k still counts evidence turns only (facts must not
-    push them out). ``dedicated``: the conversations' tenant in dedicated indices."""
+    through the subject's own key, over episodes (the evidence is turns). ``consolidate``:
+    consolidate each conversation first, so that the facts found credit the turns they came from
+    (memory_app.recall.rank.facts_credit). ``dedicated``: the conversations' tenant in dedicated
+    indices. ``questions``: a question set to ask instead of the files' own (``locomo_questions``).
+    With several files, each conversation's rows follow the pooled ones ("26 overall", "26 category 1")."""
     scores = Scores()
-    types = ["episodic", "semantic"] if consolidate else ["episodic"]
+    each: dict[str, Scores] = {}
+    types = ["episodic"]
+    asked_set = json.loads(questions.read_text()) if questions is not None else None
     with sandbox() as box:
         tenant = box.tenant(slug="locomo", name="LoCoMo", dedicated=dedicated)
         for path in paths:
@@ -96,15 +112,17 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
             if consolidate:
                 log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
             asked = 0
-            for q in data["qa"]:
-                if q.get("category") not in (1, 2, 3, 4):
-                    continue
-                expected = locomo_evidence(conversation, q.get("evidence") or [])
+            for group, question, expected in locomo_questions(conversation, data, questions=asked_set):
                 if not expected:
                     continue
-                results = memory_recall(subject=subject, query=q["question"], k=k, types=types, now=now)
-                scores.add(f"category {q['category']}",
-                           question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected))
+                results = memory_recall(subject=subject, query=question, k=k, types=types, now=now)
+                figures = question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected)
+                scores.add(group, figures)
+                each.setdefault(conversation, Scores()).add(group, figures)
                 asked += 1
             log(f"  {path.name}: {len(episodes)} turns, {asked} questions")
-    return scores.summary()
+    summary = scores.summary()
+    if len(each) > 1:  # held-out conversations are judged one by one, so the dev ones are shown so too
+        for conversation, own in each.items():
+            summary.update({f"{conversation} {group}": values for group, values in own.summary().items()})
+    return summary

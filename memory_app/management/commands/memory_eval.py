@@ -36,10 +36,13 @@ class Command(BaseCommand):
         parser.add_argument("--extractor", choices=["rules", "llm"], default=None,
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
         parser.add_argument("--consolidate", action="store_true",
-                            help="LoCoMo: consolidate each conversation first and recall over turns + facts")
+                            help="LoCoMo: consolidate each conversation first; the facts found credit their turns")
+        parser.add_argument("--questions", type=Path, metavar="FILE",
+                            help="LoCoMo: ask this question set instead of the files' own (e.g. "
+                                 "engram_eval/corpora/temporal_questions.json)")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
-               consolidation=None, extractor=None, consolidate=False, dedicated=False, **options):
+               consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, **options):
         started = time.monotonic()
         if consolidation and locomo:
             report = evaluate_consolidation_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
@@ -63,8 +66,10 @@ class Command(BaseCommand):
             return
         if locomo:
             summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write,
-                                      consolidate=consolidate, extractor=extractor, dedicated=dedicated)
-            self.stdout.write(f"LoCoMo evidence recall{' (turns + consolidated facts)' * consolidate} "
+                                      consolidate=consolidate, extractor=extractor, dedicated=dedicated,
+                                      questions=questions)
+            self.stdout.write(f"LoCoMo evidence recall{' (consolidated facts credit their turns)' * consolidate}"
+                              f"{f' on {questions.name}' if questions else ''} "
                               f"({', '.join(p.name for p in locomo)}), "
                               f"{time.monotonic() - started:.0f}s")
             self.stdout.write(format_table(summary, metrics=("R@5", "R@10")))
