@@ -117,3 +117,19 @@ def test_locomo_with_dedicated_puts_the_conversation_in_indices_of_its_own(tmp_p
     assert not es_admin.indices.exists(index=f"{prefix}-*", allow_no_indices=False, ignore_unavailable=True)
     # The tenant stays as the record of the run, set back to shared: no dedicated indices to recreate.
     assert Tenant.objects.get(pk=tenant.pk).isolation == "shared"
+
+
+def test_a_question_set_replaces_the_conversation_s_own_questions():
+    from engram_eval.corpora import TEMPORAL_QUESTIONS
+    from engram_eval.locomo import locomo_questions
+
+    data = {"qa": [{"question": "Q?", "category": 2, "evidence": ["D1:1"]},
+                   {"question": "Adversarial?", "category": 5, "evidence": ["D1:2"]}]}
+    assert locomo_questions("7", data) == [("category 2", "Q?", ["locomo-7-d1-1"])]
+    asked = {"conversations": {"7": [{"kind": "when", "question": "On which day?", "evidence": ["D2:3"]}]}}
+    assert locomo_questions("7", data, questions=asked) == [("when", "On which day?", ["locomo-7-d2-3"])]
+    assert locomo_questions("8", data, questions=asked) == []
+    # The project's temporal set references the dev conversations' turns by id only.
+    temporal = json.loads(TEMPORAL_QUESTIONS.read_text())
+    for conversation, questions in temporal["conversations"].items():
+        assert questions and all(q["kind"] in ("when", "dated", "relative") and q["evidence"] for q in questions)

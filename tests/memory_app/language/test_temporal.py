@@ -117,3 +117,76 @@ def test_statement_dates_are_written_out_against_the_day_they_were_said():
     assert with_dates("since last week", when=said) == "since the week of 1 May 2023"
     # No date follows from these alone: left as said.
     assert with_dates("a few weeks ago, recently, this Friday", when=said) == "a few weeks ago, recently, this Friday"
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("What did they do last summer?", _d(2023, 6, 1), _d(2023, 9, 1)),
+    ("Where did she go in the summer of 2022?", _d(2022, 6, 1), _d(2022, 9, 1)),
+    ("What happened last Saturday?", _d(2023, 10, 14), _d(2023, 10, 15)),  # NOW is a Friday
+    ("Any plans from last weekend?", _d(2023, 10, 14), _d(2023, 10, 16)),
+    ("What happened the week before 9 June 2023?", _d(2023, 6, 2), _d(2023, 6, 9)),
+    ("Where was he two days after 20 May 2023?", _d(2023, 5, 22), _d(2023, 5, 23)),
+    ("What did she do in early June 2023?", _d(2023, 6, 1), _d(2023, 6, 11)),
+    ("Which event took place on 2023-05-08?", _d(2023, 5, 8), _d(2023, 5, 9)),
+    ("What happened between 1 May 2023 and 20 May 2023?", _d(2023, 5, 1), _d(2023, 5, 21)),
+])
+def test_seasons_weekdays_relations_and_parts_become_windows(query, start, end):
+    window = query_time_window(query, now=NOW)
+    assert (window.start, window.end) == (start, end)
+
+
+def test_a_month_named_without_a_year_is_that_month_of_any_year():
+    window = query_time_window("What did she paint in June?", now=NOW)
+    assert window.yearly
+    assert window.contains(_d(2021, 6, 15), grace=timedelta(0))  # LoCoMo's sessions lie years before "now"
+    assert not window.contains(_d(2021, 8, 15), grace=timedelta(0))
+
+
+@pytest.mark.parametrize("query, asks", [
+    ("When did Caroline go to the support group?", True),
+    ("Since when has he been painting?", True),
+    ("How long has she had the dog?", True),
+    ("In which year did they move?", True),
+    ("Who helps her when she is down?", False),  # "when" joining two clauses
+    ("What did Melanie paint?", False),
+])
+def test_a_question_asks_for_a_time(query, asks):
+    from memory_app.language.temporal import query_asks_time
+
+    assert query_asks_time(query) is asks
+
+
+def test_a_statement_names_the_days_it_is_about_against_the_day_it_was_said():
+    from datetime import date
+
+    from memory_app.language.temporal import event_dates, states_time
+
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+    assert event_dates("We went hiking last Saturday!", when=said) == [(date(2023, 5, 6), date(2023, 5, 7))]
+    assert event_dates("The race is on 20 May.", when=said) == [(date(2023, 5, 20), date(2023, 5, 21))]
+    assert event_dates("I started in 2022 and moved in June 2023.", when=said) == [
+        (date(2022, 1, 1), date(2023, 1, 1)), (date(2023, 6, 1), date(2023, 7, 1))]
+    assert event_dates("Thanks, that sounds great.", when=said) == []
+    assert event_dates("May I ask you something?", when=said) == []  # "May" the verb
+    assert states_time("I've been painting for seven years now.", when=said)
+    assert states_time("I just signed up for a pottery class.", when=said)
+    assert states_time("We went yesterday.", when=said)
+    assert not states_time("I just wanted to say thanks.", when=said)
+    assert not states_time("That painting is lovely.", when=said)
+
+
+def test_an_episode_stores_the_days_its_words_name_and_a_question_finds_it_by_them(subject):
+    from memory_app.services.episodes import episode_write
+
+    # Told on 8 May about the Saturday before; asked about 6 May, the day it names.
+    told = episode_write(subject=subject, text="We went to the pottery workshop last Saturday.",
+                         occurred_at="2023-05-08T13:56:00+00:00")["id"]
+    other = episode_write(subject=subject, text="We went to the pottery workshop again.",
+                          occurred_at="2023-03-01T10:00:00+00:00")["id"]
+    results = memory_recall(subject=subject, query="What did we do on 6 May 2023 at the pottery workshop?",
+                            explain=True, now=NOW)
+    by_id = {h["id"]: h for h in results}
+    assert by_id[told]["explain"]["bm25_rank"] == 1  # it holds the question's date, the other does not
+    assert by_id[told]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
+    assert "time_window" not in by_id[other]["explain"]["multipliers"]
+    assert "event_dates" not in results[0] and "states_time" not in results[0]  # derived, never returned

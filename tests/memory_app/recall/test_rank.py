@@ -251,3 +251,83 @@ def test_a_reranker_reorders_the_best_fused_hits_and_the_rest_are_left_out():
     assert b.score == pytest.approx(1 / (30 + 1) * 0.85) and a.score == pytest.approx(1 / (30 + 2) * 0.85)
     without = hits_rank(searched, reading=_reading(), now=datetime(2026, 1, 1, tzinfo=UTC), k=10, options=options)
     assert [h.id for h in without.hits] == ["a", "b", "c"] and all(h.rerank_rank is None for h in without.hits)
+
+
+# ---------------------------------------------------------------- facts crediting episodes, sessions, dates
+
+
+def test_a_fact_found_credits_the_episodes_it_was_distilled_from_in_each_leg_where_it_beats_them():
+    def raw(id_, score, memory_type="episodic", **source):
+        return {"_id": id_, "_score": score, "_source": {"memory_type": memory_type, "text": id_, **source}}
+
+    fact = raw("f", 0.9, "semantic", supporting_episode_ids=["e1", "missing"])
+    dense = {"hits": {"hits": [fact, raw("e2", 0.8), raw("e1", 0.5)]}}
+    searched = Searched(legs=(Leg(name="dense", dense=True, factor=1.0, hits=dense["hits"]["hits"]),),
+                        sources={r["_id"]: r["_source"] for r in dense["hits"]["hits"]}, idf={},
+                        mention_counts={}, returned=frozenset({MemoryType.EPISODIC}))
+    hits = {h.id: h for h in hits_fuse(searched, options=_options(fact_credit=0.5))}
+    # Normalised over the episodes only (0.5..0.8): the fact is clipped to 1.0, e1 is 0.0.
+    assert hits["e1"].fact_credit == pytest.approx(0.5) and hits["e1"].credited_by == "f"
+    assert hits["e1"].fused == pytest.approx(0.5)
+    assert hits["e2"].fact_credit == 0.0 and hits["e2"].credited_by is None
+    off = {h.id: h for h in hits_fuse(searched, options=_options(fact_credit=0.0))}
+    assert off["e1"].fused == 0.0 and off["e1"].credited_by is None
+    # The fact itself is never returned from an episodic recall.
+    ranked = hits_rank(searched, reading=_reading(), now=T0, k=10, options=_options(fact_credit=0.5))
+    assert [h.id for h in ranked.hits] == ["e2", "e1"]
+
+
+def test_a_session_holding_more_of_the_question_weights_its_episodes():
+    from memory_app.recall.rank import sessions_covered
+
+    idf = {"word_text_0": 1.0, "word_text_1": 1.0}
+
+    def episode(id_, session, matched):
+        return Hit(id=id_, memory_type=MemoryType.EPISODIC, source={"session_id": session},
+                   matched=frozenset(matched))
+
+    hits = [episode("a", "s1", ["word_text_0"]), episode("b", "s1", ["word_text_1"]),
+            episode("c", "s2", ["word_text_0"]), episode("d", None, ["word_text_1"])]
+    covered = sessions_covered(hits, idf, options=_options(session_coverage=0.25))
+    assert covered == {"s1": pytest.approx(1.0), "s2": pytest.approx(0.5)}  # s1's turns hold both words together
+    assert sessions_covered(hits, idf, options=_options(session_coverage=0.0)) == {}
+    assert sessions_covered(hits, {}, options=_options(session_coverage=0.25)) == {}  # rank fusion: no word counts
+
+
+def test_an_episode_is_in_a_window_by_when_it_was_told_or_by_the_days_its_words_name():
+    from datetime import date
+
+    from memory_app.language.temporal import query_time_window
+    from memory_app.recall.rank import in_window
+
+    june = query_time_window("What did she do in June 2023?", now=T0)
+    grace = timedelta(days=31)
+    assert in_window(june, told=datetime(2023, 6, 20, tzinfo=UTC), named=[], grace=grace)
+    assert in_window(june, told=datetime(2023, 7, 10, tzinfo=UTC), named=[], grace=grace)  # told soon after
+    # Told soon after but about another day: not in the window.
+    assert not in_window(june, told=datetime(2023, 7, 10, tzinfo=UTC), named=[(date(2023, 7, 8), date(2023, 7, 9))],
+                         grace=grace)
+    # Told long after, about a day of June: in it.
+    assert in_window(june, told=datetime(2023, 9, 1, tzinfo=UTC), named=[(date(2023, 6, 24), date(2023, 6, 25))],
+                     grace=grace)
+
+
+def test_an_episodic_recall_credits_the_turn_a_fact_was_distilled_from_and_explain_shows_it(subject, settings):
+    from memory_app.services.facts import fact_write
+
+    said = episode_write(subject=subject, text="I finally did it, the papers came through this morning!",
+                         occurred_at=T0, session_id="s1")["id"]
+    other = episode_write(subject=subject, text="The gallery sent me the wrong brochure again.",
+                          occurred_at=T0 + timedelta(minutes=1), session_id="s1")["id"]
+    fact = fact_write(subject=subject, text="The user's adoption application was approved.",
+                      supporting_episode_ids=[said])["id"]
+    question = "Was the adoption application approved?"
+    results = memory_recall(subject=subject, query=question, types=["episodic"], explain=True, now=T0)
+    by_id = {h["id"]: h for h in results}
+    assert fact not in by_id and {said, other} <= set(by_id)  # the fact credits, it is not returned
+    assert by_id[said]["explain"]["credited_by"] == fact and by_id[said]["explain"]["fact_credit"] > 0
+    settings.ENGRAM_FACT_CREDIT = 0.0
+    off = {h["id"]: h for h in memory_recall(subject=subject, query=question, types=["episodic"], explain=True,
+                                             now=T0)}
+    assert "credited_by" not in off[said]["explain"]
+    assert off[said]["score"] < by_id[said]["score"]
