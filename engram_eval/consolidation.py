@@ -3,7 +3,8 @@
 Each persona's turns are imported and consolidated until nothing waits; every fact written is
 matched to at most one gold fact (it must cite one of the gold fact's turns and contain its value,
 fuzzily). Figures: extraction precision and recall, duplicate-merge precision and recall,
-contradiction detection (and its kind), false supersessions, playbook outcome counts.
+contradiction detection (and its kind), false supersessions, playbook outcome counts; and each
+fact behind a shortfall (``findings``), so that every figure can be checked fact by fact.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from memory_app.selectors import subject_export
 
 from .sandbox import import_by_client_id, sandbox
 from tenants.services.subjects import subject_get_or_create
+
+
+# What the findings list, each with its label: facts written that match no gold fact, gold facts no
+# written fact matches, supporting turns counted as wrong merges, supersession links no gold accounts
+# for, gold supersessions not found.
+FINDINGS = {"false_positives": "false positive", "missed": "missed", "wrong_merges": "wrong merge",
+            "false_supersessions": "false supersession", "missed_contradictions": "missed contradiction"}
 
 
 def _value_in(value: str, text: str) -> bool:
@@ -42,6 +50,7 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
         "restated_merged", "contradictions", "detected", "detected_kind", "links", "false_links", "playbooks",
         "playbooks_exact", "playbooks_found")}
     run_totals: dict[str, int] = {}
+    findings: dict[str, list[dict[str, Any]]] = {k: [] for k in FINDINGS}
     with sandbox() as box:
         tenant = box.tenant(slug="consolidation", name="Consolidation eval")
         for persona in corpus["personas"]:
@@ -59,7 +68,7 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
                 if fact.get("source") == "consolidation":
                     support = [turn_of.get(i, i) for i in fact.get("supporting_episode_ids") or []]
                     written.append({**fact, "supporting_episode_ids": support})
-            _score_persona(persona, written, memories["procedural"], totals)
+            _score_persona(persona, written, memories["procedural"], totals, findings=findings)
             log(f"  {persona['external_id']}: {len(persona['turns'])} turns, {len(written)} facts written")
 
     def ratio(a: str, b: str) -> float:
@@ -79,11 +88,30 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
         "playbooks_found": ratio("playbooks_found", "playbooks"),
         "counts": {k: int(v) for k, v in totals.items()},
         "runs": run_totals,
+        "findings": findings,
     }
 
 
-def _score_persona(persona: dict, written: list[dict], playbooks: list[dict], totals: dict[str, float]) -> None:
+def format_findings(findings: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One line per finding: who, what was written or expected, and the turns it cites."""
+    lines = []
+    for kind, label in FINDINGS.items():
+        for f in findings.get(kind, []):
+            turns = ", ".join(f.get("turns") or [])
+            lines.append(f"  {label}: {f['persona']}: {f['text']!r} ({turns})"
+                         + (f" {f['note']}" if f.get("note") else ""))
+    return lines
+
+
+def _score_persona(persona: dict, written: list[dict], playbooks: list[dict], totals: dict[str, float], *,
+                   findings: dict[str, list[dict[str, Any]]] | None = None) -> None:
     gold = persona["facts"]
+    found = findings if findings is not None else {k: [] for k in FINDINGS}
+    who = persona.get("external_id", "")
+
+    def cites(w: dict) -> list[str]:
+        return list(w.get("supporting_episode_ids") or [])
+
     # Greedy one-to-one matching, best textual agreement first.
     pairs = []
     for w in written:
@@ -101,13 +129,19 @@ def _score_persona(persona: dict, written: list[dict], playbooks: list[dict], to
     totals["written_matched"] += len(gold_of)
     totals["gold"] += len(gold)
     totals["gold_matched"] += len(written_of)
+    found["false_positives"] += [{"persona": who, "text": w["text"], "turns": cites(w)}
+                                 for w in written if w["id"] not in gold_of]
+    found["missed"] += [{"persona": who, "text": g["text"], "turns": g["turns"], "note": f"[{g['key']}]"}
+                        for g in gold if g["key"] not in written_of]
 
     for w in written:
-        support = list(w.get("supporting_episode_ids") or [])
+        support = cites(w)
         extra = support[1:]
         totals["merged_in"] += len(extra)
         g = by_key.get(gold_of.get(w["id"], ""))
         totals["merged_in_correct"] += sum(1 for e in extra if g and e in g["turns"])
+        found["wrong_merges"] += [{"persona": who, "text": w["text"], "turns": support, "note": f"merged in: {e}"}
+                                  for e in extra if not (g and e in g["turns"])]
     for g in gold:
         if len(g["turns"]) > 1:
             totals["restated"] += 1
@@ -124,12 +158,18 @@ def _score_persona(persona: dict, written: list[dict], playbooks: list[dict], to
         if new and old and old in (written_by_id[new].get("supersedes") or []):
             totals["detected"] += 1
             totals["detected_kind"] += written_by_id[new].get("contradiction") == g["contradiction"]
+        else:
+            found["missed_contradictions"].append({"persona": who, "text": g["text"], "turns": g["turns"],
+                                                   "note": f"[{g['key']} supersedes {g['supersedes']}]"})
     for w in written:
         for old in w.get("supersedes") or []:
             totals["links"] += 1
             new_gold, old_gold = by_key.get(gold_of.get(w["id"], "")), gold_of.get(old)
             if not (new_gold and old_gold and new_gold.get("supersedes") == old_gold):
                 totals["false_links"] += 1
+                replaced = written_by_id.get(old, {}).get("text", old)
+                found["false_supersessions"].append({"persona": who, "text": w["text"], "turns": cites(w),
+                                                     "note": f"supersedes {replaced!r}"})
 
     for gp in persona["playbooks"]:
         totals["playbooks"] += 1

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from engram_eval.consolidation import _score_persona, evaluate_consolidation
+from engram_eval.consolidation import FINDINGS, _score_persona, evaluate_consolidation, format_findings
 
 
 def test_scoring_counts_matches_merges_contradictions_and_false_supersessions():
     persona = {
+        "external_id": "p",
         "facts": [
             {"key": "home-1", "text": "I live in Paris.", "value": "Paris", "turns": ["t1"]},
             {"key": "home-2", "text": "I moved to Rome.", "value": "Rome", "turns": ["t2"], "supersedes": "home-1",
@@ -32,13 +33,21 @@ def test_scoring_counts_matches_merges_contradictions_and_false_supersessions():
     totals = dict.fromkeys(["written", "written_matched", "gold", "gold_matched", "merged_in", "merged_in_correct",
                             "restated", "restated_merged", "contradictions", "detected", "detected_kind", "links",
                             "false_links", "playbooks", "playbooks_exact", "playbooks_found"], 0)
-    _score_persona(persona, written, playbooks, totals)
+    findings = {k: [] for k in FINDINGS}
+    _score_persona(persona, written, playbooks, totals, findings=findings)
     assert (totals["written"], totals["written_matched"], totals["gold"], totals["gold_matched"]) == (4, 3, 4, 3)
     assert (totals["merged_in"], totals["merged_in_correct"]) == (2, 1)  # t4 right, t9 wrong
     assert (totals["restated"], totals["restated_merged"]) == (1, 1)
     assert (totals["contradictions"], totals["detected"], totals["detected_kind"]) == (1, 1, 0)  # harsh ≠ natural
     assert (totals["links"], totals["false_links"]) == (2, 1)  # w4 → w3 has no gold supersession
     assert (totals["playbooks"], totals["playbooks_found"], totals["playbooks_exact"]) == (1, 1, 0)
+    # Each shortfall is listed with the turns it cites, so a figure can be checked fact by fact.
+    assert findings["false_positives"] == [{"persona": "p", "text": "User's dog is Rex.", "turns": ["t6"]}]
+    assert [f["text"] for f in findings["missed"]] == ["I work as a nurse."]
+    assert [f["note"] for f in findings["wrong_merges"]] == ["merged in: t9"]
+    assert [f["note"] for f in findings["false_supersessions"]] == ["supersedes \"User's colour is blue.\""]
+    assert findings["missed_contradictions"] == []
+    assert "  false positive: p: \"User's dog is Rex.\" (t6)" in format_findings(findings)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engram_eval.consolidation import evaluate_consolidation
+from engram_eval.consolidation import evaluate_consolidation, format_findings
 from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, format_report
 from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
 from engram_eval.locomo import evaluate_locomo
@@ -54,10 +54,12 @@ class Command(BaseCommand):
             self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "
                               f"{time.monotonic() - started:.0f}s")
             for key, value in report.items():
-                if key not in ("counts", "runs", "extractor"):
+                if key not in ("counts", "runs", "extractor", "findings"):
                     self.stdout.write(f"  {key:<30}{value}")
             self.stdout.write(f"  counts {report['counts']}")
             self.stdout.write(f"  runs   {report['runs']}")
+            for line in format_findings(report["findings"]):
+                self.stdout.write(line)
             if json:
                 self.stdout.write(_json(report))
             return
