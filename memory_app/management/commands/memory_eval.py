@@ -53,12 +53,19 @@ class Command(BaseCommand):
             report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "
                               f"{time.monotonic() - started:.0f}s")
+            first = report["original_gold"]
+            self.stdout.write(f"  {'':<30}{'corrected gold':>16}{'original gold':>16}")
             for key, value in report.items():
-                if key not in ("counts", "runs", "extractor", "findings"):
-                    self.stdout.write(f"  {key:<30}{value}")
+                if key not in ("counts", "runs", "extractor", "findings", "original_gold"):
+                    self.stdout.write(f"  {key:<30}{value!s:>16}{first[key]!s:>16}")
             self.stdout.write(f"  counts {report['counts']}")
+            self.stdout.write(f"  counts, original gold {first['counts']}")
             self.stdout.write(f"  runs   {report['runs']}")
+            self.stdout.write("corrected gold:")
             for line in format_findings(report["findings"]):
+                self.stdout.write(line)
+            self.stdout.write("original gold:")
+            for line in format_findings(first["findings"]):
                 self.stdout.write(line)
             if json:
                 self.stdout.write(_json(report))
