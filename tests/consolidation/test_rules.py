@@ -64,7 +64,8 @@ def test_bare_correction_applies_to_the_last_fact_of_the_session():
                                                            ("User is 39 years old.", "age", "harsh")]
     # The corrected fact's turn says the rest of the sentence ("years old"), so both are cited.
     assert facts[1].episode_ids == ("e0", "e1")
-    [race, corrected] = _extract("My favourite race is the Great North Run.", "Sorry, I meant the Manchester Half.").facts
+    [_, corrected] = _extract("My favourite race is the Great North Run.",
+                              "Sorry, I meant the Manchester Half.").facts
     assert (corrected.text, corrected.episode_ids, corrected.change, corrected.replaces) == (
         "User's favourite race is the Manchester Half.", ("e0", "e1"), "harsh", "the Great North Run")
     assert is_grounded(corrected.text, ["My favourite race is the Great North Run.",
