@@ -100,7 +100,8 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
 
     prefix = index_prefix_for(tenant=subject.tenant)
     # Facts found credit the episodes they came from (rank.facts_credit), also where no fact is asked for.
-    crediting = (MemoryType.SEMANTIC,) if options.fact_credit > 0 and MemoryType.EPISODIC in memory_types else ()
+    crediting = (MemoryType.SEMANTIC,) if options.fact_credit > 0 and MemoryType.EPISODIC in memory_types \
+        and MemoryType.SEMANTIC not in memory_types else ()
     allowed = Allowed(types=memory_types, index_for={t: alias_name(t, prefix=prefix)
                                                      for t in (*memory_types, *crediting)},
                       scope=memory_scope(subject=subject), include_superseded=include_superseded,

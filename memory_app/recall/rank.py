@@ -22,6 +22,7 @@ from memory_app.language.temporal import TimeWindow, stored_ranges
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.recall.search import (
+    CREDIT,
     DATED,
     KINDS,
     SAID_BY_NAMED,
@@ -107,22 +108,22 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
 def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
     """One hit per memory any leg found, in the order first found, with its fused score: by
     reciprocal rank (Σ weight / (rank constant + rank)), or under linear fusion by normalised
-    score (a dense leg's similarity min-max normalised over the hits of the types it may return,
-    a lexical leg's ``lexical_score`` as ``lexical_normalised`` says), each leg at its factor ×
-    ``leg_weight``; then the credit of the facts found (``facts_credit``)."""
+    score (a dense leg's similarity min-max normalised, a lexical leg's ``lexical_score`` as
+    ``lexical_normalised`` says), each leg at its factor × ``leg_weight``; then the credit of the
+    facts found (``facts_credit``). A leg over the crediting types (``search.CREDIT``) is valued on
+    the scale of the leg it shadows, so that a fact and its episode compare."""
     fusion = options.fusion
     k = options.rank_constant
     hits: dict[str, Hit] = {}
     values_by_leg: dict[str, dict[str, float]] = {}
+    dense_scores = {leg.name: [raw["_score"] for raw in leg.hits] for leg in searched.legs if leg.dense}
     for leg in searched.legs:
         raws = leg.hits
         weight = leg.factor * leg_weight(leg, options=options)
+        shadows = leg.name.removeprefix(CREDIT)
         if fusion == "linear":
             if leg.dense:
-                # Facts searched only to credit episodes do not move the scale the episodes are scored on.
-                normalised = minmax([raw["_score"] for raw in raws],
-                                    over=[raw["_score"] for raw in raws
-                                          if raw["_source"]["memory_type"] in searched.returned])
+                normalised = minmax([raw["_score"] for raw in raws], over=dense_scores.get(shadows))
             else:  # ranked by its own score, ties by id: no index-wide statistic orders the leg
                 scored = sorted(((lexical_score(raw, searched.idf, options=options), raw) for raw in raws),
                                 key=lambda pair: (-pair[0], pair[1]["_id"]))
@@ -145,7 +146,7 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
             hit.fused += value
             if not leg.dense:
                 hit.matched |= frozenset(raw.get("matched_queries") or ())
-            values_by_leg.setdefault(leg.name, {})[raw["_id"]] = value
+            values_by_leg.setdefault(shadows, {})[raw["_id"]] = value
     facts_credit(hits, values_by_leg, weight=options.fact_credit)
     return list(hits.values())
 

@@ -46,6 +46,7 @@ WORD_IN_TEXT, WORD_IN_CONTEXT, SYNONYM_IN_TEXT, SAID_BY_NAMED = (
     "word_text_", "word_context_", "word_synonym_", "word_speaker_")
 KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.language.concepts)
 DATED = "dated"  # the named clause of the episodes dated in the period a question names
+CREDIT = "credit_"  # the prefix of a leg over the crediting types (``Allowed.crediting``)
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
 _MENTIONS = "_mentions"
 YEARS_BACK = 5  # a month or season named without a year: its occurrences this many years back
@@ -68,25 +69,21 @@ class Allowed:
     crediting: tuple[MemoryType, ...] = ()
 
     @property
-    def searched(self) -> list[MemoryType]:
-        return [*self.types, *(t for t in self.crediting if t not in self.types)]
-
-    @property
     def indices(self) -> str:
-        return ",".join(self.index_for[t] for t in self.searched)
-
-    @property
-    def returned_indices(self) -> str:
         return ",".join(self.index_for[t] for t in self.types)
 
-    def query(self, *, any_time: bool = False, returned: bool = False) -> dict:
-        """The filter a hit must pass: that of one of the searched types (``returned``: of the
-        returned ones; ``any_time``: without the range)."""
+    @property
+    def crediting_indices(self) -> str:
+        return ",".join(self.index_for[t] for t in self.crediting)
+
+    def query(self, *, any_time: bool = False, crediting: bool = False) -> dict:
+        """The filter a hit must pass: that of one of the returned types (``crediting``: of the
+        crediting ones; ``any_time``: without the range)."""
         return {"bool": {"should": [type_filter(memory_type=t, scope=self.scope,
                                                 include_superseded=self.include_superseded,
                                                 since=None if any_time else self.since,
                                                 until=None if any_time else self.until)
-                                    for t in (self.types if returned else self.searched)],
+                                    for t in (self.crediting if crediting else self.types)],
                          "minimum_should_match": 1}}
 
 
@@ -134,7 +131,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     counts_body = word_counts_search(
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
-        indices=allowed.returned_indices, allowed=allowed.query(returned=True)) if reading.words else []
+        indices=allowed.indices, allowed=allowed.query()) if reading.words else []
     with timed("search"):
         responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
     for response in responses:
@@ -145,7 +142,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
                                                      options=options)
     mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
-    named = [*((name, 1.0) for name in plain_leg_names(options)), *entity]
+    named = [*((name, 1.0) for name in plain_leg_names(options, crediting=bool(allowed.crediting))), *entity]
     legs = tuple(_leg(name, factor, response["hits"]["hits"])
                  for (name, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
     sources: dict[str, dict[str, Any]] = {}
@@ -166,28 +163,40 @@ def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:
 # ---------------------------------------------------------------- the plain legs
 
 
-def plain_leg_names(options: RecallOptions) -> list[str]:
-    return [leg for leg, on in (("bm25", options.bm25), ("dense", options.dense)) if on]
+def plain_leg_names(options: RecallOptions, *, crediting: bool = False) -> list[str]:
+    names = [leg for leg, on in (("bm25", options.bm25), ("dense", options.dense)) if on]
+    return [*names, *(f"{CREDIT}{name}" for name in names)] if crediting else names
 
 
 def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, explain: bool = False,
                options: RecallOptions) -> list[dict]:
-    """Header/body pairs of the BM25 and the kNN leg, each over every searched type's index at
-    once. The BM25 leg also matches the memories' ``concepts`` against the kinds the question asks
-    for, the episodes dated in the period it names (``dated_query``) and, under linear fusion,
-    reports per hit which of the question's words it holds (``word_clauses``). The kNN leg searches
-    the memories' own vectors and, for episodes, their sentences' (``passage_query``) in one
-    search; ``explain``: it names each episode's nearest."""
+    """Header/body pairs of the BM25 and the kNN leg, each over every returned type's index at
+    once, then the same two over the crediting types (``Allowed.crediting``), in legs of their own
+    so that they take no place from the memories returned. The BM25 leg also matches the
+    memories' ``concepts`` against the kinds the question asks for, the episodes dated in the
+    period it names (``dated_query``) and, under linear fusion, reports per hit which of the
+    question's words it holds (``word_clauses``). The kNN leg searches the memories' own vectors
+    and, for episodes, their sentences' (``passage_query``) in one search; ``explain``: it names
+    each episode's nearest."""
+    body = _plain_legs(reading=reading, vector=vector, types=allowed.types, indices=allowed.indices,
+                       filter_=allowed.query(), explain=explain, options=options)
+    if allowed.crediting:
+        body += _plain_legs(reading=reading, vector=vector, types=list(allowed.crediting),
+                            indices=allowed.crediting_indices, filter_=allowed.query(crediting=True), explain=False,
+                            options=options)
+    return body
+
+
+def _plain_legs(*, reading: Reading, vector: list[float], types: list[MemoryType], indices: str, filter_: dict,
+                explain: bool, options: RecallOptions) -> list[dict]:
     candidates = options.candidates
-    indices = allowed.indices
-    filter_ = allowed.query()
     body: list[dict] = []
     if options.bm25:
         body += [
             lexical_header(indices, words=reading.words),
             {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
              "query": {"bool": {"filter": [filter_], "minimum_should_match": 1, "should": [
-                 {"multi_match": {"query": reading.keywords, "fields": bm25_fields(allowed.searched, options=options),
+                 {"multi_match": {"query": reading.keywords, "fields": bm25_fields(types, options=options),
                                   "type": "most_fields"}},
                  *([{"match": {"concepts": {"query": reading.kinds, "boost": options.concept_boost,
                                             # named for linear fusion's lexical score (rank.lexical_score)
@@ -196,12 +205,12 @@ def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, expla
                  # an episode dated in the period counts as holding the question's date
                  *([{"constant_score": {"filter": dated_query(reading.time_window, options=options), "boost": 1.0,
                                         **({"_name": DATED} if reading.words else {})}}]
-                   if reading.time_window is not None else []),
+                   if reading.time_window is not None and MemoryType.EPISODIC in types else []),
                  *word_clauses(reading)]}}},
         ]
     if options.dense:
         dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[filter_], options=options)}
-        if passages_searched(allowed.searched, options=options):
+        if passages_searched(types, options=options):
             dense = {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=[filter_], explain=explain,
                                                                   options=options)]}}
         body += [{"index": indices}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
@@ -402,7 +411,7 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
                       "query": {"bool": {"filter": [filter_, mentions],
                                          "must": {"multi_match": {"query": reading.topic,
-                                                                  "fields": bm25_fields(allowed.searched, options=options),
+                                                                  "fields": bm25_fields(allowed.types, options=options),
                                                                   "type": "most_fields"}},
                                          "should": word_clauses(reading)}}}]
             names.append((f"entity{n}", weight))

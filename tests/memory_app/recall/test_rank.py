@@ -261,12 +261,13 @@ def test_a_fact_found_credits_the_episodes_it_was_distilled_from_in_each_leg_whe
         return {"_id": id_, "_score": score, "_source": {"memory_type": memory_type, "text": id_, **source}}
 
     fact = raw("f", 0.9, "semantic", supporting_episode_ids=["e1", "missing"])
-    dense = {"hits": {"hits": [fact, raw("e2", 0.8), raw("e1", 0.5)]}}
-    searched = Searched(legs=(Leg(name="dense", dense=True, factor=1.0, hits=dense["hits"]["hits"]),),
-                        sources={r["_id"]: r["_source"] for r in dense["hits"]["hits"]}, idf={},
+    dense, credit = [raw("e2", 0.8), raw("e1", 0.5)], [fact]
+    searched = Searched(legs=(Leg(name="dense", dense=True, factor=1.0, hits=dense),
+                              Leg(name="credit_dense", dense=True, factor=1.0, hits=credit)),
+                        sources={r["_id"]: r["_source"] for r in dense + credit}, idf={},
                         mention_counts={}, returned=frozenset({MemoryType.EPISODIC}))
     hits = {h.id: h for h in hits_fuse(searched, options=_options(fact_credit=0.5))}
-    # Normalised over the episodes only (0.5..0.8): the fact is clipped to 1.0, e1 is 0.0.
+    # The facts' leg is valued on the episodes' scale (0.5..0.8): the fact is clipped to 1.0, e1 is 0.0.
     assert hits["e1"].fact_credit == pytest.approx(0.5) and hits["e1"].credited_by == "f"
     assert hits["e1"].fused == pytest.approx(0.5)
     assert hits["e2"].fact_credit == 0.0 and hits["e2"].credited_by is None
