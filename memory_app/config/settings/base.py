@@ -354,7 +354,7 @@ ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
 ENGRAM_SESSION_COVERAGE = env.float("ENGRAM_SESSION_COVERAGE", default=0.25)
 # A fact found credits the episodes it was distilled from: in each leg, this × the fact's value
 # where that beats the episode's own (an episodic recall searches facts for it; 0: off).
-ENGRAM_FACT_CREDIT = env.float("ENGRAM_FACT_CREDIT", default=0.5)
+ENGRAM_FACT_CREDIT = env.float("ENGRAM_FACT_CREDIT", default=0.25)
 # Concept expansion (memory_app.language.concepts): a memory's nouns add their WordNet categories to its
 # ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches, at CONCEPT_BOOST, against the
 # kinds a question asks for ("Which cities ...?").
