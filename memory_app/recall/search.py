@@ -2,11 +2,11 @@
 end-user's own key, and its answer as typed legs.
 
 The plain legs (BM25; kNN over the memories' vectors and the episodes' sentences) search every
-requested type at once, so that ranks are comparable across types, and the facts that credit
-the episodes they came from. Each named entity the question names may add legs over the
-memories naming it (and a count of those memories, which the entity guard reads), and linear
-fusion adds the count of each word among the end-user's own memories (their idf).
-docs/retrieval-quality.md, "How recall ranks", says why.
+requested type at once, so that ranks are comparable across types; an episodic recall searches
+the facts too, in legs of their own, for the credit they give the episodes they came from. Each
+named entity the question names may add legs over the memories naming it (and a count of those
+memories, which the entity guard reads), and linear fusion adds the count of each word among the
+end-user's own memories (their idf). docs/retrieval-quality.md, "How recall ranks", says why.
 """
 
 from __future__ import annotations
@@ -89,10 +89,11 @@ class Allowed:
 
 @dataclass(frozen=True)
 class Leg:
-    """One searched leg: ``name`` ("bm25", "dense", "entityN", "entityN_dense"), whether it is a
-    kNN leg, its weight ``factor`` relative to its kind's (1.0; an entity leg's
-    ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for the dense leg
-    searched with ``explain``, the passage an episode scored by (``passages``: id → offset)."""
+    """One searched leg: ``name`` ("bm25", "dense", "entityN", "entityN_dense", "credit_bm25",
+    "credit_dense"), whether it is a kNN leg, its weight ``factor`` relative to its kind's (1.0;
+    an entity leg's ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for
+    the dense leg searched with ``explain``, the passage an episode scored by (``passages``: id →
+    offset)."""
 
     name: str
     dense: bool
