@@ -429,3 +429,19 @@ def test_a_nul_character_in_a_form_is_a_400_and_creates_nothing(staff, subjects)
     client.force_login(staff["superuser"])
     response = client.post("/t/acme/tokens/", {"name": "bot\x00", "scopes": ["memory:read"]})
     assert response.status_code == 400 and not AgentToken.objects.exists()
+
+
+def test_recall_sandbox_says_which_fact_gave_an_episode_credit(staff, subjects):
+    alice, _ = subjects
+    said = episode_write(subject=alice, text="I finally did it, the papers came through this morning!")
+    episode_write(subject=alice, text="The gallery sent me the wrong brochure again.")
+    fact = fact_write(subject=alice, text="Alice's adoption application was approved.",
+                      supporting_episode_ids=[said["id"]])
+    question = "Was the adoption application approved?"
+    client = Client()
+    client.force_login(staff["support"])
+    html = client.get(f"/u/{alice.user_id}/recall/", {"q": question}, headers={"HX-Request": "true"}).content.decode()
+    ranks = {hit["id"]: n for n, hit in enumerate(memory_recall(subject=alice, query=question, k=10), start=1)}
+    card = html.split(f'id="hit-{ranks[said["id"]]}"')[1].split("</li>")[0]
+    assert "A fact distilled from it matched the question" in card and "fact_credit" in card
+    assert f'href="#hit-{ranks[fact["id"]]}"' in card
