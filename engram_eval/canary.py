@@ -327,13 +327,13 @@ def canary_scan_run(*, log: Callable[[str], None] = lambda line: None) -> list[P
         report = PhaseReport(phase="forget", families=tuple(f for f in FAMILIES if f != "admin log"))
         report.before = _written_and_settled(kept, box.prefix)
         for memory_id in kept.forget:
-            memory_forget(subject=kept.subject, memory_id=memory_id, reason="end-user asked", actor=ACTOR)
+            memory_forget(subject=kept.subject, memory_id=memory_id, reason="user_request", actor=ACTOR)
         report.after = _copies(kept, box.prefix)
         reports.append(report)
         log(" ; ".join(report.lines()))
 
         # Erase: everything of the end-user goes, its external id and display name included, and
-        # the free text of a forget's reason.
+        # the note of a forget.
         gone = Seeded(subject=Subject(external_id="-"))
         external_id = f"canary-erase-{gone.canary('admin log')}"
         gone.subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR,
@@ -343,8 +343,8 @@ def canary_scan_run(*, log: Callable[[str], None] = lambda line: None) -> list[P
         SubjectAdmin(Subject, None).log_change(_staff_request(), gone.subject,
                                                [{"changed": {"fields": ["display_name"]}}])
         audited = next(c for c, f in gone.canaries.items() if f == "audit details")
-        memory_forget(subject=gone.subject, memory_id=gone.forget[-1], reason=f"asked to forget {audited}",
-                      actor=ACTOR)
+        memory_forget(subject=gone.subject, memory_id=gone.forget[-1], reason="other",
+                      note=f"asked to forget {audited}", actor=ACTOR)
         report = PhaseReport(phase="erase", families=FAMILIES)
         report.before = list(dict.fromkeys([*before, *_copies(gone, box.prefix)]))
         subject_erase(subject=gone.subject, actor=ACTOR)

@@ -131,6 +131,14 @@ def refresh_ensure(*, subject: Subject) -> bool:
     return refreshed
 
 
+def refresh_force(*, subject: Subject, types: tuple[MemoryType, ...] = USER_TYPES) -> None:
+    """Make every write of the subject acknowledged so far searchable now, whatever the marks say:
+    for a reader in another process (a Celery worker), whose cache may not hold the marks of the
+    writes it must see, and that reads rarely enough for a refresh of its own."""
+    prefix = index_prefix_for(tenant=subject.tenant)
+    _refresh_now(writer_es_client(prefix=prefix), ",".join(alias_name(t, prefix=prefix) for t in types))
+
+
 def _pending_made_visible(subject: Subject) -> bool:
     keys = {_key(subject, t): t for t in USER_TYPES}
     pending = _marks_get(list(keys))

@@ -7,7 +7,7 @@ from celery import shared_task
 from engram_core.errors import EngramError
 from memory_app.api.idempotency import idempotency_purge
 from memory_app.consolidation.services import consolidation_dispatch as consolidation_dispatch_service
-from memory_app.consolidation.services import consolidation_run
+from memory_app.consolidation.services import consolidation_cancel, consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
 from tenants.models import Subject
@@ -31,9 +31,10 @@ def purge_idempotency_records() -> int:
 def consolidate_subject(self, subject_id: int, run_id: int | None = None, extractor: str | None = None) -> None:
     """Consolidate one end-user. Acknowledged only when done: a worker killed mid-run gets the
     task again (same task id, which takes its lease back at once); the rerun's writes upsert."""
-    subject = Subject.objects.select_related("tenant").filter(pk=subject_id).first()
-    if subject is None:
-        return  # erased meanwhile
+    subject = Subject.objects.select_related("tenant").filter(pk=subject_id, erased_at__isnull=True).first()
+    if subject is None:  # erased meanwhile (its row stays, a tombstone): nothing is read or written
+        consolidation_cancel(run_id=run_id, code="subject_erased")
+        return
     try:
         consolidation_run(subject=subject, run_id=run_id, extractor=extractor, holder=self.request.id,
                           trigger=ConsolidationRun.Trigger.SCHEDULE)

@@ -9,10 +9,10 @@ episode takes its stamp with it, and the stamp is written only after everything 
 the episode is written. A run killed anywhere before that leaves its episodes unstamped, and
 the rerun proposes the same deterministic ids, so its writes land once.
 
-Forgotten episodes are deleted, so they are never read again. A current fact whose every
-supporting episode is gone is kept and flagged for review in its metadata
-(``metadata.consolidation.review = "supporting_episodes_forgotten"``): it may have been
-confirmed elsewhere, and deleting memory is a decision for a person (or the agent) to take.
+Forgotten episodes are deleted, so they are never read again; what a run derived from them
+follows them (``memory_app.services.forget``), also when the forget ran while the run was
+deriving. A run waits for its end-user's queued writes and stops, writing nothing more, once its
+end-user is being erased.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ from memory_app.consolidation.resolve import (
     resolve_playbook,
 )
 from memory_app.embeddings import get_embedder
+from memory_app.freshness import refresh_force
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from tenants.models import Subject
-from tenants.selectors import memory_scope
+from tenants.selectors import SubjectGone, memory_scope
 from tenants.services.guard import require_dls
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ def consolidation_due(*, now=None) -> list[Subject]:
             due[(row["tenant_id"], row["user_id"])] = row["pending"]
     if not due:
         return []
-    subjects = [s for s in Subject.objects.select_related("tenant").filter(user_id__in=[u for _, u in due])
+    subjects = [s for s in Subject.objects.select_related("tenant").filter(user_id__in=[u for _, u in due],
+                                                                         erased_at__isnull=True)
                 if (s.tenant.slug, str(s.user_id)) in due]
     busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
                .values_list("subject_id", flat=True))
@@ -119,6 +121,13 @@ def consolidation_dispatch(*, now=None) -> int:
     for subject in subjects:
         consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE)
     return len(subjects)
+
+
+def consolidation_cancel(*, run_id: int | None, code: str, message: str = "the end-user was erased") -> None:
+    """Mark a queued run that will not run as failed, with why (``code``)."""
+    if run_id is not None:
+        ConsolidationRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+            status=Status.FAILED, finished_at=timezone.now(), error={"code": code, "message": message, "details": {}})
 
 
 # ---------------------------------------------------------------- the run
@@ -154,6 +163,11 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
             _lease_acquire(subject=subject, holder=holder, run=run)
             leased = True
         changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run)
+    except SubjectGone:
+        # Erased while the run read or wrote: it stops here and writes nothing more.
+        run.status = Status.FAILED
+        run.error = {"code": "subject_erased", "message": "the end-user was erased during the run", "details": {}}
+        raise
     except Exception as exc:
         run.status = Status.FAILED
         run.error = exc.as_dict() if isinstance(exc, EngramError) else {
@@ -172,6 +186,8 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
 
 def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool
                  ) -> list[dict[str, Any]] | None:
+    # Every turn acknowledged before the run was asked for is read, stored without a refresh or not.
+    refresh_force(subject=subject, types=(MemoryType.EPISODIC,))
     pending = selectors.episodes_pending(subject=subject)
     episodes = [p.episode for p in pending]
     run.episodes_read = len(episodes)
@@ -308,20 +324,13 @@ def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] |
 
 
 def _review_sweep(*, subject: Subject) -> int:
-    """Flag current facts whose every supporting episode was forgotten. Returns how many were
-    flagged now (already flagged ones are not counted again)."""
+    """Current facts this consolidation wrote whose supporting episodes were forgotten without them
+    follow them now (``apply.derived_repair``). Returns how many were forgotten or flagged."""
     facts = selectors.facts_with_support(subject=subject)
     ids = list({i for _, src in facts for i in src.get("supporting_episode_ids") or []})
     present = set(selectors.memories_existing(subject=subject, ids=ids, memory_type=MemoryType.EPISODIC)) if ids \
         else set()
-    flagged = 0
-    for memory_id, src in facts:
-        support = src.get("supporting_episode_ids") or []
-        meta = src.get("metadata") or {}
-        if support and not present.intersection(support) and \
-                (meta.get("consolidation") or {}).get("review") is None:
-            flagged += apply.fact_flag_review(subject=subject, memory_id=memory_id, metadata=meta)
-    return flagged
+    return apply.derived_repair(subject=subject, facts=facts, present=present)
 
 
 def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[str, int]:

@@ -64,5 +64,5 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     doc.update(derived.episode_vectors([(text, parts)], cached=True)[0])
     if defer_refresh:
         refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
-    return document_create(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
+    return document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                            refresh=not defer_refresh)

@@ -14,7 +14,7 @@ from engram_core.errors import Conflict, NotFound, ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
 from memory_app.freshness import refresh_defer
-from memory_app.services.store import document_create, document_update, memory_id_or_new, write_target
+from memory_app.services.store import document_create, document_update, memory_id_or_new, subject_writes, write_target
 from memory_app.validation import clean_contradiction, clean_supersedes
 from tenants.models import Subject
 
@@ -40,7 +40,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     if not old_ids:
         if defer_refresh:
             refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
-        return document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
+        return document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                                refresh=refresh)
 
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
@@ -54,17 +54,19 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
 
     if defer_refresh:
         refresh_defer(subject=subject, memory_type=memory_type)
-    stored = document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
+    stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                              refresh=False)
-    writer, prefix = write_target(tenant=subject.tenant)
     done: list[selectors.Visible] = []
+    target = None
     try:
-        for visible in old.values():
-            done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                                         now=now))
-        if refresh:  # one refresh makes the new document and every mark visible
-            writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+        with subject_writes(subject=subject) as target:
+            for visible in old.values():
+                done.append(_mark_superseded(subject=subject, writer=target.writer, visible=visible,
+                                             memory_id=memory_id, now=now))
+            if refresh:  # one refresh makes the new document and every mark visible
+                target.writer.indices.refresh(index=target.index(memory_type))
     except (ApiError, NotFound, Conflict) as exc:
+        writer, prefix = (target.writer, target.prefix) if target else write_target(tenant=subject.tenant)
         _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
@@ -116,13 +118,13 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
     new = selectors.visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
     old_ids = list(new.source.get("supersedes") or [])
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
-    writer, prefix = write_target(tenant=subject.tenant)
     marked = 0
-    for visible in old.values():
-        if memory_id not in (visible.source.get("superseded_by") or []):
-            _mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                             now=timezone.now())
-            marked += 1
-    if marked:
-        writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+    with subject_writes(subject=subject) as target:
+        for visible in old.values():
+            if memory_id not in (visible.source.get("superseded_by") or []):
+                _mark_superseded(subject=subject, writer=target.writer, visible=visible, memory_id=memory_id,
+                                 now=timezone.now())
+                marked += 1
+        if marked:
+            target.writer.indices.refresh(index=target.index(memory_type))
     return marked

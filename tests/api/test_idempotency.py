@@ -47,7 +47,7 @@ def test_every_write_endpoint_is_idempotent(api, docs):
         assert outcome.status_code == 200
     assert outcome.json()["memory"]["success_count"] == 1
     for _ in range(2):
-        forgotten = api.delete(f"/api/v1/subjects/bob/memories/{fact['id']}?reason=asked",
+        forgotten = api.delete(f"/api/v1/subjects/bob/memories/{fact['id']}?reason=user_request",
                                HTTP_IDEMPOTENCY_KEY="forget")
         assert forgotten.status_code == 200 and forgotten.json()["status"] == "applied"
     for _ in range(2):

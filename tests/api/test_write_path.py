@@ -217,8 +217,8 @@ def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
     es_down.restore()
     outbox_replay()
     assert len(_everywhere(es_admin, "quixotrel")) >= 4
-    engram.forget("una", turn.json()["id"], "asked")
-    engram.forget("una", fact["id"], "asked")
+    engram.forget("una", turn.json()["id"], "user_request")
+    engram.forget("una", fact["id"], "user_request")
     assert _everywhere(es_admin, "quixotrel") == []
     # The stored answers are still replayed, redacted: a retry is not run again.
     replay = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
@@ -246,7 +246,7 @@ def test_writes_that_answer_stored_are_searchable_without_waiting_for_the_period
         engram.record_outcome("ines", playbook["id"], True)
         # Deferred: the end-user's next read refreshes first and sees the new count.
         assert engram.recall("ines", "router offline", types=["procedural"])[0]["success_count"] == 1
-        engram.forget("ines", fact["id"], reason="asked to")
+        engram.forget("ines", fact["id"], reason="user_request")
         assert not _searchable(es_admin, MemoryType.SEMANTIC, fact["id"])  # gone from search when it answers
         assert time.monotonic() - started < 30
 

@@ -99,7 +99,7 @@ def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(sub
                                              "Anything else?", "No."])
     assert "zanzibar" in _stored(es_admin, two["id"])["derived_context"]
     assert "My locker code is zanzibar." in get_embedder().query_cache  # embedded through the cache
-    memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=one["id"], reason="user_request", actor="test")
     # Nor does this process keep its vector (the cache holds digests, never texts; see test_embeddings).
     assert "My locker code is zanzibar." not in get_embedder().query_cache
 
