@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.admin.models import LogEntry
 from django.utils import timezone
 from elasticsearch import NotFoundError, helpers
 
@@ -336,5 +337,9 @@ def _subject_pii_erase(*, subject: Subject) -> None:
     (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
      .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
     usage_forget(subject=subject)
+    # The admin's log names objects by type and id; an entry written before it did names them by
+    # the end-user's external id.
+    for entry in LogEntry.objects.filter(object_repr__contains=f"{subject.tenant.slug}/{subject.external_id}"):
+        LogEntry.objects.filter(pk=entry.pk).update(object_repr=f"{entry.content_type.name} {entry.object_id}"[:200])
     Subject.objects.filter(pk=subject.pk).update(external_id=tombstone, display_name="")
     _cached_vectors_drop()
