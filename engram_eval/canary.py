@@ -7,6 +7,7 @@ proves nothing) and none after.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import string
@@ -23,10 +24,10 @@ import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.core.handlers.wsgi import WSGIRequest
 from django.db import connection
 from django.utils import timezone
 from elasticsearch import helpers
-from rest_framework.test import APIRequestFactory
 
 from engram_core.errors import EngramError
 from engram_core.es.client import admin_client
@@ -238,11 +239,14 @@ def _say(subject: Subject, text: str, *, at, session: str | None = None, context
 
 
 def _turn_through_the_api(*, tenant: Tenant, raw_token: str, external_id: str, text: str) -> str:
-    """A turn as an agent sends it, with an Idempotency-Key, the end-user's id as the URL has it
-    (with a trailing space a client left in)."""
-    request = APIRequestFactory().post(f"/api/v1/subjects/{quote(external_id)}/turns", {"text": text},
-                                       format="json", HTTP_AUTHORIZATION=f"Bearer {raw_token}",
-                                       HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex)
+    """A turn as an agent sends it to the REST view, with an Idempotency-Key, the end-user's id as
+    the URL has it (with a trailing space a client left in)."""
+    body = json.dumps({"text": text}).encode()
+    request = WSGIRequest({
+        "REQUEST_METHOD": "POST", "PATH_INFO": f"/api/v1/subjects/{quote(external_id)}/turns",
+        "SERVER_NAME": "canary-scan", "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
+        "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+        "HTTP_AUTHORIZATION": f"Bearer {raw_token}", "HTTP_IDEMPOTENCY_KEY": uuid.uuid4().hex})
     response = TurnCreateApi.as_view()(request, external_id=external_id)
     if response.status_code != 201:
         raise RuntimeError(f"the canary turn was refused: {response.status_code} {response.data}")

@@ -38,8 +38,10 @@ def consolidate_subject(self, subject_id: int, run_id: int | None = None, extrac
     try:
         consolidation_run(subject=subject, run_id=run_id, extractor=extractor, holder=self.request.id,
                           trigger=ConsolidationRun.Trigger.SCHEDULE)
-    except EngramError as exc:  # recorded on the run; the next beat tick tries again
-        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)
+    except EngramError as exc:
+        if exc.code == "writes_queued":  # the run follows the end-user's queued writes: again once replayed
+            raise self.retry(countdown=exc.details["retry_after"], max_retries=None) from exc
+        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)  # recorded on the run
 
 
 @shared_task(ignore_result=True)

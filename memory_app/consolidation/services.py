@@ -49,6 +49,7 @@ from memory_app.consolidation.resolve import (
 from memory_app.embeddings import get_embedder
 from memory_app.freshness import refresh_force
 from memory_app.models import ConsolidationLease, ConsolidationRun
+from memory_app.outbox.selectors import outbox_has_pending
 from tenants.models import Subject
 from tenants.selectors import SubjectGone, memory_scope
 from tenants.services.guard import require_dls
@@ -142,9 +143,15 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
     proposed changes and writes nothing to Elasticsearch. Guarantees: the watermark moves only
     after every write derived from the episodes succeeded; any failure (the extractor's
     ExtractorFailed included) marks the run failed, leaves the watermark where it was and is
-    raised. Only one run per end-user writes at a time (Conflict ``consolidation_running``).
+    raised. Only one run per end-user writes at a time (Conflict ``consolidation_running``), and
+    none while the end-user has writes waiting in the outbox (Conflict ``writes_queued``: a queued
+    forget must not be overtaken; the queued run stays queued and its task tries again).
     """
     require_dls()
+    if outbox_has_pending(tenant=subject.tenant, external_id=subject.external_id):
+        raise Conflict("the end-user has writes waiting to be applied; consolidation follows them",
+                       code="writes_queued",
+                       details={"retry_after": settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS})
     if run_id is not None:
         run = ConsolidationRun.objects.get(pk=run_id, subject=subject)
         if run.status in (Status.SUCCEEDED, Status.DRY_RUN):

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from engram_core.errors import NotFound
+from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
@@ -373,3 +373,20 @@ def test_a_run_stops_writing_once_its_end_user_is_erased(subject, say, count_doc
     assert count_docs() == 0
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "subject_erased"
+
+
+def test_a_run_waits_for_the_end_users_queued_writes(subject, say, current_facts):
+    """A forget accepted into the outbox (Elasticsearch was down, or writes queued before it) is
+    not overtaken: the run does not derive a fact from the episode it forgets."""
+    from memory_app.models import OutboxEntry
+    from memory_app.outbox import outbox_replay
+
+    [said] = say(subject, "My favourite colour is blue.")
+    OutboxEntry.objects.create(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
+                               memory_id=said, payload={"reason": "user_request"}, actor="test", reason="outage")
+    with pytest.raises(Conflict) as waiting:
+        consolidation_run(subject=subject)
+    assert waiting.value.code == "writes_queued"
+    assert current_facts(subject) == {}
+    assert outbox_replay().applied == 1
+    assert consolidation_run(subject=subject).run.episodes_read == 0 and current_facts(subject) == {}
