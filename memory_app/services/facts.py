@@ -138,17 +138,15 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
             update["supporting_episode_ids"] = [*supporting, episode_id]
         return update
 
-    def deferred() -> None:
-        refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
-
     with subject_writes(subject=subject) as target:
         visible, update = document_update(
             writer=target.writer, change=count, refresh=not defer_refresh,
             read=lambda: selectors.visible_document(subject=subject, memory_id=playbook_id,
                                                     types=[MemoryType.PROCEDURAL]),
-            before_write=deferred if defer_refresh else None,
             conflict=Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
                               code="concurrent_update"))
+    if update is not None and defer_refresh:  # once stored (see memory_app.freshness)
+        refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
     if update is not None:
         audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
                      target_id=visible.id, details={"success": success})

@@ -168,8 +168,7 @@ def base_document(*, subject: Subject, memory_type: MemoryType, text: str, now: 
 
 def document_update(*, writer: Elasticsearch, read: Callable[[], Visible],
                     change: Callable[[Visible], dict[str, Any] | None], conflict: Conflict,
-                    visible: Visible | None = None, refresh: bool = False,
-                    before_write: Callable[[], None] | None = None, attempts: int = 20
+                    visible: Visible | None = None, refresh: bool = False, attempts: int = 20
                     ) -> tuple[Visible, dict[str, Any] | None]:
     """Apply ``change(document)`` (the fields to update; None: nothing to do) to a document only if
     it is still as read (its sequence number): concurrent updates (a recall's use-count bump, another
@@ -182,8 +181,6 @@ def document_update(*, writer: Elasticsearch, read: Callable[[], Visible],
         update = change(visible)
         if update is None:
             return visible, None
-        if before_write is not None:
-            before_write()
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh=refresh)

@@ -34,14 +34,15 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
-    # Deferred: the next read refreshes. A creation names its document (searchable => visible);
-    # a supersession also updates older documents after it, so it names none.
+    # Deferred: the next read refreshes, marked once the writes are stored. A creation names its
+    # document (searchable => visible); a supersession also updates older documents, so it names none.
     refresh = not defer_refresh
     if not old_ids:
+        stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
+                                 refresh=refresh)
         if defer_refresh:
             refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
-        return document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
-                               refresh=refresh)
+        return stored
 
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     missing = [i for i in old_ids if i not in old]
@@ -52,8 +53,6 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     if contradiction == "harsh":
         doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
 
-    if defer_refresh:
-        refresh_defer(subject=subject, memory_type=memory_type)
     stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                              refresh=False)
     done: list[selectors.Visible] = []
@@ -72,6 +71,8 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
                            details={"ids": old_ids}, code="concurrent_update") from None
         raise
+    if defer_refresh:
+        refresh_defer(subject=subject, memory_type=memory_type)
     return stored
 
 
