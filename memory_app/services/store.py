@@ -60,15 +60,16 @@ def subject_write_target(*, subject: Subject) -> SubjectWrites:
 
 
 def subject_write_confirm(*, subject: Subject, target: SubjectWrites) -> None:
-    """The same read once the writes landed. An erase that began meanwhile has the documents they
-    created deleted and NotFound raised, so none outlives the erase's last scan. A move that began
-    meanwhile (or finished) raises ``tenant_moving``: the writes may have landed in indices already
-    copied, so the write is accepted into the outbox and applied again, by its ids, after the move."""
+    """The same read once the writes landed. An erase that began meanwhile: the documents they
+    created are deleted and NotFound raised, so none outlives the erase's last scan. A move that
+    began meanwhile (or finished): they may have landed in indices already copied, so the documents
+    they created there are deleted and ``tenant_moving`` raised: the write is accepted into the
+    outbox and applied again, by its ids, where the tenant's memories are once the move is done."""
     try:
         if subject_writer_prefix(subject=subject) != target.prefix:
             raise ServiceUnavailable("this tenant's memories moved during the write; retry shortly",
                                      code="tenant_moving", details={"retry_after": 5})
-    except SubjectGone:
+    except (SubjectGone, ServiceUnavailable):
         for index, memory_id in target.created:
             target.writer.options(ignore_status=404).delete(index=index, id=memory_id, refresh=True)
         raise
