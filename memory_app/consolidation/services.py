@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -165,11 +166,13 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
     holder = holder or f"run-{run.pk}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     leased = False
+    lease = _LeaseKeeper(subject=subject, holder=holder)
     try:
         if not dry_run:
             _lease_acquire(subject=subject, holder=holder, run=run)
             leased = True
-        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run)
+            lease.start()
+        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run, lease=lease)
     except SubjectGone:
         # Erased while the run read or wrote: it stops here and writes nothing more.
         run.status = Status.FAILED
@@ -184,6 +187,7 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
         run.status = Status.DRY_RUN if dry_run else Status.SUCCEEDED
         return ConsolidationResult(run=run, changes=changes if dry_run else None)
     finally:
+        lease.stop()
         run.duration_ms = int((time.monotonic() - started) * 1000)
         run.finished_at = timezone.now()
         run.save()
@@ -191,8 +195,8 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
             _lease_release(subject=subject, holder=holder, succeeded=run.status == Status.SUCCEEDED)
 
 
-def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool
-                 ) -> list[dict[str, Any]] | None:
+def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool,
+                 lease: _LeaseKeeper) -> list[dict[str, Any]] | None:
     # Every turn acknowledged before the run was asked for is read, stored without a refresh or not.
     refresh_force(subject=subject, types=(MemoryType.EPISODIC,))
     pending = selectors.episodes_pending(subject=subject)
@@ -217,6 +221,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     if dry_run:
         _count(run, plan, applied=None)
         return [*plan.as_list(), *({"action": "drop", **d} for d in plan.dropped)]
+    lease.check()  # the extraction may have taken long: still this run's end-user to write for
     outcomes = {"facts": [], "playbooks": []}
     for action in plan.facts:
         outcomes["facts"].append(apply.fact_apply(subject=subject, action=action, run_id=run.pk,
@@ -225,6 +230,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
         outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
                                                           extractor=extractor_obj.name))
     _count(run, plan, applied=outcomes)
+    lease.check()
     apply.episodes_mark_consolidated(subject=subject, episodes=pending)
     return None
 
@@ -374,6 +380,44 @@ def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun) -> N
         status=Status.FAILED, finished_at=now,
         error={"code": "worker_lost", "message": "the worker stopped during the run; a later run took over",
                "details": {}})
+
+
+class _LeaseKeeper:
+    """Renews a run's lease while the run is alive (a thread, every third of the lease), so a run
+    slower than the lease (an LLM taking its time) is never taken for dead: no twin marks it
+    worker_lost and writes beside it. Should a renewal find the lease taken all the same, the run
+    writes nothing more (``check``)."""
+
+    def __init__(self, *, subject: Subject, holder: str) -> None:
+        self.subject_id, self.holder = subject.pk, holder
+        self.seconds = settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS
+        self.lost = False
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._renew, name="consolidation-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        try:
+            while not self._stopped.wait(self.seconds / 3):
+                until = timezone.now() + timedelta(seconds=self.seconds)
+                if not ConsolidationLease.objects.filter(subject_id=self.subject_id, holder=self.holder).update(
+                        expires_at=until):
+                    self.lost = True
+                    return
+        finally:
+            connection.close()  # this thread's own connection
+
+    def check(self) -> None:
+        if self.lost:
+            raise Conflict("the run's lease was taken over; it writes nothing more", code="consolidation_lease_lost")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _lease_release(*, subject: Subject, holder: str, succeeded: bool) -> None:

@@ -66,7 +66,8 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
                 target.writer.indices.refresh(index=target.index(memory_type))
     except (ApiError, NotFound, Conflict) as exc:
         writer, prefix = (target.writer, target.prefix) if target else write_target(tenant=subject.tenant)
-        _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
+        _undo_supersede(subject=subject, writer=writer, new_index=alias_name(memory_type, prefix=prefix),
+                        new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
                            details={"ids": old_ids}, code="concurrent_update") from None
@@ -103,12 +104,28 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
     return before
 
 
-def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[selectors.Visible]) -> None:
-    """Compensate a supersession that failed part-way: restore the old docs, drop the new one."""
-    for visible in done:
-        writer.update(index=visible.index, id=visible.id,
-                      doc={"superseded_by": visible.source.get("superseded_by"),
-                           "superseded_at": visible.source.get("superseded_at")})
+def _undo_supersede(*, subject: Subject, writer: Elasticsearch, new_index: str, new_id: str,
+                    done: list[selectors.Visible]) -> None:
+    """Compensate a supersession that failed part-way: take its id out of the old documents it
+    marked, and only its id (another supersession may have marked one meanwhile), with their
+    sequence numbers as every update; then drop the new document."""
+    for before in done:
+        def unmark(current: selectors.Visible, before: selectors.Visible = before) -> dict[str, Any] | None:
+            marks = current.source.get("superseded_by") or []
+            if new_id not in marks:
+                return None
+            left = [i for i in marks if i != new_id]
+            return {"superseded_by": left or None,
+                    "superseded_at": current.source.get("superseded_at") if left else before.source.get("superseded_at")}
+
+        try:
+            document_update(writer=writer, change=unmark,
+                            read=lambda before=before: selectors.visible_document(subject=subject, memory_id=before.id,
+                                                                                  types=[before.memory_type]),
+                            conflict=Conflict("a superseded memory keeps changing; its mark could not be undone",
+                                              details={"ids": [before.id]}, code="concurrent_update"))
+        except NotFound:
+            pass  # forgotten meanwhile: nothing to restore
     writer.options(ignore_status=404).delete(index=new_index, id=new_id, refresh=True)
 
 

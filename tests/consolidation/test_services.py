@@ -390,3 +390,43 @@ def test_a_run_waits_for_the_end_users_queued_writes(subject, say, current_facts
     assert current_facts(subject) == {}
     assert outbox_replay().applied == 1
     assert consolidation_run(subject=subject).run.episodes_read == 0 and current_facts(subject) == {}
+
+
+def test_a_slow_run_keeps_its_lease_so_no_twin_takes_over(subject, say, settings, monkeypatch):
+    """The lease is renewed while its run is alive: a run slower than the lease (an LLM taking its
+    time) is not taken for dead, and a second run is refused instead of marking it worker_lost
+    and writing beside it."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from memory_app.consolidation.extractors import rules
+
+    settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS = 2
+    say(subject, "My favourite colour is blue.")
+    real, started = rules.RulesExtractor.extract, threading.Event()
+
+    def slow(self, **kwargs):
+        started.set()
+        time.sleep(5)  # well past the lease
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(rules.RulesExtractor, "extract", slow)
+    results = {}
+
+    def first():
+        try:
+            results["first"] = consolidation_run(subject=subject).run
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert started.wait(10)
+    time.sleep(3)  # the lease as first taken has expired
+    with pytest.raises(Conflict) as twin:
+        consolidation_run(subject=subject)
+    assert twin.value.code == "consolidation_running"
+    thread.join(30)
+    assert results["first"].status == "succeeded" and results["first"].facts_created == 1
