@@ -178,10 +178,12 @@ def test_a_second_move_is_refused_while_one_runs(world, es_admin, es_prefix):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_write_resolved_before_the_move_and_landing_after_it_is_not_lost(world, es_admin, es_prefix, monkeypatch):
+@pytest.mark.parametrize("lands", ["after its type was copied and counted", "after the move"])
+def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_lost(world, es_admin, es_prefix,
+                                                                                      monkeypatch, lands):
     """A writer that checked where the tenant's memories were before the move began, and whose
-    write reached Elasticsearch only after the move had copied, switched and removed the old
-    copies: the write must end up in the new indices, and no copy in the old ones."""
+    write reached Elasticsearch only once the move had copied (and counted) its memory type, or
+    had finished: the write must end up in the new indices, and no copy in the old ones."""
     import threading
 
     from elasticsearch import Elasticsearch
@@ -190,16 +192,29 @@ def test_a_write_resolved_before_the_move_and_landing_after_it_is_not_lost(world
 
     acme, alice, *_ = world
     late = "late-fact-0001"
-    ready, moved = threading.Event(), threading.Event()
-    real = Elasticsearch.index
+    ready, moved, landed = threading.Event(), threading.Event(), threading.Event()
+    real, real_copy = Elasticsearch.index, isolation_move._copy
 
     def held(self, *, index, id=None, **kwargs):
-        if id == late:
-            ready.set()
-            assert moved.wait(60)
-        return real(self, index=index, id=id, **kwargs)
+        if id != late:
+            return real(self, index=index, id=id, **kwargs)
+        ready.set()
+        assert moved.wait(60)
+        try:
+            return real(self, index=index, id=id, **kwargs)
+        finally:
+            landed.set()
+
+    def copy_then_let_it_land(es, *, memory_type, **kwargs):
+        copied = real_copy(es, memory_type=memory_type, **kwargs)
+        if memory_type is MemoryType.SEMANTIC:
+            moved.set()
+            assert landed.wait(30)
+        return copied
 
     monkeypatch.setattr(Elasticsearch, "index", held)
+    if lands != "after the move":
+        monkeypatch.setattr(isolation_move, "_copy", copy_then_let_it_land)
     submitted = {}
 
     def write():
