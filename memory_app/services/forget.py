@@ -5,6 +5,7 @@ cached vectors), leaving a content-free tombstone in the audit log."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,7 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
         entry = {"id": d.id, "memory_type": d.memory_type.value}
         cause = sorted(gone.intersection(d.source.get("supporting_episode_ids") or []))
         if not cascade:
-            _support_trim(subject=subject, visible=d, gone=gone, present=None)
+            _support_trim(subject=subject, visible=d, keep=lambda i: i not in gone, flag=False)
             out.kept.append(entry)
         elif fate == "forgotten":
             if _derived_delete(subject=subject, visible=d):
@@ -133,7 +134,7 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
                 contexts_redact(subject=subject, texts=_texts_of(d.source, fields=_TEXT_FIELDS))
             out.forgotten.append(entry)
         else:
-            _support_trim(subject=subject, visible=d, gone=gone, present=present)
+            _support_trim(subject=subject, visible=d, keep=lambda i: i not in gone and i in present, flag=True)
             audit_record(actor=actor, action="memory.flagged", tenant=subject.tenant, subject=subject,
                          target_id=d.id, details={"memory_type": d.memory_type.value, "reason": reason,
                                                   "cascade_of": cause})
@@ -165,17 +166,17 @@ def _derived_delete(*, subject: Subject, visible: selectors.Visible) -> bool:
     return True
 
 
-def _support_trim(*, subject: Subject, visible: selectors.Visible, gone: set[str], present: set[str] | None) -> None:
-    """Drop the ids of ``gone`` (and, given ``present``, of every episode not in it) from a derived
-    memory's support; with ``present``, flag it for review too."""
+def _support_trim(*, subject: Subject, visible: selectors.Visible, keep: Callable[[str], bool], flag: bool) -> None:
+    """Keep only the supporting episodes ``keep`` accepts in a derived memory's support; with
+    ``flag``, flag it for review too."""
 
     def trim(current: selectors.Visible) -> dict[str, Any] | None:
         support = current.source.get("supporting_episode_ids") or []
-        kept = [i for i in support if i not in gone and (present is None or i in present)]
+        kept = [i for i in support if keep(i)]
         if kept == support:
             return None
         update: dict[str, Any] = {"supporting_episode_ids": kept or None}
-        if present is not None:
+        if flag:
             metadata = current.source.get("metadata") or {}
             review = metadata.get("review") if isinstance(metadata.get("review"), dict) else {}
             update["metadata"] = {**metadata, "review": {
