@@ -35,7 +35,7 @@ from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
-from memory_app.models import ConsolidationRun
+from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
@@ -140,9 +140,15 @@ def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
                         lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since, **_consolidation_ctx(subject),
-                   forgets=AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
+                   live_since=live_since, **_consolidation_ctx(subject), forgets=_forgets(subject))
     return render(request, "inspector/subject.html", context)
+
+
+def _forgets(subject: Subject) -> list[dict]:
+    """The end-user's last forgets from the audit log, each with its note (kept outside the log)."""
+    events = list(AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
+    notes = dict(ForgetNote.objects.filter(audit_event__in=events).values_list("audit_event_id", "note"))
+    return [{"event": e, "note": notes.get(e.pk, "")} for e in events]
 
 
 @staff_required
@@ -327,16 +333,27 @@ def consolidation_now(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpRespo
 
 
 @staff_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> HttpResponse:
+    """GET: the forget dialog, listing what would go with the memory (the facts and playbooks
+    derived from an episode) before it is confirmed; the dialog's partial for htmx. POST: forget,
+    through the API's write path, and say what went with it."""
     subject = access.subject_for(request.user, user_id, "memory.forget")
-    reason = request.POST.get("reason", "").strip()
+    memory_id = memory_id[:64]
     back = reverse("inspector:subject", args=[subject.user_id])
+    if request.method == "GET":
+        preview = _reads(request, f"Could not read {memory_id}",
+                         lambda: selectors.forget_preview(subject=subject, memory_id=memory_id))
+        if preview:
+            _viewed(request, subject, "forget_preview", memory_id=memory_id, derived=len(preview["derived"]))
+        context = _ctx(request, subject.tenant, subject=subject, memory_id=memory_id, preview=preview)
+        template = "inspector/_forget_derived.html" if request.htmx else "inspector/forget.html"
+        return render(request, template, context, status=200 if preview else 404)
+    payload = {"reason": request.POST.get("reason", "").strip(), "note": request.POST.get("note", "").strip(),
+               "cascade": request.POST.get("keep_derived") != "1"}
     try:
-        if not reason:
-            raise ValidationFailed("a reason is required to forget a memory", code="reason_required")
         submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
-                                        payload={"reason": reason}, memory_id=memory_id[:64], actor=request.user)
+                                        payload=payload, memory_id=memory_id, actor=request.user)
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
         if request.htmx:
@@ -344,13 +361,23 @@ def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> Http
             response["HX-Reswap"] = "none"  # keep the memory on the page; the message arrives out of band
             return response
         return redirect(back)
-    messages.success(request, f"Memory {memory_id} forgotten" + (" (queued: Elasticsearch is unavailable, it "
-                                                                 "will be applied in order)" if submitted.queued
-                                                                 else "") + ". Reason recorded in the audit log.")
+    messages.success(request, f"Memory {memory_id} forgotten{_cascade_said((submitted.result or {}).get('cascade'))}"
+                              + (" (queued: Elasticsearch is unavailable, it will be applied in order)"
+                                 if submitted.queued else "") + ". Reason recorded in the audit log.")
     if request.htmx:
         # The memory's element is swapped for nothing; the message arrives out of band.
         return render(request, "inspector/_forgotten.html", {"memory_id": memory_id})
     return redirect(back)
+
+
+def _cascade_said(cascade: dict | None) -> str:
+    """What went with a forget, as the message says it."""
+    if not cascade:
+        return ""
+    parts = [f"{len(cascade[k])} derived {'memory' if len(cascade[k]) == 1 else 'memories'} {verb}"
+             for k, verb in (("forgotten", "forgotten with it"), ("flagged", "kept and flagged for review"),
+                             ("kept", "kept as they are")) if cascade.get(k)]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 @staff_required

@@ -39,6 +39,9 @@ class Subject(models.Model):
     user_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     display_name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when erasing begins: from then on no key is minted and no memory written for this
+    # end-user; the row stays, a content-free tombstone, once the erase is done.
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "external_id"], name="subject_unique_in_tenant")]

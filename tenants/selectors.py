@@ -15,6 +15,15 @@ from . import audit_chain
 from .models import AuditEvent, Membership, Subject, Tenant
 
 
+class SubjectGone(NotFound):
+    """The end-user is being erased, or was: the same answer as an unknown one (``subject_get``),
+    raised to whoever still held them (a request, a consolidation run) and would write or mint."""
+
+    @classmethod
+    def of(cls, subject: Subject) -> SubjectGone:
+        return cls("unknown end-user", details={"external_id": subject.external_id})
+
+
 def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
     """The end-user ``external_id`` of ``tenant``.
 

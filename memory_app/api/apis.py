@@ -36,6 +36,7 @@ from memory_app.api.idempotency import idempotent
 from memory_app.api.parsers import LimitedJSONParser, body_limit
 from memory_app.api.serializers import (
     MEMORY_ID_PATTERN,
+    CascadeSerializer,
     ErrorBodySerializer,
     ErrorSerializer,
     MemorySerializer,
@@ -56,8 +57,9 @@ from memory_app.usage import usage_record_recalled
 from memory_app.validation import (
     CONTRADICTIONS,
     EPISODE_ROLES,
+    FORGET_REASONS,
     MEMORY_ID_MAX_CHARS,
-    REASON_MAX_CHARS,
+    NOTE_MAX_CHARS,
     SESSION_ID_MAX_CHARS,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
@@ -121,7 +123,7 @@ class BaseApi(APIView):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # Nested serializers share names across views: name their schema components after the view.
-        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer"):
+        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer", "ForgetOutputSerializer"):
             if (nested := cls.__dict__.get(attr)) is not None:
                 name = cls.__name__.removesuffix("Api") + attr.removesuffix("Serializer")
                 extend_schema_serializer(component_name=name)(nested)
@@ -400,8 +402,20 @@ class MemoryApi(BaseApi):
     scopes = {"get": READ, "delete": FORGET}
 
     class ForgetQuerySerializer(StrictInputSerializer):
-        reason = serializers.CharField(max_length=REASON_MAX_CHARS,
-                                       help_text="why it is forgotten (kept in the audit log)")
+        reason = serializers.ChoiceField(choices=list(FORGET_REASONS),
+                                         help_text="why it is forgotten, a code kept in the audit log: "
+                                                   + "; ".join(f"{k}: {v}" for k, v in FORGET_REASONS.items()))
+        note = serializers.CharField(max_length=NOTE_MAX_CHARS, required=False, allow_blank=True,
+                                     help_text="why, in your words (optional): kept beside the audit log, not in "
+                                               "it, and erased with the end-user")
+        cascade = serializers.BooleanField(required=False, default=True,
+                                           help_text="forgetting an episode forgets the facts and playbooks derived "
+                                                     "from it alone and flags those with other support (default); "
+                                                     "false keeps them, e.g. when the end-user confirmed them again")
+
+    class ForgetOutputSerializer(WriteResultSerializer):
+        cascade = CascadeSerializer(allow_null=True, help_text="what went with it (null while queued: see the "
+                                                               "operation's result)")
 
     @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
                    responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
@@ -409,14 +423,19 @@ class MemoryApi(BaseApi):
         memory = selectors.memory_get(subject=self.subject(request, external_id), memory_id=memory_id)
         return Response(output(MemorySerializer, memory))
 
-    @extend_schema(operation_id="memory_forget", summary="Forget a memory (hard delete, audited without content)",
-                   request=None, responses=documented(accepted(200, WriteResultSerializer), write=True),
+    @extend_schema(operation_id="memory_forget", summary="Forget a memory and what was derived from it alone "
+                                                         "(hard delete, audited without content)",
+                   request=None, responses=documented(accepted(200, ForgetOutputSerializer), write=True),
                    parameters=[EXTERNAL_ID, MEMORY_ID, ForgetQuerySerializer, IDEMPOTENCY_KEY])
     @idempotent
     def delete(self, request: Request, external_id: str, memory_id: str) -> Response:
         data = self.validated(self.ForgetQuerySerializer, request.query_params)
-        submitted = self.submit(request, external_id, Op.FORGET, data, memory_id=memory_id)
-        return self.written(submitted, {"id": memory_id, "memory": None}, WriteResultSerializer, status=200)
+        payload = {"reason": data["reason"], "cascade": data["cascade"], **({"note": data["note"]} if data.get("note")
+                                                                             else {})}
+        submitted = self.submit(request, external_id, Op.FORGET, payload, memory_id=memory_id)
+        cascade = submitted.result["cascade"] if submitted.result else None
+        return self.written(submitted, {"id": memory_id, "memory": None, "cascade": cascade},
+                            self.ForgetOutputSerializer, status=200)
 
 
 class MemoryHistoryApi(BaseApi):

@@ -128,14 +128,17 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
                       shape=lambda done: {"memory": _public(done["memory"])})
 
 
-def forget_memory(*, caller: Caller, id: str, reason: str, subject: str | None = None,
-                  idempotency_key: str | None = None) -> dict[str, Any]:
-    """Hard-delete one of the end-user's memories (memory:forget); the audit log keeps the id and
-    the reason, never the content. NotFound when the memory is not this end-user's."""
+def forget_memory(*, caller: Caller, id: str, reason: str, note: str | None = None, cascade: bool = True,
+                  subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Hard-delete one of the end-user's memories (memory:forget), and with an episode what was
+    derived from it (``cascade``); the audit log keeps the id and the reason's code, never the
+    content. NotFound when the memory is not this end-user's."""
     _require(caller, FORGET)
     external_id = _external_id(caller, subject)
-    return _submitted(caller, "forget_memory", external_id, Op.FORGET, {"reason": reason}, memory_id=id,
-                      idempotency_key=idempotency_key, shape=lambda done: {"forgotten": id})
+    payload = {"reason": reason, "cascade": cascade, **({"note": note} if note else {})}
+    return _submitted(caller, "forget_memory", external_id, Op.FORGET, payload, memory_id=id,
+                      idempotency_key=idempotency_key,
+                      shape=lambda done: {"forgotten": id, "cascade": done["cascade"]})
 
 
 def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_steps: str | list[str] | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -88,8 +89,9 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         try:
             # bound: the recall's phases count in this request's Server-Timing (memory_app.timing).
             pool = _turn_recalls.get(workers=settings.ENGRAM_TURN_RECALL_THREADS)
-            concurrent = pool.submit(timing.bound(_recall_in_thread), subject=known,
-                                     es=subject_es_client(subject=known), **recall)
+            # In this request's context (a measurement's scratch indices are a context variable).
+            concurrent = pool.submit(contextvars.copy_context().run, timing.bound(_recall_in_thread),
+                                     subject=known, es=subject_es_client(subject=known), **recall)
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
     with timing.timed("write"):

@@ -32,7 +32,7 @@ def test_writes_during_an_outage_are_accepted_and_replayed_in_order(engram, es_d
     accepted = [engram.turn("alice", f"turn {n}") for n in range(1, 4)]
     fact = engram.write_fact("alice", "Alice has a Fritzbox")
     outcome = engram.record_outcome("alice", playbook["id"], True)
-    forgotten = engram.forget("alice", before["id"], "user asked")
+    forgotten = engram.forget("alice", before["id"], "user_request")
     newcomer = engram.turn("bob", "hello from a new end-user")
     for result in (*accepted, fact, outcome, forgotten, newcomer):
         assert result["status"] == "queued" and result["operation"]["status"] == "pending"

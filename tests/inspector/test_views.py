@@ -38,7 +38,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "home": ("get", "/", {}),
         "subject.view": ("get", f"/u/{u}/", {}),
         "subject.recall": ("get", f"/u/{u}/recall/", {"q": "thermostat"}),
-        "memory.forget": ("post", f"/u/{u}/forget/{memory_id}/", {"reason": "asked by the end-user"}),
+        "memory.forget": ("post", f"/u/{u}/forget/{memory_id}/", {"reason": "user_request"}),
         "consolidation.dry_run": ("post", f"/u/{u}/consolidation/dry-run/", {}),
         "consolidation.run": ("post", f"/u/{u}/consolidation/run/", {}),
         "subject.export": ("get", f"/u/{u}/export/", {}),
@@ -253,13 +253,39 @@ def test_forget_records_reason_and_removes_the_memory(staff, subjects):
     client = Client()
     client.force_login(staff["support"])
     empty = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": " "}, follow=True)
-    assert b"a reason is required" in empty.content
-    client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "GDPR request #12"})
-    assert "door code" not in client.get(f"/u/{alice.user_id}/").content.decode().split("Forgotten memories")[0]
+    assert b"reason must be one of" in empty.content
+    client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "legal", "note": "GDPR request #12"})
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert "door code" not in page.split("Forgotten memories")[0]
+    assert "a legal or compliance request" in page and "GDPR request #12" in page  # the note, beside the log
     event = AuditEvent.objects.get(action="memory.forget", target_id=fact["id"])
-    assert event.actor == "support" and event.details["reason"] == "GDPR request #12"
-    missing = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "again"}, follow=True)
+    assert event.actor == "support" and event.details["reason"] == "legal"
+    assert "GDPR" not in json.dumps(event.chain_fields())
+    missing = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "legal"}, follow=True)
     assert missing.status_code == 200 and b"Could not forget" in missing.content
+
+
+def test_the_forget_dialog_lists_what_goes_with_an_episode_before_it_is_confirmed(staff, subjects):
+    alice, _ = subjects
+    said = episode_write(subject=alice, text="I'm allergic to peanuts and I love jazz.")["id"]
+    again = episode_write(subject=alice, text="Jazz is my favourite music.")["id"]
+    alone = fact_write(subject=alice, text="Alice is allergic to peanuts.", supporting_episode_ids=[said])
+    shared = fact_write(subject=alice, text="Alice loves jazz.", supporting_episode_ids=[said, again])
+    client = Client()
+    client.force_login(staff["support"])
+
+    dialog = client.get(f"/u/{alice.user_id}/forget/{said}/", headers={"HX-Request": "true"}).content.decode()
+
+    assert "forgotten with it</strong> · semantic: Alice is allergic to peanuts." in dialog
+    assert "kept, flagged for review</strong> (other episodes support it) · semantic: Alice loves jazz." in dialog
+    assert 'name="keep_derived"' in dialog
+    assert client.get(f"/u/{alice.user_id}/forget/{said}/").status_code == 200  # the page, without htmx
+    done = client.post(f"/u/{alice.user_id}/forget/{said}/", {"reason": "user_request"}, follow=True)
+    assert b"1 derived memory forgotten with it; 1 derived memory kept and flagged for review" in done.content
+    assert not selectors.fact_list(subject=alice, include_superseded=True)[0]["id"] == alone["id"]
+    [left] = selectors.fact_list(subject=alice)
+    assert left["id"] == shared["id"] and left["supporting_episode_ids"] == [again]
+    assert "supporting episodes were forgotten" in client.get(f"/u/{alice.user_id}/").content.decode()
 
 
 def test_cluster_refusal_is_a_message_not_a_stack_trace(staff, subjects, settings):

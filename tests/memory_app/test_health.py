@@ -139,3 +139,13 @@ def test_ci_runs_with_the_least_privileged_admin(settings, es_admin):
     who = es_admin.security.authenticate()
     assert who["username"] == settings.ES_ADMIN_USERNAME != "elastic"
     assert who["roles"] == ["engram_admin"]
+
+
+def test_healthz_reports_the_shared_cache(client, db, es_prefix, settings, shared_redis_cache):
+    from memory_app.health import cache_status
+
+    settings.CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+                                   "LOCATION": shared_redis_cache._servers[0]}}
+    assert cache_status() == ({"backend": "redis", "reachable": True}, None)
+    body = client.get("/healthz").json()
+    assert (body["status"], body["cache"], body["degraded"]) == ("ok", {"backend": "redis", "reachable": True}, [])

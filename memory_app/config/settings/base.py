@@ -396,7 +396,9 @@ ENGRAM_API_RATES = {
 }
 # Throttle counters live in the default cache: give every process the same one in production.
 if _cache_url := env.str("ENGRAM_CACHE_URL", default=""):
-    CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": _cache_url}}
+    # Short timeouts: a cache that stops answering degrades requests (memory_app.health), never holds them.
+    CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": _cache_url,
+                          "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0}}}
 # Request bodies above these sizes are refused with 413 (imports have their own, larger limit).
 ENGRAM_API_MAX_BODY_BYTES = env.int("ENGRAM_API_MAX_BODY_BYTES", default=1024 * 1024)
 ENGRAM_API_MAX_IMPORT_BODY_BYTES = env.int("ENGRAM_API_MAX_IMPORT_BODY_BYTES", default=16 * 1024 * 1024)
