@@ -152,6 +152,7 @@ class AgentToken(models.Model):
         MEMORY_READ = "memory:read"
         MEMORY_WRITE = "memory:write"
         MEMORY_FORGET = "memory:forget"
+        SUBJECT_ERASE = "subject:erase"  # erase whole end-users, and nothing else (tenant:admin may too)
         TENANT_ADMIN = "tenant:admin"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_tokens")

@@ -53,6 +53,23 @@ def invalidate_minted_keys(db):
 
 
 @pytest.fixture
+def monitor_headers(settings) -> dict[str, str]:
+    """What a monitor sends /healthz for the whole report (anyone else gets ok or unavailable)."""
+    return {"Authorization": f"Bearer {settings.ENGRAM_MONITOR_TOKEN}"}
+
+
+@pytest.fixture
+def make_staff_user(db):
+    """A staff user of no tenant."""
+    from django.contrib.auth import get_user_model
+
+    def make(username: str = "staffer"):
+        return get_user_model().objects.create_user(username=username, password="pw", is_staff=True)
+
+    return make
+
+
+@pytest.fixture
 def checkpoint_store(es_prefix, es_admin):
     """The audit checkpoint index of the test's prefix, created as es_setup creates it. No
     credential of Engram's may delete it: the run's clean-up drops it as the node's superuser."""

@@ -145,3 +145,15 @@ def test_superuser_sees_everything_but_secrets_and_cannot_edit_the_audit_log(cli
     assert client.get(_url("auditevent", "delete", event.pk)).status_code == 403
     assert client.get(_url("auditevent", "add")).status_code == 403
     assert client.get(_url("subject", "delete", world["alice"].pk)).status_code == 403  # erasure is a service
+
+
+def test_the_admin_follows_the_role_matrix_audit_log_and_tenant_filters(client, world, make_staff, tenant):
+    _login(client, make_staff("ada", (tenant, ADMIN)))
+    assert client.get(_url("auditevent")).status_code == 403  # the audit log is compliance's (audit.view)
+    for model in ("subject", "subjectkey", "agenttoken"):
+        page = client.get(_url(model)).content.decode()
+        assert "Globex" not in page, model  # the tenant filter offers their tenants only
+    client.logout()
+    _login(client, make_staff("cora", (tenant, COMPLIANCE)))
+    audit = client.get(_url("auditevent")).content.decode()
+    assert audit.count("Globex") == 0 and "subject_key.minted" in audit

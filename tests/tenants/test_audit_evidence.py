@@ -14,10 +14,9 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
-from django.db.models import ProtectedError
 from django.test import Client
 
-from tenants.models import AuditEvent, Membership, Subject
+from tenants.models import AuditEvent, Membership
 from tenants.selectors import audit_export_record
 from tenants.services.audit import audit_record
 
@@ -164,13 +163,3 @@ def test_the_database_refuses_update_and_delete_of_audit_events(tenant):
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         AuditEvent._base_manager.filter(pk=event.pk)._raw_delete(connection.alias)
     assert AuditEvent.objects.get(pk=event.pk).actor == "alice"
-
-
-def test_a_tenant_or_end_user_with_audit_events_is_not_deleted(tenant):
-    subject = Subject.objects.create(tenant=tenant, external_id="alice")
-    audit_record(actor="alice", action="subject.created", subject=subject)
-    with pytest.raises(ProtectedError):
-        subject.delete()
-    with pytest.raises(ProtectedError):
-        tenant.delete()
-    assert AuditEvent.objects.get(action="subject.created").subject_id == subject.pk
