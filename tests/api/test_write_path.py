@@ -52,7 +52,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
     assert stuck[0].last_error["code"] == "error"
 
 
-def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client):
+def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client, monitor_headers):
     # Accepted by an older version (today such an import is refused up front): replayed, it must
     # end as failed with its reason, not be re-embedded and retried on every run.
     episodes = [{"id": "dup-id-0001", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
@@ -62,7 +62,7 @@ def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, t
     assert (report.applied, report.failed, report.pending) == (0, 1, 0)
     operation = engram.operation(str(entry.uid))
     assert operation["status"] == "failed" and operation["error"]["code"] == "duplicate_ids"
-    health = client.get("/healthz").json()["outbox"]
+    health = client.get("/healthz", headers=monitor_headers).json()["outbox"]
     assert health["failed"] == 1
     assert health["recent_failures"][0] == {"operation": str(entry.uid), "type": "import", "code": "duplicate_ids",
                                             "at": health["recent_failures"][0]["at"]}

@@ -139,7 +139,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"elastic_transport": {"level": "WARNING"}},
+    # django-axes records every failed login in the database; the log keeps its lockouts.
+    "loggers": {"elastic_transport": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # ---------------------------------------------------------------- Elasticsearch
