@@ -85,3 +85,23 @@ def test_es_setup_refuses_a_checkpoint_credential_that_could_rewrite(settings):
     assert any("may not create documents" in p for p in problems)  # admin may not write there at all
     settings.ES_AUDIT_USERNAME = ""
     assert any("ES_AUDIT_USERNAME is not set" in p for p in audit_store_check(es_admin=admin_client()))
+
+
+def test_every_nth_event_queues_a_checkpoint_of_its_chain(tenant, settings, monkeypatch,
+                                                          django_capture_on_commit_callbacks):
+    from tenants import tasks
+    from tenants.services import audit
+
+    sent = []  # the broker is not under test (tests/consolidation/test_worker.py runs a real one)
+    monkeypatch.setattr(audit.current_app, "send_task", lambda name, kwargs: sent.append((name, kwargs)))
+    settings.ENGRAM_AUDIT_CHECKPOINT_EVENTS = 3
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(7):
+            audit_record(actor="alice", action=f"a{n}", tenant=tenant)
+    assert sent == [("tenants.tasks.audit_checkpoint", {"chains": ["acme"]})] * 2  # at events 3 and 6
+    assert tasks.audit_checkpoint(**sent[0][1]) == {"acme": "written"}
+    assert audit_checkpoints_latest(chains=["acme"])["acme"][0]["seq"] == 7
+    # And every ENGRAM_AUDIT_CHECKPOINT_SECONDS, whatever moved, from celery beat.
+    entry = settings.CELERY_BEAT_SCHEDULE["tenants.audit-checkpoint"]
+    assert entry["task"] == "tenants.tasks.audit_checkpoint"
+    assert entry["schedule"] == settings.ENGRAM_AUDIT_CHECKPOINT_SECONDS
