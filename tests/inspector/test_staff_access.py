@@ -100,7 +100,7 @@ def test_every_response_that_carries_memory_is_logged(staff, canary_memory, subj
 
 
 def test_a_direct_call_to_a_partial_is_logged(staff, canary_memory, subjects):
-    """The issue's reproduction: the paged and live partials read memory without the page."""
+    """The paged and live partials, called without their page, log the memory they return."""
     alice, _ = subjects
     client = Client()
     client.force_login(staff["support"])
