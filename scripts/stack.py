@@ -262,24 +262,33 @@ class Instance:
         sys.exit(f"elasticsearch did not become ready; see {self.logs}/engram-{self.name}.log")
 
     # The credentials Engram runs with (README, "Pointing Engram at a production cluster"): an admin user with only what
-    # schema setup and key minting need, and a monitor-only user for health and capability probes.
-    # The `elastic` superuser only creates them.
+    # schema setup and key minting need, a keys user, a monitor-only user for health and capability probes, and the
+    # audit user that may only create checkpoints. The `elastic` superuser only creates them. The audit checkpoint
+    # index (`<prefix>-audit-checkpoints`) is outside what admin and keys hold: no credential of Engram's may
+    # overwrite, update or delete a checkpoint, nor drop the index (admin only creates it).
+    ENGRAM_INDICES = "/engram.*&~(.*-audit-checkpoints)/"
+    CHECKPOINTS = "engram*-audit-checkpoints"
     SERVICE_ROLES = {
         "engram_admin": {"cluster": ["manage_api_key", "monitor"],
-                         "indices": [{"names": ["engram*"], "privileges": ["all"]}]},
+                         "indices": [{"names": [ENGRAM_INDICES], "privileges": ["all"]},
+                                     {"names": [CHECKPOINTS], "privileges": ["create_index", "view_index_metadata",
+                                                                             "read"]}]},
         # Mints and retires the API keys it owns (an end-user's first key is minted on a request
         # path); its index actions are the writer's (tenants/es_keys.py WRITER_ACTIONS, a test
         # keeps them equal), since a key is limited by its owner's privileges.
         "engram_keys": {"cluster": ["manage_own_api_key"],
-                        "indices": [{"names": ["engram*"], "privileges": [
+                        "indices": [{"names": [ENGRAM_INDICES], "privileges": [
                             "indices:data/read/search", "indices:data/read/msearch", "indices:data/read/get",
                             "indices:data/read/mget", "indices:data/read/scroll", "indices:data/read/scroll/clear",
                             "indices:data/write/index", "indices:data/write/update", "indices:data/write/delete",
                             "indices:data/write/bulk", "indices:admin/refresh"]}]},
         "engram_monitor": {"cluster": ["monitor"],
-                           "indices": [{"names": ["engram*"], "privileges": ["view_index_metadata"]}]},
+                           "indices": [{"names": ["engram*"], "privileges": ["view_index_metadata"]},
+                                       {"names": [CHECKPOINTS], "privileges": ["read"]}]},
+        "engram_audit": {"indices": [{"names": [CHECKPOINTS], "privileges": ["create_doc"]}]},
     }
-    SERVICE_USERS = {"engram-admin": "engram_admin", "engram-keys": "engram_keys", "engram-monitor": "engram_monitor"}
+    SERVICE_USERS = {"engram-admin": "engram_admin", "engram-keys": "engram_keys", "engram-monitor": "engram_monitor",
+                     "engram-audit": "engram_audit"}
 
     def service_password(self, user: str) -> str:
         return secret(f"es-{self.name}-{user}-password")
@@ -489,6 +498,8 @@ def main() -> None:
         print(f"export ES_KEYS_PASSWORD='{es.service_password('engram-keys')}'")
         print("export ES_MONITOR_USERNAME=engram-monitor")
         print(f"export ES_MONITOR_PASSWORD='{es.service_password('engram-monitor')}'")
+        print("export ES_AUDIT_USERNAME=engram-audit")
+        print(f"export ES_AUDIT_PASSWORD='{es.service_password('engram-audit')}'")
         print(f"export ENGRAM_ES_PIDFILE={es.pidfile}")
         if args.redis_port:
             print(f"export CELERY_BROKER_URL=redis://127.0.0.1:{args.redis_port}/0")

@@ -82,6 +82,14 @@ def monitor_client() -> Elasticsearch:
     return admin_client()
 
 
+def audit_client() -> Elasticsearch | None:
+    """The checkpoint credential: it may only create documents in the audit checkpoint index (no
+    overwrite, update or delete), so what it wrote stays as it was. None when unconfigured."""
+    if not settings.ES_AUDIT_USERNAME:
+        return None
+    return base_client().options(basic_auth=(settings.ES_AUDIT_USERNAME, settings.ES_AUDIT_PASSWORD))
+
+
 def api_key_client(encoded_api_key: str) -> Elasticsearch:
     """A client acting as an API key (e.g. an end-user's document-level-security key)."""
     return base_client().options(api_key=encoded_api_key)

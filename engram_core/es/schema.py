@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from elasticsearch import Elasticsearch, helpers
+from elasticsearch import ApiError, Elasticsearch, helpers
 
 log = logging.getLogger(__name__)
 
@@ -471,3 +471,45 @@ def drop_indices(*, es: Elasticsearch, prefix: str) -> None:
     """Delete every index of a prefix (tests and `es_setup --drop`, never a request path)."""
     es.indices.delete(index=f"{prefix}-*", ignore_unavailable=True, allow_no_indices=True,
                       expand_wildcards="all")
+
+
+# ---------------------------------------------------------------- audit checkpoints
+
+# Signed checkpoints of the audit log (tenants.audit_chain), kept apart from the database that
+# holds the log. Engram writes them through a credential that may only create documents there; no
+# credential of Engram's may update, overwrite or delete one, nor drop the index (scripts/stack.py,
+# docs/compliance.md).
+AUDIT_CHECKPOINTS_STEM = "audit-checkpoints"
+AUDIT_CHECKPOINTS_MAPPING = {
+    "dynamic": "strict",
+    "properties": {
+        "chain": {"type": "keyword"}, "seq": {"type": "long"}, "head_hash": {"type": "keyword"},
+        "created_at": {"type": "date"}, "previous_seq": {"type": "long"},
+        "previous_signature": {"type": "keyword"}, "key_id": {"type": "keyword"},
+        "signature": {"type": "keyword"},
+    },
+}
+
+
+def audit_checkpoints_index() -> str:
+    """The installation's one checkpoint index: under ``ES_INDEX_PREFIX`` itself, never a scratch
+    run's prefix (a measurement run's audit events are in the installation's log)."""
+    return f"{settings.ES_INDEX_PREFIX}-{AUDIT_CHECKPOINTS_STEM}"
+
+
+def audit_checkpoints_ensure(*, es: Elasticsearch) -> str:
+    """Create the checkpoint index when it is missing; its name. Raises ImproperlyConfigured when
+    an index of that name holds another mapping (created by hand, or tampered with)."""
+    index = audit_checkpoints_index()
+    if not es.indices.exists(index=index):
+        try:
+            es.indices.create(index=index, mappings=AUDIT_CHECKPOINTS_MAPPING,
+                              settings={"number_of_shards": 1, "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS})
+            log.info("created %s", index)
+        except ApiError as exc:
+            if exc.meta.status != 400 or "resource_already_exists" not in str(exc):
+                raise
+    found = es.indices.get_mapping(index=index)[index]["mappings"]
+    if found != AUDIT_CHECKPOINTS_MAPPING:
+        raise ImproperlyConfigured(f"{index} does not hold the audit checkpoint mapping: {found}")
+    return index

@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from engram_core.errors import NotFound, ValidationFailed
+from engram_core.errors import NotFound, PermissionDenied, ValidationFailed
 from engram_core.es.schema import MemoryType
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
@@ -75,6 +75,7 @@ READ = AgentToken.Scope.MEMORY_READ.value
 WRITE = AgentToken.Scope.MEMORY_WRITE.value
 FORGET = AgentToken.Scope.MEMORY_FORGET.value
 ADMIN = AgentToken.Scope.TENANT_ADMIN.value
+ERASE = AgentToken.Scope.SUBJECT_ERASE.value
 Op = OutboxEntry.Operation
 
 # ---------------------------------------------------------------- documentation helpers
@@ -149,6 +150,12 @@ class BaseApi(APIView):
     def tenant(request: Request) -> Tenant:
         return request.auth.tenant
 
+    @staticmethod
+    def reads_memory(request: Request) -> bool:
+        """Whether the token may see memory content: a write answers a token without memory:read
+        with ids and statuses only."""
+        return request.auth.has_scope(READ)
+
     def subject(self, request: Request, external_id: str) -> Subject:
         return subject_get(tenant=self.tenant(request), external_id=clean_external_id(external_id))
 
@@ -213,7 +220,7 @@ class SubjectCreateApi(BaseApi):
 
 
 class SubjectEraseApi(BaseApi):
-    scopes = {"delete": FORGET}
+    scopes = {"delete": (ADMIN, ERASE)}
 
     class OutputSerializer(serializers.Serializer):
         status = write_status()
@@ -293,10 +300,12 @@ class TurnCreateApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
+        reads = self.reads_memory(request)
         result = outbox.turn_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
-                                    memory_id=request.memory_id, token=request.auth, **_json_ready(data))
+                                    memory_id=request.memory_id, token=request.auth, with_recall=reads,
+                                    **_json_ready(data))
         error = result.recall_error.as_dict() if result.recall_error else None
-        body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory"),
+        body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory") if reads else None,
                 "recall": result.recall, "recall_error": error}
         return self.written(result.submitted, body, self.OutputSerializer)
 
@@ -392,7 +401,7 @@ class MemoryCreateApi(BaseApi):
         data = self.validated(serializer_class, request.data)
         data.pop("type")
         submitted = self.submit(request, external_id, operation, data, memory_id=request.memory_id)
-        memory = submitted.result["memory"] if submitted.result else None
+        memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
         return self.written(submitted, {"id": request.memory_id, "memory": memory}, WriteResultSerializer)
 
 
@@ -471,7 +480,7 @@ class PlaybookOutcomeApi(BaseApi):
         # outcome: applied twice, it counts once.
         submitted = self.submit(request, external_id, Op.OUTCOME, {**data, "operation_id": request.memory_id},
                                 memory_id=memory_id)
-        memory = submitted.result["memory"] if submitted.result else None
+        memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
@@ -550,7 +559,8 @@ class ConsolidationRunSerializer(serializers.Serializer):
 
 class ConsolidationCreateApi(BaseApi):
     """Consolidate the end-user's waiting episodes: queued on Celery (202, poll the run), or with
-    ``dry_run`` run here and answered with the proposed changes, writing nothing."""
+    ``dry_run`` run here and answered with the proposed changes, writing nothing (those carry the
+    end-user's memory: a dry run needs memory:read as well)."""
 
     scopes = {"post": WRITE}
 
@@ -573,6 +583,9 @@ class ConsolidationCreateApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         subject = self.subject(request, external_id)
         if data["dry_run"]:
+            if not self.reads_memory(request):
+                raise PermissionDenied(f"a dry run answers with the end-user's memory: this agent token lacks the "
+                                       f"{READ} scope", details={"required_scope": [READ]}, code="insufficient_scope")
             result = consolidation.consolidation_run(subject=subject, extractor=data.get("extractor"), dry_run=True,
                                                      trigger=ConsolidationRun.Trigger.API)
             return Response(output(self.OutputSerializer, {"run": result.run, "changes": result.changes}))

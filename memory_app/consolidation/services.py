@@ -168,8 +168,11 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
         raise
     except Exception as exc:
         run.status = Status.FAILED
+        # An agent reads the run: the kind of failure only; the cause (an internal address in it,
+        # say) is in the worker's log, where the raise below puts it.
         run.error = exc.as_dict() if isinstance(exc, EngramError) else {
-            "code": "internal_error", "message": f"{type(exc).__name__}: {str(exc)[:300]}", "details": {}}
+            "code": "internal_error", "message": f"the run failed ({type(exc).__name__}); the worker's log has the cause",
+            "details": {}}
         raise
     else:
         run.status = Status.DRY_RUN if dry_run else Status.SUCCEEDED

@@ -72,6 +72,11 @@ def _public(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in memory.items() if k not in _HIDDEN_FIELDS and v is not None and v != {} and v != []}
 
 
+def _shown(caller: Caller, memory: dict[str, Any]) -> dict[str, Any]:
+    """A written memory as a write's answer: whole for a token that may read memory, else its id."""
+    return _public(memory) if caller.token.has_scope(READ) else {"id": memory["id"]}
+
+
 def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] | None = None,
                   since: str | None = None, until: str | None = None, include_superseded: bool = False,
                   explain: bool = False, timezone: str | None = None, subject: str | None = None) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
         payload.update(supersedes=supersedes, contradiction=contradiction, confidence=confidence)
     payload["source"] = "mcp"
     return _submitted(caller, "write_memory", external_id, operation, payload, idempotency_key=idempotency_key,
-                      shape=lambda done: {"memory": _public(done["memory"])})
+                      shape=lambda done: {"memory": _shown(caller, done["memory"])})
 
 
 def forget_memory(*, caller: Caller, id: str, reason: str, note: str | None = None, cascade: bool = True,
@@ -149,7 +154,7 @@ def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_s
     external_id = _external_id(caller, subject)
     return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
                       {"success": success, "refined_steps": refined}, memory_id=playbook_id,
-                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _public(done["memory"])})
+                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _shown(caller, done["memory"])})
 
 
 def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, payload: dict[str, Any], *,

@@ -168,10 +168,12 @@ def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
 
 
 def _fail(entry: OutboxEntry, exc: Exception) -> str:
-    error = exc.as_dict() if isinstance(exc, EngramError) else {"code": "internal_error", "message": str(exc)[:500],
-                                                                "details": {}}
+    # The agent polling the operation sees the kind of failure only; the cause stays in the log.
+    error = exc.as_dict() if isinstance(exc, EngramError) else {
+        "code": "internal_error", "message": f"the write failed ({type(exc).__name__}); the server's log has the cause",
+        "details": {}}
     log.warning("outbox entry %s (%s for %s) failed for good: %s", entry.pk, entry.operation, entry.external_id,
-                error["message"])
+                exc if not isinstance(exc, EngramError) else error["message"])
     entry.status, entry.last_error, entry.payload = OutboxEntry.Status.FAILED, error, {}
     entry.processed_at = timezone.now()
     entry.attempts += 1

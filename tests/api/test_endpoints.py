@@ -223,3 +223,39 @@ def test_a_turn_longer_than_a_query_still_gets_its_recall(engram, settings):
     engram.turn("kai", "My printer is an HP LaserJet")
     result = engram.turn("kai", "The printer jams again and again " * 5)
     assert result["recall_error"] is None and result["recall"]
+
+
+def test_a_token_without_memory_read_gets_no_memory_content(make_client):
+    """Least privilege: memory:write writes; it does not read back the end-user's memory through a
+    write's answer (a turn's recall, a write's echo, an outcome's playbook, a dry run's proposals)."""
+    full, writer = make_client(), make_client("memory:write")
+    full.turn("kim", "My cat is called Zorblax and she likes tuna.")
+    playbook = full.write_playbook("kim", "Zorblax will not eat", "Warm the tuna a little.")
+    turn = writer.turn("kim", "Zorblax still likes tuna?")
+    assert turn["status"] == "applied" and turn["memory"] is None and turn["recall"] is None
+    assert (turn["recall_error"]["code"], turn["recall_error"]["details"]) == (
+        "insufficient_scope", {"required_scope": ["memory:read"]})
+    fact = writer.write_fact("kim", "Kim's cat is called Zorblax.")
+    assert fact["id"] and fact["memory"] is None
+    outcome = writer.record_outcome("kim", playbook["id"], True)
+    assert outcome["status"] == "applied" and outcome["memory"] is None
+    status, queued = writer.request("POST", "subjects/kim/consolidate", json={})
+    assert status == 202 and set(queued["run"]) >= {"id", "status"} and queued["changes"] is None
+    with pytest.raises(EngramAPIError) as err:
+        writer.request("POST", "subjects/kim/consolidate", json={"dry_run": True})
+    assert (err.value.status, err.value.code, err.value.details) == (403, "insufficient_scope",
+                                                                      {"required_scope": ["memory:read"]})
+    status, dry = full.request("POST", "subjects/kim/consolidate", json={"dry_run": True})
+    assert status == 200 and isinstance(dry["changes"], list)
+
+
+def test_erasing_an_end_user_needs_tenant_admin_or_subject_erase(make_client):
+    full = make_client()
+    for name in ("lea", "max"):
+        full.turn(name, "hello")
+    with pytest.raises(EngramAPIError) as err:
+        make_client("memory:read", "memory:write", "memory:forget").erase_subject("lea")
+    assert (err.value.status, err.value.code) == (403, "insufficient_scope")
+    assert err.value.details == {"required_scope": ["tenant:admin", "subject:erase"]}
+    assert make_client("subject:erase").erase_subject("lea")["status"] == "applied"
+    assert make_client("tenant:admin").erase_subject("max")["status"] == "applied"

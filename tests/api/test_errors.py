@@ -46,7 +46,7 @@ def test_a_revoked_token_is_401(memory, tenant):
     (["memory:read"], "post", "/api/v1/subjects/a/turns", "memory:write"),
     (["memory:write"], "post", "/api/v1/subjects/a/recall", "memory:read"),
     (["memory:write"], "delete", "/api/v1/subjects/a/memories/abcdefgh?reason=other", "memory:forget"),
-    (["memory:write", "memory:read"], "delete", "/api/v1/subjects/a", "memory:forget"),
+    (["memory:write", "memory:read", "memory:forget"], "delete", "/api/v1/subjects/a", "subject:erase"),
     (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/subjects", "tenant:admin"),
     (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/catalog/entries", "tenant:admin"),
     (["tenant:admin"], "get", "/api/v1/subjects/a/export", "memory:read"),

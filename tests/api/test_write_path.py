@@ -52,7 +52,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
     assert stuck[0].last_error["code"] == "error"
 
 
-def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client):
+def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client, monitor_headers):
     # Accepted by an older version (today such an import is refused up front): replayed, it must
     # end as failed with its reason, not be re-embedded and retried on every run.
     episodes = [{"id": "dup-id-0001", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
@@ -62,7 +62,7 @@ def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, t
     assert (report.applied, report.failed, report.pending) == (0, 1, 0)
     operation = engram.operation(str(entry.uid))
     assert operation["status"] == "failed" and operation["error"]["code"] == "duplicate_ids"
-    health = client.get("/healthz").json()["outbox"]
+    health = client.get("/healthz", headers=monitor_headers).json()["outbox"]
     assert health["failed"] == 1
     assert health["recent_failures"][0] == {"operation": str(entry.uid), "type": "import", "code": "duplicate_ids",
                                             "at": health["recent_failures"][0]["at"]}
@@ -707,7 +707,8 @@ def _own_redis():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es_admin, settings, client):
+def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es_admin, settings, client,
+                                                                 monitor_headers):
     """The shared cache (ENGRAM_CACHE_URL) holds the refresh marks and the rate limits' logs. When
     it becomes unreachable, turns and recalls still answer, each read still sees the end-user's
     last write (refresh on read), the rate limit holds in each process, and /healthz says the cache
@@ -726,12 +727,13 @@ def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es
                 assert turn["status"] == "applied"
                 # Read-your-writes, with the marks or without them.
                 assert turn["id"] in [m["id"] for m in engram.recall("mia", f"bike number {n}")], n
-        health = client.get("/healthz")
+        health = client.get("/healthz", headers=monitor_headers)
         assert health.status_code == 200, health.json()
         body = health.json()
         assert body["status"] == "degraded" and body["cache"] == {"backend": "redis", "reachable": False}
         assert [d for d in body["degraded"] if d.startswith("cache unreachable")]
-        assert client.get("/healthz").json()["cache"]["reachable"] is False
+        assert client.get("/healthz", headers=monitor_headers).json()["cache"]["reachable"] is False
+        assert client.get("/healthz").json() == {"status": "ok"}  # anyone else: serving
         # The rate limit still holds, counted in this process.
         settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "5/minute"}
         statuses = [api.post("/api/v1/subjects/mia/recall", {"query": "bike"}, format="json").status_code

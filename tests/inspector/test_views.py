@@ -23,6 +23,7 @@ from memory_app.services.imports import episodes_import
 from memory_app.recall import memory_recall
 from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
+from tenants.crypto import audit_keyring
 from tenants.models import AuditEvent, Membership
 from tenants.services.audit import audit_record
 from tenants.services.clients import clear_caches
@@ -47,6 +48,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "keys.manage": ("post", f"/t/{t}/keys/{u}/rotate/", {}),
         "audit.view": ("get", f"/t/{t}/audit/", {}),
         "audit.export": ("get", f"/t/{t}/audit/export.jsonl", {}),
+        "audit.checkpoint": ("post", f"/t/{t}/audit/checkpoint/", {}),
     }
 
 
@@ -68,7 +70,7 @@ def test_role_matrix_every_cell(role, staff, subjects):
         response = getattr(client, method)(url, data, headers=headers)
         allowed = _allowed(role, permission)
         got[permission] = response.status_code
-        want[permission] = (302 if permission == "keys.manage" else 200) if allowed else 403
+        want[permission] = (302 if permission in ("keys.manage", "audit.checkpoint") else 200) if allowed else 403
         # Another tenant's end-user or tenant: 404, whatever the role (superusers see every tenant).
         other = _cells(mallory, "x" * 12)[permission]
         if permission != "home":
@@ -326,15 +328,17 @@ def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
     client = Client()
     client.force_login(staff["compliance"])
     jsonl = b"".join(client.get("/t/acme/audit/export.jsonl").streaming_content).decode()
-    reports = audit_chain.verify_jsonl(jsonl.splitlines())
-    assert reports and all(r.ok for r in reports) and reports[0].checked >= 2
+    report = audit_chain.verify_export(jsonl.splitlines(), keyring=audit_keyring())
+    assert report.ok and report.header["filtered"] is False and report.chains[0].checked >= 2
     rows = list(csv.DictReader(io.StringIO(b"".join(client.get("/t/acme/audit/export.csv").streaming_content)
                                            .decode())))
     assert {r["action"] for r in rows} >= {"subject.created", "subject_key.minted"}
     assert all(json.loads(r["details"]) is not None and len(r["hash"]) == 64 for r in rows)
     filtered = b"".join(client.get("/t/acme/audit/export.jsonl", {"action": "subject_key"}).streaming_content)
-    assert all(json.loads(line)["action"].startswith("subject_key") for line in filtered.decode().splitlines())
-    assert all(r.ok for r in audit_chain.verify_jsonl(filtered.decode().splitlines()))
+    events = [json.loads(line) for line in filtered.decode().splitlines() if '"type": "event"' in line]
+    assert events and all(e["action"].startswith("subject_key") for e in events)
+    report = audit_chain.verify_export(filtered.decode().splitlines(), keyring=audit_keyring())
+    assert report.ok and report.header["filters"] == {"action": "subject_key"}
     page = client.get("/t/acme/audit/verify/").content.decode()
     assert "Chain intact" in page
 
@@ -350,7 +354,7 @@ def test_audit_filters_and_tenant_scope(staff, subjects):
 
     def targets(**params) -> set[str]:
         lines = b"".join(client.get("/t/acme/audit/export.jsonl", params).streaming_content).decode().splitlines()
-        return {json.loads(line)["target_id"] for line in lines}
+        return {record["target_id"] for record in map(json.loads, lines) if record.get("type") == "event"}
 
     assert targets(actor="zed") == {"m-zed", "x-zed"}  # never the other tenant's event
     assert targets(actor="zed", action="memory.") == {"m-zed"}

@@ -68,6 +68,20 @@ def test_each_tool_needs_its_scope(acme, make_caller):
     assert (denied.value.code, denied.value.details) == ("insufficient_scope", {"required_scope": ["memory:forget"]})
 
 
+def test_a_token_that_may_only_write_reads_no_memory_through_a_writes_answer(acme, make_caller):
+    writer = make_caller(acme, subject="alice", scopes=["memory:write"])
+    written = handlers.write_memory(caller=writer, type="procedural", trigger="the router drops Wi-Fi",
+                                    steps=["Unplug the router", "Plug it back in"])
+    assert written["memory"] == {"id": written["memory"]["id"]}
+    outcome = handlers.record_outcome(caller=writer, playbook_id=written["memory"]["id"], success=True,
+                                      refined_steps=["Unplug the router", "Wait 60 seconds"])
+    assert outcome["playbook"] == {"id": written["memory"]["id"]}
+    # With memory:read too, the same answers carry the memory.
+    both = make_caller(acme, subject="alice", scopes=["memory:write", "memory:read"])
+    again = handlers.record_outcome(caller=both, playbook_id=written["memory"]["id"], success=False)
+    assert again["playbook"]["refined_steps"] == "Unplug the router\nWait 60 seconds"
+
+
 def test_the_end_user_comes_from_the_url_or_the_call_never_both_differently(acme, make_caller):
     pinned = make_caller(acme, subject="alice")
     unpinned = make_caller(acme)

@@ -164,3 +164,15 @@ def test_the_admin_log_never_holds_an_external_id(client, world, make_staff, ten
     assert not [e.object_repr for e in entries if "pia" in e.object_repr.lower()]
     subject_erase(subject=pia, actor="test")
     assert not [e for e in LogEntry.objects.all() if "pia" in f"{e.object_repr} {e.change_message}".lower()]
+
+
+def test_the_admin_follows_the_role_matrix_audit_log_and_tenant_filters(client, world, make_staff, tenant):
+    _login(client, make_staff("ada", (tenant, ADMIN)))
+    assert client.get(_url("auditevent")).status_code == 403  # the audit log is compliance's (audit.view)
+    for model in ("subject", "subjectkey", "agenttoken"):
+        page = client.get(_url(model)).content.decode()
+        assert "Globex" not in page, model  # the tenant filter offers their tenants only
+    client.logout()
+    _login(client, make_staff("cora", (tenant, COMPLIANCE)))
+    audit = client.get(_url("auditevent")).content.decode()
+    assert audit.count("Globex") == 0 and "subject_key.minted" in audit
