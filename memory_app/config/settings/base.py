@@ -149,7 +149,13 @@ ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
 # the client's default of 10 capped a process at about 40 such writes a second whatever its threads.
 ES_CONNECTIONS_PER_NODE = env.int("ES_CONNECTIONS_PER_NODE", default=32)
 ES_INDEX_PREFIX = env.str("ES_INDEX_PREFIX", default="engram")
-ES_NUMBER_OF_REPLICAS = env.int("ES_NUMBER_OF_REPLICAS", default=0)
+# Primary shards of the memory index: one until the index outgrows Elastic's per-shard size
+# guidance, so that a recall's searches reach one shard each (docs/deployment.md). es_setup applies
+# a change as a new index version, copied and swapped in behind the aliases.
+ES_NUMBER_OF_SHARDS = env.int("ES_NUMBER_OF_SHARDS", default=1)
+# Replicas: "auto", one whenever a second data node can hold it (none on a single node), or a
+# number. Set on the live index by es_setup, no copy.
+ES_NUMBER_OF_REPLICAS = env.str("ES_NUMBER_OF_REPLICAS", default="auto")
 # Licence types whose clusters enforce document-level security.
 ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 
