@@ -11,6 +11,7 @@ except downloads, which stay where the machine caches them (``~/.m2`` for Maven)
     python scripts/stack.py up --instance cluster --es-port 9291 --nodes 3 [--transport-port 9391]
     python scripts/stack.py node-kill  --instance cluster --es-port 9291 --nodes 3 --node 2   # SIGKILL
     python scripts/stack.py node-start --instance cluster --es-port 9291 --nodes 3 --node 2
+    python scripts/stack.py destroy --instance restore   # stops it and deletes all of it
 
 Elasticsearch is the ``integ-test-zip`` distribution from Maven Central, run as a dedicated
 non-root user, on loopback, security on, trial licence (document-level security needs it), a
@@ -501,6 +502,14 @@ class Instance:
             self.request("DELETE", "/" + ",".join(names[start:start + 50]))
         return len(names)
 
+    def destroy(self) -> None:
+        """Delete the (stopped) instance's data, configuration, certificates and passwords."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.password_file.unlink(missing_ok=True)
+        for user in self.SERVICE_USERS:
+            (STATE / "secrets" / f"es-{self.name}-{user}-password").unlink(missing_ok=True)
+        log(f"removed elasticsearch '{self.name}'")
+
     def stop(self) -> None:
         stopping = [(node, pid) for node in self.nodes if (pid := node.terminate())]
         for node, pid in stopping:
@@ -640,7 +649,7 @@ def secret(name: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["up", "down", "env", "es-start", "es-stop", "secret", "wipe",
-                                           "node-kill", "node-start"])
+                                           "node-kill", "node-start", "destroy"])
     parser.add_argument("--name", help="with `secret`: which secret to print")
     parser.add_argument("--instance", default="dev")
     parser.add_argument("--es-port", type=int, default=9200)
@@ -666,6 +675,9 @@ def main() -> None:
             redis_start(args.instance, args.redis_port)
         if args.action == "up" and args.pg_port:
             pg_start(args.instance, args.pg_port)
+    elif args.action == "destroy":  # stopped and gone: the next `up` makes a new cluster
+        es.stop()
+        es.destroy()
     elif args.action == "wipe":
         log(f"deleted {es.wipe()} Engram indices of elasticsearch {args.instance!r}")
     elif args.action in ("down", "es-stop"):

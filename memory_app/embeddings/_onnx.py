@@ -205,12 +205,16 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     return model
 
 
-def make_session(model_bytes: bytes, *, threads: int = 0):  # -> onnxruntime.InferenceSession
-    """A CPU inference session with every graph optimisation on. ``threads`` 0 lets onnxruntime choose."""
+def make_session(model_bytes: bytes, *, threads: int = 0, arena: bool = False):  # -> onnxruntime.InferenceSession
+    """A CPU inference session with every graph optimisation on. ``threads`` 0 lets onnxruntime choose.
+    ``arena``: onnxruntime keeps the memory of activations for the next run, grown to the largest
+    batches that ever ran at once and never given back; without it each run's activations are
+    freed when it ends (docs/performance.md, "Memory")."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = arena
     options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
     options.inter_op_num_threads = 1
     # Idle worker threads sleep instead of spinning: Elasticsearch and the other request threads

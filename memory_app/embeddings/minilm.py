@@ -72,6 +72,7 @@ class MiniLMEmbedder:
         runtime: str = "numpy",
         threads: int = 1,
         workers: int = 0,
+        arena: bool = False,
     ) -> None:
         if runtime not in RUNTIMES:
             raise EmbeddingError(f"unknown MiniLM runtime {runtime!r} (one of {', '.join(RUNTIMES)})")
@@ -80,6 +81,7 @@ class MiniLMEmbedder:
         # 0.999 to the float ones), so it is a vector space of its own.
         self.space = f"{self.name} {INT8_SPACE}" if runtime == "onnx-int8" else self.name
         self.threads = max(1, threads)
+        self.arena = arena
         self.workers = 1 if runtime == "numpy" else workers or min(os.cpu_count() or 1, 4)
         self._pool = LazyPool(name="engram-embed")
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
@@ -126,7 +128,7 @@ class MiniLMEmbedder:
         from ._onnx import build_bert_graph, make_session
 
         session = make_session(build_bert_graph(encoder, int8=self.runtime == "onnx-int8").SerializeToString(),
-                               threads=self.threads)
+                               threads=self.threads, arena=self.arena)
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
             feeds = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}

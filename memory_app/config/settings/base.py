@@ -173,6 +173,12 @@ ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8"
 ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=1)
 ENGRAM_EMBEDDER_WORKERS = env.int("ENGRAM_EMBEDDER_WORKERS", default=0)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
+# onnxruntime's arena for activations: off, a run's activations are freed when it ends instead of
+# kept, grown to the largest batches ever run at once (docs/performance.md, "Memory").
+ENGRAM_EMBEDDER_ARENA = env.bool("ENGRAM_EMBEDDER_ARENA", default=False)
+# glibc malloc arenas per server and worker process (0: glibc's default, eight per core): each
+# thread that allocates gets one, and what it frees stays there.
+ENGRAM_MALLOC_ARENAS = env.int("ENGRAM_MALLOC_ARENAS", default=2)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
 # How long a cached vector lives (the cache holds digests, not texts; this bounds how long any
 # process keeps a forgotten text's vector; the process that runs a forget clears its cache at once).
