@@ -187,19 +187,8 @@ class Node:
             "ES_JAVA_OPTS": f"-Xms{heap} -Xmx{heap}" + vector_module_option(java),
         }
 
-    def configure(self, home: Path, password: str) -> None:
-        if not (self.conf / "elasticsearch.keystore").exists():
-            shutil.rmtree(self.conf, ignore_errors=True)
-            shutil.copytree(home / "config", self.conf)
-            env = self.es_env(home)
-            subprocess.run([str(home / "bin" / "elasticsearch-keystore"), "create"], check=True, env=env,
-                           stdout=subprocess.DEVNULL)
-            subprocess.run(
-                [str(home / "bin" / "elasticsearch-keystore"), "add", "-x", "bootstrap.password"],
-                input=password, text=True, check=True, env=env,
-            )
-        for d in (self.data, self.logs):
-            d.mkdir(parents=True, exist_ok=True)
+    def settings(self) -> list[str]:
+        """The node's elasticsearch.yml, line by line."""
         lines = [
             f"cluster.name: engram-{self.instance.name}",
             f"node.name: {self.name}",
@@ -214,13 +203,37 @@ class Node:
             "action.destructive_requires_name: false",
         ]
         if not self.instance.clustered:
-            lines += [
-                "transport.port: 0",  # a free ephemeral port: single node, nobody joins
-                "discovery.type: single-node",
-                "xpack.security.http.ssl.enabled: false",
-                "xpack.security.transport.ssl.enabled: false",
-            ]
-        else:
+            return [*lines,
+                    "transport.port: 0",  # a free ephemeral port: single node, nobody joins
+                    "discovery.type: single-node",
+                    "xpack.security.http.ssl.enabled: false",
+                    "xpack.security.transport.ssl.enabled: false"]
+        peers = [f"127.0.0.1:{n.transport_port}" for n in self.instance.nodes]
+        lines += [f"transport.port: {self.transport_port}", f"discovery.seed_hosts: [{', '.join(peers)}]"]
+        # Only a node that has never joined a cluster bootstraps one; a restarted node rejoins its own.
+        if not self.data.exists() or not any(self.data.iterdir()):
+            lines.append(f"cluster.initial_master_nodes: [{', '.join(n.name for n in self.instance.nodes)}]")
+        for layer in ("transport", "http"):
+            lines += [f"xpack.security.{layer}.ssl.enabled: true",
+                      f"xpack.security.{layer}.ssl.key: certs/node.key",
+                      f"xpack.security.{layer}.ssl.certificate: certs/node.crt",
+                      f"xpack.security.{layer}.ssl.certificate_authorities: [certs/ca.crt]"]
+        return [*lines, "xpack.security.transport.ssl.verification_mode: full"]
+
+    def configure(self, home: Path, password: str) -> None:
+        if not (self.conf / "elasticsearch.keystore").exists():
+            shutil.rmtree(self.conf, ignore_errors=True)
+            shutil.copytree(home / "config", self.conf)
+            env = self.es_env(home)
+            subprocess.run([str(home / "bin" / "elasticsearch-keystore"), "create"], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [str(home / "bin" / "elasticsearch-keystore"), "add", "-x", "bootstrap.password"],
+                input=password, text=True, check=True, env=env,
+            )
+        for d in (self.data, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        if self.instance.clustered:
             certs = self.conf / "certs"
             certs.mkdir(exist_ok=True)
             made = self.instance.certs
@@ -228,17 +241,7 @@ class Node:
                                    (made / self.name / f"{self.name}.crt", "node.crt"),
                                    (made / self.name / f"{self.name}.key", "node.key")):
                 shutil.copyfile(source, certs / target)  # the node reads TLS files from its config dir only
-            peers = [f"127.0.0.1:{n.transport_port}" for n in self.instance.nodes]
-            lines += [f"transport.port: {self.transport_port}", f"discovery.seed_hosts: [{', '.join(peers)}]"]
-            # Only a node that has never joined a cluster bootstraps one; a restarted node rejoins its own.
-            if not any(self.data.iterdir()):
-                lines.append(f"cluster.initial_master_nodes: [{', '.join(n.name for n in self.instance.nodes)}]")
-            for layer in ("transport", "http"):
-                lines += [f"xpack.security.{layer}.ssl.enabled: true",
-                          f"xpack.security.{layer}.ssl.key: certs/node.key",
-                          f"xpack.security.{layer}.ssl.certificate: certs/node.crt",
-                          f"xpack.security.{layer}.ssl.certificate_authorities: [certs/ca.crt]"]
-            lines.append("xpack.security.transport.ssl.verification_mode: full")
+        lines = self.settings()
         (self.conf / "elasticsearch.yml").write_text("\n".join([*lines, ""]))
 
     def launch(self, home: Path, user: str | None) -> subprocess.Popen:
@@ -422,7 +425,8 @@ class Instance:
             self.ensure_service_users()
             return
         heap = ES_CLUSTER_HEAP if self.clustered else ES_HEAP
-        log(f"starting elasticsearch {ES_VERSION} '{self.name}' on {', '.join(self.urls)} (heap {heap} each)")
+        each = " each" if self.clustered else ""
+        log(f"starting elasticsearch {ES_VERSION} '{self.name}' on {', '.join(self.urls)} (heap {heap}{each})")
         # All at once: a node of a new cluster waits for a majority of its peers before it is up.
         launched = [(n, n.launch(home, user)) for n in self.nodes if not n.running_pid()]
         self._wait_formed(started, launched)

@@ -173,8 +173,17 @@ class Deployment:
         path = self.workdir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def pids(self) -> dict[str, int]:
-        return {name: process.pid for name, process in self.processes.items()}
+    def rss_mb(self) -> dict[str, float]:
+        """Each running process's resident memory, MB."""
+        out = {}
+        for name, process in self.processes.items():
+            try:
+                status = Path(f"/proc/{process.pid}/status").read_text()
+            except OSError:
+                continue
+            out[name] = round(int(next(line.split()[1] for line in status.splitlines()
+                                       if line.startswith("VmRSS:"))) / 1024)
+        return out
 
     def stop(self) -> None:
         for process in self.processes.values():
