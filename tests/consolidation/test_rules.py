@@ -27,6 +27,24 @@ def _extract(*texts: str, context: tuple[str, ...] = ()):
     ("Caroline: I'm allergic to peanuts", "Caroline is allergic to peanuts.", "caroline:allergy:peanut", None),
     ("My new car is a blue Tesla.", "User's car is a blue Tesla.", "attr:car", "natural"),
     ("Correction: my phone number is 555 0101.", "User's phone number is 555 0101.", "attr:phone_number", "harsh"),
+    # A period after a title or an initial does not end the value.
+    ("My dentist is Dr. Moura.", "User's dentist is Dr. Moura.", "attr:dentist", None),
+    ("Our landlord is J. R. Smith.", "User's landlord is J. R. Smith.", "relation:landlord", None),
+    # "still", "actually", "again" say the value holds or how it is said, not what it is.
+    ("My weekly mileage is 45 km still.", "User's weekly mileage is 45 km.", "attr:weekly_mileage", None),
+    ("I love baking bread still, sourdough mostly.", "User likes baking bread.", "likes:baking_bread", None),
+    ("I'm originally from Leeds actually.", "User is from Leeds.", "hometown", None),
+    # "My work is as X" says what "I work as X" says; "now" may come before the verb.
+    ("My work now is as a librarian, not a translator.", "User works as a librarian.", "occupation", "natural"),
+    # A label in front of the statement, and the time of a move, are not part of the fact.
+    ("Big news: I moved to Braga last week.", "User lives in Braga.", "home", "natural"),
+    ("I moved to Liverpool at the weekend.", "User lives in Liverpool.", "home", "natural"),
+    # The attribute's head noun decides whether it is chatter: a goal race is a race.
+    ("My goal race is the Berlin Marathon.", "User's goal race is the Berlin Marathon.", "attr:goal_race", None),
+    # A single relation named by name is one slot, however it is phrased.
+    ("My roommate's name is Jess Park.", "User's roommate's name is Jess Park.", "relation:roommate", None),
+    ("My new roommate is Aisha.", "User's roommate is Aisha.", "relation:roommate", "natural"),
+    ("My roommate is a student.", "User's roommate is a student.", "attr:roommate", None),
 ])
 def test_first_person_statements(text, fact, slot, change):
     [candidate] = _extract(text).facts
@@ -34,7 +52,8 @@ def test_first_person_statements(text, fact, slot, change):
 
 
 @pytest.mark.parametrize("text", ["my head is killing me", "My problem is the app.", "I like you", "My day is fine",
-                                  "What's my favourite colour?", "My point is not that."])
+                                  "What's my favourite colour?", "My point is not that.",
+                                  "My plan for the weekend is to rest.", "My biggest worry is the rain."])
 def test_chatter_gives_no_fact(text):
     assert _extract(text).facts == []
 
@@ -43,6 +62,14 @@ def test_bare_correction_applies_to_the_last_fact_of_the_session():
     facts = _extract("I'm 38 years old.", "Actually, it's 39.").facts
     assert [(f.text, f.slot, f.change) for f in facts] == [("User is 38 years old.", "age", None),
                                                            ("User is 39 years old.", "age", "harsh")]
+    # The corrected fact's turn says the rest of the sentence ("years old"), so both are cited.
+    assert facts[1].episode_ids == ("e0", "e1")
+    [_, corrected] = _extract("My favourite race is the Great North Run.",
+                              "Sorry, I meant the Manchester Half.").facts
+    assert (corrected.text, corrected.episode_ids, corrected.change, corrected.replaces) == (
+        "User's favourite race is the Manchester Half.", ("e0", "e1"), "harsh", "the Great North Run")
+    assert is_grounded(corrected.text, ["My favourite race is the Great North Run.",
+                                        "Sorry, I meant the Manchester Half."])
 
 
 def test_problem_steps_outcome_and_context():

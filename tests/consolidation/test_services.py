@@ -286,7 +286,8 @@ def test_a_support_conversation_yields_family_playbook_and_corrections(subject, 
     assert set(superseded) == {"User's kid Arun is 7 years old.", "User drives a blue Subaru Outback.",
                                "User's internet provider is Comcast."}
     car_id, car = by_text["User drives a green Subaru Outback."]
-    assert car["contradiction"] == "harsh" and car["supporting_episode_ids"] == [ids[10]]
+    # The correction and the turn it corrects: the fact's words come from both.
+    assert car["contradiction"] == "harsh" and car["supporting_episode_ids"] == [ids[9], ids[10]]
     assert by_text["User's kid Arun is 8 years old."][1]["supporting_episode_ids"] == [ids[1], ids[11]]
     assert by_text["User's kid Arun is 8 years old."][1]["contradiction"] == "harsh"
     assert by_text["User switched from Comcast to Verizon Fios."][1]["contradiction"] == "natural"

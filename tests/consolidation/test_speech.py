@@ -50,6 +50,9 @@ def test_verb_forms_come_from_wordnet():
     ("You'd be a great counselor!", False),  # about the listener
     ("I love that!", False),  # a reaction, nothing stated
     ("The colors really blend nicely.", False),  # not about the speaker
+    ("My left knee hurts after long runs.", True),  # a sentence starts with a capital
+    ("Our dog sleeps in the garden shed.", True),
+    ("The US open starts next week.", False),  # "US" is not "us"
 ])
 def test_what_counts_as_a_statement_about_the_speaker(sentence, about_speaker):
     assert read(sentence).about_speaker is about_speaker
@@ -65,3 +68,5 @@ def test_turns_split_into_speaker_and_sentences():
     assert sentences("Yeah, I painted that! It's special to me. [shares a photo of a lake]") == [
         "Yeah, I painted that!", "It's special to me."]
     assert strip_opener("Wow, Caroline! I did it.") == "I did it."
+    assert sentences("My dentist is Dr. Moura. Prof. Hale sent me. I met J. Smith there.") == [
+        "My dentist is Dr. Moura.", "Prof. Hale sent me.", "I met J. Smith there."]

@@ -14,27 +14,32 @@ from memory_app.language.temporal import with_dates
 from . import speech
 from .base import Episode, Extraction, FactCandidate, PlaybookCandidate
 
-VERSION = "rules-2"
+VERSION = "rules-3"
 
-_SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
-_SENTENCE = re.compile(r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\bMrs\.)(?<!\b[A-Z]\.)"
-                       r"(?<=[.!?])\s+|\n+")
 # Clause boundaries inside a sentence: "..., and my X", "... but I", "; ".
 _CLAUSE = re.compile(r"(?:,\s*|\s+)(?:and|but|so|though|because)\s+(?=(?:I|I'm|I've|my|My)\b)|;\s*|\s+-\s+")
 _LEAD = re.compile(r"^(?:(?:oh|well|so|also|anyway|btw|by the way|hey|hi|ok|okay|yeah|yes|fyi|just so you know|"
                    r"quick update|update|heads up|and|as i said|like i said|as i mentioned|as mentioned|remember|guess what|"
                    r"funny enough|honestly|to be honest|for the record|fun fact)\b[,:!]?\s*)+", re.I)
+# A label of a few words in front of what is said ("Big news: I moved ...", "Quick update: ...").
+_LABEL = re.compile(r"^(?:[A-Za-z']+\s){0,2}[A-Za-z']+:\s+")
 _CORRECTION = re.compile(r"^(?:actually|correction|sorry|oops|no wait|wait|my mistake|i misspoke|to correct myself)"
                          r"\b[,:!]?\s*", re.I)
 _TRAIL = re.compile(r"\s*(?:\b(?:now|these days|nowadays|anymore|any more|at the moment|currently|lately|"
-                    r"for now|though|too|as well|btw|haha|lol|last \w+|this \w+|yesterday|today|recently|"
+                    r"for now|though|too|as well|still|again|actually|anyway|as usual|as always|as before|"
+                    r"btw|haha|lol|last \w+|this \w+|yesterday|today|recently|"
                     r"(?:a few|a couple of|\w+) (?:days|weeks|months|years) ago|in (?:19|20)\d\d)\b\s*)+$", re.I)
-_VALUE_STOP = re.compile(r"\s*(?:[,;:!?()]|\.(?:\s|$)| because | since | which | who | where | but | when | if "
+_VALUE_STOP = re.compile(r"\s*(?:[,;:!?()]|" + "".join(rf"(?<!\b{a})" for a in speech.ABBREVIATIONS) +
+                         r"\.(?:\s|$)| because | since | which | who | where | but | when | if "
                          r"| so that | and (?:I|my|it|we|she|he|they)\b| with (?:my|our|his|her|the) )", re.I)
 
 _BAD_ATTRS = {"problem", "question", "issue", "point", "guess", "bad", "pleasure", "turn", "fault", "day", "week",
               "bet", "advice", "plan", "idea", "thought", "thoughts", "mind", "head", "life", "experience",
               "goal", "hope", "dream", "concern", "worry", "understanding", "impression", "feeling"}
+# What follows an attribute's head noun and is not it: "plan for the weekend", "question today".
+_ATTR_MODIFIER = re.compile(r"\s+(?:(?:of|for|at|in|on|with|about|from|to|this|next|last)\b.*|today|tomorrow|"
+                            r"tonight)$")
+_OCCUPATION_ATTRS = {"work", "job", "occupation", "profession"}
 _VAGUE = re.compile(r"^(?:not|so|too|very|really|pretty|quite|kind of|sort of|a bit|just|also|still|going|"
                     r"fine|ok|okay|good|great|bad|here|there|this|that|it|the same|different|busy|better|worse)\b",
                     re.I)
@@ -72,6 +77,11 @@ def _clean_value(raw: str, *, allow_ing: bool = False) -> str | None:
     return value
 
 
+def _is_name(value: str) -> bool:
+    words = value.split()
+    return len(words) <= 4 and all(w[:1].isupper() and re.sub(r"[-.]", "", w).isalpha() for w in words)
+
+
 def _norm(text: str) -> str:
     text = re.sub(r"\b(?:a|an|the|my|some)\b", " ", text.lower())
     text = text.replace("favorite", "favourite").replace("colour", "color")
@@ -94,17 +104,32 @@ def _possessive(holder: str) -> str:
     return f"{holder}'" if holder.endswith("s") else f"{holder}'s"
 
 
+def _head(attr: str) -> str:
+    """The noun an attribute phrase is about: "goal race" → race, "plan for the weekend" → plan."""
+    return _ATTR_MODIFIER.sub("", attr).split()[-1]
+
+
 def _attr(m: re.Match, holder: str):
     attr = _words(m["attr"]).lower()
-    if attr.split()[-1] in _BAD_ATTRS or attr.split()[0] in _BAD_ATTRS or len(attr.split()) > 4:
+    if _head(attr) in _BAD_ATTRS or len(attr.split()) > 4:
         return None
     value = _clean_value(m["value"])
     if value is None:
         return None
-    change = "natural" if (m["new"] or m["now"]) else None
+    change = "natural" if (m["new"] or m["now"] or m["now_before"]) else None
     attr = re.sub(r"^(?:new|current)\s+", "", attr)
+    if attr in _OCCUPATION_ATTRS and value.lower().startswith("as "):
+        # "My work is as a librarian" says what "I work as a librarian" says.
+        value = value[3:]
+        return f"{holder} works as {value}.", "occupation", value, change
     verb = m["verb"].replace("'s", "is")
-    return f"{_possessive(holder)} {attr} {verb} {value}.", f"attr:{_slot_key(attr)}", value, change
+    person = re.sub(r"'s name$", "", attr)
+    if person in _SINGLE_RELATIONS and _is_name(value):
+        # "My roommate's name is Jess" and "my new roommate is Aisha": one person in that role.
+        slot = f"relation:{person}"
+    else:
+        slot = f"attr:{_slot_key(attr)}"
+    return f"{_possessive(holder)} {attr} {verb} {value}.", slot, value, change
 
 
 def _simple(template: str, slot: str | Callable[[str], str] | None, change: str | None = None,
@@ -141,11 +166,17 @@ def _unlike(m: re.Match, holder: str):
 
 
 _I = r"^I(?:'m| am)?"
+# When a single event happened ("moved to Liverpool at the weekend"): not part of what it says.
+_EVENT_TIME = (r"(?:(?:at|over|on|during) the weekend|on (?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+               r"in (?:january|february|march|april|may|june|july|august|september|october|november|december)|"
+               r"(?:on|at) the (?:\d+(?:st|nd|rd|th)|end of the \w+))")
 PATTERNS: list[_Pattern] = [
-    _Pattern(re.compile(r"^(?:my|our) (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) (?P<verb>is|are|'s) "
+    _Pattern(re.compile(r"^(?:my|our) (?P<new>new |current )?(?P<attr>[a-z][a-z' -]{1,40}?) "
+                        r"(?:(?P<now_before>now|currently|these days) )?(?P<verb>is|are|'s) "
                         r"(?P<now>now |actually )?(?P<value>.+)$", re.I), _attr),
     _Pattern(re.compile(r"^I(?:'ve| have)? (?:just |finally |recently )?(?:moved|relocated)(?: back)? to "
-                        r"(?P<value>.+)$", re.I), _simple("{h} lives in {v}.", "home", "natural")),
+                        r"(?P<value>.+?)(?:\s+" + _EVENT_TIME + r")?$", re.I), _simple("{h} lives in {v}.", "home",
+                                                                                    "natural")),
     _Pattern(re.compile(r"^I(?: now|'m now| am now|'m| am)? (?:live|living|based) in (?P<value>.+)$", re.I),
              _simple("{h} lives in {v}.", "home")),
     _Pattern(re.compile(r"^I(?:'m| am) (?:originally )?from (?P<value>.+)$", re.I),
@@ -307,7 +338,7 @@ class RulesExtractor:
             stated = len(facts)
             handled = False
             for raw in _clauses(sentence):
-                clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", raw))).strip()
+                clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", _LABEL.sub("", raw)))).strip()
                 clause = _LEAD.sub("", speech.strip_opener(clause)).rstrip(".!? ")
                 if not clause:
                     continue
@@ -393,6 +424,8 @@ class RulesExtractor:
         if harsh and previous is not None and previous.slot and (m := _BARE.match(clause)):
             value = _clean_value(m["value"])
             if value and (text := _rerender(previous, value)):
+                # The corrected fact's turn supplies the rest of the sentence, so it is cited too.
+                ids = tuple(dict.fromkeys([*previous.episode_ids, episode.id]))
                 fact = FactCandidate(text=text, episode_ids=ids, slot=previous.slot, value=value, change="harsh",
                                      replaces=_clean_value(m["old"]) if m["old"] else previous.value)
                 batch.last[holder] = fact

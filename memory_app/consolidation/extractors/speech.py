@@ -24,7 +24,9 @@ from memory_app.consolidation.grounding import STOP_WORDS
 
 SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
 _NOT_SPEAKERS = {"note", "update", "correction", "ps", "fyi", "edit", "re", "tip", "warning"}
-_SENTENCE = re.compile(r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\bMrs\.)(?<!\b[A-Z]\.)"
+# Words a period abbreviates ("Dr. Moura", "J. Smith"): that period ends neither a sentence nor a value.
+ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "vs", "[A-Z]")
+_SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
                        r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
 _CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
 # Interjections, thanks and the listener's name in front of a statement ("Wow, Caroline! ...").
@@ -36,8 +38,9 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"(?:,?\s+[A-Z][a-z]+)?[,!.:]*\s+)+", re.I)
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours|"
-                           r"ourselves)\b")
+# Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|we|we're|we've|we'd|we'll|us|[Oo]ur|"
+                           r"[Oo]urs|ourselves)\b")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
 _FILLER = frozenset("""

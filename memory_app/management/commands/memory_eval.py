@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engram_eval.consolidation import evaluate_consolidation
+from engram_eval.consolidation import evaluate_consolidation, format_findings
 from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, format_report
 from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
 from engram_eval.locomo import evaluate_locomo
@@ -53,11 +53,20 @@ class Command(BaseCommand):
             report = evaluate_consolidation(path=consolidation, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation fixture {consolidation.name} ({report['extractor']} extractor), "
                               f"{time.monotonic() - started:.0f}s")
+            first = report["original_gold"]
+            self.stdout.write(f"  {'':<30}{'corrected gold':>16}{'original gold':>16}")
             for key, value in report.items():
-                if key not in ("counts", "runs", "extractor"):
-                    self.stdout.write(f"  {key:<30}{value}")
+                if key not in ("counts", "runs", "extractor", "findings", "original_gold"):
+                    self.stdout.write(f"  {key:<30}{value!s:>16}{first[key]!s:>16}")
             self.stdout.write(f"  counts {report['counts']}")
+            self.stdout.write(f"  counts, original gold {first['counts']}")
             self.stdout.write(f"  runs   {report['runs']}")
+            self.stdout.write("corrected gold:")
+            for line in format_findings(report["findings"]):
+                self.stdout.write(line)
+            self.stdout.write("original gold:")
+            for line in format_findings(first["findings"]):
+                self.stdout.write(line)
             if json:
                 self.stdout.write(_json(report))
             return
