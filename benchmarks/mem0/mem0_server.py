@@ -48,7 +48,12 @@ def _memory():
     })
 
 
-MEMORY = _memory()
+try:
+    MEMORY = _memory()
+except Exception as exc:  # noqa: BLE001 - the other worker created the index first: use it
+    if "resource_already_exists" not in str(exc):
+        raise
+    MEMORY = _memory()
 app = FastAPI(title="Mem0 (minimal HTTP wrapper of Memory)")
 
 
