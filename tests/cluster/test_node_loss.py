@@ -280,6 +280,8 @@ def test_a_data_node_lost_under_load_loses_nothing_acknowledged_and_leaks_nothin
             "requests": {f"{kind} {status}": n for (kind, status), n in sorted(statuses.items())},
             "while_yellow": {f"{kind} {status}": n for (kind, status), n in sorted(yellow.items())},
             "consolidation_runs": dict(outcome), "consolidations_refused_as_running": refused,
+            "consolidation_failures": dict(Counter(code for rows in runs.values() for status, *_, code in rows
+                                                   if status == "failed")),
             "consolidate_tasks_by_worker": ran, "rss_mb": deployment.rss_mb(),
         }
         print("node loss under load:", json.dumps(report))
