@@ -234,7 +234,8 @@ def markdown(data: dict) -> str:
                  steps_table(data["service"])]
     if data.get("mem0"):
         text += ["", "Mem0 OSS over HTTP (a minimal HTTP wrapper of its Memory class, benchmarks/mem0/mem0_server.py; "
-                     "a turn is its add then a search), the same clients and requests:", "", steps_table(data["mem0"])]
+                     "a turn is its add then a search), the same clients and requests; \"engram server\" is "
+                     "Mem0's server and its embedding server here:", "", steps_table(data["mem0"])]
         if data.get("mem0_rss_mb"):
             text += ["", "Mem0 server " + rss_line(data["mem0_rss_mb"])]
     if data.get("service") or data.get("mem0"):
