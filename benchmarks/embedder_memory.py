@@ -3,7 +3,7 @@ side by side: each round starts a fresh process per tree that builds the int8 em
 process does (malloc arenas capped and the heap trimmed when the tree has them), then embeds from
 ``--threads`` threads for ``--seconds`` (single texts and small batches); RSS at rest and after.
 
-    python -m benchmarks embedder --before a3ca3b3 [--rounds 3] [--seconds 20] [--threads 8]
+    python -m benchmarks embedder [--before main] [--rounds 3] [--seconds 20] [--threads 8]
 
 The earlier tree is ``git archive``'d into a scratch directory and run with this virtualenv.
 """
@@ -81,8 +81,7 @@ print(json.dumps({"rss_rest_mb": round(rest), "rss_after_mb": round(rss()),
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--before", default="a3ca3b3", help="the revision to compare against (default a3ca3b3, "
-                                                            "the tree before the memory work)")
+    parser.add_argument("--before", default="main", help="the revision to compare against (default main)")
     parser.add_argument("--rounds", type=int, help="before/after pairs (default 3; --quick 1)")
     parser.add_argument("--seconds", type=float, help="load per process (default 20; --quick 3)")
     parser.add_argument("--threads", type=int, default=8)
