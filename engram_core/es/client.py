@@ -46,10 +46,16 @@ class OrjsonNdjsonSerializer(_OrjsonFirst, NdjsonSerializer):
 SERIALIZERS = {"application/json": OrjsonJsonSerializer(), "application/x-ndjson": OrjsonNdjsonSerializer()}
 
 
+def es_hosts(url: str) -> list[str]:
+    """The nodes ``ES_URL`` names: one URL, or several separated by commas. The client spreads
+    requests over them and sends a request that found its node gone to the next one."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 @functools.cache
 def base_client() -> Elasticsearch:
     return Elasticsearch(
-        settings.ES_URL,
+        es_hosts(settings.ES_URL),
         serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,

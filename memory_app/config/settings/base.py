@@ -174,7 +174,13 @@ ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
 # the client's default of 10 capped a process at about 40 such writes a second whatever its threads.
 ES_CONNECTIONS_PER_NODE = env.int("ES_CONNECTIONS_PER_NODE", default=32)
 ES_INDEX_PREFIX = env.str("ES_INDEX_PREFIX", default="engram")
-ES_NUMBER_OF_REPLICAS = env.int("ES_NUMBER_OF_REPLICAS", default=0)
+# Primary shards of the memory index: one until the index outgrows Elastic's per-shard size
+# guidance, so that a recall's searches reach one shard each (docs/deployment.md). es_setup applies
+# a change as a new index version, copied and swapped in behind the aliases.
+ES_NUMBER_OF_SHARDS = env.int("ES_NUMBER_OF_SHARDS", default=1)
+# Replicas: "auto", one whenever a second data node can hold it (none on a single node), or a
+# number. Set on the live index by es_setup, no copy.
+ES_NUMBER_OF_REPLICAS = env.str("ES_NUMBER_OF_REPLICAS", default="auto")
 # Licence types whose clusters enforce document-level security.
 ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 
@@ -192,6 +198,12 @@ ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8"
 ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=1)
 ENGRAM_EMBEDDER_WORKERS = env.int("ENGRAM_EMBEDDER_WORKERS", default=0)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
+# onnxruntime's arena for activations: off, a run's activations are freed when it ends instead of
+# kept, grown to the largest batches ever run at once (docs/performance.md, "Memory").
+ENGRAM_EMBEDDER_ARENA = env.bool("ENGRAM_EMBEDDER_ARENA", default=False)
+# glibc malloc arenas per server and worker process (0: glibc's default, eight per core): each
+# thread that allocates gets one, and what it frees stays there.
+ENGRAM_MALLOC_ARENAS = env.int("ENGRAM_MALLOC_ARENAS", default=2)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
 # How long a cached vector lives (the cache holds digests, not texts; this bounds how long any
 # process keeps a forgotten text's vector; the process that runs a forget clears its cache at once).
