@@ -29,7 +29,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
-from engram_core.errors import EngramError, ValidationFailed
+from engram_core.errors import EngramError
 from engram_core.es.schema import MemoryType
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors

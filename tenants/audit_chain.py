@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 ALGORITHM = ("hash = HMAC-SHA256(key[key_id], prev_hash + '\\n' + canonical_json(fields)); "
