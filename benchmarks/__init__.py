@@ -6,5 +6,5 @@
 - ``engram``: every piece of Engram the suites call, and the run's clean-up; ``loading``: the
   corpus put into Engram;
 - the suites: ``latency``, ``http`` (http_load), ``scale``, ``import`` (bulk_import), ``peers``,
-  ``inspector`` (inspector_pages), ``machine``.
+  ``inspector`` (inspector_pages), ``machine``, ``embedder`` (embedder_memory).
 """

@@ -29,6 +29,8 @@ SUITES = {  # name: (module, what it measures)
     "peers": ("benchmarks.peers", "Engram against Mem0 OSS on LoCoMo conversations, same node and embedder"),
     "inspector": ("benchmarks.inspector_pages", "server render time of the inspector's pages at scale"),
     "machine": ("benchmarks.machine", "the machine's own speed over time (no services)"),
+    "embedder": ("benchmarks.embedder_memory", "the embedder's RSS and speed, this tree against an earlier "
+                                               "revision (no services)"),
 }
 
 

@@ -24,6 +24,10 @@ processes, Redis, this process), what the node did per request (``_nodes/stats``
 monitor credential) and the machine's own speed before and after each step (benchmarks/machine.py).
 ``--service`` then runs the same mix at the service level, in this process (``turn_submit``,
 ``memory_recall``, one thread per client), and reports HTTP throughput over it.
+``--mem0`` then serves Mem0 OSS over HTTP (benchmarks/mem0/mem0_server.py, 2 uvicorn workers, in
+its own virtualenv, on the same node, with Engram's embedder served to it) and sends it the same
+requests from the same clients: a turn is Mem0's ``add`` then a ``search`` on the turn's text
+(what Engram's turn does in one call), a recall its ``search``; Engram's throughput over Mem0's.
 """
 
 from __future__ import annotations
@@ -110,6 +114,110 @@ def service_sender(subjects: dict[str, engram.Subject]) -> Callable[[], Abstract
     return sender
 
 
+# ---------------------------------------------------------------- Mem0 over HTTP
+
+MEM0_DIR = ROOT / "benchmarks" / "mem0"
+
+
+def _wait_http(url: str, process: subprocess.Popen, what: str, *, method: str = "GET", **kwargs) -> None:
+    for _ in range(300):
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        try:
+            if httpx.request(method, url, timeout=5, **kwargs).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"{what} did not come up")
+
+
+@contextmanager
+def mem0_server(*, python: str, workers: int) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Mem0 behind uvicorn (``workers`` processes) in its own virtualenv, on the run's node, with
+    Engram's embedder (its default runtime) served in a process of its own; (its URL, its process)."""
+    embed_port, port = free_port(), free_port()
+    embedder = subprocess.Popen([sys.executable, "-m", "memory_app.embeddings.server", "--port", str(embed_port)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL)
+    server = None
+    try:
+        _wait_http(f"http://127.0.0.1:{embed_port}/v1/embeddings", embedder, "the embeddings server", method="POST",
+                   json={"input": "warm up", "model": "all-MiniLM-L6-v2"})
+        host, es_port = os.environ["ES_URL"].split(",")[0].rsplit(":", 1)
+        env = {**os.environ, "MEM0_TELEMETRY": "False", "MEM0_BENCH_ES_HOST": host, "MEM0_BENCH_ES_PORT": es_port,
+               # Mem0 takes one credential for all its users; Engram's admin may create the engram* index.
+               "MEM0_BENCH_ES_USER": os.environ["ES_ADMIN_USERNAME"],
+               "MEM0_BENCH_ES_PASSWORD": os.environ["ES_ADMIN_PASSWORD"],
+               "MEM0_BENCH_COLLECTION": f"{os.environ['ES_INDEX_PREFIX']}-mem0-http",
+               "MEM0_BENCH_EMBED_URL": f"http://127.0.0.1:{embed_port}/v1", "MEM0_BENCH_MODEL": "all-MiniLM-L6-v2",
+               "MEM0_BENCH_DIMS": "384"}
+        server = subprocess.Popen([python, "-m", "uvicorn", "mem0_server:app", "--host", "127.0.0.1", "--port",
+                                   str(port), "--log-level", "warning", "--workers", str(workers)],
+                                  cwd=MEM0_DIR, env=env)
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(f"{url}/search", server, "the Mem0 server", method="POST",
+                   json={"query": "warm up", "user_id": "warm-up", "top_k": 1})
+        yield url, server
+    finally:
+        for process in (server, embedder):
+            if process is not None:
+                process.terminate()
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def mem0_sender(url: str) -> Callable[[], AbstractContextManager[Send]]:
+    """The mix's requests as Mem0's REST routes: a turn stores the text and searches on it (two
+    calls, timed as one request), a recall searches."""
+    @contextmanager
+    def sender() -> Iterator[Send]:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            def send(kind: str, token: str, who: str, body: dict) -> tuple[bool, str, str | None]:
+                try:
+                    if kind == "turn":
+                        added = http.post("/memories", json={"messages": [{"role": "user", "content": body["text"]}],
+                                                             "user_id": who})
+                        if added.status_code >= 300:
+                            return False, str(added.status_code), None
+                        response = http.post("/search", json={"query": body["text"], "user_id": who,
+                                                              "top_k": body["k"]})
+                    else:
+                        response = http.post("/search", json={"query": body["query"], "user_id": who,
+                                                              "top_k": body["k"]})
+                except httpx.HTTPError as exc:
+                    return False, type(exc).__name__, None
+                return response.status_code < 300, str(response.status_code), None
+
+            yield send
+
+    return sender
+
+
+def ratios_table(data: dict) -> str:
+    """Each step's HTTP throughput over the same mix at the service level and over Mem0's, with
+    p50 / p95 per kind beside each."""
+    def cell(step: dict | None) -> str:
+        if not step:
+            return "n/a"
+        kinds = "; ".join(f"{kind} {step[kind]['p50']:.0f} / {step[kind]['p95']:.0f}" for kind in ("turn", "recall")
+                          if step[kind].get("n"))
+        return f"{step['throughput_rps']} ({kinds})"
+
+    def ratio(a: dict, b: dict | None) -> str:
+        return f"**{a['throughput_rps'] / b['throughput_rps']:.2f}**" if b and b["throughput_rps"] else "n/a"
+
+    lines = ["| clients | Engram over HTTP: req/s (p50 / p95 ms) | Engram, service level | HTTP / service | "
+             "Mem0 over HTTP | Engram / Mem0 |", "|---:|---|---|---:|---|---:|"]
+    for n, http in enumerate(data["steps"]):
+        service = (data.get("service") or [None] * (n + 1))[n]
+        mem0 = (data.get("mem0") or [None] * (n + 1))[n]
+        lines.append(f"| {http['clients']} | {cell(http)} | {cell(service)} | {ratio(http, service)} | {cell(mem0)} "
+                     f"| {ratio(http, mem0)} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- the suite
 
 
@@ -123,11 +231,15 @@ def markdown(data: dict) -> str:
         text += ["", rss_line(data["rss_mb"])]
     if data.get("service"):
         text += ["", "The same mix at the service level, in one process (a thread per client):", "",
-                 steps_table(data["service"]), "",
-                 "| clients | HTTP req/s | service req/s | HTTP / service |", "|---:|---:|---:|---:|"]
-        for http, service in zip(data["steps"], data["service"], strict=True):
-            ratio = http["throughput_rps"] / service["throughput_rps"] if service["throughput_rps"] else float("nan")
-            text.append(f"| {http['clients']} | {http['throughput_rps']} | {service['throughput_rps']} | {ratio:.2f} |")
+                 steps_table(data["service"])]
+    if data.get("mem0"):
+        text += ["", "Mem0 OSS over HTTP (a minimal HTTP wrapper of its Memory class, benchmarks/mem0/mem0_server.py; "
+                     "a turn is its add then a search), the same clients and requests; \"engram server\" is "
+                     "Mem0's server and its embedding server here:", "", steps_table(data["mem0"])]
+        if data.get("mem0_rss_mb"):
+            text += ["", "Mem0 server " + rss_line(data["mem0_rss_mb"])]
+    if data.get("service") or data.get("mem0"):
+        text += ["", "Load as ratios, one run:", "", ratios_table(data)]
     return "\n".join(text)
 
 
@@ -149,6 +261,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="TYPES", help="comma-separated memory types a turn's recall searches (default all)")
     parser.add_argument("--cpu-split", action="store_true", help="CPU per request by process, the node's work")
     parser.add_argument("--service", action="store_true", help="then the same mix at the service level")
+    parser.add_argument("--mem0", action="store_true", help="then the same mix against Mem0 OSS served over HTTP "
+                                                            "(its virtualenv: ENGRAM_MEM0_PYTHON, made by scripts/bench)")
     parser.add_argument("--url", help="load an Engram already running (no server, no corpus, no --service)")
     parser.add_argument("--token", help="an agent token of that Engram (with --url)")
 
@@ -206,4 +320,12 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
         # The node is warm by now: the warm-up loads this process's embedder and keys.
         data["service"] = steps(service_sender(subjects), texts, targets, measured=seeds.service,
                                 warmup_seed=seeds.service_warmup, warmup=min(warmup, 15))
+        save(data)
+    if args.mem0:
+        python = os.environ.get("ENGRAM_MEM0_PYTHON") or str(ROOT / ".engram" / "mem0-venv" / "bin" / "python")
+        with mem0_server(python=python, workers=args.workers) as (url, server):
+            # The requests Engram's HTTP steps got, in the same order (the node is warm by now).
+            data["mem0"] = steps(mem0_sender(url), texts, targets, measured=seeds.steps,
+                                 warmup_seed=seeds.service_warmup, warmup=min(warmup, 30))
+            data["mem0_rss_mb"] = server_rss(server)
     return data

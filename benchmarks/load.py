@@ -213,13 +213,14 @@ def timing_summary(rows: list[tuple[float, dict[str, float], set[str]]]) -> dict
 # ---------------------------------------------------------------- where the CPU went (--cpu-split)
 
 _CLASSES = ("elasticsearch", "engram server", "redis", "load generator")
+_EMBEDDING_SERVER = "memory_app.embeddings.server"
 
 
 def classify(procs: dict[int, tuple[int, str]], *, me: int, es_pid: int | None) -> dict[int, str]:
     """Each process's class, from its (parent, command line): this process ("load generator"), the
     Elasticsearch node (the one of ``es_pid`` when known: a shared machine runs others), Redis,
-    Engram's server (a uvicorn process or its workers; only the one this process started, when it
-    started one), or "other"."""
+    Engram's server (a uvicorn process or its workers, and an embedding server; only the ones this
+    process started, when it started one), or "other"."""
     def chain(pid: int) -> list[int]:
         seen = []
         while pid in procs and pid not in seen:
@@ -227,7 +228,9 @@ def classify(procs: dict[int, tuple[int, str]], *, me: int, es_pid: int | None) 
             pid = procs[pid][0]
         return seen
 
-    served = {pid for pid in procs if me in chain(pid)[1:] and any("uvicorn" in procs[p][1] for p in chain(pid))}
+    # The server this process started, and an embedding server it started for a peer's server.
+    served = {pid for pid in procs if me in chain(pid)[1:]
+              and any("uvicorn" in procs[p][1] or _EMBEDDING_SERVER in procs[p][1] for p in chain(pid))}
 
     def klass(pid: int) -> str:
         cmd = procs[pid][1]

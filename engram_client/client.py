@@ -14,6 +14,7 @@ import httpx
 from engram_client.types import (
     EraseResult,
     Export,
+    ForgetResult,
     History,
     ImportResult,
     Memory,
@@ -203,11 +204,14 @@ class EngramClient:
         _, body = self.request("GET", self._subject(external_id, f"/memories/{_seg(memory_id)}/history"))
         return cast(History, body)
 
-    def forget(self, external_id: str, memory_id: str, reason: str, *,
-               idempotency_key: str | None = None) -> WriteResult:
+    def forget(self, external_id: str, memory_id: str, reason: str, *, note: str | None = None,
+               cascade: bool = True, idempotency_key: str | None = None) -> ForgetResult:
+        """Forget a memory (and, for an episode, what was derived from it alone). ``reason``: one of
+        the API's codes (user_request, inaccurate, sensitive, legal, retention, other)."""
+        params = {"reason": reason, "cascade": "true" if cascade else "false", **({"note": note} if note else {})}
         _, body = self.request("DELETE", self._subject(external_id, f"/memories/{_seg(memory_id)}"),
-                               params={"reason": reason}, idempotency_key=idempotency_key, write=True)
-        return cast(WriteResult, body)
+                               params=params, idempotency_key=idempotency_key, write=True)
+        return cast(ForgetResult, body)
 
     def record_outcome(self, external_id: str, playbook_id: str, success: bool, *, refined_steps: str | None = None,
                        idempotency_key: str | None = None) -> WriteResult:

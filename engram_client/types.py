@@ -70,6 +70,21 @@ class WriteResult(TypedDict):
     operation: Operation | None
 
 
+class Derived(TypedDict):
+    id: str
+    memory_type: Literal["semantic", "procedural"]
+
+
+class Cascade(TypedDict):
+    forgotten: list[Derived]
+    flagged: list[Derived]
+    kept: list[Derived]
+
+
+class ForgetResult(WriteResult):
+    cascade: Cascade | None
+
+
 class TurnResult(WriteResult):
     recall: list[Memory] | None
     recall_error: ErrorBody | None

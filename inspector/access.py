@@ -34,6 +34,7 @@ MATRIX: dict[str, frozenset[str]] = {
     "keys.manage": frozenset({R.TENANT_ADMIN}),  # rotate/revoke keys, create/revoke agent tokens
     "audit.view": frozenset({R.COMPLIANCE}),  # audit log, staff access log, chain verification
     "audit.export": frozenset({R.COMPLIANCE}),
+    "audit.checkpoint": frozenset({R.COMPLIANCE}),  # sign a checkpoint of the tenant's chain now
 }
 
 

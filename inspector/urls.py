@@ -29,4 +29,5 @@ urlpatterns = [
     path("t/<slug:slug>/audit/", views.audit_page, name="audit"),
     re_path(r"^t/(?P<slug>[-\w]+)/audit/export\.(?P<fmt>csv|jsonl)$", views.audit_export, name="audit_export"),
     path("t/<slug:slug>/audit/verify/", views.audit_verify, name="audit_verify"),
+    path("t/<slug:slug>/audit/checkpoint/", views.audit_checkpoint, name="audit_checkpoint"),
 ]

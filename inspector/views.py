@@ -1,9 +1,10 @@
 """The memory inspector: server-rendered pages, htmx partials of the same templates.
 
-Views are thin: resolve the tenant/end-user through ``inspector.access`` (404 not yours, 403 not
-your role), call selectors (reads, through the end-user's own DLS key) or the write path shared
-with the API (``memory_app.outbox.write_submit``) and the tenants services, and render. Expected
-failures (EngramError: cluster down, not found, invalid input) become messages on the page.
+Views are thin: declared through ``inspector.guards`` (login, the tenant or end-user resolved for
+the view's permission, the staff access log, no-store), they call selectors (reads, through the
+end-user's own DLS key) or the write path shared with the API (``memory_app.outbox.write_submit``)
+and the tenants services, and render. Expected failures (EngramError: cluster down, not found,
+invalid input) become messages on the page.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
-from functools import wraps
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -29,21 +29,24 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
-from engram_core.errors import EngramError, ValidationFailed
+from engram_core.errors import EngramError
 from engram_core.es.schema import MemoryType
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
-from memory_app.models import ConsolidationRun
+from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
-from tenants.selectors import audit_chain_verify, audit_events, audit_export_record
+from tenants.selectors import CheckpointStoreError, audit_events, audit_export_jsonl, audit_export_record
+from tenants.selectors import audit_verify as audit_verify_chains
 from tenants.services.audit import audit_record
+from tenants.services.audit_checkpoints import audit_checkpoint_write
 from tenants.services.keys import subject_key_revoke, subject_key_rotate
 from tenants.services.tokens import agent_token_create, agent_token_revoke
 
 from . import access
+from .guards import live_token, shown, shown_nothing, staff_view, subject_view, tenant_view
 
 PAGE_SIZE = 50
 EPISODE_PAGE = 50
@@ -69,21 +72,6 @@ def _reads(request, label: str, fn: Callable, default=None):
         return default
 
 
-def _viewed(request, subject: Subject, view: str, **details) -> None:
-    """Staff access log: every staff look at an end-user's memories is an audit event."""
-    audit_record(actor=request.user, action="staff.viewed", subject=subject,
-                 target_id=str(subject.user_id), details={"view": view, **details})
-
-
-def staff_required(view):
-    @login_required
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
 def _ctx(request, tenant: Tenant | None = None, **extra) -> dict:
     nav = {"keys": access.tenants_for(request.user, "keys.view"),
            "audit": access.tenants_for(request.user, "audit.view")}
@@ -94,8 +82,8 @@ def _ctx(request, tenant: Tenant | None = None, **extra) -> dict:
 # ---------------------------------------------------------------- home
 
 
-@staff_required
 @require_GET
+@staff_view()
 def home(request: HtmxHttpRequest) -> HttpResponse:
     tenants = access.tenants_for(request.user, "home")
     tenant = next((t for t in tenants if t.slug == request.GET.get("tenant")), tenants[0] if tenants else None)
@@ -121,12 +109,10 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------- end-user page
 
 
-@staff_required
 @require_GET
-def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
-    subject = access.subject_for(request.user, user_id, "subject.view")
+@subject_view("subject.view", reads="memories")
+def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     include_superseded = request.GET.get("superseded") == "1"
-    _viewed(request, subject, "memories")
     counts = _reads(request, "Counts unavailable", lambda: selectors.subject_memory_counts(subject=subject), {})
     episodes = _reads(request, "Episodes unavailable", lambda: selectors.episode_list(subject=subject,
                                                                                       size=EPISODE_PAGE))
@@ -140,52 +126,60 @@ def subject_page(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
                         lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since, **_consolidation_ctx(subject),
-                   forgets=AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
+                   live_since=live_since, live_token=live_token(request, subject, since=live_since),
+                   **_consolidation_ctx(subject), forgets=_forgets(subject))
     return render(request, "inspector/subject.html", context)
 
 
-@staff_required
+def _forgets(subject: Subject) -> list[dict]:
+    """The end-user's last forgets from the audit log, each with its note (kept outside the log)."""
+    events = list(AuditEvent.objects.filter(action="memory.forget", subject=subject)[:20])
+    notes = dict(ForgetNote.objects.filter(audit_event__in=events).values_list("audit_event_id", "note"))
+    return [{"event": e, "note": notes.get(e.pk, "")} for e in events]
+
+
 @require_GET
-def episodes_live(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+@subject_view("subject.view", reads="episodes_live", live=True)
+def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Polled every 2 s by an open end-user page: episodes written since the cursor."""
-    subject = access.subject_for(request.user, user_id, "subject.view")
     since = request.GET.get("since") or timezone.now().isoformat()
     try:
         new = selectors.episode_list_written_since(subject=subject, since=since)
         error = ""
     except (EngramError, ApiError, TransportError) as exc:
         new, error = [], _problem(exc)
+    if not new:
+        shown_nothing(request)
+    shown(request, episodes=len(new))
     live_since = max([since, *(e["created_at"] for e in new)])
     return render(request, "inspector/subject__live.html",
-                  {"subject": subject, "new": new, "live_since": live_since,
+                  {"subject": subject, "new": new, "live_since": live_since, "live_token": request.GET.get("pv", ""),
                    "live_error": error, "perms": access.permissions_in(request.user, subject.tenant)})
 
 
-@staff_required
 @require_GET
-def episodes_more(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+@subject_view("subject.view", reads="episodes_more")
+def episodes_more(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Older episodes (``search_after`` cursor)."""
-    subject = access.subject_for(request.user, user_id, "subject.view")
     try:
         episodes = selectors.episode_list(subject=subject, size=EPISODE_PAGE, cursor=request.GET.get("cursor"))
     except (EngramError, ApiError, TransportError) as exc:
+        shown_nothing(request)
         return render(request, "inspector/_error_item.html", {"message": _problem(exc)})
+    shown(request, episodes=len(episodes.items))
     return render(request, "inspector/subject__episodes.html",
                   {"subject": subject, "episodes": episodes,
                    "perms": access.permissions_in(request.user, subject.tenant)})
 
 
-@staff_required
 @require_GET
-def chain_page(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> HttpResponse:
+@subject_view("subject.view", reads="chain")
+def chain_page(request: HtmxHttpRequest, subject: Subject, memory_id: str) -> HttpResponse:
     """A fact's or playbook's supersession chain, both ways, as a timeline (oldest first)."""
-    subject = access.subject_for(request.user, user_id, "subject.view")
     history = _reads(request, "Chain unavailable",
                      lambda: selectors.memory_history(subject=subject, memory_id=memory_id[:64]))
     timeline = []
     if history:
-        _viewed(request, subject, "chain", memory_id=memory_id[:64])
         timeline = [*reversed(history["older"]), {**history["memory"], "current_view": True}, *history["newer"]]
     outcomes = []
     if history and history["memory"]["memory_type"] == "procedural":
@@ -196,12 +190,11 @@ def chain_page(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> 
                   status=200 if history else 404)
 
 
-@staff_required
 @require_GET
-def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+@subject_view("subject.recall", reads="recall")
+def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """What the agent would recall, with explain and the reading of the question the hits were
     ranked by, without bumping use counts."""
-    subject = access.subject_for(request.user, user_id, "subject.recall")
     q = request.GET.get("q", "").strip()
     include_superseded = request.GET.get("superseded") == "1"
     hits, error, reading, names = [], "", None, ()
@@ -210,9 +203,11 @@ def recall_sandbox(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse
             recall = memory_recall_with_reading(subject=subject, query=q, k=10, explain=True,
                                                 include_superseded=include_superseded)
             hits, reading, names = recall.hits, recall.reading, recall.entities
-            _viewed(request, subject, "recall", hits=len(hits))
+            shown(request, hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
             error = _problem(exc)
+    if not hits:
+        shown_nothing(request)
     ranks = {hit["id"]: n for n, hit in enumerate(hits, start=1)}
     rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
     topic_vector = (settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
@@ -283,38 +278,36 @@ def _consolidation_panel(request, subject: Subject, **extra) -> HttpResponse:
     return render(request, "inspector/subject__consolidation.html", context)
 
 
-@staff_required
 @require_GET
-def consolidation_panel(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
-    """The recent runs (polled while one is queued or running)."""
-    subject = access.subject_for(request.user, user_id, "subject.view")
+@subject_view("subject.view", reads=None)
+def consolidation_panel(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
+    """The recent runs (polled while one is queued or running): counts, no memory."""
     return _consolidation_panel(request, subject)
 
 
-@staff_required
 @require_POST
-def consolidation_dry_run(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+@subject_view("consolidation.dry_run", reads="consolidation_dry_run")
+def consolidation_dry_run(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """What a run would write now, shown inline; nothing is written to Elasticsearch (the run is
     recorded as ``dry_run``, ids and counts only; the proposals go to this response alone)."""
-    subject = access.subject_for(request.user, user_id, "consolidation.dry_run")
     proposals = None
     try:
         result = consolidation.consolidation_run(subject=subject, dry_run=True,
                                                  trigger=ConsolidationRun.Trigger.INSPECTOR)
         proposals = result.changes or []
-        _viewed(request, subject, "consolidation_dry_run", run_id=result.run.pk, proposals=len(proposals))
+        shown(request, run_id=result.run.pk, proposals=len(proposals))
     except (EngramError, ApiError, TransportError) as exc:
+        shown_nothing(request)
         messages.error(request, f"Dry run failed: {_problem(exc)}")
     if not request.htmx and proposals is not None:
         messages.info(request, f"Dry run: {len(proposals)} proposed changes, nothing written.")
     return _consolidation_panel(request, subject, proposals=proposals)
 
 
-@staff_required
 @require_POST
-def consolidation_now(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpResponse:
+@subject_view("consolidation.run", reads=None)
+def consolidation_now(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Queue a run through the same service as POST /api/v1/subjects/<id>/consolidate."""
-    subject = access.subject_for(request.user, user_id, "consolidation.run")
     try:
         run = consolidation.consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.INSPECTOR)
     except (EngramError, ApiError, TransportError) as exc:
@@ -329,17 +322,30 @@ def consolidation_now(request: HtmxHttpRequest, user_id: uuid.UUID) -> HttpRespo
 # ---------------------------------------------------------------- actions
 
 
-@staff_required
-@require_POST
-def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> HttpResponse:
-    subject = access.subject_for(request.user, user_id, "memory.forget")
-    reason = request.POST.get("reason", "").strip()
+@require_http_methods(["GET", "POST"])
+@subject_view("memory.forget", reads="forget_preview")
+def forget(request: HtmxHttpRequest, subject: Subject, memory_id: str) -> HttpResponse:
+    """GET: the forget dialog, listing what would go with the memory (the facts and playbooks
+    derived from an episode) before it is confirmed; the dialog's partial for htmx. POST: forget,
+    through the API's write path, and say what went with it."""
+    memory_id = memory_id[:64]
     back = reverse("inspector:subject", args=[subject.user_id])
+    if request.method == "GET":
+        preview = _reads(request, f"Could not read {memory_id}",
+                         lambda: selectors.forget_preview(subject=subject, memory_id=memory_id))
+        if preview:
+            shown(request, memory_id=memory_id, derived=len(preview["derived"]))
+        else:
+            shown_nothing(request)
+        context = _ctx(request, subject.tenant, subject=subject, memory_id=memory_id, preview=preview)
+        template = "inspector/_forget_derived.html" if request.htmx else "inspector/forget.html"
+        return render(request, template, context, status=200 if preview else 404)
+    shown_nothing(request)  # a forget answers with what went, never with memory
+    payload = {"reason": request.POST.get("reason", "").strip(), "note": request.POST.get("note", "").strip(),
+               "cascade": request.POST.get("keep_derived") != "1"}
     try:
-        if not reason:
-            raise ValidationFailed("a reason is required to forget a memory", code="reason_required")
         submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
-                                        payload={"reason": reason}, memory_id=memory_id[:64], actor=request.user)
+                                        payload=payload, memory_id=memory_id, actor=request.user)
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
         if request.htmx:
@@ -347,37 +353,43 @@ def forget(request: HtmxHttpRequest, user_id: uuid.UUID, memory_id: str) -> Http
             response["HX-Reswap"] = "none"  # keep the memory on the page; the message arrives out of band
             return response
         return redirect(back)
-    messages.success(request, f"Memory {memory_id} forgotten" + (" (queued: Elasticsearch is unavailable, it "
-                                                                 "will be applied in order)" if submitted.queued
-                                                                 else "") + ". Reason recorded in the audit log.")
+    messages.success(request, f"Memory {memory_id} forgotten{_cascade_said((submitted.result or {}).get('cascade'))}"
+                              + (" (queued: Elasticsearch is unavailable, it will be applied in order)"
+                                 if submitted.queued else "") + ". Reason recorded in the audit log.")
     if request.htmx:
         # The memory's element is swapped for nothing; the message arrives out of band.
         return render(request, "inspector/_forgotten.html", {"memory_id": memory_id})
     return redirect(back)
 
 
-@staff_required
+def _cascade_said(cascade: dict | None) -> str:
+    """What went with a forget, as the message says it."""
+    if not cascade:
+        return ""
+    parts = [f"{len(cascade[k])} derived {'memory' if len(cascade[k]) == 1 else 'memories'} {verb}"
+             for k, verb in (("forgotten", "forgotten with it"), ("flagged", "kept and flagged for review"),
+                             ("kept", "kept as they are")) if cascade.get(k)]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 @require_GET
-def export(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
-    subject = access.subject_for(request.user, user_id, "subject.export")
+@subject_view("subject.export", reads="export")
+def export(request: HttpRequest, subject: Subject) -> HttpResponse:
     try:
         data = selectors.subject_export(subject=subject)
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Export failed: {_problem(exc)}")
         return redirect("inspector:subject", user_id=subject.user_id)
-    audit_record(actor=request.user, action="subject.exported", subject=subject,
-                 target_id=str(subject.user_id),
-                 details={"counts": {k: len(v) for k, v in data["memories"].items()}})
+    shown(request, counts={k: len(v) for k, v in data["memories"].items()})
     body = json.dumps({**data, "external_id": subject.external_id}, indent=2, ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="engram-export-{subject.user_id}.json"'
     return response
 
 
-@staff_required
 @require_http_methods(["GET", "POST"])
-def erase(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
-    subject = access.subject_for(request.user, user_id, "subject.erase")
+@subject_view("subject.erase", reads=None)
+def erase(request: HttpRequest, subject: Subject) -> HttpResponse:
     if request.method == "POST":
         if request.POST.get("confirm", "").strip() != subject.external_id:
             messages.error(request, "The confirmation did not match the end-user's external id; nothing was erased.")
@@ -399,10 +411,9 @@ def erase(request: HttpRequest, user_id: uuid.UUID) -> HttpResponse:
 # ---------------------------------------------------------------- keys and tokens
 
 
-@staff_required
 @require_GET
-def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    tenant = access.tenant_for(request.user, slug, "keys.view")
+@tenant_view("keys.view")
+def keys_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     subjects = Subject.objects.filter(tenant=tenant).order_by("external_id")
     if q:
@@ -420,8 +431,7 @@ def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return render(request, "inspector/keys.html", context)
 
 
-def _keys_action(request, slug: str, action: Callable[[Tenant], str]) -> HttpResponse:
-    tenant = access.tenant_for(request.user, slug, "keys.manage")
+def _keys_action(request, tenant: Tenant, action: Callable[[Tenant], str]) -> HttpResponse:
     try:
         messages.success(request, action(tenant))
     except (EngramError, ApiError, TransportError) as exc:
@@ -436,48 +446,48 @@ def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
     return subject
 
 
-@staff_required
 @require_POST
-def key_rotate(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
+@tenant_view("keys.manage")
+def key_rotate(request, tenant: Tenant, user_id: uuid.UUID) -> HttpResponse:
     def act(tenant):
         subject = _tenant_subject(tenant, user_id)
         key = subject_key_rotate(subject=subject, actor=request.user)
         return f"Key of {subject.external_id} rotated; new key {key.es_key_id}, the old one works during its grace."
-    return _keys_action(request, slug, act)
+    return _keys_action(request, tenant, act)
 
 
-@staff_required
 @require_POST
-def key_revoke(request, slug: str, user_id: uuid.UUID) -> HttpResponse:
+@tenant_view("keys.manage")
+def key_revoke(request, tenant: Tenant, user_id: uuid.UUID) -> HttpResponse:
     def act(tenant):
         subject = _tenant_subject(tenant, user_id)
         key = subject_key_revoke(subject=subject, actor=request.user)
         return (f"Key {key.es_key_id} of {subject.external_id} revoked now; a fresh one is minted on next use."
                 if key else f"{subject.external_id} had no live key to revoke.")
-    return _keys_action(request, slug, act)
+    return _keys_action(request, tenant, act)
 
 
-@staff_required
 @require_POST
-def token_create(request, slug: str) -> HttpResponse:
+@tenant_view("keys.manage")
+def token_create(request, tenant: Tenant) -> HttpResponse:
     def act(tenant):
         token, raw = agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
                                         scopes=request.POST.getlist("scopes"), actor=request.user)
         request.session["new_token"] = {"name": token.name, "raw": raw}
         return f"Token {token.name} created. Copy it now: it is not shown again."
-    return _keys_action(request, slug, act)
+    return _keys_action(request, tenant, act)
 
 
-@staff_required
 @require_POST
-def token_revoke(request, slug: str, token_id: int) -> HttpResponse:
+@tenant_view("keys.manage")
+def token_revoke(request, tenant: Tenant, token_id: int) -> HttpResponse:
     def act(tenant):
         token = AgentToken.objects.select_related("tenant").filter(tenant=tenant, pk=token_id).first()
         if token is None:
             raise Http404("no such token")
         agent_token_revoke(token=token, actor=request.user)
         return f"Token {token.name} ({token.prefix}) revoked."
-    return _keys_action(request, slug, act)
+    return _keys_action(request, tenant, act)
 
 
 # ---------------------------------------------------------------- compliance
@@ -499,10 +509,9 @@ def _audit_filters(request, tenant: Tenant) -> dict:
             "subject_ref": subject_ref, "since": day("since"), "until": day("until", end=True)}
 
 
-@staff_required
 @require_GET
-def audit_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    tenant = access.tenant_for(request.user, slug, "audit.view")
+@tenant_view("audit.view")
+def audit_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     filters = _audit_filters(request, tenant)
     events = audit_events(tenant_slugs=[tenant.slug], **filters)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -518,22 +527,25 @@ def audit_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return render(request, "inspector/audit.html", context)
 
 
-@staff_required
+# The audit page's filters an export names in its header, as the request gave them.
+EXPORT_FILTERS = ("actor", "action", "subject", "since", "until")
+
+
 @require_GET
-def audit_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
-    tenant = access.tenant_for(request.user, slug, "audit.export")
+@tenant_view("audit.export")
+def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse:
     filters = _audit_filters(request, tenant)
     events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
     audit_record(actor=request.user, action="audit.exported", tenant=tenant,
                  details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if fmt == "jsonl":
-        lines = (json.dumps(audit_export_record(e), ensure_ascii=False, sort_keys=True) + "\n"
-                 for e in events.iterator())
+        given = {k: request.GET[k].strip() for k in EXPORT_FILTERS if request.GET.get(k, "").strip()}
+        lines = audit_export_jsonl(tenant_slug=tenant.slug, events=events, filters=given)
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     else:
         fields = ["id", "chain", "seq", "created_at", "actor_type", "actor", "action", "tenant_slug", "subject_ref",
-                  "target_id", "details", "prev_hash", "hash"]
+                  "target_id", "details", "key_id", "prev_hash", "hash"]
 
         def rows():
             buffer = io.StringIO()
@@ -552,10 +564,32 @@ def audit_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     return response
 
 
-@staff_required
 @require_GET
-def audit_verify(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    tenant = access.tenant_for(request.user, slug, "audit.view")
-    report = audit_chain_verify(chain=tenant.slug)
+@tenant_view("audit.view")
+def audit_verify(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    """The tenant's chain checked from its first event and against its latest signed checkpoint,
+    and what that check rests on (the store, the keys, the database's triggers)."""
+    result = audit_verify_chains(chains=[tenant.slug])
+    [report] = result.reports
     broken = AuditEvent.objects.filter(pk=report.broken_id).first() if report.broken_id else None
-    return render(request, "inspector/verify.html", _ctx(request, tenant, report=report, broken=broken))
+    return render(request, "inspector/verify.html",
+                  _ctx(request, tenant, result=result, report=report, broken=broken,
+                       checkpoint_seconds=settings.ENGRAM_AUDIT_CHECKPOINT_SECONDS))
+
+
+@require_POST
+@tenant_view("audit.checkpoint")
+def audit_checkpoint(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """Checkpoint the tenant's chain now (the periodic task does it every few minutes)."""
+    try:
+        [result] = audit_checkpoint_write(chains=[tenant.slug])
+    except (CheckpointStoreError, ImproperlyConfigured, ApiError, TransportError) as exc:
+        messages.error(request, f"No checkpoint written: {exc}")
+    else:
+        if result.state == "refused":
+            messages.error(request, f"No checkpoint written: the chain is broken ({result.reason}).")
+        elif result.state == "written":
+            messages.success(request, f"Checkpoint written at event #{result.checkpoint['seq']}.")
+        else:
+            messages.info(request, "The chain has not moved since its latest checkpoint.")
+    return redirect("inspector:audit_verify", slug=tenant.slug)

@@ -16,6 +16,7 @@ from uuid import uuid4
 from django.conf import settings
 from django.core.cache import cache
 from elasticsearch import AuthorizationException, NotFoundError
+from redis.exceptions import RedisError
 
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.timing import flag as timing_flag
@@ -85,12 +86,33 @@ def _pending_id(value: str) -> str:
     return value.rpartition(_TOKEN)[0] if _TOKEN in value else value  # a mark set before the token existed
 
 
+_down_logged = 0.0  # when this process last said the shared cache was unreachable
+
+
+def _cache_down(exc: Exception) -> None:
+    """Say, at most once a minute per process, that the shared cache is unreachable: each read then
+    refreshes the end-user's indices itself, each write whose mark cannot be kept its index."""
+    global _down_logged
+    if time.monotonic() - _down_logged > 60:
+        _down_logged = time.monotonic()
+        log.warning("the shared cache is unreachable (%s: %s); refreshing on read instead of marking writes",
+                    type(exc).__name__, exc)
+
+
 def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str = "") -> None:
-    """Record that ``subject`` has a write in ``memory_type`` not yet visible to search. Name the
-    document (``memory_id``) only when the write was its creation, the last write to that index
-    for it: then the next read may skip the refresh once that document is searchable. Without a
-    name (an update, a supersession, an import), the next read refreshes."""
-    _mark_set(_key(subject, memory_type), memory_id)
+    """Record that ``subject`` has a write in ``memory_type`` not yet visible to search; call it once
+    the write is stored, never before: a read refreshing between the mark and the write would
+    clear the mark before there was anything to see. Name the document (``memory_id``) only when
+    the write was its creation, the last write to that index for it: then the next read may skip
+    the refresh once that document is searchable. Without a name (an update, a supersession, an
+    import), the next read refreshes. With the shared cache unreachable, the write is made
+    visible now instead."""
+    try:
+        _mark_set(_key(subject, memory_type), memory_id)
+    except RedisError as exc:
+        _cache_down(exc)
+        prefix = index_prefix_for(tenant=subject.tenant)
+        _refresh_now(writer_es_client(prefix=prefix), alias_name(memory_type, prefix=prefix))
 
 
 def refresh_ensure(*, subject: Subject) -> bool:
@@ -106,9 +128,22 @@ def refresh_ensure(*, subject: Subject) -> bool:
     return refreshed
 
 
+def refresh_force(*, subject: Subject, types: tuple[MemoryType, ...] = USER_TYPES) -> None:
+    """Make every write of the subject acknowledged so far searchable now, whatever the marks say:
+    for a reader in another process (a Celery worker), whose cache may not hold the marks of the
+    writes it must see, and that reads rarely enough for a refresh of its own."""
+    prefix = index_prefix_for(tenant=subject.tenant)
+    _refresh_now(writer_es_client(prefix=prefix), ",".join(alias_name(t, prefix=prefix) for t in types))
+
+
 def _pending_made_visible(subject: Subject) -> bool:
     keys = {_key(subject, t): t for t in USER_TYPES}
-    pending = _marks_get(list(keys))
+    try:
+        pending = _marks_get(list(keys))
+    except RedisError as exc:  # the marks cannot be read: whatever was written, this read sees it
+        _cache_down(exc)
+        refresh_force(subject=subject)
+        return True
     if not pending:
         return False
     refreshed = False
@@ -134,7 +169,10 @@ def _pending_made_visible(subject: Subject) -> bool:
         log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
         time.sleep(1.0)
         refreshed = True
-    _marks_clear(pending)
+    try:
+        _marks_clear(pending)
+    except RedisError as exc:  # they expire; a later read refreshes once more than it needed
+        _cache_down(exc)
     return refreshed
 
 
@@ -203,16 +241,21 @@ def _lead(writer, indices: str) -> bool:
         return True
     key, token = _flight_key(indices), uuid4().hex
     timeout = settings.ES_REQUEST_TIMEOUT
-    while True:
-        if redis.set(key, token, nx=True, px=max(1, int(timeout * 1000))):
-            try:
-                _refresh_now(writer, indices)
-            finally:
-                cache.redis_script(_CLEAR_UNCHANGED)(keys=[key], args=[token])
-            return True
-        if (other := redis.get(key)) is not None:  # (None: released meanwhile, so try to lead)
-            _other_flight_wait(redis, key, other, deadline=time.monotonic() + timeout)
-            return False
+    try:
+        while True:
+            if redis.set(key, token, nx=True, px=max(1, int(timeout * 1000))):
+                try:
+                    _refresh_now(writer, indices)
+                finally:
+                    cache.redis_script(_CLEAR_UNCHANGED)(keys=[key], args=[token])
+                return True
+            if (other := redis.get(key)) is not None:  # (None: released meanwhile, so try to lead)
+                _other_flight_wait(redis, key, other, deadline=time.monotonic() + timeout)
+                return False
+    except RedisError as exc:  # no flight to share without the cache: a refresh of its own
+        _cache_down(exc)
+        _refresh_now(writer, indices)
+        return True
 
 
 def _other_flight_wait(redis, key: str, flight: bytes, *, deadline: float) -> None:

@@ -1,4 +1,5 @@
-"""Health of Engram's dependencies: Elasticsearch (with its capabilities and our indices) and the broker."""
+"""Health of Engram's dependencies: Elasticsearch (with its capabilities and our indices), the broker
+and the shared cache."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import threading
 import time
 
 from django.conf import settings
+from django.core.cache import cache
 from elasticsearch import ApiError, TransportError
 from kombu import Connection
+from redis.exceptions import RedisError
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import monitor_client
@@ -26,6 +29,20 @@ def broker_status(*, timeout: float = 2.0) -> dict:
     except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"; we report it, not swallow it
         return {"transport": transport, "reachable": False, "error": f"{type(exc).__name__}: {exc}"}
     return {"transport": transport, "reachable": True}
+
+
+def cache_status() -> tuple[dict, str | None]:
+    """The shared cache (ENGRAM_CACHE_URL): its backend, whether it answers, and why not. Without
+    it Engram degrades rather than fails: reads refresh the end-user's indices themselves and rate
+    limits count per process (memory_app.freshness, memory_app.api.auth)."""
+    client = getattr(cache, "redis_client", None)
+    if client is None:
+        return {"backend": "local", "reachable": True}, None
+    try:
+        client().ping()
+    except RedisError as exc:
+        return {"backend": "redis", "reachable": False}, f"{type(exc).__name__}: {exc}"
+    return {"backend": "redis", "reachable": True}, None
 
 
 _cache_lock = threading.Lock()
@@ -52,7 +69,7 @@ def health_cache_clear() -> None:
 def health_report() -> tuple[bool, dict]:
     """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present and holding
     vectors of this process's embedder, broker up, and no outbox backlog older than
-    ``ENGRAM_OUTBOX_STALE_SECONDS``."""
+    ``ENGRAM_OUTBOX_STALE_SECONDS``. An unreachable shared cache leaves it healthy, ``degraded``."""
     caps = probe_capabilities()
     reasons = list(caps.errors)
     indices: dict[str, bool] = {}
@@ -84,8 +101,12 @@ def health_report() -> tuple[bool, dict]:
     if age is not None and age > settings.ENGRAM_OUTBOX_STALE_SECONDS:
         reasons.append(f"outbox backlog: {outbox['pending']} acknowledged writes waiting, the oldest for {age:.0f} s "
                        "(is Elasticsearch reachable and the Celery worker and beat running?)")
+    shared_cache, cache_error = cache_status()
+    # Not a reason to take the server out of rotation: it serves, only less cheaply.
+    degraded = [f"cache unreachable: {cache_error}; every read refreshes the end-user's indices itself and rate "
+                "limits are counted per process"] if cache_error else []
     report = {
-        "status": "ok" if not reasons else "unhealthy",
+        "status": "unhealthy" if reasons else "degraded" if degraded else "ok",
         "elasticsearch": {
             "reachable": caps.reachable,
             "version": caps.version,
@@ -97,7 +118,9 @@ def health_report() -> tuple[bool, dict]:
         "indices": indices,
         "vectors": {"embedder": space, "indices": spaces},
         "broker": broker,
+        "cache": shared_cache,
         "outbox": outbox,
         "reasons": reasons,
+        "degraded": degraded,
     }
     return not reasons, report

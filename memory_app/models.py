@@ -193,3 +193,19 @@ class FactUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id}: used {self.use_count}×"
+
+
+class ForgetNote(models.Model):
+    """A forget's note in the words of who asked (a staff user, an agent): it may hold personal
+    data, so it is kept here, beside the audit event, not in the audit chain (which names only
+    the reason's code and outlives every erase). Erased with the end-user; a note quoting what
+    it forgets is redacted with the memory's other copies."""
+
+    subject = models.ForeignKey("tenants.Subject", on_delete=models.CASCADE, related_name="+")
+    audit_event = models.OneToOneField("tenants.AuditEvent", on_delete=models.PROTECT, related_name="+")
+    memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS)
+    note = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"note on the forget of {self.memory_id}"

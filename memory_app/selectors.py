@@ -94,6 +94,66 @@ def visible_document(*, subject: Subject, memory_id: str, types: Iterable[Memory
     return found[memory_id]
 
 
+# ---------------------------------------------------------------- derived memory
+# Facts and playbooks name the episodes they were derived from (``supporting_episode_ids``): they
+# follow those episodes when they are forgotten (``memory_app.services.forget``).
+
+DERIVED_TYPES = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
+
+
+def derived_memories(*, subject: Subject, episode_ids: Iterable[str]) -> dict[str, Visible]:
+    """The subject's facts and playbooks, current and superseded, that name any of
+    ``episode_ids`` among their supporting episodes, as the subject's key sees them now."""
+    episode_ids = list(dict.fromkeys(episode_ids))
+    if not episode_ids:
+        return {}
+    refresh_ensure(subject=subject)  # a fact stored without waiting for a refresh is found too
+    es = subject_es_client(subject=subject)
+    scope = memory_scope(subject=subject)
+    query = {"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}}, {"term": {"user_id": scope["user_id"]}},
+                                 {"terms": {"supporting_episode_ids": episode_ids}}]}}
+    ids = [h["_id"] for h in helpers.scan(es, index=",".join(_alias(subject, t) for t in DERIVED_TYPES), size=500,
+                                          query={"query": query, "_source": False})]
+    return visible_documents(subject=subject, ids=ids, types=DERIVED_TYPES, es=es)
+
+
+def episodes_present(*, subject: Subject, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` are episodes the subject still has (a realtime read)."""
+    return set(visible_documents(subject=subject, ids=list(dict.fromkeys(ids)), types=[MemoryType.EPISODIC]))
+
+
+def derived_fate(visible: Visible, *, gone: set[str], present: set[str]) -> str | None:
+    """What the episodes ``gone`` going does to a fact or playbook derived from them: None (none
+    of them supports it), ``forgotten`` (no supporting episode is left in ``present``) or
+    ``flagged`` (some are: it stays, for a person to review). A playbook an agent wrote is never
+    forgotten this way: only its outcomes came from episodes."""
+    support = visible.source.get("supporting_episode_ids") or []
+    if not gone.intersection(support):
+        return None
+    if any(i in present and i not in gone for i in support):
+        return "flagged"
+    if visible.memory_type is MemoryType.PROCEDURAL and visible.source.get("source") != "consolidation":
+        return "flagged"
+    return "forgotten"
+
+
+def forget_preview(*, subject: Subject, memory_id: str) -> dict[str, Any]:
+    """What forgetting one of the subject's memories would take with it: the memory, and for an
+    episode each fact and playbook derived from it with its fate (``derived_fate``)."""
+    require_dls()
+    visible = visible_document(subject=subject, memory_id=memory_id)
+    out: dict[str, Any] = {"memory": _public(visible.memory_type, visible.id, visible.source), "derived": []}
+    if visible.memory_type is not MemoryType.EPISODIC:
+        return out
+    derived = derived_memories(subject=subject, episode_ids=[visible.id])
+    present = episodes_present(subject=subject, ids=[i for d in derived.values()
+                                                     for i in d.source.get("supporting_episode_ids") or []])
+    for d in derived.values():
+        if fate := derived_fate(d, gone={visible.id}, present=present):
+            out["derived"].append({"memory": _public(d.memory_type, d.id, d.source), "fate": fate})
+    return out
+
+
 # ---------------------------------------------------------------- reads
 
 

@@ -7,7 +7,7 @@ from celery import shared_task
 from engram_core.errors import EngramError
 from memory_app.api.idempotency import idempotency_purge
 from memory_app.consolidation.services import consolidation_dispatch as consolidation_dispatch_service
-from memory_app.consolidation.services import consolidation_run
+from memory_app.consolidation.services import consolidation_cancel, consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
 from tenants.models import Subject
@@ -31,14 +31,17 @@ def purge_idempotency_records() -> int:
 def consolidate_subject(self, subject_id: int, run_id: int | None = None, extractor: str | None = None) -> None:
     """Consolidate one end-user. Acknowledged only when done: a worker killed mid-run gets the
     task again (same task id, which takes its lease back at once); the rerun's writes upsert."""
-    subject = Subject.objects.select_related("tenant").filter(pk=subject_id).first()
-    if subject is None:
-        return  # erased meanwhile
+    subject = Subject.objects.select_related("tenant").filter(pk=subject_id, erased_at__isnull=True).first()
+    if subject is None:  # erased meanwhile (its row stays, a tombstone): nothing is read or written
+        consolidation_cancel(run_id=run_id, code="subject_erased")
+        return
     try:
         consolidation_run(subject=subject, run_id=run_id, extractor=extractor, holder=self.request.id,
                           trigger=ConsolidationRun.Trigger.SCHEDULE)
-    except EngramError as exc:  # recorded on the run; the next beat tick tries again
-        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)
+    except EngramError as exc:
+        if exc.code == "writes_queued":  # the run follows the end-user's queued writes: again once replayed
+            raise self.retry(countdown=exc.details["retry_after"], max_retries=None) from exc
+        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)  # recorded on the run
 
 
 @shared_task(ignore_result=True)

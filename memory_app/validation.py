@@ -42,7 +42,7 @@ def clean_optional_text(value: Any, *, field: str, limit: int | None = None) -> 
 
 
 SESSION_ID_MAX_CHARS = 200
-REASON_MAX_CHARS = 500
+NOTE_MAX_CHARS = 500
 TITLE_MAX_CHARS = 500
 
 
@@ -51,9 +51,41 @@ def clean_session_id(value: Any) -> str | None:
     return clean_optional_text(value, field="session_id", limit=SESSION_ID_MAX_CHARS)
 
 
+# Why a memory is forgotten: the code goes into the audit chain, which outlives every forget and
+# erase, so it is one of these and never free text (a note in the caller's words is kept apart).
+FORGET_REASONS = {
+    "user_request": "the end-user asked to forget it",
+    "inaccurate": "it is wrong",
+    "sensitive": "it holds data that should not have been stored",
+    "legal": "a legal or compliance request",
+    "retention": "a retention policy ended it",
+    "other": "another reason (say which in the note)",
+}
+
+
 def clean_reason(value: Any) -> str:
-    """Why a memory is forgotten: stored in the audit log, so short and content-free by intent."""
-    return clean_text(value, field="reason", limit=REASON_MAX_CHARS)
+    """A forget's reason: one of FORGET_REASONS."""
+    if not isinstance(value, str) or value.strip() not in FORGET_REASONS:
+        raise ValidationFailed("reason must be one of " + ", ".join(FORGET_REASONS),
+                               details={"field": "reason", "allowed": list(FORGET_REASONS)}, code="invalid_reason")
+    return value.strip()
+
+
+def clean_note(value: Any) -> str | None:
+    """A forget's optional note in the caller's words (None when absent or blank): kept outside the
+    audit chain and erased with the end-user."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return clean_text(value, field="note", limit=NOTE_MAX_CHARS)
+
+
+def clean_cascade(value: Any) -> bool:
+    """Whether a forget takes the facts and playbooks derived from the memory with it (the default)."""
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise ValidationFailed("cascade must be true or false", details={"field": "cascade"}, code="invalid_cascade")
+    return value
 
 
 def clean_memory_type(value: Any, *, allowed: tuple[MemoryType, ...] = tuple(MemoryType)) -> MemoryType:
@@ -354,6 +386,8 @@ def outcome_validate(p: dict[str, Any]) -> None:
 
 def forget_validate(p: dict[str, Any]) -> None:
     clean_reason(p.get("reason"))
+    clean_note(p.get("note"))
+    clean_cascade(p.get("cascade"))
 
 
 def _imported_episode_validate(episode: dict[str, Any]) -> None:

@@ -1,12 +1,27 @@
+import hmac
+
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from memory_app.health import health_report_cached
 
 
+def _may_see_details(request: HttpRequest) -> bool:
+    """A monitor presenting ``ENGRAM_MONITOR_TOKEN``, or a logged-in staff user: the report names
+    the cluster's version, licence, addresses and indices, nothing an anonymous caller needs."""
+    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    expected = settings.ENGRAM_MONITOR_TOKEN
+    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), expected)
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when healthy, 503 when not; the whole report only for a monitor or staff."""
     healthy, report = health_report_cached()
-    response = JsonResponse(report, status=200 if healthy else 503)
+    body = report if _may_see_details(request) else {"status": "ok" if healthy else "unavailable"}
+    response = JsonResponse(body, status=200 if healthy else 503)
     response["Cache-Control"] = "no-store"
     return response

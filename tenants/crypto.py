@@ -1,6 +1,7 @@
-"""Secrets at rest: Fernet tokens under ``ENGRAM_ENCRYPTION_KEYS``.
+"""Keys from the environment: Fernet tokens for secrets at rest under ``ENGRAM_ENCRYPTION_KEYS``,
+and the audit log's HMAC keys, ``ENGRAM_AUDIT_KEYS``.
 
-The first key encrypts; every listed key decrypts, so a new key can be put first, stored
+The first encryption key encrypts; every listed key decrypts, so a new key can be put first, stored
 secrets re-encrypted (``manage.py rotate_encryption_key``) and the old key dropped afterwards.
 """
 
@@ -13,6 +14,8 @@ import functools
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from tenants.audit_chain import Keyring, KeyringError
 
 
 def _fernet_key(raw: str) -> bytes:
@@ -65,3 +68,17 @@ def reencrypt(token: str) -> str:
         raise ImproperlyConfigured(
             "a stored secret cannot be decrypted with any key in ENGRAM_ENCRYPTION_KEYS"
         ) from None
+
+
+def audit_keyring() -> Keyring:
+    """``ENGRAM_AUDIT_KEYS`` as a keyring (the first key signs, all verify). Raises
+    ImproperlyConfigured when there is none or one is too short: an unsigned event is no evidence."""
+    return _audit_keyring(tuple(settings.ENGRAM_AUDIT_KEYS))
+
+
+@functools.cache
+def _audit_keyring(secrets: tuple[str, ...]) -> Keyring:
+    try:
+        return Keyring.from_secrets(secrets)
+    except KeyringError as exc:
+        raise ImproperlyConfigured(str(exc)) from None

@@ -39,6 +39,9 @@ class Subject(models.Model):
     user_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     display_name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when erasing begins: from then on no key is minted and no memory written for this
+    # end-user; the row stays, a content-free tombstone, once the erase is done.
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "external_id"], name="subject_unique_in_tenant")]
@@ -152,6 +155,7 @@ class AgentToken(models.Model):
         MEMORY_READ = "memory:read"
         MEMORY_WRITE = "memory:write"
         MEMORY_FORGET = "memory:forget"
+        SUBJECT_ERASE = "subject:erase"  # erase whole end-users, and nothing else (tenant:admin may too)
         TENANT_ADMIN = "tenant:admin"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_tokens")
@@ -182,8 +186,10 @@ class AppendOnlyQuerySet(models.QuerySet):
 class AuditEvent(models.Model):
     """Append-only record of a security-relevant action. Never carries memory content.
 
-    ``tenant_slug``/``subject_ref`` snapshot who it was about, so the record stays meaningful
-    after the subject is erased (the foreign keys are then nulled by the database cascade).
+    ``tenant_slug``/``subject_ref`` snapshot who it was about, so the record reads the same after
+    the end-user is erased (an erased end-user's row stays, as a tombstone). The database refuses
+    UPDATE and DELETE of these rows (migration 0006), so a tenant or end-user that has events is
+    never deleted: the foreign keys protect them.
     """
 
     class ActorType(models.TextChoices):
@@ -196,17 +202,19 @@ class AuditEvent(models.Model):
     actor_type = models.CharField(max_length=20, choices=ActorType.choices)
     actor = models.CharField(max_length=200)  # "alice", "<token prefix> (<name>)", "key-maintenance"
     action = models.CharField(max_length=100, db_index=True)
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     tenant_slug = models.CharField(max_length=64, blank=True)
-    subject = models.ForeignKey(Subject, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    subject = models.ForeignKey(Subject, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     subject_ref = models.CharField(max_length=64, blank=True)  # the subject's opaque user_id
     target_id = models.CharField(max_length=200, blank=True)
     details = models.JSONField(default=dict, blank=True)
-    # Tamper evidence (tenants.audit_chain): position in the tenant's chain and the chained hashes.
+    # Tamper evidence (tenants.audit_chain): position in the tenant's chain, the chained hashes and
+    # the id of the ENGRAM_AUDIT_KEYS key that signed the hash ("": an event from before the chain was keyed).
     chain = models.CharField(max_length=64, blank=True, default="")
     seq = models.PositiveBigIntegerField(default=0)
     prev_hash = models.CharField(max_length=64, blank=True, default="")
     hash = models.CharField(max_length=64, blank=True, default="")
+    key_id = models.CharField(max_length=32, blank=True, default="")
 
     objects = AppendOnlyQuerySet.as_manager()
 
@@ -217,12 +225,12 @@ class AuditEvent(models.Model):
                    models.Index(fields=["subject_ref"], name="tenants_aud_subject_idx")]
 
     def chain_fields(self) -> dict:
-        """The content-free fields the chain hash covers (tenants.audit_chain.HASHED_FIELDS)."""
+        """The content-free fields the chain hash covers (tenants.audit_chain.KEYED_FIELDS)."""
         return {"chain": self.chain, "seq": self.seq,
                 "created_at": self.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
                 "actor_type": self.actor_type, "actor": self.actor, "action": self.action,
                 "tenant_slug": self.tenant_slug, "subject_ref": self.subject_ref, "target_id": self.target_id,
-                "details": self.details}
+                "details": self.details, "key_id": self.key_id}
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor}: {self.action}"

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 from django.db.models import QuerySet
+from django.utils import timezone
+from elasticsearch import ApiError, AuthorizationException, NotFoundError, TransportError, helpers
 
 from engram_core.errors import NotFound
-from engram_core.es.schema import shared_prefix
+from engram_core.es.client import monitor_client
+from engram_core.es.schema import audit_checkpoints_index, shared_prefix
 
-from . import audit_chain
+from . import audit_chain, audit_triggers
+from .crypto import audit_keyring
 from .models import AuditEvent, Membership, Subject, Tenant
+
+
+class SubjectGone(NotFound):
+    """The end-user is being erased, or was: the same answer as an unknown one (``subject_get``),
+    raised to whoever still held them (a request, a consolidation run) and would write or mint."""
+
+    @classmethod
+    def of(cls, subject: Subject) -> SubjectGone:
+        return cls("unknown end-user", details={"external_id": subject.external_id})
 
 
 def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
@@ -115,8 +130,119 @@ def audit_export_record(event: AuditEvent) -> dict:
     return {"id": event.pk, **event.chain_fields(), "prev_hash": event.prev_hash, "hash": event.hash}
 
 
+def _chain_records(chain: str, *, since_seq: int = 1) -> Iterator[dict]:
+    events = AuditEvent.objects.filter(chain=chain, seq__gte=since_seq).order_by("seq")
+    return (audit_export_record(e) for e in events.iterator(chunk_size=2000))
+
+
+# ---------------------------------------------------------------- audit checkpoints
+
+# How many of a chain's newest checkpoints a verification reads: the latest whose signature holds
+# is what the chain is checked against; the ones below it show a forged newest one.
+CHECKPOINTS_READ = 3
+
+
+class CheckpointStoreError(Exception):
+    """The checkpoint index cannot be read: missing, refused or unreachable (the message says which)."""
+
+
+def _store_call(fn):
+    index = audit_checkpoints_index()
+    try:
+        return fn(monitor_client(), index)
+    except NotFoundError:
+        raise CheckpointStoreError(f"the checkpoint index {index} does not exist (run manage.py es_setup)") from None
+    except AuthorizationException:
+        raise CheckpointStoreError(f"the monitor credential may not read the checkpoint index {index}") from None
+    except (ApiError, TransportError) as exc:
+        raise CheckpointStoreError(f"the checkpoint index {index} cannot be read: {type(exc).__name__}") from None
+
+
+def audit_checkpoints_latest(*, chains: Iterable[str] | None = None) -> dict[str, list[dict]]:
+    """Each chain's newest checkpoints (``CHECKPOINTS_READ``, newest first), read through the
+    monitor credential. Raises CheckpointStoreError."""
+    query = {"terms": {"chain": list(chains)}} if chains is not None else {"match_all": {}}
+
+    def read(es, index):
+        body = es.search(index=index, size=0, query=query, aggs={"chains": {
+            "terms": {"field": "chain", "size": 65536},
+            "aggs": {"latest": {"top_hits": {"size": CHECKPOINTS_READ,
+                                             "sort": [{"seq": "desc"}, {"created_at": "desc"}]}}}}})
+        return {bucket["key"]: [hit["_source"] for hit in bucket["latest"]["hits"]["hits"]]
+                for bucket in body["aggregations"]["chains"]["buckets"]}
+
+    return _store_call(read)
+
+
+def audit_checkpoints_all(*, chain: str) -> list[dict]:
+    """Every checkpoint of ``chain``, oldest first (an export carries them). Raises CheckpointStoreError."""
+    def read(es, index):
+        hits = helpers.scan(es, index=index, query={"query": {"term": {"chain": chain}}}, size=1000)
+        return sorted((hit["_source"] for hit in hits), key=lambda c: (c["seq"], c["created_at"]))
+
+    return _store_call(read)
+
+
+def audit_export_jsonl(*, tenant_slug: str, events: QuerySet[AuditEvent], filters: dict[str, str]) -> Iterator[str]:
+    """A JSON Lines export of ``events`` of the tenant's chain: a header saying whether it is
+    filtered (and by what), each event with its hash and key id, the chain's checkpoints, and an
+    end line whose signature covers every line before it (``tenants.audit_chain.verify_export``)."""
+    signer = audit_chain.ExportSigner(audit_keyring())
+    try:
+        checkpoints, unavailable = audit_checkpoints_all(chain=tenant_slug), ""
+    except CheckpointStoreError as exc:
+        checkpoints, unavailable = [], str(exc)
+    yield signer.line({"type": "export", "version": 2, "tenant": tenant_slug, "filtered": bool(filters),
+                       "filters": filters, "created_at": timezone.now().isoformat(timespec="seconds"),
+                       "algorithm": audit_chain.ALGORITHM, "checkpoint_store": audit_checkpoints_index(),
+                       **({"checkpoints_unavailable": unavailable} if unavailable else {})})
+    for event in events.iterator(chunk_size=2000):
+        yield signer.line({"type": "event", **audit_export_record(event)})
+    for checkpoint in checkpoints:
+        yield signer.line({"type": "checkpoint", **checkpoint})
+    yield signer.end()
+
+
+# ---------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """Every chain checked against its latest checkpoint, and what the check rests on."""
+
+    reports: list[audit_chain.ChainReport]
+    store: str  # the checkpoint index
+    store_error: str = ""  # why the checkpoints could not be read ("" when they could)
+    triggers: bool = False  # the database refuses UPDATE and DELETE of audit events
+    key_ids: list[str] = field(default_factory=list)  # the configured keys, the signing one first
+
+    @property
+    def ok(self) -> bool:
+        return not self.store_error and self.triggers and all(r.ok for r in self.reports)
+
+
 def audit_chain_verify(*, chain: str) -> audit_chain.ChainReport:
-    """Recompute the tenant's audit chain (``chain`` = tenant slug) from its first event and
-    report the first broken link: a changed, removed or re-ordered event."""
-    records = (audit_export_record(e) for e in AuditEvent.objects.filter(chain=chain).order_by("seq").iterator())
-    return audit_chain.chain_verify_records(records, chain=chain)
+    """Recompute the chain (``chain`` = tenant slug) from its first event and check it against its
+    latest checkpoint: the first changed, removed, re-ordered or truncated event, or the chain
+    gone. Raises CheckpointStoreError when the checkpoints cannot be read."""
+    checkpoints = audit_checkpoints_latest(chains=[chain]).get(chain, [])
+    return audit_chain.verify_chain(_chain_records(chain), checkpoints, chain=chain, keyring=audit_keyring())
+
+
+def audit_verify(*, chains: Iterable[str] | None = None) -> AuditVerification:
+    """Verify ``chains`` (every chain the log or the checkpoint store knows of, by default). Without
+    the store, each chain is still verified event by event, and ``store_error`` says why no more."""
+    keyring = audit_keyring()
+    wanted = None if chains is None else list(chains)
+    error = ""
+    try:
+        checkpoints = audit_checkpoints_latest(chains=wanted)
+    except CheckpointStoreError as exc:
+        checkpoints, error = {}, str(exc)
+    names = set(wanted) if wanted is not None else (
+        set(AuditEvent.objects.values_list("chain", flat=True).distinct()) | set(checkpoints))
+    reports = [audit_chain.verify_chain(_chain_records(name), checkpoints.get(name, []), chain=name, keyring=keyring)
+               for name in sorted(names)]
+    return AuditVerification(reports=reports, store=audit_checkpoints_index(), store_error=error,
+                             triggers=audit_triggers.triggers_present(connection),
+                             key_ids=[keyring.primary, *(k for k in keyring.keys if k != keyring.primary)])

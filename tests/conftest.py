@@ -6,14 +6,17 @@ schema code as production and dropped afterwards, so tests never see each other'
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from engram_core.es.capabilities import probe_capabilities
-from engram_core.es.client import admin_client
-from engram_core.es.schema import drop_indices, ensure_indices
+from engram_core.es.client import admin_client, base_client
+from engram_core.es.schema import audit_checkpoints_ensure, drop_indices, ensure_indices
+from tenants import audit_triggers
 from tenants.es_keys import invalidate_keys
 from tenants.models import SubjectKey, WriterKey
 from tenants.services.clients import clear_caches
@@ -49,13 +52,71 @@ def invalidate_minted_keys(db):
     clear_caches()
 
 
+@pytest.fixture
+def monitor_headers(settings) -> dict[str, str]:
+    """What a monitor sends /healthz for the whole report (anyone else gets ok or unavailable)."""
+    return {"Authorization": f"Bearer {settings.ENGRAM_MONITOR_TOKEN}"}
+
+
+@pytest.fixture
+def make_staff_user(db):
+    """A staff user of no tenant."""
+    from django.contrib.auth import get_user_model
+
+    def make(username: str = "staffer"):
+        return get_user_model().objects.create_user(username=username, password="pw", is_staff=True)
+
+    return make
+
+
+@pytest.fixture
+def checkpoint_store(es_prefix, es_admin):
+    """The audit checkpoint index of the test's prefix, created as es_setup creates it. No
+    credential of Engram's may delete it: the run's clean-up drops it as the node's superuser."""
+    audit_checkpoints_ensure(es=es_admin)
+    return es_prefix
+
+
+def _superuser_client():
+    """The node's `elastic` superuser, from the secret scripts/stack.py keeps (None without one)."""
+    instance = os.environ.get("ENGRAM_STACK_INSTANCE")
+    path = Path(settings.BASE_DIR) / ".engram" / "secrets" / f"es-{instance}-elastic-password"
+    if not instance or not path.exists():
+        return None
+    return base_client().options(basic_auth=("elastic", path.read_text().strip()))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _drop_run_indices():
     yield
     try:
         drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
+        if (superuser := _superuser_client()) is not None:  # what admin may not drop: checkpoint stores
+            drop_indices(es=superuser, prefix=settings.ES_INDEX_PREFIX)
     except Exception:  # noqa: BLE001 - best effort: the node may be down after a failed test
         pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sqlite_flush_past_audit_triggers(django_db_blocker):
+    """A transactional test ends with a flush, which SQLite runs as DELETE: past the triggers that
+    refuse it on audit events (PostgreSQL truncates, which they do not meet)."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        yield
+        return
+    flush = connection.ops.sql_flush
+
+    def sql_flush(style, tables, **kwargs):
+        statements = flush(style, tables, **kwargs)
+        if audit_triggers.TABLE not in tables:
+            return statements
+        return [*audit_triggers.SQLITE_DROP, *statements, *audit_triggers.SQLITE_CREATE]
+
+    connection.ops.sql_flush = sql_flush
+    yield
+    connection.ops.sql_flush = flush
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,4 +1,5 @@
-"""scripts/stack.py: its choice of JVM options for the runtime it is given, and what its wipe deletes (no node started)."""
+"""scripts/stack.py: its choice of JVM options for the runtime it is given, what its wipe deletes, and
+the configuration of a single node and of a cluster's nodes (no node started)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,35 @@ def test_wipe_deletes_engrams_indices_by_name_in_bounded_batches(stack, monkeypa
     assert [len(path[1:].split(",")) for path in deletes] == [50, 50, 20]
     assert sorted(n for path in deletes for n in path[1:].split(",")) == sorted(names)
     assert not any("*" in path for path in deletes)
+
+
+def test_a_single_node_is_a_cluster_of_its_own_over_plain_http_on_loopback(stack, tmp_path, monkeypatch):
+    monkeypatch.setattr(stack, "STATE", tmp_path)
+    es = stack.Instance("dev", 9200)
+    assert (es.size, es.url, es.urls, es.ca_cert) == (1, "http://127.0.0.1:9200", ["http://127.0.0.1:9200"], None)
+    lines = es.nodes[0].settings()
+    assert "discovery.type: single-node" in lines and "xpack.security.transport.ssl.enabled: false" in lines
+    assert es.nodes[0].dir == tmp_path / "es" / "dev"  # where a single node has always kept its files
+
+
+def test_a_clusters_nodes_find_each_other_over_tls_and_only_a_new_one_bootstraps(stack, tmp_path, monkeypatch):
+    monkeypatch.setattr(stack, "STATE", tmp_path)
+    es = stack.Instance("cluster", 9291, nodes=3, transport_port=9391)
+    assert es.urls == [f"https://127.0.0.1:{port}" for port in (9291, 9292, 9293)]
+    assert es.ca_cert == tmp_path / "es" / "cluster" / "certs" / "ca" / "ca.crt"
+    second = es.node(2)
+    lines = second.settings()
+    assert "transport.port: 9392" in lines and "http.port: 9292" in lines
+    assert "discovery.seed_hosts: [127.0.0.1:9391, 127.0.0.1:9392, 127.0.0.1:9393]" in lines
+    for layer in ("transport", "http"):
+        assert f"xpack.security.{layer}.ssl.enabled: true" in lines
+    assert "xpack.security.transport.ssl.verification_mode: full" in lines
+    assert not any(line.startswith("discovery.type") for line in lines)
+    bootstrap = "cluster.initial_master_nodes: [engram-cluster-1, engram-cluster-2, engram-cluster-3]"
+    assert bootstrap in lines  # a new node: the cluster forms
+    (second.data / "nodes").mkdir(parents=True)
+    assert bootstrap not in second.settings()  # a node restarted with its data rejoins, never bootstraps
+    # Later commands need not repeat --nodes: the instance has as many nodes as it has node folders.
+    for node in es.nodes:
+        node.dir.mkdir(parents=True, exist_ok=True)
+    assert stack.Instance("cluster", 9291).size == 3

@@ -46,10 +46,16 @@ class OrjsonNdjsonSerializer(_OrjsonFirst, NdjsonSerializer):
 SERIALIZERS = {"application/json": OrjsonJsonSerializer(), "application/x-ndjson": OrjsonNdjsonSerializer()}
 
 
+def es_hosts(url: str) -> list[str]:
+    """The nodes ``ES_URL`` names: one URL, or several separated by commas. The client spreads
+    requests over them and sends a request that found its node gone to the next one."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 @functools.cache
 def base_client() -> Elasticsearch:
     return Elasticsearch(
-        settings.ES_URL,
+        es_hosts(settings.ES_URL),
         serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,
@@ -80,6 +86,14 @@ def monitor_client() -> Elasticsearch:
     if settings.ES_MONITOR_USERNAME:
         return base_client().options(basic_auth=(settings.ES_MONITOR_USERNAME, settings.ES_MONITOR_PASSWORD))
     return admin_client()
+
+
+def audit_client() -> Elasticsearch | None:
+    """The checkpoint credential: it may only create documents in the audit checkpoint index (no
+    overwrite, update or delete), so what it wrote stays as it was. None when unconfigured."""
+    if not settings.ES_AUDIT_USERNAME:
+        return None
+    return base_client().options(basic_auth=(settings.ES_AUDIT_USERNAME, settings.ES_AUDIT_PASSWORD))
 
 
 def api_key_client(encoded_api_key: str) -> Elasticsearch:

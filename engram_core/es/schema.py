@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from elasticsearch import Elasticsearch, helpers
+from elasticsearch import ApiError, Elasticsearch, helpers
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,20 @@ def _vector_properties(dims: int) -> dict:
 # Index settings that Elasticsearch changes on a live index: they are left out of the schema hash
 # (changing one is no reason for a new index and a copy of every document) and ``ensure_indices``
 # puts the configured value on the current index in place.
-DYNAMIC_SETTINGS = ("refresh_interval",)
+DYNAMIC_SETTINGS = ("refresh_interval", "number_of_replicas", "auto_expand_replicas")
+
+
+def replica_settings(replicas: str) -> dict[str, str]:
+    """The index settings for ``ES_NUMBER_OF_REPLICAS``: "auto" lets Elasticsearch keep one replica
+    whenever a second data node can hold it and none on a single node (``auto_expand_replicas``);
+    a number fixes the count. Values as Elasticsearch reports them back (strings), so a live index
+    compares equal to its definition."""
+    if str(replicas).strip().lower() == "auto":
+        return {"auto_expand_replicas": "0-1"}
+    count = int(replicas)
+    if count < 0:
+        raise ImproperlyConfigured(f"ES_NUMBER_OF_REPLICAS must be 'auto' or a number >= 0, not {replicas!r}")
+    return {"number_of_replicas": str(count), "auto_expand_replicas": "false"}
 
 
 def _dynamic(index_settings: dict) -> dict:
@@ -253,10 +266,20 @@ class IndexDefinition:
     def schema_hash(self) -> str:
         return self._hash_with({})
 
-    def legacy_hash(self, *, refresh_interval: str | None) -> str:
-        """The hash as recorded before dynamic settings were left out of it (indices created
-        by earlier releases): the whole body, with the refresh interval the index was created with."""
-        return self._hash_with({} if refresh_interval is None else {"refresh_interval": refresh_interval})
+    def legacy_hash(self, *, replicas: int, refresh_interval: str | None = None) -> str:
+        """A hash as earlier releases recorded it, with dynamic settings in it: the number of
+        replicas (an integer), and before that the refresh interval too (indices created by those
+        releases carry theirs)."""
+        return self._hash_with({"number_of_replicas": replicas}
+                               | ({} if refresh_interval is None else {"refresh_interval": refresh_interval}))
+
+    def legacy_hashes(self, *, live: dict) -> set[str]:
+        """The hashes an index of an earlier release records, given its live dynamic settings."""
+        if "number_of_replicas" not in live:
+            return set()
+        replicas = int(live["number_of_replicas"])
+        return {self.legacy_hash(replicas=replicas),
+                self.legacy_hash(replicas=replicas, refresh_interval=live.get("refresh_interval"))}
 
     @property
     def dynamic_settings(self) -> dict:
@@ -273,8 +296,9 @@ def index_definition(*, dims: int | None = None) -> IndexDefinition:
     body = {
         "settings": {
             "index": {
-                "number_of_shards": 1,
-                "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS,
+                # Static: a change creates the next version and copies into it (deployment guide).
+                "number_of_shards": settings.ES_NUMBER_OF_SHARDS,
+                **replica_settings(settings.ES_NUMBER_OF_REPLICAS),
                 "refresh_interval": settings.ES_REFRESH_INTERVAL,
                 "analysis": ANALYSIS,
                 # BM25 parameters for every text field; memories are short, so length
@@ -367,7 +391,7 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
         bound = bindings[current]
         complete = all(bound.get(alias_name(t, prefix=prefix), {}).get("filter") == type_filter(t) for t in MemoryType)
         live = _dynamic(found["settings"].get("index", {}))
-        hashes = {definition.schema_hash, definition.legacy_hash(refresh_interval=live.get("refresh_interval"))}
+        hashes = {definition.schema_hash, *definition.legacy_hashes(live=live)}
         if recorded.get("engram_schema_hash") in hashes and same_space and complete:
             if recorded.get("engram_schema_hash") != definition.schema_hash or "engram_vector_space" not in recorded:
                 # Recorded before the hash left dynamic settings out, or before the space was recorded.
@@ -475,3 +499,45 @@ def drop_indices(*, es: Elasticsearch, prefix: str) -> None:
     """Delete every index of a prefix (tests and `es_setup --drop`, never a request path)."""
     es.indices.delete(index=f"{prefix}-*", ignore_unavailable=True, allow_no_indices=True,
                       expand_wildcards="all")
+
+
+# ---------------------------------------------------------------- audit checkpoints
+
+# Signed checkpoints of the audit log (tenants.audit_chain), kept apart from the database that
+# holds the log. Engram writes them through a credential that may only create documents there; no
+# credential of Engram's may update, overwrite or delete one, nor drop the index (scripts/stack.py,
+# docs/compliance.md).
+AUDIT_CHECKPOINTS_STEM = "audit-checkpoints"
+AUDIT_CHECKPOINTS_MAPPING = {
+    "dynamic": "strict",
+    "properties": {
+        "chain": {"type": "keyword"}, "seq": {"type": "long"}, "head_hash": {"type": "keyword"},
+        "created_at": {"type": "date"}, "previous_seq": {"type": "long"},
+        "previous_signature": {"type": "keyword"}, "key_id": {"type": "keyword"},
+        "signature": {"type": "keyword"},
+    },
+}
+
+
+def audit_checkpoints_index() -> str:
+    """The installation's one checkpoint index: under ``ES_INDEX_PREFIX`` itself, never a scratch
+    run's prefix (a measurement run's audit events are in the installation's log)."""
+    return f"{settings.ES_INDEX_PREFIX}-{AUDIT_CHECKPOINTS_STEM}"
+
+
+def audit_checkpoints_ensure(*, es: Elasticsearch) -> str:
+    """Create the checkpoint index when it is missing; its name. Raises ImproperlyConfigured when
+    an index of that name holds another mapping (created by hand, or tampered with)."""
+    index = audit_checkpoints_index()
+    if not es.indices.exists(index=index):
+        try:
+            es.indices.create(index=index, mappings=AUDIT_CHECKPOINTS_MAPPING,
+                              settings={"number_of_shards": 1, "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS})
+            log.info("created %s", index)
+        except ApiError as exc:
+            if exc.meta.status != 400 or "resource_already_exists" not in str(exc):
+                raise
+    found = es.indices.get_mapping(index=index)[index]["mappings"]
+    if found != AUDIT_CHECKPOINTS_MAPPING:
+        raise ImproperlyConfigured(f"{index} does not hold the audit checkpoint mapping: {found}")
+    return index

@@ -47,7 +47,7 @@ def service_probes(world: World, recorder: ProbeRecorder) -> None:
                     _not_found(scope, lambda d=doc: memory_history(subject=who.subject, memory_id=d.id))
                 with recorder.probe("service.memory_forget(other's id)", who) as scope:
                     _not_found(scope, lambda d=doc: memory_forget(
-                        subject=who.subject, memory_id=d.id, reason="probe", actor="isolation-probe"))
+                        subject=who.subject, memory_id=d.id, reason="other", actor="isolation-probe"))
                 if doc.memory_type.value == "semantic":
                     with recorder.probe("service.fact_write(supersedes other's id)", who) as scope:
                         _not_found(scope, lambda d=doc: fact_write(
@@ -87,7 +87,7 @@ def recall_drift_probes(world: World, recorder: ProbeRecorder) -> None:
                 after, order_after = _recall_bytes(who, now)
             finally:
                 for memory_id in planted:
-                    memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="probe",
+                    memory_forget(subject=writer_side.subject, memory_id=memory_id, reason="other",
                                            actor="isolation-probe")
             if before != after:
                 detail = f"recall response changed ({len(before)} -> {len(after)} bytes)"

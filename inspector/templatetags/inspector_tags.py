@@ -4,7 +4,21 @@ from django import template
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
+from memory_app.validation import FORGET_REASONS
+
 register = template.Library()
+
+
+@register.simple_tag
+def forget_reasons():
+    """The codes a forget's reason is one of, with what each means."""
+    return FORGET_REASONS
+
+
+@register.filter
+def reason_label(code):
+    """A forget's reason as staff read it (a reason recorded before the codes existed, as it was)."""
+    return FORGET_REASONS.get(code, code)
 
 
 @register.filter

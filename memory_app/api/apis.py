@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from engram_core.errors import NotFound, ValidationFailed
+from engram_core.errors import NotFound, PermissionDenied, ValidationFailed
 from engram_core.es.schema import MemoryType
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
@@ -36,6 +36,7 @@ from memory_app.api.idempotency import idempotent
 from memory_app.api.parsers import LimitedJSONParser, body_limit
 from memory_app.api.serializers import (
     MEMORY_ID_PATTERN,
+    CascadeSerializer,
     ErrorBodySerializer,
     ErrorSerializer,
     MemorySerializer,
@@ -56,8 +57,9 @@ from memory_app.usage import usage_record_recalled
 from memory_app.validation import (
     CONTRADICTIONS,
     EPISODE_ROLES,
+    FORGET_REASONS,
     MEMORY_ID_MAX_CHARS,
-    REASON_MAX_CHARS,
+    NOTE_MAX_CHARS,
     SESSION_ID_MAX_CHARS,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
@@ -73,6 +75,7 @@ READ = AgentToken.Scope.MEMORY_READ.value
 WRITE = AgentToken.Scope.MEMORY_WRITE.value
 FORGET = AgentToken.Scope.MEMORY_FORGET.value
 ADMIN = AgentToken.Scope.TENANT_ADMIN.value
+ERASE = AgentToken.Scope.SUBJECT_ERASE.value
 Op = OutboxEntry.Operation
 
 # ---------------------------------------------------------------- documentation helpers
@@ -121,7 +124,7 @@ class BaseApi(APIView):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # Nested serializers share names across views: name their schema components after the view.
-        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer"):
+        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer", "ForgetOutputSerializer"):
             if (nested := cls.__dict__.get(attr)) is not None:
                 name = cls.__name__.removesuffix("Api") + attr.removesuffix("Serializer")
                 extend_schema_serializer(component_name=name)(nested)
@@ -146,6 +149,12 @@ class BaseApi(APIView):
     @staticmethod
     def tenant(request: Request) -> Tenant:
         return request.auth.tenant
+
+    @staticmethod
+    def reads_memory(request: Request) -> bool:
+        """Whether the token may see memory content: a write answers a token without memory:read
+        with ids and statuses only."""
+        return request.auth.has_scope(READ)
 
     def subject(self, request: Request, external_id: str) -> Subject:
         return subject_get(tenant=self.tenant(request), external_id=clean_external_id(external_id))
@@ -211,7 +220,7 @@ class SubjectCreateApi(BaseApi):
 
 
 class SubjectEraseApi(BaseApi):
-    scopes = {"delete": FORGET}
+    scopes = {"delete": (ADMIN, ERASE)}
 
     class OutputSerializer(serializers.Serializer):
         status = write_status()
@@ -291,10 +300,12 @@ class TurnCreateApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
+        reads = self.reads_memory(request)
         result = outbox.turn_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
-                                    memory_id=request.memory_id, token=request.auth, **_json_ready(data))
+                                    memory_id=request.memory_id, token=request.auth, with_recall=reads,
+                                    **_json_ready(data))
         error = result.recall_error.as_dict() if result.recall_error else None
-        body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory"),
+        body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory") if reads else None,
                 "recall": result.recall, "recall_error": error}
         return self.written(result.submitted, body, self.OutputSerializer)
 
@@ -390,7 +401,7 @@ class MemoryCreateApi(BaseApi):
         data = self.validated(serializer_class, request.data)
         data.pop("type")
         submitted = self.submit(request, external_id, operation, data, memory_id=request.memory_id)
-        memory = submitted.result["memory"] if submitted.result else None
+        memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
         return self.written(submitted, {"id": request.memory_id, "memory": memory}, WriteResultSerializer)
 
 
@@ -400,8 +411,20 @@ class MemoryApi(BaseApi):
     scopes = {"get": READ, "delete": FORGET}
 
     class ForgetQuerySerializer(StrictInputSerializer):
-        reason = serializers.CharField(max_length=REASON_MAX_CHARS,
-                                       help_text="why it is forgotten (kept in the audit log)")
+        reason = serializers.ChoiceField(choices=list(FORGET_REASONS),
+                                         help_text="why it is forgotten, a code kept in the audit log: "
+                                                   + "; ".join(f"{k}: {v}" for k, v in FORGET_REASONS.items()))
+        note = serializers.CharField(max_length=NOTE_MAX_CHARS, required=False, allow_blank=True,
+                                     help_text="why, in your words (optional): kept beside the audit log, not in "
+                                               "it, and erased with the end-user")
+        cascade = serializers.BooleanField(required=False, default=True,
+                                           help_text="forgetting an episode forgets the facts and playbooks derived "
+                                                     "from it alone and flags those with other support (default); "
+                                                     "false keeps them, e.g. when the end-user confirmed them again")
+
+    class ForgetOutputSerializer(WriteResultSerializer):
+        cascade = CascadeSerializer(allow_null=True, help_text="what went with it (null while queued: see the "
+                                                               "operation's result)")
 
     @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
                    responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
@@ -409,14 +432,19 @@ class MemoryApi(BaseApi):
         memory = selectors.memory_get(subject=self.subject(request, external_id), memory_id=memory_id)
         return Response(output(MemorySerializer, memory))
 
-    @extend_schema(operation_id="memory_forget", summary="Forget a memory (hard delete, audited without content)",
-                   request=None, responses=documented(accepted(200, WriteResultSerializer), write=True),
+    @extend_schema(operation_id="memory_forget", summary="Forget a memory and what was derived from it alone "
+                                                         "(hard delete, audited without content)",
+                   request=None, responses=documented(accepted(200, ForgetOutputSerializer), write=True),
                    parameters=[EXTERNAL_ID, MEMORY_ID, ForgetQuerySerializer, IDEMPOTENCY_KEY])
     @idempotent
     def delete(self, request: Request, external_id: str, memory_id: str) -> Response:
         data = self.validated(self.ForgetQuerySerializer, request.query_params)
-        submitted = self.submit(request, external_id, Op.FORGET, data, memory_id=memory_id)
-        return self.written(submitted, {"id": memory_id, "memory": None}, WriteResultSerializer, status=200)
+        payload = {"reason": data["reason"], "cascade": data["cascade"], **({"note": data["note"]} if data.get("note")
+                                                                             else {})}
+        submitted = self.submit(request, external_id, Op.FORGET, payload, memory_id=memory_id)
+        cascade = submitted.result["cascade"] if submitted.result else None
+        return self.written(submitted, {"id": memory_id, "memory": None, "cascade": cascade},
+                            self.ForgetOutputSerializer, status=200)
 
 
 class MemoryHistoryApi(BaseApi):
@@ -452,7 +480,7 @@ class PlaybookOutcomeApi(BaseApi):
         # outcome: applied twice, it counts once.
         submitted = self.submit(request, external_id, Op.OUTCOME, {**data, "operation_id": request.memory_id},
                                 memory_id=memory_id)
-        memory = submitted.result["memory"] if submitted.result else None
+        memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
@@ -531,7 +559,8 @@ class ConsolidationRunSerializer(serializers.Serializer):
 
 class ConsolidationCreateApi(BaseApi):
     """Consolidate the end-user's waiting episodes: queued on Celery (202, poll the run), or with
-    ``dry_run`` run here and answered with the proposed changes, writing nothing."""
+    ``dry_run`` run here and answered with the proposed changes, writing nothing (those carry the
+    end-user's memory: a dry run needs memory:read as well)."""
 
     scopes = {"post": WRITE}
 
@@ -554,6 +583,9 @@ class ConsolidationCreateApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         subject = self.subject(request, external_id)
         if data["dry_run"]:
+            if not self.reads_memory(request):
+                raise PermissionDenied(f"a dry run answers with the end-user's memory: this agent token lacks the "
+                                       f"{READ} scope", details={"required_scope": [READ]}, code="insufficient_scope")
             result = consolidation.consolidation_run(subject=subject, extractor=data.get("extractor"), dry_run=True,
                                                      trigger=ConsolidationRun.Trigger.API)
             return Response(output(self.OutputSerializer, {"run": result.run, "changes": result.changes}))

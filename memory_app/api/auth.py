@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from types import SimpleNamespace
 from uuid import uuid4
 
@@ -11,6 +13,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import SimpleRateThrottle
+from redis.exceptions import RedisError
 
 from engram_core.errors import AuthenticationFailed, EngramError, PermissionDenied
 from tenants.models import AgentToken
@@ -75,6 +78,9 @@ return {0, count, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
 """
 
 
+log = logging.getLogger(__name__)
+
+
 class TokenRateThrottle(SimpleRateThrottle):
     """Requests per agent token, at ``ENGRAM_API_RATES[scope]`` (read per request, so settings apply live).
 
@@ -88,6 +94,9 @@ class TokenRateThrottle(SimpleRateThrottle):
     scope = "agent"
     _local = threading.Lock()
     _oldest: float | None = None
+    # Each token's log in this process, while the shared cache is unreachable.
+    _fallback: dict[str, list[float]] = {}
+    _down_logged = 0.0
 
     def get_rate(self) -> str | None:
         return settings.ENGRAM_API_RATES.get(self.scope)
@@ -108,12 +117,32 @@ class TokenRateThrottle(SimpleRateThrottle):
         if self.key is None:
             return True
         self.now = self.timer()
-        answer = script(_SLIDING_LOG)(keys=[self.cache.make_key(f"{self.key}:log")], args=[
-            repr(self.now), self.duration, self.num_requests, f"{self.now!r}:{uuid4().hex}"])
+        try:
+            answer = script(_SLIDING_LOG)(keys=[self.cache.make_key(f"{self.key}:log")], args=[
+                repr(self.now), self.duration, self.num_requests, f"{self.now!r}:{uuid4().hex}"])
+        except RedisError as exc:
+            return self._allowed_here(exc)
         if answer[0]:
             return True
         self._oldest = float(answer[2]) if len(answer) > 2 and answer[2] is not None else self.now
         return False
+
+    def _allowed_here(self, exc: Exception) -> bool:
+        """The same sliding log, kept in this process while the shared cache is unreachable: the
+        limit then holds per server process (N processes let N times the rate through)."""
+        with self._local:
+            if time.monotonic() - TokenRateThrottle._down_logged > 60:
+                TokenRateThrottle._down_logged = time.monotonic()
+                log.warning("rate limits counted per process: the shared cache is unreachable (%s: %s)",
+                            type(exc).__name__, exc)
+            entries = [t for t in self._fallback.get(self.key, []) if t > self.now - self.duration]
+            allowed = len(entries) < self.num_requests
+            if allowed:
+                entries.append(self.now)
+            else:
+                self._oldest = entries[0]
+            self._fallback[self.key] = entries
+            return allowed
 
     def wait(self) -> float | None:
         if self._oldest is None:

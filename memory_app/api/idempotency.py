@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from engram_core.errors import Conflict, EngramError, ValidationFailed
+from engram_core.validation import clean_external_id
 from memory_app.models import IdempotencyRecord
 from memory_app.services.store import new_memory_id
 from tenants.models import AgentToken, Tenant
@@ -72,6 +73,8 @@ def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fi
     Retry-After) while the first request is still running.
     """
     now = timezone.now()
+    # Under the end-user's id as stored, whatever spacing the URL had: forget and erase find it so.
+    external_id = clean_external_id(external_id)[:200] if external_id else ""
     try:
         with transaction.atomic():
             record = IdempotencyRecord.objects.create(
@@ -120,7 +123,7 @@ def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[s
     key = _clean_key(key)
     fingerprint = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
     claim = idempotency_claim(token=token, key=key, method="CALL", path=name, fingerprint=fingerprint,
-                              tenant=tenant, external_id=external_id[:200])
+                              tenant=tenant, external_id=external_id)
     if claim.stored is not None:
         body = claim.stored.response_body or {}
         if claim.stored.status_code >= 400:
@@ -161,7 +164,7 @@ def idempotent(handler):
         tenant = request.auth.tenant if "external_id" in kwargs else None
         claim = idempotency_claim(token=request.auth, key=key, method=request.method, path=request.path,
                                   fingerprint=request_fingerprint(request), tenant=tenant,
-                                  external_id=kwargs.get("external_id", "")[:200])
+                                  external_id=kwargs.get("external_id", ""))
         if claim.stored is not None:
             stored = claim.stored
             return Response(stored.response_body, status=stored.status_code,

@@ -146,3 +146,17 @@ class WriteResultSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="the memory's id (assigned now, also when queued)")
     memory = MemorySerializer(allow_null=True)
     operation = OperationSerializer(allow_null=True)
+
+
+class DerivedSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    memory_type = serializers.ChoiceField(choices=["semantic", "procedural"])
+
+
+class CascadeSerializer(serializers.Serializer):
+    """What went with a forgotten episode (empty lists for a fact or playbook)."""
+
+    forgotten = DerivedSerializer(many=True, help_text="facts and playbooks derived from it alone: forgotten too")
+    flagged = DerivedSerializer(many=True, help_text="derived from it and other episodes: kept with the others' ids "
+                                                     "only, flagged for review (metadata.review)")
+    kept = DerivedSerializer(many=True, help_text="with cascade=false: derived from it, kept as they are")

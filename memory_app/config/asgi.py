@@ -10,6 +10,10 @@ from memory_app.config.bridge import BufferedWSGIMiddleware
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 django_wsgi = get_wsgi_application()
 
+from memory_app.config.serving import malloc_arenas_limit, malloc_release  # noqa: E402
+
+malloc_arenas_limit(settings.ENGRAM_MALLOC_ARENAS)  # before any request thread allocates
+
 # Load the local models now, not on the first request (ENGRAM_WARM_UP=false skips it).
 from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import warm_up  # noqa: E402
@@ -25,6 +29,7 @@ from memory_app.mcp.asgi import mount  # noqa: E402
 # allocated since, instead of holding the worker's lock for 100-175 ms of CPU (190-535 ms under load).
 gc.collect()
 gc.freeze()
+malloc_release()  # what building the models freed
 
 # Django's views, middleware and ORM are synchronous: served as WSGI on a pool of threads, a
 # request runs start to end on one thread that keeps its database connection, instead of going

@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 from celery import Celery
+from celery.signals import worker_init
 
 # Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
@@ -19,3 +20,13 @@ def _prepare_filesystem_broker(sender, **kwargs):
     if settings.CELERY_BROKER_URL.startswith("filesystem"):
         for folder in settings.CELERY_BROKER_TRANSPORT_OPTIONS.values():
             Path(folder).mkdir(parents=True, exist_ok=True)
+
+
+@worker_init.connect
+def _limit_malloc_arenas(**kwargs):
+    # Before the pool's processes or threads start (they inherit the limit): as in a web process.
+    from django.conf import settings
+
+    from memory_app.config.serving import malloc_arenas_limit
+
+    malloc_arenas_limit(settings.ENGRAM_MALLOC_ARENAS)

@@ -6,9 +6,16 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
 application = get_wsgi_application()
 
+from django.conf import settings  # noqa: E402
+
+from memory_app.config.serving import malloc_arenas_limit, malloc_release  # noqa: E402
+
+malloc_arenas_limit(settings.ENGRAM_MALLOC_ARENAS)  # before any request thread allocates
+
 # Load the local models now, not on the first request (ENGRAM_WARM_UP=false skips it).
 from memory_app.language import concepts  # noqa: E402
 from memory_app.embeddings import warm_up  # noqa: E402
 
 warm_up()
 concepts.warm_up()
+malloc_release()  # what building the models freed

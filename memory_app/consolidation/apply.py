@@ -1,5 +1,5 @@
 """Every write consolidation makes, in one place: facts, merges, supersessions, playbooks,
-outcomes, review flags and the episode watermark. Each goes through memory_app.services (the
+outcomes, the repair of facts whose episodes went without them, and the episode watermark. Each goes through memory_app.services (the
 same validation and visibility rules as an agent's write); re-point these calls here if the
 write path changes.
 
@@ -17,9 +17,10 @@ from engram_core.errors import Conflict
 from memory_app import selectors
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
-from engram_core.es.schema import MemoryType, alias_name
+from engram_core.es.schema import MemoryType
 from memory_app.services.facts import fact_support_add, fact_write, playbook_outcome_record, playbook_write
-from memory_app.services.store import write_target
+from memory_app.services.store import subject_writes
+from memory_app.services.forget import derived_follow, derived_support_check
 from memory_app.services.supersession import supersession_complete
 from tenants.models import Subject
 
@@ -37,6 +38,7 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
     if action.kind == "merge":
         _, changed = fact_support_add(subject=subject, memory_id=action.memory_id,
                                       episode_ids=list(candidate.episode_ids))
+        derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE)
         return "merged" if changed else "unchanged"
     if action.kind == "exists":
         supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
@@ -53,6 +55,7 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
         # Written by an earlier attempt that died before finishing: complete it, write nothing new.
         supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
         return "unchanged"
+    derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE)
     return "superseded" if action.supersedes else "created"
 
 
@@ -64,6 +67,9 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
         try:
             playbook_write(subject=subject, trigger=candidate.trigger, steps=candidate.steps,
                            confidence=0.8, memory_id=action.playbook_id, source=SOURCE,
+                           # The outcome's own episode joins when the outcome is counted (once).
+                           supporting_episode_ids=[i for i in candidate.episode_ids
+                                                   if i != candidate.outcome_episode_id],
                            metadata={"consolidation": {"run": run_id, "extractor": extractor}})
             created = True
         except Conflict as exc:
@@ -76,18 +82,22 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
     counted = candidate.outcome_episode_id in (before.get("supporting_episode_ids") or [])
     playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
                             episode_id=candidate.outcome_episode_id, refined_steps=candidate.refined_steps)
+    derived_support_check(subject=subject, memory_id=action.playbook_id, actor=SOURCE)
     if created:
         return "created"
     return "unchanged" if counted else "outcome"
 
 
-def fact_flag_review(*, subject: Subject, memory_id: str, metadata: dict[str, Any]) -> bool:
-    """Flag a fact whose every supporting episode was forgotten (kept, marked for a human)."""
-    consolidation = {**(metadata.get("consolidation") or {}), "review": "supporting_episodes_forgotten",
-                     "flagged_at": timezone.now().isoformat()}
-    _, changed = fact_support_add(subject=subject, memory_id=memory_id, episode_ids=[],
-                                  metadata={"consolidation": consolidation})
-    return changed
+def derived_repair(*, subject: Subject, facts: list[tuple[str, dict[str, Any]]], present: set[str]) -> int:
+    """Facts consolidation wrote whose supporting episodes were forgotten without them (before
+    forgets took derived memory along) follow those episodes now, as a forget would have taken
+    them. Returns how many were forgotten or flagged."""
+    ours = {i for i, src in facts if src.get("source") == SOURCE}
+    gone = {e for i, src in facts if i in ours for e in src.get("supporting_episode_ids") or []} - present
+    if not gone:
+        return 0
+    followed = derived_follow(subject=subject, gone=gone, reason="support_forgotten", actor=SOURCE, only=ours)
+    return len(followed.forgotten) + len(followed.flagged)
 
 
 def episodes_mark_consolidated(*, subject: Subject, episodes: list[PendingEpisode]) -> int:
@@ -97,16 +107,16 @@ def episodes_mark_consolidated(*, subject: Subject, episodes: list[PendingEpisod
     if not episodes:
         return 0
     now = timezone.now().isoformat()
-    writer, prefix = write_target(tenant=subject.tenant)
-    index = alias_name(MemoryType.EPISODIC, prefix=prefix)
-    actions = ({"_op_type": "update", "_index": index, "_id": p.episode.id, "if_seq_no": p.seq_no,
-                "if_primary_term": p.primary_term, "doc": {"consolidated_at": now}} for p in episodes)
     stamped = 0
-    for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False,
-                                           raise_on_exception=True, refresh=True):
-        status = item["update"].get("status")
-        if ok:
-            stamped += 1
-        elif status not in (404, 409):
-            raise RuntimeError(f"could not advance the consolidation watermark: {item['update'].get('error')}")
+    with subject_writes(subject=subject) as target:
+        index = target.index(MemoryType.EPISODIC)
+        actions = ({"_op_type": "update", "_index": index, "_id": p.episode.id, "if_seq_no": p.seq_no,
+                    "if_primary_term": p.primary_term, "doc": {"consolidated_at": now}} for p in episodes)
+        for ok, item in helpers.streaming_bulk(target.writer, actions, raise_on_error=False,
+                                               raise_on_exception=True, refresh=True):
+            status = item["update"].get("status")
+            if ok:
+                stamped += 1
+            elif status not in (404, 409):
+                raise RuntimeError(f"could not advance the consolidation watermark: {item['update'].get('error')}")
     return stamped

@@ -154,7 +154,7 @@ def facts_with_support(*, subject: Subject) -> list[tuple[str, dict[str, Any]]]:
         es, index=_alias(subject, MemoryType.SEMANTIC), size=500,
         query={"query": {"bool": {"filter": [*_own(subject), {"exists": {"field": "supporting_episode_ids"}}],
                                   "must_not": [{"exists": {"field": "superseded_by"}}]}},
-               "_source": ["text", "supporting_episode_ids", "metadata"]})]
+               "_source": ["text", "supporting_episode_ids", "metadata", "source"]})]
 
 
 def known_memories(*, subject: Subject, limit: int) -> Known:

@@ -1,11 +1,13 @@
 """Consolidation runs: read an end-user's waiting episodes, extract, ground, resolve, write,
 stamp each episode read (``consolidated_at``, written last, so a run killed anywhere leaves its
-episodes waiting and the rerun's deterministic ids write once), record the run."""
+episodes waiting and the rerun's deterministic ids write once), record the run. A run waits for its
+end-user's queued writes, and stops, writing nothing more, once its end-user is being erased."""
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -14,7 +16,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -34,9 +36,11 @@ from memory_app.consolidation.resolve import (
     resolve_playbook,
 )
 from memory_app.embeddings import get_embedder
+from memory_app.freshness import refresh_force
 from memory_app.models import ConsolidationLease, ConsolidationRun
+from memory_app.outbox.selectors import outbox_has_pending
 from tenants.models import Subject
-from tenants.selectors import memory_scope
+from tenants.selectors import SubjectGone, memory_scope
 from tenants.services.guard import require_dls
 
 log = logging.getLogger(__name__)
@@ -89,7 +93,8 @@ def consolidation_due(*, now=None) -> list[Subject]:
             due[(row["tenant_id"], row["user_id"])] = row["pending"]
     if not due:
         return []
-    subjects = [s for s in Subject.objects.select_related("tenant").filter(user_id__in=[u for _, u in due])
+    subjects = [s for s in Subject.objects.select_related("tenant").filter(user_id__in=[u for _, u in due],
+                                                                         erased_at__isnull=True)
                 if (s.tenant.slug, str(s.user_id)) in due]
     busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
                .values_list("subject_id", flat=True))
@@ -108,6 +113,13 @@ def consolidation_dispatch(*, now=None) -> int:
     return len(subjects)
 
 
+def consolidation_cancel(*, run_id: int | None, code: str, message: str = "the end-user was erased") -> None:
+    """Mark a queued run that will not run as failed, with why (``code``)."""
+    if run_id is not None:
+        ConsolidationRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+            status=Status.FAILED, finished_at=timezone.now(), error={"code": code, "message": message, "details": {}})
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -120,9 +132,15 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
     proposed changes and writes nothing to Elasticsearch. Guarantees: the watermark moves only
     after every write derived from the episodes succeeded; any failure (the extractor's
     ExtractorFailed included) marks the run failed, leaves the watermark where it was and is
-    raised. Only one run per end-user writes at a time (Conflict ``consolidation_running``).
+    raised. Only one run per end-user writes at a time (Conflict ``consolidation_running``), and
+    none while the end-user has writes waiting in the outbox (Conflict ``writes_queued``: a queued
+    forget must not be overtaken; the queued run stays queued and its task tries again).
     """
     require_dls()
+    if outbox_has_pending(tenant=subject.tenant, external_id=subject.external_id):
+        raise Conflict("the end-user has writes waiting to be applied; consolidation follows them",
+                       code="writes_queued",
+                       details={"retry_after": settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS})
     if run_id is not None:
         run = ConsolidationRun.objects.get(pk=run_id, subject=subject)
         if run.status in (Status.SUCCEEDED, Status.DRY_RUN):
@@ -136,20 +154,31 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
     holder = holder or f"run-{run.pk}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     leased = False
+    lease = _LeaseKeeper(subject=subject, holder=holder)
     try:
         if not dry_run:
             _lease_acquire(subject=subject, holder=holder, run=run)
             leased = True
-        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run)
+            lease.start()
+        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run, lease=lease)
+    except SubjectGone:
+        # Erased while the run read or wrote: it stops here and writes nothing more.
+        run.status = Status.FAILED
+        run.error = {"code": "subject_erased", "message": "the end-user was erased during the run", "details": {}}
+        raise
     except Exception as exc:
         run.status = Status.FAILED
+        # An agent reads the run: the kind of failure only; the cause (an internal address in it,
+        # say) is in the worker's log, where the raise below puts it.
         run.error = exc.as_dict() if isinstance(exc, EngramError) else {
-            "code": "internal_error", "message": f"{type(exc).__name__}: {str(exc)[:300]}", "details": {}}
+            "code": "internal_error", "message": f"the run failed ({type(exc).__name__}); the worker's log has the cause",
+            "details": {}}
         raise
     else:
         run.status = Status.DRY_RUN if dry_run else Status.SUCCEEDED
         return ConsolidationResult(run=run, changes=changes if dry_run else None)
     finally:
+        lease.stop()
         run.duration_ms = int((time.monotonic() - started) * 1000)
         run.finished_at = timezone.now()
         run.save()
@@ -157,8 +186,10 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
             _lease_release(subject=subject, holder=holder, succeeded=run.status == Status.SUCCEEDED)
 
 
-def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool
-                 ) -> list[dict[str, Any]] | None:
+def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool,
+                 lease: _LeaseKeeper) -> list[dict[str, Any]] | None:
+    # Every turn acknowledged before the run was asked for is read, stored without a refresh or not.
+    refresh_force(subject=subject, types=(MemoryType.EPISODIC,))
     pending = selectors.episodes_pending(subject=subject)
     episodes = [p.episode for p in pending]
     run.episodes_read = len(episodes)
@@ -181,6 +212,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     if dry_run:
         _count(run, plan, applied=None)
         return [*plan.as_list(), *({"action": "drop", **d} for d in plan.dropped)]
+    lease.check()  # the extraction may have taken long: still this run's end-user to write for
     outcomes = {"facts": [], "playbooks": []}
     for action in plan.facts:
         outcomes["facts"].append(apply.fact_apply(subject=subject, action=action, run_id=run.pk,
@@ -189,6 +221,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
         outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
                                                           extractor=extractor_obj.name))
     _count(run, plan, applied=outcomes)
+    lease.check()
     apply.episodes_mark_consolidated(subject=subject, episodes=pending)
     return None
 
@@ -295,20 +328,13 @@ def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] |
 
 
 def _review_sweep(*, subject: Subject) -> int:
-    """Flag current facts whose every supporting episode was forgotten. Returns how many were
-    flagged now (already flagged ones are not counted again)."""
+    """Current facts this consolidation wrote whose supporting episodes were forgotten without them
+    follow them now (``apply.derived_repair``). Returns how many were forgotten or flagged."""
     facts = selectors.facts_with_support(subject=subject)
     ids = list({i for _, src in facts for i in src.get("supporting_episode_ids") or []})
     present = set(selectors.memories_existing(subject=subject, ids=ids, memory_type=MemoryType.EPISODIC)) if ids \
         else set()
-    flagged = 0
-    for memory_id, src in facts:
-        support = src.get("supporting_episode_ids") or []
-        meta = src.get("metadata") or {}
-        if support and not present.intersection(support) and \
-                (meta.get("consolidation") or {}).get("review") is None:
-            flagged += apply.fact_flag_review(subject=subject, memory_id=memory_id, metadata=meta)
-    return flagged
+    return apply.derived_repair(subject=subject, facts=facts, present=present)
 
 
 def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[str, int]:
@@ -345,6 +371,44 @@ def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun) -> N
         status=Status.FAILED, finished_at=now,
         error={"code": "worker_lost", "message": "the worker stopped during the run; a later run took over",
                "details": {}})
+
+
+class _LeaseKeeper:
+    """Renews a run's lease while the run is alive (a thread, every third of the lease), so a run
+    slower than the lease (an LLM taking its time) is never taken for dead: no twin marks it
+    worker_lost and writes beside it. Should a renewal find the lease taken all the same, the run
+    writes nothing more (``check``)."""
+
+    def __init__(self, *, subject: Subject, holder: str) -> None:
+        self.subject_id, self.holder = subject.pk, holder
+        self.seconds = settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS
+        self.lost = False
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._renew, name="consolidation-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        try:
+            while not self._stopped.wait(self.seconds / 3):
+                until = timezone.now() + timedelta(seconds=self.seconds)
+                if not ConsolidationLease.objects.filter(subject_id=self.subject_id, holder=self.holder).update(
+                        expires_at=until):
+                    self.lost = True
+                    return
+        finally:
+            connection.close()  # this thread's own connection
+
+    def check(self) -> None:
+        if self.lost:
+            raise Conflict("the run's lease was taken over; it writes nothing more", code="consolidation_lease_lost")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _lease_release(*, subject: Subject, holder: str, succeeded: bool) -> None:

@@ -35,7 +35,8 @@ def get_embedder() -> Embedder:
             return MiniLMEmbedder(batch_size=batch_size, query_cache_size=cache_size, query_cache_seconds=cache_seconds,
                                   runtime=str(_setting("ENGRAM_EMBEDDER_RUNTIME", "onnx-int8")).lower(),
                                   threads=int(_setting("ENGRAM_EMBEDDER_THREADS", 1)),
-                                  workers=int(_setting("ENGRAM_EMBEDDER_WORKERS", 0)))
+                                  workers=int(_setting("ENGRAM_EMBEDDER_WORKERS", 0)),
+                                  arena=bool(_setting("ENGRAM_EMBEDDER_ARENA", False)))
         except EmbeddingError as exc:
             raise ImproperlyConfigured(f"ENGRAM_EMBEDDER_RUNTIME: {exc}") from exc
     if kind == "openai":

@@ -109,6 +109,27 @@ def load_tokenizer(model_dir: Path, max_length: int) -> Tokenizer:
     return tokenizer
 
 
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+def word_embeddings_mapped(model_dir: Path) -> np.ndarray:
+    """The word embedding table of ``model_dir/model.safetensors``, mapped read-only from the file
+    instead of read into memory (float32 tables only; raises EmbeddingError otherwise). The rows a
+    process looks up are paged in, and every process of the machine shares them."""
+    path = model_dir / "model.safetensors"
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+    except (OSError, ValueError) as exc:
+        raise EmbeddingError(f"cannot read the header of {path}: {exc}") from exc
+    name = next((k for k in (WORD_EMBEDDINGS, f"bert.{WORD_EMBEDDINGS}") if k in header), None)
+    if name is None or header[name]["dtype"] != "F32":
+        raise EmbeddingError(f"{path}: no float32 word embedding table to map")
+    start, _ = header[name]["data_offsets"]
+    return np.memmap(path, dtype=_F32, mode="r", offset=8 + size + start, shape=tuple(header[name]["shape"]))
+
+
 def _linear_t(weight: np.ndarray) -> np.ndarray:
     """A torch Linear weight (out, in) as a contiguous (in, out) matrix for ``x @ w``."""
     return np.ascontiguousarray(weight.T, dtype=_F32)

@@ -44,9 +44,16 @@ def exact_signed_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
-def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights: bool | None = None):
+def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights: bool | None = None,
+                     word_embeddings_input: bool = False):
     """An ONNX model with inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64, (B, L))
     and output ``last_hidden_state`` (float32, (B, L, hidden)).
+
+    ``word_embeddings_input``: the rows of the word embedding table come in as the float32 input
+    ``word_embeddings`` (B, L, hidden) in place of ``input_ids``, looked up by the caller (in a table
+    mapped from the weights file: ``word_embeddings_mapped``), and the graph holds no table. The
+    session would otherwise keep the table, the model's largest tensor, twice; the values added
+    are the same, so are the vectors.
 
     With ``int8`` every weight MatMul (QKV, attention output, both feed-forward layers) runs in
     integers: weights int8 per output channel, activations uint8 per token, each token's scale
@@ -150,9 +157,12 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
         return node("Reshape", [y, shape], name)
 
     # Embeddings: word + token type + position (0..L-1).
-    word = node("Gather", [const("word_emb", encoder.word_emb), "input_ids"], "emb.word", axis=0)
+    if word_embeddings_input:
+        word = "word_embeddings"
+    else:
+        word = node("Gather", [const("word_emb", encoder.word_emb), "input_ids"], "emb.word", axis=0)
     types = node("Gather", [const("type_emb", encoder.type_emb), "token_type_ids"], "emb.type", axis=0)
-    shape = node("Shape", ["input_ids"], "emb.shape")
+    shape = node("Shape", ["token_type_ids"], "emb.shape")
     length = node("Gather", [shape, const("one_i64", np.array(1, dtype=np.int64))], "emb.len", axis=0)
     positions = node("Range", [const("zero_i64", np.array(0, dtype=np.int64)), length,
                                const("step_i64", np.array(1, dtype=np.int64))], "emb.positions")
@@ -195,8 +205,10 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
 
     int_input = lambda name: helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "length"])  # noqa: E731
+    first = (helper.make_tensor_value_info("word_embeddings", TensorProto.FLOAT, ["batch", "length", hidden])
+             if word_embeddings_input else int_input("input_ids"))
     graph = helper.make_graph(
-        nodes, "bert", [int_input("input_ids"), int_input("token_type_ids"), int_input("attention_mask")],
+        nodes, "bert", [first, int_input("token_type_ids"), int_input("attention_mask")],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "length", hidden])],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="engram")
@@ -205,12 +217,16 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     return model
 
 
-def make_session(model_bytes: bytes, *, threads: int = 0):  # -> onnxruntime.InferenceSession
-    """A CPU inference session with every graph optimisation on. ``threads`` 0 lets onnxruntime choose."""
+def make_session(model_bytes: bytes, *, threads: int = 0, arena: bool = False):  # -> onnxruntime.InferenceSession
+    """A CPU inference session with every graph optimisation on. ``threads`` 0 lets onnxruntime choose.
+    ``arena``: onnxruntime keeps the memory of activations for the next run, grown to the largest
+    batches that ever ran at once and never given back; without it each run's activations are
+    freed when it ends (docs/performance.md, "Memory")."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = arena
     options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
     options.inter_op_num_threads = 1
     # Idle worker threads sleep instead of spinning: Elasticsearch and the other request threads

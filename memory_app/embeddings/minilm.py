@@ -72,6 +72,7 @@ class MiniLMEmbedder:
         runtime: str = "numpy",
         threads: int = 1,
         workers: int = 0,
+        arena: bool = False,
     ) -> None:
         if runtime not in RUNTIMES:
             raise EmbeddingError(f"unknown MiniLM runtime {runtime!r} (one of {', '.join(RUNTIMES)})")
@@ -80,6 +81,7 @@ class MiniLMEmbedder:
         # 0.999 to the float ones), so it is a vector space of its own.
         self.space = f"{self.name} {INT8_SPACE}" if runtime == "onnx-int8" else self.name
         self.threads = max(1, threads)
+        self.arena = arena
         self.workers = 1 if runtime == "numpy" else workers or min(os.cpu_count() or 1, 4)
         self._pool = LazyPool(name="engram-embed")
         self.model_dir = Path(model_dir) if model_dir is not None else bundled_model_dir()
@@ -122,14 +124,18 @@ class MiniLMEmbedder:
     def _build_forward(self, encoder: BertEncoder) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
         if self.runtime == "numpy":
             return encoder.forward
-        # The same weights as an ONNX graph, built in memory (see _onnx.py); the numpy copy is then dropped.
+        # The same weights as an ONNX graph, built in memory (see _onnx.py); the numpy copy is then
+        # dropped. The word embedding table stays in the weights file, mapped, and its rows are
+        # looked up here (build_bert_graph's word_embeddings_input).
+        from ._bert import word_embeddings_mapped
         from ._onnx import build_bert_graph, make_session
 
-        session = make_session(build_bert_graph(encoder, int8=self.runtime == "onnx-int8").SerializeToString(),
-                               threads=self.threads)
+        words = word_embeddings_mapped(self.model_dir)
+        graph = build_bert_graph(encoder, int8=self.runtime == "onnx-int8", word_embeddings_input=True)
+        session = make_session(graph.SerializeToString(), threads=self.threads, arena=self.arena)
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            feeds = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+            feeds = {"word_embeddings": words[ids], "token_type_ids": types, "attention_mask": mask}
             return session.run(["last_hidden_state"], feeds)[0]
 
         return forward

@@ -191,10 +191,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve Engram's MiniLM embedder on an OpenAI-compatible endpoint.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8391)
+    parser.add_argument("--runtime", default="onnx-int8", help="MiniLM's runtime: onnx-int8 (Engram's default), "
+                                                                 "onnx or numpy")
     args = parser.parse_args(argv)
     from .minilm import MiniLMEmbedder
 
-    embedder = MiniLMEmbedder(query_cache_size=0)
+    embedder = MiniLMEmbedder(query_cache_size=0, runtime=args.runtime)
     embedder.embed_documents(["warm-up"])  # load the weights before the first client waits on them
     server = EmbeddingsServer(embedder, host=args.host, port=args.port)
     print(f"serving {server.model} ({embedder.dims} dims) at {server.url}/embeddings", flush=True)

@@ -72,6 +72,11 @@ def _public(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in memory.items() if k not in _HIDDEN_FIELDS and v is not None and v != {} and v != []}
 
 
+def _shown(caller: Caller, memory: dict[str, Any]) -> dict[str, Any]:
+    """A written memory as a write's answer: whole for a token that may read memory, else its id."""
+    return _public(memory) if caller.token.has_scope(READ) else {"id": memory["id"]}
+
+
 def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] | None = None,
                   since: str | None = None, until: str | None = None, include_superseded: bool = False,
                   explain: bool = False, timezone: str | None = None, subject: str | None = None) -> dict[str, Any]:
@@ -125,17 +130,20 @@ def write_memory(*, caller: Caller, type: str, text: str | None = None, trigger:
         payload.update(supersedes=supersedes, contradiction=contradiction, confidence=confidence)
     payload["source"] = "mcp"
     return _submitted(caller, "write_memory", external_id, operation, payload, idempotency_key=idempotency_key,
-                      shape=lambda done: {"memory": _public(done["memory"])})
+                      shape=lambda done: {"memory": _shown(caller, done["memory"])})
 
 
-def forget_memory(*, caller: Caller, id: str, reason: str, subject: str | None = None,
-                  idempotency_key: str | None = None) -> dict[str, Any]:
-    """Hard-delete one of the end-user's memories (memory:forget); the audit log keeps the id and
-    the reason, never the content. NotFound when the memory is not this end-user's."""
+def forget_memory(*, caller: Caller, id: str, reason: str, note: str | None = None, cascade: bool = True,
+                  subject: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Hard-delete one of the end-user's memories (memory:forget), and with an episode what was
+    derived from it (``cascade``); the audit log keeps the id and the reason's code, never the
+    content. NotFound when the memory is not this end-user's."""
     _require(caller, FORGET)
     external_id = _external_id(caller, subject)
-    return _submitted(caller, "forget_memory", external_id, Op.FORGET, {"reason": reason}, memory_id=id,
-                      idempotency_key=idempotency_key, shape=lambda done: {"forgotten": id})
+    payload = {"reason": reason, "cascade": cascade, **({"note": note} if note else {})}
+    return _submitted(caller, "forget_memory", external_id, Op.FORGET, payload, memory_id=id,
+                      idempotency_key=idempotency_key,
+                      shape=lambda done: {"forgotten": id, "cascade": done["cascade"]})
 
 
 def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_steps: str | list[str] | None = None,
@@ -146,7 +154,7 @@ def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_s
     external_id = _external_id(caller, subject)
     return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
                       {"success": success, "refined_steps": refined}, memory_id=playbook_id,
-                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _public(done["memory"])})
+                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _shown(caller, done["memory"])})
 
 
 def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, payload: dict[str, Any], *,

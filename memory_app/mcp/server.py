@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError
 
 from engram_core.errors import AuthenticationFailed, EngramError, ValidationFailed, database_busy
 from memory_app.outbox import is_outage, outage_error
-from memory_app.validation import SESSION_ID_MAX_CHARS, holds_nul
+from memory_app.validation import FORGET_REASONS, NOTE_MAX_CHARS, SESSION_ID_MAX_CHARS, holds_nul
 
 from . import handlers
 from .handlers import Caller
@@ -89,7 +89,9 @@ Permanently delete one of the end-user's memories by id (get it from recall_memo
 
 Use it when the user asks you to forget something, or a memory must not be kept (e.g. sensitive data stored \
 by mistake). To correct or update a fact, use write_memory with supersedes instead: that keeps the history. \
-Irreversible; the reason is recorded in the audit log, the content is not."""
+Forgetting an episode also forgets the facts and playbooks derived from it alone, and flags for review those \
+with other support; the result lists them (cascade). Pass cascade=false only when the user has just confirmed \
+those facts again. Irreversible; the reason's code is recorded in the audit log, the content is not."""
 
 OUTCOME_DESCRIPTION = """\
 Report whether following one of the end-user's playbooks (a procedural memory) worked.
@@ -167,13 +169,19 @@ def build_server() -> MCPServer:
     async def forget_memory(
         ctx: Context,
         id: MemoryId,
-        reason: Annotated[str, Field(max_length=500, description="Why it is forgotten, e.g. 'user asked'. "
-                                                                 "Kept in the audit log; do not repeat the content.")],
+        reason: Annotated[Literal[tuple(FORGET_REASONS)], Field(  # type: ignore[valid-type]
+            description="Why it is forgotten, kept in the audit log: "
+                        + "; ".join(f"{k}: {v}" for k, v in FORGET_REASONS.items()) + ".")],
+        note: Annotated[str | None, Field(max_length=NOTE_MAX_CHARS, description=(
+            "Why, in your words (optional): kept beside the audit log, erased with the end-user. Do not repeat "
+            "the content."))] = None,
+        cascade: Annotated[bool, Field(description=(
+            "Forget what was derived from this episode alone too (default true); false keeps it."))] = True,
         subject: Subject = None,
         idempotency_key: IdempotencyKey = None,
     ) -> CallToolResult:
-        return await _call(ctx, handlers.forget_memory, id=id, reason=reason, subject=subject,
-                           idempotency_key=idempotency_key)
+        return await _call(ctx, handlers.forget_memory, id=id, reason=reason, note=note, cascade=cascade,
+                           subject=subject, idempotency_key=idempotency_key)
 
     @server.tool(description=OUTCOME_DESCRIPTION,
                  annotations=ToolAnnotations(title="Record playbook outcome", read_only_hint=False,

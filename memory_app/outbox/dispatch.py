@@ -60,8 +60,9 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                                                defer_refresh=defer_refresh)
         return {"memory": memory}
     if operation is Op.FORGET:
-        forget.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], actor=actor)
-        return {}
+        forgotten = forget.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], note=p.get("note"),
+                                         cascade=p.get("cascade", True), actor=actor)
+        return {"cascade": forgotten["cascade"]}
     if operation is Op.IMPORT:
         ids = imports.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
                                       accepted_at=p.get("accepted_at"))

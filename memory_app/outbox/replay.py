@@ -15,14 +15,14 @@ from engram_core.errors import Conflict, EngramError, NotFound
 from engram_core.es.schema import MemoryType
 from memory_app import selectors
 from memory_app.freshness import refresh_ensure
-from memory_app.models import OutboxEntry
+from memory_app.models import ForgetNote, OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.outage import is_outage
 from tenants.models import AgentToken, AuditEvent, Tenant
 from tenants.selectors import subject_find, subject_get
 from tenants.services.audit import audit_record
-from tenants.services.clients import writer_es_client, writer_prefix
+from memory_app.services.store import subject_writes
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +168,12 @@ def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
 
 
 def _fail(entry: OutboxEntry, exc: Exception) -> str:
-    error = exc.as_dict() if isinstance(exc, EngramError) else {"code": "internal_error", "message": str(exc)[:500],
-                                                                "details": {}}
+    # The agent polling the operation sees the kind of failure only; the cause stays in the log.
+    error = exc.as_dict() if isinstance(exc, EngramError) else {
+        "code": "internal_error", "message": f"the write failed ({type(exc).__name__}); the server's log has the cause",
+        "details": {}}
     log.warning("outbox entry %s (%s for %s) failed for good: %s", entry.pk, entry.operation, entry.external_id,
-                error["message"])
+                exc if not isinstance(exc, EngramError) else error["message"])
     entry.status, entry.last_error, entry.payload = OutboxEntry.Status.FAILED, error, {}
     entry.processed_at = timezone.now()
     entry.attempts += 1
@@ -201,14 +203,14 @@ def _already_created(entry: OutboxEntry, operation: Op) -> dict[str, Any]:
     if supersedes:
         subject = subject_get(tenant=entry.tenant, external_id=entry.external_id)
         old = selectors.visible_documents(subject=subject, ids=supersedes, types=[CREATES[operation]])
-        writer = writer_es_client(prefix=writer_prefix(tenant=entry.tenant))
         now = timezone.now().isoformat()
-        for visible in old.values():
-            previous = visible.source.get("superseded_by") or []
-            if entry.memory_id not in previous:
-                writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
-                              if_primary_term=visible.primary_term, refresh=True,
-                              doc={"superseded_by": [*previous, entry.memory_id], "superseded_at": now})
+        with subject_writes(subject=subject) as target:
+            for visible in old.values():
+                previous = visible.source.get("superseded_by") or []
+                if entry.memory_id not in previous:
+                    target.writer.update(index=visible.index, id=visible.id, if_seq_no=visible.seq_no,
+                                         if_primary_term=visible.primary_term, refresh=True,
+                                         doc={"superseded_by": [*previous, entry.memory_id], "superseded_at": now})
     return {"id": entry.memory_id}
 
 
@@ -238,5 +240,8 @@ def _tombstone_if_missing(entry: OutboxEntry) -> None:
     subject = subject_find(tenant=entry.tenant, external_id=entry.external_id)
     if subject and not AuditEvent.objects.filter(action="memory.forget", subject=subject,
                                                  target_id=entry.memory_id).exists():
-        audit_record(actor=entry.token or entry.actor, action="memory.forget", subject=subject,
-                     target_id=entry.memory_id, details={"reason": entry.payload.get("reason", ""), "replayed": True})
+        event = audit_record(actor=entry.token or entry.actor, action="memory.forget", subject=subject,
+                             target_id=entry.memory_id,
+                             details={"reason": entry.payload.get("reason", ""), "replayed": True})
+        if note := entry.payload.get("note"):
+            ForgetNote.objects.create(subject=subject, audit_event=event, memory_id=entry.memory_id, note=note)

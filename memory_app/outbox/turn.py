@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from engram_core.db import as_request
-from engram_core.errors import EngramError, NotFound
+from engram_core.errors import EngramError, NotFound, PermissionDenied
 from engram_core.threads import LazyPool
 from memory_app import timing
 from memory_app.embeddings import EmbeddingError, get_embedder
@@ -49,13 +50,14 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
                 occurred_at: datetime | str | None = None, session_id: str | None = None,
                 context: str | None = None, metadata: dict | None = None, k: int = 5,
                 types: list[str] | None = None, include_superseded: bool = False,
-                explain: bool = False, timezone: str | None = None) -> TurnResult:
+                explain: bool = False, timezone: str | None = None, with_recall: bool = True) -> TurnResult:
     """Store the verbatim user turn as an episode and recall on the same text (its first
     ``ENGRAM_MAX_QUERY_CHARS`` characters), leaving out the turn itself. For a known end-user the
     recall runs on a pool thread while this thread writes (the turn is left out of the recall
     either way, so neither waits for the other); a new end-user's recall follows its first write.
     The write decides the outcome: once it is applied or queued, a recall failure is reported in
-    ``recall_error`` instead of being raised (the turn must not be sent again)."""
+    ``recall_error`` instead of being raised (the turn must not be sent again). Without
+    ``with_recall`` (a token that may not read memory) only the turn is written."""
     clean_k(k)
     clean_types(types)
     clean_timezone(timezone)  # the recall's; checked before anything is written
@@ -65,6 +67,12 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
     # The turn's id, fixed now: the recall leaves the turn out before it sets copies aside (when the
     # user repeats a line, the line said before is what the recall should give back).
     memory_id = memory_id or new_memory_id()
+    if not with_recall:
+        submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
+                                 memory_id=memory_id, token=token, defer_refresh=True)
+        return TurnResult(submitted=submitted, recall=None, recall_error=PermissionDenied(
+            "the turn was stored; no recall: this agent token lacks the memory:read scope",
+            details={"required_scope": ["memory:read"]}, code="insufficient_scope"))
     known = subject_find(tenant=tenant, external_id=external_id)
     # Earlier turns stored without waiting must be visible to this turn's derived context and to
     # its recall; this turn need not be (it is left out of the recall anyway), so its write does
@@ -88,8 +96,9 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
         try:
             # bound: the recall's phases count in this request's Server-Timing (memory_app.timing).
             pool = _turn_recalls.get(workers=settings.ENGRAM_TURN_RECALL_THREADS)
-            concurrent = pool.submit(timing.bound(_recall_in_thread), subject=known,
-                                     es=subject_es_client(subject=known), **recall)
+            # In this request's context (a measurement's scratch indices are a context variable).
+            concurrent = pool.submit(contextvars.copy_context().run, timing.bound(_recall_in_thread),
+                                     subject=known, es=subject_es_client(subject=known), **recall)
         except Exception as exc:  # no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
     with timing.timed("write"):

@@ -21,6 +21,8 @@ from typing import Any
 
 from django.core.cache import cache
 
+from engram_core.errors import ServiceUnavailable
+from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
 from memory_app.language.temporal import TimeWindow, named_day_ranges
 from memory_app.recall.options import RecallOptions
@@ -136,8 +138,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     with timed("search"):
         responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
     for response in responses:
-        if "error" in response:
-            raise RuntimeError(f"recall leg failed: {response['error']}")
+        leg_answer_check(response)
     idf = word_idf(responses.pop()) if counts_body else {}
     plain = len(body) // 2
     entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
@@ -153,6 +154,23 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
     return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted},
                     returned=frozenset(allowed.types))
+
+
+def leg_answer_check(response: dict[str, Any]) -> None:
+    """Raise unless one ``_msearch`` answer is whole. A leg that failed because the cluster cannot
+    search now (a shard between copies while a node is lost), or that answered from only some of
+    its shards, is ServiceUnavailable (503 + Retry-After): a partial answer would drop the
+    end-user's memories on the missing shard without a word. Any other failure is a bug."""
+    if "error" in response:
+        error = response["error"]
+        kind = error.get("type") if isinstance(error, dict) else None
+        if not unavailable_answer(response.get("status", 0), kind):
+            raise RuntimeError(f"recall leg failed: {error}")
+        raise ServiceUnavailable("Elasticsearch cannot search every shard now; retry shortly",
+                                 code="elasticsearch_unavailable", details={"reason": kind})
+    if response.get("_shards", {}).get("failed"):
+        raise ServiceUnavailable("Elasticsearch answered from only some shards; retry shortly",
+                                 code="elasticsearch_unavailable", details={"reason": "partial_results"})
 
 
 def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:

@@ -3,13 +3,16 @@
 An episode with a ``session_id`` and no explicit ``context`` gets the ENGRAM_DERIVED_CONTEXT_TURNS
 episodes of its session that precede it: their ids as ``context_ids`` (returned) and their text as
 ``derived_context`` (searched and embedded, never returned: it is a copy of other memories). When
-one of them is forgotten, every episode naming it is re-indexed without its text.
+one of them is forgotten, every episode naming it is re-indexed without its text. An explicit
+``context`` is the client's own text, which may quote a memory forgotten since: each quote is
+replaced (``phrases_of``, ``context_redacted``) and the episode embedded again.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -116,6 +119,39 @@ def dependents_of(*, es: Elasticsearch, index: str, scope: dict[str, str], memor
                                                     {"term": {"user_id": scope["user_id"]}},
                                                     {"term": {"context_ids": memory_id}}]}})
     return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
+
+
+REDACTED = "[forgotten]"
+
+
+def phrases_of(texts: Iterable[str]) -> list[str]:
+    """What of forgotten texts is looked for in explicit contexts: each text whole, and each of its
+    sentences of three words or more (a client may quote one sentence of a turn)."""
+    phrases = [t.strip() for t in texts if t.strip()]
+    phrases += [p.strip() for t in texts for p in passages_of(t) if len(p.split()) >= 3]
+    return sorted(dict.fromkeys(phrases), key=len, reverse=True)  # the longest replaced first
+
+
+def context_redacted(context: str, phrases: Sequence[str]) -> str:
+    """``context`` with every occurrence of each phrase, whatever its case and spacing, replaced."""
+    for phrase in phrases:
+        pattern = r"\s+".join(re.escape(word) for word in phrase.split())
+        context = re.sub(pattern, REDACTED, context, flags=re.IGNORECASE)
+    return context
+
+
+def explicit_dependents(*, es: Elasticsearch, index: str, scope: dict[str, str], phrases: Sequence[str]
+                        ) -> list[dict[str, Any]]:
+    """Episodes whose explicit context may quote one of ``phrases`` (a phrase search, read through
+    the subject's key; ``context_redacted`` decides)."""
+    if not phrases:
+        return []
+    response = es.search(index=index, size=1000, _source=["text", "context"],
+                         query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
+                                                    {"term": {"user_id": scope["user_id"]}}],
+                                         "should": [{"match_phrase": {"context": p}} for p in phrases[:100]],
+                                         "minimum_should_match": 1}})
+    return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"] if h["_source"].get("context")]
 
 
 def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, str]:

@@ -70,7 +70,8 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     # Cached: the session's previous turns were embedded when they were written, and a turn's
     # own text is also its recall's query (turn_submit embeds it first).
     doc.update(derived.episode_vectors([(text, parts)], cached=True)[0])
-    if defer_refresh:
+    stored = document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
+                             refresh=not defer_refresh)
+    if defer_refresh:  # once stored: a read refreshing before the write landed must not clear its mark
         refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
-    return document_create(tenant=subject.tenant, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
-                           refresh=not defer_refresh)
+    return stored

@@ -19,7 +19,7 @@ from memory_app.services.store import (
     document_create,
     document_update,
     memory_id_or_new,
-    write_target,
+    subject_writes,
 )
 from memory_app.services.supersession import superseding_write
 from memory_app.validation import (
@@ -64,10 +64,11 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
                    contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
-                   memory_id: str | None = None, source: str = "agent",
+                   memory_id: str | None = None, source: str = "agent", supporting_episode_ids: list[str] | None = None,
                    accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
     """Store a procedural playbook (trigger + steps) with zeroed outcome counters
-    (``defer_refresh`` as for facts)."""
+    (``defer_refresh`` as for facts). ``supporting_episode_ids``: the episodes it was derived from
+    (consolidation's), which it follows when they are forgotten."""
     trigger = clean_text(trigger, field="trigger")
     steps = clean_text(steps, field="steps")
     now = accepted_time(accepted_at)
@@ -75,6 +76,8 @@ def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: li
                         metadata=clean_metadata(metadata), source=source)
     doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
                confidence=clean_confidence(confidence))
+    if support := clean_supporting_ids(supporting_episode_ids):
+        doc["supporting_episode_ids"] = support
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
                              defer_refresh=defer_refresh)
@@ -135,16 +138,15 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
             update["supporting_episode_ids"] = [*supporting, episode_id]
         return update
 
-    def deferred() -> None:
+    with subject_writes(subject=subject) as target:
+        visible, update = document_update(
+            writer=target.writer, change=count, refresh=not defer_refresh,
+            read=lambda: selectors.visible_document(subject=subject, memory_id=playbook_id,
+                                                    types=[MemoryType.PROCEDURAL]),
+            conflict=Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
+                              code="concurrent_update"))
+    if update is not None and defer_refresh:  # once stored (see memory_app.freshness)
         refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
-
-    visible, update = document_update(
-        writer=write_target(tenant=subject.tenant)[0], change=count, refresh=not defer_refresh,
-        read=lambda: selectors.visible_document(subject=subject, memory_id=playbook_id,
-                                                types=[MemoryType.PROCEDURAL]),
-        before_write=deferred if defer_refresh else None,
-        conflict=Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
-                          code="concurrent_update"))
     if update is not None:
         audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
                      target_id=visible.id, details={"success": success})
@@ -174,8 +176,10 @@ def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str]
             update["confidence"] = min(1.0, float(src.get("confidence") or 0.0) + confidence_step * len(new))
         return update
 
-    visible, update = document_update(
-        writer=write_target(tenant=subject.tenant)[0], change=support, refresh=True,
-        read=lambda: selectors.visible_document(subject=subject, memory_id=memory_id, types=[MemoryType.SEMANTIC]),
-        conflict=Conflict("the fact is being updated too often; retry", details={"id": memory_id}))
+    with subject_writes(subject=subject) as target:
+        visible, update = document_update(
+            writer=target.writer, change=support, refresh=True,
+            read=lambda: selectors.visible_document(subject=subject, memory_id=memory_id,
+                                                    types=[MemoryType.SEMANTIC]),
+            conflict=Conflict("the fact is being updated too often; retry", details={"id": memory_id}))
     return {"id": visible.id, **visible.source, **(update or {})}, update is not None

@@ -12,7 +12,7 @@ from elasticsearch import ApiError, TransportError, helpers
 
 from engram_core.errors import Conflict, ServiceUnavailable, ValidationFailed
 from engram_core.es.client import unavailable_answer
-from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from engram_core.threads import computed_ahead
 from memory_app.freshness import refresh_defer, refresh_ensure
 from memory_app.language.concepts import concepts_of
@@ -24,7 +24,8 @@ from memory_app.services.store import (
     episode_dates,
     episodic_alias,
     new_memory_id,
-    write_target,
+    subject_write_confirm,
+    subject_write_target,
 )
 from memory_app.validation import (
     clean_imported_occurred_at,
@@ -117,8 +118,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                                           scope=scope, episodes=cleaned)
     found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = accepted_time(accepted_at).isoformat()
-    writer, prefix = write_target(tenant=subject.tenant)
-    index = alias_name(MemoryType.EPISODIC, prefix=prefix)
+    target = subject_write_target(subject=subject)
+    writer, index = target.writer, target.index(MemoryType.EPISODIC)
 
     def context_fields(episode: EpisodeIn) -> dict[str, Any]:
         c = found.get(episode.id)
@@ -195,6 +196,8 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
         error = Conflict if first.get("status") == 409 else ValidationFailed
         raise error(f"import failed at episode {first['_id']!r} ({first.get('error', {}).get('type', 'error')}); "
                     "nothing was kept", details={"failed": len(failures)}, code="import_failed")
+    target.created += [(index, i) for i in written]
+    subject_write_confirm(subject=subject, target=target)
     # Visible to the next recall before returning, through the same refresh path as deferred turns.
     refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
     refresh_ensure(subject=subject)

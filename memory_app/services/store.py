@@ -4,14 +4,16 @@ answers a retried write with what it stored the first time."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 from elasticsearch import ConflictError, Elasticsearch
 
-from engram_core.errors import Conflict
+from engram_core.errors import Conflict, ServiceUnavailable
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType, alias_name
 from memory_app.embeddings import get_embedder
 from memory_app.language.concepts import concepts_of
@@ -19,14 +21,59 @@ from memory_app.language.temporal import date_ranges, event_dates, states_time
 from memory_app.selectors import Visible
 from memory_app.validation import clean_datetime, clean_new_memory_id
 from tenants.models import Subject, Tenant
-from tenants.selectors import index_prefix_for, memory_scope
-from tenants.services.clients import writer_es_client, writer_prefix
+from tenants.selectors import SubjectGone, index_prefix_for, memory_scope
+from tenants.services.clients import subject_writer_prefix, writer_es_client, writer_prefix
 
 
 def write_target(*, tenant: Tenant) -> tuple[Elasticsearch, str]:
-    """The writer client and index prefix for ``tenant``'s memories (shared or its own indices)."""
+    """The writer client and index prefix for ``tenant``'s memories (shared or its own indices):
+    for tenant-wide writes (the catalog) and erase; an end-user's writes use ``subject_writes``."""
     prefix = writer_prefix(tenant=tenant)
     return writer_es_client(prefix=prefix), prefix
+
+
+@dataclass
+class SubjectWrites:
+    """The writer and index prefix for one end-user's writes, and what they created."""
+
+    writer: Elasticsearch
+    prefix: str
+    created: list[tuple[str, str]] = field(default_factory=list)  # (index, id) of the documents created
+
+    def index(self, memory_type: MemoryType) -> str:
+        return alias_name(memory_type, prefix=self.prefix)
+
+
+@contextmanager
+def subject_writes(*, subject: Subject) -> Iterator[SubjectWrites]:
+    """Write for ``subject`` inside the block, checked before (``subject_write_target``) and after
+    (``subject_write_confirm``) its writes."""
+    target = subject_write_target(subject=subject)
+    yield target
+    subject_write_confirm(subject=subject, target=target)
+
+
+def subject_write_target(*, subject: Subject) -> SubjectWrites:
+    """Where ``subject``'s writes go, once the end-user is known not to be erased (NotFound) and
+    the tenant not to be moving (ServiceUnavailable ``tenant_moving``): one database read."""
+    prefix = subject_writer_prefix(subject=subject)
+    return SubjectWrites(writer=writer_es_client(prefix=prefix), prefix=prefix)
+
+
+def subject_write_confirm(*, subject: Subject, target: SubjectWrites) -> None:
+    """The same read once the writes landed. An erase that began meanwhile: the documents they
+    created are deleted and NotFound raised, so none outlives the erase's last scan. A move that
+    began meanwhile (or finished): they may have landed in indices already copied, so the documents
+    they created there are deleted and ``tenant_moving`` raised: the write is accepted into the
+    outbox and applied again, by its ids, where the tenant's memories are once the move is done."""
+    try:
+        if subject_writer_prefix(subject=subject) != target.prefix:
+            raise ServiceUnavailable("this tenant's memories moved during the write; retry shortly",
+                                     code="tenant_moving", details={"retry_after": 5})
+    except (SubjectGone, ServiceUnavailable):
+        for index, memory_id in target.created:
+            target.writer.options(ignore_status=404).delete(index=index, id=memory_id, refresh=True)
+        raise
 
 
 def episodic_alias(*, subject: Subject) -> str:
@@ -74,15 +121,27 @@ CREATE_IDENTITY = ("tenant_id", "user_id", "memory_type", "text", "title", "trig
                    "session_id", "context", "metadata", "supersedes", "contradiction", "source")
 
 
-def document_create(*, tenant: Tenant, memory_type: MemoryType, memory_id: str, doc: dict[str, Any],
-                    refresh: bool = True) -> dict[str, Any]:
-    """Create the document in ``tenant``'s indices. A document already under ``memory_id`` with the
-    same content from the same end-user is this write applied before (a retry): it is returned as
-    it is. Any other document there is a Conflict."""
+def document_create(*, memory_type: MemoryType, memory_id: str, doc: dict[str, Any], refresh: bool = True,
+                    subject: Subject | None = None, tenant: Tenant | None = None) -> dict[str, Any]:
+    """Create the document in the indices of ``subject`` (checked before and after,
+    ``subject_writes``) or, tenant-wide, of ``tenant``. A document already under ``memory_id``
+    with the same content from the same end-user is this write applied before (a retry): it is
+    returned as it is. Any other document there is a Conflict."""
     if "embedding" not in doc:
         doc["embedding"] = get_embedder().embed_documents([embedding_text(memory_type, doc)])[0]
-    writer, prefix = write_target(tenant=tenant)
-    index = alias_name(memory_type, prefix=prefix)
+    if subject is None:
+        writer, prefix = write_target(tenant=tenant)
+        return _create(writer=writer, index=alias_name(memory_type, prefix=prefix), memory_id=memory_id, doc=doc,
+                       refresh=refresh)
+    with subject_writes(subject=subject) as target:
+        index = target.index(memory_type)
+        created = _create(writer=target.writer, index=index, memory_id=memory_id, doc=doc, refresh=refresh)
+        target.created.append((index, memory_id))
+    return created
+
+
+def _create(*, writer: Elasticsearch, index: str, memory_id: str, doc: dict[str, Any], refresh: bool
+            ) -> dict[str, Any]:
     try:
         writer.index(index=index, id=memory_id, document=doc, op_type="create", refresh=refresh)
     except ConflictError:
@@ -118,8 +177,7 @@ def episode_dates(*, text: str, occurred_at: datetime) -> dict[str, Any]:
 
 def document_update(*, writer: Elasticsearch, read: Callable[[], Visible],
                     change: Callable[[Visible], dict[str, Any] | None], conflict: Conflict,
-                    visible: Visible | None = None, refresh: bool = False,
-                    before_write: Callable[[], None] | None = None, attempts: int = 20
+                    visible: Visible | None = None, refresh: bool = False, attempts: int = 20
                     ) -> tuple[Visible, dict[str, Any] | None]:
     """Apply ``change(document)`` (the fields to update; None: nothing to do) to a document only if
     it is still as read (its sequence number): concurrent updates (a recall's use-count bump, another
@@ -132,8 +190,6 @@ def document_update(*, writer: Elasticsearch, read: Callable[[], Visible],
         update = change(visible)
         if update is None:
             return visible, None
-        if before_write is not None:
-            before_write()
         try:
             writer.update(index=visible.index, id=visible.id, doc=update, if_seq_no=visible.seq_no,
                           if_primary_term=visible.primary_term, refresh=refresh)

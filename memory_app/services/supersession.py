@@ -14,7 +14,7 @@ from engram_core.errors import Conflict, NotFound, ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
 from memory_app.freshness import refresh_defer
-from memory_app.services.store import document_create, document_update, memory_id_or_new, write_target
+from memory_app.services.store import document_create, document_update, memory_id_or_new, subject_writes, write_target
 from memory_app.validation import clean_contradiction, clean_supersedes
 from tenants.models import Subject
 
@@ -34,14 +34,15 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")
-    # Deferred: the next read refreshes. A creation names its document (searchable => visible);
-    # a supersession also updates older documents after it, so it names none.
+    # Deferred: the next read refreshes, marked once the writes are stored. A creation names its
+    # document (searchable => visible); a supersession also updates older documents, so it names none.
     refresh = not defer_refresh
     if not old_ids:
+        stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
+                                 refresh=refresh)
         if defer_refresh:
             refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
-        return document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
-                               refresh=refresh)
+        return stored
 
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
     missing = [i for i in old_ids if i not in old]
@@ -52,24 +53,27 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     if contradiction == "harsh":
         doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
 
-    if defer_refresh:
-        refresh_defer(subject=subject, memory_type=memory_type)
-    stored = document_create(tenant=subject.tenant, memory_type=memory_type, memory_id=memory_id, doc=doc,
+    stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                              refresh=False)
-    writer, prefix = write_target(tenant=subject.tenant)
     done: list[selectors.Visible] = []
+    target = None
     try:
-        for visible in old.values():
-            done.append(_mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                                         now=now))
-        if refresh:  # one refresh makes the new document and every mark visible
-            writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+        with subject_writes(subject=subject) as target:
+            for visible in old.values():
+                done.append(_mark_superseded(subject=subject, writer=target.writer, visible=visible,
+                                             memory_id=memory_id, now=now))
+            if refresh:  # one refresh makes the new document and every mark visible
+                target.writer.indices.refresh(index=target.index(memory_type))
     except (ApiError, NotFound, Conflict) as exc:
-        _undo_supersede(writer=writer, new_index=alias_name(memory_type, prefix=prefix), new_id=memory_id, done=done)
+        writer, prefix = (target.writer, target.prefix) if target else write_target(tenant=subject.tenant)
+        _undo_supersede(subject=subject, writer=writer, new_index=alias_name(memory_type, prefix=prefix),
+                        new_id=memory_id, done=done)
         if isinstance(exc, ConflictError):
             raise Conflict("a superseded memory changed concurrently; nothing was written, retry",
                            details={"ids": old_ids}, code="concurrent_update") from None
         raise
+    if defer_refresh:
+        refresh_defer(subject=subject, memory_type=memory_type)
     return stored
 
 
@@ -100,12 +104,28 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
     return before
 
 
-def _undo_supersede(*, writer: Elasticsearch, new_index: str, new_id: str, done: list[selectors.Visible]) -> None:
-    """Compensate a supersession that failed part-way: restore the old docs, drop the new one."""
-    for visible in done:
-        writer.update(index=visible.index, id=visible.id,
-                      doc={"superseded_by": visible.source.get("superseded_by"),
-                           "superseded_at": visible.source.get("superseded_at")})
+def _undo_supersede(*, subject: Subject, writer: Elasticsearch, new_index: str, new_id: str,
+                    done: list[selectors.Visible]) -> None:
+    """Compensate a supersession that failed part-way: take its id out of the old documents it
+    marked, and only its id (another supersession may have marked one meanwhile), with their
+    sequence numbers as every update; then drop the new document."""
+    for before in done:
+        def unmark(current: selectors.Visible, before: selectors.Visible = before) -> dict[str, Any] | None:
+            marks = current.source.get("superseded_by") or []
+            if new_id not in marks:
+                return None
+            left = [i for i in marks if i != new_id]
+            return {"superseded_by": left or None,
+                    "superseded_at": current.source.get("superseded_at") if left else before.source.get("superseded_at")}
+
+        try:
+            document_update(writer=writer, change=unmark,
+                            read=lambda before=before: selectors.visible_document(subject=subject, memory_id=before.id,
+                                                                                  types=[before.memory_type]),
+                            conflict=Conflict("a superseded memory keeps changing; its mark could not be undone",
+                                              details={"ids": [before.id]}, code="concurrent_update"))
+        except NotFound:
+            pass  # forgotten meanwhile: nothing to restore
     writer.options(ignore_status=404).delete(index=new_index, id=new_id, refresh=True)
 
 
@@ -116,13 +136,13 @@ def supersession_complete(*, subject: Subject, memory_id: str, memory_type: Memo
     new = selectors.visible_document(subject=subject, memory_id=memory_id, types=[memory_type])
     old_ids = list(new.source.get("supersedes") or [])
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
-    writer, prefix = write_target(tenant=subject.tenant)
     marked = 0
-    for visible in old.values():
-        if memory_id not in (visible.source.get("superseded_by") or []):
-            _mark_superseded(subject=subject, writer=writer, visible=visible, memory_id=memory_id,
-                             now=timezone.now())
-            marked += 1
-    if marked:
-        writer.indices.refresh(index=alias_name(memory_type, prefix=prefix))
+    with subject_writes(subject=subject) as target:
+        for visible in old.values():
+            if memory_id not in (visible.source.get("superseded_by") or []):
+                _mark_superseded(subject=subject, writer=target.writer, visible=visible, memory_id=memory_id,
+                                 now=timezone.now())
+                marked += 1
+        if marked:
+            target.writer.indices.refresh(index=target.index(memory_type))
     return marked

@@ -13,7 +13,7 @@ from engram_core.es.capabilities import Capabilities
 from engram_core.es.client import base_client
 from engram_core.es.schema import shared_prefix
 from tenants.models import Subject, Tenant
-from tenants.selectors import index_prefix_for
+from tenants.selectors import SubjectGone, index_prefix_for
 from tenants.services.guard import capabilities_forget, require_dls
 from tenants.services.key_cache import (
     key_cache_clear,
@@ -80,12 +80,30 @@ def writer_es_client(*, prefix: str | None = None) -> Elasticsearch:
     return entry.client()
 
 
+def subject_writer_prefix(*, subject: Subject) -> str:
+    """``writer_prefix`` for a write of ``subject``'s memories, read fresh with the end-user's own
+    state in one query. Raises SubjectGone once its erase has begun (a request or a consolidation
+    run that read the end-user before must not write for them), ServiceUnavailable
+    (``tenant_moving``) while its tenant moves."""
+    erased_at, isolation, moving_to = (Subject.objects.filter(pk=subject.pk).values_list(
+        "erased_at", "tenant__isolation", "tenant__isolation_moving_to").get())
+    if erased_at is not None:
+        raise SubjectGone.of(subject)
+    if moving_to:
+        raise _moving()
+    return index_prefix_for(tenant=subject.tenant, isolation=isolation)
+
+
+def _moving() -> ServiceUnavailable:
+    return ServiceUnavailable("this tenant's memories are being moved between isolation modes; retry shortly",
+                              code="tenant_moving", details={"retry_after": 5})
+
+
 def writer_prefix(*, tenant: Tenant) -> str:
     """The index prefix ``tenant``'s writes go to, read fresh from the database: a stale in-memory
     tenant must not write into the indices it just moved out of. Raises ServiceUnavailable
     (``tenant_moving``, retry hint) while its documents are being moved between isolation modes."""
     isolation, moving_to = Tenant.objects.filter(pk=tenant.pk).values_list("isolation", "isolation_moving_to").get()
     if moving_to:
-        raise ServiceUnavailable("this tenant's memories are being moved between isolation modes; retry shortly",
-                                 code="tenant_moving", details={"retry_after": 5})
+        raise _moving()
     return index_prefix_for(tenant=tenant, isolation=isolation)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from elasticsearch import Elasticsearch, helpers
 
-from engram_core.errors import EngramError, ValidationFailed
+from engram_core.errors import Conflict, EngramError, ValidationFailed
 from engram_core.es.client import admin_client
 from engram_core.es.schema import SOURCE_WITH_VECTORS, MemoryType, alias_name, ensure_indices
 from tenants.models import Tenant
@@ -52,11 +52,14 @@ def dedicated_indices_ensure(*, es: Elasticsearch | None = None) -> list[str]:
     return prefixes
 
 
-def tenant_isolation_set(*, tenant: Tenant, isolation: str, actor: Actor, batch_size: int = 500) -> MoveResult:
+def tenant_isolation_set(*, tenant: Tenant, isolation: str, actor: Actor, batch_size: int = 500,
+                         take_over: bool = False) -> MoveResult:
     """Put ``tenant``'s memories in ``isolation`` mode, moving them if needed (see the module doc).
 
     Calling it for the mode the tenant is already in removes any copies a failed earlier move
-    left behind. Raises ValidationFailed for an unknown mode, MoveFailed when the copy does not
+    left behind. One move of a tenant at a time: while one runs, another (or a clean-up) is
+    refused with Conflict ``isolation_move_running``; ``take_over`` runs anyway, for a move whose
+    process died. Raises ValidationFailed for an unknown mode, MoveFailed when the copy does not
     verify (nothing changed then), and lets Elasticsearch errors through (ditto before the switch).
     """
     if isolation not in Tenant.Isolation.values:
@@ -65,13 +68,22 @@ def tenant_isolation_set(*, tenant: Tenant, isolation: str, actor: Actor, batch_
     es = admin_client()
     tenant = Tenant.objects.get(pk=tenant.pk)
     other = next(m for m in Tenant.Isolation.values if m != isolation)
+    # Claimed in one statement: of two moves started at once, one runs. Writes wait from now on.
+    running = Tenant.objects.filter(pk=tenant.pk) if take_over else Tenant.objects.filter(pk=tenant.pk,
+                                                                                           isolation_moving_to="")
+    if not running.update(isolation_moving_to=isolation if tenant.isolation != isolation else tenant.isolation):
+        raise Conflict(f"a move of {tenant.slug} to {tenant.isolation_moving_to} indices is running; if its process "
+                       "died, take it over", code="isolation_move_running",
+                       details={"moving_to": Tenant.objects.get(pk=tenant.pk).isolation_moving_to})
     if tenant.isolation == isolation:
-        tenant_indices_ensure(tenant=tenant, es=es)
-        removed = _remove_copies(es, tenant=tenant, prefix=index_prefix_for(tenant=tenant, isolation=other))
+        try:
+            tenant_indices_ensure(tenant=tenant, es=es)
+            removed = _remove_copies(es, tenant=tenant, prefix=index_prefix_for(tenant=tenant, isolation=other))
+        finally:
+            Tenant.objects.filter(pk=tenant.pk).update(isolation_moving_to="")
         return MoveResult(tenant=tenant.slug, source=isolation, target=isolation, removed=removed)
 
     source, target = index_prefix_for(tenant=tenant), index_prefix_for(tenant=tenant, isolation=isolation)
-    Tenant.objects.filter(pk=tenant.pk).update(isolation_moving_to=isolation)  # writes wait from now on
     result = MoveResult(tenant=tenant.slug, source=tenant.isolation, target=isolation)
     try:
         _remove_copies(es, tenant=tenant, prefix=target)  # a failed earlier move's partial copy
@@ -108,14 +120,18 @@ def _count(es: Elasticsearch, index: str, tenant: Tenant) -> int:
 
 def _copy(es: Elasticsearch, *, tenant: Tenant, memory_type: MemoryType, source: str, target: str,
           batch_size: int) -> int:
-    """Copy one memory type's documents of ``tenant`` and verify the count; returns it."""
+    """Copy one memory type's documents of ``tenant`` and verify that every one read is there; returns
+    how many. (Not against a count of the source: a write still landing there, which started
+    before the move, would fail the move; that write puts itself into the outbox, to be applied
+    again after the switch, ``memory_app.services.store.subject_write_confirm``.)"""
     src, dst = alias_name(memory_type, prefix=source), alias_name(memory_type, prefix=target)
     es.indices.refresh(index=src)
-    copied = 0
+    expected = 0
     for batch in _batches(es, src=src, dst=dst, tenant=tenant, size=batch_size):
-        copied += _index_batch(es, batch)
+        expected += len(batch)
+        _index_batch(es, batch)
     es.indices.refresh(index=dst)
-    expected, actual = _count(es, src, tenant), _count(es, dst, tenant)
+    actual = _count(es, dst, tenant)
     if actual != expected:
         raise MoveFailed(f"copied {actual} of {expected} {memory_type.value} documents; tenant not moved",
                          details={"memory_type": memory_type.value, "expected": expected, "copied": actual})

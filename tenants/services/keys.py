@@ -14,7 +14,7 @@ from engram_core.errors import ValidationFailed
 from engram_core.es.schema import shared_prefix
 from tenants import crypto, es_keys
 from tenants.models import Subject, SubjectKey, WriterKey
-from tenants.selectors import index_prefix_for
+from tenants.selectors import SubjectGone, index_prefix_for
 from tenants.services.audit import Actor, audit_record
 from tenants.services.guard import keys_supported
 from tenants.services.key_cache import subject_key_forget, writer_keys_forget
@@ -40,6 +40,14 @@ def _locked_subject(subject: Subject) -> Subject:
     return Subject.objects.select_for_update().select_related("tenant").get(pk=subject.pk)
 
 
+def _mintable(locked: Subject) -> Subject:
+    """``locked``, unless its erase has begun: an erased end-user never gets a key again (a read
+    in flight, a consolidation run holding the end-user, would otherwise mint one)."""
+    if locked.erased_at is not None:
+        raise SubjectGone.of(locked)
+    return locked
+
+
 def _usable(key: SubjectKey | WriterKey | None, *, prefix: str) -> bool:
     margin = timedelta(seconds=settings.ENGRAM_KEY_CACHE_SECONDS)
     return (key is not None and key.index_prefix == prefix and key.role_version == es_keys.ROLE_VERSION
@@ -49,13 +57,13 @@ def _usable(key: SubjectKey | WriterKey | None, *, prefix: str) -> bool:
 def subject_key_ensure(*, subject: Subject, actor: Actor = SYSTEM_KEY_MAINTENANCE) -> SubjectKey:
     """``subject``'s usable active key, minting one when it has none, or rotating one that is
     expiring, was minted for another index prefix or under an older grant (the old one keeps its
-    grace period)."""
+    grace period). NotFound once the end-user's erase has begun."""
     prefix = index_prefix_for(tenant=subject.tenant)
     key = SubjectKey.objects.active().filter(subject=subject).first()
     if _usable(key, prefix=prefix):
         return key
     with transaction.atomic():
-        locked = _locked_subject(subject)
+        locked = _mintable(_locked_subject(subject))
         key = SubjectKey.objects.active().filter(subject=locked).first()
         if _usable(key, prefix=prefix):  # another process got here first
             return key
@@ -74,7 +82,7 @@ def subject_key_rotate(*, subject: Subject, actor: Actor, grace: timedelta | Non
     """
     grace = timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS) if grace is None else grace
     with transaction.atomic():
-        locked = _locked_subject(subject)
+        locked = _mintable(_locked_subject(subject))
         current = SubjectKey.objects.active().filter(subject=locked).first()
         if current is None:
             key = subject_key_mint(subject=locked, actor=actor, reason="rotation without an active key")

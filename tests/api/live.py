@@ -7,6 +7,7 @@ its own database connection, as in production."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,6 +20,9 @@ import httpx
 from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parents[2]
+# What the tests present to a live server's /healthz for its whole report.
+MONITOR_TOKEN = secrets.token_urlsafe(16)
+MONITOR = {"Authorization": f"Bearer {MONITOR_TOKEN}"}
 
 _CREATE_TOKEN = """
 from tenants.models import AgentToken, Tenant
@@ -45,7 +49,10 @@ def _free_port() -> int:
 class LiveEngram:
     def __init__(self, workdir: Path, **env: str):
         self.workdir = workdir
-        self.prefix = f"engram-test-live-{uuid.uuid4().hex[:8]}"
+        from django.conf import settings
+
+        # Under the run's prefix: the run's clean-up drops what this one may not (its audit checkpoints).
+        self.prefix = f"{settings.ES_INDEX_PREFIX}-live-{uuid.uuid4().hex[:8]}"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -55,6 +62,8 @@ class LiveEngram:
             "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
             "ES_INDEX_PREFIX": self.prefix,
             "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+            "ENGRAM_AUDIT_KEYS": secrets.token_urlsafe(32),
+            "ENGRAM_MONITOR_TOKEN": MONITOR_TOKEN,
             "DJANGO_SECRET_KEY": uuid.uuid4().hex * 2,
             "CELERY_BROKER_URL": "filesystem://",
             "ENGRAM_API_RATE": "1000000/minute",

@@ -8,6 +8,8 @@ import pytest
 
 from engram_client import EngramAPIError
 from engram_core.es.schema import MemoryType
+from memory_app.consolidation.services import consolidation_run
+from memory_app.models import ForgetNote
 from tenants.models import AuditEvent, Subject
 
 
@@ -69,14 +71,45 @@ def test_playbook_and_outcomes(engram):
 
 def test_forget_deletes_and_leaves_a_content_free_tombstone(engram):
     turn = engram.turn("erin", "my PIN is 1234")
-    result = engram.forget("erin", turn["id"], "user asked")
+    result = engram.forget("erin", turn["id"], "sensitive", note="said by mistake")
     assert (result["status"], result["id"]) == ("applied", turn["id"])
+    assert result["cascade"] == {"forgotten": [], "flagged": [], "kept": []}
     with pytest.raises(EngramAPIError) as err:
         engram.get_memory("erin", turn["id"])
     assert (err.value.status, err.value.code) == (404, "not_found")
     event = AuditEvent.objects.get(action="memory.forget", target_id=turn["id"])
-    assert event.details == {"memory_type": "episodic", "reason": "user asked"}
+    assert event.details == {"memory_type": "episodic", "reason": "sensitive", "cascade": True, "derived": {}}
     assert event.actor_type == "agent_token"
+    assert ForgetNote.objects.get(audit_event=event).note == "said by mistake"  # beside the chain, not in it
+
+
+def test_forgetting_a_turn_forgets_the_fact_consolidated_from_it(engram, tenant):
+    """The issue's first reproduction: a fact consolidated from a turn goes when the turn is forgotten."""
+    turn = engram.turn("uma", "I'm allergic to peanuts and shellfish.")
+    consolidation_run(subject=Subject.objects.get(tenant=tenant, external_id="uma"))  # what POST …/consolidate queues
+    [fact] = engram.recall("uma", "what is the user allergic to", types=["semantic"])
+    assert fact["supporting_episode_ids"] == [turn["id"]]
+
+    result = engram.forget("uma", turn["id"], "user_request")
+
+    assert engram.recall("uma", "what is the user allergic to") == []
+    with pytest.raises(EngramAPIError) as err:
+        engram.get_memory("uma", fact["id"])
+    assert err.value.status == 404
+    assert result["cascade"] == {"forgotten": [{"id": fact["id"], "memory_type": "semantic"}], "flagged": [],
+                                 "kept": []}
+    cascaded = AuditEvent.objects.get(action="memory.forget", target_id=fact["id"])
+    assert cascaded.details == {"memory_type": "semantic", "reason": "user_request", "cascade_of": [turn["id"]]}
+    assert AuditEvent.objects.get(action="memory.forget", target_id=turn["id"]).details["derived"] == {
+        "forgotten": [fact["id"]]}
+
+
+def test_a_forget_reason_is_a_code(engram):
+    turn = engram.turn("ezra", "my PIN is 1234")
+    with pytest.raises(EngramAPIError) as err:
+        engram.forget("ezra", turn["id"], "the user asked about their PIN 1234")
+    assert (err.value.status, err.value.code) == (400, "invalid")
+    assert engram.get_memory("ezra", turn["id"])["text"] == "my PIN is 1234"
 
 
 def test_import_export_and_erase(engram):
@@ -149,7 +182,7 @@ def test_another_tenants_end_user_is_indistinguishable_from_an_unknown_one(make_
     fact = mine.write_fact("jack", "Jack likes tea")
     theirs = make_client(of=Tenant.objects.create(slug=f"{tenant.slug}-b", name="B"))
     for call in (lambda: theirs.recall("jack", "plans"), lambda: theirs.get_memory("jack", fact["id"]),
-                 lambda: theirs.export("jack"), lambda: theirs.forget("jack", fact["id"], "x"),
+                 lambda: theirs.export("jack"), lambda: theirs.forget("jack", fact["id"], "other"),
                  lambda: theirs.recall("nobody-at-all", "plans")):
         with pytest.raises(EngramAPIError) as err:
             call()
@@ -190,3 +223,39 @@ def test_a_turn_longer_than_a_query_still_gets_its_recall(engram, settings):
     engram.turn("kai", "My printer is an HP LaserJet")
     result = engram.turn("kai", "The printer jams again and again " * 5)
     assert result["recall_error"] is None and result["recall"]
+
+
+def test_a_token_without_memory_read_gets_no_memory_content(make_client):
+    """Least privilege: memory:write writes; it does not read back the end-user's memory through a
+    write's answer (a turn's recall, a write's echo, an outcome's playbook, a dry run's proposals)."""
+    full, writer = make_client(), make_client("memory:write")
+    full.turn("kim", "My cat is called Zorblax and she likes tuna.")
+    playbook = full.write_playbook("kim", "Zorblax will not eat", "Warm the tuna a little.")
+    turn = writer.turn("kim", "Zorblax still likes tuna?")
+    assert turn["status"] == "applied" and turn["memory"] is None and turn["recall"] is None
+    assert (turn["recall_error"]["code"], turn["recall_error"]["details"]) == (
+        "insufficient_scope", {"required_scope": ["memory:read"]})
+    fact = writer.write_fact("kim", "Kim's cat is called Zorblax.")
+    assert fact["id"] and fact["memory"] is None
+    outcome = writer.record_outcome("kim", playbook["id"], True)
+    assert outcome["status"] == "applied" and outcome["memory"] is None
+    status, queued = writer.request("POST", "subjects/kim/consolidate", json={})
+    assert status == 202 and set(queued["run"]) >= {"id", "status"} and queued["changes"] is None
+    with pytest.raises(EngramAPIError) as err:
+        writer.request("POST", "subjects/kim/consolidate", json={"dry_run": True})
+    assert (err.value.status, err.value.code, err.value.details) == (403, "insufficient_scope",
+                                                                      {"required_scope": ["memory:read"]})
+    status, dry = full.request("POST", "subjects/kim/consolidate", json={"dry_run": True})
+    assert status == 200 and isinstance(dry["changes"], list)
+
+
+def test_erasing_an_end_user_needs_tenant_admin_or_subject_erase(make_client):
+    full = make_client()
+    for name in ("lea", "max"):
+        full.turn(name, "hello")
+    with pytest.raises(EngramAPIError) as err:
+        make_client("memory:read", "memory:write", "memory:forget").erase_subject("lea")
+    assert (err.value.status, err.value.code) == (403, "insufficient_scope")
+    assert err.value.details == {"required_scope": ["tenant:admin", "subject:erase"]}
+    assert make_client("subject:erase").erase_subject("lea")["status"] == "applied"
+    assert make_client("tenant:admin").erase_subject("max")["status"] == "applied"

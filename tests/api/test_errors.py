@@ -45,8 +45,8 @@ def test_a_revoked_token_is_401(memory, tenant):
 @pytest.mark.parametrize(("scopes", "method", "path", "needed"), [
     (["memory:read"], "post", "/api/v1/subjects/a/turns", "memory:write"),
     (["memory:write"], "post", "/api/v1/subjects/a/recall", "memory:read"),
-    (["memory:write"], "delete", "/api/v1/subjects/a/memories/abcdefgh?reason=x", "memory:forget"),
-    (["memory:write", "memory:read"], "delete", "/api/v1/subjects/a", "memory:forget"),
+    (["memory:write"], "delete", "/api/v1/subjects/a/memories/abcdefgh?reason=other", "memory:forget"),
+    (["memory:write", "memory:read", "memory:forget"], "delete", "/api/v1/subjects/a", "subject:erase"),
     (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/subjects", "tenant:admin"),
     (["memory:write", "memory:read", "memory:forget"], "post", "/api/v1/catalog/entries", "tenant:admin"),
     (["tenant:admin"], "get", "/api/v1/subjects/a/export", "memory:read"),
@@ -102,7 +102,7 @@ def test_an_unknown_field_is_reported_with_the_invalid_ones(api):
     error = _error(api.post("/api/v1/subjects/a/recall", {"k": 0, "typs": ["semantic"]}, format="json"),
                    400, "invalid")
     assert set(error["details"]["fields"]) == {"query", "k", "typs"}
-    error = _error(api.delete("/api/v1/subjects/a/memories/abcdefgh?reason=x&hard=1"), 400, "invalid")
+    error = _error(api.delete("/api/v1/subjects/a/memories/abcdefgh?reason=other&hard=1"), 400, "invalid")
     assert set(error["details"]["fields"]) == {"hard"}
 
 
@@ -134,12 +134,12 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
     for path, status, code in (("abcdefgh%01ij", 404, "not_found"), ("abcdefgh%00ij", 400, "invalid")):
         _error(api.get(f"/api/v1/subjects/c/memories/{path}"), status, code)
         _error(api.get(f"/api/v1/subjects/c/memories/{path}/history"), status, code)
-        _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=x"), status, code)
+        _error(api.delete(f"/api/v1/subjects/c/memories/{path}?reason=other"), status, code)
         _error(api.post(f"/api/v1/subjects/c/playbooks/{path}/outcome", {"success": True}, format="json"),
                status, code)
     for impossible in ("abcdefgh\x00ij", "a" * 65):  # the outbox's column holds 64
         with pytest.raises(NotFound):
-            outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "x"},
+            outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "other"},
                                 memory_id=impossible, background=True)
     _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
                                                     "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
@@ -153,11 +153,11 @@ def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempote
     """An idempotency record keeps the answer; an answer naming what the caller sent (an unknown
     field, an unknown id) may hold a NUL, which PostgreSQL cannot store."""
     api.post("/api/v1/subjects/e/turns", {"text": "hello"}, format="json")
-    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%01ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-a"),
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%01ij?reason=other", HTTP_IDEMPOTENCY_KEY="nul-a"),
            404, "not_found")
-    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%00ij?reason=x", HTTP_IDEMPOTENCY_KEY="nul-d"),
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh%00ij?reason=other", HTTP_IDEMPOTENCY_KEY="nul-d"),
            400, "invalid")  # a NUL anywhere in a request: refused before any view (RefuseNulMiddleware)
-    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh?reason=x%00", HTTP_IDEMPOTENCY_KEY="nul-e"),
+    _error(api.delete("/api/v1/subjects/e/memories/abcdefgh?reason=other%00", HTTP_IDEMPOTENCY_KEY="nul-e"),
            400, "invalid")
     error = _error(api.post("/api/v1/subjects/e/turns", {"text": "hi", "b\u0000d": 1}, format="json",
                             HTTP_IDEMPOTENCY_KEY="nul-b"), 400, "parse_error")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -47,7 +48,7 @@ def test_every_write_endpoint_is_idempotent(api, docs):
         assert outcome.status_code == 200
     assert outcome.json()["memory"]["success_count"] == 1
     for _ in range(2):
-        forgotten = api.delete(f"/api/v1/subjects/bob/memories/{fact['id']}?reason=asked",
+        forgotten = api.delete(f"/api/v1/subjects/bob/memories/{fact['id']}?reason=user_request",
                                HTTP_IDEMPOTENCY_KEY="forget")
         assert forgotten.status_code == 200 and forgotten.json()["status"] == "applied"
     for _ in range(2):
@@ -135,3 +136,14 @@ def test_invalid_keys_and_expiry(api):
     post(api, TURN, {"text": "x"}, "old")
     IdempotencyRecord.objects.update(created_at=timezone.now() - timedelta(days=2))
     assert idempotency_purge() == 1
+
+
+def test_a_stored_response_is_kept_under_the_end_users_id_as_stored_so_forget_and_erase_reach_it(api):
+    """A client that leaves a space in the URL's end-user id addresses the same end-user; its
+    stored responses must be found by that end-user's forget and erase."""
+    turn = post(api, "/api/v1/subjects/alice%20/turns", {"text": "my locker code is quixotrel"}, "spaced").json()
+    assert IdempotencyRecord.objects.get(key="spaced").external_id == "alice"
+    api.delete(f"/api/v1/subjects/alice/memories/{turn['id']}?reason=user_request")
+    assert "quixotrel" not in json.dumps(IdempotencyRecord.objects.get(key="spaced").response_body)
+    api.delete("/api/v1/subjects/alice")
+    assert not IdempotencyRecord.objects.filter(key="spaced").exists()

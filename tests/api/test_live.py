@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from engram_client import EngramAPIError, EngramClient
-from tests.api.live import LiveEngram
+from tests.api.live import MONITOR, LiveEngram
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,7 +176,7 @@ def test_elasticsearch_stopped_mid_run_loses_nothing_acknowledged(es_admin, tmp_
         stop_writing.set()
         thread.join(timeout=120)
         # The worker's periodic replay drains the outbox.
-        _wait(lambda: httpx.get(f"{server.url}/healthz", timeout=10).json()["outbox"]["pending"] == 0,
+        _wait(lambda: httpx.get(f"{server.url}/healthz", headers=MONITOR, timeout=10).json()["outbox"]["pending"] == 0,
               timeout=600, every=2, what="the outbox to drain\n" + server.log("worker")[-3000:])
 
         client = EngramClient(server.url, token, retries=3)

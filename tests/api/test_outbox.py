@@ -32,7 +32,7 @@ def test_writes_during_an_outage_are_accepted_and_replayed_in_order(engram, es_d
     accepted = [engram.turn("alice", f"turn {n}") for n in range(1, 4)]
     fact = engram.write_fact("alice", "Alice has a Fritzbox")
     outcome = engram.record_outcome("alice", playbook["id"], True)
-    forgotten = engram.forget("alice", before["id"], "user asked")
+    forgotten = engram.forget("alice", before["id"], "user_request")
     newcomer = engram.turn("bob", "hello from a new end-user")
     for result in (*accepted, fact, outcome, forgotten, newcomer):
         assert result["status"] == "queued" and result["operation"]["status"] == "pending"
@@ -170,11 +170,11 @@ def test_one_replayer_at_a_time(memory, tenant):
     assert outbox_replay().applied == 1
 
 
-def test_healthz_reports_a_stale_backlog(memory, tenant, settings, client):
+def test_healthz_reports_a_stale_backlog(memory, tenant, settings, client, monitor_headers):
     settings.ENGRAM_OUTBOX_STALE_SECONDS = -1
     OutboxEntry.objects.create(tenant=tenant, external_id="lu", operation="episode", memory_id="lu-turn-00001",
                                payload={"text": "x"}, actor="t", reason="outage")
-    body = client.get("/healthz").json()
+    body = client.get("/healthz", headers=monitor_headers).json()
     assert body["outbox"]["pending"] == 1
     assert any(r.startswith("outbox backlog: 1 acknowledged writes waiting") for r in body["reasons"])
 

@@ -52,7 +52,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
     assert stuck[0].last_error["code"] == "error"
 
 
-def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client):
+def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client, monitor_headers):
     # Accepted by an older version (today such an import is refused up front): replayed, it must
     # end as failed with its reason, not be re-embedded and retried on every run.
     episodes = [{"id": "dup-id-0001", "text": f"e{n}", "occurred_at": "2021-01-01T00:00:00Z"} for n in range(2)]
@@ -62,7 +62,7 @@ def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, t
     assert (report.applied, report.failed, report.pending) == (0, 1, 0)
     operation = engram.operation(str(entry.uid))
     assert operation["status"] == "failed" and operation["error"]["code"] == "duplicate_ids"
-    health = client.get("/healthz").json()["outbox"]
+    health = client.get("/healthz", headers=monitor_headers).json()["outbox"]
     assert health["failed"] == 1
     assert health["recent_failures"][0] == {"operation": str(entry.uid), "type": "import", "code": "duplicate_ids",
                                             "at": health["recent_failures"][0]["at"]}
@@ -217,8 +217,8 @@ def test_forget_leaves_the_text_nowhere(api, engram, es_down, es_admin):
     es_down.restore()
     outbox_replay()
     assert len(_everywhere(es_admin, "quixotrel")) >= 4
-    engram.forget("una", turn.json()["id"], "asked")
-    engram.forget("una", fact["id"], "asked")
+    engram.forget("una", turn.json()["id"], "user_request")
+    engram.forget("una", fact["id"], "user_request")
     assert _everywhere(es_admin, "quixotrel") == []
     # The stored answers are still replayed, redacted: a retry is not run again.
     replay = api.post("/api/v1/subjects/una/turns", {"text": secret}, format="json", HTTP_IDEMPOTENCY_KEY="t1")
@@ -246,7 +246,7 @@ def test_writes_that_answer_stored_are_searchable_without_waiting_for_the_period
         engram.record_outcome("ines", playbook["id"], True)
         # Deferred: the end-user's next read refreshes first and sees the new count.
         assert engram.recall("ines", "router offline", types=["procedural"])[0]["success_count"] == 1
-        engram.forget("ines", fact["id"], reason="asked to")
+        engram.forget("ines", fact["id"], reason="user_request")
         assert not _searchable(es_admin, MemoryType.SEMANTIC, fact["id"])  # gone from search when it answers
         assert time.monotonic() - started < 30
 
@@ -493,30 +493,59 @@ def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read
     import uuid
 
     from memory_app import freshness
+    from tenants.services.clients import writer_es_client
 
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     if shared:
         monkeypatch.setattr(freshness, "cache", request.getfixturevalue("shared_redis_cache"))
     who = f"lea-{uuid.uuid4().hex[:8]}"
-    with slow_refresh(es_admin):
+    with slow_refresh(es_admin) as index:
         engram.turn(who, "my kayak is red")
         subject = Subject.objects.get(external_id=who)
         key = freshness._key(subject, MemoryType.EPISODIC)
-        landed = str(uuid.uuid4())
+        landed = new_memory_id()
         real = freshness._refresh_now
 
         def refresh_while_a_write_lands(writer, indices):
             real(writer, indices)
-            # Another request of the same end-user stores a turn after this refresh began.
+            # Another request of the same end-user stores a turn after this refresh began, and
+            # marks it once stored.
+            writer_es_client().index(index=index, id=landed, document={
+                "tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
+                "text": "my canoe is blue", "created_at": timezone.now().isoformat()})
             freshness.refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=landed)
 
         monkeypatch.setattr(freshness, "_refresh_now", refresh_while_a_write_lands)
         assert freshness.refresh_ensure(subject=subject) is True
-        # The read cleared its own mark, not the one set meanwhile: the next read checks that write.
+        # The read cleared its own mark, not the one set meanwhile: the next read makes that write visible.
         assert freshness._pending_id(freshness._marks_get([key])[key]) == landed
         monkeypatch.setattr(freshness, "_refresh_now", real)
-        assert freshness.refresh_ensure(subject=subject) is True  # not searchable (it was never written)
+        assert freshness.refresh_ensure(subject=subject) is True
+        assert es_admin.count(index=index, query={"ids": {"values": [landed]}})["count"] == 1
         assert freshness._marks_get([key]) == {}
+
+
+def test_a_read_that_refreshes_while_a_turn_is_being_written_cannot_hide_that_turn(engram, es_admin, monkeypatch,
+                                                                                    settings):
+    """The inspector polls every 2 s: a read of the end-user may refresh after a turn's mark is set
+    but before its document lands. That refresh must not clear the mark, or the next read misses
+    the turn until the periodic refresh."""
+    from memory_app.freshness import refresh_ensure
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    with slow_refresh(es_admin):
+        engram.turn("nia", "my kayak is red")
+        subject = Subject.objects.get(external_id="nia")
+        real = episode_services.document_create
+
+        def a_read_first(**kwargs):
+            refresh_ensure(subject=subject)  # the inspector's poll, just before the turn's document lands
+            return real(**kwargs)
+
+        monkeypatch.setattr(episode_services, "document_create", a_read_first)
+        turn = engram.turn("nia", "my canoe is blue")
+        monkeypatch.undo()
+        assert turn["id"] in [m["id"] for m in engram.recall("nia", "what colour is the canoe")]
 
 
 def test_back_to_back_turns_of_a_session_derive_context_from_unrefreshed_predecessors(engram, es_admin, settings):
@@ -641,3 +670,72 @@ def test_api_fact_and_playbook_writes_do_not_wait_for_a_refresh_yet_the_next_rea
     finally:
         for index in indices:
             es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": settings.ES_REFRESH_INTERVAL})
+
+
+@contextmanager
+def _own_redis():
+    """A Redis server of this test's own (stopping the one scripts/test shares would stop the
+    others' broker): yields its URL and a function that stops it."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server is not installed (scripts/test installs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="engram-redis-")
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "redis did not start"
+            time.sleep(0.05)
+
+        def stop():
+            server.terminate()
+            server.wait(10)
+
+        yield f"redis://127.0.0.1:{port}/0", stop
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es_admin, settings, client,
+                                                                 monitor_headers):
+    """The shared cache (ENGRAM_CACHE_URL) holds the refresh marks and the rate limits' logs. When
+    it becomes unreachable, turns and recalls still answer, each read still sees the end-user's
+    last write (refresh on read), the rate limit holds in each process, and /healthz says the cache
+    is degraded without taking the server out of rotation."""
+    from django.core.cache import caches
+
+    settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
+    with _own_redis() as (url, stop):
+        settings.CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": url}}
+        caches["default"].set("engram:probe", "up")  # the cache is that Redis, and reachable
+        with slow_refresh(es_admin):
+            for n in range(8):
+                if n == 3:
+                    stop()  # mid-stream
+                turn = engram.turn("mia", f"my bike number {n} is green")
+                assert turn["status"] == "applied"
+                # Read-your-writes, with the marks or without them.
+                assert turn["id"] in [m["id"] for m in engram.recall("mia", f"bike number {n}")], n
+        health = client.get("/healthz", headers=monitor_headers)
+        assert health.status_code == 200, health.json()
+        body = health.json()
+        assert body["status"] == "degraded" and body["cache"] == {"backend": "redis", "reachable": False}
+        assert [d for d in body["degraded"] if d.startswith("cache unreachable")]
+        assert client.get("/healthz", headers=monitor_headers).json()["cache"]["reachable"] is False
+        assert client.get("/healthz").json() == {"status": "ok"}  # anyone else: serving
+        # The rate limit still holds, counted in this process.
+        settings.ENGRAM_API_RATES = {**settings.ENGRAM_API_RATES, "agent": "5/minute"}
+        statuses = [api.post("/api/v1/subjects/mia/recall", {"query": "bike"}, format="json").status_code
+                    for _ in range(7)]
+        assert statuses == [200] * 5 + [429] * 2

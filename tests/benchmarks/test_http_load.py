@@ -55,5 +55,10 @@ def test_the_report_sets_http_throughput_beside_the_service_levels():
             "rss_mb": {"master": [40.0], "workers": [410.4, 398.0], "benchmark process": [300.0]}}
     text = http_load.markdown(data)
     assert "| 8 | recall | 6 | 20 | 45 | 49 | 30.0 | 0 |" in text
-    assert "| 8 | 30.0 | 50.0 | 0.60 |" in text
+    assert ("| 8 | 30.0 (turn 40 / 90; recall 20 / 45) | 50.0 (turn 40 / 90; recall 20 / 45) | **0.60** | n/a | n/a |"
+            in text)
     assert "RSS, MB: master 40; workers 410, 398; benchmark process 300" in text
+    # Beside Mem0 over HTTP: Engram's throughput over Mem0's.
+    text = http_load.markdown({**data, "mem0": [_step(8, 10.0)], "mem0_rss_mb": {"master": [28.0], "workers": [145.0]}})
+    assert "| **0.60** | 10.0 (turn 40 / 90; recall 20 / 45) | **3.00** |" in text
+    assert "Mem0 server RSS, MB: master 28; workers 145" in text

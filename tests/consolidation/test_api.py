@@ -95,3 +95,24 @@ def test_beat_queues_end_users_after_n_episodes_or_t_minutes_of_quiet(make_subje
     assert sorted(k["subject_id"] for _, k in sent) == sorted([busy.pk, quiet.pk, fresh.pk])
     # Queued runs are not queued twice.
     assert consolidation.consolidation_dispatch(now=later) == 0
+
+
+def test_a_failed_run_tells_the_agent_no_internal_address(subject, say, settings):
+    """The cause of a failure (here the embeddings endpoint, by its internal URL) stays in the
+    worker's log; the run an agent polls names the kind of failure only."""
+    from memory_app.embeddings import clear_cache
+
+    say(subject, "I live in Paris.")
+    settings.ENGRAM_EMBEDDER = "openai"
+    settings.ENGRAM_OPENAI_EMBEDDINGS_URL = "http://127.0.0.1:9/v1"
+    clear_cache()
+    try:
+        with pytest.raises(Exception, match="127.0.0.1:9"):
+            consolidation.consolidation_run(subject=subject)
+    finally:
+        settings.ENGRAM_EMBEDDER = "minilm"
+        clear_cache()
+    run = ConsolidationRun.objects.get(subject=subject, status="failed")
+    body = _client(subject).get(f"/api/v1/subjects/{subject.external_id}/consolidations/{run.pk}").json()
+    assert body["error"]["code"] == "internal_error" and "EmbeddingError" in body["error"]["message"]
+    assert "127.0.0.1" not in str(body) and "http" not in str(body["error"])

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
@@ -15,6 +16,7 @@ from memory_app.models import ConsolidationRun
 from memory_app.services.facts import fact_write
 from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget
+from memory_app.services.store import write_target
 from memory_app.selectors import subject_export
 from tests.consolidation.conftest import T0
 
@@ -165,20 +167,59 @@ def test_ungrounded_candidates_are_dropped_and_counted(subject, say, current_fac
     assert run.candidates == 2 and run.candidates_dropped == 1 and run.facts_created == 1
 
 
-def test_forgotten_episodes_are_not_rederived_and_orphaned_facts_are_flagged(subject, say, current_facts):
+def test_forgotten_episodes_are_not_rederived_and_what_was_derived_goes_with_them(subject, say, current_facts):
     ids = say(subject, "My favourite colour is blue.", "I live in Oslo.")
     consolidation_run(subject=subject)
     waiting = say(subject, "I like sailing.")
-    memory_forget(subject=subject, memory_id=waiting[0], reason="user asked", actor="test")
-    memory_forget(subject=subject, memory_id=ids[0], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=waiting[0], reason="user_request", actor="test")
+    memory_forget(subject=subject, memory_id=ids[0], reason="user_request", actor="test")
     run = consolidation_run(subject=subject).run
     facts = {f["text"]: f for f in current_facts(subject).values()}
     assert "User likes sailing." not in facts  # forgotten before consolidation: never derived
-    assert facts["User's favourite colour is blue."]["metadata"]["consolidation"]["review"] == \
-        "supporting_episodes_forgotten"
-    assert "review" not in facts["User lives in Oslo."]["metadata"]["consolidation"]
+    assert "User's favourite colour is blue." not in facts  # forgotten with its episode
+    assert "review" not in facts["User lives in Oslo."]["metadata"]
+    assert run.facts_flagged == 0
+
+
+def test_a_fact_whose_episode_went_before_forgets_cascaded_follows_it_at_the_next_run(subject, say, current_facts):
+    ids = say(subject, "My favourite colour is blue.", "I live in Oslo.")
+    consolidation_run(subject=subject)
+    # As a forget before this release left it: the episode gone, the fact still there.
+    writer = write_target(tenant=subject.tenant)[0]
+    writer.delete(index=alias_name(MemoryType.EPISODIC), id=ids[0], refresh=True)
+    run = consolidation_run(subject=subject).run
+    assert sorted(f["text"] for f in current_facts(subject).values()) == ["User lives in Oslo."]
     assert run.facts_flagged == 1
-    assert consolidation_run(subject=subject).run.facts_flagged == 0  # flagged once
+    assert consolidation_run(subject=subject).run.facts_flagged == 0  # once
+
+
+def test_a_playbook_consolidated_from_episodes_follows_them(subject, say, es_admin):
+    ids = say(subject, "My thermostat won't connect to the wifi.", "I reset the thermostat by holding the button.",
+              "That worked!", session="a")
+    consolidation_run(subject=subject)
+    [playbook] = _all(es_admin, MemoryType.PROCEDURAL, subject).values()
+    assert sorted(playbook["supporting_episode_ids"]) == sorted(ids)
+    for episode_id in ids:
+        memory_forget(subject=subject, memory_id=episode_id, reason="user_request", actor="test")
+    assert _all(es_admin, MemoryType.PROCEDURAL, subject) == {}
+
+
+def test_a_fact_derived_while_its_episode_was_being_forgotten_follows_it(subject, say, current_facts, monkeypatch):
+    """The run read the episode; the forget deleted it and found nothing derived yet; the run then
+    wrote the fact. The fact must not outlive its episode."""
+    from memory_app.consolidation import services
+
+    ids = say(subject, "My favourite colour is blue.")
+    real = services._plan
+
+    def plan_then_forget(**kwargs):
+        planned = real(**kwargs)
+        memory_forget(subject=subject, memory_id=ids[0], reason="user_request", actor="test")
+        return planned
+
+    monkeypatch.setattr(services, "_plan", plan_then_forget)
+    consolidation_run(subject=subject)
+    assert current_facts(subject) == {}
 
 
 def test_playbooks_are_proposed_and_outcomes_counted_once(subject, say, es_admin):
@@ -298,3 +339,95 @@ def test_a_support_conversation_yields_family_playbook_and_corrections(subject, 
     assert "Moved the router away from the microwave" in playbook["steps"]
     assert (playbook["success_count"], playbook["failure_count"]) == (1, 0)
     assert ids[8] in playbook["supporting_episode_ids"]  # the "that fixed it" that counted the success
+
+
+def test_a_run_queued_right_after_a_turn_reads_the_turn(subject, es_admin, settings):
+    """The issue's second reproduction: "consolidate now" right after a conversation consolidated
+    nothing, because the turn was stored but not yet searchable. The run is in a worker process,
+    whose cache does not hold the turn's refresh mark."""
+    from django.core.cache import cache
+
+    from tests.api.conftest import slow_refresh
+
+    with slow_refresh(es_admin):
+        episode_write(subject=subject, text="I'm allergic to peanuts and shellfish.", defer_refresh=True)
+        cache.clear()  # another process: no refresh mark
+        run = consolidation_run(subject=subject).run
+    assert run.episodes_read == 1 and run.facts_created == 1
+
+
+def test_a_run_stops_writing_once_its_end_user_is_erased(subject, say, count_docs, monkeypatch):
+    from memory_app.consolidation import services
+    from memory_app.services.forget import subject_erase
+
+    say(subject, "My favourite colour is blue.", "I live in Oslo.")
+    real = services._plan
+
+    def plan_then_erase(**kwargs):
+        planned = real(**kwargs)
+        subject_erase(subject=subject, actor="test")  # while the run holds its plan
+        return planned
+
+    monkeypatch.setattr(services, "_plan", plan_then_erase)
+    with pytest.raises(NotFound):
+        consolidation_run(subject=subject)
+    assert count_docs() == 0
+    run = ConsolidationRun.objects.get(subject=subject)
+    assert run.status == "failed" and run.error["code"] == "subject_erased"
+
+
+def test_a_run_waits_for_the_end_users_queued_writes(subject, say, current_facts):
+    """A forget accepted into the outbox (Elasticsearch was down, or writes queued before it) is
+    not overtaken: the run does not derive a fact from the episode it forgets."""
+    from memory_app.models import OutboxEntry
+    from memory_app.outbox import outbox_replay
+
+    [said] = say(subject, "My favourite colour is blue.")
+    OutboxEntry.objects.create(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
+                               memory_id=said, payload={"reason": "user_request"}, actor="test", reason="outage")
+    with pytest.raises(Conflict) as waiting:
+        consolidation_run(subject=subject)
+    assert waiting.value.code == "writes_queued"
+    assert current_facts(subject) == {}
+    assert outbox_replay().applied == 1
+    assert consolidation_run(subject=subject).run.episodes_read == 0 and current_facts(subject) == {}
+
+
+def test_a_slow_run_keeps_its_lease_so_no_twin_takes_over(subject, say, settings, monkeypatch):
+    """The lease is renewed while its run is alive: a run slower than the lease (an LLM taking its
+    time) is not taken for dead, and a second run is refused instead of marking it worker_lost
+    and writing beside it."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from memory_app.consolidation.extractors import rules
+
+    settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS = 2
+    say(subject, "My favourite colour is blue.")
+    real, started = rules.RulesExtractor.extract, threading.Event()
+
+    def slow(self, **kwargs):
+        started.set()
+        time.sleep(5)  # well past the lease
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(rules.RulesExtractor, "extract", slow)
+    results = {}
+
+    def first():
+        try:
+            results["first"] = consolidation_run(subject=subject).run
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert started.wait(10)
+    time.sleep(3)  # the lease as first taken has expired
+    with pytest.raises(Conflict) as twin:
+        consolidation_run(subject=subject)
+    assert twin.value.code == "consolidation_running"
+    thread.join(30)
+    assert results["first"].status == "succeeded" and results["first"].facts_created == 1

@@ -63,7 +63,8 @@ def test_the_sandbox_holds_no_transaction_deletes_no_row_and_leaves_nothing_usab
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_eval_leaves_every_earlier_audit_event_and_every_chain_intact(tmp_path, es_admin, invalidate_minted_keys):
+def test_an_eval_leaves_every_earlier_audit_event_and_every_chain_intact(tmp_path, es_admin, invalidate_minted_keys,
+                                                                         checkpoint_store):
     real = Tenant.objects.create(slug="real-tenant", name="Real")
     audit_record(actor="tests", action="tenant.created", tenant=real)
     audit_record(actor="tests", action="settings.checked")  # the chain of events without a tenant

@@ -247,21 +247,44 @@ def test_recall_sandbox_shows_explain(live, browser):
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     _login(browser, live, "support")
     browser.get(f"{live.url}/u/{live.alice}/")
     memory = browser.find_element(By.ID, "m-demo-alice-3")  # "Alice's thermostat model is the Acme T3."
     memory.find_element(By.CSS_SELECTOR, "details.forget summary").click()
-    memory.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("End-user asked to forget the model")
+    Select(memory.find_element(By.CSS_SELECTOR, "select[name=reason]")).select_by_value("inaccurate")
+    memory.find_element(By.CSS_SELECTOR, "input[name=note]").send_keys("Ticket 4711, model was wrong")
     memory.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     _wait(browser, lambda d: not d.find_elements(By.ID, "m-demo-alice-3"))
     assert "forgotten" in browser.find_element(By.ID, "messages").text
     browser.refresh()
     assert not browser.find_elements(By.ID, "m-demo-alice-3")
+    assert "Ticket 4711, model was wrong" in browser.find_element(By.ID, "forgets-section").text
     _login(browser, live, "compliance")
     browser.get(f"{live.url}/t/acme-home/audit/?action=memory.forget")
     audit = _text(browser)
-    assert "demo-alice-3" in audit and "End-user asked to forget the model" in audit and "support" in audit
+    assert "demo-alice-3" in audit and "inaccurate" in audit and "support" in audit
+    assert "Ticket 4711" not in audit  # the note is kept beside the audit log, not in it
+
+
+def test_the_forget_dialog_lists_the_facts_derived_from_an_episode(live, browser):
+    from selenium.webdriver.common.by import By
+
+    dana = live.manage("shell", "-c", "from tenants.models import Subject; "
+                                      "print(Subject.objects.get(external_id='dana@example.com').user_id)")
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/u/{dana.strip().splitlines()[-1]}/")
+    fact = browser.find_element(By.CSS_SELECTOR, "#facts-section li.memory")
+    text = fact.find_element(By.CSS_SELECTOR, ".text").text
+    episode_id = fact.find_element(By.CSS_SELECTOR, "a[href^='#m-']").get_attribute("href").split("#m-")[1]
+    episode = browser.find_element(By.ID, f"m-{episode_id}")
+    browser.execute_script("arguments[0].scrollIntoView()", episode)
+    episode.find_element(By.CSS_SELECTOR, "details.forget summary").click()
+    # Listed when the dialog opens, before anything is confirmed.
+    _wait(browser, lambda d: text in episode.find_element(By.CSS_SELECTOR, ".forget-derived").text)
+    assert episode.find_element(By.CSS_SELECTOR, "input[name=keep_derived]")
+    assert browser.find_elements(By.ID, f"m-{episode_id}")  # nothing forgotten
 
 
 def test_audit_export_downloads_and_verifies(live, browser):
@@ -273,21 +296,25 @@ def test_audit_export_downloads_and_verifies(live, browser):
     browser.get(f"{live.url}/t/acme-home/audit/?action=staff.viewed")
     assert "staff.viewed" in _text(browser)
     _shot(browser, "staff-access-log", full=False)
+    browser.find_element(By.LINK_TEXT, "Verify chain").click()
+    browser.find_element(By.XPATH, "//button[normalize-space()='Checkpoint now']").click()
+    _wait(browser, lambda d: "Checkpoint written at event" in _text(d), timeout=30)
+    assert "Chain intact" in browser.find_element(By.ID, "verify-result").text
+    latest = browser.find_element(By.ID, "latest-checkpoint").text
+    assert "Pins" in latest and "create documents" in latest
+    _shot(browser, "audit-verify", full=False)
     browser.get(f"{live.url}/t/acme-home/audit/")
     browser.find_element(By.PARTIAL_LINK_TEXT, "Export JSON Lines").click()
     path = _wait(browser, lambda d: next((p for p in browser.downloads.glob("*.jsonl")), None), timeout=15)
     time.sleep(0.3)
     lines = path.read_text().splitlines()
-    assert len(lines) > 20 and json.loads(lines[0])["seq"] == 1
-    reports = audit_chain.verify_jsonl(lines)
-    assert [r.ok for r in reports] == [True]
+    header, kinds = json.loads(lines[0]), [json.loads(line).get("type") for line in lines]
+    assert header["filtered"] is False and kinds.count("event") > 20 and "checkpoint" in kinds and kinds[-1] == "end"
+    keyring = audit_chain.Keyring.from_secrets([live.env["ENGRAM_AUDIT_KEYS"]])
+    assert audit_chain.verify_export(lines, keyring=keyring).ok
     offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", str(path)], cwd=ROOT, capture_output=True,
-                             text=True, check=False)
-    assert offline.returncode == 0 and "OK" in offline.stdout
-    browser.find_element(By.LINK_TEXT, "Verify chain").click()
-    _wait(browser, lambda d: any("Chain intact" in e.text for e in d.find_elements(By.ID, "verify-result")),
-          timeout=30)
-    _shot(browser, "audit-verify", full=False)
+                             text=True, check=False, env={"ENGRAM_AUDIT_KEYS": live.env["ENGRAM_AUDIT_KEYS"]})
+    assert offline.returncode == 0 and "signature OK" in offline.stdout, offline.stdout + offline.stderr
 
 
 def test_keys_and_tokens_page(live, browser):

@@ -23,6 +23,7 @@ from memory_app.services.imports import episodes_import
 from memory_app.recall import memory_recall
 from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
+from tenants.crypto import audit_keyring
 from tenants.models import AuditEvent, Membership
 from tenants.services.audit import audit_record
 from tenants.services.clients import clear_caches
@@ -38,7 +39,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "home": ("get", "/", {}),
         "subject.view": ("get", f"/u/{u}/", {}),
         "subject.recall": ("get", f"/u/{u}/recall/", {"q": "thermostat"}),
-        "memory.forget": ("post", f"/u/{u}/forget/{memory_id}/", {"reason": "asked by the end-user"}),
+        "memory.forget": ("post", f"/u/{u}/forget/{memory_id}/", {"reason": "user_request"}),
         "consolidation.dry_run": ("post", f"/u/{u}/consolidation/dry-run/", {}),
         "consolidation.run": ("post", f"/u/{u}/consolidation/run/", {}),
         "subject.export": ("get", f"/u/{u}/export/", {}),
@@ -47,6 +48,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "keys.manage": ("post", f"/t/{t}/keys/{u}/rotate/", {}),
         "audit.view": ("get", f"/t/{t}/audit/", {}),
         "audit.export": ("get", f"/t/{t}/audit/export.jsonl", {}),
+        "audit.checkpoint": ("post", f"/t/{t}/audit/checkpoint/", {}),
     }
 
 
@@ -68,7 +70,7 @@ def test_role_matrix_every_cell(role, staff, subjects):
         response = getattr(client, method)(url, data, headers=headers)
         allowed = _allowed(role, permission)
         got[permission] = response.status_code
-        want[permission] = (302 if permission == "keys.manage" else 200) if allowed else 403
+        want[permission] = (302 if permission in ("keys.manage", "audit.checkpoint") else 200) if allowed else 403
         # Another tenant's end-user or tenant: 404, whatever the role (superusers see every tenant).
         other = _cells(mallory, "x" * 12)[permission]
         if permission != "home":
@@ -253,13 +255,39 @@ def test_forget_records_reason_and_removes_the_memory(staff, subjects):
     client = Client()
     client.force_login(staff["support"])
     empty = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": " "}, follow=True)
-    assert b"a reason is required" in empty.content
-    client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "GDPR request #12"})
-    assert "door code" not in client.get(f"/u/{alice.user_id}/").content.decode().split("Forgotten memories")[0]
+    assert b"reason must be one of" in empty.content
+    client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "legal", "note": "GDPR request #12"})
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert "door code" not in page.split("Forgotten memories")[0]
+    assert "a legal or compliance request" in page and "GDPR request #12" in page  # the note, beside the log
     event = AuditEvent.objects.get(action="memory.forget", target_id=fact["id"])
-    assert event.actor == "support" and event.details["reason"] == "GDPR request #12"
-    missing = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "again"}, follow=True)
+    assert event.actor == "support" and event.details["reason"] == "legal"
+    assert "GDPR" not in json.dumps(event.chain_fields())
+    missing = client.post(f"/u/{alice.user_id}/forget/{fact['id']}/", {"reason": "legal"}, follow=True)
     assert missing.status_code == 200 and b"Could not forget" in missing.content
+
+
+def test_the_forget_dialog_lists_what_goes_with_an_episode_before_it_is_confirmed(staff, subjects):
+    alice, _ = subjects
+    said = episode_write(subject=alice, text="I'm allergic to peanuts and I love jazz.")["id"]
+    again = episode_write(subject=alice, text="Jazz is my favourite music.")["id"]
+    alone = fact_write(subject=alice, text="Alice is allergic to peanuts.", supporting_episode_ids=[said])
+    shared = fact_write(subject=alice, text="Alice loves jazz.", supporting_episode_ids=[said, again])
+    client = Client()
+    client.force_login(staff["support"])
+
+    dialog = client.get(f"/u/{alice.user_id}/forget/{said}/", headers={"HX-Request": "true"}).content.decode()
+
+    assert "forgotten with it</strong> · semantic: Alice is allergic to peanuts." in dialog
+    assert "kept, flagged for review</strong> (other episodes support it) · semantic: Alice loves jazz." in dialog
+    assert 'name="keep_derived"' in dialog
+    assert client.get(f"/u/{alice.user_id}/forget/{said}/").status_code == 200  # the page, without htmx
+    done = client.post(f"/u/{alice.user_id}/forget/{said}/", {"reason": "user_request"}, follow=True)
+    assert b"1 derived memory forgotten with it; 1 derived memory kept and flagged for review" in done.content
+    assert not selectors.fact_list(subject=alice, include_superseded=True)[0]["id"] == alone["id"]
+    [left] = selectors.fact_list(subject=alice)
+    assert left["id"] == shared["id"] and left["supporting_episode_ids"] == [again]
+    assert "supporting episodes were forgotten" in client.get(f"/u/{alice.user_id}/").content.decode()
 
 
 def test_cluster_refusal_is_a_message_not_a_stack_trace(staff, subjects, settings):
@@ -300,15 +328,17 @@ def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
     client = Client()
     client.force_login(staff["compliance"])
     jsonl = b"".join(client.get("/t/acme/audit/export.jsonl").streaming_content).decode()
-    reports = audit_chain.verify_jsonl(jsonl.splitlines())
-    assert reports and all(r.ok for r in reports) and reports[0].checked >= 2
+    report = audit_chain.verify_export(jsonl.splitlines(), keyring=audit_keyring())
+    assert report.ok and report.header["filtered"] is False and report.chains[0].checked >= 2
     rows = list(csv.DictReader(io.StringIO(b"".join(client.get("/t/acme/audit/export.csv").streaming_content)
                                            .decode())))
     assert {r["action"] for r in rows} >= {"subject.created", "subject_key.minted"}
     assert all(json.loads(r["details"]) is not None and len(r["hash"]) == 64 for r in rows)
     filtered = b"".join(client.get("/t/acme/audit/export.jsonl", {"action": "subject_key"}).streaming_content)
-    assert all(json.loads(line)["action"].startswith("subject_key") for line in filtered.decode().splitlines())
-    assert all(r.ok for r in audit_chain.verify_jsonl(filtered.decode().splitlines()))
+    events = [json.loads(line) for line in filtered.decode().splitlines() if '"type": "event"' in line]
+    assert events and all(e["action"].startswith("subject_key") for e in events)
+    report = audit_chain.verify_export(filtered.decode().splitlines(), keyring=audit_keyring())
+    assert report.ok and report.header["filters"] == {"action": "subject_key"}
     page = client.get("/t/acme/audit/verify/").content.decode()
     assert "Chain intact" in page
 
@@ -324,7 +354,7 @@ def test_audit_filters_and_tenant_scope(staff, subjects):
 
     def targets(**params) -> set[str]:
         lines = b"".join(client.get("/t/acme/audit/export.jsonl", params).streaming_content).decode().splitlines()
-        return {json.loads(line)["target_id"] for line in lines}
+        return {record["target_id"] for record in map(json.loads, lines) if record.get("type") == "event"}
 
     assert targets(actor="zed") == {"m-zed", "x-zed"}  # never the other tenant's event
     assert targets(actor="zed", action="memory.") == {"m-zed"}

@@ -9,6 +9,7 @@ from engram_core.errors import EngramError, NotFound, PermissionDenied, Validati
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
 from memory_app.mcp import handlers
+from memory_app.services.facts import fact_write
 from memory_app.usage import usage_bump
 from tenants.models import AuditEvent, Subject
 
@@ -63,8 +64,22 @@ def test_each_tool_needs_its_scope(acme, make_caller):
     with pytest.raises(PermissionDenied):
         handlers.record_outcome(caller=reader, playbook_id=memory_id, success=True)
     with pytest.raises(PermissionDenied) as denied:
-        handlers.forget_memory(caller=writer, id=memory_id, reason="user asked")
+        handlers.forget_memory(caller=writer, id=memory_id, reason="user_request")
     assert (denied.value.code, denied.value.details) == ("insufficient_scope", {"required_scope": ["memory:forget"]})
+
+
+def test_a_token_that_may_only_write_reads_no_memory_through_a_writes_answer(acme, make_caller):
+    writer = make_caller(acme, subject="alice", scopes=["memory:write"])
+    written = handlers.write_memory(caller=writer, type="procedural", trigger="the router drops Wi-Fi",
+                                    steps=["Unplug the router", "Plug it back in"])
+    assert written["memory"] == {"id": written["memory"]["id"]}
+    outcome = handlers.record_outcome(caller=writer, playbook_id=written["memory"]["id"], success=True,
+                                      refined_steps=["Unplug the router", "Wait 60 seconds"])
+    assert outcome["playbook"] == {"id": written["memory"]["id"]}
+    # With memory:read too, the same answers carry the memory.
+    both = make_caller(acme, subject="alice", scopes=["memory:write", "memory:read"])
+    again = handlers.record_outcome(caller=both, playbook_id=written["memory"]["id"], success=False)
+    assert again["playbook"]["refined_steps"] == "Unplug the router\nWait 60 seconds"
 
 
 def test_the_end_user_comes_from_the_url_or_the_call_never_both_differently(acme, make_caller):
@@ -120,7 +135,7 @@ def test_an_end_user_cannot_forget_or_supersede_anothers_memory(acme, make_calle
     alices = handlers.write_memory(caller=alice, type="semantic", text="Alice plays the cello")["memory"]["id"]
 
     with pytest.raises(NotFound):
-        handlers.forget_memory(caller=bob, id=alices, reason="user asked")
+        handlers.forget_memory(caller=bob, id=alices, reason="user_request")
     with pytest.raises(NotFound):
         handlers.write_memory(caller=bob, type="semantic", text="Bob plays go", supersedes=[alices])
 
@@ -133,7 +148,8 @@ def test_forget_deletes_and_audits_without_content(acme, make_caller):
     memory_id = handlers.write_memory(caller=alice, type="episodic", text="My PIN is 4321")["memory"]["id"]
 
     assert handlers.forget_memory(caller=alice, id=memory_id, reason="sensitive") == {
-        "subject": "alice", "forgotten": memory_id, "status": "applied"}
+        "subject": "alice", "forgotten": memory_id, "status": "applied",
+        "cascade": {"forgotten": [], "flagged": [], "kept": []}}
 
     assert "My PIN is 4321" not in texts(handlers.recall_memory(caller=alice, query="PIN"))
     event = AuditEvent.objects.get(action="memory.forget", target_id=memory_id)
@@ -224,7 +240,7 @@ def test_mcp_writes_are_accepted_into_the_outbox_during_an_outage_and_replayed_i
     url = settings.ES_URL
     es_unreachable("http://127.0.0.1:9")
     queued = handlers.write_memory(caller=alice, type="semantic", text="Alice moved to Porto")
-    gone = handlers.forget_memory(caller=alice, id=first["memory"]["id"], reason="asked")
+    gone = handlers.forget_memory(caller=alice, id=first["memory"]["id"], reason="user_request")
     assert queued["status"] == gone["status"] == "queued"
     assert [e.reason for e in OutboxEntry.objects.order_by("id")] == ["outage", "backlog"]
     es_unreachable(url)
@@ -323,3 +339,24 @@ def test_recall_reads_dates_in_the_named_time_zone_and_refuses_an_unknown_one(ac
         handlers.recall_memory(caller=caller, query="what happened yesterday?", timezone="Nowhere/Atlantis",
                                subject="tz")
     assert err.value.code == "invalid_timezone"
+
+
+def test_forgetting_an_episode_says_what_went_with_it(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    said = handlers.write_memory(caller=alice, type="episodic", text="I'm allergic to peanuts")["memory"]["id"]
+    subject = Subject.objects.get(tenant=acme, external_id="alice")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[said])
+
+    done = handlers.forget_memory(caller=alice, id=said, reason="user_request", note="asked in chat")
+
+    assert done["cascade"] == {"forgotten": [{"id": fact["id"], "memory_type": "semantic"}], "flagged": [],
+                               "kept": []}
+    assert "peanuts" not in texts(handlers.recall_memory(caller=alice, query="what is Alice allergic to"))
+
+
+def test_a_forget_reason_must_be_a_code(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    memory_id = handlers.write_memory(caller=alice, type="episodic", text="My PIN is 4321")["memory"]["id"]
+    with pytest.raises(ValidationFailed) as refused:
+        handlers.forget_memory(caller=alice, id=memory_id, reason="she told me her PIN 4321 is secret")
+    assert refused.value.code == "invalid_reason"

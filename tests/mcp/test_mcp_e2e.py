@@ -58,6 +58,7 @@ def server(es_admin, tmp_path_factory):
         "DATABASE_URL": f"sqlite:///{state / 'db.sqlite3'}",
         "ENGRAM_STATE_DIR": str(state),
         "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "ENGRAM_AUDIT_KEYS": Fernet.generate_key().decode(),
         # Under the run's prefix, so the run's own clean-up would catch what this one missed.
         "ES_INDEX_PREFIX": f"{settings.ES_INDEX_PREFIX}-mcp-{uuid.uuid4().hex[:8]}",
     }
@@ -237,7 +238,7 @@ def test_recall_write_forget_for_two_end_users_without_crossing(server):
             assert turn["memory"]["id"] not in ids(await ok(alice, "recall_memory", query="flying to Oslo"))
 
             # Bob's agent cannot forget or supersede Alice's memory: it does not exist for Bob.
-            assert (await bob("forget_memory", id=cat, reason="user asked")) == (True, {"error": {
+            assert (await bob("forget_memory", id=cat, reason="user_request")) == (True, {"error": {
                 "code": "not_found", "message": f"no memory {cat!r} for this subject", "details": {"id": cat}}})
             superseding_error, superseding = await bob("write_memory", type="semantic", text="x", supersedes=[cat])
             assert superseding_error and superseding["error"]["code"] == "not_found"
@@ -254,11 +255,11 @@ def test_recall_write_forget_for_two_end_users_without_crossing(server):
                     } == {lyon: [porto["id"]], porto["id"]: None}
 
             # Alice asks to forget her cat; Bob's dog is untouched.
-            assert await ok(alice, "forget_memory", id=cat, reason="user asked") == {"subject": "alice",
-                                                                                    "forgotten": cat,
-                                                                                    "status": "applied"}
+            assert await ok(alice, "forget_memory", id=cat, reason="user_request") == {
+                "subject": "alice", "forgotten": cat, "status": "applied",
+                "cascade": {"forgotten": [], "flagged": [], "kept": []}}
             assert cat not in ids(await ok(alice, "recall_memory", query="cat called Miso"))
-            assert await error_code(alice, "forget_memory", id=cat, reason="again") == "not_found"
+            assert await error_code(alice, "forget_memory", id=cat, reason="user_request") == "not_found"
             assert dog["memory"]["id"] in ids((await bob("recall_memory", query="dog called Rex"))[1])
 
             # A playbook and its outcome.
@@ -287,7 +288,7 @@ def test_tool_errors_carry_engram_codes(server):
             assert theirs["error"]["message"] == unknown["error"]["message"]
 
             assert await error_code(reader, "write_memory", type="semantic", text="x") == "insufficient_scope"
-            assert await error_code(reader, "forget_memory", id="0123456789abcdef", reason="r") == "insufficient_scope"
+            assert await error_code(reader, "forget_memory", id="0123456789abcdef", reason="other") == "insufficient_scope"
             assert await error_code(unpinned, "recall_memory", query="hello") == "subject_required"
             assert await error_code(alice, "recall_memory", query="hello", subject="bob") == "subject_mismatch"
             assert await error_code(alice, "write_memory", type="catalog", text="x") == "invalid_arguments"
@@ -302,7 +303,7 @@ def test_tool_errors_carry_engram_codes(server):
             recalled = await ok(alice, "recall_memory", query="Alice keeps bees", include_superseded=True)
             assert not [m for m in recalled["memories"] if "bees" in (m.get("text") or "")]
             # A NUL character in any argument is refused (an idempotency record could not keep the answer).
-            is_error, refused = await call(alice, "forget_memory", id="abcdefgh\x00ij", reason="r",
+            is_error, refused = await call(alice, "forget_memory", id="abcdefgh\x00ij", reason="other",
                                            idempotency_key="nul-1")
             assert is_error and refused["error"]["code"] == "invalid_arguments"
             assert [e["field"] for e in refused["error"]["details"]["errors"]] == ["id"]

@@ -711,3 +711,20 @@ def test_warm_up_loads_local_models_and_leaves_hosted_ones_alone(settings, tmp_p
     calls: list[str] = []
     server.respond = lambda path, body: (calls.append(path), (500, {}))[1]
     assert warm_up() == [] and calls == []  # nothing sent to a hosted provider
+
+
+def test_the_word_table_is_mapped_from_the_weights_file_and_the_graph_holds_none():
+    """The onnx runtimes look the word embeddings up in a table mapped from the weights file (the
+    session would keep the model's largest tensor twice): the same values, so the same vectors."""
+    from memory_app.embeddings._bert import BertEncoder, word_embeddings_mapped
+    from memory_app.embeddings._onnx import build_bert_graph
+    from memory_app.embeddings.minilm import bundled_model_dir
+
+    model_dir = bundled_model_dir()
+    encoder = BertEncoder(model_dir)
+    mapped = word_embeddings_mapped(model_dir)
+    assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
+    np.testing.assert_array_equal(mapped, encoder.word_emb)
+    graph = build_bert_graph(encoder, int8=True, word_embeddings_input=True).graph
+    assert "word_emb" not in {init.name for init in graph.initializer}
+    assert [i.name for i in graph.input] == ["word_embeddings", "token_type_ids", "attention_mask"]

@@ -72,3 +72,22 @@ def test_bodies_are_written_by_orjson_and_read_back_the_same(es_prefix):
         assert es.get(index=index, id="big")["_source"]["text"] == "big"
     finally:
         es.indices.delete(index=index)
+
+
+def test_es_url_may_name_several_nodes_and_the_client_goes_round_one_that_is_gone(settings, es_prefix):
+    """A cluster's nodes in ES_URL, comma-separated: requests spread over them, and a request whose
+    node does not answer is sent to the next one (here a port nothing listens on)."""
+    from engram_core.es.client import es_hosts
+
+    assert es_hosts("https://a:9200, https://b:9200,") == ["https://a:9200", "https://b:9200"]
+    url = settings.ES_URL
+    settings.ES_URL = f"http://127.0.0.1:9,{url}"
+    base_client.cache_clear()
+    try:
+        assert len(base_client().transport.node_pool.all()) == 2
+        for _ in range(4):
+            assert admin_client().cluster.health()["status"] in ("green", "yellow")
+    finally:
+        base_client().close()
+        base_client.cache_clear()
+        settings.ES_URL = url

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -8,8 +9,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_healthz_reports_a_healthy_stack(client, db, es_prefix):
-    response = client.get("/healthz")
+def test_healthz_reports_a_healthy_stack(client, db, es_prefix, monitor_headers):
+    response = client.get("/healthz", headers=monitor_headers)
     body = response.json()
     assert response.status_code == 200, body
     assert body["status"] == "ok"
@@ -25,13 +26,13 @@ def test_healthz_reports_a_healthy_stack(client, db, es_prefix):
     assert response["Cache-Control"] == "no-store"
 
 
-def test_healthz_names_indices_written_by_another_embedder(client, db, es_prefix, settings):
+def test_healthz_names_indices_written_by_another_embedder(client, db, es_prefix, settings, monitor_headers):
     from memory_app.embeddings import clear_cache
 
     settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"  # a process configured unlike the one that set the indices up
     clear_cache()
     try:
-        response = client.get("/healthz")
+        response = client.get("/healthz", headers=monitor_headers)
     finally:
         clear_cache()
     assert response.status_code == 503
@@ -42,18 +43,18 @@ def test_healthz_names_indices_written_by_another_embedder(client, db, es_prefix
         "ENGRAM_EMBEDDER_RUNTIME)"]
 
 
-def test_healthz_names_missing_indices(client, db, es_admin, settings):
+def test_healthz_names_missing_indices(client, db, es_admin, settings, monitor_headers):
     settings.ES_INDEX_PREFIX = "engram-test-never-created"
-    response = client.get("/healthz")
+    response = client.get("/healthz", headers=monitor_headers)
     assert response.status_code == 503
     assert response.json()["indices"] == {"episodic": False, "semantic": False, "procedural": False, "catalog": False}
     assert any("indices missing: episodic, semantic, procedural, catalog" in r for r in response.json()["reasons"])
 
 
-def test_healthz_names_an_unreachable_broker(client, db, es_prefix, settings):
+def test_healthz_names_an_unreachable_broker(client, db, es_prefix, settings, monitor_headers):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
-    response = client.get("/healthz")
+    response = client.get("/healthz", headers=monitor_headers)
     assert response.status_code == 503
     assert response.json()["broker"]["reachable"] is False
     assert any(r.startswith("broker unreachable (redis)") for r in response.json()["reasons"])
@@ -69,12 +70,14 @@ def _stack(action: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif("ENGRAM_STACK_INSTANCE" not in os.environ, reason="needs the node started by scripts/test")
-def test_healthz_with_elasticsearch_stopped(client, db, es_prefix):
+def test_healthz_with_elasticsearch_stopped(client, db, es_prefix, monitor_headers):
     _stack("es-stop")
     try:
-        response = client.get("/healthz")
+        response = client.get("/healthz", headers=monitor_headers)
+        anonymous = client.get("/healthz")
     finally:
         _stack("es-start")
+    assert (anonymous.status_code, anonymous.json()) == (503, {"status": "unavailable"})  # no internal address
     body = response.json()
     assert response.status_code == 503
     assert body["status"] == "unhealthy"
@@ -89,12 +92,14 @@ def _production_env(**overrides: str) -> dict[str, str]:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_URL": "https://es.example.internal:9200",
            "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
-           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode()}
+           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_AUDIT_KEYS": "a" * 43,
+           "ES_AUDIT_USERNAME": "engram-audit", "ES_AUDIT_PASSWORD": "secret"}
     env.update(overrides)
     return {k: v for k, v in env.items() if v != ""}
 
 
-@pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD", "ENGRAM_ENCRYPTION_KEYS"])
+@pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD", "ENGRAM_ENCRYPTION_KEYS",
+                                     "ENGRAM_AUDIT_KEYS", "ES_AUDIT_PASSWORD"])
 def test_production_settings_refuse_to_start_without_a_secret(missing):
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(**{missing: ""}),
                             capture_output=True, text=True)
@@ -139,3 +144,47 @@ def test_ci_runs_with_the_least_privileged_admin(settings, es_admin):
     who = es_admin.security.authenticate()
     assert who["username"] == settings.ES_ADMIN_USERNAME != "elastic"
     assert who["roles"] == ["engram_admin"]
+
+
+def test_healthz_reports_the_shared_cache(client, db, es_prefix, settings, shared_redis_cache, monitor_headers):
+    from memory_app.health import cache_status
+
+    settings.CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+                                   "LOCATION": shared_redis_cache._servers[0]}}
+    assert cache_status() == ({"backend": "redis", "reachable": True}, None)
+    body = client.get("/healthz", headers=monitor_headers).json()
+    assert (body["status"], body["cache"], body["degraded"]) == ("ok", {"backend": "redis", "reachable": True}, [])
+
+
+def test_healthz_tells_anyone_else_only_ok_or_unavailable(client, db, es_prefix, monitor_headers, make_staff_user):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    wrong = client.get("/healthz", headers={"Authorization": "Bearer not-the-token"})
+    assert wrong.json() == {"status": "ok"}
+    assert "elasticsearch" in client.get("/healthz", headers=monitor_headers).json()
+    client.force_login(make_staff_user())
+    assert "elasticsearch" in client.get("/healthz").json()
+
+
+def _production_settings(*names: str, **env: str) -> dict:
+    code = f"import json; from django.conf import settings as s; print(json.dumps({{n: getattr(s, n, None) for n in {list(names)!r}}}))"
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=_production_env(**env),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_production_is_https_only_with_staff_sessions_of_hours():
+    got = _production_settings("SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SESSION_COOKIE_AGE",
+                               "SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")
+    assert got == {"SECURE_SSL_REDIRECT": True, "SECURE_HSTS_SECONDS": 365 * 24 * 3600, "SESSION_COOKIE_AGE": 8 * 3600,
+                   "SECURE_PROXY_SSL_HEADER": None, "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True}
+    behind_proxy = _production_settings("SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_AGE",
+                                        DJANGO_SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO",
+                                        ENGRAM_STAFF_SESSION_HOURS="2")
+    assert behind_proxy == {"SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"], "SESSION_COOKIE_AGE": 7200}
+
+
+def test_production_refuses_a_short_audit_key():
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT,
+                            env=_production_env(ENGRAM_AUDIT_KEYS="short"), capture_output=True, text=True)
+    assert result.returncode != 0 and "shorter than 32 characters" in result.stderr

@@ -2,6 +2,7 @@ import copy
 import threading
 
 import numpy as np
+import pytest
 
 from elasticsearch import helpers
 
@@ -361,7 +362,7 @@ def test_a_new_refresh_interval_is_set_on_the_live_index_without_a_copy(es_admin
     schema hash included it) sets it on the current index, with no new version and no copy."""
     index = f"{index_base()}-v1"
     # As a release before 2026-12-01 left it: created at 250ms, its hash over the whole body.
-    legacy = index_definition().legacy_hash(refresh_interval="250ms")
+    legacy = index_definition().legacy_hash(replicas=0, refresh_interval="250ms")
     assert legacy != index_definition().schema_hash
     es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "250ms"})
     recorded = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
@@ -379,6 +380,47 @@ def test_a_new_refresh_interval_is_set_on_the_live_index_without_a_copy(es_admin
         assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
     finally:
         es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": configured})
+
+
+def test_replicas_are_set_on_the_live_index_and_an_earlier_releases_hash_is_recognised(es_admin, es_prefix,
+                                                                                       settings):
+    """Replicas are dynamic: an index whose hash has its replica count in it (the release before
+    replicas left the hash) is current, and a new count is set in place, with no copy."""
+    index = f"{index_base()}-v1"
+    live = es_admin.indices.get_settings(index=index)[index]["settings"]["index"]
+    assert live["auto_expand_replicas"] == "0-1"  # the default, "auto"
+    recorded = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+    es_admin.indices.put_mapping(index=index, meta={**recorded,
+                                                    "engram_schema_hash": index_definition().legacy_hash(replicas=0)})
+    settings.ES_NUMBER_OF_REPLICAS = "0"
+    assert {(r.action, r.index) for r in ensure_indices(es=es_admin)} == {("unchanged", index)}
+    live = es_admin.indices.get_settings(index=index)[index]["settings"]["index"]
+    assert (live["number_of_replicas"], live["auto_expand_replicas"]) == ("0", "false")
+    assert es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["engram_schema_hash"] \
+        == index_definition().schema_hash
+    settings.ES_NUMBER_OF_REPLICAS = "auto"
+    assert {(r.action, r.index) for r in ensure_indices(es=es_admin)} == {("unchanged", index)}
+    assert es_admin.indices.get_settings(index=index)[index]["settings"]["index"]["auto_expand_replicas"] == "0-1"
+
+
+def test_replica_settings():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from engram_core.es.schema import replica_settings
+
+    assert replica_settings("auto") == {"auto_expand_replicas": "0-1"}
+    assert replica_settings("2") == {"number_of_replicas": "2", "auto_expand_replicas": "false"}
+    with pytest.raises(ImproperlyConfigured):
+        replica_settings("-1")
+
+
+def test_the_shard_count_is_part_of_the_schema_and_the_replicas_are_not(settings):
+    before = index_definition().schema_hash
+    settings.ES_NUMBER_OF_REPLICAS = "2"
+    assert index_definition().schema_hash == before
+    settings.ES_NUMBER_OF_SHARDS = 3
+    assert index_definition().schema_hash != before
+    assert index_definition().body["settings"]["index"]["number_of_shards"] == 3
 
 
 def test_the_schema_hash_leaves_the_refresh_interval_out_but_not_the_rest(settings):

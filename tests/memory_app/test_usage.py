@@ -60,7 +60,7 @@ def test_one_bump_round_covers_several_facts_and_skips_forgotten_ones(subject):
     a = fact_write(subject=subject, text="Alice plays the cello.")
     b = fact_write(subject=subject, text="Alice runs on Sundays.")
     gone = fact_write(subject=subject, text="Alice used to smoke.")
-    memory_forget(subject=subject, memory_id=gone["id"], reason="asked", actor="test")
+    memory_forget(subject=subject, memory_id=gone["id"], reason="user_request", actor="test")
     at = datetime.now(UTC)
     assert usage_bump(ids=[a["id"], b["id"], a["id"], gone["id"]], at=at, subject_id=subject.pk) == 3
     assert not FactUsage.objects.filter(pk=gone["id"]).exists()

@@ -10,7 +10,9 @@ import itertools
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 
+from tenants import audit_triggers
 from tenants.models import Membership, Tenant
 
 _seq = itertools.count()
@@ -50,3 +52,25 @@ def make_staff():
         return user
 
     return make
+
+
+@pytest.fixture
+def as_dba():
+    """Run SQL as the table's owner would, past the triggers that refuse the application's UPDATE
+    and DELETE of audit events: what an attacker holding the database can do."""
+
+    def run(sql: str, params: list) -> None:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE waits for no deferred check
+                cursor.execute("ALTER TABLE tenants_auditevent DISABLE TRIGGER USER")
+                cursor.execute(sql, params)
+                cursor.execute("ALTER TABLE tenants_auditevent ENABLE TRIGGER USER")
+            else:
+                for statement in audit_triggers.SQLITE_DROP:
+                    cursor.execute(statement)
+                cursor.execute(sql, params)
+                for statement in audit_triggers.SQLITE_CREATE:
+                    cursor.execute(statement)
+
+    return run

@@ -145,3 +145,34 @@ def test_superuser_sees_everything_but_secrets_and_cannot_edit_the_audit_log(cli
     assert client.get(_url("auditevent", "delete", event.pk)).status_code == 403
     assert client.get(_url("auditevent", "add")).status_code == 403
     assert client.get(_url("subject", "delete", world["alice"].pk)).status_code == 403  # erasure is a service
+
+
+def test_the_admin_log_never_holds_an_external_id(client, world, make_staff, tenant):
+    from django.contrib.admin.models import LogEntry
+
+    from memory_app.services.forget import subject_erase
+
+    ada = make_staff("ada", (tenant, ADMIN))
+    _login(client, ada)
+    client.post(_url("subject", "add"), {"tenant": tenant.pk, "external_id": "pia.personal@example.com",
+                                         "display_name": "Pia"})
+    pia = Subject.objects.get(external_id="pia.personal@example.com")
+    client.post(_url("subject", "change", pia.pk), {"display_name": "Pia Personal"})
+    client.post(_url("subject"), {"action": "rotate_key", "_selected_action": [pia.pk]})
+    entries = LogEntry.objects.all()
+    assert entries.count() >= 2
+    assert not [e.object_repr for e in entries if "pia" in e.object_repr.lower()]
+    subject_erase(subject=pia, actor="test")
+    assert not [e for e in LogEntry.objects.all() if "pia" in f"{e.object_repr} {e.change_message}".lower()]
+
+
+def test_the_admin_follows_the_role_matrix_audit_log_and_tenant_filters(client, world, make_staff, tenant):
+    _login(client, make_staff("ada", (tenant, ADMIN)))
+    assert client.get(_url("auditevent")).status_code == 403  # the audit log is compliance's (audit.view)
+    for model in ("subject", "subjectkey", "agenttoken"):
+        page = client.get(_url(model)).content.decode()
+        assert "Globex" not in page, model  # the tenant filter offers their tenants only
+    client.logout()
+    _login(client, make_staff("cora", (tenant, COMPLIANCE)))
+    audit = client.get(_url("auditevent")).content.decode()
+    assert audit.count("Globex") == 0 and "subject_key.minted" in audit

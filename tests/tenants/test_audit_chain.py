@@ -1,4 +1,5 @@
-"""The tamper-evident audit chain: appended, verified, and a tampered event is pointed at."""
+"""The keyed audit chain: appended, verified, a tampered event pointed at, keys rotated, and
+checkpoints that are forged or fork named."""
 
 from __future__ import annotations
 
@@ -7,67 +8,104 @@ import json
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 
 from tenants import audit_chain
+from tenants.crypto import audit_keyring
 from tenants.models import AuditEvent
 from tenants.selectors import audit_chain_verify, audit_export_record
 from tenants.services.audit import audit_record
 
-
-def _tamper(sql: str, params: list) -> None:
-    with connection.cursor() as cursor:  # what an attacker with database access would do
-        cursor.execute(sql, params)
+KEY = "k" * 40
 
 
-def test_events_chain_per_tenant(tenant, other_tenant):
+def test_events_chain_per_tenant_under_the_signing_key(tenant, other_tenant, checkpoint_store):
     a1 = audit_record(actor="x", action="one", tenant=tenant)
     b1 = audit_record(actor="x", action="one", tenant=other_tenant)
     a2 = audit_record(actor="x", action="two", tenant=tenant, details={"n": 2})
     assert (a1.seq, a2.seq, b1.seq) == (1, 2, 1)
     assert a1.prev_hash == audit_chain.GENESIS and a2.prev_hash == a1.hash and b1.prev_hash == audit_chain.GENESIS
-    assert audit_chain_verify(chain="acme").ok and audit_chain_verify(chain="acme").checked == 2
-
-
-@pytest.mark.parametrize("tamper, reason", [
-    ("UPDATE tenants_auditevent SET actor = 'mallory' WHERE id = %s", "was changed"),
-    ("UPDATE tenants_auditevent SET details = '{\"reason\": \"nothing\"}' WHERE id = %s", "was changed"),
-    ("DELETE FROM tenants_auditevent WHERE id = %s", "sequence jumps"),
-])
-def test_tampering_is_found_at_the_first_broken_link(tenant, tamper, reason):
-    events = [audit_record(actor="alice", action=f"a{n}", tenant=tenant, details={"reason": "ok"}) for n in range(5)]
-    _tamper(tamper, [events[2].pk])
+    assert a1.key_id == audit_keyring().primary
+    assert a1.hash != audit_chain.link_hash(prev_hash=a1.prev_hash, fields=a1.chain_fields() | {"key_id": ""})
     report = audit_chain_verify(chain="acme")
-    assert not report.ok and report.checked == 2 and reason in report.reason
-    assert report.broken_seq == (3 if "UPDATE" in tamper else 4)
+    assert report.ok and report.checked == 2 and report.latest is None
+
+
+@pytest.mark.parametrize("tamper, reason, seq", [
+    ("UPDATE tenants_auditevent SET actor = 'mallory' WHERE id = %s", "was changed", 3),
+    ("UPDATE tenants_auditevent SET details = '{\"reason\": \"nothing\"}' WHERE id = %s", "was changed", 3),
+    ("DELETE FROM tenants_auditevent WHERE id = %s", "event 3 is missing", 3),
+])
+def test_tampering_is_found_at_the_first_broken_link(tenant, tamper, reason, seq, as_dba, checkpoint_store):
+    events = [audit_record(actor="alice", action=f"a{n}", tenant=tenant, details={"reason": "ok"}) for n in range(5)]
+    as_dba(tamper, [events[2].pk])
+    report = audit_chain_verify(chain="acme")
+    assert not report.ok and report.checked == 2 and reason in report.reason and report.broken_seq == seq
     out = io.StringIO()
     with pytest.raises(CommandError):
         call_command("audit_verify", "--tenant", "acme", stdout=out)
-    assert f"seq {report.broken_seq}" in out.getvalue()
-
-
-def test_rewriting_hashes_after_a_change_still_breaks_the_next_link(tenant):
-    events = [audit_record(actor="alice", action=f"a{n}", tenant=tenant) for n in range(3)]
-    record = audit_export_record(events[1]) | {"actor": "mallory"}
-    forged = audit_chain.link_hash(prev_hash=record["prev_hash"], fields=record)
-    _tamper("UPDATE tenants_auditevent SET actor = 'mallory', hash = %s WHERE id = %s", [forged, events[1].pk])
-    report = audit_chain_verify(chain="acme")
-    assert not report.ok and report.broken_seq == 3 and "prev_hash" in report.reason
+    assert f"seq {seq}" in out.getvalue()
 
 
 def test_export_lines_verify_offline_and_detect_edits(tenant):
     for n in range(4):
         audit_record(actor="alice", action=f"a{n}", tenant=tenant, details={"n": n})
     lines = [json.dumps(audit_export_record(e)) for e in AuditEvent.objects.filter(chain="acme").order_by("seq")]
-    assert all(r.ok for r in audit_chain.verify_jsonl(lines))
-    edited = json.loads(lines[1]) | {"action": "nothing.happened"}
-    lines[1] = json.dumps(edited)
-    [report] = audit_chain.verify_jsonl(lines)
+    assert audit_chain.verify_export(lines, keyring=audit_keyring()).ok
+    assert not audit_chain.verify_export(lines, keyring=None).ok  # keyed events need the keys
+    lines[1] = json.dumps(json.loads(lines[1]) | {"action": "nothing.happened"})
+    [report] = audit_chain.verify_export(lines, keyring=audit_keyring()).chains
     assert not report.ok and report.broken_seq == 2
 
 
-def test_command_reports_ok(tenant):
+def test_rotated_keys_verify_old_events_until_dropped(tenant, settings, checkpoint_store):
+    old = audit_record(actor="alice", action="before", tenant=tenant)
+    settings.ENGRAM_AUDIT_KEYS = [KEY, *settings.ENGRAM_AUDIT_KEYS]  # a new key first: it signs from now on
+    new = audit_record(actor="alice", action="after", tenant=tenant)
+    assert new.key_id == audit_chain.key_id(KEY) != old.key_id
+    assert audit_chain_verify(chain="acme").ok
+    settings.ENGRAM_AUDIT_KEYS = [KEY]  # the old key dropped too early
+    report = audit_chain_verify(chain="acme")
+    assert not report.ok and report.broken_seq == 1 and "does not hold" in report.reason
+
+
+def test_forged_and_forked_checkpoints_are_named():
+    keyring = audit_chain.Keyring.from_secrets([KEY])
+    events, prev = [], audit_chain.GENESIS
+    for seq in (1, 2, 3):
+        fields = {"chain": "acme", "seq": seq, "created_at": f"2026-01-0{seq}T00:00:00+00:00", "actor_type": "system",
+                  "actor": "x", "action": "a", "tenant_slug": "acme", "subject_ref": "", "target_id": "",
+                  "details": {}, "key_id": keyring.primary}
+        digest = audit_chain.link_hash(prev_hash=prev, fields=fields, keyring=keyring)
+        events.append({**fields, "prev_hash": prev, "hash": digest})
+        prev = digest
+    first = audit_chain.checkpoint_sign(chain="acme", seq=2, head_hash=events[1]["hash"], created_at="t1",
+                                        previous=None, keyring=keyring)
+    second = audit_chain.checkpoint_sign(chain="acme", seq=3, head_hash=events[2]["hash"], created_at="t2",
+                                         previous=first, keyring=keyring)
+    assert audit_chain.verify_chain(events, [first, second], chain="acme", keyring=keyring).ok
+    forged = {**second, "seq": 2}  # re-pointed at an earlier length to hide a truncation
+    report = audit_chain.verify_chain(events[:2], [first, forged], chain="acme", keyring=keyring)
+    assert not report.ok and "is not signed by its key: forged" in report.reason
+    stranger = audit_chain.checkpoint_sign(chain="acme", seq=3, head_hash=events[2]["hash"], created_at="t3",
+                                           previous=None, keyring=keyring)  # a second successor of nothing
+    report = audit_chain.verify_chain(events, [first, stranger], chain="acme", keyring=keyring)
+    assert not report.ok and "does not follow the one before it" in report.reason
+
+
+def test_a_short_or_missing_key_is_refused():
+    with pytest.raises(audit_chain.KeyringError, match="empty"):
+        audit_chain.Keyring.from_secrets(["", " "])
+    with pytest.raises(audit_chain.KeyringError, match="shorter than 32"):
+        audit_chain.Keyring.from_secrets(["short"])
+
+
+def test_command_reports_each_chain_and_what_it_rests_on(tenant, checkpoint_store):
     audit_record(actor="alice", action="a", tenant=tenant)
     out = io.StringIO()
     call_command("audit_verify", stdout=out)
-    assert "acme: OK, 1 events" in out.getvalue()
+    assert "acme: OK, 1 events; no checkpoint yet" in out.getvalue()
+    assert "database: refuses UPDATE and DELETE of audit events" in out.getvalue()
+    call_command("audit_checkpoint", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    assert "acme: OK, 1 events, 1 checkpoint read; the latest checkpoint" in out.getvalue()

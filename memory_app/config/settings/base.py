@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "memory_app.apps.MemoryAppConfig",
     "tenants.apps.TenantsConfig",
     "inspector.apps.InspectorConfig",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -54,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "memory_app.config.urls"
@@ -104,6 +107,21 @@ STATIC_URL = "static/"
 STATIC_ROOT = env.str("DJANGO_STATIC_ROOT", default="") or None
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "inspector:login"
+# Staff sessions (inspector and admin) last hours, not Django's two weeks.
+ENGRAM_STAFF_SESSION_HOURS = env.float("ENGRAM_STAFF_SESSION_HOURS", default=8)
+SESSION_COOKIE_AGE = int(ENGRAM_STAFF_SESSION_HOURS * 3600)
+# Login throttling on the inspector's and the admin's login (django-axes, its attempts in the
+# database): after this many failures for one username from one address, that pair is locked out.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("ENGRAM_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("ENGRAM_LOGIN_LOCKOUT_MINUTES", default=15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind a TLS-terminating proxy, name the header it sets (e.g. HTTP_X_FORWARDED_PROTO): only then is
+# a request that says "https" in it taken as secure. Unset, no header is trusted.
+if _proxy_ssl_header := env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default=""):
+    SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header, "https")
 LOGIN_REDIRECT_URL = "inspector:home"
 LOGOUT_REDIRECT_URL = "inspector:login"
 
@@ -121,7 +139,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"elastic_transport": {"level": "WARNING"}},
+    # django-axes records every failed login in the database; the log keeps its lockouts.
+    "loggers": {"elastic_transport": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # ---------------------------------------------------------------- Elasticsearch
@@ -139,6 +158,12 @@ ES_KEYS_PASSWORD = env.str("ES_KEYS_PASSWORD", default="")
 # /healthz and the capability probes; unset, they fall back to the admin credential.
 ES_MONITOR_USERNAME = env.str("ES_MONITOR_USERNAME", default="")
 ES_MONITOR_PASSWORD = env.str("ES_MONITOR_PASSWORD", default="")
+# The audit checkpoint credential: a user that may only create documents in the checkpoint index
+# (engram_core.es.schema.audit_checkpoints_index). Unset, no checkpoint is written.
+ES_AUDIT_USERNAME = env.str("ES_AUDIT_USERNAME", default="")
+ES_AUDIT_PASSWORD = env.str("ES_AUDIT_PASSWORD", default="")
+# A bearer token a monitor presents to /healthz for the whole report (anyone else: ok or unavailable).
+ENGRAM_MONITOR_TOKEN = env.str("ENGRAM_MONITOR_TOKEN", default="")
 # How long /healthz answers from its last report (it is unauthenticated: it must be cheap).
 ENGRAM_HEALTH_CACHE_SECONDS = env.float("ENGRAM_HEALTH_CACHE_SECONDS", default=5.0)
 ES_CA_CERTS = env.str("ES_CA_CERTS", default="") or None
@@ -149,7 +174,13 @@ ES_REQUEST_TIMEOUT = env.float("ES_REQUEST_TIMEOUT", default=10.0)
 # the client's default of 10 capped a process at about 40 such writes a second whatever its threads.
 ES_CONNECTIONS_PER_NODE = env.int("ES_CONNECTIONS_PER_NODE", default=32)
 ES_INDEX_PREFIX = env.str("ES_INDEX_PREFIX", default="engram")
-ES_NUMBER_OF_REPLICAS = env.int("ES_NUMBER_OF_REPLICAS", default=0)
+# Primary shards of the memory index: one until the index outgrows Elastic's per-shard size
+# guidance, so that a recall's searches reach one shard each (docs/deployment.md). es_setup applies
+# a change as a new index version, copied and swapped in behind the aliases.
+ES_NUMBER_OF_SHARDS = env.int("ES_NUMBER_OF_SHARDS", default=1)
+# Replicas: "auto", one whenever a second data node can hold it (none on a single node), or a
+# number. Set on the live index by es_setup, no copy.
+ES_NUMBER_OF_REPLICAS = env.str("ES_NUMBER_OF_REPLICAS", default="auto")
 # Licence types whose clusters enforce document-level security.
 ES_DLS_LICENCES = ("trial", "platinum", "enterprise")
 
@@ -167,6 +198,12 @@ ENGRAM_EMBEDDER_RUNTIME = env.str("ENGRAM_EMBEDDER_RUNTIME", default="onnx-int8"
 ENGRAM_EMBEDDER_THREADS = env.int("ENGRAM_EMBEDDER_THREADS", default=1)
 ENGRAM_EMBEDDER_WORKERS = env.int("ENGRAM_EMBEDDER_WORKERS", default=0)
 ENGRAM_EMBEDDER_BATCH_SIZE = env.int("ENGRAM_EMBEDDER_BATCH_SIZE", default=32)
+# onnxruntime's arena for activations: off, a run's activations are freed when it ends instead of
+# kept, grown to the largest batches ever run at once (docs/performance.md, "Memory").
+ENGRAM_EMBEDDER_ARENA = env.bool("ENGRAM_EMBEDDER_ARENA", default=False)
+# glibc malloc arenas per server and worker process (0: glibc's default, eight per core): each
+# thread that allocates gets one, and what it frees stays there.
+ENGRAM_MALLOC_ARENAS = env.int("ENGRAM_MALLOC_ARENAS", default=2)
 ENGRAM_EMBEDDER_QUERY_CACHE_SIZE = env.int("ENGRAM_EMBEDDER_QUERY_CACHE_SIZE", default=1024)
 # How long a cached vector lives (the cache holds digests, not texts; this bounds how long any
 # process keeps a forgotten text's vector; the process that runs a forget clears its cache at once).
@@ -265,6 +302,13 @@ ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
 # ---- tenants
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
 ENGRAM_ENCRYPTION_KEYS = env.list("ENGRAM_ENCRYPTION_KEYS", default=[])
+# HMAC keys of the audit log (comma-separated, each at least 32 characters): the first signs new
+# events, checkpoints and exports; every listed key verifies. Never stored in the database.
+ENGRAM_AUDIT_KEYS = env.list("ENGRAM_AUDIT_KEYS", default=[])
+# A chain that moved is checkpointed this often (the beat entry reads it), and at once when it
+# reaches a multiple of this many events (0: by time only).
+ENGRAM_AUDIT_CHECKPOINT_SECONDS = env.int("ENGRAM_AUDIT_CHECKPOINT_SECONDS", default=300)
+ENGRAM_AUDIT_CHECKPOINT_EVENTS = env.int("ENGRAM_AUDIT_CHECKPOINT_EVENTS", default=1000)
 ENGRAM_SUBJECT_KEY_TTL_DAYS = env.int("ENGRAM_SUBJECT_KEY_TTL_DAYS", default=30)
 ENGRAM_WRITER_KEY_TTL_DAYS = env.int("ENGRAM_WRITER_KEY_TTL_DAYS", default=30)
 # Keys closer than this to their expiry are rotated by the periodic maintenance task.
@@ -380,6 +424,9 @@ CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
     "tenants.maintain-keys": {"task": "tenants.tasks.maintain_keys",
                               "schedule": float(ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS)},
+    # Sign a checkpoint of every audit chain that moved (tenants.services.audit_checkpoints).
+    "tenants.audit-checkpoint": {"task": "tenants.tasks.audit_checkpoint",
+                                 "schedule": float(ENGRAM_AUDIT_CHECKPOINT_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(STATE_DIR / "celerybeat-schedule")
 
@@ -409,7 +456,9 @@ ENGRAM_API_RATES = {
 }
 # Throttle counters live in the default cache: give every process the same one in production.
 if _cache_url := env.str("ENGRAM_CACHE_URL", default=""):
-    CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": _cache_url}}
+    # Short timeouts: a cache that stops answering degrades requests (memory_app.health), never holds them.
+    CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": _cache_url,
+                          "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0}}}
 # Request bodies above these sizes are refused with 413 (imports have their own, larger limit).
 ENGRAM_API_MAX_BODY_BYTES = env.int("ENGRAM_API_MAX_BODY_BYTES", default=1024 * 1024)
 ENGRAM_API_MAX_IMPORT_BODY_BYTES = env.int("ENGRAM_API_MAX_IMPORT_BODY_BYTES", default=16 * 1024 * 1024)

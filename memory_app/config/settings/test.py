@@ -1,6 +1,7 @@
 """Tests: the real Elasticsearch started by scripts/test, an isolated index prefix per run."""
 
 import os
+import secrets
 import uuid
 
 from cryptography.fernet import Fernet
@@ -19,6 +20,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = False
 # A fresh encryption key per run: stored secrets never outlive the test database.
 ENGRAM_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+# The audit keys scripts/test exports (processes a test starts inherit them), else fresh ones.
+ENGRAM_AUDIT_KEYS = env.list("ENGRAM_AUDIT_KEYS", default=[secrets.token_urlsafe(32)])
 
+# What a monitor presents to /healthz for the whole report (tests: the `monitor_headers` fixture).
+ENGRAM_MONITOR_TOKEN = env.str("ENGRAM_MONITOR_TOKEN", default="test-monitor-token")
 # Every /healthz call in a test sees the state the test just set up.
 ENGRAM_HEALTH_CACHE_SECONDS = 0

@@ -3,9 +3,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import admin_client
-from engram_core.es.schema import ensure_indices
+from engram_core.es.schema import audit_checkpoints_index, ensure_indices
 from memory_app.services.migration import migration_rekey
 from memory_app.usage import usage_migrate
+from tenants.services.audit_checkpoints import audit_store_check
 from tenants.services.isolation_move import dedicated_indices_ensure
 from tenants.services.keys import keys_upgrade
 
@@ -42,3 +43,8 @@ class Command(BaseCommand):
             upgraded = keys_upgrade(actor="es_setup")
             self.stdout.write(f"keys rotated to the current grant: {upgraded['subject_keys']} subject, "
                               f"{upgraded['writer_prefixes']} writer prefix(es)")
+        # The audit checkpoint store: created here, and refused when a credential could rewrite it.
+        if caps.security:
+            if problems := audit_store_check(es_admin=admin_client()):
+                raise CommandError("audit checkpoint store: " + "; ".join(problems))
+            self.stdout.write(f"{audit_checkpoints_index()}: audit checkpoints, create-only")

@@ -72,7 +72,7 @@ def test_a_world_that_fails_while_seeding_is_torn_down_as_a_finished_one_is(es_p
     assert writer_es_client().count(index=",".join(all_aliases()))["count"] == 0
 
 
-def test_isolation_probe_command_prints_probes_and_zero_leaks(es_admin, capsys):
+def test_isolation_probe_command_prints_probes_and_zero_leaks(es_admin, capsys, checkpoint_store):
     before = set(AuditEvent.objects.values_list("pk", "hash"))
 
     call_command("isolation_probe", "--tenants", "3", "--subjects", "2")

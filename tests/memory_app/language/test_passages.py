@@ -170,7 +170,7 @@ def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subje
     _embedding, passages = _stored_vectors(es_admin, turn["id"])
     assert float(_unit(passages[0]) @ _unit(s[0] + 0.5 * whole + 0.5 * context)) > 0.9999
 
-    memory_forget(subject=subject, memory_id=secret["id"], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=secret["id"], reason="user_request", actor="test")
 
     embedding, passages = _stored_vectors(es_admin, turn["id"])
     assert float(_unit(embedding) @ whole) > 0.9999

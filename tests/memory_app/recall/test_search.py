@@ -266,3 +266,20 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
         alone = [_header, {**search, "query": knn}]
         [response] = es_admin.msearch(searches=alone)["responses"]
         assert [hit["_id"] for hit in response["hits"]["hits"]] == [own]
+
+
+def test_a_leg_the_cluster_cannot_answer_now_is_unavailable_and_any_other_failure_a_bug():
+    """While a node is lost a leg may fail with a shard between copies, or answer from some shards
+    only: both are a 503 with Retry-After (never a partial answer); other failures stay errors."""
+    from engram_core.errors import ServiceUnavailable
+    from memory_app.recall.search import leg_answer_check
+
+    leg_answer_check({"hits": {"hits": []}, "_shards": {"total": 1, "successful": 1, "failed": 0}, "status": 200})
+    lost = {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed"}, "status": 503}
+    with pytest.raises(ServiceUnavailable) as raised:
+        leg_answer_check(lost)
+    assert (raised.value.code, raised.value.status) == ("elasticsearch_unavailable", 503)
+    with pytest.raises(ServiceUnavailable):
+        leg_answer_check({"hits": {"hits": []}, "_shards": {"total": 3, "successful": 2, "failed": 1}, "status": 200})
+    with pytest.raises(RuntimeError):
+        leg_answer_check({"error": {"type": "parsing_exception", "reason": "unknown query"}, "status": 400})

@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.embeddings import get_embedder
 from memory_app.selectors import memory_get, subject_export
+from memory_app.services.context import episode_vectors
 from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget, subject_erase
 from memory_app.services.imports import episodes_import
@@ -99,7 +100,7 @@ def test_forgetting_a_turn_removes_its_text_from_the_following_turns_context(sub
                                              "Anything else?", "No."])
     assert "zanzibar" in _stored(es_admin, two["id"])["derived_context"]
     assert "My locker code is zanzibar." in get_embedder().query_cache  # embedded through the cache
-    memory_forget(subject=subject, memory_id=one["id"], reason="user asked", actor="test")
+    memory_forget(subject=subject, memory_id=one["id"], reason="user_request", actor="test")
     # Nor does this process keep its vector (the cache holds digests, never texts; see test_embeddings).
     assert "My locker code is zanzibar." not in get_embedder().query_cache
 
@@ -208,3 +209,22 @@ def test_erasing_an_end_user_empties_the_cache_of_embedded_texts(subject):
     assert "My locker code is zanzibar." in get_embedder().query_cache
     subject_erase(subject=subject, actor="test")
     assert len(get_embedder().query_cache) == 0
+
+
+def test_forgetting_a_turn_removes_it_from_the_explicit_context_a_client_sent_with_another(subject, es_admin):
+    said = episode_write(subject=subject, text="My locker code is zanzibar. I use it daily.")
+    quoted = episode_write(subject=subject, text="Thanks.",
+                           context="USER: my locker code is   ZANZIBAR.\nAGENT: Noted.")
+    whole = episode_write(subject=subject, text="Done.",
+                          context="User: My locker code is zanzibar. I use it daily.\nAgent: ok")
+    memory_forget(subject=subject, memory_id=said["id"], reason="user_request", actor="test")
+    assert _stored(es_admin, quoted["id"])["context"] == "USER: [forgotten]\nAGENT: Noted."
+    assert _stored(es_admin, whole["id"])["context"] == "User: [forgotten]\nAgent: ok"
+    index = alias_name(MemoryType.EPISODIC)
+    es_admin.indices.refresh(index=index)
+    assert es_admin.count(index=index, query={"match": {"context": "zanzibar"}})["count"] == 0
+    # Embedded again without the quote: its vector is that of the turn and its redacted context.
+    vector = episode_vectors([("Thanks.", ["USER: [forgotten]\nAGENT: Noted."])])[0]["embedding"]
+    nearest = es_admin.search(index=index, knn={"field": "embedding", "query_vector": vector, "k": 1,
+                                                "num_candidates": 10})["hits"]["hits"][0]
+    assert nearest["_id"] == quoted["id"] and nearest["_score"] > 0.999

@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 import pytest
 
 from engram_core.errors import NotFound
-from memory_app.models import FactUsage
+from memory_app.models import FactUsage, ForgetNote
 from memory_app.selectors import memory_get, subject_export
 from memory_app.services.episodes import episode_write
-from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
+from memory_app.services.facts import catalog_entry_write, fact_write, playbook_outcome_record, playbook_write
 from memory_app.services.forget import memory_forget, subject_erase
 from memory_app.usage import usage_bump
 from tenants.models import AuditEvent, SubjectKey
@@ -16,21 +16,21 @@ from tenants.models import AuditEvent, SubjectKey
 
 def test_forget_leaves_a_content_free_tombstone(subject):
     fact = fact_write(subject=subject, text="Alice's PIN is 4321.")
-    memory_forget(subject=subject, memory_id=fact["id"], reason="user asked", actor="agent:test")
+    memory_forget(subject=subject, memory_id=fact["id"], reason="sensitive", actor="agent:test")
     with pytest.raises(NotFound):
         memory_get(subject=subject, memory_id=fact["id"])
     event = AuditEvent.objects.get(action="memory.forget")
-    assert event.target_id == fact["id"] and event.details == {"memory_type": "semantic", "reason": "user asked"}
+    assert event.target_id == fact["id"] and event.details == {"memory_type": "semantic", "reason": "sensitive"}
     assert "4321" not in str(event.details)
     with pytest.raises(NotFound):
-        memory_forget(subject=subject, memory_id=fact["id"], reason="again", actor="agent:test")
+        memory_forget(subject=subject, memory_id=fact["id"], reason="sensitive", actor="agent:test")
 
 
 def test_forgetting_someone_elses_memory_is_not_found(subject, make_subject):
     bob = make_subject("bob")
     fact = fact_write(subject=bob, text="Bob's locker code is 999.")
     with pytest.raises(NotFound):
-        memory_forget(subject=subject, memory_id=fact["id"], reason="x", actor="agent:test")
+        memory_forget(subject=subject, memory_id=fact["id"], reason="other", actor="agent:test")
     assert memory_get(subject=bob, memory_id=fact["id"])["text"] == "Bob's locker code is 999."
 
 
@@ -59,8 +59,121 @@ def test_forget_and_erase_delete_the_use_counters(make_subject):
     at = datetime.now(UTC)
     usage_bump(ids=[kept["id"], gone["id"]], at=at, subject_id=alice.pk)
     usage_bump(ids=[bobs["id"]], at=at, subject_id=bob.pk)
-    memory_forget(subject=alice, memory_id=gone["id"], reason="asked", actor="test")
+    memory_forget(subject=alice, memory_id=gone["id"], reason="user_request", actor="test")
     ours = FactUsage.objects.filter(subject__in=[alice, bob])  # (rows of earlier tests' pool threads stay)
     assert set(ours.values_list("pk", flat=True)) == {kept["id"], bobs["id"]}
     subject_erase(subject=alice, actor="test")
     assert set(ours.values_list("pk", flat=True)) == {bobs["id"]}
+
+
+def test_a_fact_derived_from_the_forgotten_episode_alone_goes_with_it(subject):
+    episode = episode_write(subject=subject, text="I'm allergic to peanuts.")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[episode["id"]])
+    result = memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    assert result["cascade"]["forgotten"] == [{"id": fact["id"], "memory_type": "semantic"}]
+    with pytest.raises(NotFound):
+        memory_get(subject=subject, memory_id=fact["id"])
+
+
+def test_a_fact_with_support_left_keeps_only_that_support_and_is_flagged_for_review(subject):
+    said, again = (episode_write(subject=subject, text=t)["id"] for t in ("I love jazz.", "Jazz is my favourite."))
+    fact = fact_write(subject=subject, text="Alice loves jazz.", supporting_episode_ids=[said, again])
+    result = memory_forget(subject=subject, memory_id=said, reason="user_request", actor="test")
+    kept = memory_get(subject=subject, memory_id=fact["id"])
+    assert kept["supporting_episode_ids"] == [again]
+    assert kept["metadata"]["review"]["reason"] == "supporting_episodes_forgotten"
+    assert result["cascade"] == {"forgotten": [], "flagged": [{"id": fact["id"], "memory_type": "semantic"}],
+                                 "kept": []}
+    flagged = AuditEvent.objects.get(action="memory.flagged", target_id=fact["id"])
+    assert flagged.details == {"memory_type": "semantic", "reason": "user_request", "cascade_of": [said]}
+
+
+def test_forgetting_a_fact_leaves_its_episodes(subject):
+    episode = episode_write(subject=subject, text="I'm allergic to peanuts.")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[episode["id"]])
+    result = memory_forget(subject=subject, memory_id=fact["id"], reason="inaccurate", actor="test")
+    assert memory_get(subject=subject, memory_id=episode["id"])["text"] == "I'm allergic to peanuts."
+    assert result["cascade"] == {"forgotten": [], "flagged": [], "kept": []}
+
+
+def test_an_agent_that_opts_out_of_the_cascade_keeps_the_derived_memories_and_it_is_audited(subject):
+    episode = episode_write(subject=subject, text="I'm allergic to peanuts.")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[episode["id"]])
+    result = memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test",
+                           cascade=False)
+    kept = memory_get(subject=subject, memory_id=fact["id"])
+    assert kept["text"] == "Alice is allergic to peanuts." and not kept.get("supporting_episode_ids")
+    assert "review" not in kept["metadata"]
+    assert result["cascade"]["kept"] == [{"id": fact["id"], "memory_type": "semantic"}]
+    event = AuditEvent.objects.get(action="memory.forget", target_id=episode["id"])
+    assert event.details["cascade"] is False and event.details["derived"] == {"kept": [fact["id"]]}
+
+
+def test_an_agents_playbook_is_flagged_not_forgotten_when_the_episode_of_its_outcome_goes(subject):
+    playbook = playbook_write(subject=subject, trigger="router offline", steps="Restart it.")
+    episode = episode_write(subject=subject, text="Restarting the router worked!")
+    playbook_outcome_record(subject=subject, playbook_id=playbook["id"], success=True, episode_id=episode["id"])
+    result = memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    kept = memory_get(subject=subject, memory_id=playbook["id"])
+    assert kept["success_count"] == 1 and not kept.get("supporting_episode_ids")
+    assert result["cascade"]["flagged"] == [{"id": playbook["id"], "memory_type": "procedural"}]
+
+
+def test_a_forget_cut_short_after_the_delete_completes_its_cascade_when_retried(subject, monkeypatch):
+    from memory_app.services import forget
+
+    episode = episode_write(subject=subject, text="I'm allergic to peanuts.")
+    fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[episode["id"]])
+    real = forget.derived_follow
+    monkeypatch.setattr(forget, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
+    with pytest.raises(ConnectionError):
+        memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    monkeypatch.setattr(forget, "derived_follow", real)
+    with pytest.raises(NotFound):  # the episode is gone; its retry still takes the fact along
+        memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    with pytest.raises(NotFound):
+        memory_get(subject=subject, memory_id=fact["id"])
+
+
+def test_a_forget_note_is_kept_outside_the_audit_chain_and_erased_with_the_end_user(subject):
+    fact = fact_write(subject=subject, text="Alice's PIN is 4321.")
+    memory_forget(subject=subject, memory_id=fact["id"], reason="other", note="Ticket 88: she called",
+                  actor="test")
+    event = AuditEvent.objects.get(action="memory.forget", target_id=fact["id"])
+    assert "Ticket" not in str(event.chain_fields())
+    assert ForgetNote.objects.get(audit_event=event).note == "Ticket 88: she called"
+    subject_erase(subject=subject, actor="test")
+    assert not ForgetNote.objects.filter(subject=subject).exists()
+
+
+def test_a_forget_note_quoting_what_it_forgets_is_redacted_with_it(subject):
+    fact = fact_write(subject=subject, text="Alice's PIN is 4321.")
+    memory_forget(subject=subject, memory_id=fact["id"], reason="other", actor="test",
+                  note="she said: Alice's PIN is 4321.")
+    assert ForgetNote.objects.get(memory_id=fact["id"]).note == "[forgotten]"
+
+
+def test_an_erased_end_user_is_never_given_a_new_key(subject):
+    from tenants.services.clients import subject_es_client
+
+    episode_write(subject=subject, text="hello")
+    subject_erase(subject=subject, actor="test")
+    with pytest.raises(NotFound):  # a read that still holds the end-user, e.g. a run in flight
+        subject_es_client(subject=subject)
+    assert not SubjectKey.objects.filter(subject=subject, revoked_at__isnull=True).exists()
+
+
+def test_a_write_in_flight_when_the_end_user_is_erased_leaves_nothing_behind(subject, count_docs, monkeypatch):
+    from memory_app.services import context
+
+    real = context.episode_vectors
+
+    def erased_meanwhile(*args, **kwargs):
+        vectors = real(*args, **kwargs)
+        subject_erase(subject=subject, actor="test")  # while the turn is being embedded
+        return vectors
+
+    monkeypatch.setattr(context, "episode_vectors", erased_meanwhile)
+    with pytest.raises(NotFound):
+        episode_write(subject=subject, text="I was just about to say something")
+    assert count_docs() == 0

@@ -38,7 +38,10 @@ def test_a_supersession_that_fails_half_way_is_undone(subject, count_docs, monke
     visible = selectors.visible_documents(subject=subject, ids=[old["id"], other["id"]])
     writer_es_client().update(index=alias_name(MemoryType.SEMANTIC), id=other["id"],
                                        doc={"confidence": 0.5}, refresh=True)
-    monkeypatch.setattr(selectors, "visible_documents", lambda **kw: visible)  # hand over the now-stale view
+    # Hand over the now-stale view, except to the undo's read of the first old fact.
+    fresh = selectors.visible_documents
+    monkeypatch.setattr(selectors, "visible_documents",
+                        lambda **kw: fresh(**kw) if list(kw["ids"]) == [old["id"]] else visible)
     with pytest.raises(Conflict):
         fact_write(subject=subject, text="Alice works at Globex.", supersedes=[old["id"], other["id"]],
                    memory_id="new-fact-0001")
@@ -77,3 +80,31 @@ def test_superseding_an_already_superseded_fact_is_allowed(subject):
     first = fact_write(subject=subject, text="Alice drives a Honda.", supersedes=[old["id"]])
     second = fact_write(subject=subject, text="Alice drives a Volvo.", supersedes=[old["id"]])
     assert memory_get(subject=subject, memory_id=old["id"])["superseded_by"] == [first["id"], second["id"]]
+
+
+def test_undoing_a_supersession_keeps_a_concurrent_writers_mark(subject, monkeypatch):
+    """The undo of a supersession that failed half-way restores the old documents it had marked,
+    but only its own mark: another supersession that marked one of them meanwhile keeps its mark
+    (the undo writes with the document's sequence number, as every other update does)."""
+    from memory_app.services import supersession
+
+    first, second = (fact_write(subject=subject, text=t)["id"] for t in ("Alice works at Initech.",
+                                                                           "Alice works remotely."))
+    real = supersession._mark_superseded
+    marked = []
+
+    def mark_then_a_concurrent_writer(**kwargs):
+        if marked:  # the second old document: forgotten meanwhile
+            raise NotFound("forgotten meanwhile", details={"ids": [kwargs["visible"].id]})
+        before = real(**kwargs)
+        marked.append(before)
+        # Another supersession marks the first old document right after this one did.
+        writer_es_client().update(index=alias_name(MemoryType.SEMANTIC), id=first, refresh=True,
+                                  doc={"superseded_by": ["new-fact-0001", "other-fact-01"]})
+        return before
+
+    monkeypatch.setattr(supersession, "_mark_superseded", mark_then_a_concurrent_writer)
+    with pytest.raises(NotFound):
+        fact_write(subject=subject, text="Alice works at Globex.", supersedes=[first, second],
+                   memory_id="new-fact-0001")
+    assert memory_get(subject=subject, memory_id=first)["superseded_by"] == ["other-fact-01"]

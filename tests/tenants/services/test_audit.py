@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db.models import ProtectedError
 
+from tenants import audit_chain
 from tenants.models import AuditEvent, Subject
 from tenants.services.audit import audit_record
 
@@ -29,13 +31,37 @@ def test_audit_details_refuse_memory_content(tenant):
     assert not AuditEvent.objects.exists()
 
 
-def test_events_outlive_the_subject_they_are_about(tenant, make_staff):
+def test_a_tenant_or_end_user_with_audit_events_is_never_deleted(tenant, make_staff):
+    """The database refuses to change an audit row, so nothing an event names may be deleted (a
+    deletion would null its foreign key): an erased end-user's row stays as a tombstone, and a
+    tenant is retired by erasing its end-users and revoking its tokens, its row kept."""
     subject = Subject.objects.create(tenant=tenant, external_id="alice")
-    user_id = str(subject.user_id)
-    audit_record(actor=make_staff("ada"), action="subject.erased", subject=subject, target_id=user_id)
-
-    subject.delete()
-
+    audit_record(actor=make_staff("ada"), action="subject.erased", subject=subject, target_id=str(subject.user_id))
+    with pytest.raises(ProtectedError):
+        subject.delete()
+    with pytest.raises(ProtectedError):
+        tenant.delete()
     event = AuditEvent.objects.get(action="subject.erased")
-    assert event.subject is None
-    assert (event.subject_ref, event.tenant_slug, event.actor_type, event.actor) == (user_id, "acme", "user", "ada")
+    assert (event.subject_id, event.subject_ref, event.tenant_slug) == (subject.pk, str(subject.user_id), "acme")
+
+
+def test_a_chain_begun_before_the_keys_continues_from_a_keyed_reanchor(tenant, as_dba, checkpoint_store):
+    from tenants.selectors import audit_chain_verify
+
+    first = audit_record(actor="test", action="one", tenant=tenant)
+    second = audit_record(actor="test", action="two", tenant=tenant)
+    # As the events of a release without keys were: unkeyed SHA-256 links.
+    prev = audit_chain.GENESIS
+    for event in (first, second):
+        fields = event.chain_fields() | {"key_id": ""}
+        digest = audit_chain.link_hash(prev_hash=prev, fields=fields)
+        as_dba("UPDATE tenants_auditevent SET key_id = '', prev_hash = %s, hash = %s WHERE id = %s",
+               [prev, digest, event.pk])
+        prev = digest
+    third = audit_record(actor="test", action="three", tenant=tenant)
+    anchor = AuditEvent.objects.get(chain="acme", seq=3)
+    assert (anchor.action, anchor.actor, anchor.details) == ("audit.reanchored", "audit-keys",
+                                                             {"unkeyed_events": 2, "unkeyed_head": prev})
+    assert anchor.prev_hash == prev and anchor.key_id and third.seq == 4
+    report = audit_chain_verify(chain="acme")
+    assert report.ok and (report.checked, report.legacy) == (4, 2)

@@ -32,7 +32,7 @@ def test_the_probe_is_cached_between_calls(es_admin):
     assert _capabilities() is _capabilities()
 
 
-def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings, client):
+def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings, client, monitor_headers):
     subject = subject_get_or_create(tenant=tenant, external_id="alice")
     settings.ES_DLS_LICENCES = NO_DLS
 
@@ -47,9 +47,10 @@ def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings,
         writer_es_client()
     with pytest.raises(ServiceUnavailable):
         subject_get_or_create(tenant=tenant, external_id="bob")
-    response = client.get("/healthz")
+    response = client.get("/healthz", headers=monitor_headers)
     assert response.status_code == 503
     assert response.json()["elasticsearch"]["document_level_security"] is False
+    assert client.get("/healthz").json() == {"status": "unavailable"}  # no details for anyone else
 
 
 def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_prefix, settings, caplog):
@@ -70,7 +71,8 @@ def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_
 def test_production_refuses_the_insecure_development_setting():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
-           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true"}
+           "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true",
+           "ENGRAM_AUDIT_KEYS": "a" * 43, "ES_AUDIT_USERNAME": "engram-audit", "ES_AUDIT_PASSWORD": "secret"}
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[3], env=env,
                             capture_output=True, text=True)
     assert result.returncode != 0

@@ -7,14 +7,14 @@ import pytest
 from django.core.management import call_command
 from elasticsearch import AuthorizationException
 
-from engram_core.errors import ServiceUnavailable
+from engram_core.errors import Conflict, ServiceUnavailable
 from engram_core.es.schema import MemoryType, alias_name, all_aliases
 from memory_app.selectors import subject_export
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
 from memory_app.recall import memory_recall
 from memory_app.usage import usage_flush
-from tenants.models import AuditEvent, SubjectKey, Tenant
+from tenants.models import AuditEvent, Subject, SubjectKey, Tenant
 from tenants.selectors import index_prefix_for
 from tenants.services.clients import subject_es_client
 from tenants.services.isolation_move import MoveFailed, tenant_isolation_set
@@ -159,3 +159,130 @@ def test_the_command_moves_and_a_second_run_is_a_no_op(world, es_admin, es_prefi
     assert lines[0] == ("acme: shared -> dedicated; copied: episodic 3, semantic 1, procedural 1, catalog 1; "
                         "old copies removed: 6")
     assert lines[1] == "acme: dedicated -> dedicated; copied: nothing to copy; old copies removed: 0"
+
+
+def test_a_second_move_is_refused_while_one_runs(world, es_admin, es_prefix):
+    acme, *_ = world
+    Tenant.objects.filter(pk=acme.pk).update(isolation_moving_to="dedicated")  # a move is running
+
+    with pytest.raises(Conflict) as refused:
+        tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test")
+    assert refused.value.code == "isolation_move_running"
+    with pytest.raises(Conflict):
+        tenant_isolation_set(tenant=acme, isolation="shared", actor="test")  # nor its clean-up of the copy
+    assert _count(es_admin, es_prefix, "acme") == 6
+
+    # A move whose process died leaves the flag: taking it over is explicit.
+    result = tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test", take_over=True)
+    assert result.target == "dedicated" and _count(es_admin, es_prefix, "acme") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("lands", ["after its type was copied and counted", "after the move"])
+def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_lost(world, es_admin, es_prefix,
+                                                                                      monkeypatch, lands):
+    """A writer that checked where the tenant's memories were before the move began, and whose
+    write reached Elasticsearch only once the move had copied (and counted) its memory type, or
+    had finished: the write must end up in the new indices, and no copy in the old ones."""
+    import threading
+
+    from elasticsearch import Elasticsearch
+
+    from memory_app.outbox import outbox_replay, write_submit
+
+    acme, alice, *_ = world
+    late = "late-fact-0001"
+    ready, moved, landed = threading.Event(), threading.Event(), threading.Event()
+    real, real_copy = Elasticsearch.index, isolation_move._copy
+
+    def held(self, *, index, id=None, **kwargs):
+        if id != late:
+            return real(self, index=index, id=id, **kwargs)
+        ready.set()
+        assert moved.wait(60)
+        try:
+            return real(self, index=index, id=id, **kwargs)
+        finally:
+            landed.set()
+
+    def copy_then_let_it_land(es, *, memory_type, **kwargs):
+        copied = real_copy(es, memory_type=memory_type, **kwargs)
+        if memory_type is MemoryType.SEMANTIC:
+            moved.set()
+            assert landed.wait(30)
+        return copied
+
+    monkeypatch.setattr(Elasticsearch, "index", held)
+    if lands != "after the move":
+        monkeypatch.setattr(isolation_move, "_copy", copy_then_let_it_land)
+    submitted = {}
+
+    def write():
+        from django.db import connection
+
+        try:
+            submitted["late"] = write_submit(tenant=acme, external_id="alice", operation="fact",
+                                             payload={"text": "Alice keeps bees."}, memory_id=late)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert ready.wait(30)
+    tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test")
+    moved.set()
+    writer.join(60)
+    assert "late" in submitted  # acknowledged: applied, or accepted into the outbox
+    outbox_replay()
+
+    alice = Subject.objects.select_related("tenant").get(pk=alice.pk)
+    assert late in _exported_ids(alice)
+    shared = ",".join(all_aliases(prefix=es_prefix))
+    es_admin.indices.refresh(index=shared)
+    assert es_admin.count(index=shared, query={"ids": {"values": [late]}})["count"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeypatch):
+    """Turns written without pause while the tenant moves: every one acknowledged (applied, or
+    accepted into the outbox and replayed) is in the tenant's new indices afterwards."""
+    import threading
+    import time
+
+    from memory_app.outbox import outbox_replay, write_submit
+
+    acme, alice, *_ = world
+    real = isolation_move._index_batch
+    monkeypatch.setattr(isolation_move, "_index_batch", lambda es, actions: (time.sleep(0.2), real(es, actions))[1])
+    stop, acknowledged, failures = threading.Event(), [], []
+
+    def write():
+        from django.db import connection
+
+        n = 0
+        try:
+            while not stop.is_set():
+                n += 1
+                try:
+                    done = write_submit(tenant=acme, external_id="alice", operation="episode",
+                                        payload={"text": f"turn {n} during the move"}, defer_refresh=True)
+                except Exception as exc:  # noqa: BLE001 - counted: an unacknowledged write is not a loss
+                    failures.append(repr(exc))
+                else:
+                    acknowledged.append(done.memory_id)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.3)
+    tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test", batch_size=2)
+    time.sleep(0.3)
+    stop.set()
+    writer.join(60)
+    outbox_replay()
+
+    alice = Subject.objects.select_related("tenant").get(pk=alice.pk)
+    assert len(acknowledged) > 5 and failures == []
+    assert set(acknowledged) <= _exported_ids(alice)
+    assert _count(es_admin, es_prefix, "acme") == 0  # nothing left behind in the shared indices

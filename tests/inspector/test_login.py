@@ -1,0 +1,48 @@
+"""Staff logins are throttled (inspector and admin), sessions last hours, and no page that shows
+memory or a token may be kept by a cache."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+HX = {"HX-Request": "true"}
+
+
+@pytest.mark.parametrize("login", ["/login/", "/admin/login/"])
+def test_repeated_failed_logins_lock_the_username_out(staff, login, settings):
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        response = client.post(login, {"username": "support", "password": "wrong"})
+        assert response.status_code == 200  # the form again, with its error
+    assert client.post(login, {"username": "support", "password": "wrong"}).status_code == 429
+    locked = client.post(login, {"username": "support", "password": "pw"})  # even the right password now
+    assert locked.status_code == 429 and b"Too many failed logins" in locked.content
+    assert "_auth_user_id" not in client.session
+    other = Client().post(login, {"username": "tenant_admin", "password": "pw"})
+    assert other.status_code == 302  # another account is not locked by it
+
+
+def test_a_good_login_is_a_session_of_hours(staff, settings):
+    client = Client()
+    assert client.post("/login/", {"username": "support", "password": "pw"}).status_code == 302
+    assert client.session.get_expiry_age() == settings.SESSION_COOKIE_AGE == 8 * 3600
+
+
+def test_pages_with_memory_or_tokens_are_not_stored_by_caches(staff, subjects):
+    alice, _ = subjects
+    client = Client()
+    client.force_login(staff["superuser"])
+    for url in ("/", f"/u/{alice.user_id}/", f"/u/{alice.user_id}/recall/?q=tea", f"/u/{alice.user_id}/export/",
+                "/t/acme/keys/", "/t/acme/audit/", "/t/acme/audit/verify/"):
+        response = client.get(url)
+        assert response.status_code == 200 and "no-store" in response["Cache-Control"], url
+
+
+def test_a_new_token_starts_with_read_only_ticked(staff, subjects):
+    client = Client()
+    client.force_login(staff["tenant_admin"])
+    page = client.get("/t/acme/keys/").content.decode()
+    ticked = [s for s in ("memory:read", "memory:write", "memory:forget", "subject:erase", "tenant:admin")
+              if f'value="{s}" checked' in page]
+    assert ticked == ["memory:read"]

@@ -1,0 +1,45 @@
+"""The Celery tasks: thin, and each leaves an end-user erased meanwhile alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_app.consolidation.services import consolidation_request
+from memory_app.models import ConsolidationRun
+from memory_app.services.episodes import episode_write
+from memory_app.services.forget import subject_erase
+from memory_app.tasks import consolidate_subject
+from tenants.models import SubjectKey
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_consolidation_queued_for_an_end_user_erased_meanwhile_does_nothing(subject, count_docs):
+    episode_write(subject=subject, text="My favourite colour is blue.")
+    run = consolidation_request(subject=subject)
+    subject_erase(subject=subject, actor="test")
+
+    consolidate_subject(subject.pk, run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == ConsolidationRun.Status.FAILED and run.error["code"] == "subject_erased"
+    assert count_docs() == 0
+    assert not SubjectKey.objects.filter(subject=subject, revoked_at__isnull=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_consolidation_asked_for_while_the_end_user_has_queued_writes_waits_for_them(subject, count_docs):
+    from celery.exceptions import Retry
+
+    from memory_app.models import OutboxEntry
+
+    said = episode_write(subject=subject, text="My favourite colour is blue.")["id"]
+    OutboxEntry.objects.create(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
+                               memory_id=said, payload={"reason": "user_request"}, actor="test", reason="outage")
+    run = consolidation_request(subject=subject)
+
+    with pytest.raises(Retry):  # under a worker: tried again after the replay interval
+        consolidate_subject(subject.pk, run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == ConsolidationRun.Status.QUEUED
+    assert count_docs() == 1  # the episode, nothing derived
