@@ -532,7 +532,7 @@ def audit_checkpoints_ensure(*, es: Elasticsearch) -> str:
     if not es.indices.exists(index=index):
         try:
             es.indices.create(index=index, mappings=AUDIT_CHECKPOINTS_MAPPING,
-                              settings={"number_of_shards": 1, "number_of_replicas": settings.ES_NUMBER_OF_REPLICAS})
+                              settings={"number_of_shards": 1, **replica_settings(settings.ES_NUMBER_OF_REPLICAS)})
             log.info("created %s", index)
         except ApiError as exc:
             if exc.meta.status != 400 or "resource_already_exists" not in str(exc):
