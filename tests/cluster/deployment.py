@@ -109,6 +109,8 @@ class Deployment:
             "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex * 2,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            # Plain HTTP on loopback: in production a TLS-terminating proxy sits in front of the web tier.
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
             "ENGRAM_STATE_DIR": str(workdir),
             "DATABASE_URL": self.database_url,
             "ES_INDEX_PREFIX": self.prefix,
