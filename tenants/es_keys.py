@@ -16,7 +16,7 @@ from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import admin_client, keys_client
-from engram_core.es.schema import all_aliases
+from engram_core.es.schema import INDEX_STEM, all_aliases
 
 from .models import Subject
 from .selectors import memory_scope, memory_scope_filter
@@ -36,7 +36,8 @@ def encoded_api_key(key_id: str, secret: str) -> str:
 # Bump when a grant below changes: every key minted under an older version gets rotated.
 # 1: the `read` / `read` + `write` privilege groups.  2: the action lists below.  3: + refresh for
 # the writer.  4: minted (and owned) by the keys credential instead of the admin credential.
-ROLE_VERSION = 4
+# 5: + refresh on the concrete indices for the writer (see writer_role_descriptors).
+ROLE_VERSION = 5
 
 # What subject keys are used for: recall (_msearch), visibility checks and history (_mget),
 # export (search + scroll + clear scroll). Searches and mgets fan out to shard-level actions
@@ -78,11 +79,16 @@ def subject_role_descriptors(*, subject: Subject, prefix: str) -> dict:
 
 
 def writer_role_descriptors(*, prefix: str) -> dict:
-    # No `create_index`, no `manage`, no statistics APIs (see WRITER_ACTIONS).
+    # No `create_index`, no `manage`, no statistics APIs (see WRITER_ACTIONS). A refresh through an
+    # alias reaches each shard copy as `indices:admin/refresh[s]` on the concrete index, and a node
+    # holding a copy authorises it there: refresh alone is granted on the prefix's versioned indices
+    # (it reads and changes no document), or every refresh on a cluster with replicas is a 403.
     return {
         "engram_writer": {
             "cluster": [],
             "indices": [{"names": all_aliases(prefix=prefix), "privileges": list(WRITER_ACTIONS),
+                         "allow_restricted_indices": False},
+                        {"names": [f"{prefix}-{INDEX_STEM}-v*"], "privileges": ["indices:admin/refresh"],
                          "allow_restricted_indices": False}],
         }
     }

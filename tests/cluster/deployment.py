@@ -115,6 +115,8 @@ class Deployment:
             "DATABASE_URL": self.database_url,
             "ES_INDEX_PREFIX": self.prefix,
             "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+            # What the tests present to /healthz for the whole report (the outbox backlog).
+            "ENGRAM_MONITOR_TOKEN": uuid.uuid4().hex,
             "CELERY_BROKER_URL": f"{redis}/{redis_db}",
             "ENGRAM_CACHE_URL": f"{redis}/{redis_db + 1}",
             "ENGRAM_API_RATE": "1000000/minute",
@@ -124,6 +126,10 @@ class Deployment:
         self.web_ports = [free_port() for _ in range(web)]
         self.workers = workers
         self.processes: dict[str, subprocess.Popen] = {}
+
+    @property
+    def monitor_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.env['ENGRAM_MONITOR_TOKEN']}"}
 
     @property
     def urls(self) -> list[str]:

@@ -66,9 +66,12 @@ def browser(tmp_path_factory):
 
 
 def _wait(driver, condition, timeout: float = 10):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+    # A form post replaces the page: an element read mid-navigation is stale, so read again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition)
 
 
 def _login(driver, live, username: str) -> None:
