@@ -16,7 +16,7 @@ from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import admin_client, keys_client
-from engram_core.es.schema import INDEX_STEM, all_aliases
+from engram_core.es.schema import all_aliases, index_base
 
 from .models import Subject
 from .selectors import memory_scope, memory_scope_filter
@@ -88,7 +88,7 @@ def writer_role_descriptors(*, prefix: str) -> dict:
             "cluster": [],
             "indices": [{"names": all_aliases(prefix=prefix), "privileges": list(WRITER_ACTIONS),
                          "allow_restricted_indices": False},
-                        {"names": [f"{prefix}-{INDEX_STEM}-v*"], "privileges": ["indices:admin/refresh"],
+                        {"names": [f"{index_base(prefix=prefix)}-v*"], "privileges": ["indices:admin/refresh"],
                          "allow_restricted_indices": False}],
         }
     }
