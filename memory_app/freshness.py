@@ -15,7 +15,7 @@ from uuid import uuid4
 
 from django.conf import settings
 from django.core.cache import cache
-from elasticsearch import AuthorizationException, NotFoundError
+from elasticsearch import NotFoundError
 from redis.exceptions import RedisError
 
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
@@ -147,27 +147,21 @@ def _pending_made_visible(subject: Subject) -> bool:
     if not pending:
         return False
     refreshed = False
-    try:
-        prefix = index_prefix_for(tenant=subject.tenant)
-        writer = writer_es_client(prefix=prefix)
-        unnamed, named = [], {}
-        for key, value in pending.items():
-            index, memory_id = alias_name(keys[key], prefix=prefix), _pending_id(value)
-            if not memory_id:
-                unnamed.append(index)
-            elif not _searchable(writer, index=index, memory_id=memory_id):
-                named[index] = memory_id
-            # else: a periodic refresh made it searchable already
-        if unnamed:  # nothing to ask whether a refresh in flight covered it: a refresh of its own
-            _refresh_now(writer, ",".join(sorted(unnamed + list(named))))
-            refreshed = True
-        elif named:
-            _refresh_shared(writer, named)
-            refreshed = True
-    except AuthorizationException:
-        # A writer key minted before it could refresh: wait out the refresh interval instead.
-        log.warning("the writer key cannot refresh (minted before it could); waiting for the periodic refresh")
-        time.sleep(1.0)
+    prefix = index_prefix_for(tenant=subject.tenant)
+    writer = writer_es_client(prefix=prefix)  # always of the current grant (ROLE_VERSION), which refreshes
+    unnamed, named = [], {}
+    for key, value in pending.items():
+        index, memory_id = alias_name(keys[key], prefix=prefix), _pending_id(value)
+        if not memory_id:
+            unnamed.append(index)
+        elif not _searchable(writer, index=index, memory_id=memory_id):
+            named[index] = memory_id
+        # else: a periodic refresh made it searchable already
+    if unnamed:  # nothing to ask whether a refresh in flight covered it: a refresh of its own
+        _refresh_now(writer, ",".join(sorted(unnamed + list(named))))
+        refreshed = True
+    elif named:
+        _refresh_shared(writer, named)
         refreshed = True
     try:
         _marks_clear(pending)
