@@ -8,10 +8,12 @@ base client's connection pool.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import orjson
 from django.conf import settings
+from elastic_transport import NodePool
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import JsonSerializer, NdjsonSerializer
 
@@ -52,10 +54,38 @@ def es_hosts(url: str) -> list[str]:
     return [part.strip() for part in url.split(",") if part.strip()]
 
 
+class LockedNodePool(NodePool):
+    """elastic-transport's pool, with one lock over choosing a node and marking one dead or alive:
+    the library reads its live nodes while another thread may change them, and with a node lost
+    under load a request failed with "dictionary changed size during iteration". Nothing waits on
+    the network under the lock (a log line at most)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._pool_lock = threading.RLock()  # get() resurrects under it
+
+    def get(self):
+        with self._pool_lock:
+            return super().get()
+
+    def resurrect(self, force: bool = False):
+        with self._pool_lock:
+            return super().resurrect(force)
+
+    def mark_dead(self, node, _now: float | None = None) -> None:
+        with self._pool_lock:
+            super().mark_dead(node, _now)
+
+    def mark_live(self, node) -> None:
+        with self._pool_lock:
+            super().mark_live(node)
+
+
 @functools.cache
 def base_client() -> Elasticsearch:
     return Elasticsearch(
         es_hosts(settings.ES_URL),
+        node_pool_class=LockedNodePool,
         serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,

@@ -91,3 +91,44 @@ def test_es_url_may_name_several_nodes_and_the_client_goes_round_one_that_is_gon
         base_client().close()
         base_client.cache_clear()
         settings.ES_URL = url
+
+
+def test_the_node_pool_serves_requests_while_other_threads_mark_nodes_dead_and_alive(settings):
+    """With several nodes, a request picks a node while others mark nodes dead (a node lost) or
+    alive again; elastic-transport's pool read its live nodes unguarded, and a recall got a 500
+    (RuntimeError: dictionary changed size during iteration) with a node lost under load."""
+    import sys
+
+    settings.ES_URL = "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3,http://127.0.0.1:4"
+    base_client.cache_clear()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave as a busy process's do
+    try:
+        pool = base_client().transport.node_pool
+        nodes = pool.all()
+        stop, errors = threading.Event(), []
+
+        def flap(node) -> None:
+            while not stop.is_set():
+                pool.mark_dead(node, _now=0.0)  # its timeout long over: the next get resurrects it
+                pool.mark_live(node)
+
+        def pick() -> None:
+            try:
+                for _ in range(20_000):
+                    pool.get()
+            except RuntimeError as exc:
+                errors.append(exc)
+            finally:
+                stop.set()
+
+        flappers = [threading.Thread(target=flap, args=(node,)) for node in nodes]
+        pickers = [threading.Thread(target=pick) for _ in range(2)]
+        for thread in flappers + pickers:
+            thread.start()
+        for thread in pickers + flappers:
+            thread.join()
+        assert errors == []
+    finally:
+        sys.setswitchinterval(switch)
+        base_client.cache_clear()
