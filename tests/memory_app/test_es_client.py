@@ -1,5 +1,6 @@
 """The shared Elasticsearch client: connections per node (real Elasticsearch)."""
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -97,8 +98,6 @@ def test_the_node_pool_serves_requests_while_other_threads_mark_nodes_dead_and_a
     """With several nodes, a request picks a node while others mark nodes dead (a node lost) or
     alive again; elastic-transport's pool read its live nodes unguarded, and a recall got a 500
     (RuntimeError: dictionary changed size during iteration) with a node lost under load."""
-    import sys
-
     settings.ES_URL = "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3,http://127.0.0.1:4"
     base_client.cache_clear()
     switch = sys.getswitchinterval()
@@ -131,4 +130,5 @@ def test_the_node_pool_serves_requests_while_other_threads_mark_nodes_dead_and_a
         assert errors == []
     finally:
         sys.setswitchinterval(switch)
+        base_client().close()
         base_client.cache_clear()
