@@ -26,6 +26,7 @@ SUITES = {  # name: (module, what it measures)
                                      "at the service level"),
     "scale": ("benchmarks.scale", "latency at 1k, 10k and 100k memories, then HTTP at the largest"),
     "import": ("benchmarks.bulk_import", "bulk import: episodes/s and CPU per episode"),
+    "floor": ("benchmarks.floor", "the CPU floor of one request: an API request, an embedding, one hybrid search"),
     "peers": ("benchmarks.peers", "Engram against Mem0 OSS on LoCoMo conversations, same node and embedder"),
     "inspector": ("benchmarks.inspector_pages", "server render time of the inspector's pages at scale"),
     "machine": ("benchmarks.machine", "the machine's own speed over time (no services)"),

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from engram_core.db import as_request
 from engram_core.es.client import admin_client
-from engram_core.es.schema import MemoryType, alias_name, all_aliases, drop_indices
+from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name, all_aliases, drop_indices
 from memory_app import timing
 from memory_app.config.serving import UVICORN_FLAGS
 from memory_app.embeddings import get_embedder
@@ -33,9 +33,10 @@ from tenants.services.subjects import subject_get_or_create
 from tenants.services.tokens import agent_token_create
 
 __all__ = [  # the product's own names, re-exported for the suites
-    "UVICORN_FLAGS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant", "admin_client",
-    "alias_name", "as_request", "catalog_entry_write", "index_prefix_for", "locomo_episodes", "locomo_evidence",
-    "memory_recall", "subject_es_client", "subject_get", "subject_get_or_create", "turn_submit", "write_submit",
+    "UVICORN_FLAGS", "VECTOR_FIELDS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant",
+    "admin_client", "alias_name", "as_request", "catalog_entry_write", "get_embedder", "index_prefix_for",
+    "locomo_episodes", "locomo_evidence", "memory_recall", "subject_es_client", "subject_get", "subject_get_or_create",
+    "turn_submit", "write_submit",
 ]
 
 

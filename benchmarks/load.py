@@ -135,7 +135,7 @@ def run_load(*, sender: Callable[[], AbstractContextManager[Send]], targets: lis
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     speed_before = machine_probe() if measure_cpu else None
-    before = _readings() if measure_cpu else None
+    before = cpu_readings() if measure_cpu else None
     began = time.monotonic()
     for t in threads:
         t.start()
@@ -150,7 +150,7 @@ def run_load(*, sender: Callable[[], AbstractContextManager[Send]], targets: lis
         if timings[kind]:
             result[kind]["server_timing"] = timing_summary(timings[kind])
     if before is not None:
-        result["cpu"] = cpu_split(before, _readings(), requests=requests, wall=wall)
+        result["cpu"] = cpu_split(before, cpu_readings(), requests=requests, wall=wall)
         result["machine_probe_ms"] = {"before": speed_before, "after": machine_probe()}
     return result
 
@@ -309,7 +309,7 @@ def _node_stats() -> dict[str, float] | None:
             "gc ms": sum(c["collection_time_in_millis"] for c in collectors)}
 
 
-def _readings() -> tuple:
+def cpu_readings() -> tuple:
     """What ``cpu_split`` compares: CPU by process, the node's statistics, its compiler's CPU."""
     cpu = _proc_cpu()
     return cpu, _node_stats(), _jit_cpu(cpu)
@@ -317,7 +317,7 @@ def _readings() -> tuple:
 
 def cpu_split(before: tuple, after: tuple, *, requests: int, wall: float) -> dict:
     """CPU ms per request by process class and the node's work per request, between two
-    ``_readings()``: (``_proc_cpu()``, ``_node_stats()``, ``_jit_cpu()``)."""
+    ``cpu_readings()``: (``_proc_cpu()``, ``_node_stats()``, ``_jit_cpu()``)."""
     (cpu0, node0, jit0), (cpu1, node1, jit1) = before, after
     spent = dict.fromkeys((*_CLASSES, "other"), 0.0)
     for pid, (klass, cpu) in cpu1.items():
