@@ -32,8 +32,8 @@ import httpx
 from django.db import connections
 
 from benchmarks import engram
-from benchmarks.harness import ROOT, log
-from benchmarks.http_load import asgi_server, mem0_server, mem0_sender
+from benchmarks.harness import log
+from benchmarks.http_load import asgi_server, mem0_python, mem0_sender, mem0_server
 from benchmarks.latency import corpus_arguments, corpus_create, questions
 from benchmarks.load import cpu_readings, cpu_split, run_load
 
@@ -153,9 +153,8 @@ def mem0_mix(args: argparse.Namespace, *, targets: list[tuple[str, str]], texts:
     """The http suite's 8-client mix (a third turns, new text every request) against Mem0 over
     HTTP: requests per second and CPU ms per request by process class (its server and embedding
     server count as "engram server": the servers this process started)."""
-    python = os.environ.get("ENGRAM_MEM0_PYTHON") or str(ROOT / ".engram" / "mem0-venv" / "bin" / "python")
     options = dict(targets=targets, clients=CLIENTS, texts=texts, varied=True, seed=args.seed)
-    with mem0_server(python=python, workers=args.workers) as (url, _server):
+    with mem0_server(python=mem0_python(), workers=args.workers) as (url, _server):
         run_load(sender=mem0_sender(url), seconds=3 * warmup, **options)
         step = run_load(sender=mem0_sender(url), seconds=seconds, measure_cpu=True, **options)
     if step["errors"]:

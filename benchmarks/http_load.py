@@ -132,6 +132,11 @@ def _wait_http(url: str, process: subprocess.Popen, what: str, *, method: str = 
     raise RuntimeError(f"{what} did not come up")
 
 
+def mem0_python() -> str:
+    """The Python of Mem0's own virtualenv (``scripts/bench`` makes it and sets ENGRAM_MEM0_PYTHON)."""
+    return os.environ.get("ENGRAM_MEM0_PYTHON") or str(ROOT / ".engram" / "mem0-venv" / "bin" / "python")
+
+
 @contextmanager
 def mem0_server(*, python: str, workers: int) -> Iterator[tuple[str, subprocess.Popen]]:
     """Mem0 behind uvicorn (``workers`` processes) in its own virtualenv, on the run's node, with
@@ -322,8 +327,7 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
                                 warmup_seed=seeds.service_warmup, warmup=min(warmup, 15))
         save(data)
     if args.mem0:
-        python = os.environ.get("ENGRAM_MEM0_PYTHON") or str(ROOT / ".engram" / "mem0-venv" / "bin" / "python")
-        with mem0_server(python=python, workers=args.workers) as (url, server):
+        with mem0_server(python=mem0_python(), workers=args.workers) as (url, server):
             # The requests Engram's HTTP steps got, in the same order (the node is warm by now).
             data["mem0"] = steps(mem0_sender(url), texts, targets, measured=seeds.steps,
                                  warmup_seed=seeds.service_warmup, warmup=min(warmup, 30))

@@ -40,6 +40,7 @@ from django.test import Client
 
 from benchmarks import engram
 from benchmarks.harness import ROOT, log, percentiles
+from benchmarks.http_load import mem0_python
 
 MEM0_SIDE = ROOT / "benchmarks" / "mem0" / "mem0_side.py"
 
@@ -52,8 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--first", choices=["engram", "mem0"], default="engram", help="which system runs first")
     parser.add_argument("--writes", type=int, help="Engram turns written one at a time per run "
                                                    "(default: all, and then scored too; --quick 40)")
-    parser.add_argument("--mem0-python", type=Path, default=Path(os.environ.get(
-        "ENGRAM_MEM0_PYTHON", ROOT / ".engram" / "mem0-venv" / "bin" / "python")))
+    parser.add_argument("--mem0-python", type=Path, default=Path(mem0_python()))
 
 
 # ---------------------------------------------------------------- data
