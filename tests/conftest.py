@@ -21,6 +21,9 @@ from tenants.es_keys import invalidate_keys
 from tenants.models import SubjectKey, WriterKey
 from tenants.services.clients import clear_caches
 
+# The Hypothesis profile, the run's seed and the tally of bad inputs tried (tests/fuzzing.py).
+pytest_plugins = ["tests.fuzzing"]
+
 
 @pytest.fixture(scope="session")
 def es_admin():
@@ -87,8 +90,10 @@ def _superuser_client():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _drop_run_indices():
+def _drop_run_indices(request):
     yield
+    if all(item.get_closest_marker("properties") for item in request.session.items):
+        return  # `-m properties` runs without any service
     try:
         drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
         if (superuser := _superuser_client()) is not None:  # what admin may not drop: checkpoint stores

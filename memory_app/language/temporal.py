@@ -12,6 +12,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 
+# What Python's calendar (years 1-9999) cannot hold raises one of these in date arithmetic, as does
+# a number too long to read: a phrase naming such a date is dropped, never an error.
+OFF_CALENDAR = (OverflowError, ValueError)
+
 MONTHS = {m: n for n, m in enumerate(
     ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
      "november", "december"), start=1)}
@@ -80,7 +84,7 @@ class TimeWindow:
 
     def contains(self, when: datetime, *, grace: timedelta) -> bool:
         """Whether ``when`` falls in the window, or up to ``grace`` after its end."""
-        return any(start <= when < end + grace for start, end in self.spans(around=when.year))
+        return any(start <= when < _plus(end, grace) for start, end in self.spans(around=when.year))
 
     def overlaps(self, dates: Iterable[tuple[date, date]]) -> bool:
         """Whether one of ``dates`` (calendar days, first inclusive, last exclusive) names a day of
@@ -97,9 +101,21 @@ class TimeWindow:
         return _days(self.spans(back=back))
 
 
+def _plus(moment: date, delta: timedelta) -> date:
+    """``moment + delta`` (a date or datetime), held at the calendar's first or last instant
+    rather than past it: a window at the calendar's edge is compared, never an error."""
+    try:
+        return moment + delta
+    except OverflowError:
+        later = delta > timedelta(0)
+        if isinstance(moment, datetime):
+            return (datetime.max if later else datetime.min).replace(tzinfo=moment.tzinfo)
+        return date.max if later else date.min
+
+
 def _days(spans: list[tuple[datetime, datetime]]) -> list[tuple[date, date]]:
     """Spans of time as the calendar days they touch (last exclusive)."""
-    return [(start.date(), (end - timedelta(microseconds=1)).date() + timedelta(days=1)) for start, end in spans]
+    return [(start.date(), _plus((end - timedelta(microseconds=1)).date(), timedelta(days=1))) for start, end in spans]
 
 
 def _near(days: list[tuple[date, date]]) -> list[tuple[date, date, tuple[date, date]]]:
@@ -108,7 +124,7 @@ def _near(days: list[tuple[date, date]]) -> list[tuple[date, date, tuple[date, d
     out = []
     for first, last in days:
         margin = max(last - first, timedelta(days=7))
-        out.append((first, last, (first - margin, last + margin)))
+        out.append((first, last, (_plus(first, -margin), _plus(last, margin))))
     return out
 
 
@@ -155,8 +171,11 @@ def _season_of(season: str, rel: str | None, today: datetime, tz: tzinfo) -> tup
     return [c for c in candidates if c[0] <= today][-1]
 
 
-def _anchor(query: str, now: datetime, tz: tzinfo) -> tuple[re.Match, TimeWindow] | None:
-    """The first date expression of ``query``, most specific kind first, with its window."""
+Found = tuple[re.Match, TimeWindow]
+
+
+def _on_date(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """A full date: "2023-05-08", "8 May 2023", "May 8, 2023"."""
     for pattern in (_ISO, _DAY_FIRST, _MONTH_FIRST):
         if m := pattern.search(query):
             try:
@@ -165,6 +184,11 @@ def _anchor(query: str, now: datetime, tz: tzinfo) -> tuple[re.Match, TimeWindow
             except ValueError:  # "31 February": no such day
                 continue
             return m, TimeWindow(start=start, end=start + timedelta(days=1), phrase=m.group())
+    return None
+
+
+def _on_day_of_month(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """A day and month without a year ("on 20 May"): that day of any year."""
     for m in _DAY_MONTH.finditer(query):
         month = MONTHS[(m["month"] or m["month2"]).lower()]
         day = int(m["day"] or m["day2"])
@@ -173,6 +197,11 @@ def _anchor(query: str, now: datetime, tz: tzinfo) -> tuple[re.Match, TimeWindow
         except ValueError:
             continue
         return m, TimeWindow(start=start, end=start + timedelta(days=1), phrase=m.group(), yearly=True)
+    return None
+
+
+def _in_month(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """A month, with or without its year ("in June", "December 2022")."""
     for m in _MONTH_YEAR.finditer(query):
         month = MONTHS[m["month"].lower()]
         if month == 5 and not _MAY_AS_MONTH.search(query):
@@ -180,7 +209,11 @@ def _anchor(query: str, now: datetime, tz: tzinfo) -> tuple[re.Match, TimeWindow
         year = int(m["year"]) if m["year"] else _latest_year(month, 1, now)
         start, end = _month_window(year, month, tz)
         return m, TimeWindow(start=start, end=end, phrase=m.group(), yearly=not m["year"])
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return None
+
+
+def _in_season(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """A season after "in", "during", "the" or last/this/next, or before a year."""
     for m in _SEASON.finditer(query):
         season, rel, year = m["season"].lower(), (m["rel"] or "").lower() or None, m["year"]
         if not (rel or m["art"] or year):
@@ -190,50 +223,91 @@ def _anchor(query: str, now: datetime, tz: tzinfo) -> tuple[re.Match, TimeWindow
         else:
             start, end = _season_of(season, rel if rel != "past" else "last", today, tz)
         return m, TimeWindow(start=start, end=end, phrase=m.group().strip(), yearly=not (rel or year))
+    return None
+
+
+def _in_named_year(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
     if m := _YEAR.search(query):
         year = int(m["year"])
         return m, TimeWindow(start=datetime(year, 1, 1, tzinfo=tz), end=datetime(year + 1, 1, 1, tzinfo=tz),
                              phrase=m.group())
+    return None
+
+
+def _on_day_word(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
     if m := _DAY_WORD.search(query):
         start = today - timedelta(days=1 if m["word"].lower() == "yesterday" else 0)
         return m, TimeWindow(start=start, end=start + timedelta(days=1), phrase=m.group())
+    return None
+
+
+def _on_last_weekday(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
     if m := _LAST_WEEKDAY.search(query):
         start = today - timedelta(days=(today.weekday() - _WEEKDAYS.index(m["weekday"].lower())) % 7 or 7)
         return m, TimeWindow(start=start, end=start + timedelta(days=1), phrase=m.group())
-    if m := _RELATIVE.search(query):
-        which, unit = m["which"].lower(), m["unit"].lower()
-        back = 0 if which == "this" else 1
-        if unit == "weekend":
-            saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) if back else \
-                today - timedelta(days=today.weekday()) + timedelta(days=5)
-            return m, TimeWindow(start=saturday, end=saturday + timedelta(days=2), phrase=m.group())
-        if unit == "week":
-            start = today - timedelta(days=today.weekday() + 7 * back)
-            end = start + timedelta(days=7)
-        elif unit == "month":
-            start = _shift_months(today, back)
-            end = _shift_months(today, back - 1)
-        else:
-            start = datetime(today.year - back, 1, 1, tzinfo=tz)
-            end = datetime(today.year - back + 1, 1, 1, tzinfo=tz)
-        if which == "past":  # "the past month": the last 30 days, not the calendar month
-            span = {"week": 7, "month": 31, "year": 366}[unit]
-            start, end = today - timedelta(days=span), today + timedelta(days=1)
-        return m, TimeWindow(start=start, end=end, phrase=m.group())
-    if m := _AGO.search(query):
-        n = _NUMBERS.get(m["n"].lower()) or int(m["n"])
-        unit = m["unit"].lower()
-        if unit in ("day", "week"):
-            days = n * (7 if unit == "week" else 1)
-            slack = 1 if unit == "day" else 4  # "two weeks ago": about then, give or take half a week
-            centre = today - timedelta(days=days)
-            return m, TimeWindow(start=centre - timedelta(days=slack), end=centre + timedelta(days=slack + 1),
-                                 phrase=m.group())
-        if unit == "month":
-            start = _shift_months(today, n)
-            return m, TimeWindow(start=start, end=_shift_months(today, n - 1), phrase=m.group())
-        return m, TimeWindow(start=datetime(today.year - n, 1, 1, tzinfo=tz),
-                             end=datetime(today.year - n + 1, 1, 1, tzinfo=tz), phrase=m.group())
+    return None
+
+
+def _in_relative(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """ "last/this/past week|weekend|month|year"."""
+    if not (m := _RELATIVE.search(query)):
+        return None
+    which, unit = m["which"].lower(), m["unit"].lower()
+    back = 0 if which == "this" else 1
+    if unit == "weekend":
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) if back else \
+            today - timedelta(days=today.weekday()) + timedelta(days=5)
+        return m, TimeWindow(start=saturday, end=saturday + timedelta(days=2), phrase=m.group())
+    if unit == "week":
+        start = today - timedelta(days=today.weekday() + 7 * back)
+        end = start + timedelta(days=7)
+    elif unit == "month":
+        start = _shift_months(today, back)
+        end = _shift_months(today, back - 1)
+    else:
+        start = datetime(today.year - back, 1, 1, tzinfo=tz)
+        end = datetime(today.year - back + 1, 1, 1, tzinfo=tz)
+    if which == "past":  # "the past month": the last 30 days, not the calendar month
+        span = {"week": 7, "month": 31, "year": 366}[unit]
+        start, end = today - timedelta(days=span), today + timedelta(days=1)
+    return m, TimeWindow(start=start, end=end, phrase=m.group())
+
+
+def _ago(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
+    """ "N days/weeks/months/years ago"."""
+    if not (m := _AGO.search(query)):
+        return None
+    n = _NUMBERS.get(m["n"].lower()) or int(m["n"])
+    unit = m["unit"].lower()
+    if unit in ("day", "week"):
+        days = n * (7 if unit == "week" else 1)
+        slack = 1 if unit == "day" else 4  # "two weeks ago": about then, give or take half a week
+        centre = today - timedelta(days=days)
+        return m, TimeWindow(start=centre - timedelta(days=slack), end=centre + timedelta(days=slack + 1),
+                             phrase=m.group())
+    if unit == "month":
+        start = _shift_months(today, n)
+        return m, TimeWindow(start=start, end=_shift_months(today, n - 1), phrase=m.group())
+    return m, TimeWindow(start=datetime(today.year - n, 1, 1, tzinfo=tz),
+                         end=datetime(today.year - n + 1, 1, 1, tzinfo=tz), phrase=m.group())
+
+
+# Most specific kind first.
+_ANCHORS = (_on_date, _on_day_of_month, _in_month, _in_season, _in_named_year, _on_day_word, _on_last_weekday,
+            _in_relative, _ago)
+
+
+def _anchor(query: str, now: datetime, tz: tzinfo) -> Found | None:
+    """The first date expression of ``query``, most specific kind first, with its window. A kind
+    whose date the calendar cannot hold ("5000 years ago") is not read; the next kind may be."""
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for read in _ANCHORS:
+        try:
+            found = read(query, now, today, tz)
+        except OFF_CALENDAR:
+            continue
+        if found is not None:
+            return found
     return None
 
 
@@ -283,7 +357,13 @@ def query_time_window(query: str, *, now: datetime, tz: tzinfo | None = None) ->
     year (``TimeWindow.yearly``). The window's days are ``tz``'s (default UTC). "between A and B"
     spans both."""
     tz = tz or UTC
-    now = (now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(tz)
+    try:
+        return _window(query, now=(now if now.tzinfo else now.replace(tzinfo=UTC)).astimezone(tz), tz=tz)
+    except OFF_CALENDAR:  # the period, or the moment it is read at, lies outside the calendar
+        return None
+
+
+def _window(query: str, *, now: datetime, tz: tzinfo) -> TimeWindow | None:
     found = _anchor(query, now, tz)
     if found is None:
         return None
@@ -384,7 +464,10 @@ def statement_dates(text: str, *, when: datetime) -> list[DatedPhrase]:
     today = when.replace(hour=0, minute=0, second=0, microsecond=0)
     out = []
     for m in _STATEMENT_DATES.finditer(text):
-        found = _render(m, today)
+        try:
+            found = _render(m, today)
+        except OFF_CALENDAR:  # "4500 years ago" said in 2026: before the calendar's first year
+            continue
         if found:
             rendered, first, last = found
             out.append(DatedPhrase(start=m.start(), end=m.end(), phrase=m.group(), rendered=rendered,
@@ -509,6 +592,42 @@ def _nearest(month: int, day: int, when: datetime) -> datetime | None:
     return min(options, key=lambda d: abs(d - when)) if options else None
 
 
+def _iso_day(m: re.Match, today: datetime) -> tuple[date, date]:
+    day = date(int(m["year"]), int(m["mon"]), int(m["day"]))
+    return day, day + timedelta(days=1)
+
+
+def _stated_day(m: re.Match, today: datetime) -> tuple[date, date] | None:
+    month = MONTHS[(m["month"] or m["month2"]).lower()]
+    number = int(m["day"] or m["day2"])
+    if month == 5 and not _MAY_AS_MONTH.search(m.group()):
+        return None
+    day = datetime(int(m["year"]), month, number) if m["year"] else _nearest(month, number, today)
+    return None if day is None else (day.date(), day.date() + timedelta(days=1))
+
+
+def _stated_month(m: re.Match, today: datetime) -> tuple[date, date] | None:
+    month = MONTHS[(m["month"] or m["month2"]).lower()]
+    year = m["year"] or m["year2"]
+    first = datetime(int(year), month, 1) if year else _nearest(month, 1, today.replace(day=1))
+    return None if first is None else (first.date(), _shift_months(first, -1).date())
+
+
+def _stated_year(m: re.Match, today: datetime) -> tuple[date, date]:
+    year = int(m["year"])
+    return date(year, 1, 1), date(year + 1, 1, 1)
+
+
+def _vague_ago(m: re.Match, today: datetime) -> tuple[date, date]:
+    far, near = _VAGUE_SPAN[m["unit"].lower()]
+    return (today - timedelta(days=far)).date(), (today - timedelta(days=near) + timedelta(days=1)).date()
+
+
+# The dates a statement names outright, and vague distances, each read from one match.
+_STATED = ((_ISO, _iso_day), (_STATED_DAY, _stated_day), (_STATED_MONTH, _stated_month),
+           (_STATED_YEAR, _stated_year), (_VAGUE_AGO, _vague_ago))
+
+
 def event_dates(text: str, *, when: datetime) -> list[tuple[date, date]]:
     """The calendar days ``text`` (said at ``when``) says something happened or will happen on,
     each as (first, last exclusive), in text order without repeats: its relative phrases
@@ -519,35 +638,14 @@ def event_dates(text: str, *, when: datetime) -> list[tuple[date, date]]:
     for dated in statement_dates(text, when=when):
         if dated.first is not None and dated.last is not None:
             found.append((dated.start, dated.first, dated.last))
-    for m in _ISO.finditer(text):
-        try:
-            day = date(int(m["year"]), int(m["mon"]), int(m["day"]))
-        except ValueError:
-            continue
-        found.append((m.start(), day, day + timedelta(days=1)))
-    for m in _STATED_DAY.finditer(text):
-        month = MONTHS[(m["month"] or m["month2"]).lower()]
-        number = int(m["day"] or m["day2"])
-        if month == 5 and not _MAY_AS_MONTH.search(m.group()):
-            continue
-        try:
-            day = datetime(int(m["year"]), month, number) if m["year"] else _nearest(month, number, today)
-        except ValueError:
-            continue
-        if day is not None:
-            found.append((m.start(), day.date(), day.date() + timedelta(days=1)))
-    for m in _STATED_MONTH.finditer(text):
-        month = MONTHS[(m["month"] or m["month2"]).lower()]
-        year = m["year"] or m["year2"]
-        first = datetime(int(year), month, 1) if year else _nearest(month, 1, today.replace(day=1))
-        if first is not None:
-            found.append((m.start(), first.date(), _shift_months(first, -1).date()))
-    for m in _STATED_YEAR.finditer(text):
-        year = int(m["year"])
-        found.append((m.start(), date(year, 1, 1), date(year + 1, 1, 1)))
-    for m in _VAGUE_AGO.finditer(text):
-        far, near = _VAGUE_SPAN[m["unit"].lower()]
-        found.append((m.start(), (today - timedelta(days=far)).date(), (today - timedelta(days=near) + timedelta(days=1)).date()))
+    for pattern, read in _STATED:
+        for m in pattern.finditer(text):
+            try:
+                days = read(m, today)
+            except OFF_CALENDAR:  # "31 February", or a day the calendar cannot hold
+                continue
+            if days is not None:
+                found.append((m.start(), *days))
     return list(dict.fromkeys((first, last) for _, first, last in sorted(found)))
 
 

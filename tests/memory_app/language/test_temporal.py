@@ -190,3 +190,106 @@ def test_an_episode_stores_the_days_its_words_name_and_a_question_finds_it_by_th
     assert by_id[told]["explain"]["multipliers"]["time_window"] == pytest.approx(1.25)
     assert "time_window" not in by_id[other]["explain"]["multipliers"]
     assert "event_dates" not in results[0] and "states_time" not in results[0]  # derived, never returned
+
+
+# ---------------------------------------------------------------- properties (no service)
+# Whatever a user writes, and whenever it was said: the readers never raise, drop what the
+# calendar cannot hold (Python's years 1-9999), and give the same answer to the same input.
+
+from datetime import date  # noqa: E402
+
+from hypothesis import example, given, strategies as st  # noqa: E402
+
+from memory_app.language.temporal import (  # noqa: E402
+    date_ranges, event_dates, named_day_ranges, query_asks_time, states_time, statement_dates, stored_ranges,
+    with_dates)
+from tests.strategies import moments, numbers, sentences  # noqa: E402
+
+_EDGES = (datetime.min, datetime.max.replace(tzinfo=UTC), datetime(1, 1, 1, tzinfo=ZoneInfo("Asia/Tokyo")),
+          datetime(9999, 12, 31, 23, 0, tzinfo=ZoneInfo("America/New_York")))
+
+
+def _use(window):
+    """What recall does with a window: its spans, calendar days and the days around them, and
+    whether a moment or a stored range falls in it."""
+    edge_days = [(date.min, date(1, 1, 2)), (date(9999, 12, 30), date.max)]
+    return (window.spans(), window.ranges(), named_day_ranges(window, back=3),
+            [window.contains(m, grace=timedelta(days=365)) for m in (window.start, *_EDGES[1:])],
+            window.overlaps(edge_days + window.ranges()))
+
+
+@pytest.mark.properties
+@given(query=sentences, now=moments, tz=st.none() | st.timezones())
+@example(query="what happened 5000 years ago", now=NOW, tz=None)
+@example(query="What happened 1000000 days ago?", now=NOW, tz=None)
+@example(query="what happened in 10000 years", now=NOW, tz=None)
+@example(query="what happened yesterday", now=datetime(1, 1, 1, tzinfo=UTC), tz=None)
+@example(query="What happened in December?", now=datetime(9999, 12, 31, 23, tzinfo=UTC), tz=ZoneInfo("Pacific/Kiritimati"))
+@example(query="the week before 1 January 0001", now=NOW, tz=None)
+@example(query="What happened between 1 May 0001 and 31 December 9999?", now=NOW, tz=None)
+@example(query="What happened in late December 9999?", now=NOW, tz=None)
+def test_a_question_is_read_whatever_it_says_and_whenever_it_is_asked(query, now, tz):
+    window = query_time_window(query, now=now, tz=tz)
+    assert window == query_time_window(query, now=now, tz=tz)
+    if window is not None:
+        assert window.start < window.end
+        _use(window)
+    assert query_asks_time(query) is query_asks_time(query)
+
+
+@pytest.mark.properties
+@given(text=sentences, when=moments)
+@example(text="The castle near us was built 4500 years ago.", when=NOW)
+@example(text="In 10000 years nobody will remember this.", when=NOW)
+@example(text="That was 1000000 days ago", when=NOW)
+@example(text="We met yesterday, tomorrow we leave.", when=datetime(1, 1, 1, tzinfo=UTC))
+@example(text="We met yesterday, tomorrow we leave.", when=datetime(9999, 12, 31, 23, 59, tzinfo=UTC))
+@example(text="next winter, a few years back", when=datetime(9999, 12, 31))
+def test_a_statement_is_read_whatever_it_says_and_whenever_it_was_said(text, when):
+    dated = statement_dates(text, when=when)
+    named = event_dates(text, when=when)
+    assert dated == statement_dates(text, when=when) and named == event_dates(text, when=when)
+    assert all(d.first < d.last and text[d.start:d.end] == d.phrase for d in dated)
+    assert all(first < last for first, last in named)
+    assert list(stored_ranges(date_ranges(named))) == named  # as stored, and read back by recall
+    assert with_dates(text, when=when) == with_dates(text, when=when)
+    assert states_time(text, when=when) is states_time(text, when=when)
+    if not dated:
+        assert with_dates(text, when=when) == text
+
+
+def _days_before(when: datetime, n: int) -> date | None:
+    """The day ``n`` days before ``when``'s, if the calendar holds it and the day after it."""
+    try:
+        day = when.date() - timedelta(days=n)
+        day + timedelta(days=1)
+    except OverflowError:
+        return None
+    return day
+
+
+@pytest.mark.properties
+@given(n=numbers, when=moments)
+@example(n=1_000_000, when=NOW)
+@example(n=739_000, when=NOW)  # before 1 January of year 1
+def test_n_days_ago_names_that_day_or_nothing(n, when):
+    """What the calendar can hold is read exactly; what it cannot is dropped, never an error."""
+    expected = _days_before(when, n)
+    said = f"That was {n} days ago."
+    assert [d.first for d in statement_dates(said, when=when)] == ([expected] if expected else [])
+    assert event_dates(said, when=when) == ([(expected, expected + timedelta(days=1))] if expected else [])
+
+
+@pytest.mark.properties
+@given(n=numbers, now=moments.filter(lambda m: m.tzinfo is None), ahead=st.booleans())
+@example(n=5000, now=NOW.replace(tzinfo=None), ahead=False)
+@example(n=10000, now=NOW.replace(tzinfo=None), ahead=True)
+def test_n_years_ago_or_ahead_names_that_year_or_nothing(n, now, ahead):
+    year = now.year + n if ahead else now.year - n
+    held = 1 <= year <= 9998  # the year and the one after it, where its range ends
+    said = f"in {n} years" if ahead else f"{n} years ago"
+    dated = statement_dates(f"It happens {said}.", when=now)
+    assert [(d.first, d.last) for d in dated] == ([(date(year, 1, 1), date(year + 1, 1, 1))] if held else [])
+    if not ahead:
+        window = query_time_window(f"what happened {said}?", now=now)
+        assert (window.start.year if window else None) == (year if held else None)

@@ -1,0 +1,125 @@
+"""The run's budget and record of bad inputs (a pytest plugin, loaded by tests/conftest.py).
+
+- Hypothesis runs under the ``engram`` profile: a bounded number of examples per property, no
+  deadline (a slow example is not a failure: no timed assertions), not derandomised.
+- Every run draws its own seed (``--hypothesis-seed`` or ``ENGRAM_FUZZ_SEED`` to replay one): printed in
+  the header and again when a test failed. The schemathesis runs take the same seed.
+- What was tried is tallied (Hypothesis examples per property, schemathesis cases per scope,
+  the small fuzzes of /healthz, the inspector and MCP, and the server errors each met),
+  printed at the end of the run and written to ``.engram/reports/bad-inputs.json``: the
+  README's "bad inputs tried" row comes from that file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import core, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / ".engram" / "reports" / "bad-inputs.json"
+
+settings.register_profile("engram", max_examples=int(os.environ.get("ENGRAM_HYPOTHESIS_EXAMPLES", "150")),
+                          deadline=None, derandomize=False, print_blob=True)
+# More of the same, for a search on purpose: HYPOTHESIS_PROFILE=engram-thorough scripts/test -m properties
+settings.register_profile("engram-thorough", parent=settings.get_profile("engram"), max_examples=3000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "engram"))
+
+_SEED_DEST = "hypothesis_seed"
+# The plugin's text for --hypothesis-show-statistics, per phase: "- 97 passing, 0 failing, and 3 invalid test cases".
+_PHASE_CASES = re.compile(r"(\d+) passing, (\d+) failing, and (\d+) invalid test cases")
+
+_tally: dict = {"hypothesis": {}, "schemathesis": {}, "fuzz": {}}
+
+
+def run_seed() -> int:
+    """This run's seed (every Hypothesis property and schemathesis run of the run starts from it)."""
+    return int(core.global_force_seed)
+
+
+def record(kind: str, label: str, *, cases: int, server_errors: int) -> None:
+    """Tally ``cases`` inputs of ``kind`` ("schemathesis", "fuzz") under ``label`` (a scope, an
+    endpoint) and the 5xx answers they met."""
+    entry = _tally[kind].setdefault(label, {"cases": 0, "server_errors": 0})
+    entry["cases"] += cases
+    entry["server_errors"] += server_errors
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # Before Hypothesis's own plugin reads the option; xdist hands the controller's options to its workers.
+    if getattr(config.option, _SEED_DEST, None) is None and not hasattr(config, "workerinput"):
+        setattr(config.option, _SEED_DEST, os.environ.get("ENGRAM_FUZZ_SEED") or str(secrets.randbelow(2**32)))
+
+
+def pytest_report_header(config):
+    seed = getattr(config.option, _SEED_DEST, None)
+    return f"bad inputs: Hypothesis profile {settings.get_current_profile_name()!r}, seed {seed} " \
+           f"(replay: --hypothesis-seed={seed}, or ENGRAM_FUZZ_SEED={seed} scripts/test)"
+
+
+def pytest_runtest_makereport(item, call):
+    if call.when != "call" or not (stats := getattr(item, "hypothesis_statistics", None)):
+        return
+    tried = sum(int(passing) + int(failing) for passing, failing, _ in _PHASE_CASES.findall(stats))
+    _tally["hypothesis"][item.nodeid] = _tally["hypothesis"].get(item.nodeid, 0) + tried
+
+
+def _merge(into: dict, other: dict) -> None:
+    for nodeid, tried in other["hypothesis"].items():
+        into["hypothesis"][nodeid] = into["hypothesis"].get(nodeid, 0) + tried
+    for kind in ("schemathesis", "fuzz"):
+        for label, entry in other[kind].items():
+            mine = into[kind].setdefault(label, {"cases": 0, "server_errors": 0})
+            for key in ("cases", "server_errors"):
+                mine[key] += entry[key]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # xdist: a worker's tally comes back with it
+    if raw := getattr(node, "workeroutput", {}).get("engram_bad_inputs"):
+        _merge(_tally, json.loads(raw))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput["engram_bad_inputs"] = json.dumps(_tally)
+
+
+def summary() -> dict:
+    properties = _tally["hypothesis"]
+    by_module: dict[str, int] = defaultdict(int)
+    for nodeid, tried in properties.items():
+        by_module[nodeid.split("::")[0]] += tried
+    server_errors = sum(e["server_errors"] for kind in ("schemathesis", "fuzz") for e in _tally[kind].values())
+    return {"hypothesis": {"properties": len(properties), "examples": sum(properties.values()),
+                           "by_module": dict(sorted(by_module.items()))},
+            "schemathesis": dict(sorted(_tally["schemathesis"].items())), "fuzz": dict(sorted(_tally["fuzz"].items())),
+            "server_errors": server_errors}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput") or not any(_tally.values()):
+        return
+    report = {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+              "seed": getattr(config.option, _SEED_DEST, None),
+              "profile": settings.get_current_profile_name(), **summary()}
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(report, indent=1) + "\n")
+    write = terminalreporter.write_line
+    terminalreporter.section("bad inputs tried")
+    h = report["hypothesis"]
+    write(f"Hypothesis: {h['examples']} examples over {h['properties']} properties (profile {report['profile']!r})")
+    for kind in ("schemathesis", "fuzz"):
+        for label, entry in report[kind].items():
+            write(f"{kind} {label}: {entry['cases']} cases, {entry['server_errors']} server errors")
+    write(f"server errors: {report['server_errors']}; written to {REPORT.relative_to(ROOT)}")
+    if exitstatus != 0:
+        write(f"this run's seed: {report['seed']} (replay: --hypothesis-seed={report['seed']})", red=True)
