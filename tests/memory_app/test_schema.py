@@ -250,6 +250,21 @@ def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix,
     assert got["1" * 32]["concepts"] == "kept as stored"
 
 
+def test_setup_migrates_episodes_that_name_times_the_calendar_cannot_hold(es_admin, es_prefix, make_subject):
+    from memory_app.services.migration import migration_rekey
+
+    subject = make_subject("alice")
+    texts = {"0" * 32: "The castle near us was built 4500 years ago.", "1" * 32: "That was 1000000 days ago",
+             "2" * 32: "In 10000 years nobody will remember this, we said last Friday."}
+    docs = {i: _episode_source(subject, text=t, source="agent", occurred_at="2026-12-04T10:00:00+00:00")
+            for i, t in texts.items()}
+    _store_then_migrate(es_admin, docs, migration_rekey)
+    got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias_name(MemoryType.EPISODIC), ids=list(docs))["docs"]}
+    assert {i: src["text"] for i, src in got.items()} == texts  # every one migrated, none lost
+    assert got["0" * 32]["event_dates"] is None and got["1" * 32]["event_dates"] is None  # named nothing it can hold
+    assert got["2" * 32]["event_dates"] == [{"gte": "2026-11-27", "lt": "2026-11-28"}]  # "last Friday" still read
+
+
 def _vectors(es_admin, memory_type, ids):
     hits = es_admin.search(index=alias_name(memory_type), query={"ids": {"values": ids}}, size=len(ids),
                            source=SOURCE_WITH_VECTORS)["hits"]["hits"]
