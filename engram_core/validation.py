@@ -1,9 +1,11 @@
-"""Validation both apps need: an end-user's external id (``tenants`` creates end-users; every
-memory call names one)."""
+"""Validation every app needs: an end-user's external id (``tenants`` creates end-users; every
+memory call names one), and the moments and days a request names (the API, MCP, the inspector)."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,6 +15,7 @@ from engram_core.errors import ValidationFailed
 # Path segments a URL client rewrites or splits (RFC 3986 dot segments, the separator): an end-user
 # so named could be created, but never addressed as /api/v1/subjects/<external_id>/… or
 # /mcp/subjects/<external_id>.
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _UNADDRESSABLE = "external_id must not contain '/' nor be '.' or '..': it is a segment of the API's URLs"
 
 
@@ -35,3 +38,41 @@ def validate_new_external_id(value: Any) -> None:
         clean_external_id(value, new=True)
     except ValidationFailed as exc:
         raise DjangoValidationError(exc.message, code="invalid_external_id") from exc
+
+
+def clean_datetime(value: Any, *, field: str) -> datetime | None:
+    """An aware datetime, or an ISO 8601 string with a timezone (or Z), as a moment in UTC; None
+    passes through. ValidationFailed (``invalid_datetime``) for anything else, also for a moment
+    whose UTC time lies outside the calendar's years 1-9999 ("0001-01-01T00:00:00+01:00")."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        except ValueError:
+            raise ValidationFailed(f"{field} is not an ISO 8601 date-time: {value[:100]!r}",
+                                   details={"field": field}, code="invalid_datetime") from None
+    if not isinstance(value, datetime):
+        raise ValidationFailed(f"{field} must be a date-time", details={"field": field}, code="invalid_datetime")
+    if value.tzinfo is None:
+        raise ValidationFailed(f"{field} must carry a timezone (a trailing Z or an offset such as +02:00)",
+                               details={"field": field}, code="invalid_datetime")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationFailed(f"{field} lies outside the years 0001-9999 in UTC", details={"field": field},
+                               code="invalid_datetime") from None
+
+
+def clean_date(value: Any, *, field: str) -> date | None:
+    """A calendar day written YYYY-MM-DD; None or "" passes through as None. ValidationFailed
+    (``invalid_date``) for anything else, also for a day no month has ("2024-02-30")."""
+    if value is None or value == "":
+        return None
+    try:
+        if not isinstance(value, str) or not _DAY.fullmatch(value):
+            raise ValueError
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValidationFailed(f"{field} is not a day written YYYY-MM-DD: {str(value)[:100]!r}",
+                               details={"field": field}, code="invalid_date") from None

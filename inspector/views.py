@@ -24,13 +24,13 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from django_htmx.middleware import HtmxDetails
 from elasticsearch import ApiError, TransportError
 from engram_core.errors import EngramError
 from engram_core.es.schema import MemoryType
+from engram_core.validation import clean_date, clean_datetime
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
@@ -143,6 +143,7 @@ def _forgets(subject: Subject) -> list[dict]:
 def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Polled every 2 s by an open end-user page: episodes written since the cursor."""
     since = request.GET.get("since") or timezone.now().isoformat()
+    clean_datetime(since, field="since")  # a cursor the page never gave: 400, before any read
     try:
         new = selectors.episode_list_written_since(subject=subject, since=since)
         error = ""
@@ -495,11 +496,10 @@ def token_revoke(request, tenant: Tenant, token_id: int) -> HttpResponse:
 
 def _audit_filters(request, tenant: Tenant) -> dict:
     def day(name: str, end: bool = False):
-        value = parse_date(request.GET.get(name, "") or "")
+        value = clean_date(request.GET.get(name), field=name)  # "2024-02-30": 400, never read as no filter
         if not value:
             return None
-        moment = timezone.make_aware(datetime.combine(value, time.max if end else time.min))
-        return moment
+        return timezone.make_aware(datetime.combine(value, time.max if end else time.min))
     subject_ref = request.GET.get("subject", "").strip()
     if subject_ref and subject_ref.count("-") != 4:  # an external id: resolve to the user_id
         found = (Subject.objects.filter(tenant=tenant, external_id=subject_ref)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,6 +18,7 @@ import orjson
 from django.conf import settings
 
 from engram_core.errors import NotFound, ValidationFailed
+from engram_core.validation import clean_datetime
 from engram_core.es.schema import MemoryType
 
 
@@ -127,24 +128,6 @@ def clean_timezone(value: Any) -> ZoneInfo | None:
     except (ZoneInfoNotFoundError, ValueError, OSError):  # unknown name, or a path-like one ZoneInfo refuses
         raise ValidationFailed(f"unknown time zone {value[:TIMEZONE_MAX_CHARS]!r}; use an IANA name, e.g. Europe/Paris",
                                details={"field": "timezone"}, code="invalid_timezone") from None
-
-
-def clean_datetime(value: Any, *, field: str) -> datetime | None:
-    """Accept an aware datetime or an ISO 8601 string with a timezone (or Z); None passes through."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-        except ValueError:
-            raise ValidationFailed(f"{field} is not an ISO 8601 date-time: {value!r}",
-                                   details={"field": field}, code="invalid_datetime") from None
-    if not isinstance(value, datetime):
-        raise ValidationFailed(f"{field} must be a date-time", details={"field": field}, code="invalid_datetime")
-    if value.tzinfo is None:
-        raise ValidationFailed(f"{field} must carry a timezone (a trailing Z or an offset such as +02:00)",
-                               details={"field": field}, code="invalid_datetime")
-    return value.astimezone(UTC)
 
 
 def clean_k(value: Any) -> int:

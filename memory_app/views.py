@@ -14,7 +14,9 @@ def _may_see_details(request: HttpRequest) -> bool:
         return True
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     expected = settings.ENGRAM_MONITOR_TOKEN
-    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), expected)
+    # As bytes: compare_digest refuses str holding anything but ASCII, which a header may.
+    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(),
+                                                                                 expected.encode())
 
 
 @require_GET

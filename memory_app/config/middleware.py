@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from engram_core.errors import EngramError, ValidationFailed
 from memory_app import timing
 
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def error_answer(request: HttpRequest, exc: EngramError) -> HttpResponse:
+    """``exc`` as its own status: the API's envelope ``{"error": {"code", "message", "details"}}``
+    under /api/ and /healthz, the message as plain text on the inspector's pages."""
+    if request.path.startswith(("/api/", "/healthz")):
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return HttpResponse(exc.message, status=exc.status, content_type="text/plain; charset=utf-8")
 
 
 class RefuseNulMiddleware(MiddlewareMixin):
@@ -24,10 +33,16 @@ class RefuseNulMiddleware(MiddlewareMixin):
         if "\x00" not in request.path and not any("\x00" in k or any("\x00" in v for v in values)
                                                   for k, values in fields):
             return None
-        message = "the request contains a NUL character, which no input takes"
-        if request.path.startswith("/api/"):
-            return JsonResponse({"error": {"code": "invalid", "message": message, "details": {}}}, status=400)
-        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return error_answer(request, ValidationFailed("the request contains a NUL character, which no input takes"))
+
+
+class EngramErrorMiddleware(MiddlewareMixin):
+    """An expected failure (EngramError: invalid input, not found) that a view outside the API's
+    own error path raises answers its status with its message, as the API does, never a 500.
+    The API's views map theirs themselves (memory_app.api.exceptions)."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return error_answer(request, exception) if isinstance(exception, EngramError) else None
 
 
 class ServerTimingMiddleware:

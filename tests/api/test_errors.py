@@ -383,3 +383,68 @@ def test_the_token_stamp_is_written_at_most_once_a_minute(api, tenant):
             api.get("/api/v1/subjects/nobody/export")
     updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "agenttoken" in q["sql"]]
     assert len(updates) == 1
+
+
+def _operations() -> list[tuple[str, str, bool]]:
+    """Every operation of the API's schema: (method, path with sample values, whether it takes a body)."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    samples = {"{external_id}": "alice", "{memory_id}": "abcdefgh12", "{run_id}": "1",
+               "{uid}": "00000000-0000-0000-0000-000000000000"}
+    out = []
+    for path, methods in schema["paths"].items():
+        for sample, value in samples.items():
+            path = path.replace(sample, value)
+        for method, operation in methods.items():
+            out.append((method, path, "requestBody" in operation))
+    return out
+
+
+def test_a_body_nested_five_thousand_levels_deep_is_a_parse_error_on_every_endpoint(api, tenant):
+    from tests.strategies import nested_json_text
+
+    api.post("/api/v1/subjects/alice/turns", {"text": "hello"}, format="json")  # the end-user exists
+    deep = '{"text": "hi", "metadata": ' + nested_json_text(5000) + "}"
+    operations = _operations()
+    assert len(operations) >= 15
+    for method, path, takes_body in operations:
+        response = api.generic(method.upper(), path, data=deep, content_type="application/json")
+        assert response.status_code < 500, (method, path, response.content[:300])
+        if takes_body:
+            error = _error(response, 400, "parse_error")
+            assert "levels deep" in error["message"], (method, path, error)
+
+
+def test_a_body_nested_within_the_limit_is_read(api):
+    from memory_app.api.parsers import MAX_JSON_DEPTH
+    from tests.strategies import nested_json
+
+    # The body and its metadata object are two levels: metadata's values may nest the rest.
+    fine = {"text": "deep but fine", "metadata": {"a": nested_json(MAX_JSON_DEPTH - 2)}}
+    written = api.post("/api/v1/subjects/alice/turns", fine, format="json")
+    assert written.status_code == 201, written.content[:300]
+    deeper = {"text": "too deep", "metadata": {"a": nested_json(MAX_JSON_DEPTH - 1)}}
+    _error(api.post("/api/v1/subjects/alice/turns", deeper, format="json"), 400, "parse_error")
+
+
+@pytest.mark.parametrize("occurred_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2024-02-30T10:00:00Z"])
+def test_an_occurred_at_outside_the_calendar_is_refused_and_stores_nothing(api, occurred_at):
+    for path, body in (("turns", {"text": "edge"}), ("memories", {"type": "episodic", "text": "edge"}),
+                       ("episodes:import", {"episodes": [{"text": "edge"}]})):
+        if path == "episodes:import":
+            body["episodes"][0]["occurred_at"] = occurred_at
+        else:
+            body["occurred_at"] = occurred_at
+        response = api.post(f"/api/v1/subjects/edge/{path}", body, format="json")
+        assert response.status_code == 400, (path, response.content[:300])
+    _error(api.get("/api/v1/subjects/edge/export"), 404, "not_found")  # not even the end-user was created
+
+
+@pytest.mark.parametrize("since", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_a_recall_window_outside_the_calendar_is_refused(api, since):
+    api.post("/api/v1/subjects/alice/turns", {"text": "hello"}, format="json")
+    for field in ("since", "until"):
+        error = _error(api.post("/api/v1/subjects/alice/recall", {"query": "hello", field: since}, format="json"),
+                       400, "invalid")
+        assert field in error["details"]["fields"]

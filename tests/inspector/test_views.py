@@ -475,3 +475,32 @@ def test_recall_sandbox_says_which_fact_gave_an_episode_credit(staff, subjects):
     card = html.split(f'id="hit-{ranks[said["id"]]}"')[1].split("</li>")[0]
     assert "A fact distilled from it matched the question" in card and "fact_credit" in card
     assert f'href="#hit-{ranks[fact["id"]]}"' in card
+
+
+@pytest.mark.parametrize("params", [{"since": "2024-02-30"}, {"until": "2023-13-01"}, {"since": "yesterday"},
+                                    {"since": "2024-W01-1"}])
+def test_an_audit_filter_that_names_no_day_is_a_400_that_says_so(staff, subjects, params):
+    client = Client()
+    client.force_login(staff["compliance"])
+    for path in ("/t/acme/audit/", "/t/acme/audit/export.jsonl"):
+        response = client.get(path, params)
+        assert response.status_code == 400, (path, response.content[:300])
+        assert f"{next(iter(params))} is not a day written YYYY-MM-DD" in response.content.decode()
+
+
+def test_audit_filters_at_the_calendars_edges_are_read(staff, subjects):
+    client = Client()
+    client.force_login(staff["compliance"])
+    response = client.get("/t/acme/audit/", {"since": "0001-01-01", "until": "9999-12-31"})
+    assert response.status_code == 200, response.content[:300]
+
+
+@pytest.mark.parametrize("since", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "not a time",
+                                   "2024-02-30T10:00:00Z"])
+def test_a_live_feed_cursor_outside_the_calendar_is_a_400_that_says_so(staff, subjects, since):
+    alice, _ = subjects
+    client = Client()
+    client.force_login(staff["support"])
+    response = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since})
+    assert response.status_code == 400, response.content[:300]
+    assert "since" in response.content.decode()

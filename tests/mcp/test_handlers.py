@@ -360,3 +360,13 @@ def test_a_forget_reason_must_be_a_code(acme, make_caller):
     with pytest.raises(ValidationFailed) as refused:
         handlers.forget_memory(caller=alice, id=memory_id, reason="she told me her PIN 4321 is secret")
     assert refused.value.code == "invalid_reason"
+
+
+@pytest.mark.parametrize("occurred_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_an_occurred_at_outside_the_calendar_is_refused_and_stores_nothing(acme, make_caller, count_docs, occurred_at):
+    with pytest.raises(ValidationFailed) as refused:
+        handlers.write_memory(caller=make_caller(acme, subject="alice"), type="episodic", text="edge",
+                              occurred_at=occurred_at)
+    assert (refused.value.code, refused.value.details) == ("invalid_datetime", {"field": "occurred_at"})
+    assert not Subject.objects.exists()
+    assert count_docs() == 0

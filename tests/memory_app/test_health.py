@@ -188,3 +188,13 @@ def test_production_refuses_a_short_audit_key():
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT,
                             env=_production_env(ENGRAM_AUDIT_KEYS="short"), capture_output=True, text=True)
     assert result.returncode != 0 and "shorter than 32 characters" in result.stderr
+
+
+@pytest.mark.parametrize("token", ["jöse", "Ωmega", "\u2603" * 40, "eng_ab_\u00e9"])
+def test_healthz_with_a_token_that_is_not_ascii_answers_as_to_any_wrong_token(client, db, es_prefix, settings, token):
+    settings.ENGRAM_MONITOR_TOKEN = "the-monitor-token-0123456789"
+    header = f"Bearer {token}".encode().decode("latin-1")  # its UTF-8 bytes, as a server hands them to Django
+    response = client.get("/healthz", HTTP_AUTHORIZATION=header)
+    assert response.status_code in (200, 503) and response.json() in ({"status": "ok"}, {"status": "unavailable"})
+    api_answer = client.get("/api/v1/subjects/alice/export", HTTP_AUTHORIZATION=header)
+    assert api_answer.status_code == 401 and api_answer.json()["error"]["code"] == "unauthenticated"

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "memory_app.config.middleware.RefuseNulMiddleware",
+    "memory_app.config.middleware.EngramErrorMiddleware",
     "memory_app.config.middleware.ServerTimingMiddleware",
     # The inspector's stylesheet and vendored htmx, served by the app itself under any server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
