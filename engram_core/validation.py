@@ -69,10 +69,11 @@ def clean_date(value: Any, *, field: str) -> date | None:
     (``invalid_date``) for anything else, also for a day no month has ("2024-02-30")."""
     if value is None or value == "":
         return None
-    try:
-        if not isinstance(value, str) or not _DAY.fullmatch(value):
-            raise ValueError
-        return date.fromisoformat(value)
-    except ValueError:
-        raise ValidationFailed(f"{field} is not a day written YYYY-MM-DD: {str(value)[:100]!r}",
-                               details={"field": field}, code="invalid_date") from None
+    if isinstance(value, str) and _DAY.fullmatch(value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:  # "2024-02-30"
+            pass
+    named = repr(value[:100]) if isinstance(value, str) else f"a value of type {type(value).__name__}"
+    raise ValidationFailed(f"{field} is not a day written YYYY-MM-DD: {named}", details={"field": field},
+                           code="invalid_date")

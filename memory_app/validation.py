@@ -91,12 +91,13 @@ def clean_cascade(value: Any) -> bool:
 
 def clean_memory_type(value: Any, *, allowed: tuple[MemoryType, ...] = tuple(MemoryType)) -> MemoryType:
     try:
-        memory_type = MemoryType(value)
+        memory_type = MemoryType(value) if isinstance(value, str) else None
     except ValueError:
         memory_type = None
     if memory_type not in allowed:
+        named = repr(value[:100]) if isinstance(value, str) else f"of type {type(value).__name__}"
         raise ValidationFailed(
-            f"unknown memory type {value!r}; expected one of {', '.join(t.value for t in allowed)}",
+            f"unknown memory type {named}; expected one of {', '.join(t.value for t in allowed)}",
             details={"field": "type", "allowed": [t.value for t in allowed]}, code="unknown_memory_type",
         )
     return memory_type
@@ -139,13 +140,18 @@ def clean_k(value: Any) -> int:
 
 
 def holds_nul(value: Any) -> bool:
-    """Whether a NUL character is in ``value`` (a string, or any key or value of JSON data)."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(holds_nul(v) for v in value)
+    """Whether a NUL character is in ``value`` (a string, or any key or value of JSON data,
+    however deeply nested: walked without recursion)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending += [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple):
+            pending += item
     return False
 
 
@@ -155,10 +161,11 @@ def clean_metadata(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationFailed("metadata must be an object", details={"field": "metadata"}, code="invalid_metadata")
     try:
-        size = len(json.dumps(value, allow_nan=False).encode())
         # What the Elasticsearch client writes (engram_core.es.client): no whole number beyond 64
-        # bits, no lone surrogate; and above, no NaN or infinity (orjson would write null).
+        # bits, no lone surrogate, no nesting deeper than 255 (so the size below cannot recurse too
+        # deep); and below, no NaN or infinity (orjson would write null).
         orjson.dumps(value)
+        size = len(json.dumps(value, allow_nan=False).encode())
     except (TypeError, ValueError):
         raise ValidationFailed("metadata must be JSON with finite numbers, whole numbers within 64 bits and "
                                "valid Unicode text", details={"field": "metadata"}, code="invalid_metadata") from None

@@ -95,3 +95,18 @@ def nested_json_text(depth: int) -> str:
     opens = "".join('{"a":' if level % 2 == 0 else "[" for level in reversed(range(depth)))
     closes = "".join("}" if level % 2 == 0 else "]" for level in range(depth))
     return opens + "1" + closes
+
+
+# Text as a client may send it: any code point, lone surrogates (a JSON "\ud800" escape) and NUL included.
+any_text = st.text(st.characters(exclude_categories=()), max_size=80)
+texts = st.one_of(st.text(max_size=80), any_text, long_numbers, sentences, st.sampled_from(
+    ["", " ", "\x00", "\ud800", "é" * 300, "x" * 200_001, "2024-02-30", "0001-01-01T00:00:00+01:00",
+     "9999-12-31T23:59:59-01:00", "NaN", "-0", "1e999", "../..", "Europe/../../etc/passwd"]))
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(2**70), 2**70), st.floats(), texts)
+# JSON as a client may send it (Python's parser gives huge integers, NaN and Infinity too), and now
+# and then nested a few thousand levels deep.
+json_values = st.one_of(
+    st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+                 max_leaves=12),
+    st.integers(100, 3000).map(nested_json),
+)

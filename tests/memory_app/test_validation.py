@@ -67,3 +67,58 @@ def test_an_import_is_refused_alike_when_accepted_and_when_applied(subject, coun
         refusals.append((exc.value.code, exc.value.details.get("field"), exc.value.details["index"]))
     assert refusals == [(code, field, 1)] * 2
     assert count_docs() == 0
+
+
+# ---------------------------------------------------------------- properties (no service)
+# Whatever a client sends in any field, the rules answer with the cleaned value or ValidationFailed
+# (NotFound for an id no memory can have): never another exception, which would be a 500.
+
+from hypothesis import example, given, strategies as st  # noqa: E402
+
+from engram_core.errors import EngramError  # noqa: E402
+from memory_app import validation  # noqa: E402
+from tests.strategies import json_values, nested_json  # noqa: E402
+
+_RULES = [validation.clean_text, validation.clean_session_id, validation.clean_reason, validation.clean_note,
+          validation.clean_cascade, validation.clean_memory_type, validation.clean_types, validation.clean_timezone,
+          lambda v: validation.clean_datetime(v, field="occurred_at"), validation.clean_k, validation.clean_metadata,
+          validation.clean_confidence, validation.clean_new_memory_id, validation.clean_supporting_ids,
+          validation.clean_supersedes, validation.clean_role, validation.clean_contradiction, validation.clean_success,
+          validation.clean_steps, validation.clean_imported_occurred_at, validation.holds_nul]
+_FIELDS = ("text", "context", "session_id", "occurred_at", "role", "metadata", "source", "supporting_episode_ids",
+           "supersedes", "contradiction", "confidence", "trigger", "steps", "success", "refined_steps",
+           "operation_id", "reason", "note", "cascade", "episodes", "id", "client_id", "memory_id")
+_payloads = st.dictionaries(st.sampled_from(_FIELDS), json_values, max_size=8)
+
+
+def _answer(rule, value):
+    """The rule's answer: ("ok", value) or ("refused", code); anything else propagates."""
+    try:
+        return "ok", rule(value)
+    except EngramError as exc:
+        assert exc.status in (400, 404), exc
+        return "refused", exc.code
+
+
+@pytest.mark.properties
+@given(value=json_values)
+@example(value="0001-01-01T00:00:00+01:00")
+@example(value="9999-12-31T23:59:59-01:00")
+@example(value=nested_json(5000))
+@example(value={"a": "\ud800"})
+def test_every_field_rule_cleans_or_refuses_whatever_it_is_given(value):
+    for rule in _RULES:
+        assert _answer(rule, value) == _answer(rule, value)
+
+
+@pytest.mark.properties
+@given(operation=st.sampled_from(["episode", "fact", "playbook", "outcome", "forget", "import", "erase"]),
+       payload=_payloads, episodes=st.lists(_payloads, max_size=3))
+@example(operation="episode", payload={"text": "x", "occurred_at": "0001-01-01T00:00:00+01:00"}, episodes=[])
+@example(operation="import", payload={}, episodes=[{"text": "x", "occurred_at": "9999-12-31T23:59:59-01:00"}])
+@example(operation="fact", payload={"text": "x", "metadata": nested_json(5000)}, episodes=[])
+def test_a_whole_write_is_accepted_or_refused_whatever_it_holds(operation, payload, episodes):
+    if operation == "import" and episodes:
+        payload = {**payload, "episodes": episodes}
+    assert _answer(lambda p: validation.write_validate(operation=operation, payload=p), payload) == \
+        _answer(lambda p: validation.write_validate(operation=operation, payload=p), payload)

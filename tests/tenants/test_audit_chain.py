@@ -109,3 +109,45 @@ def test_command_reports_each_chain_and_what_it_rests_on(tenant, checkpoint_stor
     out = io.StringIO()
     call_command("audit_verify", stdout=out)
     assert "acme: OK, 1 events, 1 checkpoint read; the latest checkpoint" in out.getvalue()
+
+
+# ---------------------------------------------------------------- properties of the canonical form (no service)
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from tests.strategies import long_numbers  # noqa: E402
+
+_text = st.text(max_size=40) | long_numbers | st.sampled_from(["josé", "Zoë", "日本", "\u2028", "\\u0000", '"}{'])
+_details = st.recursive(st.none() | st.booleans() | st.integers() | _text,
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+                        max_leaves=10)
+_fields = st.fixed_dictionaries({
+    "chain": _text, "seq": st.integers(0, 2**63), "created_at": _text, "actor_type": _text, "actor": _text,
+    "action": _text, "tenant_slug": _text, "subject_ref": _text, "target_id": _text,
+    "details": st.dictionaries(_text, _details, max_size=4), "key_id": st.sampled_from(["", "k1"])})
+
+
+@pytest.mark.properties
+@given(fields=_fields, order=st.randoms())
+def test_the_canonical_form_is_the_fields_as_json_whatever_their_order_or_text(fields, order):
+    for names in (audit_chain.LEGACY_FIELDS, audit_chain.KEYED_FIELDS):
+        form = audit_chain.canonical(fields, names)
+        shuffled = list(fields.items())
+        order.shuffle(shuffled)
+        assert audit_chain.canonical(dict(shuffled), names) == form
+        assert json.loads(form) == {k: fields[k] for k in names}  # loss-free: two events never share one
+
+
+@pytest.mark.properties
+@given(fields=_fields, other=_fields, prev=st.sampled_from([audit_chain.GENESIS, "f" * 64]))
+def test_an_events_hash_follows_its_canonical_form(fields, other, prev):
+    keyring = audit_chain.Keyring.from_secrets([KEY])
+    keyed = {**fields, "key_id": keyring.primary}
+    for event in (fields | {"key_id": ""}, keyed):
+        assert audit_chain.link_hash(prev_hash=prev, fields=event, keyring=keyring) == \
+            audit_chain.link_hash(prev_hash=prev, fields=dict(reversed(list(event.items()))), keyring=keyring)
+    names = audit_chain.KEYED_FIELDS
+    changed = {**other, "key_id": keyring.primary}
+    same = audit_chain.canonical(keyed, names) == audit_chain.canonical(changed, names)
+    assert same is (audit_chain.link_hash(prev_hash=prev, fields=keyed, keyring=keyring)
+                    == audit_chain.link_hash(prev_hash=prev, fields=changed, keyring=keyring))

@@ -129,3 +129,27 @@ def test_a_memory_naming_a_synonym_of_a_question_s_word_gets_a_share_of_its_scor
     assert hits[vacation["id"]]["explain"]["bm25_rank"] is None
     # Only its dense leg's share is left (the lexical coverage of "holiday" was 0.5 × 1).
     assert hits[vacation["id"]]["explain"]["linear_score"] == pytest.approx(credited - 0.5)
+
+
+# ---------------------------------------------------------------- properties (no service)
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from memory_app.language.intent import query_intent  # noqa: E402
+from memory_app.language.words import distinct_words, without_stopwords  # noqa: E402
+from tests.strategies import sentences, texts  # noqa: E402
+
+_questions = st.builds(lambda w, rest: f"{w} {rest}", st.sampled_from(
+    ["What", "Which", "How many", "what kind of", "Which cities has", "What musical artists/bands has"]), texts)
+
+
+@pytest.mark.properties
+@given(text=texts | sentences | _questions)
+def test_the_words_a_text_is_read_by_come_whatever_it_says(text):
+    first = (concepts_of(text), query_categories(text), query_intent(text), without_stopwords(text),
+             distinct_words(text), [synonyms(w) for w in distinct_words(text)[:5]])
+    assert first == (concepts_of(text), query_categories(text), query_intent(text), without_stopwords(text),
+                     distinct_words(text), [synonyms(w) for w in distinct_words(text)[:5]])
+    concepts, categories = first[0], first[1]
+    assert concepts is None or (isinstance(concepts, str) and concepts.strip())
+    assert categories is None or (isinstance(categories, str) and categories.strip())

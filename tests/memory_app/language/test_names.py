@@ -34,3 +34,34 @@ def test_a_text_without_names_keeps_every_other_word():
 ])
 def test_an_end_user_s_name_is_their_display_name_or_the_letters_of_their_id(external_id, display_name, words):
     assert person_name_words(display_name=display_name, external_id=external_id) == words
+
+
+# ---------------------------------------------------------------- properties (no service)
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from memory_app.language.words import WORD  # noqa: E402
+from tests.strategies import sentences, texts  # noqa: E402
+
+_names = st.lists(st.sampled_from(["Melanie", "Dr.", "Seuss", "New", "York", "O'Brien's", '"the blue house"',
+                                   "caroline", "ÉMILE", "Zoë"]), max_size=6).map(" ".join)
+
+
+@pytest.mark.properties
+@given(query=texts | sentences | st.builds(lambda a, b: f"{a} {b}?", _names, sentences))
+def test_names_come_from_the_query_whatever_it_says(query):
+    entities = query_entities(query)
+    assert entities == query_entities(query)
+    assert all(word in query for entity in entities for word in entity.split())
+    rest = without_names(query, entities=tuple(entities))
+    assert rest == without_names(query, entities=tuple(entities))
+    assert set(rest.split()) <= set(query.split())
+
+
+@pytest.mark.properties
+@given(display_name=texts, external_id=texts)
+def test_a_persons_name_words_are_lower_case_words_of_their_name_or_id(display_name, external_id):
+    words = person_name_words(display_name=display_name, external_id=external_id)
+    assert words == person_name_words(display_name=display_name, external_id=external_id)
+    source = display_name if display_name.strip() else external_id
+    assert all(w == w.lower() and WORD.fullmatch(w) and w in source.lower() for w in words)

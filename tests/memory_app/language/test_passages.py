@@ -191,3 +191,33 @@ def test_explain_names_the_sentence_an_episodes_dense_rank_came_from(subject, se
     # Without explain the passage search asks for no inner hits, and no hit says more.
     plain = memory_recall(subject=subject, query="What sport does Maya do with her children?", k=10, types=["episodic"])
     assert all("explain" not in h for h in plain)
+
+
+# ---------------------------------------------------------------- properties (no service)
+
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+from django.conf import settings as django_settings  # noqa: E402
+from hypothesis import example, given  # noqa: E402
+
+from tests.strategies import sentences, texts  # noqa: E402
+
+_LABEL = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}): +(?=\S)")
+
+
+@pytest.mark.properties
+@given(text=texts | sentences.map(lambda s: f"Melanie: {s} Dr. Seuss wrote it.\n{s}"))
+@example(text="Melanie: " + "It rained. " * 500)
+@example(text="\x1c\x1d. A\u2028B.\u00a0C")
+def test_passages_keep_every_word_in_order_whatever_the_text(text):
+    passages = passages_of(text)
+    assert passages == passages_of(text) and passages
+    if len(passages) == 1:
+        assert passages == [text]
+        return
+    assert len(passages) <= max(1, django_settings.ENGRAM_PASSAGES_MAX)
+    label = m.group(0) if (m := _LABEL.match(text)) else ""
+    assert all(p.startswith(label) for p in passages)
+    assert [w for p in passages for w in p[len(label):].split()] == text[len(label):].split()
