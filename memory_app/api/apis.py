@@ -95,11 +95,14 @@ def documented(ok: dict[int, Any], *, write: bool = False) -> dict[int, Any]:
     return {**ok, **{status: OpenApiResponse(ErrorSerializer, description=text) for status, text in errors.items()}}
 
 
+# As clean_external_id reads them: the schema says what the API takes, so generated calls reach past it.
 EXTERNAL_ID = OpenApiParameter("external_id", str, OpenApiParameter.PATH,
-                               description="the end-user's id in your system (1-200 characters)")
+                               pattern=r"^[^\s\x00-\x1f\x7f-\x9f/][^\x00-\x1f\x7f-\x9f/]{0,199}$",
+                               description="the end-user's id in your system (1-200 characters, no control "
+                                           "character, no '/')")
 MEMORY_ID = OpenApiParameter("memory_id", str, OpenApiParameter.PATH, pattern=MEMORY_ID_PATTERN)
 IDEMPOTENCY_KEY = OpenApiParameter(
-    IDEMPOTENCY_HEADER, str, OpenApiParameter.HEADER, required=False,
+    IDEMPOTENCY_HEADER, str, OpenApiParameter.HEADER, required=False, pattern=r"^[\x21-\x7e][\x20-\x7e]{0,254}$",
     description="Any unique string (e.g. a UUID) per logical write. A retry with the same key gets the first "
                 "response and writes nothing twice; reusing a key for a different request is refused (422).")
 
@@ -387,7 +390,8 @@ class MemoryCreateApi(BaseApi):
 
     @extend_schema(operation_id="memory_create", summary="Write a fact (semantic) or a playbook (procedural)",
                    request=PolymorphicProxySerializer(component_name="MemoryCreate",
-                                                      serializers=[SemanticMemoryInput, ProceduralMemoryInput],
+                                                      serializers={"semantic": SemanticMemoryInput,
+                                                                   "procedural": ProceduralMemoryInput},
                                                       resource_type_field_name="type"),
                    responses=documented(accepted(201, WriteResultSerializer), write=True),
                    parameters=[EXTERNAL_ID, IDEMPOTENCY_KEY])

@@ -40,9 +40,19 @@ class StrictInputSerializer(serializers.Serializer):
 def strict_request_bodies(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular post-processing: every request body's object schema (``…Request`` with
     COMPONENT_SPLIT_REQUEST) says ``additionalProperties: false``, as StrictInputSerializer does."""
-    for name, schema in result.get("components", {}).get("schemas", {}).items():
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, schema in schemas.items():
         if name.endswith("Request") and schema.get("type") == "object":
             schema["additionalProperties"] = False
+    # A body of one of several shapes (a PolymorphicProxySerializer) is required when every shape
+    # requires a field, as for any other body (drf-spectacular leaves it optional).
+    for methods in result.get("paths", {}).values():
+        for operation in methods.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            ref = ((body or {}).get("content", {}).get("application/json", {}).get("schema") or {}).get("$ref", "")
+            shapes = schemas.get(ref.rsplit("/", 1)[-1], {}).get("oneOf")
+            if shapes and all(schemas.get(s.get("$ref", "").rsplit("/", 1)[-1], {}).get("required") for s in shapes):
+                body["required"] = True
     return result
 
 

@@ -31,6 +31,15 @@ tenant, _ = Tenant.objects.get_or_create(slug="{slug}", defaults={{"name": "{slu
 print(agent_token_create(tenant=tenant, name="e2e", scopes=AgentToken.Scope.values, actor="tests")[1])
 """
 
+_CREATE_TOKENS = """
+import json
+from tenants.models import Tenant
+from tenants.services.tokens import agent_token_create
+tenant, _ = Tenant.objects.get_or_create(slug="{slug}", defaults={{"name": "{slug}"}})
+print(json.dumps({{name: agent_token_create(tenant=tenant, name=name, scopes=scopes, actor="tests")[1]
+                  for name, scopes in {scopes!r}.items()}}))
+"""
+
 _INVALIDATE_KEYS = """
 from tenants.es_keys import invalidate_keys
 from tenants.models import SubjectKey, WriterKey
@@ -88,6 +97,13 @@ class LiveEngram:
 
     def token(self, tenant: str = "live") -> str:
         return self.manage("shell", "-c", _CREATE_TOKEN.format(slug=tenant)).strip().splitlines()[-1]
+
+    def tokens(self, scopes: dict[str, list[str]], tenant: str = "live") -> dict[str, str]:
+        """A token of ``tenant`` per name, with that name's scopes (one process for all)."""
+        import json
+
+        out = self.manage("shell", "-c", _CREATE_TOKENS.format(slug=tenant, scopes=scopes))
+        return json.loads(out.strip().splitlines()[-1])
 
     def start(self) -> None:
         self.server = subprocess.Popen(

@@ -259,3 +259,20 @@ def test_erasing_an_end_user_needs_tenant_admin_or_subject_erase(make_client):
     assert err.value.details == {"required_scope": ["tenant:admin", "subject:erase"]}
     assert make_client("subject:erase").erase_subject("lea")["status"] == "applied"
     assert make_client("tenant:admin").erase_subject("max")["status"] == "applied"
+
+
+def test_the_schemas_links_name_operations_and_the_parameters_they_take(client, db):
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    operations = {op["operationId"]: op for methods in schema["paths"].values() for op in methods.values()}
+    links = [(source, link) for source, op in operations.items() for answer in op["responses"].values()
+             for link in answer.get("links", {}).values()]
+    assert len(links) >= 40
+    for source, link in links:
+        target = operations[link["operationId"]]
+        taken = {p["name"] for p in target.get("parameters", [])}
+        assert set(link["parameters"]) <= taken, (source, link)
+    # The chain a client follows to read, forget and read again what a turn stored.
+    turn = operations["turn_create"]["responses"]["201"]["links"]
+    assert turn["ReadMemory"]["parameters"]["memory_id"] == "$response.body#/id"
+    assert operations["memory_get"]["responses"]["200"]["links"]["ForgetIt"]["operationId"] == "memory_forget"
+    assert operations["memory_forget"]["responses"]["200"]["links"]["ReadForgotten"]["operationId"] == "memory_get"

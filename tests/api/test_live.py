@@ -87,22 +87,53 @@ def test_parallel_turns_and_recalls_lose_and_duplicate_nothing(live, live_token,
     assert es_admin.count(index=f"{live.prefix}-episodic")["count"] == len(subjects) * per_subject
 
 
-def test_schemathesis_finds_no_server_error(live, live_token, tmp_path):
-    """The property-based run over the OpenAPI schema; the command is the README's."""
-    command = [sys.executable, "-m", "schemathesis.cli", "run", f"{live.url}/api/v1/schema/",
-               "--header", f"Authorization: Bearer {live_token}",
-               "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
-                           "response_schema_conformance",
-               "--max-examples", os.environ.get("ENGRAM_SCHEMATHESIS_EXAMPLES", "25"),
-               "--workers", "1", "--seed", "1", "--max-failures", "20",
-               "--report", "junit", "--report-junit-path", str(tmp_path / "junit.xml")]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    print(result.stdout[-4000:])
-    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
+# One token per scope, and one with all of them: an operation is fuzzed as every kind of caller sees it
+# (refused with 403 by most, served by the one whose scope it needs), and the all-scopes run follows
+# the schema's links (create, read, forget, read again: memory_app/api/links.py).
+SCOPE_RUNS = {scope: [scope] for scope in ("memory:read", "memory:write", "memory:forget", "subject:erase",
+                                           "tenant:admin")}
+SCOPE_RUNS["all scopes"] = list(SCOPE_RUNS)
+_CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
+
+
+def _schemathesis(live, token: str, *, examples: str, phases: str, workdir: Path) -> subprocess.CompletedProcess:
+    from tests.fuzzing import run_seed
+
+    command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(ROOT / "tests" / "api" / "schemathesis.toml"),
+               "run", f"{live.url}/api/v1/schema/",
+               "--header", f"Authorization: Bearer {token}", "--checks", _CHECKS, "--phases", phases,
+               "--max-examples", examples, "--workers", "1", "--seed", str(run_seed()), "--max-failures", "20",
+               "--report", "junit", "--report-junit-path", str(workdir / "junit.xml")]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("run", list(SCOPE_RUNS))
+def test_schemathesis_finds_no_server_error(live, run, tmp_path):
+    """The property-based run over the OpenAPI schema, once per scope (the README's command is the
+    all-scopes run): long numbers and deeply nested JSON among the generated values
+    (tests/api/schemathesis_hooks.py), the run's seed (printed on a failure), no 5xx."""
+    from tests.fuzzing import record, run_seed
+
+    token = live.tokens({run: SCOPE_RUNS[run]})[run]
+    every = run == "all scopes"
+    log_before = len(live.log())
+    # One scope: generated calls to every operation (most answer 403); all scopes: also every case the
+    # schema's constraints define (coverage), and chains through the links (stateful).
+    result = _schemathesis(live, token, workdir=tmp_path,
+                           phases="examples,coverage,fuzzing,stateful" if every else "examples,fuzzing",
+                           examples=os.environ.get("ENGRAM_SCHEMATHESIS_EXAMPLES", "20") if every else
+                           os.environ.get("ENGRAM_SCHEMATHESIS_SCOPE_EXAMPLES", "10"))
     summary = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
-    assert summary and summary.group(1) == summary.group(2), result.stdout[-3000:]
-    server_errors = re.findall(r'"[A-Z]+ [^"]*" 5\d\d ', live.log())  # runserver's access log
-    assert server_errors == [], server_errors[:20]
+    server_errors = re.findall(r'"[A-Z]+ [^"]*" 5\d\d ', live.log()[log_before:])  # runserver's access log
+    record("schemathesis", run, cases=int(summary.group(1)) if summary else 0, server_errors=len(server_errors))
+    seed = f"seed {run_seed()} (replay: ENGRAM_FUZZ_SEED={run_seed()})"
+    print(f"schemathesis, {run}: {summary.group(0) if summary else 'no summary'}; {seed}")
+    assert result.returncode == 0, f"{seed}\n" + result.stdout[-20000:] + result.stderr[-5000:]
+    assert summary and summary.group(1) == summary.group(2), f"{seed}\n" + result.stdout[-3000:]
+    assert server_errors == [], (seed, server_errors[:20])
+    (Path(os.environ.get("ENGRAM_SCHEMATHESIS_OUT", tmp_path)) / f"{run.replace(' ', '-').replace(':', '-')}.txt"
+     ).write_text(result.stdout)
 
 
 # ---------------------------------------------------------------- Elasticsearch stopped mid-run

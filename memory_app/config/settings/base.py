@@ -443,7 +443,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "memory_app.api.serializers.strict_request_bodies"],
+                             "memory_app.api.serializers.strict_request_bodies", "memory_app.api.links.openapi_links"],
     "ENUM_NAME_OVERRIDES": {
         "MemoryTypeEnum": ["episodic", "semantic", "procedural", "catalog"],
         "WriteStatusEnum": ["applied", "queued"],
