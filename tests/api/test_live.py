@@ -87,6 +87,31 @@ def test_parallel_turns_and_recalls_lose_and_duplicate_nothing(live, live_token,
     assert es_admin.count(index=f"{live.prefix}-episodic")["count"] == len(subjects) * per_subject
 
 
+FAR_OFF = ["The castle near us was built 4500 years ago.", "In 10000 years nobody will remember this.",
+           "That was 1000000 days ago"]
+
+
+def test_a_turn_that_names_a_far_off_time_is_stored_and_recalled(live, live_token):
+    """Times the calendar cannot hold (before year 1, after 9999) are not read as dates; the turn is
+    stored as said, found by recall, and a question about such a time is answered."""
+    engram = EngramClient(live.url, live_token)
+    stored = [engram.turn("far-off", text, k=5)["id"] for text in FAR_OFF]
+    imported = engram.import_episodes("far-off", [{"text": f"{text} (imported)", "occurred_at": when}
+                                                  for text, when in zip(FAR_OFF, ("0001-01-01T00:00:00Z",
+                                                                                  "9999-12-31T00:00:00Z",
+                                                                                  "2026-12-06T10:00:00Z"))])
+    texts = {m["id"]: m["text"] for m in engram.export("far-off")["memories"]["episodic"]}
+    assert [texts[i] for i in stored] == FAR_OFF
+    assert sorted(t for t in texts.values() if t.endswith("(imported)")) == sorted(f"{t} (imported)" for t in FAR_OFF)
+    assert len(imported["ids"]) == 3
+    answer = httpx.post(f"{live.url}/api/v1/subjects/far-off/recall", json={"query": "what happened 5000 years ago"},
+                        headers={"Authorization": f"Bearer {live_token}"}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert any("castle" in m["text"] for m in answer.json()["memories"])
+    for query in ("What happened in 10000 years?", "what was 1000000 days ago", "the week before 1 January 0001"):
+        assert engram.recall("far-off", query, k=5) is not None
+
+
 # One token per scope, and one with all of them: an operation is fuzzed as every kind of caller sees it
 # (refused with 403 by most, served by the one whose scope it needs), and the all-scopes run follows
 # the schema's links (create, read, forget, read again: memory_app/api/links.py).
