@@ -80,6 +80,8 @@ moments = st.datetimes(min_value=datetime.min, max_value=datetime.max, timezones
 # Strings as fuzzers should send them: long runs of digits (which a parser may read as numbers), and
 # text that is JSON nested far deeper than anyone writes.
 long_numbers = st.integers(0, 10**60).map(str) | st.integers(20, 5000).map(lambda n: "9" * n)
+# The same as JSON numbers: within the 4,300 digits Python writes and reads.
+json_numbers = st.integers(-(10**60), 10**60) | st.integers(20, 4000).map(lambda n: int("9" * n))
 
 
 def nested_json(depth: int, *, leaf: object = 1) -> object:

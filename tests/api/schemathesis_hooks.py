@@ -10,13 +10,11 @@ from typing import Any
 import schemathesis
 from hypothesis import strategies as st
 
-from tests.strategies import long_numbers, nested_json
+from tests.strategies import json_numbers, long_numbers, nested_json
 
 # Deeper than the API's limit (memory_app.api.parsers.MAX_JSON_DEPTH) and within what the fuzzer's own
 # JSON writer can write; the 5,000 levels of the issue are sent to every endpoint by tests/api/test_errors.py.
 _DEEP = st.integers(100, 600)
-# Long numbers as JSON numbers: within the 4,300 digits Python writes and reads.
-_JSON_NUMBERS = st.integers(-(10**60), 10**60) | st.integers(20, 4000).map(lambda n: int("9" * n))
 
 
 def _variants(value: Any, *, numbers_as_json: bool) -> st.SearchStrategy:
@@ -27,7 +25,7 @@ def _variants(value: Any, *, numbers_as_json: bool) -> st.SearchStrategy:
     keys = st.sampled_from(sorted(value, key=str))
     replacements = [long_numbers]
     if numbers_as_json:
-        replacements += [_JSON_NUMBERS, _DEEP.map(nested_json)]
+        replacements += [json_numbers, _DEEP.map(nested_json)]
     return st.one_of(st.just(value), st.builds(lambda key, new: {**value, key: new}, keys, st.one_of(replacements)))
 
 

@@ -315,3 +315,72 @@ def test_tool_errors_carry_engram_codes(server):
             assert await error_code(unpinned, "recall_memory", query="Hi", subject="a/b") == "not_found"
 
     anyio.run(scenario)
+
+
+# ---------------------------------------------------------------- a small fuzz of the tools
+
+from urllib.parse import quote  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+from tests.strategies import json_numbers, long_numbers, moments, nested_json, nested_json_text, texts  # noqa: E402
+
+_ARGUMENTS = {
+    "recall_memory": ("query", "k", "types", "since", "until", "include_superseded", "timezone", "subject"),
+    "write_memory": ("type", "text", "trigger", "steps", "supersedes", "contradiction", "confidence", "occurred_at",
+                     "session_id", "subject", "idempotency_key", "metadata"),
+    "forget_memory": ("id", "reason", "note", "cascade", "subject", "idempotency_key"),
+    "record_outcome": ("playbook_id", "success", "refined_steps", "subject", "idempotency_key"),
+}
+# Values as an agent may send them: the right kind now and then, anything JSON can carry otherwise
+# (long numbers, times at the calendar's edges, JSON nested past what the server reads).
+_values = st.one_of(texts, long_numbers, json_numbers, st.integers(), st.floats(), st.booleans(), st.none(),
+                    moments.map(lambda m: m.isoformat()), st.sampled_from(["episodic", "semantic", "procedural",
+                                                                           "user_request", "natural", "harsh"]),
+                    st.lists(texts, max_size=3), st.dictionaries(texts, texts, max_size=3),
+                    st.integers(100, 600).map(nested_json))
+_calls = st.lists(st.sampled_from(sorted(_ARGUMENTS)).flatmap(lambda tool: st.tuples(
+    st.just(tool), st.dictionaries(st.sampled_from(_ARGUMENTS[tool]) | texts, _values, max_size=6))),
+    min_size=4, max_size=16)
+
+
+def _post(url: str, token: str, body: str) -> httpx.Response:
+    return httpx.post(url, content=body.encode(), timeout=60, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"})
+
+
+def _failed_inside(response: httpx.Response) -> bool:
+    """A 5xx, or a tool's answer that it failed unexpectedly (the tool boundary's internal_error)."""
+    if response.status_code >= 500:
+        return True
+    text = response.text
+    return '"internal_error"' in text or '\\"internal_error\\"' in text
+
+
+@hypothesis_settings(max_examples=int(os.environ.get("ENGRAM_MCP_FUZZ_EXAMPLES", "15")),
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(calls=_calls, token=st.sampled_from(["acme", "acme_read", "globex"]),
+       pinned=st.one_of(st.none(), st.just("alice"), texts.filter(lambda t: 0 < len(t) < 300)))
+def test_the_tools_answer_whatever_they_are_sent_and_never_fail_inside(server, calls, token, pinned):
+    """Raw JSON-RPC over HTTP, as any client may send it (the SDK's client refuses to send some of
+    it: lone surrogates, deep nesting); stateless calls of the 2025-06-18 revision."""
+    from tests.fuzzing import record
+
+    url = f"{server.url}/mcp" + (f"/subjects/{quote(pinned, safe='')}" if pinned else "")
+    failed = []
+    for n, (tool, arguments) in enumerate(calls):
+        body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                           "params": {"name": tool, "arguments": arguments}})  # ASCII: lone surrogates as escapes
+        response = _post(url, server.tokens[token], body)
+        if _failed_inside(response):
+            failed.append((tool, arguments, response.status_code, response.text[:300]))
+    record("fuzz", "mcp tools", cases=len(calls), server_errors=len(failed))
+    assert not failed, failed
+
+
+def test_a_body_nested_five_thousand_levels_deep_is_refused_by_the_mcp_endpoint(server):
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + nested_json_text(5000) + "}"
+    response = _post(f"{server.url}/mcp/subjects/alice", server.tokens["acme"], body)
+    assert response.status_code < 500 and not _failed_inside(response), response.text[:300]
+    assert response.json()["error"]["code"] == -32700  # JSON-RPC's parse error
