@@ -77,6 +77,14 @@ sentences = st.one_of(
 # Any moment of the calendar, naive or in any time zone (an import's occurred_at, a recall's now).
 moments = st.datetimes(min_value=datetime.min, max_value=datetime.max, timezones=st.none() | st.timezones())
 
+# Days and moments written as ISO 8601 with any numbers in their places: "2024-02-30",
+# "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00".
+day_texts = st.builds(lambda y, m, d: f"{y:04d}-{m:02d}-{d:02d}",
+                      st.integers(0, 9999) | st.sampled_from([0, 1, 2024, 9999]), st.integers(0, 13), day_numbers)
+moment_texts = st.builds(lambda day, h, sign, offset: f"{day}T{h:02d}:59:59{sign}{offset:02d}:00", day_texts,
+                         st.integers(0, 24), st.sampled_from("+-"), st.integers(0, 24)) | st.sampled_from(
+    ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+
 # Strings as fuzzers should send them: long runs of digits (which a parser may read as numbers), and
 # text that is JSON nested far deeper than anyone writes.
 long_numbers = st.integers(0, 10**60).map(str) | st.integers(20, 5000).map(lambda n: "9" * n)
@@ -101,7 +109,7 @@ def nested_json_text(depth: int) -> str:
 
 # Text as a client may send it: any code point, lone surrogates (a JSON "\ud800" escape) and NUL included.
 any_text = st.text(st.characters(exclude_categories=()), max_size=80)
-texts = st.one_of(st.text(max_size=80), any_text, long_numbers, sentences, st.sampled_from(
+texts = st.one_of(st.text(max_size=80), any_text, long_numbers, sentences, day_texts, moment_texts, st.sampled_from(
     ["", " ", "\x00", "\ud800", "é" * 300, "x" * 200_001, "2024-02-30", "0001-01-01T00:00:00+01:00",
      "9999-12-31T23:59:59-01:00", "NaN", "-0", "1e999", "../..", "Europe/../../etc/passwd"]))
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(2**70), 2**70), st.floats(), texts)
@@ -112,3 +120,14 @@ json_values = st.one_of(
                  max_leaves=12),
     st.integers(100, 3000).map(nested_json),
 )
+
+
+def query_string(params: dict[str, str]) -> str:
+    """``params`` as a URL's query string: each text's UTF-8 bytes percent-encoded (a lone surrogate
+    as the invalid UTF-8 it encodes to), as a server hands it to Django."""
+    from urllib.parse import quote_from_bytes
+
+    def encoded(text: str) -> str:
+        return quote_from_bytes(text.encode("utf-8", "surrogatepass"))
+
+    return "&".join(f"{encoded(k)}={encoded(v)}" for k, v in params.items())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -504,3 +505,44 @@ def test_a_live_feed_cursor_outside_the_calendar_is_a_400_that_says_so(staff, su
     response = client.get(f"/u/{alice.user_id}/episodes/live/", {"since": since})
     assert response.status_code == 400, response.content[:300]
     assert "since" in response.content.decode()
+
+
+# ---------------------------------------------------------------- a small fuzz of the pages and their partials
+
+from urllib.parse import quote_from_bytes  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+from tests.strategies import day_texts, long_numbers, moment_texts, moments, query_string, texts  # noqa: E402
+
+# Each page and partial with the query parameters it reads.
+_AUDIT = ("actor", "action", "subject", "since", "until", "page")
+_PAGES = {"/": ("q", "page", "tenant"), "/u/{alice}/": ("superseded",), "/u/{alice}/episodes/live/": ("since", "pv"),
+          "/u/{alice}/episodes/more/": ("cursor",),
+          "/u/{alice}/recall/": ("q", "superseded", "k", "types", "timezone", "explain"),
+          "/u/{alice}/consolidation/": ("page",), "/u/{alice}/chain/{memory}/": ("superseded",),
+          "/t/acme/keys/": ("q", "page"), "/t/acme/audit/": _AUDIT, "/t/acme/audit/export.jsonl": _AUDIT,
+          "/t/acme/audit/export.csv": _AUDIT, "/t/acme/audit/verify/": ()}
+# Query values as bytes a browser or a script may put in a URL: any text (lone surrogates as the
+# invalid UTF-8 they encode to), long numbers, moments and days with any numbers in their places.
+_values = st.one_of(day_texts, moment_texts, texts, long_numbers, moments.map(lambda m: m.isoformat()), st.just("1"))
+_requests = st.sampled_from(sorted(_PAGES)).flatmap(lambda page: st.tuples(
+    st.just(page), st.dictionaries(st.sampled_from(_PAGES[page] or ("q",)), _values, max_size=4)
+    | st.dictionaries(texts, texts, max_size=2),
+    st.booleans(), st.sampled_from(["1234abcd", "x" * 300, "%00", "..", "ab/cd"])))
+
+
+@hypothesis_settings(max_examples=int(os.environ.get("ENGRAM_INSPECTOR_FUZZ_EXAMPLES", "120")),
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(request=_requests, role=st.sampled_from(["superuser", "support", "compliance"]))
+def test_the_pages_and_their_partials_answer_whatever_the_query_says(staff, subjects, request, role):
+    from tests.fuzzing import record
+
+    alice, _ = subjects
+    client = Client(raise_request_exception=False)
+    client.force_login(staff[role])
+    page, params, htmx, memory = request
+    path = page.format(alice=alice.user_id, memory=quote_from_bytes(memory.encode()))
+    response = client.get(path, QUERY_STRING=query_string(params), **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
+    record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
+    assert response.status_code < 500, (path, params, response.content[:300])
