@@ -501,11 +501,40 @@ class Instance:
                     raise
                 log(f"{node.name} unreachable ({exc}); asking the next node")
 
+    # What a node answers while its `.security` index cannot be read or written yet: 401 when the
+    # reserved realm cannot check `elastic`'s password ("terminated by realm [reserved]"), 503 or a
+    # 500 naming an unavailable shard while the index's primary is being allocated (slow on a busy
+    # machine, after the cluster already reports yellow).
+    SECURITY_NOT_READY = (401, 503)
+    SECURITY_SHARD_ERRORS = ("unavailable_shards_exception", "no_shard_available_action_exception",
+                             "UnavailableShardsException")
+
+    def security_request(self, method: str, path: str, body: dict | None = None, *, deadline: float):
+        """``request``, retried while the `.security` index is not ready (``SECURITY_NOT_READY``),
+        until ``deadline`` (``time.monotonic()``); then the last error is raised."""
+        wait = 1.0
+        while True:
+            try:
+                return self.request(method, path, body)
+            except urllib.error.HTTPError as exc:
+                detail = exc.read().decode(errors="replace") if exc.fp else ""
+                shard = exc.code == 500 and any(e in detail for e in self.SECURITY_SHARD_ERRORS)
+                if not (exc.code in self.SECURITY_NOT_READY or shard) or time.monotonic() + wait > deadline:
+                    raise
+                log(f"the security index is not ready ({exc.code} on {method} {path}); retrying in {wait:.0f}s")
+                time.sleep(wait)
+                wait = min(wait * 2, 10.0)
+
     def ensure_service_users(self) -> None:
+        """Engram's roles and users, once the `.security` index can be read and written (every start
+        path ends here): ``ENGRAM_ES_SECURITY_TIMEOUT`` seconds (default 300) for it to become so."""
+        deadline = time.monotonic() + float(os.environ.get("ENGRAM_ES_SECURITY_TIMEOUT", "300"))
+        self.security_request("GET", "/_security/_authenticate", deadline=deadline)
         for role, body in self.SERVICE_ROLES.items():
-            self.request("PUT", f"/_security/role/{role}", body)
+            self.security_request("PUT", f"/_security/role/{role}", body, deadline=deadline)
         for user, role in self.SERVICE_USERS.items():
-            self.request("PUT", f"/_security/user/{user}", {"password": self.service_password(user), "roles": [role]})
+            self.security_request("PUT", f"/_security/user/{user}",
+                                  {"password": self.service_password(user), "roles": [role]}, deadline=deadline)
 
     def wipe(self) -> int:
         """Delete Engram's indices (``engram-*``; the node's own, users and roles stay). Named one

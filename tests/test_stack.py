@@ -85,3 +85,69 @@ def test_a_clusters_nodes_find_each_other_over_tls_and_only_a_new_one_bootstraps
     for node in es.nodes:
         node.dir.mkdir(parents=True, exist_ok=True)
     assert stack.Instance("cluster", 9291).size == 3
+
+
+def _http_error(code: int, body: str = "") -> Exception:
+    import io
+    import urllib.error
+
+    return urllib.error.HTTPError("http://node/_security", code, "refused", {}, io.BytesIO(body.encode()))
+
+
+class _Clock:
+    """``time`` as stack.py uses it, with sleeps that pass at once and move the clock on."""
+
+    def __init__(self):
+        self.now, self.slept = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_users_are_created_once_the_security_index_answers(stack, monkeypatch, tmp_path):
+    """A new cluster reports yellow before its `.security` shard is allocated: the node answers
+    401 (the reserved realm cannot check `elastic`), 503 or a 500 naming the unavailable shard until
+    then. Every start path creates the users through ``ensure_service_users``, which waits."""
+    monkeypatch.setattr(stack, "STATE", tmp_path)
+    refusals = [_http_error(401), _http_error(503),
+                _http_error(500, '{"error":{"type":"unavailable_shards_exception","reason":"[.security-7][0]"}}')]
+    calls = []
+
+    def answer(self, method, path, body=None):
+        calls.append((method, path))
+        if refusals:
+            raise refusals.pop(0)
+        return {"created": True}
+
+    monkeypatch.setattr(stack.Instance, "request", answer)
+    monkeypatch.setattr(stack, "time", clock := _Clock())
+    stack.Instance("test-cluster", 9291, nodes=3).ensure_service_users()
+    assert clock.slept == [1.0, 2.0, 4.0]
+    assert calls[:4] == [("GET", "/_security/_authenticate")] * 4
+    made = [path for method, path in calls if method == "PUT"]
+    assert made == [f"/_security/role/{r}" for r in stack.Instance.SERVICE_ROLES] + \
+        [f"/_security/user/{u}" for u in stack.Instance.SERVICE_USERS]
+
+
+def _refusing(code: int):
+    def answer(self, method, path, body=None):
+        raise _http_error(code)
+    return answer
+
+
+def test_a_refusal_that_waiting_cannot_mend_is_raised_at_once_and_waiting_is_bounded(stack, monkeypatch, tmp_path):
+    monkeypatch.setattr(stack, "STATE", tmp_path)
+    monkeypatch.setattr(stack, "time", clock := _Clock())
+    es = stack.Instance("test", 9250)
+    monkeypatch.setattr(stack.Instance, "request", _refusing(400))
+    with pytest.raises(stack.urllib.error.HTTPError) as refused:
+        es.security_request("PUT", "/_security/role/x", {}, deadline=clock.now + 60)
+    assert refused.value.code == 400 and clock.slept == []
+    monkeypatch.setattr(stack.Instance, "request", _refusing(401))
+    with pytest.raises(stack.urllib.error.HTTPError) as refused:
+        es.security_request("GET", "/_security/_authenticate", deadline=clock.now + 30)
+    assert refused.value.code == 401 and clock.slept == [1.0, 2.0, 4.0, 8.0, 10.0]  # 25 s; 10 more would pass 30
