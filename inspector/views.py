@@ -40,7 +40,7 @@ from memory_app.recall import memory_recall_with_reading
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import CheckpointStoreError, audit_events, audit_export_jsonl, audit_export_record
 from tenants.selectors import audit_verify as audit_verify_chains
-from tenants.services.audit import audit_record
+from tenants.services.audit import audit_export_start, audit_record
 from tenants.services.audit_checkpoints import audit_checkpoint_write
 from tenants.services.keys import subject_key_revoke, subject_key_rotate
 from tenants.services.tokens import agent_token_create, agent_token_revoke
@@ -535,13 +535,12 @@ EXPORT_FILTERS = ("actor", "action", "subject", "since", "until")
 @tenant_view("audit.export")
 def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse:
     filters = _audit_filters(request, tenant)
-    events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
-    audit_record(actor=request.user, action="audit.exported", tenant=tenant,
-                 details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
+    through = audit_export_start(tenant=tenant, actor=request.user, fmt=fmt, filters=filters)
+    events = audit_events(tenant_slugs=[tenant.slug], **filters).filter(seq__lte=through).order_by("seq")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if fmt == "jsonl":
         given = {k: request.GET[k].strip() for k in EXPORT_FILTERS if request.GET.get(k, "").strip()}
-        lines = audit_export_jsonl(tenant_slug=tenant.slug, events=events, filters=given)
+        lines = audit_export_jsonl(tenant_slug=tenant.slug, events=events, filters=given, through_seq=through)
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     else:
         fields = ["id", "chain", "seq", "created_at", "actor_type", "actor", "action", "tenant_slug", "subject_ref",

@@ -302,9 +302,14 @@ ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
 # ---- tenants
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
 ENGRAM_ENCRYPTION_KEYS = env.list("ENGRAM_ENCRYPTION_KEYS", default=[])
-# HMAC keys of the audit log (comma-separated, each at least 32 characters): the first signs new
-# events, checkpoints and exports; every listed key verifies. Never stored in the database.
+# The audit log's keys, comma-separated, each "<key> [from=<ISO time>] [retired=<ISO time>]": the key
+# valid at a moment signs then, and proves only what was signed inside its window
+# (docs/compliance.md#keys). HMAC link keys (32+ characters), never stored in the database:
 ENGRAM_AUDIT_KEYS = env.list("ENGRAM_AUDIT_KEYS", default=[])
+# Ed25519 private keys (32 bytes, base64url) signing checkpoints and exports, and the public keys
+# (same form) of retired ones, whose private part is destroyed: auditors verify with public keys only.
+ENGRAM_AUDIT_SIGNING_KEYS = env.list("ENGRAM_AUDIT_SIGNING_KEYS", default=[])
+ENGRAM_AUDIT_PUBLIC_KEYS = env.list("ENGRAM_AUDIT_PUBLIC_KEYS", default=[])
 # A chain that moved is checkpointed this often (the beat entry reads it), and at once when it
 # reaches a multiple of this many events (0: by time only).
 ENGRAM_AUDIT_CHECKPOINT_SECONDS = env.int("ENGRAM_AUDIT_CHECKPOINT_SECONDS", default=300)
