@@ -213,8 +213,7 @@ class PublicKeys:
 
     keys: Mapping[str, Ed25519PublicKey]
     windows: Mapping[str, Window]
-
-    SETTING = "the public keys given"
+    source: str = "the public keys given"  # named in a problem: where the keys came from
 
     @classmethod
     def from_entries(cls, entries: Iterable[str], *, setting: str = "ENGRAM_AUDIT_PUBLIC_KEYS") -> PublicKeys:
@@ -222,7 +221,7 @@ class PublicKeys:
         for value, window in parse_key_entries(entries, setting=setting):
             public = Ed25519PublicKey.from_public_bytes(_unb64(value, setting=setting))
             keys[public_key_id(public)], windows[public_key_id(public)] = public, window
-        return cls(keys, windows)
+        return cls(keys, windows, setting)
 
     @classmethod
     def from_file(cls, path: str | Path) -> PublicKeys:
@@ -233,7 +232,7 @@ class PublicKeys:
             public = serialization.load_pem_public_key(text.encode())
             if not isinstance(public, Ed25519PublicKey):
                 raise KeyringError(f"{path} does not hold an Ed25519 public key")
-            return cls({public_key_id(public): public}, {public_key_id(public): Window()})
+            return cls({public_key_id(public): public}, {public_key_id(public): Window()}, "the public keys given")
         try:
             listed = json.loads(text)["keys"]
         except (ValueError, KeyError, TypeError):
@@ -244,13 +243,14 @@ class PublicKeys:
             words += [f"from={k['valid_from']}"] if k.get("valid_from") else []
             words += [f"retired={k['retired_at']}"] if k.get("retired_at") else []
             entries.append(" ".join(words))
-        keys = cls.from_entries(entries, setting=str(path))
+        read = cls.from_entries(entries, setting=str(path))
+        keys = cls(read.keys, read.windows, "the public keys given")
         if stated := [k["key_id"] for k in listed if k.get("key_id") and k["key_id"] not in keys.keys]:
             raise KeyringError(f"{path}: key ids {stated} do not match their public keys")
         return keys
 
-    def merged(self, other: PublicKeys) -> PublicKeys:
-        return PublicKeys({**other.keys, **self.keys}, {**other.windows, **self.windows})
+    def merged(self, other: PublicKeys, *, source: str | None = None) -> PublicKeys:
+        return PublicKeys({**other.keys, **self.keys}, {**other.windows, **self.windows}, source or self.source)
 
     def as_json(self) -> dict[str, Any]:
         return {"algorithm": "Ed25519", "keys": [
@@ -260,7 +260,7 @@ class PublicKeys:
 
     def problem(self, what: str, kid: str, at: Any, message: bytes, signature: Any) -> str:
         """'' when ``signature`` (hex) is ``kid``'s over ``message`` and ``at`` is inside its window."""
-        if why := _window_problem(what, kid, self.windows, at, self.SETTING):
+        if why := _window_problem(what, kid, self.windows, at, self.source):
             return why
         try:
             self.keys[kid].verify(bytes.fromhex(str(signature)), message)
@@ -299,7 +299,7 @@ class SigningKeys:
         return kid, self.keys[kid].sign(message).hex()
 
     def public(self) -> PublicKeys:
-        return PublicKeys({kid: k.public_key() for kid, k in self.keys.items()}, dict(self.windows))
+        return PublicKeys({kid: k.public_key() for kid, k in self.keys.items()}, dict(self.windows), self.SETTING)
 
 
 def generate_signing_key() -> str:
@@ -736,7 +736,8 @@ def _export_problems(raw: list[str], records: list[dict], public: PublicKeys | N
     for line in raw[:-1]:
         digest.update(line.encode())
     if end.get("lines") != len(raw) - 1:
-        return ["the export was changed after it was made: its end line counts another number of lines"]
+        return ["the export was changed after it was made: its end line counts another number of lines (a line was "
+                "removed or added)"]
     if why := public.problem("the export", str(end.get("key_id", "")), header.get("created_at"),
                              _end_message(digest.hexdigest(), len(raw) - 1, end), end.get("signature", "")):
         return [why + (" (a line was removed, added or edited)" if "not signed" in why else "")]

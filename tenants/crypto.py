@@ -88,7 +88,7 @@ def audit_public_keys() -> PublicKeys:
     """Every public key a checkpoint or export may be signed with: the signing keys' and the retired
     ones of ``ENGRAM_AUDIT_PUBLIC_KEYS``, each with its window (what auditors are given)."""
     retired = _configured_keys(PublicKeys.from_entries, tuple(settings.ENGRAM_AUDIT_PUBLIC_KEYS))
-    return audit_signing_keys().public().merged(retired)
+    return audit_signing_keys().public().merged(retired, source="ENGRAM_AUDIT_SIGNING_KEYS or ENGRAM_AUDIT_PUBLIC_KEYS")
 
 
 @functools.cache
