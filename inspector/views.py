@@ -46,7 +46,7 @@ from tenants.services.keys import subject_key_revoke, subject_key_rotate
 from tenants.services.tokens import agent_token_create, agent_token_revoke
 
 from . import access
-from .guards import live_token, shown, shown_nothing, staff_view, subject_view, tenant_view
+from .guards import shown, shown_nothing, staff_view, subject_view, tenant_view
 
 PAGE_SIZE = 50
 EPISODE_PAGE = 50
@@ -126,7 +126,7 @@ def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
                         lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since, live_token=live_token(request, subject, since=live_since),
+                   live_since=live_since,
                    **_consolidation_ctx(subject), forgets=_forgets(subject))
     return render(request, "inspector/subject.html", context)
 
@@ -139,7 +139,7 @@ def _forgets(subject: Subject) -> list[dict]:
 
 
 @require_GET
-@subject_view("subject.view", reads="episodes_live", live=True)
+@subject_view("subject.view", reads="episodes_live")
 def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Polled every 2 s by an open end-user page: episodes written since the cursor."""
     since = request.GET.get("since") or timezone.now().isoformat()
@@ -150,10 +150,10 @@ def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
         new, error = [], _problem(exc)
     if not new:
         shown_nothing(request)
-    shown(request, episodes=len(new))
+    shown(request, episodes=len(new), ids=[e["id"] for e in new])  # each batch, logged by its ids
     live_since = max([since, *(e["created_at"] for e in new)])
     return render(request, "inspector/subject__live.html",
-                  {"subject": subject, "new": new, "live_since": live_since, "live_token": request.GET.get("pv", ""),
+                  {"subject": subject, "new": new, "live_since": live_since,
                    "live_error": error, "perms": access.permissions_in(request.user, subject.tenant)})
 
 
@@ -414,6 +414,10 @@ def erase(request: HttpRequest, subject: Subject) -> HttpResponse:
 @require_GET
 @tenant_view("keys.view")
 def keys_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    return _keys_page(request, tenant)
+
+
+def _keys_page(request, tenant: Tenant, *, new_token: dict | None = None) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     subjects = Subject.objects.filter(tenant=tenant).order_by("external_id")
     if q:
@@ -423,7 +427,6 @@ def keys_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     for key in SubjectKey.objects.filter(subject__in=list(page.object_list)).order_by("-created_at"):
         keys.setdefault(key.subject_id, []).append(key)
     rows = [{"subject": s, "keys": keys.get(s.pk, [])[:3]} for s in page.object_list]
-    new_token = request.session.pop("new_token", None)
     context = _ctx(request, tenant, q=q, page=page, rows=rows, now=timezone.now(),
                    tokens=AgentToken.objects.filter(tenant=tenant).order_by("-created_at"),
                    memberships=Membership.objects.filter(tenant=tenant).select_related("user").order_by("role"),
@@ -470,12 +473,15 @@ def key_revoke(request, tenant: Tenant, user_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @tenant_view("keys.manage")
 def token_create(request, tenant: Tenant) -> HttpResponse:
-    def act(tenant):
+    try:
         token, raw = agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
                                         scopes=request.POST.getlist("scopes"), actor=request.user)
-        request.session["new_token"] = {"name": token.name, "raw": raw}
-        return f"Token {token.name} created. Copy it now: it is not shown again."
-    return _keys_action(request, tenant, act)
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, _problem(exc))
+        return redirect("inspector:keys", slug=tenant.slug)
+    # The raw token is in this response (no-store) and nowhere else: not in the session, not in a
+    # message, both of which the server keeps.
+    return _keys_page(request, tenant, new_token={"name": token.name, "raw": raw})
 
 
 @require_POST

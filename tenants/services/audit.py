@@ -49,12 +49,12 @@ def audit_record(*, actor: Actor, action: str, tenant: Tenant | None = None, sub
     if subject is not None and tenant is None:
         tenant = subject.tenant
     keyring = audit_keyring()
-    actor_type, actor_label = _actor(actor)
+    actor_type, actor_name = actor_label(actor)
     chain = tenant.slug if tenant else ""
     # Two writers racing for the same seq: the unique (chain, seq) constraint refuses the second,
     # which re-reads the head and tries again.
     for _attempt in range(20):
-        event = AuditEvent(actor_type=actor_type, actor=actor_label, action=action,
+        event = AuditEvent(actor_type=actor_type, actor=actor_name, action=action,
                            tenant=tenant, tenant_slug=tenant.slug if tenant else "",
                            subject=subject, subject_ref=str(subject.user_id) if subject else "",
                            target_id=str(target_id), details=details, chain=chain)
@@ -123,7 +123,8 @@ def audit_reanchor(*, chain: str, actor: Actor) -> AuditEvent:
                 .values("seq", "hash", "key_id", "created_at").first())
         if head is None or head["key_id"]:
             raise ValueError(f"the audit chain {chain or '(no tenant)'} does not end with an unkeyed event")
-        event = AuditEvent(actor_type=_actor(actor)[0], actor=_actor(actor)[1], action="audit.reanchored",
+        actor_type, actor_name = actor_label(actor)
+        event = AuditEvent(actor_type=actor_type, actor=actor_name, action="audit.reanchored",
                            tenant=tenant, tenant_slug=chain, chain=chain,
                            details={"unkeyed_events": head["seq"], "unkeyed_head": head["hash"]})
         _append(event, head, keyring)
@@ -131,7 +132,8 @@ def audit_reanchor(*, chain: str, actor: Actor) -> AuditEvent:
     return event
 
 
-def _actor(actor: Actor) -> tuple[str, str]:
+def actor_label(actor: Actor) -> tuple[str, str]:
+    """(actor type, the name an audit event gives the actor)."""
     if isinstance(actor, AgentToken):
         return AuditEvent.ActorType.AGENT_TOKEN, f"{actor.prefix} ({actor.name})"[:200]
     if isinstance(actor, AbstractBaseUser):

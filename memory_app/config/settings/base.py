@@ -118,6 +118,13 @@ AXES_COOLOFF_TIME = env.float("ENGRAM_LOGIN_LOCKOUT_MINUTES", default=15) / 60  
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The address a lockout keys on (memory_app.config.client_address): REMOTE_ADDR, unless proxies
+# stand in front, when it is read from the header they set (e.g. HTTP_X_FORWARDED_FOR), the
+# address the outermost of ENGRAM_TRUSTED_PROXIES proxies saw. Behind a proxy without it, every
+# login comes from the proxy's address: anyone could lock any staff user out.
+ENGRAM_CLIENT_IP_HEADER = env.str("ENGRAM_CLIENT_IP_HEADER", default="")
+ENGRAM_TRUSTED_PROXIES = env.int("ENGRAM_TRUSTED_PROXIES", default=1)
+AXES_CLIENT_IP_CALLABLE = "memory_app.config.client_address.client_address"
 # Behind a TLS-terminating proxy, name the header it sets (e.g. HTTP_X_FORWARDED_PROTO): only then is
 # a request that says "https" in it taken as secure. Unset, no header is trusted.
 if _proxy_ssl_header := env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default=""):
