@@ -37,8 +37,16 @@ from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
+from tenants import crypto
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
-from tenants.selectors import CheckpointStoreError, audit_events, audit_export_jsonl, audit_export_record
+from tenants.selectors import (
+    CheckpointStoreError,
+    audit_events,
+    audit_export_jsonl,
+    audit_export_record,
+    token_access_rows,
+    token_access_summary,
+)
 from tenants.selectors import audit_verify as audit_verify_chains
 from tenants.services.audit import audit_export_start, audit_record
 from tenants.services.audit_checkpoints import audit_checkpoint_write
@@ -519,7 +527,7 @@ def _audit_filters(request, tenant: Tenant) -> dict:
 @tenant_view("audit.view")
 def audit_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     filters = _audit_filters(request, tenant)
-    events = audit_events(tenant_slugs=[tenant.slug], **filters)
+    events = audit_events(tenant_slugs=[tenant.slug], staff_access=request.GET.get("access") == "staff", **filters)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     refs = {e.subject_ref for e in page.object_list if e.subject_ref}
     names = dict(Subject.objects.filter(user_id__in=refs).values_list("user_id", "external_id"))
@@ -534,13 +542,13 @@ def audit_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
 
 
 # The audit page's filters an export names in its header, as the request gave them.
-EXPORT_FILTERS = ("actor", "action", "subject", "since", "until")
+EXPORT_FILTERS = ("actor", "action", "subject", "since", "until", "access")
 
 
 @require_GET
 @tenant_view("audit.export")
 def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse:
-    filters = _audit_filters(request, tenant)
+    filters = {**_audit_filters(request, tenant), "staff_access": request.GET.get("access") == "staff"}
     through = audit_export_start(tenant=tenant, actor=request.user, fmt=fmt, filters=filters)
     events = audit_events(tenant_slugs=[tenant.slug], **filters).filter(seq__lte=through).order_by("seq")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
@@ -571,6 +579,17 @@ def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse
 
 @require_GET
 @tenant_view("audit.view")
+def token_access(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    """The agent tokens' access log: per token, who minted it and what it read; then each
+    token, end-user, kind of read and hour (the counts; the first read of each is an audit event)."""
+    prefix = request.GET.get("token", "").strip()[:16]
+    page = Paginator(token_access_rows(tenant=tenant, prefix=prefix), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "inspector/token_access.html",
+                  _ctx(request, tenant, summary=token_access_summary(tenant=tenant), page=page, prefix=prefix))
+
+
+@require_GET
+@tenant_view("audit.view")
 def audit_verify(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     """The tenant's chain checked from its first event and against its latest signed checkpoint,
     and what that check rests on (the store, the keys, the database's triggers)."""
@@ -580,6 +599,17 @@ def audit_verify(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     return render(request, "inspector/verify.html",
                   _ctx(request, tenant, result=result, report=report, broken=broken,
                        checkpoint_seconds=settings.ENGRAM_AUDIT_CHECKPOINT_SECONDS))
+
+
+@require_GET
+@tenant_view("audit.view")
+def audit_public_keys(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """The public keys checkpoints and exports are signed with, with their windows: all an auditor
+    needs to verify an export (``python -m tenants.audit_chain --public-key``)."""
+    response = HttpResponse(json.dumps(crypto.audit_public_keys().as_json(), indent=2),
+                            content_type="application/json")
+    response["Content-Disposition"] = 'attachment; filename="engram-audit-public-keys.json"'
+    return response
 
 
 @require_POST

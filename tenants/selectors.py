@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 from elasticsearch import ApiError, AuthorizationException, NotFoundError, TransportError, helpers
 
@@ -18,7 +18,7 @@ from engram_core.es.schema import audit_checkpoints_index, shared_prefix
 
 from . import audit_chain, audit_triggers
 from .crypto import audit_keyring, audit_public_keys, audit_signing_keys
-from .models import AuditEvent, Membership, Subject, Tenant
+from .models import AgentToken, AuditEvent, Membership, Subject, Tenant, TokenRead
 
 
 class SubjectGone(NotFound):
@@ -108,11 +108,18 @@ def staff_tenant_ids(*, user: AbstractBaseUser | AnonymousUser,
 # ---------------------------------------------------------------- audit log
 
 def audit_events(*, tenant_slugs: Iterable[str], actor: str = "", action: str = "", subject_ref: str = "",
-                 since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
+                 since: datetime | None = None, until: datetime | None = None,
+                 staff_access: bool = False) -> QuerySet[AuditEvent]:
     """Audit events of the given tenants, newest first, filtered (actor and action: prefix
-    match, ``subject_ref`` exact, date range inclusive)."""
+    match, ``subject_ref`` exact, date range inclusive). ``staff_access``: the staff access log,
+    staff reads and the reads through tokens a staff user minted (``actor`` then matches that
+    staff user too)."""
     events = AuditEvent.objects.filter(tenant_slug__in=list(tenant_slugs))
-    if actor:
+    if staff_access:
+        events = events.filter(Q(action="staff.viewed") | Q(action="token.read", details__has_key="staff"))
+    if actor and staff_access:
+        events = events.filter(Q(actor__startswith=actor) | Q(details__staff__startswith=actor))
+    elif actor:
         events = events.filter(actor__startswith=actor)
     if action:
         events = events.filter(action__startswith=action)
@@ -133,6 +140,35 @@ def audit_export_record(event: AuditEvent) -> dict:
 def _chain_records(chain: str, *, since_seq: int = 1) -> Iterator[dict]:
     events = AuditEvent.objects.filter(chain=chain, seq__gte=since_seq).order_by("seq")
     return (audit_export_record(e) for e in events.iterator(chunk_size=2000))
+
+
+# ---------------------------------------------------------------- token access log
+
+
+def token_access_summary(*, tenant: Tenant) -> list[dict]:
+    """Each agent token of ``tenant`` that read memory, with who minted it: reads and memories
+    shown per kind, end-users read, the last read; most recently reading first."""
+    rows = (TokenRead.objects.filter(token__tenant=tenant).values("token_id", "kind")
+            .annotate(reads=Sum("reads"), memories=Sum("memories"), last=Max("last_at")))
+    subjects = dict(TokenRead.objects.filter(token__tenant=tenant).values("token_id")
+                    .annotate(n=Count("subject", distinct=True)).values_list("token_id", "n"))
+    tokens = AgentToken.objects.in_bulk({row["token_id"] for row in rows})
+    summary: dict[int, dict] = {}
+    for row in rows:
+        entry = summary.setdefault(row["token_id"], {"token": tokens[row["token_id"]], "kinds": {}, "reads": 0,
+                                                     "subjects": subjects.get(row["token_id"], 0), "last": None})
+        entry["kinds"][row["kind"]] = row["reads"]
+        entry["reads"] += row["reads"]
+        entry["last"] = max(filter(None, [entry["last"], row["last"]]))
+    return sorted(summary.values(), key=lambda e: e["last"], reverse=True)
+
+
+def token_access_rows(*, tenant: Tenant, prefix: str = "") -> QuerySet[TokenRead]:
+    """The access log's rows (token, end-user, kind, hour), newest hour first."""
+    rows = TokenRead.objects.filter(token__tenant=tenant).select_related("token", "subject")
+    if prefix:
+        rows = rows.filter(token__prefix__startswith=prefix)
+    return rows.order_by("-hour", "-last_at")
 
 
 # ---------------------------------------------------------------- audit checkpoints

@@ -296,7 +296,7 @@ def test_audit_export_downloads_and_verifies(live, browser):
     _login(browser, live, "compliance")
     browser.get(f"{live.url}/t/acme-home/audit/")
     _shot(browser, "audit-log", full=False)
-    browser.get(f"{live.url}/t/acme-home/audit/?action=staff.viewed")
+    browser.get(f"{live.url}/t/acme-home/audit/?access=staff")
     assert "staff.viewed" in _text(browser)
     _shot(browser, "staff-access-log", full=False)
     browser.find_element(By.LINK_TEXT, "Verify chain").click()
@@ -313,10 +313,13 @@ def test_audit_export_downloads_and_verifies(live, browser):
     lines = path.read_text().splitlines()
     header, kinds = json.loads(lines[0]), [json.loads(line).get("type") for line in lines]
     assert header["filtered"] is False and kinds.count("event") > 20 and "checkpoint" in kinds and kinds[-1] == "end"
-    keyring = audit_chain.Keyring.from_secrets([live.env["ENGRAM_AUDIT_KEYS"]])
-    assert audit_chain.verify_export(lines, keyring=keyring).ok
-    offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", str(path)], cwd=ROOT, capture_output=True,
-                             text=True, check=False, env={"ENGRAM_AUDIT_KEYS": live.env["ENGRAM_AUDIT_KEYS"]})
+    public = audit_chain.SigningKeys.from_entries([live.env["ENGRAM_AUDIT_SIGNING_KEYS"]]).public()
+    assert audit_chain.verify_export(lines, public=public).ok
+    keys = path.parent / "engram-audit-public-keys.json"
+    keys.write_text(json.dumps(public.as_json()))
+    # The auditor holds the public key alone: no secret in the environment.
+    offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", "--public-key", str(keys), str(path)],
+                             cwd=ROOT, capture_output=True, text=True, check=False, env={})
     assert offline.returncode == 0 and "signature OK" in offline.stdout, offline.stdout + offline.stderr
 
 
