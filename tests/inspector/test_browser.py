@@ -334,6 +334,28 @@ def test_keys_and_tokens_page(live, browser):
     secret = _wait(browser, lambda d: d.find_elements(By.ID, "new-token"), timeout=30)[0].get_attribute("value")
     assert secret.startswith("eng_")
     _shot(browser, "keys-and-tokens")
-    browser.refresh()
+    live.browser_token = secret
+    browser.get(f"{live.url}/t/acme-home/keys/")
     assert not browser.find_elements(By.ID, "new-token")  # shown once
     assert "browser-test bot" in _text(browser)
+
+
+def test_token_access_tab(live, browser):
+    """What each agent token read, who minted it: the browser-minted token (by a staff user) and
+    the demo's (by the seed job) each recall Alice's memory, then compliance looks."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    for token in (getattr(live, "browser_token", None) or live.agent_token, live.agent_token):
+        answer = httpx.post(f"{live.url}/api/v1/subjects/alice@example.com/recall", json={"query": "thermostat"},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert answer.status_code == 200 and answer.json()["memories"]
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/t/acme-home/audit/")
+    browser.find_element(By.LINK_TEXT, "Token access").click()
+    summary = _wait(browser, lambda d: d.find_elements(By.ID, "token-summary"))[0].text
+    assert "recall: 1" in summary and "alice@example.com" in browser.find_element(By.ID, "token-reads").text
+    _shot(browser, "token-access", full=False)
+    browser.get(f"{live.url}/t/acme-home/audit/?access=staff")
+    if getattr(live, "browser_token", None):
+        assert "through token" in _text(browser)
