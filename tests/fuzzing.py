@@ -41,7 +41,8 @@ _tally: dict = {"hypothesis": {}, "schemathesis": {}, "fuzz": {}}
 
 def run_seed() -> int:
     """This run's seed (every Hypothesis property and schemathesis run of the run starts from it)."""
-    return int(core.global_force_seed)
+    seed = core.global_force_seed
+    return seed if isinstance(seed, int) else int.from_bytes(str(seed).encode()[:8].ljust(8, b"\0"), "big") % 2**32
 
 
 def record(kind: str, label: str, *, cases: int, server_errors: int) -> None:
@@ -54,9 +55,17 @@ def record(kind: str, label: str, *, cases: int, server_errors: int) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    # Before Hypothesis's own plugin reads the option; xdist hands the controller's options to its workers.
-    if getattr(config.option, _SEED_DEST, None) is None and not hasattr(config, "workerinput"):
-        setattr(config.option, _SEED_DEST, os.environ.get("ENGRAM_FUZZ_SEED") or str(secrets.randbelow(2**32)))
+    # Before Hypothesis's own plugin reads the option. An xdist worker takes the controller's seed
+    # (pytest_configure_node), so every worker of a run starts from the one seed printed.
+    seed = getattr(config, "workerinput", {}).get("engram_fuzz_seed") or getattr(config.option, _SEED_DEST, None) \
+        or os.environ.get("ENGRAM_FUZZ_SEED") or str(secrets.randbelow(2**32))
+    setattr(config.option, _SEED_DEST, seed)
+    core.global_force_seed = int(seed) if str(seed).isdigit() else seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):  # xdist, on the controller: the seed goes to each worker
+    node.workerinput["engram_fuzz_seed"] = getattr(node.config.option, _SEED_DEST)
 
 
 def pytest_report_header(config):

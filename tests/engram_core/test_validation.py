@@ -10,7 +10,7 @@ from hypothesis import example, given, strategies as st
 
 from engram_core.errors import ValidationFailed
 from engram_core.validation import clean_date, clean_datetime, clean_external_id
-from tests.strategies import json_values, moments
+from tests.strategies import json_values, moments, nested_json
 
 pytestmark = pytest.mark.properties
 
@@ -26,6 +26,7 @@ def _answer(rule, value):
 @example(value="0001-01-01T00:00:00+01:00")
 @example(value="9999-12-31T23:59:59-01:00")
 @example(value="2024-02-30")
+@example(value=nested_json(5000))  # found: clean_date wrote str() of it into its message (RecursionError)
 @example(value=datetime(1, 1, 1, tzinfo=__import__("zoneinfo").ZoneInfo("Asia/Tokyo")))
 def test_each_reading_cleans_or_refuses_whatever_it_is_given(value):
     for rule in (clean_external_id, lambda v: clean_external_id(v, new=True),
