@@ -78,8 +78,8 @@ def pytest_runtest_makereport(item, call):
     if call.when != "call" or not (stats := getattr(item, "hypothesis_statistics", None)):
         return
     tried = sum(int(passing) + int(failing) for passing, failing, _ in _PHASE_CASES.findall(stats))
-    # Properties of pure functions apart from the Hypothesis-driven fuzzes of live endpoints (and state machines).
-    key = ("property " if item.get_closest_marker("properties") else "live ") + item.nodeid
+    # Properties of pure functions apart from the other Hypothesis tests (the fuzzes of live endpoints, state machines).
+    key = ("property " if item.get_closest_marker("properties") else "other ") + item.nodeid
     _tally["hypothesis"][key] = _tally["hypothesis"].get(key, 0) + tried
 
 
@@ -107,14 +107,15 @@ def pytest_sessionfinish(session, exitstatus):
 def summary() -> dict:
     tests = _tally["hypothesis"]
     properties = {k.split(" ", 1)[1]: n for k, n in tests.items() if k.startswith("property ")}
-    live = {k.split(" ", 1)[1]: n for k, n in tests.items() if k.startswith("live ")}
+    other = {k.split(" ", 1)[1]: n for k, n in tests.items() if k.startswith("other ")}
     by_module: dict[str, int] = defaultdict(int)
     for nodeid, tried in properties.items():
         by_module[nodeid.split("::")[0]] += tried
     server_errors = sum(e["server_errors"] for kind in ("schemathesis", "fuzz") for e in _tally[kind].values())
     return {"hypothesis": {"properties": len(properties), "examples": sum(properties.values()),
                            "by_module": dict(sorted(by_module.items())),
-                           "live_tests": len(live), "live_examples": sum(live.values()), "live": dict(sorted(live.items()))},
+                           "other_tests": len(other), "other_examples": sum(other.values()),
+                           "other": dict(sorted(other.items()))},
             "schemathesis": dict(sorted(_tally["schemathesis"].items())), "fuzz": dict(sorted(_tally["fuzz"].items())),
             "server_errors": server_errors}
 
@@ -131,7 +132,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.section("bad inputs tried")
     h = report["hypothesis"]
     write(f"Hypothesis: {h['examples']} examples over {h['properties']} properties of pure functions; "
-          f"{h['live_examples']} examples over {h['live_tests']} tests of live endpoints (profile {report['profile']!r})")
+          f"{h['other_examples']} examples over {h['other_tests']} other Hypothesis tests (profile {report['profile']!r})")
     for kind in ("schemathesis", "fuzz"):
         for label, entry in report[kind].items():
             write(f"{kind} {label}: {entry['cases']} cases, {entry['server_errors']} server errors")
