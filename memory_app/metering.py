@@ -68,18 +68,29 @@ def usage_add(*, tenant_id: int, day: date | None = None, **counts: int) -> None
             continue
 
 
-def usage_flush() -> None:
-    """Write this process's counts now (the flusher thread, at exit, and tests)."""
+def usage_flush(*, keep_failed: bool = True) -> None:
+    """Write this process's counts now (the flusher thread, at exit, and tests); counts that could
+    not be written are kept for the next flush (``keep_failed``)."""
     with _lock:
         pending = dict(_pending)
         _pending.clear()
+    if not pending:
+        return
     failed: dict[tuple[int, date], Counter] = {}
+    try:  # a tenant deleted meanwhile has nothing left to count for
+        present = set(Tenant.objects.filter(pk__in={t for t, _ in pending}).values_list("pk", flat=True))
+    except Exception:  # noqa: BLE001 - the database is unreachable: every count is kept (below)
+        present = {t for t, _ in pending}
     for (tenant_id, day), counts in pending.items():
+        if tenant_id not in present:
+            continue
         try:
             usage_add(tenant_id=tenant_id, day=day, **counts)
-        except IntegrityError:  # the tenant was deleted meanwhile: nothing left to count for
+        except IntegrityError:  # deleted between the two reads
             continue
         except Exception as exc:  # noqa: BLE001 - kept for the next flush; the database may be back by then
+            if not keep_failed:
+                continue
             log.warning("tenant usage not written yet (%s: %s); kept for the next flush", type(exc).__name__, exc)
             failed[(tenant_id, day)] = counts
     if failed:
@@ -107,7 +118,12 @@ def _flush_forever() -> None:
         as_request(usage_flush)
 
 
-atexit.register(usage_flush)
+def _flush_at_exit() -> None:
+    # At exit there is no next flush, and the database (or logging) may be gone already.
+    usage_flush(keep_failed=False)
+
+
+atexit.register(_flush_at_exit)
 
 
 def tenant_usage(*, tenant: Tenant, days: int = 30, today: date | None = None) -> list[dict]:
