@@ -86,6 +86,7 @@ class RedactingSpanProcessor(SpanProcessor):
 
 _lock = threading.Lock()
 _gate: RedactingSpanProcessor | None = None
+_instrumented = False
 
 
 def tracing_setup(*, exporter: SpanExporter | None = None, service_name: str = "engram",
@@ -93,7 +94,7 @@ def tracing_setup(*, exporter: SpanExporter | None = None, service_name: str = "
     """Trace this process: spans go through ``redact`` to ``exporter`` (default: OTLP over HTTP,
     configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables). Instruments Django, Celery and
     httpx once; a later call only replaces the exporter."""
-    global _gate
+    global _gate, _instrumented
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -105,10 +106,31 @@ def tracing_setup(*, exporter: SpanExporter | None = None, service_name: str = "
             provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
             provider.add_span_processor(_gate)
             trace.set_tracer_provider(provider)
+        if not _instrumented:
             _instrument()
+            _instrumented = True
         previous, _gate.delegate = _gate.delegate, processor
     if previous is not None:
         previous.shutdown()
+
+
+def tracing_stop() -> None:
+    """Stop exporting and remove the instrumentations (tests; the provider itself stays: OpenTelemetry
+    sets it once per process)."""
+    global _instrumented
+    with _lock:
+        if _gate is not None and _gate.delegate is not None:
+            _gate.delegate.shutdown()
+            _gate.delegate = None
+        if _instrumented:
+            from opentelemetry.instrumentation.celery import CeleryInstrumentor
+            from opentelemetry.instrumentation.django import DjangoInstrumentor
+            from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+            DjangoInstrumentor().uninstrument()
+            CeleryInstrumentor().uninstrument()
+            HTTPXClientInstrumentor().uninstrument()
+            _instrumented = False
 
 
 def tracing_enabled() -> bool:
