@@ -6,11 +6,9 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from socketserver import ThreadingMixIn
 
@@ -136,14 +134,7 @@ def worker_metrics_start(*, concurrency: int | None = None, pool: str = "") -> i
     port = settings.ENGRAM_WORKER_METRICS_PORT
     if not port:
         return None
-    if multiprocess():
-        # The folder's files are this worker's alone (docs/operations.md): start from none.
-        folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ["prometheus_multiproc_dir"])
-        if folder.exists():
-            for child in folder.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        folder.mkdir(parents=True, exist_ok=True)
-    elif pool == "prefork" and (concurrency or 0) > 1:
+    if not multiprocess() and pool == "prefork" and (concurrency or 0) > 1:
         log.error("this worker's pool processes record metrics its exporter cannot see: set "
                   "PROMETHEUS_MULTIPROC_DIR (a folder of this worker's own) before starting it")
     exposition = make_wsgi_app(metrics_registry())

@@ -2,18 +2,28 @@
 
 Every label is bounded: routes are URL patterns (never a path), tenants are ids (never a slug or
 a name), error codes come from the API's own list. Under a multi-process server or a pre-forking
-Celery worker, set ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's multiprocess mode) before the
-process starts; ``metrics_registry`` then collects every process's values. docs/operations.md
+Celery worker, set ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's multiprocess mode: a folder
+of that server's or worker's own, emptied before it starts); ``metrics_registry`` then collects
+every process's values. docs/operations.md
 describes each metric."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+
+def multiprocess() -> bool:
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir"))
+
+
+if multiprocess():  # the folder must exist before the first metric writes its file into it
+    Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ["prometheus_multiproc_dir"]).mkdir(
+        parents=True, exist_ok=True)
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -51,10 +61,6 @@ LLM_TOKENS = Counter("engram_llm_tokens", "Tokens sent to (in) and received from
 
 KEYS_MINTED = Counter("engram_keys_minted", "Elasticsearch API keys minted, by kind (subject, writer).", ["kind"])
 KEYS_ROTATED = Counter("engram_keys_rotated", "Elasticsearch API keys rotated, by kind (subject, writer).", ["kind"])
-
-
-def multiprocess() -> bool:
-    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir"))
 
 
 class _Collectors:
