@@ -50,6 +50,7 @@ from memory_app.api.serializers import (
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
+from memory_app.freshness import refresh_ensure
 from memory_app.metering import USAGE_MAX_DAYS, tenant_usage
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
@@ -222,6 +223,8 @@ class SubjectCreateApi(BaseApi):
         tenant = self.tenant(request)
         page = subject_page(tenant=tenant, prefix=data["prefix"], limit=data["limit"] + 1, offset=data["offset"])
         more, page = len(page) > data["limit"], page[:data["limit"]]
+        for subject in page:  # read-your-writes: the counts include each one's deferred writes
+            refresh_ensure(subject=subject)
         stats = selectors.subjects_memory_stats(tenant=tenant, subjects=page)
         empty = {t.value: 0 for t in USER_TYPES}
         rows = [{"external_id": s.external_id, "display_name": s.display_name, "created_at": s.created_at,
