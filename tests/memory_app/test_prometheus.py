@@ -67,7 +67,7 @@ def _eventually(prometheus: str, expression: str, timeout: float = 60) -> list[d
         try:
             if result := _query(prometheus, expression):
                 return result
-        except httpx.TransportError:
+        except (httpx.TransportError, httpx.HTTPStatusError):  # still starting: 503 until its storage is ready
             pass
         time.sleep(0.5)
     raise AssertionError(f"Prometheus never had {expression}")
