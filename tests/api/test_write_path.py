@@ -33,7 +33,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
 
     def stuck_for_one(**kwargs):
         if kwargs["subject"].external_id == "stuck":
-            raise RuntimeError("a transient failure of this end-user's writes")
+            raise TimeoutError("a transient failure of this end-user's writes")
         return real(**kwargs)
 
     monkeypatch.setattr(episode_services, "episode_write", stuck_for_one)
@@ -49,7 +49,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
     stuck = OutboxEntry.objects.filter(external_id="stuck").order_by("id")
     # Only the stuck end-user's first write was tried; its later writes wait behind it, in order.
     assert [e.attempts for e in stuck[:2]] == [1, 0]
-    assert stuck[0].last_error["code"] == "error"
+    assert stuck[0].last_error == {"code": "error", "message": "TimeoutError"}
 
 
 def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client, monitor_headers):
