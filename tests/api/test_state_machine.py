@@ -126,24 +126,29 @@ class EngramModel(RuleBasedStateMachine):
             return
         self._do(action)
 
-    def _do(self, action: tuple) -> bool:
+    def _do(self, action: tuple, queued: list[Memory] = ()) -> bool:
         """Apply one write to the model; False for a forget of a memory gone by then (an erase or a
-        cascade queued before it took it: the write fails not found, as it would have at once)."""
+        cascade queued before it took it: the write fails not found, as it would have at once).
+        ``queued``: the memories of writes still waiting behind it (a forget redacts their context)."""
         if action[0] == "add":
             self.alive[action[1].id] = action[1]
         elif action[0] == "forget":
-            return self._forget_in_model(action[1], action[2])
+            return self._forget_in_model(action[1], action[2], queued=queued)
         else:
             self._erase_in_model()
         return True
 
-    def _forget_in_model(self, memory_id: str, cascade: bool) -> bool:
+    def _forget_in_model(self, memory_id: str, cascade: bool, queued: list[Memory] = (),
+                         cascaded: bool = False) -> bool:
         memory = self.alive.pop(memory_id, None)
         if memory is None:
             return False
         self.gone_markers |= memory.markers
         phrases = phrases_of({memory.text})
-        for other in self.alive.values():  # explicit contexts quoting its text lose the quote
+        # Explicit contexts quoting its text lose the quote: stored episodes' (an episode's forget,
+        # and its cascade), queued writes' (every forget: the outbox is one more copy).
+        stored = list(self.alive.values()) if memory.kind == "episodic" or cascaded else []
+        for other in [*stored, *queued]:
             if other.context:
                 other.context = phrases_redacted(other.context, phrases)
         if memory.kind != "episodic":
@@ -151,7 +156,7 @@ class EngramModel(RuleBasedStateMachine):
         for d in [m for m in self.alive.values() if memory_id in m.support]:
             left = [i for i in d.support if i != memory_id]
             if cascade and not [i for i in left if i in self.alive]:
-                self._forget_in_model(d.id, cascade)
+                self._forget_in_model(d.id, cascade, queued=queued, cascaded=True)
             else:
                 d.support = left if not cascade else [i for i in left if i in self.alive]
         return True
@@ -279,7 +284,9 @@ class EngramModel(RuleBasedStateMachine):
         # The writes queued before the first erase are cancelled by it (whatever they wrote, it
         # deletes); the rest are applied in order.
         first_erase = next((n for n, a in enumerate(self.deferred) if a[0] == "erase"), 0)
-        not_found = sum(not self._do(action) for action in self.deferred[first_erase:])
+        rest = self.deferred[first_erase:]
+        not_found = sum(not self._do(action, queued=[a[1] for a in rest[n + 1:] if a[0] == "add"])
+                        for n, action in enumerate(rest))
         self.deferred.clear()
         failed = OutboxEntry.objects.filter(pk__in=queued, status="failed")
         assert failed.count() == not_found, list(failed.values("operation", "last_error"))  # nothing else fails
