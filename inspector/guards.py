@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from functools import wraps
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
-from django.utils.dateparse import parse_datetime
 
 from tenants.models import Subject
 from tenants.services.audit import audit_record
 
 from . import access
-
-_LIVE_SALT = "inspector.live-feed"
 
 
 def shown(request: HttpRequest, **details) -> None:
@@ -40,37 +34,14 @@ def shown_nothing(request: HttpRequest) -> None:
     request.staff_read_nothing = True
 
 
-def live_token(request: HttpRequest, subject: Subject, *, since: str) -> str:
-    """The token an end-user page gives its live feed: the feed's polls, by the same staff user,
-    for episodes written after ``since``, are part of the page view already logged."""
-    return signing.dumps({"u": request.user.pk, "s": str(subject.user_id), "since": since}, salt=_LIVE_SALT)
-
-
-def _live_covered(request: HttpRequest, subject: Subject) -> bool:
-    try:
-        token = signing.loads(request.GET.get("pv", ""), salt=_LIVE_SALT, max_age=settings.SESSION_COOKIE_AGE)
-    except signing.BadSignature:
-        return False
-    since, floor = _moment(request.GET.get("since")), _moment(token.get("since"))
-    return (token.get("u") == request.user.pk and token.get("s") == str(subject.user_id)
-            and since is not None and floor is not None and since >= floor)
-
-
-def _moment(value: str | None) -> datetime | None:
-    try:
-        return parse_datetime(value or "")
-    except ValueError:
-        return None
-
-
-def _guarded(view: Callable, *, reads: str | None, resolve: Callable, live: bool = False) -> Callable:
+def _guarded(view: Callable, *, reads: str | None, resolve: Callable) -> Callable:
     @login_required
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         target, kwargs = resolve(request, kwargs)
         response = view(request, target, *args, **kwargs) if target is not None else view(request, *args, **kwargs)
         if reads and isinstance(target, Subject) and 200 <= response.status_code < 300:
-            _record(request, target, reads, kwargs, live=live)
+            _record(request, target, reads, kwargs)
         add_never_cache_headers(response)
         return response
 
@@ -78,8 +49,8 @@ def _guarded(view: Callable, *, reads: str | None, resolve: Callable, live: bool
     return wrapper
 
 
-def _record(request: HttpRequest, subject: Subject, reads: str, kwargs: dict, *, live: bool) -> None:
-    if getattr(request, "staff_read_nothing", False) or (live and _live_covered(request, subject)):
+def _record(request: HttpRequest, subject: Subject, reads: str, kwargs: dict) -> None:
+    if getattr(request, "staff_read_nothing", False):
         return
     details = {"view": reads, **{k: str(v)[:64] for k, v in kwargs.items() if not isinstance(v, uuid.UUID)},
                **getattr(request, "staff_read_details", {})}
@@ -102,13 +73,13 @@ def tenant_view(permission: str, *, reads: None = None) -> Callable:
     return lambda view: _guarded(view, reads=reads, resolve=resolve)
 
 
-def subject_view(permission: str, *, reads: str | None, live: bool = False) -> Callable:
+def subject_view(permission: str, *, reads: str | None) -> Callable:
     """A view of the end-user ``user_id``: called as ``view(request, subject, ...)`` once
     ``permission`` is held in its tenant. ``reads`` names what it shows of their memory (None: it
-    shows none); each response that shows it is a ``staff.viewed`` event, except, with ``live``,
-    the polls an end-user page's live feed makes under that page's token (``live_token``)."""
+    shows none); each response that shows it is a ``staff.viewed`` event (the live feed's too:
+    one per batch of new episodes it shows, naming their ids)."""
     def resolve(request, kwargs):
         kwargs = dict(kwargs)
         return access.subject_for(request.user, kwargs.pop("user_id"), permission), kwargs
 
-    return lambda view: _guarded(view, reads=reads, resolve=resolve, live=live)
+    return lambda view: _guarded(view, reads=reads, resolve=resolve)

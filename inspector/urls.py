@@ -28,6 +28,8 @@ urlpatterns = [
     path("t/<slug:slug>/tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
     path("t/<slug:slug>/audit/", views.audit_page, name="audit"),
     re_path(r"^t/(?P<slug>[-\w]+)/audit/export\.(?P<fmt>csv|jsonl)$", views.audit_export, name="audit_export"),
+    path("t/<slug:slug>/audit/tokens/", views.token_access, name="token_access"),
+    path("t/<slug:slug>/audit/public-keys.json", views.audit_public_keys, name="audit_public_keys"),
     path("t/<slug:slug>/audit/verify/", views.audit_verify, name="audit_verify"),
     path("t/<slug:slug>/audit/checkpoint/", views.audit_checkpoint, name="audit_checkpoint"),
 ]

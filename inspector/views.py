@@ -37,16 +37,24 @@ from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
 from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
+from tenants import crypto
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
-from tenants.selectors import CheckpointStoreError, audit_events, audit_export_jsonl, audit_export_record
+from tenants.selectors import (
+    CheckpointStoreError,
+    audit_events,
+    audit_export_jsonl,
+    audit_export_record,
+    token_access_rows,
+    token_access_summary,
+)
 from tenants.selectors import audit_verify as audit_verify_chains
-from tenants.services.audit import audit_record
+from tenants.services.audit import audit_export_start, audit_record
 from tenants.services.audit_checkpoints import audit_checkpoint_write
 from tenants.services.keys import subject_key_revoke, subject_key_rotate
 from tenants.services.tokens import agent_token_create, agent_token_revoke
 
 from . import access
-from .guards import live_token, shown, shown_nothing, staff_view, subject_view, tenant_view
+from .guards import shown, shown_nothing, staff_view, subject_view, tenant_view
 
 PAGE_SIZE = 50
 EPISODE_PAGE = 50
@@ -126,7 +134,7 @@ def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
                         lambda: selectors.episode_latest_write(subject=subject)) or timezone.now().isoformat()
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
-                   live_since=live_since, live_token=live_token(request, subject, since=live_since),
+                   live_since=live_since,
                    **_consolidation_ctx(subject), forgets=_forgets(subject),
                    writes=outbox.subject_outbox(tenant=subject.tenant, external_id=subject.external_id))
     return render(request, "inspector/subject.html", context)
@@ -140,7 +148,7 @@ def _forgets(subject: Subject) -> list[dict]:
 
 
 @require_GET
-@subject_view("subject.view", reads="episodes_live", live=True)
+@subject_view("subject.view", reads="episodes_live")
 def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     """Polled every 2 s by an open end-user page: episodes written since the cursor."""
     since = request.GET.get("since") or timezone.now().isoformat()
@@ -151,10 +159,10 @@ def episodes_live(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
         new, error = [], _problem(exc)
     if not new:
         shown_nothing(request)
-    shown(request, episodes=len(new))
+    shown(request, episodes=len(new), ids=[e["id"] for e in new])  # each batch, logged by its ids
     live_since = max([since, *(e["created_at"] for e in new)])
     return render(request, "inspector/subject__live.html",
-                  {"subject": subject, "new": new, "live_since": live_since, "live_token": request.GET.get("pv", ""),
+                  {"subject": subject, "new": new, "live_since": live_since,
                    "live_error": error, "perms": access.permissions_in(request.user, subject.tenant)})
 
 
@@ -415,6 +423,10 @@ def erase(request: HttpRequest, subject: Subject) -> HttpResponse:
 @require_GET
 @tenant_view("keys.view")
 def keys_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    return _keys_page(request, tenant)
+
+
+def _keys_page(request, tenant: Tenant, *, new_token: dict | None = None) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     subjects = Subject.objects.filter(tenant=tenant).order_by("external_id")
     if q:
@@ -424,7 +436,6 @@ def keys_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     for key in SubjectKey.objects.filter(subject__in=list(page.object_list)).order_by("-created_at"):
         keys.setdefault(key.subject_id, []).append(key)
     rows = [{"subject": s, "keys": keys.get(s.pk, [])[:3]} for s in page.object_list]
-    new_token = request.session.pop("new_token", None)
     context = _ctx(request, tenant, q=q, page=page, rows=rows, now=timezone.now(),
                    tokens=AgentToken.objects.filter(tenant=tenant).order_by("-created_at"),
                    memberships=Membership.objects.filter(tenant=tenant).select_related("user").order_by("role"),
@@ -471,12 +482,15 @@ def key_revoke(request, tenant: Tenant, user_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @tenant_view("keys.manage")
 def token_create(request, tenant: Tenant) -> HttpResponse:
-    def act(tenant):
+    try:
         token, raw = agent_token_create(tenant=tenant, name=request.POST.get("name", ""),
                                         scopes=request.POST.getlist("scopes"), actor=request.user)
-        request.session["new_token"] = {"name": token.name, "raw": raw}
-        return f"Token {token.name} created. Copy it now: it is not shown again."
-    return _keys_action(request, tenant, act)
+    except (EngramError, ApiError, TransportError) as exc:
+        messages.error(request, _problem(exc))
+        return redirect("inspector:keys", slug=tenant.slug)
+    # The raw token is in this response (no-store) and nowhere else: not in the session, not in a
+    # message, both of which the server keeps.
+    return _keys_page(request, tenant, new_token={"name": token.name, "raw": raw})
 
 
 @require_POST
@@ -514,7 +528,7 @@ def _audit_filters(request, tenant: Tenant) -> dict:
 @tenant_view("audit.view")
 def audit_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     filters = _audit_filters(request, tenant)
-    events = audit_events(tenant_slugs=[tenant.slug], **filters)
+    events = audit_events(tenant_slugs=[tenant.slug], staff_access=request.GET.get("access") == "staff", **filters)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     refs = {e.subject_ref for e in page.object_list if e.subject_ref}
     names = dict(Subject.objects.filter(user_id__in=refs).values_list("user_id", "external_id"))
@@ -529,20 +543,19 @@ def audit_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
 
 
 # The audit page's filters an export names in its header, as the request gave them.
-EXPORT_FILTERS = ("actor", "action", "subject", "since", "until")
+EXPORT_FILTERS = ("actor", "action", "subject", "since", "until", "access")
 
 
 @require_GET
 @tenant_view("audit.export")
 def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse:
-    filters = _audit_filters(request, tenant)
-    events = audit_events(tenant_slugs=[tenant.slug], **filters).order_by("seq")
-    audit_record(actor=request.user, action="audit.exported", tenant=tenant,
-                 details={"format": fmt, **{k: str(v) for k, v in filters.items() if v}})
+    filters = {**_audit_filters(request, tenant), "staff_access": request.GET.get("access") == "staff"}
+    through = audit_export_start(tenant=tenant, actor=request.user, fmt=fmt, filters=filters)
+    events = audit_events(tenant_slugs=[tenant.slug], **filters).filter(seq__lte=through).order_by("seq")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if fmt == "jsonl":
         given = {k: request.GET[k].strip() for k in EXPORT_FILTERS if request.GET.get(k, "").strip()}
-        lines = audit_export_jsonl(tenant_slug=tenant.slug, events=events, filters=given)
+        lines = audit_export_jsonl(tenant_slug=tenant.slug, events=events, filters=given, through_seq=through)
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     else:
         fields = ["id", "chain", "seq", "created_at", "actor_type", "actor", "action", "tenant_slug", "subject_ref",
@@ -567,6 +580,17 @@ def audit_export(request: HttpRequest, tenant: Tenant, fmt: str) -> HttpResponse
 
 @require_GET
 @tenant_view("audit.view")
+def token_access(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    """The agent tokens' access log: per token, who minted it and what it read; then each
+    token, end-user, kind of read and hour (the counts; the first read of each is an audit event)."""
+    prefix = request.GET.get("token", "").strip()[:16]
+    page = Paginator(token_access_rows(tenant=tenant, prefix=prefix), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "inspector/token_access.html",
+                  _ctx(request, tenant, summary=token_access_summary(tenant=tenant), page=page, prefix=prefix))
+
+
+@require_GET
+@tenant_view("audit.view")
 def audit_verify(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     """The tenant's chain checked from its first event and against its latest signed checkpoint,
     and what that check rests on (the store, the keys, the database's triggers)."""
@@ -576,6 +600,17 @@ def audit_verify(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
     return render(request, "inspector/verify.html",
                   _ctx(request, tenant, result=result, report=report, broken=broken,
                        checkpoint_seconds=settings.ENGRAM_AUDIT_CHECKPOINT_SECONDS))
+
+
+@require_GET
+@tenant_view("audit.view")
+def audit_public_keys(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """The public keys checkpoints and exports are signed with, with their windows: all an auditor
+    needs to verify an export (``python -m tenants.audit_chain --public-key``)."""
+    response = HttpResponse(json.dumps(crypto.audit_public_keys().as_json(), indent=2),
+                            content_type="application/json")
+    response["Content-Disposition"] = 'attachment; filename="engram-audit-public-keys.json"'
+    return response
 
 
 @require_POST

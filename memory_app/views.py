@@ -8,9 +8,10 @@ from memory_app.health import health_report_cached
 
 
 def _may_see_details(request: HttpRequest) -> bool:
-    """A monitor presenting ``ENGRAM_MONITOR_TOKEN``, or a logged-in staff user: the report names
-    the cluster's version, licence, addresses and indices, nothing an anonymous caller needs."""
-    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+    """A monitor presenting ``ENGRAM_MONITOR_TOKEN``, or a logged-in superuser: the report names
+    the cluster's version, licence, addresses and indices and spans every tenant (the outbox
+    backlog), nothing an anonymous caller or a tenant's staff needs."""
+    if request.user.is_authenticated and request.user.is_active and request.user.is_superuser:
         return True
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     expected = settings.ENGRAM_MONITOR_TOKEN
@@ -19,7 +20,7 @@ def _may_see_details(request: HttpRequest) -> bool:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when healthy, 503 when not; the whole report only for a monitor or staff."""
+    """200 when healthy, 503 when not; the whole report only for a monitor or a superuser."""
     healthy, report = health_report_cached()
     body = report if _may_see_details(request) else {"status": "ok" if healthy else "unavailable"}
     response = JsonResponse(body, status=200 if healthy else 503)

@@ -18,6 +18,8 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.admin.options import get_content_type_for_model
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 
 from engram_core.errors import EngramError
 
@@ -259,8 +261,15 @@ class AgentTokenAdmin(TenantScopedAdmin):
                                         scopes=form.cleaned_data["scopes"], actor=request.user)
         # The admin carries on with `obj` (log entry, redirect): make it the saved token.
         obj.__dict__.update(token.__dict__)
-        self.message_user(request, f"Agent token for {token.tenant.slug}: {raw}  (copy it now: it is shown only once)",
-                          messages.WARNING)
+        obj._raw_token = raw
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # The raw token goes in this response and nowhere else: a message would be kept in the
+        # session (or a cookie) until the next page.
+        response = TemplateResponse(request, "admin/tenants/agenttoken/created.html",
+                                    {**self.admin_site.each_context(request), "token": obj, "raw": obj._raw_token})
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke the selected tokens", permissions=["act"])
     def revoke_token(self, request, queryset):

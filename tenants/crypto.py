@@ -1,5 +1,6 @@
 """Keys from the environment: Fernet tokens for secrets at rest under ``ENGRAM_ENCRYPTION_KEYS``,
-and the audit log's HMAC keys, ``ENGRAM_AUDIT_KEYS``.
+the audit log's HMAC link keys (``ENGRAM_AUDIT_KEYS``) and its Ed25519 signing keys
+(``ENGRAM_AUDIT_SIGNING_KEYS``, with the public keys of retired ones in ``ENGRAM_AUDIT_PUBLIC_KEYS``).
 
 The first encryption key encrypts; every listed key decrypts, so a new key can be put first, stored
 secrets re-encrypted (``manage.py rotate_encryption_key``) and the old key dropped afterwards.
@@ -15,7 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from tenants.audit_chain import Keyring, KeyringError
+from tenants.audit_chain import Keyring, KeyringError, PublicKeys, SigningKeys
 
 
 def _fernet_key(raw: str) -> bytes:
@@ -71,14 +72,28 @@ def reencrypt(token: str) -> str:
 
 
 def audit_keyring() -> Keyring:
-    """``ENGRAM_AUDIT_KEYS`` as a keyring (the first key signs, all verify). Raises
-    ImproperlyConfigured when there is none or one is too short: an unsigned event is no evidence."""
-    return _audit_keyring(tuple(settings.ENGRAM_AUDIT_KEYS))
+    """``ENGRAM_AUDIT_KEYS`` as a keyring (the key valid at an event's time signs it; each verifies
+    inside its window). Raises ImproperlyConfigured when there is none, one is too short or the
+    windows are wrong: an unsigned event is no evidence."""
+    return _configured_keys(Keyring.from_secrets, tuple(settings.ENGRAM_AUDIT_KEYS))
+
+
+def audit_signing_keys() -> SigningKeys:
+    """``ENGRAM_AUDIT_SIGNING_KEYS``: the Ed25519 keys that sign checkpoints and exports. Raises
+    ImproperlyConfigured when there is none or one is malformed."""
+    return _configured_keys(SigningKeys.from_entries, tuple(settings.ENGRAM_AUDIT_SIGNING_KEYS))
+
+
+def audit_public_keys() -> PublicKeys:
+    """Every public key a checkpoint or export may be signed with: the signing keys' and the retired
+    ones of ``ENGRAM_AUDIT_PUBLIC_KEYS``, each with its window (what auditors are given)."""
+    retired = _configured_keys(PublicKeys.from_entries, tuple(settings.ENGRAM_AUDIT_PUBLIC_KEYS))
+    return audit_signing_keys().public().merged(retired, source="ENGRAM_AUDIT_SIGNING_KEYS or ENGRAM_AUDIT_PUBLIC_KEYS")
 
 
 @functools.cache
-def _audit_keyring(secrets: tuple[str, ...]) -> Keyring:
+def _configured_keys(parse, entries: tuple[str, ...]):
     try:
-        return Keyring.from_secrets(secrets)
+        return parse(entries)
     except KeyringError as exc:
         raise ImproperlyConfigured(str(exc)) from None

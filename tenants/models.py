@@ -175,6 +175,11 @@ class AgentToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Who minted it: the staff user (reads through the token are attributed to them too), and
+    # their name as it was, or the system job's name when no staff user did.
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_by_name = models.CharField(max_length=200, blank=True, default="")
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}: {self.name} ({self.prefix})"
@@ -250,3 +255,34 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("audit events are append-only")
+
+
+class TokenRead(models.Model):
+    """The access log of agent tokens: how many times a token read an end-user's memory, per kind
+    of read and hour (``tenants.services.token_reads``). The first read of each row is also an
+    audit event (``token.read``), attributed to the staff user who minted the token."""
+
+    class Kind(models.TextChoices):
+        EXPORT = "export"
+        RECALL = "recall"
+        GET = "get"
+        HISTORY = "history"
+        TURN = "turn"  # a turn's recall
+        OUTCOME = "outcome"  # the playbook a reported outcome answers with
+        DRY_RUN = "consolidation_dry_run"
+
+    token = models.ForeignKey(AgentToken, on_delete=models.PROTECT, related_name="reads")
+    subject = models.ForeignKey(Subject, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    hour = models.DateTimeField()  # the hour the reads fell in (UTC, truncated)
+    reads = models.PositiveIntegerField(default=0)
+    memories = models.PositiveBigIntegerField(default=0)  # memories shown, summed over the reads
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["token", "subject", "kind", "hour"], name="token_read_unique")]
+        indexes = [models.Index(fields=["token", "-hour"]), models.Index(fields=["subject", "-hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.token_id} read {self.subject_id} ({self.kind}) x{self.reads} at {self.hour:%Y-%m-%d %H:00}"

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 from elasticsearch import ApiError, AuthorizationException, NotFoundError, TransportError, helpers
 
@@ -17,8 +17,8 @@ from engram_core.es.client import monitor_client
 from engram_core.es.schema import audit_checkpoints_index, shared_prefix
 
 from . import audit_chain, audit_triggers
-from .crypto import audit_keyring
-from .models import AuditEvent, Membership, Subject, Tenant
+from .crypto import audit_keyring, audit_public_keys, audit_signing_keys
+from .models import AgentToken, AuditEvent, Membership, Subject, Tenant, TokenRead
 
 
 class SubjectGone(NotFound):
@@ -108,11 +108,18 @@ def staff_tenant_ids(*, user: AbstractBaseUser | AnonymousUser,
 # ---------------------------------------------------------------- audit log
 
 def audit_events(*, tenant_slugs: Iterable[str], actor: str = "", action: str = "", subject_ref: str = "",
-                 since: datetime | None = None, until: datetime | None = None) -> QuerySet[AuditEvent]:
+                 since: datetime | None = None, until: datetime | None = None,
+                 staff_access: bool = False) -> QuerySet[AuditEvent]:
     """Audit events of the given tenants, newest first, filtered (actor and action: prefix
-    match, ``subject_ref`` exact, date range inclusive)."""
+    match, ``subject_ref`` exact, date range inclusive). ``staff_access``: the staff access log,
+    staff reads and the reads through tokens a staff user minted (``actor`` then matches that
+    staff user too)."""
     events = AuditEvent.objects.filter(tenant_slug__in=list(tenant_slugs))
-    if actor:
+    if staff_access:
+        events = events.filter(Q(action="staff.viewed") | Q(action="token.read", details__has_key="staff"))
+    if actor and staff_access:
+        events = events.filter(Q(actor__startswith=actor) | Q(details__staff__startswith=actor))
+    elif actor:
         events = events.filter(actor__startswith=actor)
     if action:
         events = events.filter(action__startswith=action)
@@ -133,6 +140,35 @@ def audit_export_record(event: AuditEvent) -> dict:
 def _chain_records(chain: str, *, since_seq: int = 1) -> Iterator[dict]:
     events = AuditEvent.objects.filter(chain=chain, seq__gte=since_seq).order_by("seq")
     return (audit_export_record(e) for e in events.iterator(chunk_size=2000))
+
+
+# ---------------------------------------------------------------- token access log
+
+
+def token_access_summary(*, tenant: Tenant) -> list[dict]:
+    """Each agent token of ``tenant`` that read memory, with who minted it: reads and memories
+    shown per kind, end-users read, the last read; most recently reading first."""
+    rows = (TokenRead.objects.filter(token__tenant=tenant).values("token_id", "kind")
+            .annotate(reads=Sum("reads"), memories=Sum("memories"), last=Max("last_at")))
+    subjects = dict(TokenRead.objects.filter(token__tenant=tenant).values("token_id")
+                    .annotate(n=Count("subject", distinct=True)).values_list("token_id", "n"))
+    tokens = AgentToken.objects.in_bulk({row["token_id"] for row in rows})
+    summary: dict[int, dict] = {}
+    for row in rows:
+        entry = summary.setdefault(row["token_id"], {"token": tokens[row["token_id"]], "kinds": {}, "reads": 0,
+                                                     "subjects": subjects.get(row["token_id"], 0), "last": None})
+        entry["kinds"][row["kind"]] = row["reads"]
+        entry["reads"] += row["reads"]
+        entry["last"] = max(filter(None, [entry["last"], row["last"]]))
+    return sorted(summary.values(), key=lambda e: e["last"], reverse=True)
+
+
+def token_access_rows(*, tenant: Tenant, prefix: str = "") -> QuerySet[TokenRead]:
+    """The access log's rows (token, end-user, kind, hour), newest hour first."""
+    rows = TokenRead.objects.filter(token__tenant=tenant).select_related("token", "subject")
+    if prefix:
+        rows = rows.filter(token__prefix__startswith=prefix)
+    return rows.order_by("-hour", "-last_at")
 
 
 # ---------------------------------------------------------------- audit checkpoints
@@ -159,8 +195,8 @@ def _store_call(fn):
 
 
 def audit_checkpoints_latest(*, chains: Iterable[str] | None = None) -> dict[str, list[dict]]:
-    """Each chain's newest checkpoints (``CHECKPOINTS_READ``, newest first), read through the
-    monitor credential. Raises CheckpointStoreError."""
+    """Each chain's newest checkpoints (``CHECKPOINTS_READ``, newest first), then its first one
+    (which pins its keying event), read through the monitor credential. Raises CheckpointStoreError."""
     query = {"terms": {"chain": list(chains)}} if chains is not None else {"match_all": {}}
 
     def read(es, index):
@@ -168,8 +204,14 @@ def audit_checkpoints_latest(*, chains: Iterable[str] | None = None) -> dict[str
             "terms": {"field": "chain", "size": 65536},
             "aggs": {"latest": {"top_hits": {"size": CHECKPOINTS_READ,
                                              "sort": [{"seq": "desc"}, {"created_at": "desc"}]}}}}})
-        return {bucket["key"]: [hit["_source"] for hit in bucket["latest"]["hits"]["hits"]]
-                for bucket in body["aggregations"]["chains"]["buckets"]}
+        found = {bucket["key"]: [hit["_source"] for hit in bucket["latest"]["hits"]["hits"]]
+                 for bucket in body["aggregations"]["chains"]["buckets"]}
+        # A checkpoint's id is its chain and its predecessor's seq: the first one's is "<chain>:0".
+        firsts = es.mget(index=index, ids=[f"{chain}:0" for chain in found])["docs"] if found else []
+        for chain, doc in zip(list(found), firsts):
+            if doc.get("found") and all(cp.get("previous_seq") != 0 for cp in found[chain]):
+                found[chain].append(doc["_source"])
+        return found
 
     return _store_call(read)
 
@@ -183,24 +225,36 @@ def audit_checkpoints_all(*, chain: str) -> list[dict]:
     return _store_call(read)
 
 
-def audit_export_jsonl(*, tenant_slug: str, events: QuerySet[AuditEvent], filters: dict[str, str]) -> Iterator[str]:
-    """A JSON Lines export of ``events`` of the tenant's chain: a header saying whether it is
-    filtered (and by what), each event with its hash and key id, the chain's checkpoints, and an
-    end line whose signature covers every line before it (``tenants.audit_chain.verify_export``)."""
-    signer = audit_chain.ExportSigner(audit_keyring())
+def audit_export_jsonl(*, tenant_slug: str, events: QuerySet[AuditEvent], filters: dict[str, str],
+                       through_seq: int) -> Iterator[str]:
+    """A JSON Lines export of ``events`` of the tenant's chain up to ``through_seq`` (the seq its
+    latest checkpoint pins, so a complete export is proved by checkpoints throughout): a header
+    saying whether it is filtered (and by what), each event with its hash and key id, the chain's
+    checkpoints, and an end line signed with Ed25519 over every line before it, stating what the
+    audit keys found of the events (``tenants.audit_chain.verify_export``)."""
+    created_at = timezone.now().isoformat(timespec="microseconds")
+    signer = audit_chain.ExportSigner(audit_signing_keys(), created_at=created_at)
     try:
         checkpoints, unavailable = audit_checkpoints_all(chain=tenant_slug), ""
     except CheckpointStoreError as exc:
         checkpoints, unavailable = [], str(exc)
-    yield signer.line({"type": "export", "version": 2, "tenant": tenant_slug, "filtered": bool(filters),
-                       "filters": filters, "created_at": timezone.now().isoformat(timespec="seconds"),
-                       "algorithm": audit_chain.ALGORITHM, "checkpoint_store": audit_checkpoints_index(),
+    checkpoints = [cp for cp in checkpoints if cp.get("seq", 0) <= through_seq]
+    check = audit_chain.ChainCheck(checkpoints, chain=tenant_slug, keyring=audit_keyring(), public=audit_public_keys(),
+                                   complete=not filters, every_checkpoint=True)
+    yield signer.line({"type": "export", "version": audit_chain.EXPORT_VERSION, "tenant": tenant_slug,
+                       "filtered": bool(filters), "filters": filters, "created_at": created_at,
+                       "through_seq": through_seq, "algorithm": audit_chain.ALGORITHM,
+                       "checkpoint_store": audit_checkpoints_index(),
                        **({"checkpoints_unavailable": unavailable} if unavailable else {})})
-    for event in events.iterator(chunk_size=2000):
-        yield signer.line({"type": "event", **audit_export_record(event)})
+    for event in events.filter(seq__lte=through_seq).order_by("seq").iterator(chunk_size=2000):
+        record = audit_export_record(event)
+        check.feed(record)
+        yield signer.line({"type": "event", **record})
     for checkpoint in checkpoints:
         yield signer.line({"type": "checkpoint", **checkpoint})
-    yield signer.end()
+    report = check.report()
+    yield signer.end(verified={"ok": report.ok, "reason": report.reason, "events": report.events,
+                               "hmac_recomputed": True})
 
 
 # ---------------------------------------------------------------- verification
@@ -214,7 +268,9 @@ class AuditVerification:
     store: str  # the checkpoint index
     store_error: str = ""  # why the checkpoints could not be read ("" when they could)
     triggers: bool = False  # the database refuses UPDATE and DELETE of audit events
-    key_ids: list[str] = field(default_factory=list)  # the configured keys, the signing one first
+    key_ids: list[str] = field(default_factory=list)  # the link keys, the one signing now first
+    signing_key_ids: list[str] = field(default_factory=list)  # the Ed25519 keys checkpoints may be signed with
+    public: audit_chain.PublicKeys | None = None
 
     @property
     def ok(self) -> bool:
@@ -226,13 +282,14 @@ def audit_chain_verify(*, chain: str) -> audit_chain.ChainReport:
     latest checkpoint: the first changed, removed, re-ordered or truncated event, or the chain
     gone. Raises CheckpointStoreError when the checkpoints cannot be read."""
     checkpoints = audit_checkpoints_latest(chains=[chain]).get(chain, [])
-    return audit_chain.verify_chain(_chain_records(chain), checkpoints, chain=chain, keyring=audit_keyring())
+    return audit_chain.verify_chain(_chain_records(chain), checkpoints, chain=chain, keyring=audit_keyring(),
+                                    public=audit_public_keys())
 
 
 def audit_verify(*, chains: Iterable[str] | None = None) -> AuditVerification:
     """Verify ``chains`` (every chain the log or the checkpoint store knows of, by default). Without
     the store, each chain is still verified event by event, and ``store_error`` says why no more."""
-    keyring = audit_keyring()
+    keyring, public = audit_keyring(), audit_public_keys()
     wanted = None if chains is None else list(chains)
     error = ""
     try:
@@ -241,8 +298,9 @@ def audit_verify(*, chains: Iterable[str] | None = None) -> AuditVerification:
         checkpoints, error = {}, str(exc)
     names = set(wanted) if wanted is not None else (
         set(AuditEvent.objects.values_list("chain", flat=True).distinct()) | set(checkpoints))
-    reports = [audit_chain.verify_chain(_chain_records(name), checkpoints.get(name, []), chain=name, keyring=keyring)
-               for name in sorted(names)]
+    reports = [audit_chain.verify_chain(_chain_records(name), checkpoints.get(name, []), chain=name, keyring=keyring,
+                                        public=public) for name in sorted(names)]
     return AuditVerification(reports=reports, store=audit_checkpoints_index(), store_error=error,
                              triggers=audit_triggers.triggers_present(connection),
-                             key_ids=[keyring.primary, *(k for k in keyring.keys if k != keyring.primary)])
+                             key_ids=[keyring.primary, *(k for k in keyring.order if k != keyring.primary)],
+                             signing_key_ids=sorted(public.keys), public=public)

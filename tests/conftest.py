@@ -70,10 +70,14 @@ def make_staff_user(db):
 
 
 @pytest.fixture
-def checkpoint_store(es_prefix, es_admin):
+def checkpoint_store(es_prefix, es_admin, monkeypatch):
     """The audit checkpoint index of the test's prefix, created as es_setup creates it. No
-    credential of Engram's may delete it: the run's clean-up drops it as the node's superuser."""
+    credential of Engram's may delete it: the run's clean-up drops it as the node's superuser.
+    The test's transaction never commits, so what the audit log does on commit (pin a new chain's
+    keying event by its first checkpoint) runs at once (tests/tenants/services/test_audit.py
+    checks it happens on commit)."""
     audit_checkpoints_ensure(es=es_admin)
+    monkeypatch.setattr("tenants.services.audit.after_commit", lambda fn: fn())
     return es_prefix
 
 

@@ -514,7 +514,7 @@ AUDIT_CHECKPOINTS_MAPPING = {
         "chain": {"type": "keyword"}, "seq": {"type": "long"}, "head_hash": {"type": "keyword"},
         "created_at": {"type": "date"}, "previous_seq": {"type": "long"},
         "previous_signature": {"type": "keyword"}, "key_id": {"type": "keyword"},
-        "signature": {"type": "keyword"},
+        "signature": {"type": "keyword"}, "keyed_at": {"type": "long"}, "events_sha256": {"type": "keyword"},
     },
 }
 
@@ -539,5 +539,7 @@ def audit_checkpoints_ensure(*, es: Elasticsearch) -> str:
                 raise
     found = es.indices.get_mapping(index=index)[index]["mappings"]
     if found != AUDIT_CHECKPOINTS_MAPPING:
-        raise ImproperlyConfigured(f"{index} does not hold the audit checkpoint mapping: {found}")
+        raise ImproperlyConfigured(f"{index} does not hold the audit checkpoint mapping (an index of an earlier "
+                                   "release holds HMAC-signed checkpoints, which do not verify now: the cluster's "
+                                   f"superuser removes it, and es_setup creates it again): {found}")
     return index

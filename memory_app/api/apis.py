@@ -66,8 +66,9 @@ from memory_app.validation import (
     clean_memory_id,
     clean_steps,
 )
-from tenants.models import AgentToken, Subject, Tenant
-from tenants.selectors import subject_get
+from tenants.models import AgentToken, Subject, Tenant, TokenRead
+from tenants.selectors import subject_find, subject_get
+from tenants.services.token_reads import token_read_record
 from tenants.services.subjects import subject_get_or_create
 
 # By name, not by the enum's order.
@@ -120,6 +121,10 @@ class BaseApi(APIView):
     renderer_classes = [JSONRenderer]
     metadata_class = None  # no OPTIONS self-description: the OpenAPI schema is the description
     scopes: dict[str, str | tuple[str, ...]] = {}
+    # What each method may show of an end-user's memory (a TokenRead kind): a response that did
+    # (``shown``) is counted in the token access log before it is sent. tests/api/test_token_access.py
+    # walks every URL pattern with a canary and fails for a response showing it uncounted.
+    reads: dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -145,6 +150,20 @@ class BaseApi(APIView):
             clean_external_id(kwargs["external_id"])
         if "memory_id" in kwargs:
             clean_memory_id(kwargs["memory_id"])
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        shown = getattr(request, "token_shown", None)
+        if shown is not None and 200 <= response.status_code < 300:
+            subject, memories = shown
+            kind = self.reads[request.method.lower()]  # KeyError: the view showed memory it did not declare
+            token_read_record(token=request.auth, subject=subject, kind=kind, memories=memories)
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    @staticmethod
+    def shown(request: Request, subject: Subject | None, memories: int) -> None:
+        """The response shows ``memories`` of ``subject``'s memories: count it (nothing when none)."""
+        if subject is not None and memories:
+            request.token_shown = (subject, memories)
 
     @staticmethod
     def tenant(request: Request) -> Tenant:
@@ -239,6 +258,7 @@ class SubjectEraseApi(BaseApi):
 
 class SubjectExportApi(BaseApi):
     scopes = {"get": READ}
+    reads = {"get": TokenRead.Kind.EXPORT}
 
     class OutputSerializer(serializers.Serializer):
         class MemoriesSerializer(serializers.Serializer):
@@ -256,6 +276,7 @@ class SubjectExportApi(BaseApi):
     def get(self, request: Request, external_id: str) -> Response:
         subject = self.subject(request, external_id)
         export = selectors.subject_export(subject=subject)
+        self.shown(request, subject, max(1, sum(len(v) for v in export["memories"].values())))
         return Response(output(self.OutputSerializer, {**export, "external_id": subject.external_id}))
 
 
@@ -273,6 +294,7 @@ def _timezone_field() -> serializers.CharField:
 
 class TurnCreateApi(BaseApi):
     scopes = {"post": WRITE}
+    reads = {"post": TokenRead.Kind.TURN}
 
     class InputSerializer(StrictInputSerializer):
         text = serializers.CharField(help_text="the user's message, verbatim")
@@ -305,6 +327,9 @@ class TurnCreateApi(BaseApi):
                                     memory_id=request.memory_id, token=request.auth, with_recall=reads,
                                     **_json_ready(data))
         error = result.recall_error.as_dict() if result.recall_error else None
+        if result.recall:
+            self.shown(request, subject_find(tenant=self.tenant(request), external_id=clean_external_id(external_id)),
+                       len(result.recall))
         body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory") if reads else None,
                 "recall": result.recall, "recall_error": error}
         return self.written(result.submitted, body, self.OutputSerializer)
@@ -312,6 +337,7 @@ class TurnCreateApi(BaseApi):
 
 class RecallApi(BaseApi):
     scopes = {"post": READ}
+    reads = {"post": TokenRead.Kind.RECALL}
 
     class InputSerializer(StrictInputSerializer):
         query = serializers.CharField()
@@ -334,6 +360,7 @@ class RecallApi(BaseApi):
         subject = self.subject(request, external_id)
         memories = memory_recall(subject=subject, **data)
         usage_record_recalled(subject=subject, memories=memories)
+        self.shown(request, subject, len(memories))
         return Response(output(self.OutputSerializer, {"memories": memories}))
 
 
@@ -409,6 +436,7 @@ class MemoryApi(BaseApi):
     """GET: one memory (memory:read). DELETE: forget it, with a reason (memory:forget)."""
 
     scopes = {"get": READ, "delete": FORGET}
+    reads = {"get": TokenRead.Kind.GET}
 
     class ForgetQuerySerializer(StrictInputSerializer):
         reason = serializers.ChoiceField(choices=list(FORGET_REASONS),
@@ -429,7 +457,9 @@ class MemoryApi(BaseApi):
     @extend_schema(operation_id="memory_get", summary="One memory of the end-user",
                    responses=documented({200: MemorySerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
     def get(self, request: Request, external_id: str, memory_id: str) -> Response:
-        memory = selectors.memory_get(subject=self.subject(request, external_id), memory_id=memory_id)
+        subject = self.subject(request, external_id)
+        memory = selectors.memory_get(subject=subject, memory_id=memory_id)
+        self.shown(request, subject, 1)
         return Response(output(MemorySerializer, memory))
 
     @extend_schema(operation_id="memory_forget", summary="Forget a memory and what was derived from it alone "
@@ -449,6 +479,7 @@ class MemoryApi(BaseApi):
 
 class MemoryHistoryApi(BaseApi):
     scopes = {"get": READ}
+    reads = {"get": TokenRead.Kind.HISTORY}
 
     class OutputSerializer(serializers.Serializer):
         memory = MemorySerializer()
@@ -458,12 +489,15 @@ class MemoryHistoryApi(BaseApi):
     @extend_schema(operation_id="memory_history", summary="The supersession chain around a memory, both ways",
                    responses=documented({200: OutputSerializer}), parameters=[EXTERNAL_ID, MEMORY_ID])
     def get(self, request: Request, external_id: str, memory_id: str) -> Response:
-        history = selectors.memory_history(subject=self.subject(request, external_id), memory_id=memory_id)
+        subject = self.subject(request, external_id)
+        history = selectors.memory_history(subject=subject, memory_id=memory_id)
+        self.shown(request, subject, 1 + len(history["older"]) + len(history["newer"]))
         return Response(output(self.OutputSerializer, history))
 
 
 class PlaybookOutcomeApi(BaseApi):
     scopes = {"post": WRITE}
+    reads = {"post": TokenRead.Kind.OUTCOME}
 
     class InputSerializer(StrictInputSerializer):
         success = serializers.BooleanField(help_text="did following the playbook work?")
@@ -481,6 +515,8 @@ class PlaybookOutcomeApi(BaseApi):
         submitted = self.submit(request, external_id, Op.OUTCOME, {**data, "operation_id": request.memory_id},
                                 memory_id=memory_id)
         memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
+        if memory:  # the playbook as stored: its trigger and steps
+            self.shown(request, subject_find(tenant=self.tenant(request), external_id=clean_external_id(external_id)), 1)
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
@@ -563,6 +599,7 @@ class ConsolidationCreateApi(BaseApi):
     end-user's memory: a dry run needs memory:read as well)."""
 
     scopes = {"post": WRITE}
+    reads = {"post": TokenRead.Kind.DRY_RUN}
 
     class InputSerializer(StrictInputSerializer):
         dry_run = serializers.BooleanField(required=False, default=False)
@@ -588,6 +625,7 @@ class ConsolidationCreateApi(BaseApi):
                                        f"{READ} scope", details={"required_scope": [READ]}, code="insufficient_scope")
             result = consolidation.consolidation_run(subject=subject, extractor=data.get("extractor"), dry_run=True,
                                                      trigger=ConsolidationRun.Trigger.API)
+            self.shown(request, subject, len(result.changes or []))
             return Response(output(self.OutputSerializer, {"run": result.run, "changes": result.changes}))
         run = consolidation.consolidation_request(subject=subject, extractor=data.get("extractor"))
         headers = {"Location": reverse("api:consolidation-get", kwargs={"external_id": subject.external_id,
@@ -629,13 +667,19 @@ class CatalogEntryCreateApi(BaseApi):
 
 
 class OperationGetApi(BaseApi):
-    scopes = {"get": (READ, WRITE, FORGET)}
+    """A token polls the operations it created, whatever its scopes (an erase-only token polls its
+    erase); a token with memory:read, write or forget may poll any of its tenant's, as before."""
+
+    scopes = {"get": tuple(AgentToken.Scope.values)}
 
     @extend_schema(operation_id="operation_get", summary="A queued write: pending, done or failed",
                    responses=documented({200: OperationSerializer}))
     def get(self, request: Request, uid) -> Response:
         entry = outbox.operation_get(tenant=self.tenant(request), uid=uid)
-        return Response(output(OperationSerializer, entry))
+        token = request.auth
+        if entry.token_id != token.pk and not any(token.has_scope(s) for s in (READ, WRITE, FORGET)):
+            raise NotFound("unknown operation", details={"id": str(uid)})  # as for another tenant's
+        return Response(output(OperationSerializer, entry))  # ids and counts: a result holds no memory
 
 
 class NotFoundApi(APIView):

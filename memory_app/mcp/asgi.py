@@ -5,12 +5,17 @@ runs stateless, so any process can answer any request."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from contextlib import AsyncExitStack
 from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponse
+from django.middleware.security import SecurityMiddleware
 from django.http.request import split_domain_port, validate_host
 from django.db import OperationalError
 from mcp.server.mcpserver import MCPServer
@@ -62,6 +67,13 @@ class McpEndpoint:
         self.running = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        redirect, secure_headers = _security(scope)
+        if redirect is not None:
+            await send({"type": "http.response.start", "status": redirect.status_code,
+                        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in redirect.items()]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        send = _adding(send, secure_headers)
         headers = Headers(scope=scope)
         try:
             _check_host(headers)
@@ -99,6 +111,31 @@ class McpEndpoint:
         if len(parts) == 2 and parts[0] == SUBJECTS and (external_id := unquote(parts[1]).strip()):
             return external_id
         raise NotFound(f"no MCP endpoint here; use {self.prefix} or {self.prefix}/{SUBJECTS}/<external_id>")
+
+
+def _security(scope: Scope) -> tuple[HttpResponse | None, list[tuple[bytes, bytes]]]:
+    """Django's SecurityMiddleware, as every other path gets it: its redirect to HTTPS (None when
+    there is none to make) and the headers it adds to a response (HSTS over HTTPS, nosniff,
+    Referrer-Policy, Cross-Origin-Opener-Policy). Built per request: it reads settings when built."""
+    middleware = SecurityMiddleware(lambda request: HttpResponse())
+    request = ASGIRequest(scope, io.BytesIO())
+    try:
+        if (redirect := middleware.process_request(request)) is not None:
+            return redirect, []
+    except DisallowedHost:
+        pass  # refused by the endpoint's own Host check, with the API's error body
+    response = middleware.process_response(request, HttpResponse())
+    added = [(k, v) for k, v in response.items() if k.lower() != "content-type"]
+    return None, [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in added]
+
+
+def _adding(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start" and extra:
+            present = {k.lower() for k, _ in message.get("headers", [])}
+            message = {**message, "headers": [*message.get("headers", []), *(h for h in extra if h[0] not in present)]}
+        await send(message)
+    return sending
 
 
 def _check_host(headers: Headers) -> None:

@@ -21,8 +21,9 @@ from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import clean_steps
-from tenants.models import AgentToken, Subject
-from tenants.selectors import subject_get
+from tenants.models import AgentToken, Subject, TokenRead
+from tenants.selectors import subject_find, subject_get
+from tenants.services.token_reads import token_read_record
 
 Op = OutboxEntry.Operation
 
@@ -87,6 +88,8 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
     found = memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
                           include_superseded=include_superseded, explain=explain, timezone=timezone)
     usage_record_recalled(subject=who, memories=found)
+    if found:  # counted before it is answered, as the REST API's reads are
+        token_read_record(token=caller.token, subject=who, kind=TokenRead.Kind.RECALL, memories=len(found))
     return {"subject": who.external_id, "memories": [_public(m) for m in found]}
 
 
@@ -152,9 +155,17 @@ def record_outcome(*, caller: Caller, playbook_id: str, success: bool, refined_s
     _require(caller, WRITE)
     refined = clean_steps(refined_steps, field="refined_steps")
     external_id = _external_id(caller, subject)
+    def shape(done: dict[str, Any]) -> dict[str, Any]:
+        playbook = _shown(caller, done["memory"])
+        if "trigger" in playbook or "steps" in playbook:  # the playbook as stored
+            subject = subject_find(tenant=caller.token.tenant, external_id=external_id)
+            if subject is not None:
+                token_read_record(token=caller.token, subject=subject, kind=TokenRead.Kind.OUTCOME, memories=1)
+        return {"playbook": playbook}
+
     return _submitted(caller, "record_outcome", external_id, Op.OUTCOME,
                       {"success": success, "refined_steps": refined}, memory_id=playbook_id,
-                      idempotency_key=idempotency_key, shape=lambda done: {"playbook": _shown(caller, done["memory"])})
+                      idempotency_key=idempotency_key, shape=shape)
 
 
 def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, payload: dict[str, Any], *,

@@ -10,13 +10,14 @@ import secrets
 from collections.abc import Iterable
 from datetime import timedelta
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from engram_core.errors import AuthenticationFailed, ValidationFailed, database_busy
 from tenants.models import AgentToken, Tenant
-from tenants.services.audit import Actor, audit_record
+from tenants.services.audit import Actor, actor_label, audit_record
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,10 @@ def agent_token_create(*, tenant: Tenant, name: str, scopes: Iterable[str], acto
     prefix = secrets.token_hex(6)
     raw = f"eng_{prefix}_{secrets.token_urlsafe(32)}"
     with transaction.atomic():
+        staff = actor if isinstance(actor, AbstractBaseUser) else None
+        minter = f"staff:{staff.get_username()}" if staff else actor_label(actor)[1]
         token = AgentToken.objects.create(tenant=tenant, name=name, prefix=prefix, secret_hash=_token_hash(raw),
-                                          scopes=scopes)
+                                          scopes=scopes, created_by=staff, created_by_name=minter[:200])
         audit_record(actor=actor, action="agent_token.created", tenant=tenant, target_id=prefix,
                      details={"name": name, "scopes": scopes})
     return token, raw

@@ -63,6 +63,7 @@ class LiveEngram:
             "ES_INDEX_PREFIX": self.prefix,
             "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
             "ENGRAM_AUDIT_KEYS": secrets.token_urlsafe(32),
+            "ENGRAM_AUDIT_SIGNING_KEYS": secrets.token_urlsafe(32),
             "ENGRAM_MONITOR_TOKEN": MONITOR_TOKEN,
             "DJANGO_SECRET_KEY": uuid.uuid4().hex * 2,
             "CELERY_BROKER_URL": "filesystem://",

@@ -296,7 +296,7 @@ def test_audit_export_downloads_and_verifies(live, browser):
     _login(browser, live, "compliance")
     browser.get(f"{live.url}/t/acme-home/audit/")
     _shot(browser, "audit-log", full=False)
-    browser.get(f"{live.url}/t/acme-home/audit/?action=staff.viewed")
+    browser.get(f"{live.url}/t/acme-home/audit/?access=staff")
     assert "staff.viewed" in _text(browser)
     _shot(browser, "staff-access-log", full=False)
     browser.find_element(By.LINK_TEXT, "Verify chain").click()
@@ -313,10 +313,13 @@ def test_audit_export_downloads_and_verifies(live, browser):
     lines = path.read_text().splitlines()
     header, kinds = json.loads(lines[0]), [json.loads(line).get("type") for line in lines]
     assert header["filtered"] is False and kinds.count("event") > 20 and "checkpoint" in kinds and kinds[-1] == "end"
-    keyring = audit_chain.Keyring.from_secrets([live.env["ENGRAM_AUDIT_KEYS"]])
-    assert audit_chain.verify_export(lines, keyring=keyring).ok
-    offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", str(path)], cwd=ROOT, capture_output=True,
-                             text=True, check=False, env={"ENGRAM_AUDIT_KEYS": live.env["ENGRAM_AUDIT_KEYS"]})
+    public = audit_chain.SigningKeys.from_entries([live.env["ENGRAM_AUDIT_SIGNING_KEYS"]]).public()
+    assert audit_chain.verify_export(lines, public=public).ok
+    keys = path.parent / "engram-audit-public-keys.json"
+    keys.write_text(json.dumps(public.as_json()))
+    # The auditor holds the public key alone: no secret in the environment.
+    offline = subprocess.run([sys.executable, "-m", "tenants.audit_chain", "--public-key", str(keys), str(path)],
+                             cwd=ROOT, capture_output=True, text=True, check=False, env={})
     assert offline.returncode == 0 and "signature OK" in offline.stdout, offline.stdout + offline.stderr
 
 
@@ -331,6 +334,28 @@ def test_keys_and_tokens_page(live, browser):
     secret = _wait(browser, lambda d: d.find_elements(By.ID, "new-token"), timeout=30)[0].get_attribute("value")
     assert secret.startswith("eng_")
     _shot(browser, "keys-and-tokens")
-    browser.refresh()
+    live.browser_token = secret
+    browser.get(f"{live.url}/t/acme-home/keys/")
     assert not browser.find_elements(By.ID, "new-token")  # shown once
     assert "browser-test bot" in _text(browser)
+
+
+def test_token_access_tab(live, browser):
+    """What each agent token read, who minted it: the browser-minted token (by a staff user) and
+    the demo's (by the seed job) each recall Alice's memory, then compliance looks."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    for token in (getattr(live, "browser_token", None) or live.agent_token, live.agent_token):
+        answer = httpx.post(f"{live.url}/api/v1/subjects/alice@example.com/recall", json={"query": "thermostat"},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert answer.status_code == 200 and answer.json()["memories"]
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/t/acme-home/audit/")
+    browser.find_element(By.LINK_TEXT, "Token access").click()
+    summary = _wait(browser, lambda d: d.find_elements(By.ID, "token-summary"))[0].text
+    assert "recall: 1" in summary and "alice@example.com" in browser.find_element(By.ID, "token-reads").text
+    _shot(browser, "token-access", full=False)
+    browser.get(f"{live.url}/t/acme-home/audit/?access=staff")
+    if getattr(live, "browser_token", None):
+        assert "through token" in _text(browser)

@@ -46,3 +46,31 @@ def test_a_new_token_starts_with_read_only_ticked(staff, subjects):
     ticked = [s for s in ("memory:read", "memory:write", "memory:forget", "subject:erase", "tenant:admin")
               if f'value="{s}" checked' in page]
     assert ticked == ["memory:read"]
+
+
+def _fail(client: Client, login: str, username: str, times: int) -> None:
+    for _ in range(times):
+        client.post(login, {"username": username, "password": "wrong"})
+
+
+def test_behind_a_proxy_a_lockout_keys_on_the_client_the_proxy_names(staff, settings):
+    """Issue 67: behind a proxy every login came from its address, so five failures from anyone
+    locked the user out for everyone. With the proxy's header configured, the lockout keys on the
+    client address it recorded; a client naming an address of its own in front of it changes nothing."""
+    settings.ENGRAM_CLIENT_IP_HEADER = "HTTP_X_FORWARDED_FOR"
+    proxy = {"REMOTE_ADDR": "10.0.0.2"}
+    attacker = Client(HTTP_X_FORWARDED_FOR="198.51.100.7", **proxy)
+    _fail(attacker, "/login/", "support", settings.AXES_FAILURE_LIMIT)
+    assert attacker.post("/login/", {"username": "support", "password": "pw"}).status_code == 429
+    # The attacker forging addresses to the left of the one the proxy appended stays locked.
+    forger = Client(HTTP_X_FORWARDED_FOR="203.0.113.1, 198.51.100.7", **proxy)
+    assert forger.post("/login/", {"username": "support", "password": "pw"}).status_code == 429
+    owner = Client(HTTP_X_FORWARDED_FOR="192.0.2.44", **proxy)
+    assert owner.post("/login/", {"username": "support", "password": "pw"}).status_code == 302
+
+
+def test_without_a_configured_proxy_header_a_forwarded_address_is_not_believed(staff, settings):
+    assert settings.ENGRAM_CLIENT_IP_HEADER == ""
+    _fail(Client(HTTP_X_FORWARDED_FOR="198.51.100.7"), "/login/", "support", settings.AXES_FAILURE_LIMIT)
+    dodging = Client(HTTP_X_FORWARDED_FOR="192.0.2.44")  # same peer, another claimed address
+    assert dodging.post("/login/", {"username": "support", "password": "pw"}).status_code == 429

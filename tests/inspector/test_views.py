@@ -23,7 +23,7 @@ from memory_app.services.imports import episodes_import
 from memory_app.recall import memory_recall
 from memory_app.tasks import consolidate_subject
 from tenants import audit_chain
-from tenants.crypto import audit_keyring
+from tenants.crypto import audit_keyring, audit_public_keys
 from tenants.models import AuditEvent, Membership
 from tenants.services.audit import audit_record
 from tenants.services.clients import clear_caches
@@ -312,11 +312,17 @@ def test_cluster_refusal_is_a_message_not_a_stack_trace(staff, subjects, setting
 
 
 def test_keys_page_token_secret_shown_once(staff, subjects):
+    from django.contrib.sessions.models import Session
+
     client = Client()
     client.force_login(staff["tenant_admin"])
-    client.post("/t/acme/tokens/", {"name": "bot", "scopes": ["memory:read"]})
-    first = client.get("/t/acme/keys/").content.decode()
-    assert "eng_" in first and "not be shown again" in first
+    created = client.post("/t/acme/tokens/", {"name": "bot", "scopes": ["memory:read"]})
+    raw = created.context["new_token"]["raw"]
+    assert raw.startswith("eng_") and raw in created.content.decode() and "not be shown again" in created.content.decode()
+    assert "no-store" in created["Cache-Control"]
+    # Never stored server side (issue 67): not in any session, not in a message, not in the database.
+    assert all(raw not in str(s.get_decoded()) for s in Session.objects.all())
+    assert raw not in created.cookies.output()
     assert "not be shown again" not in client.get("/t/acme/keys/").content.decode()
     bad = client.post("/t/acme/tokens/", {"name": "", "scopes": []}, follow=True)
     assert b"a token needs a name" in bad.content
@@ -324,11 +330,13 @@ def test_keys_page_token_secret_shown_once(staff, subjects):
     assert long.status_code == 200 and b"at most 200 characters" in long.content  # was a 500 on PostgreSQL
 
 
-def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
+def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects, checkpoint_store):
     client = Client()
     client.force_login(staff["compliance"])
     jsonl = b"".join(client.get("/t/acme/audit/export.jsonl").streaming_content).decode()
-    report = audit_chain.verify_export(jsonl.splitlines(), keyring=audit_keyring())
+    report = audit_chain.verify_export(jsonl.splitlines(), public=audit_public_keys())
+    assert report.ok and report.header["filtered"] is False and report.chains[0].checked >= 2
+    report = audit_chain.verify_export(jsonl.splitlines(), public=audit_public_keys(), keyring=audit_keyring())
     assert report.ok and report.header["filtered"] is False and report.chains[0].checked >= 2
     rows = list(csv.DictReader(io.StringIO(b"".join(client.get("/t/acme/audit/export.csv").streaming_content)
                                            .decode())))
@@ -337,10 +345,25 @@ def test_audit_export_csv_and_jsonl_verify_offline(staff, subjects):
     filtered = b"".join(client.get("/t/acme/audit/export.jsonl", {"action": "subject_key"}).streaming_content)
     events = [json.loads(line) for line in filtered.decode().splitlines() if '"type": "event"' in line]
     assert events and all(e["action"].startswith("subject_key") for e in events)
-    report = audit_chain.verify_export(filtered.decode().splitlines(), keyring=audit_keyring())
+    report = audit_chain.verify_export(filtered.decode().splitlines(), public=audit_public_keys())
     assert report.ok and report.header["filters"] == {"action": "subject_key"}
     page = client.get("/t/acme/audit/verify/").content.decode()
     assert "Chain intact" in page
+
+
+def test_an_audit_export_records_a_keyed_hash_of_its_filter_not_its_text(staff, subjects):
+    """Issue 67: the export's event kept the end-user filter's text in the chain for ever."""
+    client = Client()
+    client.force_login(staff["compliance"])
+    for _ in range(2):
+        client.get("/t/acme/audit/export.jsonl", {"subject": "nobody@example.com", "actor": "zed"})
+    first, second = AuditEvent.objects.filter(action="audit.exported").order_by("seq")
+    assert "nobody" not in json.dumps(first.details) and "zed" not in json.dumps(first.details)
+    assert first.details["filtered"] is True and len(first.details["filters_hmac"]) == 32
+    assert first.details["filters_hmac"] == second.details["filters_hmac"]  # the same filter, the same hash
+    client.get("/t/acme/audit/export.csv")
+    assert AuditEvent.objects.filter(action="audit.exported").order_by("-seq")[0].details == {"format": "csv",
+                                                                                             "filtered": False}
 
 
 def test_audit_filters_and_tenant_scope(staff, subjects):

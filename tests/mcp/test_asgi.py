@@ -176,3 +176,17 @@ def test_mcp_body_limit_is_the_rest_apis(settings):
     server.streamable_http_app = spy
     McpEndpoint(server)
     assert captured["max_request_body_size"] == settings.ENGRAM_API_MAX_BODY_BYTES < 16 * 1024 * 1024
+
+
+def test_the_endpoint_has_the_https_rules_of_every_other_path(endpoint, settings):
+    """/mcp is served beside Django, not through its middleware: it applies SecurityMiddleware
+    itself (issue 67), so production redirects plain HTTP and sends HSTS over HTTPS."""
+    settings.ALLOWED_HOSTS = ["localhost"]
+    settings.SECURE_SSL_REDIRECT, settings.SECURE_HSTS_SECONDS = True, 3600
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    status, headers, _body = anyio.run(lambda: _http(endpoint, path="/mcp/subjects/alice"))
+    assert status == 301 and headers["location"] == "https://localhost:8000/mcp/subjects/alice"
+    status, headers, _body = anyio.run(lambda: _http(endpoint, headers={"x-forwarded-proto": "https"}))
+    assert status == 401  # past the redirect: the token check answers
+    assert headers["strict-transport-security"] == "max-age=3600"
+    assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "same-origin"

@@ -59,6 +59,7 @@ def server(es_admin, tmp_path_factory):
         "ENGRAM_STATE_DIR": str(state),
         "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "ENGRAM_AUDIT_KEYS": Fernet.generate_key().decode(),
+        "ENGRAM_AUDIT_SIGNING_KEYS": Fernet.generate_key().decode(),
         # Under the run's prefix, so the run's own clean-up would catch what this one missed.
         "ES_INDEX_PREFIX": f"{settings.ES_INDEX_PREFIX}-mcp-{uuid.uuid4().hex[:8]}",
     }

@@ -93,13 +93,13 @@ def _production_env(**overrides: str) -> dict[str, str]:
            "DJANGO_SECRET_KEY": "x" * 50, "ES_URL": "https://es.example.internal:9200",
            "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
            "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_AUDIT_KEYS": "a" * 43,
-           "ES_AUDIT_USERNAME": "engram-audit", "ES_AUDIT_PASSWORD": "secret"}
+           "ENGRAM_AUDIT_SIGNING_KEYS": "b" * 43, "ES_AUDIT_USERNAME": "engram-audit", "ES_AUDIT_PASSWORD": "secret"}
     env.update(overrides)
     return {k: v for k, v in env.items() if v != ""}
 
 
 @pytest.mark.parametrize("missing", ["DJANGO_SECRET_KEY", "ES_ADMIN_PASSWORD", "ENGRAM_ENCRYPTION_KEYS",
-                                     "ENGRAM_AUDIT_KEYS", "ES_AUDIT_PASSWORD"])
+                                     "ENGRAM_AUDIT_KEYS", "ENGRAM_AUDIT_SIGNING_KEYS", "ES_AUDIT_PASSWORD"])
 def test_production_settings_refuse_to_start_without_a_secret(missing):
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(**{missing: ""}),
                             capture_output=True, text=True)
@@ -161,7 +161,13 @@ def test_healthz_tells_anyone_else_only_ok_or_unavailable(client, db, es_prefix,
     wrong = client.get("/healthz", headers={"Authorization": "Bearer not-the-token"})
     assert wrong.json() == {"status": "ok"}
     assert "elasticsearch" in client.get("/healthz", headers=monitor_headers).json()
+    # A tenant's staff get no more than anyone: the report spans every tenant (issue 67).
     client.force_login(make_staff_user())
+    assert client.get("/healthz").json() == {"status": "ok"}
+    superuser = make_staff_user("root")
+    superuser.is_superuser = True
+    superuser.save()
+    client.force_login(superuser)
     assert "elasticsearch" in client.get("/healthz").json()
 
 

@@ -75,7 +75,14 @@ def test_tenant_admin_creates_a_token_and_sees_its_plaintext_once(client, world,
     assert raw not in client.get(_url("agenttoken", "change", token.pk)).content.decode()
     assert token.secret_hash not in client.get(_url("agenttoken", "change", token.pk)).content.decode()
     assert raw not in client.get(_url("agenttoken")).content.decode()  # shown once
+    # Shown in the response to the form and kept nowhere: no session, no message cookie (issue 67).
+    from django.contrib.sessions.models import Session
+
+    assert all(raw not in str(s.get_decoded()) for s in Session.objects.all())
+    assert raw not in str(client.cookies) and "no-store" in response["Cache-Control"]
+    assert response.redirect_chain == []  # the page itself, not a redirect carrying a message
     assert AuditEvent.objects.get(action="agent_token.created", target_id=token.prefix).actor == "ada"
+    assert (token.created_by.username, token.created_by_name) == ("ada", "staff:ada")
     # A forged post for another tenant is rejected by the form.
     client.post(_url("agenttoken", "add"), {"tenant": other_tenant.pk, "name": "sneaky", "scopes": ["memory:read"]})
     assert not AgentToken.objects.filter(name="sneaky").exists()

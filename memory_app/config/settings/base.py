@@ -118,6 +118,13 @@ AXES_COOLOFF_TIME = env.float("ENGRAM_LOGIN_LOCKOUT_MINUTES", default=15) / 60  
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The address a lockout keys on (memory_app.config.client_address): REMOTE_ADDR, unless proxies
+# stand in front, when it is read from the header they set (e.g. HTTP_X_FORWARDED_FOR), the
+# address the outermost of ENGRAM_TRUSTED_PROXIES proxies saw. Behind a proxy without it, every
+# login comes from the proxy's address: anyone could lock any staff user out.
+ENGRAM_CLIENT_IP_HEADER = env.str("ENGRAM_CLIENT_IP_HEADER", default="")
+ENGRAM_TRUSTED_PROXIES = env.int("ENGRAM_TRUSTED_PROXIES", default=1)
+AXES_CLIENT_IP_CALLABLE = "memory_app.config.client_address.client_address"
 # Behind a TLS-terminating proxy, name the header it sets (e.g. HTTP_X_FORWARDED_PROTO): only then is
 # a request that says "https" in it taken as secure. Unset, no header is trusted.
 if _proxy_ssl_header := env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default=""):
@@ -302,9 +309,14 @@ ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
 # ---- tenants
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
 ENGRAM_ENCRYPTION_KEYS = env.list("ENGRAM_ENCRYPTION_KEYS", default=[])
-# HMAC keys of the audit log (comma-separated, each at least 32 characters): the first signs new
-# events, checkpoints and exports; every listed key verifies. Never stored in the database.
+# The audit log's keys, comma-separated, each "<key> [from=<ISO time>] [retired=<ISO time>]": the key
+# valid at a moment signs then, and proves only what was signed inside its window
+# (docs/compliance.md#keys). HMAC link keys (32+ characters), never stored in the database:
 ENGRAM_AUDIT_KEYS = env.list("ENGRAM_AUDIT_KEYS", default=[])
+# Ed25519 private keys (32 bytes, base64url) signing checkpoints and exports, and the public keys
+# (same form) of retired ones, whose private part is destroyed: auditors verify with public keys only.
+ENGRAM_AUDIT_SIGNING_KEYS = env.list("ENGRAM_AUDIT_SIGNING_KEYS", default=[])
+ENGRAM_AUDIT_PUBLIC_KEYS = env.list("ENGRAM_AUDIT_PUBLIC_KEYS", default=[])
 # A chain that moved is checkpointed this often (the beat entry reads it), and at once when it
 # reaches a multiple of this many events (0: by time only).
 ENGRAM_AUDIT_CHECKPOINT_SECONDS = env.int("ENGRAM_AUDIT_CHECKPOINT_SECONDS", default=300)

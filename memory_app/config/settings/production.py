@@ -2,19 +2,21 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from tenants.audit_chain import Keyring, KeyringError
+from tenants.audit_chain import Keyring, KeyringError, PublicKeys, SigningKeys
 
 from .base import *  # noqa: F403
 from .base import env
 
 DEBUG = False
 REQUIRED = ("DJANGO_SECRET_KEY", "ES_URL", "ES_ADMIN_USERNAME", "ES_ADMIN_PASSWORD", "ENGRAM_ENCRYPTION_KEYS",
-            "ENGRAM_AUDIT_KEYS", "ES_AUDIT_USERNAME", "ES_AUDIT_PASSWORD")
+            "ENGRAM_AUDIT_KEYS", "ENGRAM_AUDIT_SIGNING_KEYS", "ES_AUDIT_USERNAME", "ES_AUDIT_PASSWORD")
 _missing = [name for name in REQUIRED if not env.str(name, default="")]
 if _missing:
     raise ImproperlyConfigured(f"missing required settings in production: {', '.join(_missing)}")
 try:
     Keyring.from_secrets(ENGRAM_AUDIT_KEYS)  # noqa: F405
+    SigningKeys.from_entries(ENGRAM_AUDIT_SIGNING_KEYS)  # noqa: F405
+    PublicKeys.from_entries(ENGRAM_AUDIT_PUBLIC_KEYS)  # noqa: F405
 except KeyringError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 if ENGRAM_ALLOW_INSECURE_NO_DLS:  # noqa: F405

@@ -22,6 +22,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 ENGRAM_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
 # The audit keys scripts/test exports (processes a test starts inherit them), else fresh ones.
 ENGRAM_AUDIT_KEYS = env.list("ENGRAM_AUDIT_KEYS", default=[secrets.token_urlsafe(32)])
+ENGRAM_AUDIT_SIGNING_KEYS = env.list("ENGRAM_AUDIT_SIGNING_KEYS", default=[secrets.token_urlsafe(32)])
 
 # What a monitor presents to /healthz for the whole report (tests: the `monitor_headers` fixture).
 ENGRAM_MONITOR_TOKEN = env.str("ENGRAM_MONITOR_TOKEN", default="test-monitor-token")

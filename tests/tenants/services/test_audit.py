@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.db.models import ProtectedError
 
@@ -45,11 +47,16 @@ def test_a_tenant_or_end_user_with_audit_events_is_never_deleted(tenant, make_st
     assert (event.subject_id, event.subject_ref, event.tenant_slug) == (subject.pk, str(subject.user_id), "acme")
 
 
-def test_a_chain_begun_before_the_keys_continues_from_a_keyed_reanchor(tenant, as_dba, checkpoint_store):
+def test_a_chain_begun_before_the_keys_is_keyed_only_by_an_operator(tenant, as_dba, settings, checkpoint_store):
+    from django.core.exceptions import ImproperlyConfigured
+    from django.core.management import call_command
+
     from tenants.selectors import audit_chain_verify
 
+    settings.ES_AUDIT_USERNAME = ""  # as a release without keys: no checkpoint either
     first = audit_record(actor="test", action="one", tenant=tenant)
     second = audit_record(actor="test", action="two", tenant=tenant)
+    settings.ES_AUDIT_USERNAME = "engram-audit"
     # As the events of a release without keys were: unkeyed SHA-256 links.
     prev = audit_chain.GENESIS
     for event in (first, second):
@@ -58,10 +65,14 @@ def test_a_chain_begun_before_the_keys_continues_from_a_keyed_reanchor(tenant, a
         as_dba("UPDATE tenants_auditevent SET key_id = '', prev_hash = %s, hash = %s WHERE id = %s",
                [prev, digest, event.pk])
         prev = digest
-    third = audit_record(actor="test", action="three", tenant=tenant)
+    # Engram never signs over an unkeyed head by itself: a laundered chain looks the same.
+    with pytest.raises(ImproperlyConfigured, match="audit_reanchor"):
+        audit_record(actor="test", action="three", tenant=tenant)
+    assert "no event of the chain is keyed" in audit_chain_verify(chain="acme").reason
+    call_command("audit_reanchor", "acme", stdout=io.StringIO())
     anchor = AuditEvent.objects.get(chain="acme", seq=3)
-    assert (anchor.action, anchor.actor, anchor.details) == ("audit.reanchored", "audit-keys",
-                                                             {"unkeyed_events": 2, "unkeyed_head": prev})
-    assert anchor.prev_hash == prev and anchor.key_id and third.seq == 4
+    assert (anchor.action, anchor.details) == ("audit.reanchored", {"unkeyed_events": 2, "unkeyed_head": prev})
+    assert anchor.prev_hash == prev and anchor.key_id
+    third = audit_record(actor="test", action="three", tenant=tenant)
     report = audit_chain_verify(chain="acme")
-    assert report.ok and (report.checked, report.legacy) == (4, 2)
+    assert third.seq == 4 and report.ok and (report.checked, report.legacy, report.keyed_at) == (4, 2, 3)

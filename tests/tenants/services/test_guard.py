@@ -72,7 +72,8 @@ def test_production_refuses_the_insecure_development_setting():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
            "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true",
-           "ENGRAM_AUDIT_KEYS": "a" * 43, "ES_AUDIT_USERNAME": "engram-audit", "ES_AUDIT_PASSWORD": "secret"}
+           "ENGRAM_AUDIT_KEYS": "a" * 43, "ENGRAM_AUDIT_SIGNING_KEYS": "b" * 43, "ES_AUDIT_USERNAME": "engram-audit",
+           "ES_AUDIT_PASSWORD": "secret"}
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[3], env=env,
                             capture_output=True, text=True)
     assert result.returncode != 0
