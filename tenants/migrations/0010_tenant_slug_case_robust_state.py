@@ -20,7 +20,7 @@ def refuse_case_duplicates(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0008_merge_audit_erased'),
+        ('tenants', '0009_token_reads_audit_ii'),
     ]
 
     operations = [
