@@ -270,6 +270,7 @@ class TokenRead(models.Model):
         TURN = "turn"  # a turn's recall
         OUTCOME = "outcome"  # the playbook a reported outcome answers with
         DRY_RUN = "consolidation_dry_run"
+        LIST = "list"  # a page of one type of memory (GET subjects/{id}/memories)
 
     token = models.ForeignKey(AgentToken, on_delete=models.PROTECT, related_name="reads")
     subject = models.ForeignKey(Subject, on_delete=models.PROTECT, related_name="+")

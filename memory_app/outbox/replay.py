@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError, NotFound
 from engram_core.es.schema import MemoryType
+from engram_core.observability.tracing import span_continuing
 from memory_app import selectors
 from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
@@ -82,7 +83,12 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
                     break
                 last_id, entry_tenant = entry.pk, entry.tenant
                 lease_renew(holder)
-                outcome = _replay_one(entry, holder=holder)
+                # In the trace of the request that queued it, linked to this replay's.
+                with span_continuing("engram.outbox.apply", entry.traceparent, attributes={
+                        "engram.operation": entry.operation, "engram.tenant_id": entry.tenant_id,
+                        "engram.outbox_entry": entry.pk}) as span:
+                    outcome = _replay_one(entry, holder=holder)
+                    span.set_attribute("engram.outcome", outcome)
                 if outcome == "outage":
                     report.stopped_by_outage = True
                     break

@@ -46,6 +46,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "subject.erase": ("get", f"/u/{u}/erase/", {}),
         "keys.view": ("get", f"/t/{t}/keys/", {}),
         "keys.manage": ("post", f"/t/{t}/keys/{u}/rotate/", {}),
+        "usage.view": ("get", f"/t/{t}/usage/", {}),
         "audit.view": ("get", f"/t/{t}/audit/", {}),
         "audit.export": ("get", f"/t/{t}/audit/export.jsonl", {}),
         "audit.checkpoint": ("post", f"/t/{t}/audit/checkpoint/", {}),

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's whole time inside Django, and its route, status and tenant, for /metrics.
+    "memory_app.observability.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory_app.config.middleware.RefuseNulMiddleware",
     "memory_app.config.middleware.ServerTimingMiddleware",
@@ -539,3 +541,13 @@ CELERY_BEAT_SCHEDULE |= {
     "memory_app.consolidation-dispatch": {"task": "memory_app.tasks.consolidation_dispatch",
                                           "schedule": float(ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS)},
 }
+
+# ---- observability (docs/operations.md)
+# Traces: "off", or "otlp" (OTLP over HTTP, configured by the standard OTEL_EXPORTER_OTLP_* variables).
+ENGRAM_TRACING = env.str("ENGRAM_TRACING", default="off")
+ENGRAM_TRACING_SERVICE_NAME = env.str("ENGRAM_TRACING_SERVICE_NAME", default="engram")
+# A Celery worker serves its own /metrics on this port (0: none), behind the monitor token.
+ENGRAM_WORKER_METRICS_PORT = env.int("ENGRAM_WORKER_METRICS_PORT", default=0)
+ENGRAM_WORKER_METRICS_ADDR = env.str("ENGRAM_WORKER_METRICS_ADDR", default="127.0.0.1")
+# Per-tenant request counts are added up in each process and written to the database this often.
+ENGRAM_USAGE_FLUSH_SECONDS = env.float("ENGRAM_USAGE_FLUSH_SECONDS", default=10.0)

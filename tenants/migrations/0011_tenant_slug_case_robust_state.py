@@ -20,7 +20,7 @@ def refuse_case_duplicates(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0009_token_reads_audit_ii'),
+        ('tenants', '0010_token_read_list_ecosystem'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory_app', '0005_idempotency_external_id_as_stored'),
+        ('memory_app', '0006_usage_traceparent_ecosystem'),
     ]
 
     operations = [
