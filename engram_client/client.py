@@ -263,6 +263,6 @@ class EngramClient:
         return cast(list[UsageDay], body["days"])
 
     def operation(self, operation_id: str) -> Operation:
-        """A queued write's state (pending, done or failed)."""
+        """A queued write's state (pending, done, failed or cancelled)."""
         _, body = self.request("GET", f"operations/{_seg(operation_id)}")
         return cast(Operation, body)

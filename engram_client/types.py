@@ -52,7 +52,7 @@ class Operation(TypedDict):
 
     id: str
     operation: Literal["episode", "fact", "playbook", "outcome", "forget", "import", "erase"]
-    status: Literal["pending", "done", "failed"]
+    status: Literal["pending", "done", "failed", "cancelled"]
     reason: Literal["outage", "backlog", "background"]
     memory_id: str
     external_id: str

@@ -138,7 +138,8 @@ def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
                    live_since=live_since,
-                   **_consolidation_ctx(subject), forgets=_forgets(subject))
+                   **_consolidation_ctx(subject), forgets=_forgets(subject),
+                   writes=outbox.subject_outbox(tenant=subject.tenant, external_id=subject.external_id))
     return render(request, "inspector/subject.html", context)
 
 

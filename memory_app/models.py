@@ -34,7 +34,8 @@ class OutboxEntry(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         DONE = "done"
-        FAILED = "failed"
+        FAILED = "failed"  # could not be applied; kept (payload too) for an operator to retry or discard
+        CANCELLED = "cancelled"  # an erase of the end-user made it moot, or an operator discarded it
 
     class Reason(models.TextChoices):
         OUTAGE = "outage"  # Elasticsearch was unreachable

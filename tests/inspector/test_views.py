@@ -499,3 +499,21 @@ def test_recall_sandbox_says_which_fact_gave_an_episode_credit(staff, subjects):
     card = html.split(f'id="hit-{ranks[said["id"]]}"')[1].split("</li>")[0]
     assert "A fact distilled from it matched the question" in card and "fact_credit" in card
     assert f'href="#hit-{ranks[fact["id"]]}"' in card
+
+
+def test_subject_page_shows_failed_writes_without_their_content(staff, subjects):
+    from memory_app.models import OutboxEntry
+
+    alice, _ = subjects
+    failed = OutboxEntry.objects.create(
+        tenant=alice.tenant, external_id=alice.external_id, operation="import", status="failed", attempts=1,
+        payload={"episodes": [{"text": "a line only the payload holds"}]}, actor="t", reason="background",
+        last_error={"code": "internal_error", "message": "the write failed (OverflowError)", "details": {}})
+    OutboxEntry.objects.create(tenant=alice.tenant, external_id=alice.external_id, operation="episode",
+                               payload={"text": "queued"}, actor="t", reason="outage", memory_id="alice-q-0001")
+    client = Client()
+    client.force_login(staff["support"])
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert 'id="writes-section"' in page and str(failed.uid) in page and "internal_error" in page
+    assert "1 write waiting in the outbox; 1 ended failed" in page
+    assert "a line only the payload holds" not in page

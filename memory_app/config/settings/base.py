@@ -489,8 +489,10 @@ ENGRAM_IDEMPOTENCY_LOCK_SECONDS = env.int("ENGRAM_IDEMPOTENCY_LOCK_SECONDS", def
 ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS = env.int("ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS", default=15)
 ENGRAM_OUTBOX_LEASE_SECONDS = env.int("ENGRAM_OUTBOX_LEASE_SECONDS", default=300)
 ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300)
-# A queued write still meeting a concurrency conflict after this many replays is marked failed.
-ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS = env.int("ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS", default=5)
+# A queued write still meeting an error a retry may fix (a concurrency conflict, a 5xx that is not
+# an outage) after this many replays is marked failed. An outage never counts against it; an error
+# no retry fixes (invalid data, a bug's exception) fails the write at its first attempt.
+ENGRAM_OUTBOX_MAX_ATTEMPTS = env.int("ENGRAM_OUTBOX_MAX_ATTEMPTS", default=5)
 # SQLite under concurrent API requests: take the write lock when a transaction starts (a deferred
 # transaction that later needs it fails at once with "database is locked" instead of waiting),
 # wait up to 20 s for it, and let readers proceed during writes (WAL).
