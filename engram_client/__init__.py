@@ -8,6 +8,7 @@
             print(memory["memory_type"], memory.get("text"))
 """
 
+from engram_client.aio import AsyncEngramClient
 from engram_client.client import EngramAPIError, EngramClient
 from engram_client.types import (
     EraseResult,
@@ -19,11 +20,14 @@ from engram_client.types import (
     Memory,
     Operation,
     Subject,
+    SubjectPage,
     TurnResult,
+    UsageDay,
     WriteResult,
 )
 
 __all__ = [
+    "AsyncEngramClient",
     "EngramAPIError",
     "EngramClient",
     "EraseResult",
@@ -35,6 +39,8 @@ __all__ = [
     "Memory",
     "Operation",
     "Subject",
+    "SubjectPage",
     "TurnResult",
+    "UsageDay",
     "WriteResult",
 ]

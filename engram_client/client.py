@@ -20,7 +20,9 @@ from engram_client.types import (
     Memory,
     Operation,
     Subject,
+    SubjectPage,
     TurnResult,
+    UsageDay,
     WriteResult,
 )
 
@@ -51,6 +53,11 @@ def _iso(value: datetime | str | None) -> str | None:
 
 def _drop_none(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
+
+
+def _list_params(**params: Any) -> dict[str, Any]:
+    """Query parameters as the API reads them (booleans as true/false), None left out."""
+    return {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in _drop_none(params).items()}
 
 
 class EngramClient:
@@ -142,6 +149,11 @@ class EngramClient:
                                idempotency_key=idempotency_key, write=True)
         return cast(Subject, body)
 
+    def list_subjects(self, *, prefix: str = "", limit: int = 100, offset: int = 0) -> SubjectPage:
+        """The tenant's end-users by external id, each with its memory counts per type (memory:read)."""
+        _, body = self.request("GET", "subjects", params=_list_params(prefix=prefix, limit=limit, offset=offset))
+        return cast(SubjectPage, body)
+
     def erase_subject(self, external_id: str, *, idempotency_key: str | None = None) -> EraseResult:
         """Delete every memory and key of an end-user (memory:forget)."""
         _, body = self.request("DELETE", self._subject(external_id), idempotency_key=idempotency_key, write=True)
@@ -200,6 +212,14 @@ class EngramClient:
         _, body = self.request("GET", self._subject(external_id, f"/memories/{_seg(memory_id)}"))
         return cast(Memory, body)
 
+    def list_memories(self, external_id: str, memory_type: str, *, key: str | None = None, limit: int = 50,
+                      offset: int = 0, include_superseded: bool = False) -> list[Memory]:
+        """The end-user's memories of one type, newest written first; ``key``: those you stored under
+        your own key (an imported episode's id, a fact's or playbook's ``metadata["key"]``)."""
+        _, body = self.request("GET", self._subject(external_id, "/memories"), params=_list_params(
+            type=memory_type, key=key, limit=limit, offset=offset, include_superseded=include_superseded))
+        return cast(list[Memory], body["memories"])
+
     def history(self, external_id: str, memory_id: str) -> History:
         _, body = self.request("GET", self._subject(external_id, f"/memories/{_seg(memory_id)}/history"))
         return cast(History, body)
@@ -237,7 +257,12 @@ class EngramClient:
                                idempotency_key=idempotency_key, write=True)
         return cast(Memory, body)
 
+    def usage(self, *, days: int = 30) -> list[UsageDay]:
+        """The tenant's usage per day, newest first (tenant:admin)."""
+        _, body = self.request("GET", "usage", params={"days": days})
+        return cast(list[UsageDay], body["days"])
+
     def operation(self, operation_id: str) -> Operation:
-        """A queued write's state (pending, done or failed)."""
+        """A queued write's state (pending, done, failed or cancelled)."""
         _, body = self.request("GET", f"operations/{_seg(operation_id)}")
         return cast(Operation, body)

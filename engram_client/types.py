@@ -52,7 +52,7 @@ class Operation(TypedDict):
 
     id: str
     operation: Literal["episode", "fact", "playbook", "outcome", "forget", "import", "erase"]
-    status: Literal["pending", "done", "failed"]
+    status: Literal["pending", "done", "failed", "cancelled"]
     reason: Literal["outage", "backlog", "background"]
     memory_id: str
     external_id: str
@@ -125,3 +125,21 @@ class Subject(TypedDict):
     external_id: str
     display_name: str
     created_at: str
+
+
+class ListedSubject(Subject):
+    memory_counts: dict[str, int]
+
+
+class SubjectPage(TypedDict):
+    subjects: list[ListedSubject]
+    next_offset: int | None
+
+
+class UsageDay(TypedDict):
+    date: str
+    requests: int
+    memories_stored: int
+    consolidation_runs: int
+    llm_tokens_in: int
+    llm_tokens_out: int

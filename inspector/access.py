@@ -31,7 +31,8 @@ MATRIX: dict[str, frozenset[str]] = {
     "subject.export": frozenset({R.TENANT_ADMIN, R.COMPLIANCE}),
     "subject.erase": frozenset({R.TENANT_ADMIN}),
     "keys.view": frozenset({R.TENANT_ADMIN}),
-    "keys.manage": frozenset({R.TENANT_ADMIN}),  # rotate/revoke keys, create/revoke agent tokens
+    "keys.manage": frozenset({R.TENANT_ADMIN}),
+    "usage.view": frozenset({R.TENANT_ADMIN}),  # requests, memories stored, runs, LLM tokens per day  # rotate/revoke keys, create/revoke agent tokens
     "audit.view": frozenset({R.COMPLIANCE}),  # audit log, staff access log, chain verification
     "audit.export": frozenset({R.COMPLIANCE}),
     "audit.checkpoint": frozenset({R.COMPLIANCE}),  # sign a checkpoint of the tenant's chain now

@@ -26,6 +26,7 @@ urlpatterns = [
     path("t/<slug:slug>/keys/<uuid:user_id>/revoke/", views.key_revoke, name="key_revoke"),
     path("t/<slug:slug>/tokens/", views.token_create, name="token_create"),
     path("t/<slug:slug>/tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
+    path("t/<slug:slug>/usage/", views.usage_page, name="usage"),
     path("t/<slug:slug>/audit/", views.audit_page, name="audit"),
     re_path(r"^t/(?P<slug>[-\w]+)/audit/export\.(?P<fmt>csv|jsonl)$", views.audit_export, name="audit_export"),
     path("t/<slug:slug>/audit/tokens/", views.token_access, name="token_access"),

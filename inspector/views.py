@@ -35,6 +35,8 @@ from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.language.intent import ANSWERED_BY, Intent
+from memory_app.metering import FIELDS as USAGE_FIELDS
+from memory_app.metering import USAGE_MAX_DAYS, tenant_usage
 from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
 from tenants import crypto
@@ -82,6 +84,7 @@ def _reads(request, label: str, fn: Callable, default=None):
 
 def _ctx(request, tenant: Tenant | None = None, **extra) -> dict:
     nav = {"keys": access.tenants_for(request.user, "keys.view"),
+           "usage": access.tenants_for(request.user, "usage.view"),
            "audit": access.tenants_for(request.user, "audit.view")}
     return {"nav": nav, "tenant": tenant,
             "perms": access.permissions_in(request.user, tenant) if tenant else set(), **extra}
@@ -135,7 +138,8 @@ def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     context = _ctx(request, subject.tenant, subject=subject, counts=counts, episodes=episodes, facts=facts,
                    playbooks=playbooks, catalog=catalog, include_superseded=include_superseded,
                    live_since=live_since,
-                   **_consolidation_ctx(subject), forgets=_forgets(subject))
+                   **_consolidation_ctx(subject), forgets=_forgets(subject),
+                   writes=outbox.subject_outbox(tenant=subject.tenant, external_id=subject.external_id))
     return render(request, "inspector/subject.html", context)
 
 
@@ -506,6 +510,23 @@ def token_revoke(request, tenant: Tenant, token_id: int) -> HttpResponse:
 
 
 # ---------------------------------------------------------------- compliance
+
+
+@require_GET
+@tenant_view("usage.view")
+def usage_page(request: HtmxHttpRequest, tenant: Tenant) -> HttpResponse:
+    try:
+        days = int(request.GET.get("days", 30))
+    except ValueError:
+        days = 30
+    days = min(max(days, 1), USAGE_MAX_DAYS)
+    rows = tenant_usage(tenant=tenant, days=days)
+    totals = {f: sum(r[f] for r in rows) for f in USAGE_FIELDS}
+    peak = max((r["requests"] for r in rows), default=0) or 1
+    for row in rows:
+        row["bar"] = round(100 * row["requests"] / peak)
+    return render(request, "inspector/usage.html", _ctx(request, tenant, rows=rows, totals=totals, days=days,
+                                                        choices=(7, 30, 90)))
 
 
 def _audit_filters(request, tenant: Tenant) -> dict:

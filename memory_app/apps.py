@@ -13,5 +13,8 @@ class MemoryAppConfig(AppConfig):
 
         # The index mappings (in the core package) take their vector width from the embedder, record
         # its vector space, and compute vectors again when an index was written by another embedder.
+        from memory_app.observability import tracing_start
+
+        tracing_start()  # off unless ENGRAM_TRACING says otherwise; before any request is handled
         register_embedder(EmbedderSource(dims=lambda: get_embedder().dims, space=lambda: get_embedder().space,
                                          revector=vectors_rebuild))

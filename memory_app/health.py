@@ -102,9 +102,13 @@ def health_report() -> tuple[bool, dict]:
         reasons.append(f"outbox backlog: {outbox['pending']} acknowledged writes waiting, the oldest for {age:.0f} s "
                        "(is Elasticsearch reachable and the Celery worker and beat running?)")
     shared_cache, cache_error = cache_status()
-    # Not a reason to take the server out of rotation: it serves, only less cheaply.
+    # Not reasons to take the server out of rotation: it serves, only less cheaply, or an operator
+    # has failed writes to look at.
     degraded = [f"cache unreachable: {cache_error}; every read refreshes the end-user's indices itself and rate "
                 "limits are counted per process"] if cache_error else []
+    if outbox["failed"]:
+        degraded.append(f"outbox: {outbox['failed']} writes ended failed (see `manage.py outbox list`; retry or "
+                        "discard each)")
     report = {
         "status": "unhealthy" if reasons else "degraded" if degraded else "ok",
         "elasticsearch": {

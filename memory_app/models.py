@@ -34,7 +34,8 @@ class OutboxEntry(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         DONE = "done"
-        FAILED = "failed"
+        FAILED = "failed"  # could not be applied; kept (payload too) for an operator to retry or discard
+        CANCELLED = "cancelled"  # an erase of the end-user made it moot, or an operator discarded it
 
     class Reason(models.TextChoices):
         OUTAGE = "outage"  # Elasticsearch was unreachable
@@ -58,6 +59,8 @@ class OutboxEntry(models.Model):
     result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
+    # The W3C traceparent of the request that queued it: its replay joins that request's trace.
+    traceparent = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["status", "tenant", "external_id", "id"], name="outbox_pending_subject")]
@@ -154,6 +157,8 @@ class ConsolidationRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The W3C traceparent of what queued it: the run's own trace links to it.
+    traceparent = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["subject", "-created_at"], name="consolidation_run_subject")]
@@ -209,3 +214,22 @@ class ForgetNote(models.Model):
 
     def __str__(self) -> str:
         return f"note on the forget of {self.memory_id}"
+
+
+class TenantUsageDay(models.Model):
+    """What one tenant used on one day (UTC): agent-token requests, memories stored, consolidation
+    runs and the consolidation LLM's tokens. Counts only (memory_app.metering)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    requests = models.PositiveBigIntegerField(default=0)
+    memories_stored = models.PositiveBigIntegerField(default=0)
+    consolidation_runs = models.PositiveBigIntegerField(default=0)
+    llm_tokens_in = models.PositiveBigIntegerField(default=0)
+    llm_tokens_out = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="tenant_usage_one_row_per_day")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.day}"

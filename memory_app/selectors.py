@@ -306,6 +306,47 @@ def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool
     return _with_usage([_public(memory_type, h["_id"], h["_source"]) for h in hits])
 
 
+MEMORY_LIST_MAX = 200
+_SCAN_PAGE = 500
+
+
+def memory_page(*, subject: Subject, memory_type: MemoryType, key: str | None = None, limit: int = 50,
+                offset: int = 0, include_superseded: bool = False) -> list[dict[str, Any]]:
+    """The subject's memories of one own type, newest written first (``created_at``), ``limit``
+    (1-200) from ``offset`` (offset + limit <= 10,000); current ones only unless
+    ``include_superseded``. ``key``: only those a client stored under its own key, every one of
+    them (an imported episode's ``client_id``; a fact's or playbook's ``metadata.key``, which is
+    not indexed, so those are found by reading the type's memories through).
+    ValidationFailed for bad input."""
+    if memory_type not in USER_TYPES:
+        raise ValidationFailed("type must be episodic, semantic or procedural", details={"field": "type"},
+                               code="invalid_memory_type")
+    if not 1 <= limit <= MEMORY_LIST_MAX:
+        raise ValidationFailed(f"limit must be 1-{MEMORY_LIST_MAX}", details={"field": "limit"}, code="invalid_limit")
+    if not 0 <= offset or offset + limit > 10_000:
+        raise ValidationFailed("offset must be >= 0 and offset + limit <= 10000", details={"field": "offset"},
+                               code="invalid_offset")
+    require_dls()
+    refresh_ensure(subject=subject)  # the subject's deferred writes are listed too
+    filters = _own_filter(subject, memory_type, include_superseded=include_superseded)
+    es, index = subject_es_client(subject=subject), _alias(subject, memory_type)
+    sort = [{"created_at": {"order": "desc"}}, {"occurred_at": {"order": "desc", "unmapped_type": "date"}}]
+    if key is not None and memory_type is MemoryType.EPISODIC:
+        filters.append({"term": {"client_id": key}})
+    elif key is not None:
+        found: list[dict[str, Any]] = []
+        for start in range(0, 10_000, _SCAN_PAGE):
+            hits = es.search(index=index, size=_SCAN_PAGE, from_=start, source_excludes=VECTOR_FIELDS,
+                             track_total_hits=False, query={"bool": {"filter": filters}}, sort=sort)["hits"]["hits"]
+            found += [h for h in hits if (h["_source"].get("metadata") or {}).get("key") == key]
+            if len(hits) < _SCAN_PAGE:
+                break
+        return _with_usage([_public(memory_type, h["_id"], h["_source"]) for h in found[offset:offset + limit]])
+    hits = es.search(index=index, size=limit, from_=offset, source_excludes=VECTOR_FIELDS, track_total_hits=False,
+                     query={"bool": {"filter": filters}}, sort=sort)["hits"]["hits"]
+    return _with_usage([_public(memory_type, h["_id"], h["_source"]) for h in hits])
+
+
 def fact_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:
     """The subject's facts, newest first; superseded ones only when asked."""
     return _list(subject, MemoryType.SEMANTIC, include_superseded=include_superseded, size=size,

@@ -3,6 +3,7 @@ from datetime import UTC
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from engram_core.validation import validate_new_external_id
@@ -25,6 +26,13 @@ class Tenant(models.Model):
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.SHARED)
     # Set while the tenant's documents are being copied to the other mode: writes wait (503).
     isolation_moving_to = models.CharField(max_length=16, choices=Isolation.choices, blank=True, default="")
+
+    class Meta:
+        # A dedicated tenant's indices are named after its slug in lower case (Elasticsearch's
+        # index names are): two slugs that differ only in case would share them.
+        constraints = [models.UniqueConstraint(Lower("slug"), name="tenant_slug_unique_ignoring_case",
+                                               violation_error_message="A tenant with this slug in another case "
+                                                                       "exists already.")]
 
     def __str__(self) -> str:
         return self.name
@@ -262,6 +270,7 @@ class TokenRead(models.Model):
         TURN = "turn"  # a turn's recall
         OUTCOME = "outcome"  # the playbook a reported outcome answers with
         DRY_RUN = "consolidation_dry_run"
+        LIST = "list"  # a page of one type of memory (GET subjects/{id}/memories)
 
     token = models.ForeignKey(AgentToken, on_delete=models.PROTECT, related_name="reads")
     subject = models.ForeignKey(Subject, on_delete=models.PROTECT, related_name="+")

@@ -52,6 +52,18 @@ def subject_find(*, tenant: Tenant, external_id: str) -> Subject | None:
     return subject
 
 
+def subject_page(*, tenant: Tenant, prefix: str = "", limit: int = 100, offset: int = 0) -> list[Subject]:
+    """The tenant's end-users (erased ones left out), by ``external_id``, ``limit`` from ``offset``;
+    ``prefix``: only those whose external id starts with it."""
+    subjects = Subject.objects.filter(tenant=tenant, erased_at__isnull=True)
+    if prefix:
+        subjects = subjects.filter(external_id__startswith=prefix)
+    page = list(subjects.order_by("external_id")[offset:offset + limit])
+    for subject in page:
+        subject.tenant = tenant
+    return page
+
+
 def index_prefix_for(*, tenant: Tenant, isolation: str | None = None) -> str:
     """The index prefix holding ``tenant``'s memories: the shared one, or for a dedicated tenant
     its own, derived from the shared prefix and the tenant id (``<prefix>-t-<slug>``).

@@ -17,6 +17,8 @@ from elastic_transport import NodePool
 from elasticsearch import Elasticsearch
 from elasticsearch.serializer import JsonSerializer, NdjsonSerializer
 
+from engram_core.observability.es import CountingNode, CountingTransport
+
 
 class _OrjsonFirst:
     """orjson for bodies, falling back to the standard library's json for a body orjson refuses (a
@@ -86,6 +88,9 @@ def base_client() -> Elasticsearch:
     return Elasticsearch(
         es_hosts(settings.ES_URL),
         node_pool_class=LockedNodePool,
+        # Attempts, errors and retries counted for /metrics (engram_core.observability.es).
+        node_class=CountingNode,
+        transport_class=CountingTransport,
         serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,

@@ -25,7 +25,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from engram_core.errors import NotFound, PermissionDenied, ValidationFailed
-from engram_core.es.schema import MemoryType
+from engram_core.es.schema import USER_TYPES, MemoryType
+from engram_core.observability import metrics
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
 from memory_app.recall import memory_recall
@@ -49,6 +50,8 @@ from memory_app.api.serializers import (
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from memory_app.consolidation.extractors import EXTRACTORS
+from memory_app.freshness import refresh_ensure
+from memory_app.metering import USAGE_MAX_DAYS, tenant_usage
 from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.services.facts import catalog_entry_write
@@ -67,7 +70,7 @@ from memory_app.validation import (
     clean_steps,
 )
 from tenants.models import AgentToken, Subject, Tenant, TokenRead
-from tenants.selectors import subject_find, subject_get
+from tenants.selectors import subject_find, subject_get, subject_page
 from tenants.services.token_reads import token_read_record
 from tenants.services.subjects import subject_get_or_create
 
@@ -132,7 +135,8 @@ class BaseApi(APIView):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # Nested serializers share names across views: name their schema components after the view.
-        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer", "ForgetOutputSerializer"):
+        for attr in ("InputSerializer", "OutputSerializer", "ForgetQuerySerializer", "ForgetOutputSerializer",
+                     "ListQuerySerializer", "ListOutputSerializer", "QuerySerializer"):
             if (nested := cls.__dict__.get(attr)) is not None:
                 name = cls.__name__.removesuffix("Api") + attr.removesuffix("Serializer")
                 extend_schema_serializer(component_name=name)(nested)
@@ -213,7 +217,42 @@ def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class SubjectCreateApi(BaseApi):
-    scopes = {"post": ADMIN}
+    """POST: create an end-user (tenant:admin). GET: list the tenant's end-users (memory:read)."""
+
+    scopes = {"post": ADMIN, "get": READ}
+
+    class ListQuerySerializer(StrictInputSerializer):
+        prefix = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                       help_text="only end-users whose external id starts with this")
+        limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=500)
+        offset = serializers.IntegerField(required=False, default=0, min_value=0)
+
+    class ListOutputSerializer(serializers.Serializer):
+        class ListedSerializer(serializers.Serializer):
+            external_id = serializers.CharField()
+            display_name = serializers.CharField(allow_blank=True)
+            created_at = serializers.DateTimeField()
+            memory_counts = serializers.DictField(child=serializers.IntegerField(),
+                                                  help_text="memories of each own type, superseded included")
+
+        subjects = ListedSerializer(many=True)
+        next_offset = serializers.IntegerField(allow_null=True, help_text="the next page's offset (null: none)")
+
+    @extend_schema(operation_id="subject_list", summary="The tenant's end-users, by external id",
+                   parameters=[ListQuerySerializer], responses=documented({200: ListOutputSerializer}))
+    def get(self, request: Request) -> Response:
+        data = self.validated(self.ListQuerySerializer, request.query_params)
+        tenant = self.tenant(request)
+        page = subject_page(tenant=tenant, prefix=data["prefix"], limit=data["limit"] + 1, offset=data["offset"])
+        more, page = len(page) > data["limit"], page[:data["limit"]]
+        for subject in page:  # read-your-writes: the counts include each one's deferred writes
+            refresh_ensure(subject=subject)
+        stats = selectors.subjects_memory_stats(tenant=tenant, subjects=page)
+        empty = {t.value: 0 for t in USER_TYPES}
+        rows = [{"external_id": s.external_id, "display_name": s.display_name, "created_at": s.created_at,
+                 "memory_counts": stats.get(str(s.user_id), {}).get("counts", empty)} for s in page]
+        return Response(output(self.ListOutputSerializer, {
+            "subjects": rows, "next_offset": data["offset"] + len(page) if more else None}))
 
     class InputSerializer(StrictInputSerializer):
         external_id = serializers.CharField(max_length=200)
@@ -329,6 +368,9 @@ class TurnCreateApi(BaseApi):
         result = outbox.turn_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
                                     memory_id=request.memory_id, token=request.auth, with_recall=reads,
                                     **_json_ready(data))
+        metrics.TURNS.labels("queued" if result.submitted.queued else "applied").inc()
+        if result.recall is not None:
+            metrics.RECALLS.labels("turn").inc()
         error = result.recall_error.as_dict() if result.recall_error else None
         if result.recall:
             self.shown(request, subject_find(tenant=self.tenant(request), external_id=clean_external_id(external_id)),
@@ -363,6 +405,7 @@ class RecallApi(BaseApi):
         subject = self.subject(request, external_id)
         memories = memory_recall(subject=subject, **data)
         usage_record_recalled(subject=subject, memories=memories)
+        metrics.RECALLS.labels("rest").inc()
         self.shown(request, subject, len(memories))
         return Response(output(self.OutputSerializer, {"memories": memories}))
 
@@ -412,8 +455,34 @@ class ProceduralMemoryInput(_WriteMemoryFields):
 
 
 class MemoryCreateApi(BaseApi):
-    scopes = {"post": WRITE}
+    """POST: write a fact or a playbook (memory:write). GET: list one type of memory (memory:read)."""
+
+    scopes = {"post": WRITE, "get": READ}
+    reads = {"get": TokenRead.Kind.LIST}
     inputs = {"semantic": (SemanticMemoryInput, Op.FACT), "procedural": (ProceduralMemoryInput, Op.PLAYBOOK)}
+
+    class ListQuerySerializer(StrictInputSerializer):
+        type = serializers.ChoiceField(choices=[t.value for t in USER_TYPES])
+        key = serializers.CharField(max_length=MEMORY_ID_MAX_CHARS * 4, required=False,
+                                    help_text="only memories stored under this key of yours: an imported "
+                                              "episode's id (client_id), a fact's or playbook's metadata.key")
+        limit = serializers.IntegerField(required=False, default=50, min_value=1, max_value=selectors.MEMORY_LIST_MAX)
+        offset = serializers.IntegerField(required=False, default=0, min_value=0)
+        include_superseded = serializers.BooleanField(required=False, default=False)
+
+    class ListOutputSerializer(serializers.Serializer):
+        memories = MemorySerializer(many=True)
+
+    @extend_schema(operation_id="memory_list", summary="The end-user's memories of one type, newest written first",
+                   parameters=[EXTERNAL_ID, ListQuerySerializer], responses=documented({200: ListOutputSerializer}))
+    def get(self, request: Request, external_id: str) -> Response:
+        data = self.validated(self.ListQuerySerializer, request.query_params)
+        subject = self.subject(request, external_id)
+        memories = selectors.memory_page(subject=subject, memory_type=MemoryType(data["type"]), key=data.get("key"),
+                                         limit=data["limit"], offset=data["offset"],
+                                         include_superseded=data["include_superseded"])
+        self.shown(request, subject, len(memories))
+        return Response(output(self.ListOutputSerializer, {"memories": memories}))
 
     @extend_schema(operation_id="memory_create", summary="Write a fact (semantic) or a playbook (procedural)",
                    request=PolymorphicProxySerializer(component_name="MemoryCreate",
@@ -668,6 +737,32 @@ class CatalogEntryCreateApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         entry = catalog_entry_write(tenant=self.tenant(request), memory_id=request.memory_id, **data)
         return Response(output(MemorySerializer, entry), status=201)
+
+
+class UsageApi(BaseApi):
+    scopes = {"get": ADMIN}
+
+    class QuerySerializer(StrictInputSerializer):
+        days = serializers.IntegerField(required=False, default=30, min_value=1, max_value=USAGE_MAX_DAYS)
+
+    class OutputSerializer(serializers.Serializer):
+        class DaySerializer(serializers.Serializer):
+            date = serializers.DateField()
+            requests = serializers.IntegerField(help_text="agent-token requests (REST and MCP)")
+            memories_stored = serializers.IntegerField(help_text="memories written: turns, facts, playbooks, "
+                                                                 "imported episodes, consolidation's")
+            consolidation_runs = serializers.IntegerField()
+            llm_tokens_in = serializers.IntegerField(help_text="prompt tokens sent to the consolidation LLM")
+            llm_tokens_out = serializers.IntegerField(help_text="completion tokens it returned")
+
+        days = DaySerializer(many=True, help_text="newest first, one per day (UTC), days without use as zeros")
+
+    @extend_schema(operation_id="usage_get", summary="Your tenant's usage per day (tenant:admin)",
+                   parameters=[QuerySerializer], responses=documented({200: OutputSerializer}))
+    def get(self, request: Request) -> Response:
+        data = self.validated(self.QuerySerializer, request.query_params)
+        return Response(output(self.OutputSerializer, {"days": tenant_usage(tenant=self.tenant(request),
+                                                                            days=data["days"])}))
 
 
 class OperationGetApi(BaseApi):

@@ -16,6 +16,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from redis.exceptions import RedisError
 
 from engram_core.errors import AuthenticationFailed, EngramError, PermissionDenied
+from memory_app.observability import request_tenant
 from tenants.models import AgentToken
 from tenants.services.tokens import agent_token_authenticate
 
@@ -31,6 +32,7 @@ class AgentTokenAuthentication(BaseAuthentication):
         if scheme.lower() != "bearer" or not raw.strip():
             raise AuthenticationFailed("the Authorization header must be 'Bearer <agent token>'")
         token = agent_token_authenticate(raw=raw)
+        request_tenant(request._request, token.tenant_id)  # per-tenant counts (memory_app.observability)
         return token, token
 
     def authenticate_header(self, request) -> str:

@@ -25,5 +25,6 @@ urlpatterns = [
     path(f"{_subject}/consolidations/<int:run_id>", apis.ConsolidationGetApi.as_view(), name="consolidation-get"),
     path("catalog/entries", apis.CatalogEntryCreateApi.as_view(), name="catalog-entry-create"),
     path("operations/<uuid:uid>", apis.OperationGetApi.as_view(), name="operation-get"),
+    path("usage", apis.UsageApi.as_view(), name="usage"),
     re_path(r"^.*$", apis.NotFoundApi.as_view(), name="not-found"),
 ]

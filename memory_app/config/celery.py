@@ -2,7 +2,7 @@ import os
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_shutdown
 
 # Production is the default; development and tests opt in (scripts/dev, scripts/test, pytest).
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.production")
@@ -30,3 +30,20 @@ def _limit_malloc_arenas(**kwargs):
     from memory_app.config.serving import malloc_arenas_limit
 
     malloc_arenas_limit(settings.ENGRAM_MALLOC_ARENAS)
+
+
+@worker_init.connect
+def _metrics_exporter(sender=None, **kwargs):
+    # In the main process, before the pool's: it serves every pool process's metrics.
+    from memory_app.observability import worker_metrics_start
+
+    pool = getattr(getattr(sender, "pool_cls", None), "__module__", "") or ""
+    worker_metrics_start(concurrency=getattr(sender, "concurrency", None),
+                         pool="prefork" if pool.endswith("prefork") else pool)
+
+
+@worker_process_shutdown.connect
+def _metrics_process_exited(pid=None, **kwargs):
+    from memory_app.observability import worker_process_exited
+
+    worker_process_exited(pid or os.getpid())

@@ -22,6 +22,8 @@ from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError
 from engram_core.es.schema import MemoryType
+from engram_core.observability import metrics
+from engram_core.observability.tracing import annotate, detached, span_linked, traceparent, tracing_enabled
 from memory_app.consolidation import apply, selectors
 from memory_app.consolidation.extractors import Extraction, Known, get_extractor
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
@@ -37,6 +39,7 @@ from memory_app.consolidation.resolve import (
 )
 from memory_app.embeddings import get_embedder
 from memory_app.freshness import refresh_force
+from memory_app.metering import usage_add
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from memory_app.outbox.selectors import outbox_has_pending
 from tenants.models import Subject
@@ -72,11 +75,16 @@ def consolidation_request(*, subject: Subject, trigger: str = ConsolidationRun.T
     """Queue a run of ``subject`` on Celery; returns the queued run (its id is what to poll)."""
     extractor_obj = get_extractor(extractor)  # ValidationFailed now rather than in the worker
     run = ConsolidationRun.objects.create(subject=subject, trigger=trigger, extractor=extractor_obj.name,
-                                          extractor_version=extractor_obj.version)
-    # By name: memory_app.tasks imports this module.
-    transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK,
-                                                        kwargs={"subject_id": subject.pk, "run_id": run.pk}))
+                                          extractor_version=extractor_obj.version, traceparent=traceparent())
+    transaction.on_commit(lambda: _send(subject_id=subject.pk, run_id=run.pk))
     return run
+
+
+def _send(*, subject_id: int, run_id: int) -> None:
+    # By name: memory_app.tasks imports this module. Outside the caller's trace: the run's own
+    # trace links back to it (run.traceparent).
+    with detached():
+        current_app.send_task(CONSOLIDATE_TASK, kwargs={"subject_id": subject_id, "run_id": run_id})
 
 
 def consolidation_due(*, now=None) -> list[Subject]:
@@ -136,6 +144,17 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
     none while the end-user has writes waiting in the outbox (Conflict ``writes_queued``: a queued
     forget must not be overtaken; the queued run stays queued and its task tries again).
     """
+    origin = (ConsolidationRun.objects.filter(pk=run_id).values_list("traceparent", flat=True).first() or ""
+              if run_id is not None and tracing_enabled() else "")
+    with span_linked("engram.consolidation", origin, attributes={
+            "engram.tenant_id": subject.tenant_id, "engram.consolidation_run": run_id or 0,
+            "engram.dry_run": dry_run}):
+        return _consolidation_run(subject=subject, extractor=extractor, dry_run=dry_run, trigger=trigger,
+                                  run_id=run_id, holder=holder)
+
+
+def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool, trigger: str,
+                       run_id: int | None, holder: str | None) -> ConsolidationResult:
     require_dls()
     if outbox_has_pending(tenant=subject.tenant, external_id=subject.external_id):
         raise Conflict("the end-user has writes waiting to be applied; consolidation follows them",
@@ -182,8 +201,27 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
         run.duration_ms = int((time.monotonic() - started) * 1000)
         run.finished_at = timezone.now()
         run.save()
+        _measured(run, subject=subject)
         if leased:
             _lease_release(subject=subject, holder=holder, succeeded=run.status == Status.SUCCEEDED)
+
+
+def _measured(run: ConsolidationRun, *, subject: Subject) -> None:
+    """A finished run, for /metrics, its span and the tenant's usage."""
+    metrics.CONSOLIDATION_RUNS.labels(run.trigger, run.status).inc()
+    metrics.CONSOLIDATION_SECONDS.labels(run.extractor).observe((run.duration_ms or 0) / 1000)
+    for change in ("created", "merged", "superseded", "flagged"):
+        if n := getattr(run, f"facts_{change}"):
+            metrics.CONSOLIDATION_FACTS.labels(change).inc(n)
+    if run.prompt_tokens:
+        metrics.LLM_TOKENS.labels("in").inc(run.prompt_tokens)
+    if run.completion_tokens:
+        metrics.LLM_TOKENS.labels("out").inc(run.completion_tokens)
+    annotate(consolidation_run=run.pk, status=run.status, episodes_read=run.episodes_read,
+             facts_created=run.facts_created)
+    stored = run.facts_created + run.playbooks_created if run.status == Status.SUCCEEDED else 0
+    usage_add(tenant_id=subject.tenant_id, consolidation_runs=1, llm_tokens_in=run.prompt_tokens,
+              llm_tokens_out=run.completion_tokens, memories_stored=stored)
 
 
 def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool,

@@ -32,7 +32,9 @@ from engram_core.errors import (
     ValidationFailed,
     database_busy,
 )
+from engram_core.observability import metrics
 from memory_app.api.auth import token_rate_check
+from memory_app.metering import usage_count
 from tenants.services.tokens import agent_token_authenticate
 
 from .handlers import Caller
@@ -81,6 +83,8 @@ class McpEndpoint:
                 raise MethodNotAllowed("the MCP endpoint takes POST only (stateless Streamable HTTP: no GET stream, "
                                        "no session to DELETE)")
             token = await _authenticate(headers)
+            metrics.TENANT_REQUESTS.labels(str(token.tenant_id), "mcp").inc()  # the tenant's id, never its name
+            usage_count(tenant_id=token.tenant_id, requests=1)
             await run_sync(token_rate_check, token=token)  # one budget per token, REST and MCP
             caller = Caller(token=token, subject=self._subject(scope))
             if not self.running:
@@ -165,6 +169,7 @@ async def _authenticate(headers: Headers):
 
 
 async def _error(send: Send, exc: EngramError) -> None:
+    metrics.API_ERRORS.labels(exc.code, str(exc.status), "mcp").inc()
     headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
     if isinstance(exc, AuthenticationFailed):
         headers.append((b"www-authenticate", b'Bearer realm="engram"'))

@@ -14,6 +14,7 @@ from typing import Any
 from engram_core.errors import PermissionDenied, ValidationFailed
 from engram_core.es.schema import VECTOR_FIELDS
 from engram_core.validation import clean_external_id
+from engram_core.observability import metrics
 from memory_app import outbox
 from memory_app.recall import memory_recall
 from memory_app.api.idempotency import idempotent_call
@@ -88,6 +89,7 @@ def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] |
     found = memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
                           include_superseded=include_superseded, explain=explain, timezone=timezone)
     usage_record_recalled(subject=who, memories=found)
+    metrics.RECALLS.labels("mcp").inc()
     if found:  # counted before it is answered, as the REST API's reads are
         token_read_record(token=caller.token, subject=who, kind=TokenRead.Kind.RECALL, memories=len(found))
     return {"subject": who.external_id, "memories": [_public(m) for m in found]}

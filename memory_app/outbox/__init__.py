@@ -7,7 +7,7 @@ has writes queued), accepts it into the outbox, committed before the caller is a
 
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.replay import ReplayReport, outbox_replay
-from memory_app.outbox.selectors import operation_get, outbox_backlog, outbox_has_pending
+from memory_app.outbox.selectors import operation_get, outbox_backlog, outbox_has_pending, subject_outbox
 from memory_app.outbox.submit import Submitted, write_submit
 from memory_app.outbox.turn import TurnResult, turn_submit
 
@@ -21,6 +21,7 @@ __all__ = [
     "outbox_backlog",
     "outbox_has_pending",
     "outbox_replay",
+    "subject_outbox",
     "turn_submit",
     "write_submit",
 ]

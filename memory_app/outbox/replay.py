@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Min
+from django.db.models import Min, QuerySet
 from django.utils import timezone
 
 from engram_core.errors import Conflict, EngramError, NotFound
 from engram_core.es.schema import MemoryType
+from engram_core.observability.tracing import span_continuing
 from memory_app import selectors
 from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
 from memory_app.outbox.dispatch import CREATES, Op, write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
-from memory_app.outbox.outage import is_outage
+from memory_app.outbox.failures import failure_kind
 from tenants.models import AgentToken, AuditEvent, Tenant
 from tenants.selectors import subject_find, subject_get
 from tenants.services.audit import audit_record
@@ -46,11 +48,14 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
     """Apply pending outbox entries, per subject in acceptance order.
 
     Progress is per subject: an entry that cannot be applied yet (a transient error) holds back
-    only the later entries of its own subject; every other subject's entries are applied. Stops
-    at the first outage (entries stay pending, to be retried by the next run). An entry that
-    fails for a reason of its own (invalid, not found, an id conflict, a conflict still there
-    after ``ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS`` tries) is marked failed with its error, visible
-    in the operation and in /healthz. Only one replayer runs at a time (a database lease).
+    only the later entries of its own subject, and not all of them: a forget that does not depend
+    on the entries ahead of it (``_independent``) passes them, and an erase cancels the entries
+    queued before it (they would be erased anyway) and is applied first. Stops at the first
+    outage (entries stay pending, to be retried by the next run). An entry that fails for a reason
+    of its own (invalid data, not found, an id conflict, a bug's exception) or that still meets a
+    transient error after ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` tries is marked failed with its error,
+    visible in the operation, in /healthz and in the inspector, and no longer holds anything back.
+    Only one replayer runs at a time (a database lease).
     """
     report = ReplayReport()
     holder = lease_acquire()
@@ -62,25 +67,38 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
         pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING)
         subjects = list(pending.values("tenant_id", "external_id").annotate(first=Min("id")).order_by("first"))
         for subject in subjects:
-            last_id, applied_before = 0, report.applied
+            own = pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"])
+            _cancel_before_erase(own)
+            last_id, applied_before, entry_tenant = 0, report.applied, None
+            stuck = False
             while limit is None or done < limit:
-                entry = (pending.filter(tenant_id=subject["tenant_id"], external_id=subject["external_id"],
-                                        id__gt=last_id)
-                         .select_related("tenant", "token").order_by("id").first())
+                if stuck:  # the subject's head waits: only the forgets that depend on nothing ahead pass it
+                    entry = next((f for f in own.filter(operation=Op.FORGET, id__gt=last_id)
+                                  .select_related("tenant", "token").order_by("id")
+                                  if _independent(f, ahead=own.filter(id__lt=f.pk).only("memory_id", "payload"))),
+                                 None)
+                else:
+                    entry = own.filter(id__gt=last_id).select_related("tenant", "token").order_by("id").first()
                 if entry is None:
                     break
                 last_id, entry_tenant = entry.pk, entry.tenant
                 lease_renew(holder)
-                outcome = _replay_one(entry, holder=holder)
+                # In the trace of the request that queued it, linked to this replay's.
+                with span_continuing("engram.outbox.apply", entry.traceparent, attributes={
+                        "engram.operation": entry.operation, "engram.tenant_id": entry.tenant_id,
+                        "engram.outbox_entry": entry.pk}) as span:
+                    outcome = _replay_one(entry, holder=holder)
+                    span.set_attribute("engram.outcome", outcome)
                 if outcome == "outage":
                     report.stopped_by_outage = True
                     break
                 if outcome == "retry":
-                    break  # this subject waits; the others go on
+                    stuck = True
+                    continue
                 done += 1
                 report.applied += outcome == "done"
                 report.failed += outcome == "failed"
-            if report.applied > applied_before and not report.stopped_by_outage:
+            if report.applied > applied_before and not report.stopped_by_outage and entry_tenant is not None:
                 _subject_writes_refresh(entry_tenant, subject["external_id"])
             if report.stopped_by_outage or (limit is not None and done >= limit):
                 break
@@ -88,6 +106,35 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
         lease_release(holder)
     report.pending = OutboxEntry.objects.filter(status=OutboxEntry.Status.PENDING).count()
     return report
+
+
+def _cancel_before_erase(own: QuerySet[OutboxEntry]) -> int:
+    """Cancel a subject's pending entries queued before its first pending erase: whatever they would
+    write, the erase deletes, and one of them failing again and again must not hold the erase back.
+    Returns how many were cancelled."""
+    erase = own.filter(operation=Op.ERASE).order_by("id").first()
+    if erase is None:
+        return 0
+    return own.filter(id__lt=erase.pk).update(
+        status=OutboxEntry.Status.CANCELLED, payload={}, processed_at=timezone.now(),
+        result={"cancelled_by": str(erase.uid), "reason": "erased"})
+
+
+def _independent(entry: OutboxEntry, *, ahead: Iterable[OutboxEntry]) -> bool:
+    """Whether ``entry`` may be applied before the pending entries ``ahead`` of it: a forget of a
+    memory none of them creates or names (the memory exists already, and no queued supersede,
+    outcome or support refers to it). Applying it first gives the same memories as in order."""
+    if entry.operation != Op.FORGET:
+        return False
+    return not any(e.memory_id == entry.memory_id or _names(e.payload, entry.memory_id) for e in ahead)
+
+
+def _names(value: Any, memory_id: str) -> bool:
+    if isinstance(value, dict):
+        return any(_names(v, memory_id) for v in value.values())
+    if isinstance(value, list):
+        return any(_names(v, memory_id) for v in value)
+    return value == memory_id
 
 
 def _subject_writes_refresh(tenant: Tenant, external_id: str) -> None:
@@ -124,9 +171,7 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
         if operation in CREATES and exc.details.get("id") == entry.memory_id:
             # A create that already landed (the first attempt's answer was lost to the outage).
             return _finish(entry, result=_already_created(entry, operation))
-        if exc.code in _PERMANENT_CONFLICTS or entry.attempts + 1 >= settings.ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS:
-            return _fail(entry, exc)
-        return _retry(entry, exc)
+        return _failed_attempt(entry, exc, transient=exc.code not in _PERMANENT_CONFLICTS)
     except NotFound as exc:
         if operation is Op.ERASE:
             return _finish(entry, result={"documents_deleted": 0})
@@ -135,18 +180,13 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
             _tombstone_if_missing(entry)
             return _finish(entry, result={})
         return _fail(entry, exc)
-    except EngramError as exc:
-        if is_outage(exc):
-            return _outage(entry, exc)
-        if exc.status < 500:
-            return _fail(entry, exc)
-        log.error("outbox entry %s (%s) failed: %s", entry.pk, entry.operation, exc)
-        return _retry(entry, exc)
     except Exception as exc:
-        if is_outage(exc):
+        kind = failure_kind(exc)
+        if kind == "outage":
             return _outage(entry, exc)
-        log.exception("outbox entry %s (%s) failed", entry.pk, entry.operation)
-        return _retry(entry, exc)
+        if not isinstance(exc, EngramError) or exc.status >= 500:
+            log.exception("outbox entry %s (%s) failed (%s)", entry.pk, entry.operation, kind)
+        return _failed_attempt(entry, exc, transient=kind == "transient")
     return _finish(entry, result=_summary(result))
 
 
@@ -157,43 +197,62 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _failed_attempt(entry: OutboxEntry, exc: Exception, *, transient: bool) -> str:
+    """A failure that is not an outage: retried later while a retry may fix it, up to
+    ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` attempts; failed now otherwise."""
+    if transient and entry.attempts + 1 < settings.ENGRAM_OUTBOX_MAX_ATTEMPTS:
+        return _retry(entry, exc)
+    return _fail(entry, exc)
+
+
+def _settle(entry: OutboxEntry, **fields: Any) -> None:
+    # Only a pending entry settles: an erase may have cancelled it while it was being applied
+    # (and the erase's clean-up must not be written over).
+    OutboxEntry.objects.filter(pk=entry.pk, status=OutboxEntry.Status.PENDING).update(
+        processed_at=timezone.now(), attempts=entry.attempts + 1, **fields)
+
+
 def _finish(entry: OutboxEntry, *, result: dict[str, Any]) -> str:
-    entry.status, entry.result, entry.payload = OutboxEntry.Status.DONE, result, {}
-    entry.processed_at = timezone.now()
-    entry.attempts += 1
+    fields: dict[str, Any] = {"status": OutboxEntry.Status.DONE, "result": result, "payload": {}}
     if entry.operation == Op.ERASE:  # the erased end-user's external id is not kept, here either
-        entry.external_id = "erased"
-    entry.save(update_fields=["status", "result", "payload", "processed_at", "attempts", "external_id"])
+        fields["external_id"] = "erased"
+    _settle(entry, **fields)
     return "done"
 
 
 def _fail(entry: OutboxEntry, exc: Exception) -> str:
-    # The agent polling the operation sees the kind of failure only; the cause stays in the log.
+    """The entry ends failed, its payload kept (``manage.py outbox retry`` applies it again after a
+    fix; ``discard`` drops it; forget and erase redact it like every other copy). The agent polling
+    the operation sees the kind of failure only; the cause stays in the log."""
     error = exc.as_dict() if isinstance(exc, EngramError) else {
         "code": "internal_error", "message": f"the write failed ({type(exc).__name__}); the server's log has the cause",
         "details": {}}
-    log.warning("outbox entry %s (%s for %s) failed for good: %s", entry.pk, entry.operation, entry.external_id,
-                exc if not isinstance(exc, EngramError) else error["message"])
-    entry.status, entry.last_error, entry.payload = OutboxEntry.Status.FAILED, error, {}
-    entry.processed_at = timezone.now()
-    entry.attempts += 1
-    entry.save(update_fields=["status", "last_error", "payload", "processed_at", "attempts"])
+    log.warning("outbox entry %s (%s) failed for good after %d attempt(s): %s", entry.pk, entry.operation,
+                entry.attempts + 1, exc if not isinstance(exc, EngramError) else error["message"])
+    _settle(entry, status=OutboxEntry.Status.FAILED, last_error=error)
     return "failed"
 
 
 def _retry(entry: OutboxEntry, exc: Exception) -> str:
-    # Never given up: an acknowledged write is not dropped for an error that is not its own fault.
-    # /healthz reports the stuck backlog; the subject's later writes wait behind it.
-    entry.attempts += 1
-    entry.last_error = {"code": getattr(exc, "code", "error"), "message": str(exc)[:500]}
-    entry.save(update_fields=["attempts", "last_error"])
+    # Tried again at the next replay, up to ENGRAM_OUTBOX_MAX_ATTEMPTS; /healthz shows it as
+    # ``blocked_by`` meanwhile (the subject's later writes, bar independent forgets, wait behind it).
+    OutboxEntry.objects.filter(pk=entry.pk, status=OutboxEntry.Status.PENDING).update(
+        attempts=entry.attempts + 1, last_error=_error_of(exc, code="error"))
     return "retry"
 
 
+def _error_of(exc: Exception, *, code: str) -> dict[str, str]:
+    # An EngramError's message is written for the client; another exception's text may quote the
+    # write's content (a KeyError, a parser's complaint): its type only, the log has the rest.
+    if isinstance(exc, EngramError):
+        return {"code": exc.code, "message": exc.message[:500]}
+    return {"code": getattr(exc, "code", code) if isinstance(getattr(exc, "code", None), str) else code,
+            "message": type(exc).__name__}
+
+
 def _outage(entry: OutboxEntry, exc: Exception) -> str:
-    entry.attempts += 1
-    entry.last_error = {"code": getattr(exc, "code", "elasticsearch_unavailable"), "message": str(exc)[:500]}
-    entry.save(update_fields=["attempts", "last_error"])
+    OutboxEntry.objects.filter(pk=entry.pk, status=OutboxEntry.Status.PENDING).update(
+        attempts=entry.attempts + 1, last_error=_error_of(exc, code="elasticsearch_unavailable"))
     return "outage"
 
 

@@ -52,3 +52,14 @@ def outbox_backlog(*, now: datetime | None = None) -> dict[str, Any]:
         "blocked_by": {"operation": str(retrying.uid), "attempts": retrying.attempts,
                        "error": retrying.last_error} if retrying else None,
     }
+
+
+def subject_outbox(*, tenant: Tenant, external_id: str, limit: int = 20) -> dict[str, Any]:
+    """One end-user's writes that are waiting or ended failed (for the inspector): ids, operations,
+    attempts and error codes, never their content."""
+    own = OutboxEntry.objects.filter(tenant=tenant, external_id=external_id)
+    return {
+        "pending": own.filter(status=OutboxEntry.Status.PENDING).count(),
+        "failed": list(own.filter(status=OutboxEntry.Status.FAILED).order_by("-processed_at", "-id")
+                       .only("uid", "operation", "attempts", "last_error", "created_at", "processed_at")[:limit]),
+    }

@@ -11,7 +11,10 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from engram_core.observability import metrics
+from engram_core.observability.tracing import annotate, traced, traceparent
 from engram_core.validation import clean_external_id
+from memory_app.metering import usage_count
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
 from memory_app.outbox.outage import is_outage
@@ -41,6 +44,7 @@ class Submitted:
         return self.entry is not None
 
 
+@traced("engram.write")
 def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict[str, Any],
                  memory_id: str = "", token: AgentToken | None = None, actor: str = "api",
                  background: bool = False, defer_refresh: bool = False, subject: Subject | None = None) -> Submitted:
@@ -53,6 +57,7 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     has just read it (``write_apply``).
     """
     operation = Op(operation)
+    annotate(operation=operation.value, tenant_id=tenant.pk)
     write_validate(operation=operation, payload=payload)
     external_id = clean_external_id(external_id)
     if operation not in ON_EXISTING:  # may create the end-user: a new one's id must be addressable
@@ -65,9 +70,9 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
     if background:
-        return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKGROUND))
+        return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKGROUND))
     if outbox_has_pending(tenant=tenant, external_id=external_id):
-        return Submitted(memory_id=memory_id, entry=_enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
+        return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
     try:
         result = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                              memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh,
@@ -77,9 +82,24 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
             raise
         log.warning("Elasticsearch unavailable (%s: %s); %s write for %s/%s accepted into the outbox",
                     type(exc).__name__, exc, operation, tenant.slug, external_id)
-        return Submitted(memory_id=memory_id,
-                         entry=_enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
+        return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
+    _count(tenant=tenant, operation=operation, payload=payload, status="applied")
     return Submitted(memory_id=memory_id, result=result)
+
+
+def _queued(memory_id: str, entry: OutboxEntry) -> Submitted:
+    annotate(outbox_reason=entry.reason)
+    _count(tenant=entry.tenant, operation=Op(entry.operation), payload=entry.payload, status="queued")
+    return Submitted(memory_id=memory_id, entry=entry)
+
+
+def _count(*, tenant: Tenant, operation: Op, payload: dict[str, Any], status: str) -> None:
+    """An accepted write, for /metrics, its span and the tenant's usage (memories stored: each
+    create, each episode of an import)."""
+    metrics.WRITES.labels(operation.value, status).inc()
+    annotate(status=status)
+    stored = 1 if operation in CREATES else len(payload.get("episodes") or ()) if operation is Op.IMPORT else 0
+    usage_count(tenant_id=tenant.pk, memories_stored=stored)
 
 
 def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +119,8 @@ def _enqueue(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[s
              token: AgentToken | None, actor: str, reason: str, after_failure: bool = False) -> OutboxEntry:
     entry = OutboxEntry.objects.create(
         tenant=tenant, external_id=external_id, operation=operation, payload=payload, memory_id=memory_id,
-        token=token, actor=_actor_label(token) if token else actor, reason=reason, after_failure=after_failure)
+        token=token, actor=_actor_label(token) if token else actor, reason=reason, after_failure=after_failure,
+        traceparent=traceparent())
     if reason != OutboxEntry.Reason.OUTAGE:  # during an outage a replay now is pointless: beat retries
         transaction.on_commit(_kick)
     return entry

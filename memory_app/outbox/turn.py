@@ -13,6 +13,7 @@ from django.conf import settings
 
 from engram_core.db import as_request
 from engram_core.errors import EngramError, NotFound, PermissionDenied
+from engram_core.observability.tracing import traced
 from engram_core.threads import LazyPool
 from memory_app import timing
 from memory_app.embeddings import EmbeddingError, get_embedder
@@ -46,6 +47,7 @@ def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
     return as_request(memory_recall, **kwargs)  # the recall reads the facts' use counts
 
 
+@traced("engram.turn")
 def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str = "", token: AgentToken | None = None,
                 occurred_at: datetime | str | None = None, session_id: str | None = None,
                 context: str | None = None, metadata: dict | None = None, k: int = 5,

@@ -16,6 +16,7 @@ from django.utils import timezone as django_timezone
 from elasticsearch import Elasticsearch
 from engram_core.errors import ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
+from engram_core.observability.tracing import traced
 from memory_app.embeddings import get_embedder, get_reranker
 from memory_app.freshness import refresh_ensure
 from memory_app.language.names import person_name_words
@@ -42,6 +43,7 @@ class Recall:
     entities: tuple[EntityReading, ...]
 
 
+@traced("engram.recall")
 def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False,

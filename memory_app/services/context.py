@@ -10,7 +10,6 @@ replaced (``phrases_of``, ``context_redacted``) and the episode embedded again.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from elasticsearch import Elasticsearch
 
 from memory_app.embeddings import get_embedder
 from memory_app.language.passages import passages_of
+from memory_app.language.phrases import phrases_redacted
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,6 @@ def dependents_of(*, es: Elasticsearch, index: str, scope: dict[str, str], memor
     return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
 
 
-REDACTED = "[forgotten]"
-
-
 def phrases_of(texts: Iterable[str]) -> list[str]:
     """What of forgotten texts is looked for in explicit contexts: each text whole, and each of its
     sentences of three words or more (a client may quote one sentence of a turn)."""
@@ -133,11 +130,9 @@ def phrases_of(texts: Iterable[str]) -> list[str]:
 
 
 def context_redacted(context: str, phrases: Sequence[str]) -> str:
-    """``context`` with every occurrence of each phrase, whatever its case and spacing, replaced."""
-    for phrase in phrases:
-        pattern = r"\s+".join(re.escape(word) for word in phrase.split())
-        context = re.sub(pattern, REDACTED, context, flags=re.IGNORECASE)
-    return context
+    """``context`` with every occurrence of each phrase, on word boundaries whatever its case and
+    spacing, replaced (``memory_app.language.phrases``); the rest of it as it was."""
+    return phrases_redacted(context, phrases)
 
 
 def explicit_dependents(*, es: Elasticsearch, index: str, scope: dict[str, str], phrases: Sequence[str]

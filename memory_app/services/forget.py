@@ -4,8 +4,7 @@ cached vectors), leaving a content-free tombstone in the audit log."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +14,10 @@ from elasticsearch import NotFoundError, helpers
 
 from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
+from engram_core.validation import ERASED_PREFIX
 from memory_app import selectors
 from memory_app.embeddings import get_embedder
+from memory_app.language.phrases import phrases_redacted
 from memory_app.models import ForgetNote, IdempotencyRecord, OutboxEntry
 from memory_app.services import context as derived
 from memory_app.services.store import document_update, episodic_alias, subject_writes, write_target
@@ -71,9 +72,15 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor
         derived_follow(subject=subject, gone={memory_id}, reason=reason, actor=actor, cascade=cascade)
         raise
     texts = _texts_of(visible.source)
+    # Before the delete too (and again after it, for a copy made meanwhile): a forget cut short
+    # after its delete finds the memory missing when retried, its text gone with it.
+    memory_copies_purge(subject=subject, memory_id=memory_id, texts=texts)
     if visible.memory_type is MemoryType.EPISODIC:
         # Before the delete: a failure here leaves the episode in place, so forget can be retried;
         # the other order could leave its text in another episode with nothing left to forget.
+        # Turns stored without waiting for a refresh must be found by the searches that follow.
+        with subject_writes(subject=subject) as target:
+            target.writer.indices.refresh(index=episodic_alias(subject=subject))
         _context_forget(subject=subject, memory_id=memory_id)
         contexts_redact(subject=subject, texts=_texts_of(visible.source, fields=_TEXT_FIELDS))
     with subject_writes(subject=subject) as target:
@@ -212,38 +219,60 @@ def _texts_of(source: dict[str, Any], *, fields: tuple[str, ...] = (*_TEXT_FIELD
     return {v for k in fields if isinstance(v := source.get(k), str) and v}
 
 
-def _redacted(value: Any, *, memory_id: str, texts: set[str], top: bool = True) -> tuple[Any, bool]:
-    """``value`` with every memory object of ``memory_id`` below the top level reduced to its id,
-    and every string holding one of ``texts`` replaced; and whether anything changed."""
+# Keys whose strings are someone's own words about other memories (a client's context, a note): a
+# quote of a forgotten memory there is replaced, phrase by phrase; other keys' strings are data
+# of their own memory (another turn's text stays as it was, whatever it says).
+_FREE_TEXT_KEYS = frozenset({"context", "derived_context", "note"})
+_FORGOTTEN_OBJECT = "forgotten"
+
+
+def copies_redacted(value: Any, *, memory_id: str, phrases: Sequence[str], objects: bool = True,
+                    top: bool = True, quoting: bool = False) -> tuple[Any, bool]:
+    """``value`` (a stored JSON document) without its copies of the forgotten memory ``memory_id``,
+    and whether anything changed. With ``objects`` (a stored response): a memory object of
+    ``memory_id`` below the top level becomes ``{"id", "forgotten": true}``, and a response about
+    the memory itself (its id at the top level: the answer to its own write) has every quote of
+    ``phrases`` replaced. Everywhere, a free-text field (``_FREE_TEXT_KEYS``) has its quotes of
+    ``phrases`` replaced, on word boundaries (``phrases_redacted``), and nothing else of it. Every
+    other value is returned as it was."""
     if isinstance(value, dict):
-        if not top and value.get("id") == memory_id and len(value) > 1:
-            return {"id": memory_id, "forgotten": True}, True
-        changed = False
-        out = {}
+        if objects and not top and value.get("id") == memory_id and len(value) > 1:
+            reduced = {"id": memory_id, _FORGOTTEN_OBJECT: True}
+            return reduced, value != reduced
+        about = quoting or (objects and top and value.get("id") == memory_id)
+        changed, out = False, {}
         for k, v in value.items():
-            out[k], c = _redacted(v, memory_id=memory_id, texts=texts, top=False)
+            out[k], c = copies_redacted(v, memory_id=memory_id, phrases=phrases, objects=objects, top=False,
+                                        quoting=(about and k != "id") or k in _FREE_TEXT_KEYS)
             changed |= c
-        return out, changed
+        return (out, True) if changed else (value, False)
     if isinstance(value, list):
-        pairs = [_redacted(v, memory_id=memory_id, texts=texts, top=False) for v in value]
-        return [p[0] for p in pairs], any(p[1] for p in pairs)
-    if isinstance(value, str) and any(t in value for t in texts):
-        return "[forgotten]", True
+        pairs = [copies_redacted(v, memory_id=memory_id, phrases=phrases, objects=objects, top=False,
+                                 quoting=quoting) for v in value]
+        return ([p[0] for p in pairs], True) if any(p[1] for p in pairs) else (value, False)
+    if isinstance(value, str) and quoting:
+        new = phrases_redacted(value, phrases)
+        return new, new != value
     return value, False
 
 
 def memory_copies_purge(*, subject: Subject, memory_id: str, texts: set[str]) -> int:
-    """Redact every copy Engram keeps of a forgotten memory outside Elasticsearch: the stored API
-    responses of the subject's Idempotency-Keys (a turn's answer carries recalled memories),
-    queued outbox payloads and forget notes that quote it. A redacted response is still replayed (its status and the rest of
-    its body), so a retried write is not run again. Returns how many rows changed."""
+    """Redact every copy Engram keeps of a forgotten memory outside Elasticsearch (``copies_redacted``):
+    the stored API responses of the subject's Idempotency-Keys (a turn's answer carries recalled
+    memories), the outbox's payloads (a queued write's context may quote it; the write itself is
+    kept whole, whatever memory it is about) and results, and forget notes that quote it. A
+    redacted response is still replayed (its status and the rest of its body), so a retried write
+    is not run again. Returns how many rows changed."""
+    phrases = derived.phrases_of(texts)
     changed = 0
     own = {"tenant": subject.tenant, "external_id": subject.external_id}
-    for rows, column in ((IdempotencyRecord.objects.filter(**own), "response_body"),
-                         (OutboxEntry.objects.filter(**own), "payload"), (OutboxEntry.objects.filter(**own), "result"),
-                         (ForgetNote.objects.filter(subject=subject), "note")):
+    for rows, column, objects in ((IdempotencyRecord.objects.filter(**own), "response_body", True),
+                                  (OutboxEntry.objects.filter(**own), "payload", False),
+                                  (OutboxEntry.objects.filter(**own), "result", True),
+                                  (ForgetNote.objects.filter(subject=subject), "note", False)):
         for row in rows.only("pk", column):
-            value, dirty = _redacted(getattr(row, column), memory_id=memory_id, texts=texts)
+            value, dirty = copies_redacted(getattr(row, column), memory_id=memory_id, phrases=phrases,
+                                           objects=objects, quoting=column == "note")
             if dirty:
                 rows.model.objects.filter(pk=row.pk).update(**{column: value})
                 changed += 1
@@ -324,19 +353,34 @@ def subject_erase(*, subject: Subject, actor: Actor) -> int:
     return deleted
 
 
+def _holds_value(value: Any, wanted: str) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_value(v, wanted) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_value(v, wanted) for v in value)
+    return value == wanted
+
+
 def _subject_pii_erase(*, subject: Subject) -> None:
     """What the database holds of an erased end-user goes too: stored API responses and forget notes
     are deleted, settled outbox entries lose their content and the external id, and the subject
     row becomes a content-free tombstone (its opaque user_id, which the audit log refers to)."""
-    tombstone = f"erased:{subject.user_id}"
+    tombstone = f"{ERASED_PREFIX}{subject.user_id}"
     IdempotencyRecord.objects.filter(tenant=subject.tenant, external_id=subject.external_id).delete()
     ForgetNote.objects.filter(subject=subject).delete()
-    # Tenant-wide requests that named the end-user in their body (creating it) stored it too.
+    # Tenant-wide requests that named the end-user in their body (creating it) stored it too: a
+    # response holding the external id as one of its values (as stored, not as JSON escapes it).
     for record in IdempotencyRecord.objects.filter(token__tenant=subject.tenant, tenant__isnull=True):
-        if subject.external_id in json.dumps(record.response_body, default=str):
+        if _holds_value(record.response_body, subject.external_id):
             record.delete()
-    (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
-     .exclude(status=OutboxEntry.Status.PENDING).update(external_id=tombstone, payload={}))
+    # Settled entries keep their operation, status and error code; not what they said nor whom.
+    settled = (OutboxEntry.objects.filter(tenant=subject.tenant, external_id=subject.external_id)
+               .exclude(status=OutboxEntry.Status.PENDING))
+    for entry in settled.exclude(last_error__isnull=True).only("pk", "last_error"):
+        code = entry.last_error.get("code") if isinstance(entry.last_error, dict) else None
+        OutboxEntry.objects.filter(pk=entry.pk).update(
+            last_error={"code": code, "message": "(erased with the end-user)", "details": {}})
+    settled.update(external_id=tombstone, payload={})
     usage_forget(subject=subject)
     # The admin's log names objects by type and id; an entry written before it did names them by
     # the end-user's external id.

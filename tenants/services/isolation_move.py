@@ -167,12 +167,18 @@ def _remove_copies(es: Elasticsearch, *, tenant: Tenant, prefix: str) -> int:
         indices = [index for index, info in found.items() if isinstance(info, dict) and info.get("aliases")]
         if not indices:
             return 0
+        es.indices.refresh(index=",".join(indices))
         removed = _count(es, ",".join(indices), tenant)
-        es.indices.delete(index=",".join(indices))
-        return removed
+        # Dropped whole only when they hold this tenant's documents alone (a tenant created before
+        # slugs were unique whatever their case could share them): otherwise its documents only.
+        if es.count(index=",".join(indices), query={"bool": {"must_not": [_tenant_query(tenant)]}})["count"] == 0:
+            es.indices.delete(index=",".join(indices))
+            return removed
     removed = 0
     for memory_type in MemoryType:
         alias = alias_name(memory_type, prefix=prefix)
+        if not es.options(ignore_status=404).indices.exists_alias(name=alias):
+            continue
         es.indices.refresh(index=alias)
         while ids := [h["_id"] for h in helpers.scan(es, index=alias, size=1000,
                                                      query={"query": _tenant_query(tenant), "_source": False})]:

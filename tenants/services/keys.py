@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from engram_core.errors import ValidationFailed
 from engram_core.es.schema import shared_prefix
+from engram_core.observability import metrics
 from tenants import crypto, es_keys
 from tenants.models import Subject, SubjectKey, WriterKey
 from tenants.selectors import SubjectGone, index_prefix_for
@@ -33,6 +34,7 @@ def subject_key_mint(*, subject: Subject, actor: Actor, reason: str = "new") -> 
                                     secret_encrypted=crypto.encrypt(minted.secret), expires_at=minted.expires_at)
     audit_record(actor=actor, action="subject_key.minted", subject=subject, target_id=minted.key_id,
                  details={"expires_at": minted.expires_at.isoformat(), "reason": reason})
+    metrics.KEYS_MINTED.labels("subject").inc()
     return key
 
 
@@ -110,6 +112,7 @@ def _rotate(*, subject: Subject, current: SubjectKey, actor: Actor, grace: timed
     current.save(update_fields=["revoked_at", "superseded_by"])
     audit_record(actor=actor, action="subject_key.rotated", subject=subject, target_id=current.es_key_id,
                  details={"new_key_id": new.es_key_id, "grace_seconds": grace_seconds, "reason": reason})
+    metrics.KEYS_ROTATED.labels("subject").inc()
     return new
 
 
@@ -170,13 +173,16 @@ def writer_key_ensure(*, prefix: str | None = None) -> WriterKey:
         minted = es_keys.mint_writer_key(prefix=prefix, ttl=timedelta(days=settings.ENGRAM_WRITER_KEY_TTL_DAYS))
         now = timezone.now()
         # Two processes may race to mint: both keys are valid, the loser's is rotated out later.
-        live.exclude(es_key_id=minted.key_id).update(
+        rotated = live.exclude(es_key_id=minted.key_id).update(
             rotated_at=now, grace_until=now + timedelta(seconds=settings.ENGRAM_KEY_ROTATION_GRACE_SECONDS))
         key = WriterKey.objects.create(es_key_id=minted.key_id, secret_encrypted=crypto.encrypt(minted.secret),
                                        index_prefix=prefix, expires_at=minted.expires_at,
                                        role_version=es_keys.ROLE_VERSION)
         audit_record(actor=SYSTEM_KEY_MAINTENANCE, action="writer_key.minted", target_id=minted.key_id,
                      details={"index_prefix": prefix, "expires_at": minted.expires_at.isoformat()})
+        metrics.KEYS_MINTED.labels("writer").inc()
+        if rotated:
+            metrics.KEYS_ROTATED.labels("writer").inc(rotated)
     return key
 
 

@@ -145,7 +145,9 @@ def test_forget_and_erase_queue_in_order(engram, es_down, docs):
     es_down.restore()
     outbox_replay()
     assert _texts(docs, MemoryType.EPISODIC, "ivy") == ["written after the erase"]
-    assert engram.operation(erase["operation"]["id"])["result"] == {"documents_deleted": 2}
+    # The turn queued before the erase is cancelled by it (the erase would delete it): one document deleted.
+    assert engram.operation(erase["operation"]["id"])["result"] == {"documents_deleted": 1}
+    assert engram.operation(later["operation"]["id"])["status"] == "cancelled"
     assert turn["id"] != later["id"] != after["id"]
 
 
@@ -201,3 +203,114 @@ def test_writes_meeting_a_migrations_write_block_are_queued_and_replayed(engram,
     assert outbox_replay().applied == 2
     assert engram.get_memory("alice", fact["id"])["text"] == "Alice moved to Porto"
     assert _texts(docs, MemoryType.EPISODIC, "bob") == ["old 0", "old 1", "old 2"]
+
+
+def _poison_imports(monkeypatch, poison: str, exc: BaseException) -> None:
+    """Importing the episode ``poison`` raises ``exc``: a bug of the write path (as a far-off date
+    once overflowed the temporal reader) or a failure of another kind, simulated in Engram's own code."""
+    from memory_app.services import imports
+
+    real = imports.episode_dates
+
+    def dates(*, text, occurred_at):
+        if text == poison:
+            raise exc
+        return real(text=text, occurred_at=occurred_at)
+
+    monkeypatch.setattr(imports, "episode_dates", dates)
+
+
+def test_a_poisoned_import_ends_failed_and_never_blocks_a_forget_or_an_erase(engram, monkeypatch, client,
+                                                                              monitor_headers):
+    """The issue's scenario: a background import of 501 episodes, one of which the write path
+    cannot store (a bug's exception), then the end-user asks to forget a memory and to be erased."""
+    kept = engram.turn("pat", "I keep a spare key under the blue flower pot")
+    secret = engram.turn("pat", "My locker code is 4471")
+    poison = "The castle near us was built 4500 years ago."
+    _poison_imports(monkeypatch, poison, OverflowError("date value out of range"))
+    episodes = [{"text": f"import line {n}", "occurred_at": "2021-03-01T10:00:00Z"} for n in range(500)]
+    episodes.insert(250, {"text": poison, "occurred_at": "2021-03-01T10:00:00Z"})
+    imported = engram.import_episodes("pat", episodes)
+    assert imported["status"] == "queued" and imported["operation"]["reason"] == "background"
+
+    report = outbox_replay()
+    assert (report.applied, report.failed, report.pending) == (0, 1, 0)  # failed at once: no retry fixes a bug
+    operation = engram.operation(imported["operation"]["id"])
+    assert operation["status"] == "failed" and operation["error"]["code"] == "internal_error"
+    assert operation["attempts"] == 1
+    health = client.get("/healthz", headers=monitor_headers).json()
+    assert health["outbox"]["failed"] == 1 and health["outbox"]["blocked_by"] is None
+    assert health["outbox"]["recent_failures"][0]["operation"] == imported["operation"]["id"]
+    assert any("1 writes ended failed" in d for d in health["degraded"])
+    assert sorted(t["text"] for t in engram.export("pat")["memories"]["episodic"]) == [
+        "I keep a spare key under the blue flower pot", "My locker code is 4471"]  # nothing of the import kept
+
+    # The end-user's later writes are not held back: the forget applies at once and is not recalled.
+    forgotten = engram.forget("pat", secret["id"], "user_request")
+    assert forgotten["status"] == "applied"
+    assert all(h["id"] != secret["id"] for h in engram.recall("pat", "locker code", k=10))
+    assert engram.get_memory("pat", kept["id"])["text"] == "I keep a spare key under the blue flower pot"
+    erased = engram.erase_subject("pat")
+    assert erased["status"] == "applied" and erased["documents_deleted"] == 1
+    assert not Subject.objects.filter(external_id="pat").exists()
+    # The failed import's content went with the erase; its operation says failed still.
+    entry = OutboxEntry.objects.get(uid=imported["operation"]["id"])
+    assert entry.payload == {} and entry.external_id.startswith("erased:")
+
+
+def test_a_write_stuck_on_a_transient_error_lets_forgets_pass_and_an_erase_cancel_it(engram, monkeypatch, settings):
+    from elasticsearch import ApiError
+    from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+
+    settings.ENGRAM_API_IMPORT_SYNC_MAX = 2
+    meta = ApiResponseMeta(status=500, http_version="1.1", headers=HttpHeaders(), duration=0.0,
+                           node=NodeConfig("http", "localhost", 9200))
+    kept = engram.turn("quin", "Quin's bike is a red Gazelle")
+    secret = engram.turn("quin", "Quin's PIN is 2020")
+    poison = "stuck episode"
+    _poison_imports(monkeypatch, poison, ApiError("a shard failed", meta=meta, body={"error": {"type": "x"}}))
+    imported = engram.import_episodes("quin", [{"text": t, "occurred_at": "2021-03-01T10:00:00Z"}
+                                               for t in ("before it", poison, "after it")])
+    later = engram.turn("quin", "Quin moved to Utrecht")
+    forgotten = engram.forget("quin", secret["id"], "user_request")
+    dependent = engram.forget("quin", later["id"], "user_request")  # names a write queued behind the stuck one
+    assert [r["status"] for r in (imported, later, forgotten, dependent)] == ["queued"] * 4
+
+    report = outbox_replay()
+    # One replay cycle: the import is retried later (a 500 may pass), the forget of a memory that
+    # exists already is applied past it, the turn and the forget of that turn wait in order.
+    assert (report.applied, report.failed, report.pending) == (1, 0, 3)
+    assert engram.operation(forgotten["operation"]["id"])["status"] == "done"
+    assert engram.operation(dependent["operation"]["id"])["status"] == "pending"
+    with pytest.raises(EngramAPIError) as err:
+        engram.get_memory("quin", secret["id"])
+    assert err.value.status == 404
+    assert OutboxEntry.objects.get(uid=imported["operation"]["id"]).attempts == 1
+
+    erased = engram.erase_subject("quin")
+    assert erased["status"] == "queued"
+    report = outbox_replay()  # the erase completes within one cycle: what was queued before it is cancelled
+    assert (report.applied, report.pending) == (1, 0)
+    assert engram.operation(erased["operation"]["id"])["result"] == {"documents_deleted": 1}
+    for cancelled in (imported, later, dependent):
+        operation = engram.operation(cancelled["operation"]["id"])
+        assert operation["status"] == "cancelled" and operation["result"]["reason"] == "erased"
+    assert not Subject.objects.filter(external_id="quin").exists()
+    assert kept["id"] not in str(engram.export("quin") if Subject.objects.filter(external_id="quin").exists() else "")
+
+
+def test_a_transient_error_fails_the_write_after_the_bounded_attempts(engram, monkeypatch, settings):
+    settings.ENGRAM_API_IMPORT_SYNC_MAX = 1
+    settings.ENGRAM_OUTBOX_MAX_ATTEMPTS = 3
+    _poison_imports(monkeypatch, "again and again", TimeoutError("the embedder took too long"))
+    imported = engram.import_episodes("rae", [{"text": t, "occurred_at": "2021-03-01T10:00:00Z"}
+                                              for t in ("fine", "again and again")])
+    after = engram.turn("rae", "written behind it")
+    assert after["operation"]["reason"] == "backlog"
+    for attempt in (1, 2):
+        assert outbox_replay().pending == 2
+        assert OutboxEntry.objects.get(uid=imported["operation"]["id"]).attempts == attempt
+    assert outbox_replay().failed == 1
+    operation = engram.operation(imported["operation"]["id"])
+    assert (operation["status"], operation["attempts"], operation["error"]["code"]) == ("failed", 3, "internal_error")
+    assert engram.get_memory("rae", after["id"])["text"] == "written behind it"  # no longer held back

@@ -61,11 +61,12 @@ def _requests(canary) -> dict[str, list[tuple[str, dict, dict]]]:
     """Each pattern, as an agent calls it: (method, path kwargs, body)."""
     alice = {"external_id": "alice"}
     return {
-        "subject-create": [("post", {}, {"external_id": "alice"})],
+        "subject-create": [("post", {}, {"external_id": "alice"}), ("get", {}, {})],
         "subject-export": [("get", alice, {})],
         "turn-create": [("post", alice, {"text": "what is my cat called?"})],
         "recall": [("post", alice, {"query": "what is the cat called?"})],
-        "memory-create": [("post", alice, {"type": "semantic", "text": "Alice likes tea."})],
+        "memory-create": [("post", alice, {"type": "semantic", "text": "Alice likes tea."}),
+                          ("get", alice, {"type": "semantic"})],
         "memory": [("get", {**alice, "memory_id": canary["fact"]}, {})],
         "memory-history": [("get", {**alice, "memory_id": canary["fact"]}, {})],
         "playbook-outcome": [("post", {**alice, "memory_id": canary["playbook"]}, {"success": True})],
@@ -75,6 +76,7 @@ def _requests(canary) -> dict[str, list[tuple[str, dict, dict]]]:
         "episodes-import": [("post", alice, {"episodes": [{"text": "A quiet day.",
                                                            "occurred_at": "2026-01-02T00:00:00Z"}]})],
         "operation-get": [],  # the import just queued
+        "usage": [("get", {}, {})],
         "subject-erase": [("delete", alice, {})],  # last: it erases what the others read
     }
 
@@ -110,11 +112,11 @@ def test_every_api_response_that_shows_memory_is_counted(tenant, minted, canary,
                     uncounted.append(name)
     assert uncounted == []
     assert showed >= {"subject-export", "turn-create", "recall", "memory", "memory-history", "playbook-outcome",
-                      "consolidation-create"}
+                      "consolidation-create", "memory-create"}
     # Each kind's first read is an audit event, attributed to the staff user who minted the token.
     events = AuditEvent.objects.filter(action="token.read", subject=alice)
     assert {e.details["kind"] for e in events} >= {"export", "turn", "recall", "get", "history", "outcome",
-                                                   "consolidation_dry_run"}
+                                                   "consolidation_dry_run", "list"}
     assert {(e.actor, e.details["staff"]) for e in events} == {(f"{token.prefix} ({token.name})", "ada")}
 
 

@@ -33,7 +33,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
 
     def stuck_for_one(**kwargs):
         if kwargs["subject"].external_id == "stuck":
-            raise RuntimeError("a transient failure of this end-user's writes")
+            raise TimeoutError("a transient failure of this end-user's writes")
         return real(**kwargs)
 
     monkeypatch.setattr(episode_services, "episode_write", stuck_for_one)
@@ -49,7 +49,7 @@ def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, m
     stuck = OutboxEntry.objects.filter(external_id="stuck").order_by("id")
     # Only the stuck end-user's first write was tried; its later writes wait behind it, in order.
     assert [e.attempts for e in stuck[:2]] == [1, 0]
-    assert stuck[0].last_error["code"] == "error"
+    assert stuck[0].last_error == {"code": "error", "message": "TimeoutError"}
 
 
 def test_a_queued_import_with_duplicate_ids_fails_once_with_its_reason(engram, tenant, client, monitor_headers):
@@ -739,3 +739,39 @@ def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es
         statuses = [api.post("/api/v1/subjects/mia/recall", {"query": "bike"}, format="json").status_code
                     for _ in range(7)]
         assert statuses == [200] * 5 + [429] * 2
+
+
+def test_erase_finds_a_non_ascii_external_id_in_stored_responses_and_failed_writes(api, tenant):
+    """Review finding: the erase looked for the end-user in ``json.dumps`` output, where "josé" is
+    "jos\\u00e9", and left failed outbox entries naming them in their error."""
+    OutboxEntry.objects.create(tenant=tenant, external_id="josé", operation="forget", memory_id="some-memory-01",
+                               payload={"reason": "user_request"}, actor="t", reason="backlog")
+    assert outbox_replay().failed == 1  # the end-user did not exist yet: "unknown end-user", naming them
+    failed = OutboxEntry.objects.get(external_id="josé")
+    assert failed.last_error["details"] == {"external_id": "josé"}
+    for who, key in (("josé", "create-jose"), ("jos", "create-jos")):
+        assert api.post("/api/v1/subjects", {"external_id": who}, format="json",
+                        HTTP_IDEMPOTENCY_KEY=key).status_code == 201
+    # Django's test client, not the typed one in-process: httpx's WSGI transport hands Django a
+    # non-ASCII path undecoded (PEP 3333 wants it as latin-1), which Django reads as another id.
+    assert api.post("/api/v1/subjects/jos%C3%A9/turns", {"text": "Hola"}, format="json").status_code == 201
+    assert api.delete("/api/v1/subjects/jos%C3%A9").json()["status"] == "applied"
+    assert not IdempotencyRecord.objects.filter(key="create-jose").exists()
+    assert IdempotencyRecord.objects.filter(key="create-jos").exists()  # another end-user's: kept
+    failed.refresh_from_db()
+    assert failed.external_id.startswith("erased:") and "jos" not in json.dumps(failed.last_error, ensure_ascii=False)
+    assert failed.status == "failed" and failed.last_error["code"] == "not_found"
+
+
+def test_an_end_user_cannot_take_the_name_an_erase_needs(api, engram):
+    """Review finding: a writer of the tenant could create ``erased:<another user's id>``, and that
+    user's erase then failed for good (its tombstone's name was taken)."""
+    engram.turn("bob", "hello")
+    bob = Subject.objects.get(external_id="bob")
+    for name in (f"erased:{bob.user_id}", f"ERASED:{bob.user_id}", "erased"):
+        taken = api.post(f"/api/v1/subjects/{name}/turns", {"text": "x"}, format="json")
+        assert taken.status_code == 400 and taken.json()["error"]["code"] == "invalid_external_id", name
+        created = api.post("/api/v1/subjects", {"external_id": name}, format="json")
+        assert created.status_code == 400, name
+    assert engram.erase_subject("bob")["status"] == "applied"
+    assert Subject.objects.get(user_id=bob.user_id).external_id == f"erased:{bob.user_id}"

@@ -28,7 +28,7 @@ SHOTS = Path(os.environ.get("ENGRAM_SCREENSHOTS_DIR") or ROOT / ".engram" / "scr
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, es_admin):
-    server = LiveEngram(tmp_path_factory.mktemp("inspector"))
+    server = LiveEngram(tmp_path_factory.mktemp("inspector"), ENGRAM_USAGE_FLUSH_SECONDS="0.5")
     try:
         server.setup()
         server.manage("seed_demo")
@@ -359,3 +359,38 @@ def test_token_access_tab(live, browser):
     browser.get(f"{live.url}/t/acme-home/audit/?access=staff")
     if getattr(live, "browser_token", None):
         assert "through token" in _text(browser)
+
+
+def test_usage_page_shows_the_tenants_use_per_day(live, browser):
+    from selenium.webdriver.common.by import By
+
+    headers = {"Authorization": f"Bearer {live.agent_token}"}
+    with httpx.Client(base_url=f"{live.url}/api/v1/", headers=headers, timeout=30) as api:
+        assert api.post("subjects/alice%40example.com/turns", json={"text": "The thermostat shows E4."}).status_code == 201
+        for _ in range(3):
+            assert api.post("subjects/alice%40example.com/recall", json={"query": "thermostat"}).status_code == 200
+        deadline = time.monotonic() + 30
+        while True:  # each process writes its counts every ENGRAM_USAGE_FLUSH_SECONDS (0.5 s here)
+            usage = api.get("usage", params={"days": 7})
+            assert usage.status_code == 200
+            [today, *earlier] = usage.json()["days"]
+            if today["requests"] >= 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert len(earlier) == 6 and today["requests"] >= 4 and today["memories_stored"] >= 1
+
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/t/acme-home/usage/")
+    assert browser.title.startswith("Not allowed")  # tenant admins only
+    _login(browser, live, "admin")
+    browser.get(f"{live.url}/")
+    browser.find_element(By.LINK_TEXT, "Usage").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "table.usage"))
+    browser.find_element(By.LINK_TEXT, "Last 7 days").click()
+    _wait(browser, lambda d: "Last 7 days, newest first" in _text(d))
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.usage tbody tr")
+    assert len(rows) == 7
+    cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+    assert cells[0] == today["date"] and int(cells[1]) >= today["requests"]
+    assert int(cells[2]) >= today["memories_stored"]
+    _shot(browser, "usage")

@@ -47,6 +47,7 @@ def _cells(alice, memory_id: str) -> dict[str, tuple[str, str, dict]]:
         "subject.erase": ("get", f"/u/{u}/erase/", {}),
         "keys.view": ("get", f"/t/{t}/keys/", {}),
         "keys.manage": ("post", f"/t/{t}/keys/{u}/rotate/", {}),
+        "usage.view": ("get", f"/t/{t}/usage/", {}),
         "audit.view": ("get", f"/t/{t}/audit/", {}),
         "audit.export": ("get", f"/t/{t}/audit/export.jsonl", {}),
         "audit.checkpoint": ("post", f"/t/{t}/audit/checkpoint/", {}),
@@ -569,3 +570,21 @@ def test_the_pages_and_their_partials_answer_whatever_the_query_says(staff, subj
     response = client.get(path, QUERY_STRING=query_string(params), **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
     record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
     assert response.status_code < 500, (path, params, response.content[:300])
+
+
+def test_subject_page_shows_failed_writes_without_their_content(staff, subjects):
+    from memory_app.models import OutboxEntry
+
+    alice, _ = subjects
+    failed = OutboxEntry.objects.create(
+        tenant=alice.tenant, external_id=alice.external_id, operation="import", status="failed", attempts=1,
+        payload={"episodes": [{"text": "a line only the payload holds"}]}, actor="t", reason="background",
+        last_error={"code": "internal_error", "message": "the write failed (OverflowError)", "details": {}})
+    OutboxEntry.objects.create(tenant=alice.tenant, external_id=alice.external_id, operation="episode",
+                               payload={"text": "queued"}, actor="t", reason="outage", memory_id="alice-q-0001")
+    client = Client()
+    client.force_login(staff["support"])
+    page = client.get(f"/u/{alice.user_id}/").content.decode()
+    assert 'id="writes-section"' in page and str(failed.uid) in page and "internal_error" in page
+    assert "1 write waiting in the outbox; 1 ended failed" in page
+    assert "a line only the payload holds" not in page

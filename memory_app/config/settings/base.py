@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's whole time inside Django, and its route, status and tenant, for /metrics.
+    "memory_app.observability.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory_app.config.middleware.RefuseNulMiddleware",
     "memory_app.config.middleware.EngramErrorMiddleware",
@@ -488,8 +490,10 @@ ENGRAM_IDEMPOTENCY_LOCK_SECONDS = env.int("ENGRAM_IDEMPOTENCY_LOCK_SECONDS", def
 ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS = env.int("ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS", default=15)
 ENGRAM_OUTBOX_LEASE_SECONDS = env.int("ENGRAM_OUTBOX_LEASE_SECONDS", default=300)
 ENGRAM_OUTBOX_STALE_SECONDS = env.int("ENGRAM_OUTBOX_STALE_SECONDS", default=300)
-# A queued write still meeting a concurrency conflict after this many replays is marked failed.
-ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS = env.int("ENGRAM_OUTBOX_MAX_CONFLICT_ATTEMPTS", default=5)
+# A queued write still meeting an error a retry may fix (a concurrency conflict, a 5xx that is not
+# an outage) after this many replays is marked failed. An outage never counts against it; an error
+# no retry fixes (invalid data, a bug's exception) fails the write at its first attempt.
+ENGRAM_OUTBOX_MAX_ATTEMPTS = env.int("ENGRAM_OUTBOX_MAX_ATTEMPTS", default=5)
 # SQLite under concurrent API requests: take the write lock when a transaction starts (a deferred
 # transaction that later needs it fails at once with "database is locked" instead of waiting),
 # wait up to 20 s for it, and let readers proceed during writes (WAL).
@@ -538,3 +542,13 @@ CELERY_BEAT_SCHEDULE |= {
     "memory_app.consolidation-dispatch": {"task": "memory_app.tasks.consolidation_dispatch",
                                           "schedule": float(ENGRAM_CONSOLIDATION_DISPATCH_INTERVAL_SECONDS)},
 }
+
+# ---- observability (docs/operations.md)
+# Traces: "off", or "otlp" (OTLP over HTTP, configured by the standard OTEL_EXPORTER_OTLP_* variables).
+ENGRAM_TRACING = env.str("ENGRAM_TRACING", default="off")
+ENGRAM_TRACING_SERVICE_NAME = env.str("ENGRAM_TRACING_SERVICE_NAME", default="engram")
+# A Celery worker serves its own /metrics on this port (0: none), behind the monitor token.
+ENGRAM_WORKER_METRICS_PORT = env.int("ENGRAM_WORKER_METRICS_PORT", default=0)
+ENGRAM_WORKER_METRICS_ADDR = env.str("ENGRAM_WORKER_METRICS_ADDR", default="127.0.0.1")
+# Per-tenant request counts are added up in each process and written to the database this often.
+ENGRAM_USAGE_FLUSH_SECONDS = env.float("ENGRAM_USAGE_FLUSH_SECONDS", default=10.0)

@@ -28,3 +28,5 @@ ENGRAM_AUDIT_SIGNING_KEYS = env.list("ENGRAM_AUDIT_SIGNING_KEYS", default=[secre
 ENGRAM_MONITOR_TOKEN = env.str("ENGRAM_MONITOR_TOKEN", default="test-monitor-token")
 # Every /healthz call in a test sees the state the test just set up.
 ENGRAM_HEALTH_CACHE_SECONDS = 0
+# Per-tenant usage is written when a test asks (memory_app.metering.usage_flush), inside its transaction.
+ENGRAM_USAGE_FLUSH_SECONDS = 3600.0

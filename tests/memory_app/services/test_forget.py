@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engram_core.errors import NotFound
+from engram_core.es.schema import MemoryType, alias_name
 from memory_app.models import FactUsage, ForgetNote
 from memory_app.selectors import memory_get, subject_export
 from memory_app.services.episodes import episode_write
@@ -150,7 +151,7 @@ def test_a_forget_note_quoting_what_it_forgets_is_redacted_with_it(subject):
     fact = fact_write(subject=subject, text="Alice's PIN is 4321.")
     memory_forget(subject=subject, memory_id=fact["id"], reason="other", actor="test",
                   note="she said: Alice's PIN is 4321.")
-    assert ForgetNote.objects.get(memory_id=fact["id"]).note == "[forgotten]"
+    assert ForgetNote.objects.get(memory_id=fact["id"]).note == "she said: [forgotten]"  # the quote, not the note
 
 
 def test_an_erased_end_user_is_never_given_a_new_key(subject):
@@ -177,3 +178,81 @@ def test_a_write_in_flight_when_the_end_user_is_erased_leaves_nothing_behind(sub
     with pytest.raises(NotFound):
         episode_write(subject=subject, text="I was just about to say something")
     assert count_docs() == 0
+
+
+def test_forget_finds_the_turns_written_within_the_refresh_interval(subject, es_admin):
+    """Review finding: the context searches ran without a refresh, so a turn stored without waiting
+    for one kept the forgotten text in its derived context (and vector) or its quoted context."""
+    from tests.api.conftest import slow_refresh
+
+    with slow_refresh(es_admin) as index:
+        said = episode_write(subject=subject, text="My garage code is 8812.", session_id="s1")
+        later = episode_write(subject=subject, text="Please keep it safe.", session_id="s1", defer_refresh=True)
+        quoted = episode_write(subject=subject, text="Noted.", context="USER: my garage code is 8812.",
+                               defer_refresh=True)
+        memory_forget(subject=subject, memory_id=said["id"], reason="user_request", actor="test")
+        stored = {d["_id"]: d["_source"] for d in es_admin.mget(index=index, ids=[later["id"], quoted["id"]])["docs"]}
+    assert stored[later["id"]].get("derived_context") is None and stored[later["id"]].get("context_ids") is None
+    assert stored[quoted["id"]]["context"] == "USER: [forgotten]"
+
+
+def test_a_forget_cut_short_after_its_delete_has_purged_the_copies(subject, monkeypatch):
+    """Review finding: retried, such a forget finds the memory missing (NotFound) and, its text gone,
+    never purged the copies. They are purged before the delete now."""
+    from memory_app.models import IdempotencyRecord, OutboxEntry
+    from memory_app.services import forget
+    from tenants.services.tokens import agent_token_create
+
+    episode = episode_write(subject=subject, text="My garage code is 8812.")
+    own = {"tenant": subject.tenant, "external_id": subject.external_id}
+    queued = OutboxEntry.objects.create(**own, operation="episode", memory_id="queued-turn-0001", actor="t",
+                                        reason="backlog", payload={"text": "Thanks, my garage code is 8812.",
+                                                                   "context": "USER: My garage code is 8812.\nAGENT: ok"})
+    token, _ = agent_token_create(tenant=subject.tenant, name="agent", scopes=["memory:write"], actor="test")
+    stored = IdempotencyRecord.objects.create(
+        **own, token=token, key="k-1", method="POST", path="/x", fingerprint="f", memory_id="turn-0002",
+        status_code=201, response_body={"id": "turn-0002", "text": "what is my garage code?",
+                                        "recall": [{"id": episode["id"], "text": "My garage code is 8812."}]})
+    monkeypatch.setattr(forget, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
+    with pytest.raises(ConnectionError):
+        memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    monkeypatch.undo()
+    with pytest.raises(NotFound):
+        memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
+    queued.refresh_from_db()
+    stored.refresh_from_db()
+    # The queued write keeps its own text; only the quote in its context goes.
+    assert queued.payload == {"text": "Thanks, my garage code is 8812.", "context": "USER: [forgotten]\nAGENT: ok"}
+    assert stored.response_body == {"id": "turn-0002", "text": "what is my garage code?",
+                                    "recall": [{"id": episode["id"], "forgotten": True}]}
+
+
+def test_forgetting_a_short_turn_changes_only_what_it_forgets(subject, es_admin):
+    """The issue's cases: forgetting "ok" rewrote "booked it, ok?" into "bo[forgotten]ed it,
+    [forgotten]?" and a stored answer of an unrelated turn into "[forgotten]"; a queued write quoting
+    nothing of it was redacted too."""
+    from memory_app.models import IdempotencyRecord, OutboxEntry
+    from tenants.services.tokens import agent_token_create
+
+    ok = episode_write(subject=subject, text="ok")
+    booked = episode_write(subject=subject, text="Done.", context="I looked at the cookbook and booked it, ok?")
+    alarm = episode_write(subject=subject, text="The smoke alarm in the kitchen is broken")
+    own = {"tenant": subject.tenant, "external_id": subject.external_id}
+    token, _ = agent_token_create(tenant=subject.tenant, name="agent", scopes=["memory:write"], actor="test")
+    answer = {"status": "applied", "id": alarm["id"], "memory": {"id": alarm["id"], "text": alarm["text"]},
+              "recall": [{"id": booked["id"], "text": "Done.", "context": "the cookbook"}]}
+    replayed = IdempotencyRecord.objects.create(**own, token=token, key="alarm", method="POST", path="/turns",
+                                                fingerprint="f", memory_id=alarm["id"], status_code=201,
+                                                response_body=answer)
+    pending = {"text": "Took a look, booked the oven, OK  thanks", "context": "cookbook; ok then"}
+    queued = OutboxEntry.objects.create(**own, operation="episode", memory_id="queued-turn-0002", actor="t",
+                                        reason="backlog", payload=pending)
+    memory_forget(subject=subject, memory_id=ok["id"], reason="user_request", actor="test")
+    docs = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias_name(MemoryType.EPISODIC),
+                                                          ids=[booked["id"], alarm["id"]])["docs"]}
+    assert docs[booked["id"]]["context"] == "I looked at the cookbook and booked it, [forgotten]?"
+    assert docs[alarm["id"]]["text"] == "The smoke alarm in the kitchen is broken"
+    replayed.refresh_from_db()
+    queued.refresh_from_db()
+    assert replayed.response_body == answer  # names neither the memory nor quotes it: byte-identical
+    assert queued.payload == {"text": "Took a look, booked the oven, OK  thanks", "context": "cookbook; [forgotten] then"}

@@ -286,3 +286,39 @@ def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeyp
     assert len(acknowledged) > 5 and failures == []
     assert set(acknowledged) <= _exported_ids(alice)
     assert _count(es_admin, es_prefix, "acme") == 0  # nothing left behind in the shared indices
+
+
+def test_tenant_slugs_that_differ_only_in_case_are_refused(db):
+    """Review finding: "acme" and "ACME" were two tenants with one set of dedicated indices."""
+    from django.core.exceptions import ValidationError
+    from django.db import IntegrityError, transaction
+
+    Tenant.objects.create(slug="initech", name="Initech")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Tenant.objects.create(slug="INITECH", name="Initech again")
+    with pytest.raises(ValidationError) as err:
+        Tenant(slug="Initech", name="Initech again").full_clean()
+    assert "another case" in str(err.value)
+
+
+def test_a_move_never_drops_another_tenants_documents_from_indices_they_share(world, es_admin, monkeypatch):
+    """Tenants created before slugs were unique whatever their case share one dedicated prefix: moving
+    one of them out removes its own documents there, not the indices with the other's in them."""
+    acme, alice, bob, dana = world
+    globex = dana.tenant
+    real = isolation_move.index_prefix_for
+
+    def one_prefix(*, tenant, isolation=None):
+        if (isolation or tenant.isolation) == Tenant.Isolation.DEDICATED:
+            return real(tenant=acme, isolation=Tenant.Isolation.DEDICATED)
+        return real(tenant=tenant, isolation=isolation)
+
+    monkeypatch.setattr(isolation_move, "index_prefix_for", one_prefix)
+    dedicated = one_prefix(tenant=acme, isolation=Tenant.Isolation.DEDICATED)
+    tenant_isolation_set(tenant=globex, isolation="dedicated", actor="test")
+    tenant_isolation_set(tenant=acme, isolation="dedicated", actor="test")
+    tenant_isolation_set(tenant=acme, isolation="shared", actor="test")
+    index = alias_name(MemoryType.EPISODIC, prefix=dedicated)
+    es_admin.indices.refresh(index=index)
+    assert es_admin.count(index=index, query={"term": {"tenant_id": "globex"}})["count"] == 1
+    assert es_admin.count(index=index, query={"term": {"tenant_id": "acme"}})["count"] == 0
