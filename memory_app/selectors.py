@@ -307,6 +307,8 @@ def _list(subject: Subject, memory_type: MemoryType, *, include_superseded: bool
 
 
 MEMORY_LIST_MAX = 200
+# How deep a memory list pages (offset + limit), as Elasticsearch's default max_result_window.
+MEMORY_LIST_WINDOW = 10_000
 _SCAN_PAGE = 500
 
 
@@ -323,8 +325,8 @@ def memory_page(*, subject: Subject, memory_type: MemoryType, key: str | None = 
                                code="invalid_memory_type")
     if not 1 <= limit <= MEMORY_LIST_MAX:
         raise ValidationFailed(f"limit must be 1-{MEMORY_LIST_MAX}", details={"field": "limit"}, code="invalid_limit")
-    if not 0 <= offset or offset + limit > 10_000:
-        raise ValidationFailed("offset must be >= 0 and offset + limit <= 10000", details={"field": "offset"},
+    if not 0 <= offset or offset + limit > MEMORY_LIST_WINDOW:
+        raise ValidationFailed(f"offset must be >= 0 and offset + limit <= {MEMORY_LIST_WINDOW}", details={"field": "offset"},
                                code="invalid_offset")
     require_dls()
     refresh_ensure(subject=subject)  # the subject's deferred writes are listed too

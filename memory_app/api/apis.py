@@ -225,7 +225,8 @@ class SubjectCreateApi(BaseApi):
         prefix = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                        help_text="only end-users whose external id starts with this")
         limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=500)
-        offset = serializers.IntegerField(required=False, default=0, min_value=0)
+        # Bounded, as every number a request names: an offset past PostgreSQL's bigint answered 500.
+        offset = serializers.IntegerField(required=False, default=0, min_value=0, max_value=10**9)
 
     class ListOutputSerializer(serializers.Serializer):
         class ListedSerializer(serializers.Serializer):
@@ -467,7 +468,7 @@ class MemoryCreateApi(BaseApi):
                                     help_text="only memories stored under this key of yours: an imported "
                                               "episode's id (client_id), a fact's or playbook's metadata.key")
         limit = serializers.IntegerField(required=False, default=50, min_value=1, max_value=selectors.MEMORY_LIST_MAX)
-        offset = serializers.IntegerField(required=False, default=0, min_value=0)
+        offset = serializers.IntegerField(required=False, default=0, min_value=0, max_value=selectors.MEMORY_LIST_WINDOW)
         include_superseded = serializers.BooleanField(required=False, default=False)
 
     class ListOutputSerializer(serializers.Serializer):
