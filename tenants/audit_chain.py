@@ -55,6 +55,13 @@ LEGACY_FIELDS = ("chain", "seq", "created_at", "actor_type", "actor", "action", 
 KEYED_FIELDS = (*LEGACY_FIELDS, "key_id")
 CHECKPOINT_FIELDS = ("chain", "seq", "head_hash", "created_at", "previous_seq", "previous_signature", "key_id",
                      "keyed_at", "events_sha256")
+# The JSON type of each field a verifier reads: a value of another type is a forgery it reports,
+# never one it trips over (whoever holds the database or the file may write anything).
+EVENT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "chain": str, "seq": int, "created_at": str, "prev_hash": str, "hash": str, "key_id": (str, type(None))}
+CHECKPOINT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "chain": str, "seq": int, "head_hash": str, "created_at": str, "previous_seq": int, "previous_signature": str,
+    "key_id": str, "keyed_at": int, "events_sha256": str, "signature": str}
 EXPORT_VERSION = 3
 # Each kind of signature names its purpose, so one can never stand for another.
 _CHECKPOINT_LABEL = "engram audit checkpoint v2\n"
@@ -364,6 +371,8 @@ def checkpoint_problem(checkpoint: Mapping[str, Any], public: PublicKeys | None)
         return f"{what} cannot be checked: no public key was given"
     if any(name not in checkpoint for name in CHECKPOINT_FIELDS):
         return f"{what} lacks fields of a signed checkpoint: forged, or made by an earlier release"
+    if name := _mistyped(checkpoint, CHECKPOINT_TYPES):
+        return f"{what}'s {name} is not a value Engram writes there: forged"
     return public.problem(what, str(checkpoint.get("key_id", "")), checkpoint.get("created_at"),
                           _checkpoint_message(checkpoint), checkpoint.get("signature", ""))
 
@@ -447,6 +456,20 @@ def _ordered_checkpoints(checkpoints: Iterable[Mapping[str, Any]], public: Publi
     return valid, problems
 
 
+def _mistyped(record: Mapping[str, Any], types: Mapping[str, type | tuple[type, ...]]) -> str:
+    """The first field whose value is not of its JSON type ('' when none; a bool is not an int)."""
+    for name, kind in types.items():
+        value = record.get(name)
+        if name in record and (not isinstance(value, kind) or (isinstance(value, bool) and kind is int)):
+            return name
+    return ""
+
+
+def _same(a: str, b: str) -> bool:
+    """Constant-time equality of two texts, whatever characters they hold."""
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
 def _not_before(later: Any, earlier: Any) -> bool:
     a, b = moment(later), moment(earlier)
     return a is not None and b is not None and a >= b
@@ -512,6 +535,8 @@ class _Walk:
             return f"the event's seq {seq!r} is not a position in a chain"
         if any(not isinstance(record.get(k), str) for k in ("prev_hash", "hash", "created_at")):
             return "the event lacks its links or its time"
+        if name := _mistyped(record, EVENT_TYPES):
+            return f"the event's {name} is not a value Engram writes there: forged"
         if record.get("chain") != self.chain:
             return f"the event belongs to chain {record.get('chain')!r}, not {self.chain!r}"
         if self.complete and seq > self.expected:
@@ -522,7 +547,7 @@ class _Walk:
             return f"the sequence goes back from {self.expected - 1} to {seq}: events duplicated or re-ordered"
         if not self.complete and prev is not None and seq <= prev["seq"]:
             return f"the sequence goes back from {prev['seq']} to {seq}: events duplicated or re-ordered"
-        if self.origin and prev is None and not hmac.compare_digest(record["hash"], str(self.origin["head_hash"])):
+        if self.origin and prev is None and not _same(record["hash"], str(self.origin["head_hash"])):
             return f"event {seq} is not the one the checkpoint of {self.origin['created_at']} signed: rewritten"
         if self.complete and not self.origin and prev is None and record["prev_hash"] != GENESIS:
             return "the first event does not start from the genesis hash"
@@ -541,8 +566,7 @@ class _Walk:
             return ""  # a keyed link needs the secret: the checkpoints' digests and the export's signature vouch
         if kid and (why := self.keyring.problem("the event", kid, record["created_at"])):
             return why
-        if not hmac.compare_digest(link_hash(prev_hash=record["prev_hash"], fields=record, keyring=self.keyring),
-                                   record["hash"]):
+        if not _same(link_hash(prev_hash=record["prev_hash"], fields=record, keyring=self.keyring), record["hash"]):
             return (f"the event's hash is not signed by its key (key id {kid}): the event was changed" if kid else
                     "the event's hash does not match its fields: the event was changed")
         return ""
@@ -559,7 +583,7 @@ class _Walk:
         for cp, digest in self.open:
             digest.update(line)
         for cp, digest in [item for item in self.open if item[0]["seq"] == seq]:
-            if not hmac.compare_digest(digest.hexdigest(), str(cp["events_sha256"])):
+            if not _same(digest.hexdigest(), str(cp["events_sha256"])):
                 return (f"events {cp['previous_seq'] + 1} to {seq} are not those the checkpoint of {cp['created_at']} "
                         "signed (their SHA-256 differs): rewritten")
         self.open = [item for item in self.open if item[0]["seq"] > seq]
@@ -595,7 +619,7 @@ class ChainCheck:
                                            keying=self.origin is None and self.keying_pinned)
         if not problems and not self.complete:
             for cp in ordered:
-                if cp["seq"] in walk.heads and not hmac.compare_digest(walk.heads[cp["seq"]], str(cp["head_hash"])):
+                if cp["seq"] in walk.heads and not _same(walk.heads[cp["seq"]], str(cp["head_hash"])):
                     problems.append((cp["seq"], None, f"event {cp['seq']} is not the one the checkpoint of "
                                                       f"{cp['created_at']} signed: rewritten"))
                     break
@@ -644,7 +668,7 @@ def _complete_problems(walk: _Walk, ordered: list[Mapping[str, Any]], *, held: i
         if cp["seq"] > last:
             return [(last + 1, None, f"the chain was truncated: the checkpoint of {cp['created_at']} pins {cp['seq']} "
                                      f"events, the log holds {last} (events {last + 1} to {cp['seq']} deleted)")]
-        if cp["seq"] in walk.heads and not hmac.compare_digest(walk.heads[cp["seq"]], str(cp["head_hash"])):
+        if cp["seq"] in walk.heads and not _same(walk.heads[cp["seq"]], str(cp["head_hash"])):
             return [(cp["seq"], None, f"event {cp['seq']} is not the one the checkpoint of {cp['created_at']} signed: "
                                       "rewritten")]
     if not keying or not held:

@@ -297,3 +297,39 @@ def test_an_export_mutation_is_detected_with_the_audit_keys_too():
     missed = [name for label, name, fn in all_export_mutations()
               if S.verify_export(fn(exports[label]), keyring=S.KEYRING).ok]
     assert missed == []
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(_exports())), st.data(), JSON_VALUES)
+def test_any_value_in_any_field_of_an_export_is_refused_never_raised(label, data, value):
+    """A hostile export is a report of what broke, whatever type or text its fields hold."""
+    lines = list(_exports()[label])
+    n = data.draw(st.integers(0, len(lines) - 1))
+    record = json.loads(lines[n])
+    name = data.draw(st.sampled_from(sorted(record)))
+    assume(record[name] != value)
+    record[name] = value
+    lines[n] = json.dumps(record)
+    assert not S.verify_export(lines).ok
+    assert not S.verify_export(lines, keyring=S.KEYRING).ok
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.data(), JSON_VALUES)
+def test_any_value_in_any_field_of_a_stored_chain_is_refused_never_raised(checkpoint, data, value):
+    """Whoever holds the database may write any value into any column or checkpoint field: the
+    verifier names what broke, it does not raise."""
+    sample = S.sample_chain()
+    rows = sample.checkpoints if checkpoint else sample.events
+    row = rows[data.draw(st.integers(0, len(rows) - 1))]
+    name = data.draw(st.sampled_from(sorted(row)))
+    assume(row[name] != value)
+    row[name] = value
+    assert not sample.verify().ok
+    assert not sample.verify(keyring=None).ok
