@@ -34,12 +34,12 @@ def rss():
         return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
 
 try:
-    from memory_app.config.serving import malloc_arenas_limit, malloc_release
+    from config.serving import malloc_arenas_limit, malloc_release
 except ImportError:
     malloc_arenas_limit = malloc_release = None
 if malloc_arenas_limit:
     malloc_arenas_limit(arenas)
-from memory_app.embeddings.minilm import MiniLMEmbedder
+from embeddings.minilm import MiniLMEmbedder
 
 embedder = MiniLMEmbedder(runtime="onnx-int8", threads=1, workers=0, query_cache_size=0)
 embedder.embed_query("load the model")

@@ -17,10 +17,9 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
-from memory_app.language.intent import ANSWERED_BY
-from memory_app.language.temporal import TimeWindow, stored_ranges
+from language.temporal import TimeWindow, stored_ranges
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.read import Reading
+from memory_app.recall.read import ANSWERED_BY, Reading
 from memory_app.recall.search import (
     CREDIT,
     DATED,

@@ -24,7 +24,7 @@ from django.core.cache import cache
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
-from memory_app.language.temporal import TimeWindow, named_day_ranges
+from language.temporal import TimeWindow, named_day_ranges
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.timing import timed
@@ -46,7 +46,7 @@ PASSAGE_HITS = "passage"
 # Named-query prefixes: which of the question's words a lexical hit holds, and where (``word_clauses``).
 WORD_IN_TEXT, WORD_IN_CONTEXT, SYNONYM_IN_TEXT, SAID_BY_NAMED = (
     "word_text_", "word_context_", "word_synonym_", "word_speaker_")
-KINDS = "kinds"  # the named clause of the kinds a question asks for (memory_app.language.concepts)
+KINDS = "kinds"  # the named clause of the kinds a question asks for (language.concepts)
 DATED = "dated"  # the named clause of the episodes dated in the period a question names
 CREDIT = "credit_"  # the prefix of a leg over the crediting types (``Allowed.crediting``)
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]

@@ -298,7 +298,7 @@ def test_a_session_holding_more_of_the_question_weights_its_episodes():
 def test_an_episode_is_in_a_window_by_when_it_was_told_or_by_the_days_its_words_name():
     from datetime import date
 
-    from memory_app.language.temporal import query_time_window
+    from language.temporal import query_time_window
     from memory_app.recall.rank import in_window
 
     june = query_time_window("What did she do in June 2023?", now=T0)
