@@ -147,7 +147,8 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight():
                    ("c", 7.0, {"matched_queries": ["word_context_0"]}))  # only in its context: × 0.3
     dense = _scored(("b", 0.90, {}), ("c", 0.89, {}), ("a", 0.70, {}))
     entity = _scored(("c", 5.0, {"matched_queries": ["word_text_1"]}))  # a leg's only match is its best
-    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.BM25, 1), 0.5, entity), idf=idf, **options)
+    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.BM25, 1), 0.5, entity),
+                 idf=idf, **options)
     # Lexical scores a 2.5, c 0.6, b 0.5 -> 1.0, 0.05, 0.0; dense b 1.0, c 0.95, a 0.0.
     assert hits["a"].fused == pytest.approx(1.0 + 0.0)
     assert hits["b"].fused == pytest.approx(0.0 + 1.0)
@@ -155,8 +156,8 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight():
     assert {h.fusion for h in hits.values()} == {"linear"}
     assert (hits["a"].bm25_rank, hits["c"].bm25_rank, hits["b"].bm25_rank) == (1, 2, 3)  # by its own score
     assert hits["a"].dense_rank == 3
-    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.DENSE, 1), 0.5, entity), idf=idf,
-                 linear_dense_weight=0.5, **options)
+    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.DENSE, 1), 0.5, entity),
+                 idf=idf, linear_dense_weight=0.5, **options)
     assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
 
 
@@ -173,7 +174,8 @@ def test_linear_fusion_scores_a_lexical_hit_by_the_share_of_the_question_it_hold
     assert hits["b"].fused == pytest.approx(0.125 + 1.0)
     assert (hits["a"].bm25_rank, hits["b"].bm25_rank) == (1, 2)
     # A lone weak match is still weak: one common word of three.
-    hits = _fuse((PLAIN_BM25, 1.0, _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}))), (PLAIN_DENSE, 1.0, dense),
+    hits = _fuse((PLAIN_BM25, 1.0, _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}))),
+                 (PLAIN_DENSE, 1.0, dense),
                  idf=idf, context_boost=0.3)
     assert hits["b"].fused == pytest.approx(0.125 + 1.0)
     no_words = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), context_boost=0.3)
