@@ -26,7 +26,7 @@ from memory_app.mcp.asgi import mount  # noqa: E402
 
 # What is loaded by now (Django, the models, WordNet's tables: ~300k objects) lives as long as the
 # process. Frozen, it is out of the collector's reach: a full collection scans only what was
-# allocated since, instead of holding the worker's lock for 100-175 ms of CPU (190-535 ms under load).
+# allocated since, instead of holding the worker's lock for a long pause (docs/performance.md, "Memory").
 gc.collect()
 gc.freeze()
 malloc_release()  # what building the models freed

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -252,21 +252,21 @@ class BertEncoder:
         """BERT pooler: tanh(dense([CLS])), float32 (B, hidden). Raises EmbeddingError if the checkpoint has none."""
         if self.pooler_w is None or self.pooler_b is None:
             raise EmbeddingError("this checkpoint has no pooler weights")
-        return np.tanh(hidden_states[:, 0] @ self.pooler_w + self.pooler_b)
+        return cast(np.ndarray, np.tanh(hidden_states[:, 0] @ self.pooler_w + self.pooler_b))
 
 
 def mean_pool(hidden_states: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """Mean of the hidden states over real (mask == 1) tokens, float32 (B, hidden)."""
     mask = attention_mask.astype(_F32)[:, :, None]
     summed = (hidden_states * mask).sum(axis=1)
-    return summed / np.maximum(mask.sum(axis=1), _F32(1e-9))
+    return cast(np.ndarray, summed / np.maximum(mask.sum(axis=1), _F32(1e-9)))
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm (rows of zeros stay zero), float32."""
     vectors = np.asarray(vectors, dtype=_F32)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.maximum(norms, _F32(1e-12))
+    return cast(np.ndarray, vectors / np.maximum(norms, _F32(1e-12)))
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -276,7 +276,7 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     centred *= 1.0 / np.sqrt(var + _F32(eps))
     centred *= weight
     centred += bias
-    return centred
+    return cast(np.ndarray, centred)
 
 
 def _gelu_inplace(x: np.ndarray) -> None:

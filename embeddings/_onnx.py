@@ -11,18 +11,22 @@ optimiser fuses (LayerNorm, GELU, MatMul + Add). ``int8=True`` builds the intege
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._bert import BertEncoder
 from .base import EmbeddingError
 
+if TYPE_CHECKING:
+    import onnx
+    import onnxruntime
+
 OPSET = 17
 # Fixed uint8 zero points of the int8 graph's activations where every row sits alike around one:
-# the attention's weighted values are centred on 0 (measured per-row zero points 87-181, median
-# 118-130, on the fixture corpus), and GELU's output never goes below -0.17 (median 12-20). The
-# LayerNorm outputs that feed QKV and the first feed-forward layer do not (median 103-176, spread
-# over 100), so those rows keep a zero point of their own.
+# the attention's weighted values are centred on 0, and GELU's output never goes below -0.17. The
+# LayerNorm outputs that feed QKV and the first feed-forward layer spread widely, so those rows
+# keep a zero point of their own (docs/performance.md, "Embeddings": the measured zero points).
 CONTEXT_ZERO_POINT = 128
 GELU_ZERO_POINT = 16
 
@@ -30,12 +34,10 @@ GELU_ZERO_POINT = 16
 def exact_signed_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU multiplies uint8 by int8 exactly in onnxruntime: x86 with VNNI
     (``vpdpbusd``, AVX512-VNNI or AVX-VNNI). Without it (AVX2, AVX512 before VNNI) onnxruntime's
-    uint8 × int8 kernel uses ``vpmaddubsw``, which saturates each pair of products at 16 bits:
-    on a 2-core AMD EPYC without VNNI the int8 graph's vectors fell to cosine 0.91 of the float
-    ones (mean 0.971 over 600 LoCoMo turns) and locomo-dev R@10 from 0.787 to 0.769. The
-    uint8 × uint8 kernel has no such step, so elsewhere the weights go as uint8 (the same integers,
-    shifted by a zero point of 128): the same vectors on every CPU, at some speed (+16% CPU per
-    sentence on that EPYC)."""
+    uint8 × int8 kernel uses ``vpmaddubsw``, which saturates each pair of products at 16 bits and
+    moves the vectors (docs/performance.md, "Embeddings", gives what it cost). The uint8 × uint8
+    kernel has no such step, so elsewhere the weights go as uint8 (the same integers, shifted by a
+    zero point of 128): the same vectors on every CPU, at some CPU cost."""
     try:
         with open(cpuinfo, encoding="ascii", errors="replace") as lines:
             flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
@@ -45,7 +47,7 @@ def exact_signed_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
 
 
 def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights: bool | None = None,
-                     word_embeddings_input: bool = False):
+                     word_embeddings_input: bool = False) -> onnx.ModelProto:
     """An ONNX model with inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64, (B, L))
     and output ``last_hidden_state`` (float32, (B, L, hidden)).
 
@@ -74,15 +76,15 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     hidden, heads = cfg.hidden_size, cfg.num_attention_heads
     head_dim = hidden // heads
     eps = float(cfg.layer_norm_eps)
-    nodes: list = []
-    inits: list = []
+    nodes: list[Any] = []
+    inits: list[Any] = []
 
     def const(name: str, value: np.ndarray) -> str:
         # (np.ascontiguousarray would turn a 0-d scalar into shape (1,).)
         inits.append(numpy_helper.from_array(value if value.flags.c_contiguous else value.copy(order="C"), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
@@ -140,6 +142,7 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
             acc = node("MatMulInteger", [q, const(f"{name}.wq", w_q), *([fixed] if fixed else [])], f"{name}.mmi")
         else:  # the same integers as uint8 around a zero point of 128: (q_w + 128) − 128 = q_w
             w_u8 = const(f"{name}.wq", (w_q.astype(np.int16) + 128).astype(np.uint8))
+            assert weight_zero is not None  # made whenever the weights are unsigned
             acc = node("MatMulInteger", [q, w_u8, fixed or "", weight_zero], f"{name}.mmi")
         rows = node("DequantizeLinear", [acc, scale], f"{name}.deq", axis=0)  # int32 · the row's scale
         y = node("Mul", [rows, const(f"{name}.ws", w_scale)], f"{name}.mm")
@@ -204,7 +207,9 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
         x = layer_norm(node("Add", [out, x], f"{p}.ffn.res"), layer.ffn_ln_w, layer.ffn_ln_b, f"{p}.ffn.ln")
     nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="last_hidden_state"))
 
-    int_input = lambda name: helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "length"])  # noqa: E731
+    def int_input(name: str) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "length"])
+
     first = (helper.make_tensor_value_info("word_embeddings", TensorProto.FLOAT, ["batch", "length", hidden])
              if word_embeddings_input else int_input("input_ids"))
     graph = helper.make_graph(
@@ -217,7 +222,7 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     return model
 
 
-def make_session(model_bytes: bytes, *, threads: int = 0, arena: bool = False):  # -> onnxruntime.InferenceSession
+def make_session(model_bytes: bytes, *, threads: int = 0, arena: bool = False) -> onnxruntime.InferenceSession:
     """A CPU inference session with every graph optimisation on. ``threads`` 0 lets onnxruntime choose.
     ``arena``: onnxruntime keeps the memory of activations for the next run, grown to the largest
     batches that ever ran at once and never given back; without it each run's activations are

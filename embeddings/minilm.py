@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -48,8 +49,8 @@ def bundled_model_dir() -> Path:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 sentence embeddings (384 dims), computed in-process on the CPU.
 
-    Weights load on first use (about 0.3 s, 90 MB in memory), once, under a lock; ``dims``
-    is read from config.json without loading them. ``embed_documents`` sorts its texts by
+    Weights load on first use (docs/performance.md, "Embeddings": time and memory), once, under a
+    lock; ``dims`` is read from config.json without loading them. ``embed_documents`` sorts its texts by
     token count and runs batches of ``batch_size`` so that padding stays small.
 
     Threads (onnx runtimes): each batch runs on ``threads`` onnxruntime threads (default 1), and
@@ -136,7 +137,7 @@ class MiniLMEmbedder:
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
             feeds = {"word_embeddings": words[ids], "token_type_ids": types, "attention_mask": mask}
-            return session.run(["last_hidden_state"], feeds)[0]
+            return cast(np.ndarray, session.run(["last_hidden_state"], feeds)[0])
 
         return forward
 
@@ -167,7 +168,7 @@ class MiniLMEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector (``dims`` floats) per text, in input order."""
-        return self.embed_array(texts).tolist()
+        return cast(list[list[float]], self.embed_array(texts).tolist())
 
     def embed_query(self, text: str) -> list[float]:
         """The unit vector for ``text``, from the query cache when possible."""

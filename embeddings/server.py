@@ -100,7 +100,7 @@ class EmbeddingsServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self._httpd.server_address[0]}:{self.port}/v1"
+        return f"http://{str(self._httpd.server_address[0])}:{self.port}/v1"
 
     def calls_snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -116,7 +116,7 @@ class EmbeddingsServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as the openai/httpx clients expect
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
+            def log_message(self, format: str, *args: Any) -> None:  # quiet by default
                 pass
 
             def _send(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ class EmbeddingsServer:
             def _path(self) -> str:
                 return self.path.split("?", 1)[0].rstrip("/")
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:  # http.server's naming
                 path = self._path()
                 server._count(f"GET {path}")
                 if path in ("/v1/models", "/models"):
@@ -144,7 +144,7 @@ class EmbeddingsServer:
                 else:
                     self._error(_RequestError(HTTPStatus.NOT_FOUND, f"no route GET {path}", code="not_found"))
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 path = self._path()
                 server._count(f"POST {path}")
                 try:

@@ -353,7 +353,7 @@ def _item(cls, namespace: tuple[str, ...], memory: dict[str, Any], **extra: Any)
 # ---------------------------------------------------------------- LangGraph's filter and namespace rules
 
 
-def _matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:  # noqa: A002 - LangGraph's name
+def _matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:  # LangGraph's name
     return all(_compare(value.get(k), v) for k, v in filter.items())
 
 

@@ -193,7 +193,7 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
             log(f"  {path.name}: {len(turns)} turns, {len(observed)} observations, {len(written)} facts, "
                 f"coverage {matched['coverage']}, grounded {figures['grounded_share']}")
             if examples:
-                for fact, ok in [(f, ok) for f, ok in zip(written, supported, strict=True) if not ok][:examples]:
+                for fact, _ok in [(f, ok) for f, ok in zip(written, supported, strict=True) if not ok][:examples]:
                     log(f"    unsupported: {fact.turns} {fact.text}")
                 missed = [(o, b) for o, b in zip(observed, matched["best"], strict=True) if b < 0.6][:examples]
                 for o, b in missed:

@@ -12,6 +12,7 @@ import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from language.words import STOPWORDS
 
@@ -197,7 +198,7 @@ def concepts_of(text: str, *, options: ConceptOptions) -> str | None:
     return "\n".join(dict.fromkeys(lines)) or None
 
 
-def concepts_of_memory(source: dict, *, options: ConceptOptions) -> str | None:
+def concepts_of_memory(source: dict[str, Any], *, options: ConceptOptions) -> str | None:
     """``concepts_of`` the text a stored memory is known by: a catalog entry's title and text,
     any other memory's text."""
     text = source.get("text") or ""

@@ -61,10 +61,10 @@ def query_entities(query: str) -> list[str]:
     out: list[str] = []
     covered: set[str] = set()  # words of the entities kept so far: a span inside a quote is not another
     for entity in found:
-        words = {without_possessive(w).lower() for w in WORD.findall(entity)}
-        if words and not words <= covered:
+        named = {without_possessive(w).lower() for w in WORD.findall(entity)}
+        if named and not named <= covered:
             out.append(entity)
-            covered |= words
+            covered |= named
     return out
 
 

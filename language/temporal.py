@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any
 
 # What Python's calendar (years 1-9999) cannot hold raises one of these in date arithmetic, as does
 # a number too long to read: a phrase naming such a date is dropped, never an error.
@@ -171,7 +172,7 @@ def _season_of(season: str, rel: str | None, today: datetime, tz: tzinfo) -> tup
     return [c for c in candidates if c[0] <= today][-1]
 
 
-Found = tuple[re.Match, TimeWindow]
+Found = tuple[re.Match[str], TimeWindow]
 
 
 def _on_date(query: str, now: datetime, today: datetime, tz: tzinfo) -> Found | None:
@@ -311,7 +312,7 @@ def _anchor(query: str, now: datetime, tz: tzinfo) -> Found | None:
     return None
 
 
-def _related(window: TimeWindow, relation: re.Match, phrase: str) -> TimeWindow:
+def _related(window: TimeWindow, relation: re.Match[str], phrase: str) -> TimeWindow:
     """The period ``relation`` names relative to ``window``: "the day/week/weekend/month/year
     before|after" it (the period next to it), "N days/weeks/months before|after" it (the day, or
     about the week or month, that far from it) or a bare "before"/"after" (read as within a month)."""
@@ -475,7 +476,7 @@ def statement_dates(text: str, *, when: datetime) -> list[DatedPhrase]:
     return out
 
 
-def _render(m: re.Match, today: datetime) -> tuple[str, datetime, datetime] | None:
+def _render(m: re.Match[str], today: datetime) -> tuple[str, datetime, datetime] | None:
     """The phrase written out, and the days it names (first inclusive, last exclusive)."""
     one = timedelta(days=1)
     if word := m["dayword"]:
@@ -592,12 +593,12 @@ def _nearest(month: int, day: int, when: datetime) -> datetime | None:
     return min(options, key=lambda d: abs(d - when)) if options else None
 
 
-def _iso_day(m: re.Match, today: datetime) -> tuple[date, date]:
+def _iso_day(m: re.Match[str], today: datetime) -> tuple[date, date]:
     day = date(int(m["year"]), int(m["mon"]), int(m["day"]))
     return day, day + timedelta(days=1)
 
 
-def _stated_day(m: re.Match, today: datetime) -> tuple[date, date] | None:
+def _stated_day(m: re.Match[str], today: datetime) -> tuple[date, date] | None:
     month = MONTHS[(m["month"] or m["month2"]).lower()]
     number = int(m["day"] or m["day2"])
     if month == 5 and not _MAY_AS_MONTH.search(m.group()):
@@ -606,19 +607,19 @@ def _stated_day(m: re.Match, today: datetime) -> tuple[date, date] | None:
     return None if day is None else (day.date(), day.date() + timedelta(days=1))
 
 
-def _stated_month(m: re.Match, today: datetime) -> tuple[date, date] | None:
+def _stated_month(m: re.Match[str], today: datetime) -> tuple[date, date] | None:
     month = MONTHS[(m["month"] or m["month2"]).lower()]
     year = m["year"] or m["year2"]
     first = datetime(int(year), month, 1) if year else _nearest(month, 1, today.replace(day=1))
     return None if first is None else (first.date(), _shift_months(first, -1).date())
 
 
-def _stated_year(m: re.Match, today: datetime) -> tuple[date, date]:
+def _stated_year(m: re.Match[str], today: datetime) -> tuple[date, date]:
     year = int(m["year"])
     return date(year, 1, 1), date(year + 1, 1, 1)
 
 
-def _vague_ago(m: re.Match, today: datetime) -> tuple[date, date]:
+def _vague_ago(m: re.Match[str], today: datetime) -> tuple[date, date]:
     far, near = _VAGUE_SPAN[m["unit"].lower()]
     return (today - timedelta(days=far)).date(), (today - timedelta(days=near) + timedelta(days=1)).date()
 
@@ -680,7 +681,7 @@ def date_ranges(dates: Iterable[tuple[date, date]]) -> list[dict[str, str]]:
     return [{"gte": first.isoformat(), "lt": last.isoformat()} for first, last in dates]
 
 
-def stored_ranges(values: Iterable[dict] | dict | None) -> Iterator[tuple[date, date]]:
+def stored_ranges(values: Iterable[dict[str, Any]] | dict[str, Any] | None) -> Iterator[tuple[date, date]]:
     """``date_ranges`` read back from a stored memory."""
     if isinstance(values, dict):
         values = [values]

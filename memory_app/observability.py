@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -123,7 +122,7 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+    def log_message(self, format, *args):  # the base class's name
         pass
 
 

@@ -580,7 +580,7 @@ class _Walk:
             if cp["previous_seq"] + 1 >= (self.first_seq or seq):
                 self.open.append((cp, hashlib.sha256()))
         line = digest_line(record)
-        for cp, digest in self.open:
+        for _cp, digest in self.open:
             digest.update(line)
         for cp, digest in [item for item in self.open if item[0]["seq"] == seq]:
             if not _same(digest.hexdigest(), str(cp["events_sha256"])):
@@ -689,14 +689,6 @@ def _complete_problems(walk: _Walk, ordered: list[Mapping[str, Any]], *, held: i
                                       f"at {first['created_at']}, not when it was written: the chain up to it rests "
                                       "on the database alone for that time")]
     return []
-
-
-def verify_chains(events: Mapping[str, list[Mapping[str, Any]]], checkpoints: Mapping[str, list[Mapping[str, Any]]],
-                  *, keyring: Keyring | None, public: PublicKeys | None) -> list[ChainReport]:
-    """Every chain the log or the checkpoints know of: a chain the checkpoints pin and the log no
-    longer holds was deleted."""
-    return [verify_chain(events.get(chain, []), checkpoints.get(chain, []), chain=chain, keyring=keyring,
-                         public=public) for chain in sorted(set(events) | set(checkpoints))]
 
 
 # ---------------------------------------------------------------- exports

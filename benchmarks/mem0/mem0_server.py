@@ -22,8 +22,8 @@ from typing import Any
 
 os.environ["MEM0_TELEMETRY"] = "False"  # before mem0 is imported: it reads this at import time
 
-from fastapi import FastAPI  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from fastapi import FastAPI
+from pydantic import BaseModel
 
 
 def _memory():
@@ -50,7 +50,7 @@ def _memory():
 
 try:
     MEMORY = _memory()
-except Exception as exc:  # noqa: BLE001 - the other worker created the index first: use it
+except Exception as exc:  # the other worker created the index first: use it
     if "resource_already_exists" not in str(exc):
         raise
     MEMORY = _memory()

@@ -137,7 +137,7 @@ def world_seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> Wor
             if tprefix != prefix:
                 ensure_indices(es=admin_client(), prefix=tprefix, dims=dims)
             catalog_marker = _marker(next(markers))
-            for i in range(docs_per_type):
+            for _ in range(docs_per_type):
                 docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=MemoryType.CATALOG,
                                       alias=alias_name(MemoryType.CATALOG, prefix=tprefix), tenant_id=tenant.slug,
                                       user_id=None, marker=catalog_marker, vector=_vector(rng, dims)))
@@ -146,7 +146,7 @@ def world_seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> Wor
                 who = SeededSubject(subject=subject, marker=_marker(next(markers)))
                 subjects.append(who)
                 for memory_type in USER_TYPES:
-                    for i in range(docs_per_type):
+                    for _ in range(docs_per_type):
                         docs.append(SeededDoc(id=uuid.uuid4().hex, memory_type=memory_type,
                                               alias=alias_name(memory_type, prefix=tprefix),
                                               tenant_id=who.tenant_id, user_id=who.user_id, marker=who.marker,

@@ -206,7 +206,7 @@ class PrefixRouter:
             await receive()  # lifespan.startup
             try:
                 await stack.enter_async_context(self.endpoint.session_manager.run())
-            except Exception as exc:  # noqa: BLE001 - reported to the server, which refuses to start
+            except Exception as exc:  # reported to the server, which refuses to start
                 log.exception("the MCP session manager did not start")
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
                 return

@@ -242,7 +242,7 @@ async def _call(ctx: Context, handler: Callable[..., dict[str, Any]], **argument
         result = await run_sync(handler, caller=_caller(ctx), **arguments)
     except EngramError as exc:
         return error_result(exc)
-    except Exception as exc:  # noqa: BLE001 - the tool boundary: log it, tell the agent no more than that it failed
+    except Exception as exc:  # the tool boundary: log it, tell the agent no more than that it failed
         if busy := database_busy(exc):
             return error_result(busy)
         if not (is_outage(exc) or isinstance(exc, TransportError)):

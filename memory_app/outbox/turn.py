@@ -102,7 +102,7 @@ def turn_submit(*, tenant: Tenant, external_id: str, text: str, memory_id: str =
             # In this request's context (a measurement's scratch indices are a context variable).
             concurrent = pool.submit(contextvars.copy_context().run, timing.bound(_recall_in_thread),
                                      subject=known, es=subject_es_client(subject=known), **recall)
-        except Exception as exc:  # no client (e.g. an outage): the recall below reports it
+        except Exception as exc:  # noqa: BLE001 - no client (e.g. an outage): the recall below reports it
             log.info("turn recall not started concurrently: %s", exc)
     with timing.timed("write"):
         submitted = write_submit(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,

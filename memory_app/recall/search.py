@@ -487,7 +487,7 @@ def mention_counts_cached(*, reading: Reading, owner: str, indices: str, options
     keys = {_count_key(owner=owner, indices=indices, entity=e, options=options): e for e in reading.entities}
     try:
         found = cache.get_many(list(keys))
-    except Exception as exc:  # the cache only saves work: without it, every name is counted again
+    except Exception as exc:  # noqa: BLE001 - the cache only saves work: without it, every name is counted again
         log.warning("entity mention counts not read from the cache: %s", exc)
         return {}
     return {keys[k]: int(v) for k, v in found.items()}
@@ -500,5 +500,5 @@ def mention_counts_store(counts: dict[str, int], *, owner: str, indices: str, op
     try:
         cache.set_many({_count_key(owner=owner, indices=indices, entity=e, options=options): n
                         for e, n in counts.items()}, timeout=options.entity_count_seconds)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the cache only saves work
         log.warning("entity mention counts not kept in the cache: %s", exc)

@@ -22,8 +22,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from hypothesis import HealthCheck, settings as hsettings, strategies as st
 from hypothesis.stateful import (

@@ -11,7 +11,7 @@ from typing import TypedDict
 import pytest
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import GetOp, PutOp, SearchOp
+from langgraph.store.base import GetOp, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from engram_client import EngramClient

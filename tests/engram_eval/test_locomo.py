@@ -131,5 +131,5 @@ def test_a_question_set_replaces_the_conversation_s_own_questions():
     assert locomo_questions("8", data, questions=asked) == []
     # The project's temporal set references the dev conversations' turns by id only.
     temporal = json.loads(TEMPORAL_QUESTIONS.read_text())
-    for conversation, questions in temporal["conversations"].items():
+    for questions in temporal["conversations"].values():
         assert questions and all(q["kind"] in ("when", "dated", "relative") and q["evidence"] for q in questions)

@@ -85,7 +85,7 @@ def test_verbs_famous_people_and_multi_word_names_give_no_synonyms():
 # ---------------------------------------------------------------- properties (no service)
 
 from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 from language.intent import query_intent  # noqa: E402
 from language.words import distinct_words, without_stopwords  # noqa: E402
 

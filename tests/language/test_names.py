@@ -38,7 +38,7 @@ def test_an_end_user_s_name_is_their_display_name_or_the_letters_of_their_id(ext
 # ---------------------------------------------------------------- properties (no service)
 
 from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 from language.words import WORD  # noqa: E402
 
 from tests.strategies import sentences, texts  # noqa: E402

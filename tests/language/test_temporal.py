@@ -148,7 +148,7 @@ def test_a_statement_names_the_days_it_is_about_against_the_day_it_was_said():
 from datetime import date  # noqa: E402
 
 from hypothesis import example, given  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 from language.temporal import (  # noqa: E402
     date_ranges,
     event_dates,

@@ -299,8 +299,8 @@ def test_an_outage_has_one_code_in_rest_and_mcp(acme, make_caller, api_client_fo
     caller = make_caller(acme, subject="alice")
 
     class Ctx:
-        class request_context:  # noqa: N801 - the shape the SDK's Context has
-            class request:  # noqa: N801
+        class request_context:  # the shape the SDK's Context has
+            class request:
                 scope = {"engram.mcp.caller": caller}
 
     result = anyio.run(lambda: _call(Ctx, handlers.recall_memory, query="sings"))

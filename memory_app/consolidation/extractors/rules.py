@@ -391,7 +391,9 @@ class RulesExtractor:
         """The clause read by the patterns: a fact, None (no pattern's form), or _REJECTED (a
         pattern's form whose value is chatter)."""
         ids = (episode.id,)
-        scope = (lambda slot: f"{holder.lower()}:{slot}" if labelled and slot else slot)
+        def scope(slot: str | None) -> str | None:
+            return f"{holder.lower()}:{slot}" if labelled and slot else slot
+
         if m := _SWITCH.match(clause):
             old, value = _clean_value(m["old"]), _clean_value(m["value"])
             if old and value:
@@ -439,7 +441,9 @@ class RulesExtractor:
         the speaker's people are, and their ages (one slot per person, so a new age supersedes)."""
         ids = (episode.id,)
         own = speech.possessive(holder)
-        scope = (lambda slot: f"{holder.lower()}:{slot}" if labelled else slot)
+        def scope(slot: str) -> str:
+            return f"{holder.lower()}:{slot}" if labelled else slot
+
         out: list[FactCandidate] = []
         for m in _RELATION.finditer(clause):
             rel = m["rel"].lower()

@@ -147,7 +147,7 @@ def test_import_command_reports_progress_and_refuses_bad_lines(subject, tmp_path
     from django.core.management import CommandError, call_command
 
     good = tmp_path / "good.jsonl"
-    good.write_text("\n".join(json.dumps({"text": f"note {n}", "occurred_at": "2024-01-0{}T08:00:00Z".format(n + 1)})
+    good.write_text("\n".join(json.dumps({"text": f"note {n}", "occurred_at": f"2024-01-0{n + 1}T08:00:00Z"})
                               for n in range(3)))
     out = io.StringIO()
     call_command("memory_import", str(good), "--tenant", "acme", "--subject", "alice", stdout=out)

@@ -3,7 +3,7 @@ episode's dates are read as a write reads them, whatever its words and its time.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 from hypothesis import example, given, strategies as st
