@@ -28,7 +28,8 @@ def contexts_forget(forgetting: Forgetting) -> int:
     # Turns stored without waiting for a refresh must be found by the searches that follow.
     with subject_writes(subject=subject) as target:
         target.writer.indices.refresh(index=episodic_alias(subject=subject))
-    es, index, scope = subject_es_client(subject=subject), episodic_alias(subject=subject), memory_scope(subject=subject)
+    es, index = subject_es_client(subject=subject), episodic_alias(subject=subject)
+    scope = memory_scope(subject=subject)
     # Disjoint: an episode with an explicit context gets no derived one (episodes.episode_write).
     changes = (_without_episode(es=es, index=index, scope=scope, memory_id=forgetting.memory_id)
                + _without_quotes(es=es, index=index, scope=scope, phrases=forgetting.own_phrases))
@@ -39,7 +40,8 @@ def contexts_redact(*, subject: Subject, phrases: Sequence[str]) -> int:
     """Remove the forgotten ``phrases`` (``context.phrases_of``) from the explicit contexts clients
     stored with the subject's other episodes: each quote becomes ``[forgotten]`` and the episode is
     embedded again. Returns how many episodes changed."""
-    es, index, scope = subject_es_client(subject=subject), episodic_alias(subject=subject), memory_scope(subject=subject)
+    es, index = subject_es_client(subject=subject), episodic_alias(subject=subject)
+    scope = memory_scope(subject=subject)
     return _contexts_write(subject=subject, index=index,
                            changes=_without_quotes(es=es, index=index, scope=scope, phrases=phrases))
 

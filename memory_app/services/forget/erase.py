@@ -43,7 +43,7 @@ def subject_erase(*, subject: Subject, actor: Actor) -> int:
         if not actions:
             break
         # refresh=True, not wait_for: the next scan must not find them, whatever the refresh interval.
-        for ok, item in helpers.streaming_bulk(writer, actions, raise_on_error=False, refresh=True):
+        for ok, _item in helpers.streaming_bulk(writer, actions, raise_on_error=False, refresh=True):
             deleted += ok
     subject_keys_revoke_all(subject=subject, actor=actor)
     audit_record(actor=actor, action="subject.erase", tenant=subject.tenant, subject=subject,
