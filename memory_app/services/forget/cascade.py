@@ -1,13 +1,13 @@
 """The cascade step of a forget: the facts and playbooks derived from a forgotten episode follow
 it, each forgotten by the same steps as the episode (delete, copies, audit, contexts) or kept
-with its remaining support and flagged."""
+with its remaining support (``support``) and flagged."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from memory_app import selectors
-from memory_app.services.forget import audit, contexts, copies, documents
+from memory_app.services.forget import audit, contexts, copies, documents, support
 from memory_app.services.forget.forgetting import Forgetting
 from tenants.models import Subject
 from tenants.services.audit import Actor
@@ -51,23 +51,22 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
             continue
         entry = {"id": d.id, "memory_type": d.memory_type.value}
         cause = sorted(gone.intersection(d.source.get("supporting_episode_ids") or []))
-        if not cascade:
-            documents.support_trim(subject=subject, visible=d, keep=lambda i: i not in gone, flag=False)
-            out.kept.append(entry)
-        elif fate == "forgotten":
-            forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor)
+        forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor)
+        if cascade and fate == "forgotten":  # the same steps as the episode's own forget
             if documents.derived_delete(forgetting):
                 documents.counter_drop(forgetting)
                 audit.derived_audit(forgetting, action="memory.forget", cause=cause)
                 copies.copies_purge(forgetting)
                 contexts.contexts_redact(subject=subject, phrases=forgetting.own_phrases)
             out.forgotten.append(entry)
-        else:
-            documents.support_trim(subject=subject, visible=d, keep=lambda i: i not in gone and i in present,
-                                   flag=True)
-            audit.derived_audit(Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor),
-                                action="memory.flagged", cause=cause)
-            out.flagged.append(entry)
+            continue
+        # Kept: without the forgotten episodes in its support; cascading, flagged for review too
+        # (its support left is what is still present).
+        support.support_trim(forgetting, keep=(lambda i: i not in gone and i in present) if cascade
+                             else (lambda i: i not in gone), flag=cascade)
+        if cascade:
+            audit.derived_audit(forgetting, action="memory.flagged", cause=cause)
+        (out.flagged if cascade else out.kept).append(entry)
     return out
 
 

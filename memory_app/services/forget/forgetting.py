@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from engram_core.es.schema import MemoryType
@@ -21,22 +22,19 @@ def texts_of(source: dict[str, Any], *, fields: tuple[str, ...] = (*TEXT_FIELDS,
 
 @dataclass(frozen=True)
 class Forgetting:
-    """One memory being forgotten: whose, which document, why and by whom, read once. ``phrases``:
-    what of every text it holds its copies may quote (``phrases_of``); ``own_phrases``: the same of
-    its own words alone, without the client's context (what other episodes' contexts may quote)."""
+    """A derived or forgotten memory as a forget's steps see it: whose, which document (read once,
+    through the subject's key), why and by whom. ``phrases``: what of every text it holds its
+    copies may quote (``phrases_of``); ``own_phrases``: the same of its own words alone, without
+    the client's context (what other episodes' contexts may quote). Both computed on first use."""
 
     subject: Subject
     visible: Visible
     reason: str
     actor: Actor
-    phrases: tuple[str, ...]
-    own_phrases: tuple[str, ...]
 
     @classmethod
     def of(cls, *, subject: Subject, visible: Visible, reason: str, actor: Actor) -> Forgetting:
-        return cls(subject=subject, visible=visible, reason=reason, actor=actor,
-                   phrases=tuple(phrases_of(texts_of(visible.source))),
-                   own_phrases=tuple(phrases_of(texts_of(visible.source, fields=TEXT_FIELDS))))
+        return cls(subject=subject, visible=visible, reason=reason, actor=actor)
 
     @property
     def memory_id(self) -> str:
@@ -45,3 +43,11 @@ class Forgetting:
     @property
     def memory_type(self) -> MemoryType:
         return self.visible.memory_type
+
+    @cached_property
+    def phrases(self) -> tuple[str, ...]:
+        return tuple(phrases_of(texts_of(self.visible.source)))
+
+    @cached_property
+    def own_phrases(self) -> tuple[str, ...]:
+        return tuple(phrases_of(texts_of(self.visible.source, fields=TEXT_FIELDS)))
