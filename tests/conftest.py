@@ -142,11 +142,11 @@ FAST_MODULES = (
     "tests/language/", "tests/embeddings/", "tests/engram_core/test_validation.py",
     "tests/engram_core/test_threads.py", "tests/config/test_serving.py", "tests/config/test_cache.py",
     "tests/tenants/test_audit_chain.py", "tests/tenants/test_crypto.py", "tests/memory_app/test_validation.py",
-    "tests/memory_app/recall/test_rank.py", "tests/memory_app/recall/test_read.py",
-    "tests/memory_app/recall/test_options.py", "tests/memory_app/recall/test_explain.py",
-    "tests/memory_app/recall/test_layers.py", "tests/memory_app/test_timing.py", "tests/memory_app/test_providers.py",
-    "tests/consolidation/test_rules.py", "tests/consolidation/test_speech.py", "tests/api/test_parsers.py",
-    "tests/test_layers.py", "tests/test_docs.py",
+    "tests/memory_app/recall/test_rank.py", "tests/memory_app/recall/test_legs.py",
+    "tests/memory_app/recall/test_read.py", "tests/memory_app/recall/test_options.py",
+    "tests/memory_app/recall/test_explain.py", "tests/memory_app/recall/test_layers.py",
+    "tests/memory_app/test_timing.py", "tests/memory_app/test_providers.py", "tests/consolidation/test_rules.py",
+    "tests/consolidation/test_speech.py", "tests/api/test_parsers.py", "tests/test_layers.py", "tests/test_docs.py",
 )
 SERVICE_FIXTURES = frozenset({"es_admin", "shared_redis_cache", "live_server"})
 
