@@ -21,9 +21,11 @@ from memory_app.providers import get_embedder
 from embeddings.minilm import MiniLMEmbedder
 from embeddings.server import EmbeddingsServer
 from engram_eval.locomo import locomo_episodes, locomo_evidence
-from memory_app.outbox import turn_submit, write_submit
+from memory_app import outbox
+from memory_app.commands import turn_command, write_command
 from memory_app.recall import memory_recall
 from memory_app.services.facts import catalog_entry_write
+from memory_app.turns import TurnResult, turn_create
 from memory_app.usage import usage_flush
 from tenants.es_keys import invalidate_keys
 from tenants.models import AgentToken, Subject, SubjectKey, Tenant, WriterKey
@@ -36,8 +38,22 @@ __all__ = [  # the product's own names, re-exported for the suites
     "UVICORN_FLAGS", "VECTOR_FIELDS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant",
     "admin_client", "alias_name", "as_request", "catalog_entry_write", "get_embedder", "index_prefix_for",
     "locomo_episodes", "locomo_evidence", "memory_recall", "subject_es_client", "subject_get", "subject_get_or_create",
-    "turn_submit", "write_submit",
 ]
+
+
+def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict, memory_id: str = "",
+                 **options) -> outbox.Submitted:
+    """A write as the API makes it: checked into a command (``write_command``), then submitted."""
+    write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
+                          memory_id=memory_id)
+    return outbox.write_submit(tenant=tenant, write=write, **options)
+
+
+def turn(*, tenant: Tenant, external_id: str, text: str, **fields) -> TurnResult:
+    """A user turn as ``POST .../turns`` makes it: checked into a command, then the turn service."""
+    command = turn_command(tenant=tenant, external_id=external_id, text=text,
+                           max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, **fields)
+    return turn_create(tenant=tenant, turn=command)
 
 
 @contextmanager

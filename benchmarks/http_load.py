@@ -22,7 +22,7 @@ node's JIT compiler takes a few minutes of load to settle, as a node in service 
 ``--cpu-split`` adds where each step's CPU went on this machine (``/proc``: the node, the server's
 processes, Redis, this process), what the node did per request (``_nodes/stats``, with the
 monitor credential) and the machine's own speed before and after each step (benchmarks/machine.py).
-``--service`` then runs the same mix at the service level, in this process (``turn_submit``,
+``--service`` then runs the same mix at the service level, in this process (``engram.turn``,
 ``memory_recall``, one thread per client), and reports HTTP throughput over it.
 ``--mem0`` then serves Mem0 OSS over HTTP (benchmarks/mem0/mem0_server.py, 2 uvicorn workers, in
 its own virtualenv, on the same node, with Engram's embedder served to it) and sends it the same
@@ -98,8 +98,8 @@ def service_sender(subjects: dict[str, engram.Subject]) -> Callable[[], Abstract
             subject = subjects[who]
             try:
                 if kind == "turn":
-                    engram.turn_submit(tenant=subject.tenant, external_id=who, text=body["text"], k=body["k"],
-                                       session_id=body.get("session_id"), types=body.get("types"))
+                    engram.turn(tenant=subject.tenant, external_id=who, text=body["text"], k=body["k"],
+                                session_id=body.get("session_id"), types=body.get("types"))
                 else:
                     engram.memory_recall(subject=subject, query=body["query"], k=body["k"])
             except Exception as exc:  # noqa: BLE001 - counted as the step's error, as HTTP counts a 500

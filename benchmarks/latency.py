@@ -7,7 +7,7 @@ place from one size to the next.
 
 Per size, one call at a time: recalls (k=10, every type and the catalog) after an untimed pass
 that warms Elasticsearch's caches and the end-users' keys, the query-vector cache emptied before
-each new question; then turns (``turn_submit``: the episode stored while a recall runs on its
+each new question; then turns (``engram.turn``: the episode stored while a recall runs on its
 text, as ``POST .../turns``) and fact writes superseding one of the end-user's facts, at random
 intervals (back-to-back writes would fall into step with the refresh cycle).
 """
@@ -79,7 +79,7 @@ def measure(corpus: Corpus, *, queries: int, writes: int, rng: random.Random, qu
     for n in range(writes):
         time.sleep(rng.uniform(0, 0.5))
         subject = rng.choice(normal)
-        turns.append(timed_ms(engram.turn_submit, tenant=subject.tenant, external_id=subject.external_id,
+        turns.append(timed_ms(engram.turn, tenant=subject.tenant, external_id=subject.external_id,
                               text=corpus.synth.episode(f"turn-{subject.external_id}", n, start=START)["text"]))
     supersede = []
     with_facts = sorted(e for e, ids in corpus.facts.items() if ids and e != HEAVY)

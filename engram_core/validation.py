@@ -25,16 +25,32 @@ _RESERVED = f"external_id must not be 'erased' nor start with {ERASED_PREFIX!r}:
 
 def clean_external_id(value: Any, *, new: bool = False) -> str:
     """An end-user's external id: 1-200 characters (after trimming) without control characters.
-    ``new``: the id of an end-user about to be created, which must also be addressable in a URL
-    path (see ``_UNADDRESSABLE``) and outside the erased end-users' names (``_RESERVED``); an
-    existing end-user is found by the id it has."""
+    ``new``: the id of an end-user about to be created, which must also pass
+    ``new_external_id_check``; an existing end-user is found by the id it has. Run once, at the
+    edge (the API's path, an MCP call, a command's argument): below it the id is trusted."""
     external_id = value.strip() if isinstance(value, str) else ""
+    _external_id_check(external_id)
+    return new_external_id_check(external_id) if new else external_id
+
+
+def _external_id_check(external_id: str) -> None:
     if not 1 <= len(external_id) <= 200 or any(unicodedata.category(c) in ("Cc", "Cs") for c in external_id):
         raise ValidationFailed("external_id must be 1-200 characters without control characters",
                                details={"field": "external_id"}, code="invalid_external_id")
-    if new and ("/" in external_id or external_id in (".", "..")):
+
+
+def new_external_id_check(external_id: Any) -> str:
+    """An id a new end-user may take: clean as it is (what ``clean_external_id`` returns; checked,
+    not cleaned, so that a caller who skipped the edge is refused where an end-user is created),
+    addressable in a URL path (see ``_UNADDRESSABLE``) and outside the erased end-users' names
+    (``_RESERVED``)."""
+    if not isinstance(external_id, str) or external_id != external_id.strip():
+        raise ValidationFailed("external_id must not start or end with white space",
+                               details={"field": "external_id"}, code="invalid_external_id")
+    _external_id_check(external_id)
+    if "/" in external_id or external_id in (".", ".."):
         raise ValidationFailed(_UNADDRESSABLE, details={"field": "external_id"}, code="invalid_external_id")
-    if new and (external_id.casefold() == "erased" or external_id.casefold().startswith(ERASED_PREFIX)):
+    if external_id.casefold() == "erased" or external_id.casefold().startswith(ERASED_PREFIX):
         raise ValidationFailed(_RESERVED, details={"field": "external_id"}, code="invalid_external_id")
     return external_id
 

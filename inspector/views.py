@@ -32,6 +32,7 @@ from engram_core.errors import EngramError
 from engram_core.es.schema import MemoryType
 from engram_core.validation import clean_date, clean_datetime
 from memory_app import outbox, selectors
+from memory_app.commands import write_command
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
 from language.intent import Intent
@@ -360,8 +361,9 @@ def forget(request: HtmxHttpRequest, subject: Subject, memory_id: str) -> HttpRe
     payload = {"reason": request.POST.get("reason", "").strip(), "note": request.POST.get("note", "").strip(),
                "cascade": request.POST.get("keep_derived") != "1"}
     try:
-        submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
-                                        payload=payload, memory_id=memory_id, actor=request.user)
+        write = write_command(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
+                              payload=payload, memory_id=memory_id)
+        submitted = outbox.write_submit(tenant=subject.tenant, write=write, actor=request.user)
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
         if request.htmx:
@@ -411,8 +413,9 @@ def erase(request: HttpRequest, subject: Subject) -> HttpResponse:
             messages.error(request, "The confirmation did not match the end-user's external id; nothing was erased.")
         else:
             try:
-                submitted = outbox.write_submit(tenant=subject.tenant, external_id=subject.external_id,
-                                                operation="erase", payload={}, actor=request.user)
+                write = write_command(tenant=subject.tenant, external_id=subject.external_id, operation="erase",
+                                      payload={})
+                submitted = outbox.write_submit(tenant=subject.tenant, write=write, actor=request.user)
             except (EngramError, ApiError, TransportError) as exc:
                 messages.error(request, f"Erase failed: {_problem(exc)}")
             else:

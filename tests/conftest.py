@@ -25,8 +25,15 @@ from tenants.services.clients import clear_caches
 pytest_plugins = ["tests.fuzzing"]
 
 
+# `scripts/test --fast` runs the tests that need no service (marked `fast`, and the `properties`)
+# with none started: a test that reaches for one fails, saying so, instead of waiting on a node.
+FAST = os.environ.get("ENGRAM_TEST_FAST") == "1"
+
+
 @pytest.fixture(scope="session")
 def es_admin():
+    if FAST:
+        pytest.fail("this test needs Elasticsearch: it is no `fast` test (scripts/test --fast starts no service)")
     caps = probe_capabilities(timeout=10)
     if not caps.reachable:
         pytest.exit(f"the tests need the Elasticsearch node started by scripts/test: {caps.errors}", returncode=3)
@@ -96,8 +103,8 @@ def _superuser_client():
 @pytest.fixture(scope="session", autouse=True)
 def _drop_run_indices(request):
     yield
-    if all(item.get_closest_marker("properties") for item in request.session.items):
-        return  # `-m properties` runs without any service
+    if FAST or all(item.get_closest_marker("properties") for item in request.session.items):
+        return  # `-m properties` and `--fast` run without any service
     try:
         drop_indices(es=admin_client(), prefix=settings.ES_INDEX_PREFIX)
         if (superuser := _superuser_client()) is not None:  # what admin may not drop: checkpoint stores
@@ -128,7 +135,28 @@ def _sqlite_flush_past_audit_triggers(django_db_blocker):
     connection.ops.sql_flush = flush
 
 
+# The fast tier (`scripts/test --fast`, marker `fast`): in these modules, every test that asks for
+# no service fixture; anywhere, the properties of pure functions. A test here that reaches a
+# service without asking fails in that run (no service is started), so the list cannot drift.
+FAST_MODULES = (
+    "tests/language/", "tests/embeddings/", "tests/engram_core/test_validation.py",
+    "tests/engram_core/test_threads.py", "tests/config/test_serving.py", "tests/config/test_cache.py",
+    "tests/tenants/test_audit_chain.py", "tests/tenants/test_crypto.py", "tests/memory_app/test_validation.py",
+    "tests/memory_app/recall/test_rank.py", "tests/memory_app/recall/test_legs.py",
+    "tests/memory_app/recall/test_read.py", "tests/memory_app/recall/test_options.py",
+    "tests/memory_app/recall/test_explain.py", "tests/memory_app/recall/test_layers.py",
+    "tests/memory_app/test_timing.py", "tests/memory_app/test_providers.py", "tests/consolidation/test_rules.py",
+    "tests/consolidation/test_speech.py", "tests/api/test_parsers.py", "tests/test_layers.py", "tests/test_docs.py",
+)
+SERVICE_FIXTURES = frozenset({"es_admin", "shared_redis_cache", "live_server"})
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if item.get_closest_marker("properties") is not None or (
+                path.startswith(FAST_MODULES) and not SERVICE_FIXTURES.intersection(item.fixturenames)):
+            item.add_marker(pytest.mark.fast)
     # Tests that stop or restart services run last, so a slow restart delays nobody else.
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
 
@@ -143,6 +171,8 @@ def shared_redis_cache():
     from django.core.cache import CacheHandler
 
     broker = os.environ.get("CELERY_BROKER_URL", "")
+    if FAST:
+        pytest.fail("this test needs Redis: it is no `fast` test (scripts/test --fast starts no service)")
     if not broker.startswith("redis://"):
         pytest.skip("no Redis: scripts/test starts one")
     return CacheHandler({"default": {"BACKEND": "config.cache.SharedRedisCache",

@@ -29,6 +29,7 @@ from engram_core.es.schema import USER_TYPES, MemoryType
 from engram_core.observability import metrics
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
+from memory_app.commands import turn_command, write_command
 from memory_app.recall import memory_recall
 from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from memory_app.api.exceptions import RequestTooLarge
@@ -56,6 +57,7 @@ from memory_app.models import ConsolidationRun, OutboxEntry
 from memory_app.outbox import Submitted
 from memory_app.services.facts import catalog_entry_write
 from memory_app.services.imports import episodes_assign_ids
+from memory_app.turns import turn_create
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import (
     CONTRADICTIONS,
@@ -152,9 +154,11 @@ class BaseApi(APIView):
             raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
         super().initial(request, *args, **kwargs)
         # The path names an end-user and a memory that could exist, or the request goes no further
-        # (before an Idempotency-Key is claimed: its record keeps the path).
+        # (before an Idempotency-Key is claimed: its record keeps the path). The end-user's id is
+        # cleaned here once and handed on cleaned: ``self.kwargs`` is the dict dispatch passes to
+        # the handler; below this, everything trusts it.
         if "external_id" in kwargs:
-            clean_external_id(kwargs["external_id"])
+            self.kwargs["external_id"] = clean_external_id(kwargs["external_id"])
         if "memory_id" in kwargs:
             clean_memory_id(kwargs["memory_id"])
 
@@ -183,7 +187,7 @@ class BaseApi(APIView):
         return request.auth.has_scope(READ)
 
     def subject(self, request: Request, external_id: str) -> Subject:
-        return subject_get(tenant=self.tenant(request), external_id=clean_external_id(external_id))
+        return subject_get(tenant=self.tenant(request), external_id=external_id)
 
     @staticmethod
     def validated(serializer_class, data) -> dict[str, Any]:
@@ -193,8 +197,9 @@ class BaseApi(APIView):
 
     def submit(self, request: Request, external_id: str, operation: Op, payload: dict[str, Any], *,
                memory_id: str = "", background: bool = False) -> Submitted:
-        return outbox.write_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
-                                   operation=operation, payload=payload, memory_id=memory_id, token=request.auth,
+        write = write_command(tenant=self.tenant(request), external_id=external_id, operation=operation,
+                              payload=payload, memory_id=memory_id)
+        return outbox.write_submit(tenant=self.tenant(request), write=write, token=request.auth,
                                    background=background, defer_refresh=True)
 
     @staticmethod
@@ -367,16 +372,15 @@ class TurnCreateApi(BaseApi):
     def post(self, request: Request, external_id: str) -> Response:
         data = self.validated(self.InputSerializer, request.data)
         reads = self.reads_memory(request)
-        result = outbox.turn_submit(tenant=self.tenant(request), external_id=clean_external_id(external_id),
-                                    memory_id=request.memory_id, token=request.auth, with_recall=reads,
-                                    **_json_ready(data))
+        turn = turn_command(tenant=self.tenant(request), external_id=external_id, memory_id=request.memory_id,
+                            max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, **_json_ready(data))
+        result = turn_create(tenant=self.tenant(request), turn=turn, token=request.auth, with_recall=reads)
         metrics.TURNS.labels("queued" if result.submitted.queued else "applied").inc()
         if result.recall is not None:
             metrics.RECALLS.labels("turn").inc()
         error = result.recall_error.as_dict() if result.recall_error else None
         if result.recall:
-            self.shown(request, subject_find(tenant=self.tenant(request), external_id=clean_external_id(external_id)),
-                       len(result.recall))
+            self.shown(request, result.subject, len(result.recall))
         body = {"id": request.memory_id, "memory": (result.submitted.result or {}).get("memory") if reads else None,
                 "recall": result.recall, "recall_error": error}
         return self.written(result.submitted, body, self.OutputSerializer)
@@ -593,7 +597,7 @@ class PlaybookOutcomeApi(BaseApi):
                                 memory_id=memory_id)
         memory = submitted.result["memory"] if submitted.result and self.reads_memory(request) else None
         if memory:  # the playbook as stored: its trigger and steps
-            self.shown(request, subject_find(tenant=self.tenant(request), external_id=clean_external_id(external_id)), 1)
+            self.shown(request, subject_find(tenant=self.tenant(request), external_id=external_id), 1)
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
@@ -634,7 +638,6 @@ class EpisodesImportApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         # Ids derive from the request's pre-assigned id (a re-run after a server error reuses them)
         # or from the client's own ids, namespaced to this end-user.
-        external_id = clean_external_id(external_id)
         episodes = episodes_assign_ids(tenant_id=self.tenant(request).pk, external_id=external_id,
                                        episodes=[_json_ready(e) for e in data["episodes"]],
                                        prefix=request.memory_id)

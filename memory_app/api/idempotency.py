@@ -26,7 +26,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from engram_core.errors import Conflict, EngramError, ValidationFailed
-from engram_core.validation import clean_external_id
 from memory_app.models import IdempotencyRecord
 from memory_app.services.store import new_memory_id
 from tenants.models import AgentToken, Tenant
@@ -69,12 +68,11 @@ def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fi
                       tenant: Tenant | None = None, external_id: str = "") -> Claim:
     """Claim ``key`` for this request, or find the finished first request that used it.
 
-    Raises KeyReused (422) when the key was used for a different request, KeyInUse (409, with a
-    Retry-After) while the first request is still running.
+    ``external_id``: the end-user's id as the edge cleaned it (as stored, whatever spacing the URL
+    had: forget and erase find the record so). Raises KeyReused (422) when the key was used for a
+    different request, KeyInUse (409, with a Retry-After) while the first request is still running.
     """
     now = timezone.now()
-    # Under the end-user's id as stored, whatever spacing the URL had: forget and erase find it so.
-    external_id = clean_external_id(external_id)[:200] if external_id else ""
     try:
         with transaction.atomic():
             record = IdempotencyRecord.objects.create(

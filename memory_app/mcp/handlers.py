@@ -16,6 +16,7 @@ from engram_core.es.schema import VECTOR_FIELDS
 from engram_core.validation import clean_external_id
 from engram_core.observability import metrics
 from memory_app import outbox
+from memory_app.commands import write_command
 from memory_app.recall import memory_recall
 from memory_app.api.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
@@ -181,8 +182,9 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
         if operation is Op.OUTCOME:
             payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
         target = memory_id or assigned_id
-        submitted = outbox.write_submit(tenant=tenant, external_id=external_id, operation=operation,
-                                        payload=payload, memory_id=target, token=caller.token, defer_refresh=True)
+        write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
+                              memory_id=target)
+        submitted = outbox.write_submit(tenant=tenant, write=write, token=caller.token, defer_refresh=True)
         if submitted.queued:
             entry = submitted.entry
             return {"subject": external_id, "id": submitted.memory_id, "status": "queued",

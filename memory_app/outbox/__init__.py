@@ -1,20 +1,18 @@
-"""Subject writes that survive an Elasticsearch outage.
+"""Subject writes that survive an Elasticsearch outage: durability, nothing else.
 
-``write_submit`` applies a write at once or, when Elasticsearch is unreachable (or the subject
-has writes queued), accepts it into the outbox, committed before the caller is answered;
-``outbox_replay`` applies queued writes in order, once each. Modules: ``outage``, ``submit``,
-``turn``, ``dispatch``, ``replay``, ``lease``, ``selectors``."""
+``write_submit`` applies a checked write (``memory_app.commands``) at once or, when
+Elasticsearch is unreachable (or the subject has writes queued), accepts it into the outbox,
+committed before the caller is answered; ``outbox_replay`` applies queued writes in order, once
+each. Modules: ``outage``, ``submit``, ``dispatch``, ``replay``, ``lease``, ``selectors``."""
 
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.replay import ReplayReport, outbox_replay
 from memory_app.outbox.selectors import operation_get, outbox_backlog, outbox_has_pending, subject_outbox
 from memory_app.outbox.submit import Submitted, write_submit
-from memory_app.outbox.turn import TurnResult, turn_submit
 
 __all__ = [
     "ReplayReport",
     "Submitted",
-    "TurnResult",
     "is_outage",
     "operation_get",
     "outage_error",
@@ -22,6 +20,5 @@ __all__ = [
     "outbox_has_pending",
     "outbox_replay",
     "subject_outbox",
-    "turn_submit",
     "write_submit",
 ]

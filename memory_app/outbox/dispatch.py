@@ -5,26 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engram_core.es.schema import MemoryType
-from memory_app.models import OutboxEntry
+from memory_app.commands import ON_EXISTING, Op
 from memory_app.services import episodes, facts, forget, imports
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services.subjects import subject_get_or_create
-
-Op = OutboxEntry.Operation
-# The operations that create a memory, and the type of memory each creates.
-CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
-# The operations that need the end-user to exist already; every other one creates them on first use.
-ON_EXISTING = (Op.OUTCOME, Op.FORGET, Op.ERASE)
 
 
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
                 actor: AgentToken | str, progress: Callable[[int, int], None] | None = None,
                 defer_refresh: bool = False, subject: Subject | None = None) -> dict[str, Any]:
     """Run one write through its service. Returns a JSON-able summary. ``subject``: the end-user
-    the caller has just read (a turn reads it for its recall), used when it is this one; otherwise
-    the end-user is read here."""
+    as read when the write was checked (``commands.Write.subject``), used when it is this one;
+    otherwise the end-user is read here (a replay, a new end-user)."""
     p = payload
     if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
         subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING

@@ -18,7 +18,8 @@ from engram_core.observability.tracing import span_continuing
 from memory_app import selectors
 from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
-from memory_app.outbox.dispatch import CREATES, Op, write_apply
+from memory_app.commands import CREATES, Op
+from memory_app.outbox.dispatch import write_apply
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.failures import failure_kind
 from tenants.models import AgentToken, AuditEvent, Tenant

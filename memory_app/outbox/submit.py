@@ -1,5 +1,5 @@
-"""The one way a subject write enters Engram: validated, stamped, then applied now or accepted
-into the outbox (a durable row committed before the caller is answered)."""
+"""The one way a subject write enters Engram: a checked write (``commands.Write``), stamped, then
+applied now or accepted into the outbox (a durable row committed before the caller is answered)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,14 @@ from django.utils import timezone
 
 from engram_core.observability import metrics
 from engram_core.observability.tracing import annotate, traced, traceparent
-from engram_core.validation import clean_external_id
+from memory_app.commands import CREATES, Op, Write
 from memory_app.metering import usage_count
 from memory_app.models import OutboxEntry
-from memory_app.outbox.dispatch import CREATES, ON_EXISTING, Op, write_apply
+from memory_app.outbox.dispatch import write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
 from memory_app.services.store import new_memory_id
-from memory_app.validation import clean_memory_id, write_validate
-from tenants.models import AgentToken, Subject, Tenant
-from tenants.services.subjects import subject_external_id_validate
+from tenants.models import AgentToken, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +43,18 @@ class Submitted:
 
 
 @traced("engram.write")
-def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: dict[str, Any],
-                 memory_id: str = "", token: AgentToken | None = None, actor: str = "api",
-                 background: bool = False, defer_refresh: bool = False, subject: Subject | None = None) -> Submitted:
-    """Apply a write for the subject ``external_id`` of ``tenant`` now, or accept it into the outbox.
+def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = None, actor: str = "api",
+                 background: bool = False, defer_refresh: bool = False) -> Submitted:
+    """Apply ``write`` (checked at the edge: ``commands.write_command``) for its end-user of
+    ``tenant`` now, or accept it into the outbox.
 
-    The payload is validated first (ValidationFailed: nothing accepted). Queued when
-    ``background`` is set, when earlier writes of the subject are still queued (order), or when
-    Elasticsearch turns out to be unavailable during the attempt. Errors that are not an outage
-    (NotFound, Conflict, ...) are raised as they are. ``subject``: the end-user, when the caller
-    has just read it (``write_apply``).
+    Queued when ``background`` is set, when earlier writes of the subject are still queued (order),
+    or when Elasticsearch turns out to be unavailable during the attempt. Errors that are not an
+    outage (NotFound, Conflict, ...) are raised as they are.
     """
-    operation = Op(operation)
+    operation, external_id, memory_id = write.operation, write.external_id, write.memory_id
     annotate(operation=operation.value, tenant_id=tenant.pk)
-    write_validate(operation=operation, payload=payload)
-    external_id = clean_external_id(external_id)
-    if operation not in ON_EXISTING:  # may create the end-user: a new one's id must be addressable
-        subject_external_id_validate(tenant=tenant, external_id=external_id)
-    if memory_id:  # an id no memory can have is found missing now, not at replay
-        clean_memory_id(memory_id)
-    if operation in CREATES and not memory_id:
-        memory_id = new_memory_id()
-    payload = _stamped(operation, payload)
+    payload = _stamped(operation, dict(write.payload))
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
     if background:
@@ -76,7 +64,7 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
     try:
         result = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                              memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh,
-                             subject=subject)
+                             subject=write.subject)
     except Exception as exc:
         if not is_outage(exc):
             raise

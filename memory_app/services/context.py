@@ -3,9 +3,9 @@
 An episode with a ``session_id`` and no explicit ``context`` gets the ENGRAM_DERIVED_CONTEXT_TURNS
 episodes of its session that precede it: their ids as ``context_ids`` (returned) and their text as
 ``derived_context`` (searched and embedded, never returned: it is a copy of other memories). When
-one of them is forgotten, every episode naming it is re-indexed without its text. An explicit
-``context`` is the client's own text, which may quote a memory forgotten since: each quote is
-replaced (``phrases_of``, ``context_redacted``) and the episode embedded again.
+one of them is forgotten, every episode naming it is re-indexed without its text, and an explicit
+``context`` (the client's own text) loses its quotes of it (``services.forget.contexts``; what is
+looked for: ``phrases_of``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from elasticsearch import Elasticsearch
 
 from memory_app.providers import get_embedder
 from language.passages import passages_of
-from language.phrases import phrases_redacted
 
 
 @dataclass(frozen=True)
@@ -112,41 +111,12 @@ def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], 
     return result
 
 
-def dependents_of(*, es: Elasticsearch, index: str, scope: dict[str, str], memory_id: str) -> list[dict[str, Any]]:
-    """Episodes whose derived context names ``memory_id`` (read through the subject's key)."""
-    response = es.search(index=index, size=1000, _source=["text", "context_ids"],
-                         query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
-                                                    {"term": {"user_id": scope["user_id"]}},
-                                                    {"term": {"context_ids": memory_id}}]}})
-    return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"]]
-
-
 def phrases_of(texts: Iterable[str]) -> list[str]:
     """What of forgotten texts is looked for in explicit contexts: each text whole, and each of its
     sentences of three words or more (a client may quote one sentence of a turn)."""
     phrases = [t.strip() for t in texts if t.strip()]
     phrases += [p.strip() for t in texts for p in passages_of(t, limit=settings.ENGRAM_PASSAGES_MAX) if len(p.split()) >= 3]
     return sorted(dict.fromkeys(phrases), key=len, reverse=True)  # the longest replaced first
-
-
-def context_redacted(context: str, phrases: Sequence[str]) -> str:
-    """``context`` with every occurrence of each phrase, on word boundaries whatever its case and
-    spacing, replaced (``language.phrases``); the rest of it as it was."""
-    return phrases_redacted(context, phrases)
-
-
-def explicit_dependents(*, es: Elasticsearch, index: str, scope: dict[str, str], phrases: Sequence[str]
-                        ) -> list[dict[str, Any]]:
-    """Episodes whose explicit context may quote one of ``phrases`` (a phrase search, read through
-    the subject's key; ``context_redacted`` decides)."""
-    if not phrases:
-        return []
-    response = es.search(index=index, size=1000, _source=["text", "context"],
-                         query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
-                                                    {"term": {"user_id": scope["user_id"]}}],
-                                         "should": [{"match_phrase": {"context": p}} for p in phrases[:100]],
-                                         "minimum_should_match": 1}})
-    return [{"id": h["_id"], **h["_source"]} for h in response["hits"]["hits"] if h["_source"].get("context")]
 
 
 def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, str]:

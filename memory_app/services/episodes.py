@@ -68,7 +68,7 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
         doc.update(context_ids=found.ids, derived_context=found.text)
         parts = found.texts
     # Cached: the session's previous turns were embedded when they were written, and a turn's
-    # own text is also its recall's query (turn_submit embeds it first).
+    # own text is also its recall's query (turns.turn_create embeds it first).
     doc.update(derived.episode_vectors([(text, parts)], cached=True)[0])
     stored = document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                              refresh=not defer_refresh)

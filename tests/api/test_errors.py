@@ -110,7 +110,7 @@ def test_an_unknown_field_is_reported_with_the_invalid_ones(api):
 def test_metadata_with_a_nul_character_is_refused_and_nothing_is_written(api, tenant, metadata):
     """PostgreSQL's jsonb holds no NUL character: the outbox and the idempotency records (which keep
     the answer, metadata included) could not store one, so the edge refuses it as text fields do."""
-    from memory_app import outbox
+    from memory_app.commands import write_command
 
     _error(api.post("/api/v1/subjects/n/turns", {"text": "hello", "metadata": metadata}, format="json",
                     HTTP_IDEMPOTENCY_KEY="nul-1"), 400, "parse_error")  # the body as a whole
@@ -118,9 +118,9 @@ def test_metadata_with_a_nul_character_is_refused_and_nothing_is_written(api, te
         {"text": "hello", "occurred_at": "2025-01-01T00:00:00Z", "metadata": metadata}]}, format="json"),
         400, "parse_error")
     assert api.get("/api/v1/subjects/n/export").status_code == 404  # no write created the end-user
-    with pytest.raises(ValidationFailed) as refused:  # the service rule every path shares
-        outbox.write_submit(tenant=tenant, external_id="n", operation="episode",
-                            payload={"text": "hello", "metadata": metadata}, background=True)
+    with pytest.raises(ValidationFailed) as refused:  # the check every path shares
+        write_command(tenant=tenant, external_id="n", operation="episode",
+                      payload={"text": "hello", "metadata": metadata})
     assert refused.value.code == "invalid_metadata"
 
 
@@ -128,7 +128,7 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
     """A control character in an id: 404 as for any unknown memory, found at acceptance, so a forget
     queued behind the end-user's writes never carries it into the outbox (PostgreSQL refused the NUL
     with a 500)."""
-    from memory_app import outbox
+    from memory_app.commands import write_command
 
     api.post("/api/v1/subjects/c/turns", {"text": "hello"}, format="json")
     for path, status, code in (("abcdefgh%01ij", 404, "not_found"), ("abcdefgh%00ij", 400, "invalid")):
@@ -139,14 +139,14 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
                status, code)
     for impossible in ("abcdefgh\x00ij", "a" * 65):  # the outbox's column holds 64
         with pytest.raises(NotFound):
-            outbox.write_submit(tenant=tenant, external_id="c", operation="forget", payload={"reason": "other"},
-                                memory_id=impossible, background=True)
+            write_command(tenant=tenant, external_id="c", operation="forget", payload={"reason": "other"},
+                          memory_id=impossible)
     _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
                                                     "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
            400, "invalid_ids")
-    with pytest.raises(ValidationFailed):  # MCP's path: the service rule, not the serializer
-        outbox.write_submit(tenant=tenant, external_id="c", operation="fact",
-                            payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]}, background=True)
+    with pytest.raises(ValidationFailed):  # MCP's path: the check every path shares, not the serializer
+        write_command(tenant=tenant, external_id="c", operation="fact",
+                      payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]})
 
 
 def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempotency_key(api):

@@ -569,7 +569,7 @@ def test_export_includes_the_last_turn_before_a_refresh(engram, es_admin, settin
 def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
     import threading
 
-    from memory_app.outbox import turn as turns
+    from memory_app import turns
 
     engram.turn("yan", "I keep bees on the roof")  # a known end-user from here on
     recalling = threading.Event()
@@ -613,8 +613,32 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
     assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)
 
 
+def test_one_turn_cleans_its_end_users_id_once_at_the_edge(engram, monkeypatch):
+    """Validate once, at the edge: on one POST turn the end-user's id is cleaned once (the view
+    reads the path), whether the turn creates the end-user or finds them; idempotency, the turn
+    command, the outbox and the end-user's creation trust it. Every module holding the function
+    gets the counting one, so a call from anywhere is counted."""
+    import sys
+
+    from engram_core import validation
+
+    real, calls = validation.clean_external_id, []
+
+    def counting(value, **kwargs):
+        calls.append(value)
+        return real(value, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "clean_external_id", None) is real:
+            monkeypatch.setattr(module, "clean_external_id", counting)
+    engram.turn("tia", "I keep bees on the roof")  # a new end-user: the turn's write creates them
+    assert calls == ["tia"]
+    engram.turn(" tia", "how are my bees doing?", idempotency_key="k-tia")  # known; a key claimed
+    assert calls == ["tia", " tia"]
+
+
 def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, settings):
-    from memory_app.outbox import turn as turns
+    from memory_app import turns
 
     engram.turn("zoe", "I keep bees")
     recalls = []

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from engram_core.errors import ValidationFailed
-from engram_core.validation import clean_date, clean_datetime, clean_external_id
+from engram_core.validation import clean_date, clean_datetime, clean_external_id, new_external_id_check
 from tests.strategies import json_values, moments, nested_json
 
 pytestmark = pytest.mark.properties
@@ -32,6 +32,20 @@ def test_each_reading_cleans_or_refuses_whatever_it_is_given(value):
     for rule in (clean_external_id, lambda v: clean_external_id(v, new=True),
                  lambda v: clean_datetime(v, field="since"), lambda v: clean_date(v, field="since")):
         assert _answer(rule, value) == _answer(rule, value)
+
+
+@given(value=json_values | st.text(max_size=210) | st.text(max_size=5).map(lambda t: f" {t}/x\t"))
+@example(value=" alice")
+@example(value="erased:1")
+def test_where_an_end_user_is_created_an_id_passes_only_as_the_edge_would_have_cleaned_it(value):
+    """The check below the edge (``new_external_id_check``: it trusts no caller with a new
+    end-user, yet cleans nothing) takes exactly the ids ``clean_external_id(new=True)`` returns
+    unchanged, and refuses with the same code otherwise."""
+    checked, cleaned = _answer(new_external_id_check, value), _answer(lambda v: clean_external_id(v, new=True), value)
+    if cleaned == ("ok", value):
+        assert checked == cleaned
+    else:
+        assert checked == ("refused", "invalid_external_id")
 
 
 @given(moment=moments)

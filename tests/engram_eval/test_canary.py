@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from engram_eval.canary import FAMILIES, canary_scan_run
-from memory_app.services import forget
+from memory_app.services.forget import copies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +22,7 @@ def test_forget_and_erase_leave_no_copy_of_any_canary(es_prefix, invalidate_mint
 
 
 def test_a_copy_left_behind_is_reported(es_prefix, invalidate_minted_keys, monkeypatch):
-    monkeypatch.setattr(forget, "memory_copies_purge", lambda **kwargs: 0)  # stored responses keep their text
+    monkeypatch.setattr(copies, "memory_copies_purge", lambda **kwargs: 0)  # stored responses keep their text
     forgotten, _erased = canary_scan_run()
     assert not forgotten.ok
     assert {(h.family, h.store) for h in forgotten.after} >= {("idempotency record", "database")}

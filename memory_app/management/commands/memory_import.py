@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from engram_core.errors import EngramError
+from engram_core.validation import clean_external_id
 from memory_app.services.imports import episodes_import
 from tenants.models import Tenant
 from tenants.services.subjects import subject_get_or_create
@@ -40,7 +41,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {done}/{total} episodes written")
 
         try:
-            target = subject_get_or_create(tenant=tenant_obj, external_id=subject, actor="memory_import")
+            target = subject_get_or_create(tenant=tenant_obj, external_id=clean_external_id(subject), actor="memory_import")
             ids = episodes_import(subject=target, episodes=episodes, progress=progress)
         except EngramError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from None

@@ -189,15 +189,19 @@ def test_joint_and_off_modes_embed_context_with_the_text_or_not_at_all(subject, 
 
 
 def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(subject):
-    from memory_app.outbox.turn import turn_submit
+    from memory_app.commands import turn_command
+    from memory_app.turns import turn_create
+
+    def turn(text: str, minutes: int):
+        command = turn_command(tenant=subject.tenant, external_id=subject.external_id, text=text, session_id="g1",
+                               occurred_at=(T0 + timedelta(minutes=minutes)).isoformat(), max_query_chars=2000)
+        return turn_create(tenant=subject.tenant, turn=command)
 
     cache = get_embedder().query_cache
     for n, text in enumerate(["I planted tomatoes today.", "The basil is coming up too."]):
-        turn_submit(tenant=subject.tenant, external_id=subject.external_id, text=text, session_id="g1",
-                    occurred_at=(T0 + timedelta(minutes=n)).isoformat())
+        turn(text, n)
     misses = cache.misses
-    result = turn_submit(tenant=subject.tenant, external_id=subject.external_id, text="When do I water them?",
-                         session_id="g1", occurred_at=(T0 + timedelta(minutes=5)).isoformat())
+    result = turn("When do I water them?", 5)
     assert result.recall is not None and result.submitted.memory_id
     # One new text embedded, once: shared by the write (with its two predecessors' cached
     # vectors) and the recall on the turn's text that runs beside it.

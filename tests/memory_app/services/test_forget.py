@@ -121,15 +121,15 @@ def test_an_agents_playbook_is_flagged_not_forgotten_when_the_episode_of_its_out
 
 
 def test_a_forget_cut_short_after_the_delete_completes_its_cascade_when_retried(subject, monkeypatch):
-    from memory_app.services import forget
+    from memory_app.services.forget import cascade
 
     episode = episode_write(subject=subject, text="I'm allergic to peanuts.")
     fact = fact_write(subject=subject, text="Alice is allergic to peanuts.", supporting_episode_ids=[episode["id"]])
-    real = forget.derived_follow
-    monkeypatch.setattr(forget, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
+    real = cascade.derived_follow
+    monkeypatch.setattr(cascade, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
     with pytest.raises(ConnectionError):
         memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
-    monkeypatch.setattr(forget, "derived_follow", real)
+    monkeypatch.setattr(cascade, "derived_follow", real)
     with pytest.raises(NotFound):  # the episode is gone; its retry still takes the fact along
         memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
     with pytest.raises(NotFound):
@@ -200,7 +200,7 @@ def test_a_forget_cut_short_after_its_delete_has_purged_the_copies(subject, monk
     """Review finding: retried, such a forget finds the memory missing (NotFound) and, its text gone,
     never purged the copies. They are purged before the delete now."""
     from memory_app.models import IdempotencyRecord, OutboxEntry
-    from memory_app.services import forget
+    from memory_app.services.forget import cascade
     from tenants.services.tokens import agent_token_create
 
     episode = episode_write(subject=subject, text="My garage code is 8812.")
@@ -213,7 +213,7 @@ def test_a_forget_cut_short_after_its_delete_has_purged_the_copies(subject, monk
         **own, token=token, key="k-1", method="POST", path="/x", fingerprint="f", memory_id="turn-0002",
         status_code=201, response_body={"id": "turn-0002", "text": "what is my garage code?",
                                         "recall": [{"id": episode["id"], "text": "My garage code is 8812."}]})
-    monkeypatch.setattr(forget, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
+    monkeypatch.setattr(cascade, "derived_follow", lambda **kw: (_ for _ in ()).throw(ConnectionError("cut")))
     with pytest.raises(ConnectionError):
         memory_forget(subject=subject, memory_id=episode["id"], reason="user_request", actor="test")
     monkeypatch.undo()

@@ -188,6 +188,7 @@ def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_
 
     from elasticsearch import Elasticsearch
 
+    from memory_app.commands import write_command
     from memory_app.outbox import outbox_replay, write_submit
 
     acme, alice, *_ = world
@@ -221,8 +222,9 @@ def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_
         from django.db import connection
 
         try:
-            submitted["late"] = write_submit(tenant=acme, external_id="alice", operation="fact",
-                                             payload={"text": "Alice keeps bees."}, memory_id=late)
+            submitted["late"] = write_submit(tenant=acme, write=write_command(
+                tenant=acme, external_id="alice", operation="fact", payload={"text": "Alice keeps bees."},
+                memory_id=late))
         finally:
             connection.close()
 
@@ -249,6 +251,7 @@ def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeyp
     import threading
     import time
 
+    from memory_app.commands import write_command
     from memory_app.outbox import outbox_replay, write_submit
 
     acme, alice, *_ = world
@@ -264,8 +267,9 @@ def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeyp
             while not stop.is_set():
                 n += 1
                 try:
-                    done = write_submit(tenant=acme, external_id="alice", operation="episode",
-                                        payload={"text": f"turn {n} during the move"}, defer_refresh=True)
+                    done = write_submit(tenant=acme, write=write_command(
+                        tenant=acme, external_id="alice", operation="episode",
+                        payload={"text": f"turn {n} during the move"}), defer_refresh=True)
                 except Exception as exc:  # noqa: BLE001 - counted: an unacknowledged write is not a loss
                     failures.append(repr(exc))
                 else:

@@ -1,0 +1,96 @@
+"""Writes as typed commands: what a caller asks for is checked once, here, at the edge (the API,
+MCP, the inspector, a command), into a frozen value that everything below trusts (the turn
+service, the outbox, dispatch, replay). ``write_command`` checks any subject write;
+``turn_command`` a user turn (its episode and the recall on its text)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engram_core.es.schema import MemoryType
+from memory_app.models import OutboxEntry
+from memory_app.services.store import new_memory_id
+from memory_app.validation import clean_k, clean_memory_id, clean_timezone, clean_types, write_validate
+from tenants.models import Subject, Tenant
+from tenants.services.subjects import subject_for_write
+
+Op = OutboxEntry.Operation
+# The operations that create a memory, and the type of memory each creates.
+CREATES = {Op.EPISODE: MemoryType.EPISODIC, Op.FACT: MemoryType.SEMANTIC, Op.PLAYBOOK: MemoryType.PROCEDURAL}
+# The operations that need the end-user to exist already; every other one creates them on first use.
+ON_EXISTING = (Op.OUTCOME, Op.FORGET, Op.ERASE)
+
+
+@dataclass(frozen=True)
+class Write:
+    """One subject write, checked (``write_command``): ``external_id`` names its end-user (one a
+    new end-user may take when the write may create them), ``payload`` passed ``write_validate``,
+    and ``memory_id`` is the memory it creates or targets (fixed for a create). ``subject``: the
+    end-user as read when the write was checked (None: a new one, or a write that needs an existing
+    one, which is read when it is applied)."""
+
+    operation: Op
+    external_id: str
+    payload: Mapping[str, Any]
+    memory_id: str = ""
+    subject: Subject | None = None
+
+
+def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payload: Mapping[str, Any],
+                  memory_id: str = "") -> Write:
+    """Check a write of ``operation`` for the end-user ``external_id`` of ``tenant`` (an id the
+    edge cleaned: ``clean_external_id``). ValidationFailed names the first problem; nothing is
+    accepted then. An id no memory can have is NotFound now, not at replay."""
+    op = Op(operation)
+    write_validate(operation=op, payload=dict(payload))
+    if memory_id:
+        clean_memory_id(memory_id)
+    elif op in CREATES:
+        memory_id = new_memory_id()
+    # May create the end-user: a new one's id must be addressable (last: the checks above need no query).
+    subject = None if op in ON_EXISTING else subject_for_write(tenant=tenant, external_id=external_id)
+    return Write(operation=op, external_id=external_id, payload=dict(payload), memory_id=memory_id,
+                 subject=subject)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A user turn, checked (``turn_command``): its episode (``write``) and the recall on its
+    text (``query``, the text cut to the longest query recall reads, and the recall's options)."""
+
+    write: Write
+    query: str
+    k: int
+    types: list[str] | None
+    include_superseded: bool
+    explain: bool
+    timezone: str | None
+
+    @property
+    def recall(self) -> dict[str, Any]:
+        """The recall's arguments, the turn itself left out (it is the turn's own memory)."""
+        return dict(query=self.query, k=self.k, types=self.types, include_superseded=self.include_superseded,
+                    explain=self.explain, timezone=self.timezone, exclude=self.write.memory_id)
+
+
+def turn_command(*, tenant: Tenant, external_id: str, text: str, max_query_chars: int, memory_id: str = "",
+                 occurred_at: datetime | str | None = None, session_id: str | None = None,
+                 context: str | None = None, metadata: dict | None = None, k: int = 5,
+                 types: list[str] | None = None, include_superseded: bool = False, explain: bool = False,
+                 timezone: str | None = None) -> Turn:
+    """Check a user turn for the end-user ``external_id`` (cleaned at the edge) before anything is
+    written or recalled: the recall's options, then the episode (``write_command``). The turn's id
+    is fixed now: the recall leaves the turn out before it sets copies aside (when the user
+    repeats a line, the line said before is what the recall should give back)."""
+    clean_k(k)
+    clean_types(types)
+    clean_timezone(timezone)
+    payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
+               "context": context, "metadata": metadata}
+    write = write_command(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
+                         memory_id=memory_id)
+    return Turn(write=write, query=text.strip()[:max_query_chars], k=k, types=types,
+                include_superseded=include_superseded, explain=explain, timezone=timezone)

@@ -1,0 +1,18 @@
+"""Forget and erase: a memory, or every memory and key of an end-user, goes from every store that
+holds a copy of it, leaving a content-free tombstone in the audit log.
+
+``pipeline.memory_forget`` is the order of a forget in one place; each step is a function of its
+own module writing one store: ``documents`` (the memory's Elasticsearch document), ``contexts``
+(the other episodes' contexts that quote it), ``copies`` (the database's copies: stored responses,
+outbox payloads, notes, use counters; and this process's cached vectors), ``audit`` (the
+tombstone), ``cascade`` (the facts and playbooks derived from a forgotten episode, each forgotten
+by the same steps). ``erase`` removes a whole end-user."""
+
+from memory_app.services.forget.cascade import Cascade, derived_follow, derived_support_check
+from memory_app.services.forget.contexts import contexts_redact
+from memory_app.services.forget.copies import copies_redacted, memory_copies_purge
+from memory_app.services.forget.erase import subject_erase
+from memory_app.services.forget.pipeline import memory_forget
+
+__all__ = ["Cascade", "contexts_redact", "copies_redacted", "derived_follow", "derived_support_check",
+           "memory_copies_purge", "memory_forget", "subject_erase"]

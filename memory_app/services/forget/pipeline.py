@@ -1,0 +1,68 @@
+"""A forget, step by step: the order of the steps is here and nowhere else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram_core.errors import NotFound
+from engram_core.es.schema import MemoryType
+from memory_app import selectors
+from memory_app.services.forget import audit, contexts, copies, documents
+from memory_app.services.forget import cascade as derived
+from memory_app.services.forget.cascade import Cascade
+from memory_app.services.forget.forgetting import Forgetting
+from memory_app.validation import clean_cascade, clean_note, clean_reason
+from tenants.models import Subject
+from tenants.services.audit import Actor
+
+
+def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor, note: str | None = None,
+                  cascade: bool = True) -> dict[str, Any]:
+    """Hard-delete one of the subject's memories and every copy of it; leave a content-free
+    tombstone in the audit log (the reason's code; ``note``, the caller's own words, is kept
+    beside it, outside the chain).
+
+    Forgetting an episode takes with it, in the same call, what was derived from it: a fact or
+    playbook none of whose supporting episodes is left is forgotten too (audited as a cascade of
+    this forget); one with support left keeps only that support and is flagged for review
+    (``metadata.review``). ``cascade=False`` keeps them as they are (minus this episode's id), and
+    the audit event says so. Forgetting a fact or playbook never touches its episodes.
+
+    Returns ``{"id", "memory_type", "cascade"}``. Raises NotFound when the memory is not the
+    subject's (an episode forgotten before still has its cascade completed first).
+    """
+    reason, note, follow = clean_reason(reason), clean_note(note), clean_cascade(cascade)
+    try:
+        visible = selectors.visible_document(subject=subject, memory_id=memory_id)
+    except NotFound:
+        # Forgotten before, perhaps by a call that failed part-way: what was derived from it
+        # still follows it.
+        _cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow)
+        raise
+    forgetting = Forgetting.of(subject=subject, visible=visible, reason=reason, actor=actor)
+    episode = forgetting.memory_type is MemoryType.EPISODIC
+    # 1. copies, before the delete too: a forget cut short after its delete finds the memory
+    #    missing when retried, its text gone with it.
+    copies.copies_purge(forgetting)
+    # 2. contexts, before the delete: a failure here leaves the episode in place to forget again;
+    #    the other order could leave its text in another episode with nothing left to forget.
+    if episode:
+        contexts.contexts_forget(forgetting)
+    # 3. delete (NotFound when it went meanwhile), and its use counter.
+    documents.document_delete(forgetting)
+    documents.counter_drop(forgetting)
+    # 4. cascade, after the delete: a fact derived from this episode by a run that read it just
+    #    before is either found here or finds the episode gone when it is written (facts.fact_write).
+    followed = (_cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow)
+                if episode else Cascade())
+    # 5. audit: the tombstone once the memory is gone, and the caller's note beside it.
+    audit.forget_audit(forgetting, note=note, cascade=follow, derived=followed.ids() if episode else None)
+    # 6. copies again (one made meanwhile, the note's quotes), and this process's cached vectors.
+    copies.copies_purge(forgetting)
+    copies.vectors_drop()
+    return {"id": memory_id, "memory_type": forgetting.memory_type.value, "cascade": followed.as_dict()}
+
+
+def _cascade_step(*, subject: Subject, gone: str, reason: str, actor: Actor, follow: bool) -> Cascade:
+    # Looked up on the module at each call: a test cuts a forget short here.
+    return derived.derived_follow(subject=subject, gone={gone}, reason=reason, actor=actor, cascade=follow)
