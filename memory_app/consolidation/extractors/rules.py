@@ -258,6 +258,7 @@ class _Batch:
     people they named ("my daughter Leonor": Leonor → daughter)."""
 
     sessions: dict[str | None, _Session] = field(default_factory=dict)
+    speakers: frozenset[str] = frozenset()  # every labelled speaker of the batch: a name said to them is no fact
     last: dict[str, FactCandidate] = field(default_factory=dict)
     people: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name → (relation, episode)
 
@@ -309,10 +310,12 @@ class RulesExtractor:
 
     def __init__(self, *, min_content_words: int = 2):
         self.min_content_words = min_content_words
+        self.trace: list[tuple[str, str, str]] | None = None  # (episode id, sentence, why not kept): for the eval
 
     def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
         out = Extraction()
-        batch = _Batch()
+        batch = _Batch(speakers=frozenset(filter(None, (speech.split_speaker(e.text)[0]
+                                                        for e in [*context, *episodes]))))
         new_ids = {e.id for e in episodes}
         for episode in sorted([*context, *episodes], key=lambda e: (e.occurred_at, e.id)):
             if episode.role != "user":
@@ -366,7 +369,11 @@ class RulesExtractor:
             if handled or len(facts) > stated:
                 previous_general = None
                 continue
-            reading = speech.read(speech.strip_opener(sentence), min_content=self.min_content_words)
+            sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
+            reading = speech.read(speech.strip_opener(sentence), min_content=self.min_content_words,
+                                  ignore=batch.speakers)
+            if self.trace is not None:
+                self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:
                 # "It's special to me." continues the statement before it.
                 head = facts[previous_general]

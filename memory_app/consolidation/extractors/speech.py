@@ -22,12 +22,18 @@ from pathlib import Path
 
 from memory_app.consolidation.grounding import STOP_WORDS
 
+from .lexicon import lexicon
+
 SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
 _NOT_SPEAKERS = {"note", "update", "correction", "ps", "fyi", "edit", "re", "tip", "warning"}
 # Words a period abbreviates ("Dr. Moura", "J. Smith"): that period ends neither a sentence nor a value.
 ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "vs", "[A-Z]")
 _SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
                        r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
+# Where a clause ends inside a sentence: what follows may be said to the listener ("I've started
+# running - how are you?", "I have a recipe that I can share with you").
+_CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|\s+(?=(?:and|but|so|because|that|which|"
+                         r"who|if|when|since|as|though|although|cause|'cause)\b)")
 _CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
 # Interjections, thanks and the listener's name in front of a statement ("Wow, Caroline! ...").
 _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|hello|well|so|ok|okay|haha|lol|"
@@ -39,8 +45,8 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
 # Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|we|we're|we've|we'd|we'll|us|[Oo]ur|"
-                           r"[Oo]urs|ourselves)\b")
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
+                           r"[Oo]ur|[Oo]urs|ourselves)\b")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
 _FILLER = frozenset("""
@@ -155,6 +161,27 @@ def strip_opener(sentence: str) -> str:
     return _OPENER.sub("", sentence).strip()
 
 
+def own_part(sentence: str) -> str:
+    """The sentence up to the clause that asks the listener something or speaks to them ("I've
+    started eating healthier - what's new with you?" → "I've started eating healthier"); the whole
+    sentence when no such clause follows a first clause."""
+    m = _SECOND_PERSON.search(sentence)
+    q = sentence.find("?")
+    stop = min(p for p in (m.start() if m else -1, q) if p >= 0) if (m or q >= 0) else -1
+    if stop < 0:
+        return sentence
+    cut = [c.start() for c in _CLAUSE_END.finditer(sentence, 0, stop)]
+    return sentence[:cut[-1]].rstrip(" ,") + "." if cut and cut[-1] > 0 else sentence
+
+
+def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
+    """The sentence without the listener's name said at its end ("I won't give up, Gina.")."""
+    m = re.search(r",\s*(?P<name>[A-Z][\w'-]*)\s*(?P<end>[.!?]*)\s*$", sentence)
+    if m and m["name"] in names:
+        return sentence[:m.start()] + m["end"]
+    return sentence
+
+
 def content_words(sentence: str) -> list[str]:
     words = re.findall(r"[a-z][a-z']*|\d+", sentence.lower())
     return [w for w in words if w not in STOP_WORDS and w not in _FILLER and not _FIRST_PERSON.fullmatch(w)
@@ -163,26 +190,128 @@ def content_words(sentence: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Reading:
-    """How a sentence reads: ``about_speaker`` (a first-person statement worth keeping),
-    ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me")."""
+    """How a sentence reads: ``about_speaker`` (a fact about the speaker, worth keeping),
+    ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me"),
+    and ``why`` a sentence is not kept (``question``, ``address``, ``request``, ``stance``,
+    ``no_anchor``, ``not_about_speaker``, ``few_words``), for the eval's counts."""
 
     about_speaker: bool
     follow_up: bool
+    why: str = ""
 
 
-def read(sentence: str, *, min_content: int = 3) -> Reading:
-    if not sentence or _QUESTION.search(sentence) or _SECOND_PERSON.search(sentence):
-        return Reading(False, False)
+# Words that name nothing a fact could be about, though WordNet files some of them with things:
+# the conversation itself, its mood and its vaguest nouns.
+_VAGUE_NOUNS = frozenset("""
+thing things stuff way ways lot lots bit kind sort part piece place places moment moments people person persons
+someone somebody everyone everybody anyone anybody guy guys folks others other one ones something anything
+everything nothing journey experience experiences progress support help success effort efforts advice chat chats
+talk talks conversation conversations news update updates question questions answer answers idea ideas word words
+message messages pic pics picture pictures photo photos shot reminder point case sense touch luck care attention
+vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break
+""".split())
+# Verbs whose first-person present reports a stance taken in the exchange, not something about
+# the speaker's life: "I bet", "I guess", "I agree", "I appreciate the offer", "I hope it's easy".
+_EXCHANGE_VERBS = frozenset("""
+bet guess agree suppose wonder imagine understand mean thank appreciate apologize apologise promise reckon admit
+hope wish trust doubt assume figure say tell suggest recommend
+""".split())
+_DETERMINERS = frozenset("""
+a an the my our his her their its this that these those some any each every no another one two three four five six
+seven eight nine ten few several many more most all both own new old first last next
+""".split())
+_AUX = frozenset("""
+am is are was were be been being 'm 're 's do does did have has had 've 'd will would shall should can could may
+might must gonna wanna gotta 'll to not n't never
+""".split())
+_CALENDAR = re.compile(r"^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april|"
+                       r"june|july|august|september|october|november|december|monday|tuesday|wednesday|"
+                       r"thursday|friday|saturday|sunday|weekend|christmas|easter|halloween|thanksgiving)$", re.I)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'&.-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
+_SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| would| was| were)?|My|Our)\b")
+
+
+def anchors(sentence: str, *, ignore: frozenset[str] = frozenset()) -> list[str]:
+    """What a sentence names that a fact can be about: a name, a number, a day or month, or a
+    noun of a thing, place, person, animal, food, group, activity or event (WordNet's files for
+    them), used as a noun. The speakers' own names (``ignore``) and vague nouns do not count."""
+    words = _WORD.findall(sentence)
+    out = []
+    lex = lexicon()
+    for i, word in enumerate(words):
+        bare = word.split("'")[0].rstrip(".")
+        lower = bare.lower()
+        before = words[i - 1].lower() if i else ""
+        if bare in ignore or lower in STOP_WORDS or lower in _VAGUE_NOUNS or lower in _FILLER:
+            continue
+        if word[0].isdigit() or _CALENDAR.match(bare):
+            out.append(bare)
+        elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
+            out.append(bare)  # a name (not the first word: that is capitalised anyway)
+        elif len(lower) > 2 and lex.is_concrete_noun(lower):
+            if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
+                    or (lower.endswith("ing") and before not in _AUX)):
+                out.append(lower)
+    return out
+
+
+def _main_verb(sentence: str) -> str | None:
+    """The verb right after a first-person subject and its auxiliaries ("I really think" → think)."""
+    m = _SUBJECT.match(sentence)
+    if not m:
+        return None
+    for word in _WORD.findall(sentence[m.end():])[:4]:
+        lower = word.lower()
+        if lower in _ADVERBS or lower in _AUX or lower in _MODALS:
+            continue
+        return lower
+    return None
+
+
+def read(sentence: str, *, min_content: int = 3, ignore: frozenset[str] = frozenset()) -> Reading:
+    """Whether ``sentence`` (without its opener) states a fact about its speaker: a durable
+    statement about them or their world. It has a first-person subject, object or possessive;
+    it is no question, says nothing to the listener ("you"), asks nothing ("let's", "please",
+    a bare imperative) and takes no stance in the exchange ("I bet ...", "I agree"); and it names
+    something (``anchors``): "I won't give up" and "I'm so excited" state no fact, "I'm excited
+    about the pottery class" does. ``ignore``: the speakers' names, which are no anchor."""
+    if not sentence:
+        return Reading(False, False, "few_words")
+    if _QUESTION.search(sentence):
+        return Reading(False, False, "question")
+    if _SECOND_PERSON.search(sentence):
+        return Reading(False, False, "address")
     words = content_words(sentence)
     if _ANAPHOR.match(sentence) and len(words) >= 1:
         return Reading(False, True)
-    if not _FIRST_PERSON.search(sentence) or len(words) < min_content:
-        return Reading(False, False)
+    if not _FIRST_PERSON.search(sentence):
+        return Reading(False, False, "not_about_speaker")
+    if len(words) < min_content:
+        return Reading(False, False, "few_words")
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
     if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
-                sentence, re.I):
-        return Reading(False, False)
+                sentence, re.I) or is_imperative(sentence):
+        return Reading(False, False, "request")
+    verb = _main_verb(sentence)
+    if verb is not None:
+        lemma = lexicon().lemma(verb, "v") or verb
+        rest = sentence.split(verb, 1)[-1]
+        if lemma in _EXCHANGE_VERBS and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
+            return Reading(False, False, "stance")
+    if not anchors(sentence, ignore=ignore):
+        return Reading(False, False, "no_anchor")
     return Reading(True, False)
+
+
+def is_imperative(sentence: str) -> bool:
+    """A sentence that starts with a verb in its base form and has no subject ("Keep me posted",
+    "Come join us"), read from SemCor's counts: the word is tagged as a verb more than otherwise."""
+    first = _WORD.match(sentence)
+    if not first:
+        return False
+    word = first.group(0).lower()
+    lex = lexicon()
+    return word not in _MODALS and lex.lemma(word, "v") == word and lex.mostly_verb(word)
 
 
 def third_person(sentence: str, *, name: str, family: bool = False) -> str:
