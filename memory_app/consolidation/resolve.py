@@ -47,10 +47,20 @@ def normalise(text: str) -> str:
     return re.sub(r"[^\w]+", " ", text).strip()
 
 
+_CLOCK = re.compile(r"\b(?P<hour>1[0-2]|0?[1-9])(?::(?P<minute>[0-5]\d))?\s*(?P<half>[ap])\.?m\b\.?", re.I)
+
+
+def _clock(m: re.Match) -> str:
+    """"10pm" → "22:00", "7:30am" → "7:30": a time written on the 24-hour clock."""
+    hour = int(m["hour"]) % 12 + (12 if m["half"].lower() == "p" else 0)
+    return f"{hour}:{m['minute'] or '00'}"
+
+
 def quantities(text: str) -> set[str]:
     """Numbers and month names in a text, normalised ("3rd" → 3, "March" → m3): two facts that
     differ here are never duplicates of each other."""
-    out = {n.lstrip("0") or "0" for n in re.findall(r"\d+(?:[.,:]\d+)*", text)}
+    text = _CLOCK.sub(_clock, text)
+    out = {re.sub(r"^0+(?=\d)", "", n) for n in re.findall(r"\d+(?:[.,:]\d+)*", text)}
     out |= {f"m{_MONTHS[w]}" for w in re.findall(r"[a-z]+", text.lower()) if w in _MONTHS and w != "may"}
     return out
 
@@ -168,6 +178,8 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
 def _near_duplicate(text: str, fact: StoredFact) -> bool:
     if quantities(text) != quantities(fact.text):
         return False  # never merge facts whose numbers or dates differ
+    if fact.cosine >= settings.ENGRAM_CONSOLIDATION_MERGE_COSINE:
+        return True  # the seeds' rule: this similar to a live fact, whoever wrote it, is that fact
     lexical = fuzz.token_set_ratio(normalise(text), normalise(fact.text))
     if lexical < settings.ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL:
         return False

@@ -73,13 +73,17 @@ class Lexicon:
         lemma = self.lemma(word, pos)
         return self.senses[(lemma, pos)][1] if lemma else 0
 
-    def is_concrete_noun(self, word: str) -> bool:
-        return self.lexname(word, "n") in CONCRETE_NOUNS
+    def is_concrete_noun(self, word: str, *, strict: bool = False) -> bool:
+        """Whether the word's most frequent noun sense names a thing, place, person, food, group,
+        event ... (``strict``: not an act or an act of speech: "a try", "a chat")."""
+        name = self.lexname(word, "n")
+        return name in CONCRETE_NOUNS and not (strict and name in ("noun.act", "noun.communication"))
 
     def mostly_verb(self, word: str) -> bool:
         """Whether SemCor tagged the word as a verb more often than as a noun or an adjective."""
         verb = self.tagged(word, "v")
-        return verb > 0 and verb > self.tagged(word, "n") and verb > self.tagged(word, "a")
+        # Fewer than three tagged uses decide nothing ("telescope" was tagged once, as a verb).
+        return verb >= 3 and verb > self.tagged(word, "n") and verb > self.tagged(word, "a")
 
     def verb_class(self, word: str) -> str | None:
         return self.lexname(word, "v")

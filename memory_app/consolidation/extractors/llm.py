@@ -26,7 +26,7 @@ from .base import Episode, Extraction, ExtractorFailed, FactCandidate, Known, Pl
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "consolidation-llm-2"
+PROMPT_VERSION = "consolidation-llm-3"
 SYSTEM_PROMPT = """You distil a user's conversation turns into long-term memory. Prompt version: {version}.
 
 You get JSON: "episodes" (new turns, each with an id), "context" (earlier turns of the same sessions, for
@@ -41,7 +41,7 @@ Answer with ONE JSON object and nothing else:
 Rules:
 - Only durable facts stated by the speakers (attributes, preferences, relationships, work, home, plans and events
   with their dates). A turn "Name: text" is said by Name: write facts about Name in the third person; a turn
-  without a name is the user's ("User"). Use the speaker's own words; never add what the cited episodes do not say.
+  without a name is said by the end-user: name them as "user" gives. Use the speaker's own words; never add what the cited episodes do not say.
   Write dates out ("yesterday" in a turn of 8 May 2023 is 7 May 2023).
 - "slot" names a single-valued attribute in snake_case (home_city, employer, favourite_color) so a later value
   can replace an earlier one; null when the fact is not single-valued.
@@ -102,7 +102,8 @@ class LlmExtractor:
         self.max_retries = settings.ENGRAM_LLM_MAX_RETRIES if max_retries is None else max_retries
         self.backoff = settings.ENGRAM_LLM_BACKOFF_SECONDS if backoff is None else backoff
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None,
+                user_name: str = "the user") -> Extraction:
         out = Extraction()
         if not episodes:
             return out
@@ -117,6 +118,7 @@ class LlmExtractor:
             "messages": [
                 {"role": "system", "content": SYSTEM_PROMPT.format(version=PROMPT_VERSION)},
                 {"role": "user", "content": json.dumps({
+                    "user": user_name,
                     "episodes": [_episode_json(e) for e in episodes if e.role == "user"],
                     "context": [_episode_json(e) for e in context if e.role == "user"],
                     "facts": [{"id": f.id, "text": f.text, "slot": f.slot} for f in known.facts],

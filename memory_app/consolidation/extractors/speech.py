@@ -1,10 +1,10 @@
 """A conversation turn read as statements about its speaker.
 
-A turn ("Melanie: Yeah, I painted that lake sunrise last year! It's special to me.") is split
+A turn ("Rosa: Yeah, I built that bookshelf in the hall last year! It's my pride and joy.") is split
 into sentences; the ones that say something about the speaker (a first-person subject, object or
 possessive, no question, no address to the listener, enough content words) are rewritten in the
 third person about the named speaker, their relative dates written out against the turn's date:
-"Melanie painted that lake sunrise in 2022; it's special to Melanie."
+"Rosa built that bookshelf in the hall in 2022; it's Rosa's pride and joy."
 
 The rewrite is English grammar, not a model: "I" takes the third person singular ("I love" →
 "loves", "I'm" → "is", "I don't" → "doesn't"), "my"/"our" the possessive, "we"/"us" the speaker
@@ -31,11 +31,11 @@ ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "vs", "[A-Z]
 _SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
                        r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
 # Where a clause ends inside a sentence: what follows may be said to the listener ("I've started
-# running - how are you?", "I have a recipe that I can share with you").
+# cycling to work - how about you?", "I found a bakery that you would like").
 _CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|\s+(?=(?:and|but|so|because|that|which|"
                          r"who|if|when|since|as|though|although|cause|'cause)\b)")
 _CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
-# Interjections, thanks and the listener's name in front of a statement ("Wow, Caroline! ...").
+# Interjections, thanks and the listener's name in front of a statement ("Wow, Rosa! ...").
 _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|hello|well|so|ok|okay|haha|lol|"
                      r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
@@ -145,7 +145,7 @@ def possessive(name: str) -> str:
 
 
 def split_speaker(text: str) -> tuple[str | None, str]:
-    """("Caroline", "I moved ...") for "Caroline: I moved ..."; (None, text) without a label."""
+    """("Rosa", "I moved ...") for "Rosa: I moved ..."; (None, text) without a label."""
     m = SPEAKER.match(text)
     if m and m["name"].lower() not in _NOT_SPEAKERS:
         return m["name"], text[m.end():]
@@ -163,7 +163,7 @@ def strip_opener(sentence: str) -> str:
 
 def own_part(sentence: str) -> str:
     """The sentence up to the clause that asks the listener something or speaks to them ("I've
-    started eating healthier - what's new with you?" → "I've started eating healthier"); the whole
+    taken up cycling to work - how about you?" → "I've taken up cycling to work"); the whole
     sentence when no such clause follows a first clause."""
     m = _SECOND_PERSON.search(sentence)
     q = sentence.find("?")
@@ -175,7 +175,7 @@ def own_part(sentence: str) -> str:
 
 
 def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
-    """The sentence without the listener's name said at its end ("I won't give up, Gina.")."""
+    """The sentence without the listener's name said at its end ("I finally fixed the fence, Tomas.")."""
     m = re.search(r",\s*(?P<name>[A-Z][\w'-]*)\s*(?P<end>[.!?]*)\s*$", sentence)
     if m and m["name"] in names:
         return sentence[:m.start()] + m["end"]
@@ -231,7 +231,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'&.-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
 _SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| would| was| were)?|My|Our)\b")
 
 
-def anchors(sentence: str, *, ignore: frozenset[str] = frozenset()) -> list[str]:
+def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
     """What a sentence names that a fact can be about: a name, a number, a day or month, or a
     noun of a thing, place, person, animal, food, group, activity or event (WordNet's files for
     them), used as a noun. The speakers' own names (``ignore``) and vague nouns do not count."""
@@ -248,7 +248,7 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset()) -> list[str]
             out.append(bare)
         elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
             out.append(bare)  # a name (not the first word: that is capitalised anyway)
-        elif len(lower) > 2 and lex.is_concrete_noun(lower):
+        elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
             if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
                     or (lower.endswith("ing") and before not in _AUX)):
                 out.append(lower)
@@ -268,13 +268,84 @@ def _main_verb(sentence: str) -> str | None:
     return None
 
 
-def read(sentence: str, *, min_content: int = 3, ignore: frozenset[str] = frozenset()) -> Reading:
+@dataclass(frozen=True)
+class StatementRules:
+    """Which sentences the statement layer keeps. The defaults were chosen by cross-validation over
+    the four LoCoMo dev conversations (``python -m engram_eval.statement_cv``; docs/consolidation.md).
+
+    ``min_content``: content words a statement needs. ``subject``: the speaker (I, we, my X, our X)
+    is the sentence's subject, after a leading time or linking phrase. ``feelings``: 0 keeps a
+    statement of how the speaker feels ("I'm so pumped"), 1 drops it when nothing is named after the
+    feeling, 2 drops it always. ``modal``: 0 keeps every mood, 1 drops suggestions and hypotheticals
+    (should, could, might, would), 2 drops intentions (will, gonna, going to) too unless they name a
+    date. ``strict_nouns``: acts and speech ("a try", "a chat") are no anchor. ``min_anchors``: how
+    many things (``anchors``) a statement must name: the more it names, the likelier it is a fact
+    someone would write down about the speaker. ``after_pattern``: a sentence in a pattern's form
+    whose value the pattern does not keep ("my mum is recovering from a hip operation") is read as
+    a statement rather than dropped."""
+
+    min_content: int = 3
+    min_anchors: int = 1
+    subject: bool = False
+    feelings: int = 2
+    modal: int = 2
+    strict_nouns: bool = False
+    after_pattern: bool = False
+
+
+# Words for how one feels or holds up, said of oneself ("I'm stoked", "I'm staying positive").
+FEELINGS = frozenset("""
+excited thrilled stoked pumped psyched happy glad sad scared nervous anxious worried proud grateful thankful
+blessed lucky hopeful positive optimistic determined motivated inspired sure confident overwhelmed stressed
+tired exhausted bummed upset sorry touched amazed impressed curious eager ready relieved content focused
+humbled honored honoured moved stoked jealous bored frustrated disappointed heartbroken devastated okay ok fine
+good great awesome amazing blown speechless delighted ecstatic over keen looking hanging trying stuck torn
+""".split())
+_STEADFAST = re.compile(r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|carry(?:ing)? on)"
+                        r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
+                        r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
+                        r"\bcan't wait\b|\blooking forward\b", re.I)
+_LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|tonight|recently|lately|these days|"
+                          r"in \d{4}|on \w+(?: \d+ \w+ \d{4})?|(?:a )?(?:few|couple(?: of)?) \w+ ago|\w+ ago|earlier|"
+                          r"finally|also|now|then|so|and|but|plus|just|anyway|actually|honestly|luckily|sadly|maybe|perhaps|"
+                          r"unfortunately|after \w+(?: \w+)?|since then|back then|at the moment|right now)[,]?\s+",
+                          re.I)
+_SPEAKER_SUBJECT = re.compile(r"^(?:I|We|[Mm]y|[Oo]ur|Me and|[A-Z][a-z]+ and I|[Bb]oth my|[Aa]ll my|[Oo]ne of my)\b")
+_SUGGESTION = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:should|could|might|would|may)\b|^(?:I|[Ww]e)'d\b(?! (?:been|had|never|already|just)\b)")
+_INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going to|are going to)\b|^(?:I|[Ww]e)'ll\b|"
+                     r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
+
+
+def speaker_subject(sentence: str) -> bool:
+    """Whether the speaker is the sentence's subject, after leading time or linking phrases."""
+    s = sentence
+    for _ in range(3):
+        s = _LEAD_PHRASE.sub("", s)
+    return bool(_SPEAKER_SUBJECT.match(s))
+
+
+def _feeling(sentence: str) -> tuple[bool, str]:
+    """(whether the predicate says how the speaker feels, what follows the feeling)."""
+    if m := _STEADFAST.search(sentence):
+        return True, sentence[m.end():]
+    m = re.match(r"^(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
+                 r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
+                 r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b", sentence)
+    if m and m["word"] in FEELINGS:
+        return True, sentence[m.end():]
+    return False, ""
+
+
+def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str] = frozenset(),
+         rules: StatementRules = StatementRules()) -> Reading:
     """Whether ``sentence`` (without its opener) states a fact about its speaker: a durable
-    statement about them or their world. It has a first-person subject, object or possessive;
-    it is no question, says nothing to the listener ("you"), asks nothing ("let's", "please",
-    a bare imperative) and takes no stance in the exchange ("I bet ...", "I agree"); and it names
-    something (``anchors``): "I won't give up" and "I'm so excited" state no fact, "I'm excited
-    about the pottery class" does. ``ignore``: the speakers' names, which are no anchor."""
+    statement about them or their world (docs/consolidation.md, "What a fact is"). It has a
+    first-person subject, object or possessive; it is no question, says nothing to the listener
+    ("you"), asks nothing ("let's", "please", a bare imperative) and takes no stance in the exchange
+    ("I bet ...", "I agree"); it names something (``anchors``): "I won't give up" states no fact,
+    "I signed up for the pottery class" does; and it passes ``rules``. ``ignore``: the speakers'
+    names, which are no anchor."""
+    min_content = rules.min_content if min_content is None else min_content
     if not sentence:
         return Reading(False, False, "few_words")
     if _QUESTION.search(sentence):
@@ -292,14 +363,26 @@ def read(sentence: str, *, min_content: int = 3, ignore: frozenset[str] = frozen
     if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
                 sentence, re.I) or is_imperative(sentence):
         return Reading(False, False, "request")
+    if rules.subject and not speaker_subject(sentence):
+        return Reading(False, False, "not_about_speaker")
     verb = _main_verb(sentence)
     if verb is not None:
         lemma = lexicon().lemma(verb, "v") or verb
         rest = sentence.split(verb, 1)[-1]
         if lemma in _EXCHANGE_VERBS and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
             return Reading(False, False, "stance")
-    if not anchors(sentence, ignore=ignore):
+    found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
+    if len(set(found)) < max(rules.min_anchors, 1):
         return Reading(False, False, "no_anchor")
+    if rules.feelings:
+        feeling, after = _feeling(sentence)
+        if feeling and (rules.feelings == 2 or not anchors(after, ignore=ignore, strict=rules.strict_nouns)):
+            return Reading(False, False, "feeling")
+    bare = _LEAD_PHRASE.sub("", sentence)
+    if rules.modal and _SUGGESTION.match(bare):
+        return Reading(False, False, "hypothetical")
+    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
+        return Reading(False, False, "hypothetical")
     return Reading(True, False)
 
 
