@@ -8,7 +8,7 @@ For each held-out conversation the settings of ``StatementRules`` are picked on 
 the highest mean precision among the settings whose mean coverage over them is at least
 ``--min-coverage`` (0.50, the issue's floor). The default is the setting most folds pick.
 
-    python -m engram_eval.statement_cv ../shared/data/locomo-dev/{26,30,47,49}.json
+    python -m engram_eval statement_cv ../shared/data/locomo-dev/{26,30,47,49}.json
 
 The conversations are read where they lie; nothing of them is written anywhere.
 """
@@ -16,6 +16,7 @@ The conversations are read where they lie; nothing of them is written anywhere.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import sys
@@ -134,6 +135,33 @@ def own_sample(*, rules: StatementRules, path: Path = STATEMENTS) -> dict[str, A
             "junk_kept": [i for i in written if not labelled[i]], "facts_missed": [i for i in facts if not kept[i]]}
 
 
+LABELS = Path(__file__).parent / "corpora" / "locomo_fact_labels.json"
+
+
+def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LABELS) -> dict[str, Any]:
+    """The hand labels of ``corpora/locomo_fact_labels.json`` (ids only) met again: of the labelled
+    facts the extractor still proposes (same turns, same text by SHA-1), the share labelled junk,
+    per conversation and over all."""
+    labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
+    out: dict[str, Any] = {}
+    for conversation_path in paths:
+        conversation = conversation_path.stem
+        mine = [row for row in labels if row["conversation"] == conversation]
+        if not mine:
+            continue
+        data = json.loads(conversation_path.read_text(encoding="utf-8"))
+        proposed = {(tuple(f.turns), hashlib.sha1(f.text.encode()).hexdigest()[:12])
+                    for f in offline_facts(conversation, data, rules=rules)}
+        met = [row for row in mine if (tuple(row["turns"]), row["fact_sha1"]) in proposed]
+        out[conversation] = {"labelled": len(mine), "still_proposed": len(met),
+                             "junk": sum(row["label"] == "junk" for row in met)}
+    met_all = sum(v["still_proposed"] for v in out.values())
+    junk_all = sum(v["junk"] for v in out.values())
+    out["all"] = {"still_proposed": met_all, "junk": junk_all,
+                  "junk_share": round(junk_all / met_all, 3) if met_all else None}
+    return out
+
+
 def cross_validate(paths: list[Path], *, embed: Callable[[list[str]], Any], min_coverage: float = 0.5,
                    space: dict[str, Iterable[Any]] = GRID, log: Callable[[str], None] = print) -> dict[str, Any]:
     data = {p.stem: json.loads(p.read_text()) for p in paths}
@@ -177,6 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"default: {report['default']}")
     for name in ("loosest", "default_scores"):
         print(name, {c: (s["coverage"], s["precision"]) for c, s in report[name].items()})
+    default = StatementRules(**report["default"])
+    print("own labelled sentences:", own_sample(rules=default))
+    print("hand-labelled dev sample:", labelled_sample(args.paths, rules=default))
 
 
 if __name__ == "__main__":
