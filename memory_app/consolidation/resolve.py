@@ -193,20 +193,38 @@ class StoredPlaybook:
     trigger: str
     steps: str
     cosine: float = 0.0
+    supporting_episode_ids: list[str] = field(default_factory=list)
+
+
+def _steps(text: str) -> str:
+    return normalise(re.sub(r"(?m)^\s*\d+[.)]\s*", "", text))
+
+
+def _same_thread(candidate: PlaybookCandidate, playbook: StoredPlaybook) -> bool:
+    """Whether an outcome belongs to a stored playbook: it cites a turn of the playbook's own
+    thread (its problem or a step), or it reports the playbook's steps tried again."""
+    if set(candidate.episode_ids) & set(playbook.supporting_episode_ids):
+        return True
+    return bool(candidate.steps.strip()) and fuzz.token_set_ratio(_steps(candidate.steps), _steps(playbook.steps)) >= 80
 
 
 def resolve_playbook(candidate: PlaybookCandidate, *, new_id: str, neighbours: list[StoredPlaybook]
                      ) -> PlaybookAction | None:
-    best, best_score = None, 0.0
+    matches = []  # (score, playbook) of the stored playbooks for the same trouble
     for playbook in neighbours:
         score = fuzz.token_set_ratio(normalise(candidate.trigger), normalise(playbook.trigger))
         if score >= 80 or (score >= 60 and playbook.cosine >= 0.85):
-            if score > best_score:
-                best, best_score = playbook, score
-    if best is not None:
+            matches.append((score, playbook))
+    if matches:
         if candidate.outcome is None:
             return None
-        return PlaybookAction(kind="outcome", candidate=candidate, playbook_id=best.id, target_trigger=best.trigger)
+        # The same trouble in another thread, handled otherwise, says nothing of these steps: an
+        # outcome goes to the playbook of its own thread, else a success starts a playbook.
+        own = [(score, p) for score, p in matches if _same_thread(candidate, p)]
+        if own:
+            best = max(own, key=lambda m: m[0])[1]
+            return PlaybookAction(kind="outcome", candidate=candidate, playbook_id=best.id,
+                                  target_trigger=best.trigger)
     if candidate.outcome:
         return PlaybookAction(kind="create", candidate=candidate, playbook_id=new_id)
     return None

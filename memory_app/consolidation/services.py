@@ -342,7 +342,7 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
         plan.playbooks.append(action)
         if action.kind == "create":
             created.append(StoredPlaybook(id=action.playbook_id, trigger=candidate.trigger, steps=candidate.steps,
-                                          cosine=1.0))
+                                          cosine=1.0, supporting_episode_ids=list(candidate.episode_ids)))
     return plan
 
 

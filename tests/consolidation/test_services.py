@@ -267,6 +267,30 @@ def test_playbooks_are_proposed_and_outcomes_counted_once(subject, say, es_admin
     assert run.outcomes_recorded == 1
 
 
+def test_an_outcome_counts_only_for_the_playbook_of_its_own_thread(subject, say, es_admin):
+    from tenants.models import AuditEvent
+
+    say(subject, "The hallway motion sensor stopped working.", "I replaced the batteries in the sensor.",
+        "That worked!", session="a")
+    consolidation_run(subject=subject)
+    # A week later the same trouble, something else done about it, and a question that is no step.
+    say(subject, "The hallway motion sensor stopped working this morning.",
+        "I changed the front door lock yesterday, is that why?", "I re-paired the sensor with the hub.",
+        "That did the trick.", session="b")
+    consolidation_run(subject=subject)
+    by_steps = {p["steps"]: p for p in _all(es_admin, MemoryType.PROCEDURAL, subject).values()}
+    assert sorted(by_steps) == ["1. Re-paired the sensor with the hub", "1. Replaced the batteries in the sensor"]
+    assert [(p["success_count"], p["failure_count"]) for p in by_steps.values()] == [(1, 0), (1, 0)]
+    # The same steps tried again in a third thread are that playbook's outcome.
+    say(subject, "The hallway motion sensor stopped working again.", "I replaced the batteries in the sensor.",
+        "Still not working.", session="c")
+    run = consolidation_run(subject=subject).run
+    batteries = next(p for p in _all(es_admin, MemoryType.PROCEDURAL, subject).values() if "batteries" in p["steps"])
+    assert (batteries["success_count"], batteries["failure_count"]) == (1, 1) and run.outcomes_recorded == 1
+    outcomes = AuditEvent.objects.filter(action="playbook.outcome", subject=subject)
+    assert outcomes.count() == 3 and set(outcomes.values_list("actor", flat=True)) == {"consolidation"}
+
+
 def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeypatch):
     from memory_app.consolidation.extractors import ExtractorFailed, rules
 

@@ -46,7 +46,7 @@ _VAGUE = re.compile(r"^(?:not|so|too|very|really|pretty|quite|kind of|sort of|a 
 _PRONOUN = re.compile(r"\b(?:me|you|your|yours|myself|i|i'm|we|us)\b", re.I)
 
 _SUCCESS = re.compile(r"\b(?:(?:that|it|this|which)(?: finally| actually)? (?:worked|did the trick|fixed it|solved it|"
-                      r"sorted it)|works now|working (?:again|now)|fixed now|problem solved|all good now|back to normal|"
+                      r"sorted it)|works now|(?<!stopped )(?<!not )working (?:again|now)|fixed now|problem solved|all good now|back to normal|"
                       r"is fixed|it's fixed|resolved now)\b", re.I)
 _FAILURE = re.compile(r"\b(?:still (?:broken|not working|doesn't work|does not work|won't|isn't|not|the same|failing|"
                       r"dead|stuck)|(?:that|it|this) didn't (?:work|help|fix)|did not (?:work|help)|no luck|"
@@ -354,7 +354,7 @@ class RulesExtractor:
                     # Trouble and its outcome are procedure, not durable facts ("my hub is offline").
                     if state.problem is not None or _is_problem(clause):
                         handled = True
-                        playbook = self._procedure(clause, episode, state)
+                        playbook = self._procedure(clause, episode, state, asked=sentence.rstrip().endswith("?"))
                         if playbook is not None:
                             playbooks.append(playbook)
                         continue
@@ -503,7 +503,10 @@ class RulesExtractor:
         return out
 
     @staticmethod
-    def _procedure(clause: str, episode: Episode, state: _Session) -> PlaybookCandidate | None:
+    def _procedure(clause: str, episode: Episode, state: _Session, *, asked: bool = False
+                   ) -> PlaybookCandidate | None:
+        """``asked``: the clause is part of a question ("I changed the lock yesterday, is that
+        why?"): something done, asked about, not a step taken against the problem."""
         if _SUCCESS.search(clause) or _FAILURE.search(clause):
             success = bool(_SUCCESS.search(clause)) and not _FAILURE.search(clause)
             if state.problem is None or (success and not state.steps):
@@ -519,7 +522,7 @@ class RulesExtractor:
                 state.problem = None
             return candidate
         if m := _STEP.match(clause):
-            if state.problem is not None:
+            if state.problem is not None and not asked:
                 step = m["step"].rstrip(".!")
                 state.steps.append((step[0].upper() + step[1:], episode.id))
             return None
