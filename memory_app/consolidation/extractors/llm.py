@@ -194,9 +194,15 @@ class LlmExtractor:
         out.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         out.completion_tokens += int(usage.get("completion_tokens") or 0)
         try:
-            content = body["choices"][0]["message"]["content"]
+            choice = body["choices"][0]
+            content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise ExtractorFailed("the LLM answer has no message content", code="llm_bad_answer") from None
+        if isinstance(choice["message"], dict) and choice["message"].get("refusal"):
+            raise ExtractorFailed("the model refused to answer", code="llm_bad_answer")
+        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+            # Cut off at the token limit: whatever parses of it is a part, never the whole answer.
+            raise ExtractorFailed("the LLM answer was cut off at its token limit", code="llm_bad_answer")
         if not isinstance(content, str) or not content.strip():
             raise ExtractorFailed("the LLM answer is empty", code="llm_bad_answer")
         return content
