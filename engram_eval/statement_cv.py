@@ -39,12 +39,12 @@ from .locomo import locomo_episodes
 # ``subject`` and ``strict_nouns`` are left out: alone, each costs 0.06-0.20 of coverage on every
 # conversation (see docs/consolidation.md), so no fold can pick them under the coverage floor.
 GRID = {"min_content": (2, 3), "min_anchors": (1, 2), "feelings": (0, 1, 2), "modal": (0, 1, 2),
-        "after_pattern": (False, True)}
+        "after_pattern": (False, True), "vague": (False, True)}
 
 
 # Every sentence the statement layer can read is kept (but the few-word floor of 2).
 LOOSEST = StatementRules(min_content=2, min_anchors=1, subject=False, feelings=0, modal=0, strict_nouns=False,
-                         after_pattern=True)
+                         after_pattern=True, vague=False)
 
 
 @dataclass(frozen=True)

@@ -282,7 +282,8 @@ class StatementRules:
     many things (``anchors``) a statement must name: the more it names, the likelier it is a fact
     someone would write down about the speaker. ``after_pattern``: a sentence in a pattern's form
     whose value the pattern does not keep ("my mum is recovering from a hip operation") is read as
-    a statement rather than dropped."""
+    a statement rather than dropped. ``vague``: a statement that leans on "it", "this", "these" or
+    "those" and names at most one thing ("I love being in places like this") is dropped."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -291,6 +292,7 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
+    vague: bool = False
 
 
 # Words for how one feels or holds up, said of oneself ("I'm stoked", "I'm staying positive").
@@ -314,6 +316,9 @@ _SPEAKER_SUBJECT = re.compile(r"^(?:I|We|[Mm]y|[Oo]ur|Me and|[A-Z][a-z]+ and I|[
 _SUGGESTION = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:should|could|might|would|may)\b|^(?:I|[Ww]e)'d\b(?! (?:been|had|never|already|just)\b)")
 _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going to|are going to)\b|^(?:I|[Ww]e)'ll\b|"
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
+
+
+_REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
 
 
 def speaker_subject(sentence: str) -> bool:
@@ -378,6 +383,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         feeling, after = _feeling(sentence)
         if feeling and (rules.feelings == 2 or not anchors(after, ignore=ignore, strict=rules.strict_nouns)):
             return Reading(False, False, "feeling")
+    if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
+        return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
     if rules.modal and _SUGGESTION.match(bare):
         return Reading(False, False, "hypothetical")
