@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] not in MODULES:
         print(__doc__.strip(), file=sys.stderr)
         sys.exit(2)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
     django.setup()
     importlib.import_module(f"engram_eval.{argv[0]}").main(argv[1:])
 

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-coverage", type=float, default=0.5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    from memory_app.embeddings.minilm import MiniLMEmbedder
+    from embeddings.minilm import MiniLMEmbedder
 
     report = cross_validate(args.paths, embed=MiniLMEmbedder().embed_documents, min_coverage=args.min_coverage,
                             log=lambda line: print(line, file=sys.stderr))
