@@ -139,9 +139,9 @@ LABELS = Path(__file__).parent / "corpora" / "locomo_fact_labels.json"
 
 
 def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LABELS) -> dict[str, Any]:
-    """The hand labels of ``corpora/locomo_fact_labels.json`` (ids only) met again: of the labelled
-    facts the extractor still proposes (same turns, same text by SHA-1), the share labelled junk,
-    per conversation and over all."""
+    """The hand labels of ``corpora/locomo_fact_labels.json`` (ids only) met again: per sample and
+    conversation, how many labelled facts the extractor still proposes (same turns, same text by
+    SHA-1) and how many of those are junk; over all, the junk share of those met."""
     labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
     out: dict[str, Any] = {}
     for conversation_path in paths:
@@ -152,13 +152,14 @@ def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LA
         data = json.loads(conversation_path.read_text(encoding="utf-8"))
         proposed = {(tuple(f.turns), hashlib.sha1(f.text.encode()).hexdigest()[:12])
                     for f in offline_facts(conversation, data, rules=rules)}
-        met = [row for row in mine if (tuple(row["turns"]), row["fact_sha1"]) in proposed]
-        out[conversation] = {"labelled": len(mine), "still_proposed": len(met),
-                             "junk": sum(row["label"] == "junk" for row in met)}
-    met_all = sum(v["still_proposed"] for v in out.values())
-    junk_all = sum(v["junk"] for v in out.values())
-    out["all"] = {"still_proposed": met_all, "junk": junk_all,
-                  "junk_share": round(junk_all / met_all, 3) if met_all else None}
+        for sample in sorted({row.get("sample", "a") for row in mine}):
+            rows = [row for row in mine if row.get("sample", "a") == sample]
+            met = [row for row in rows if (tuple(row["turns"]), row["fact_sha1"]) in proposed]
+            out.setdefault(sample, {})[conversation] = {"labelled": len(rows), "still_proposed": len(met),
+                                                        "junk": sum(row["label"] == "junk" for row in met)}
+    for per in out.values():
+        met, junk = sum(v["still_proposed"] for v in per.values()), sum(v["junk"] for v in per.values())
+        per["all"] = {"still_proposed": met, "junk": junk, "junk_share": round(junk / met, 3) if met else None}
     return out
 
 

@@ -283,16 +283,16 @@ class StatementRules:
     someone would write down about the speaker. ``after_pattern``: a sentence in a pattern's form
     whose value the pattern does not keep ("my mum is recovering from a hip operation") is read as
     a statement rather than dropped. ``vague``: a statement that leans on "it", "this", "these" or
-    "those" and names at most one thing ("I love being in places like this") is dropped."""
+    "those" and names at most one thing ("I have wanted one of these for years") is dropped."""
 
     min_content: int = 3
     min_anchors: int = 1
     subject: bool = False
-    feelings: int = 2
+    feelings: int = 1
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: bool = False
+    vague: bool = True
 
 
 # Words for how one feels or holds up, said of oneself ("I'm stoked", "I'm staying positive").
