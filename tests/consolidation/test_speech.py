@@ -93,7 +93,7 @@ def test_the_statement_rules_drop_feelings_suggestions_and_intentions_when_asked
     assert read(feeling, rules=LOOSE).about_speaker
     assert read(feeling, rules=replace(LOOSE, feelings=2)).why == "feeling"
     assert read(feeling).about_speaker  # the default drops a feeling only when nothing is named after it
-    assert read("With the new job I'm so pumped.").why == "feeling"
+    assert read("With the bakery opening downtown I'm staying positive.").why == "feeling"
     assert read("I'm excited about the pottery class.", rules=replace(LOOSE, feelings=1)).about_speaker
     assert read("I'm excited about the pottery class.", rules=replace(LOOSE, feelings=2)).why == "feeling"
     assert read("With the new job I'm staying positive.", rules=replace(LOOSE, feelings=1)).why == "feeling"
