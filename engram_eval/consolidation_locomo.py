@@ -204,7 +204,8 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
             }
             report["conversations"][path.name] = figures
             log(f"  {path.name}: {len(turns)} turns, {len(observed)} observations, {len(written)} facts, "
-                f"coverage {matched['coverage']}, precision {matched['precision']}, grounded {figures['grounded_share']}")
+                f"coverage {matched['coverage']}, precision {matched['precision']}, "
+                f"grounded {figures['grounded_share']}")
             if examples:
                 for fact, ok in [(f, ok) for f, ok in zip(written, supported, strict=True) if not ok][:examples]:
                     log(f"    unsupported: {fact.turns} {fact.text}")
@@ -222,5 +223,6 @@ def format_report(report: dict[str, Any]) -> str:
     for name, f in report["conversations"].items():
         rows.append(f"{name:<12}{f['turns']:>6}{f['observations']:>5}{f['facts']:>6}{f['facts_per_100_turns']:>7}"
                     + "".join(f"{v:>9.3f}" for v in f["coverage"].values())
-                    + f"{f['precision']['0.6']:>9.3f}{f['grounded_share']:>10.3f}{f['extractor_turns_per_s']:>13}{f['dry_run']['turns_per_s']:>13}")
+                    + f"{f['precision']['0.6']:>9.3f}{f['grounded_share']:>10.3f}"
+                    + f"{f['extractor_turns_per_s']:>13}{f['dry_run']['turns_per_s']:>13}")
     return "\n".join(rows)

@@ -120,8 +120,8 @@ def own_sample(*, rules: StatementRules, path: Path = STATEMENTS) -> dict[str, A
     extractor = RulesExtractor(statements=rules)
     kept = {}
     for row in rows:
-        episode = Episode(id=row["id"], text=f"{row['speaker']}: {row['text']}", occurred_at="2026-05-04T10:00:00+00:00",
-                          session_id="s1")
+        episode = Episode(id=row["id"], text=f"{row['speaker']}: {row['text']}",
+                          occurred_at="2026-05-04T10:00:00+00:00", session_id="s1")
         facts = extractor.extract(episodes=[episode], context=[]).facts
         evidence = [episode_evidence(episode.text, episode.occurred_at)]
         kept[row["id"]] = any(is_grounded(f.text, evidence) for f in facts)

@@ -32,7 +32,8 @@ _SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
                        r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
 # Where a clause ends inside a sentence: what follows may be said to the listener ("I've started
 # cycling to work - how about you?", "I found a bakery that you would like").
-_CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|\s+(?=(?:and|but|so|because|that|which|"
+_CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|"
+                         r"\s+(?=(?:and|but|so|because|that|which|"
                          r"who|if|when|since|as|though|although|cause|'cause)\b)")
 _CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
 # Interjections, thanks and the listener's name in front of a statement ("Wow, Rosa! ...").
@@ -45,7 +46,8 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
 # Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|"
+                           r"[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
                            r"[Oo]ur|[Oo]urs|ourselves)\b")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
