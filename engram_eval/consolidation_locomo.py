@@ -1,8 +1,8 @@
 """Consolidation scored against LoCoMo's own observations (third-party gold).
 
 Every LoCoMo session carries ``session_N_observation``: per speaker, facts a person wrote from the
-session, each with the turn it came from ("Melanie painted a lake sunrise last year which holds
-special meaning to her.", ``D1:14``). A conversation is imported as one end-user (each turn
+session, each with the turn it came from (a sentence such as "Ana paints landscapes at the lake on
+weekends." with ``D1:14``). A conversation is imported as one end-user (each turn
 "Speaker: text", dated by its session, as the recall eval does), consolidated through the real
 services until nothing waits, and every fact consolidation wrote (current or superseded) is
 scored:
@@ -12,6 +12,8 @@ scored:
   is at least the threshold (0.6 by default, the issue's; the figures at other thresholds are
   reported beside it: a fact that cites the right turn rarely says something else, so the
   threshold mostly measures wording);
+- **precision**: share of written facts that match an observation of a turn they cite at the same
+  threshold (a fact about a turn no observation covers counts against it);
 - **grounded share**: share of written facts that their cited turns support (``fact_supported``):
   the fact is about a cited turn's speaker, every content word of it is in a cited turn (or is a
   date a time phrase of the turn names against its session's date), and it is negated only if a
@@ -115,13 +117,23 @@ def coverage(observed: list[Observation], facts: list[WrittenFact], *, embed: Ca
     fact_vectors = np.asarray(embed([f.text for f in facts]) if facts else np.zeros((0, 1)), dtype=np.float32)
     obs_vectors = np.asarray(embed([o.text for o in observed]) if observed else np.zeros((0, 1)), dtype=np.float32)
     best = []
+    fact_best = [0.0] * len(facts)  # each fact's best cosine to an observation of a turn it cites
     for o, vector in zip(observed, obs_vectors, strict=True):
         candidates = sorted({i for t in o.turns for i in by_turn.get(t, [])})
-        best.append(float((fact_vectors[candidates] @ vector).max()) if candidates else 0.0)
+        if not candidates:
+            best.append(0.0)
+            continue
+        cosines = fact_vectors[candidates] @ vector
+        best.append(float(cosines.max()))
+        for i, c in zip(candidates, cosines.tolist(), strict=True):
+            fact_best[i] = max(fact_best[i], c)
     shares = {f"{t:.1f}": round(sum(b >= t for b in best) / len(best), 3) if best else 0.0 for t in thresholds}
+    precision = {f"{t:.1f}": round(sum(b >= t for b in fact_best) / len(facts), 3) if facts else 0.0
+                 for t in thresholds}
     cited = sum(bool(set(o.turns) & set(by_turn)) for o in observed)
-    return {"coverage": shares, "cites_evidence": round(cited / len(observed), 3) if observed else 0.0,
-            "best": best}
+    return {"coverage": shares, "precision": precision,
+            "cites_evidence": round(cited / len(observed), 3) if observed else 0.0, "best": best,
+            "fact_best": fact_best}
 
 
 def conversation_turns(data: dict) -> dict[str, Turn]:
@@ -178,7 +190,8 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
             figures = {
                 "turns": len(turns), "observations": len(observed), "facts": len(written),
                 "facts_per_100_turns": round(100 * len(written) / len(turns), 1),
-                "coverage": matched["coverage"], "cites_evidence": matched["cites_evidence"],
+                "coverage": matched["coverage"], "precision": matched["precision"],
+                "cites_evidence": matched["cites_evidence"],
                 "grounded_share": round(sum(supported) / len(written), 3) if written else 0.0,
                 "extractor_turns_per_s": round(len(episodes) / seconds, 1) if seconds else None,
                 "extractor_facts_proposed": proposed,
@@ -191,7 +204,8 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
             }
             report["conversations"][path.name] = figures
             log(f"  {path.name}: {len(turns)} turns, {len(observed)} observations, {len(written)} facts, "
-                f"coverage {matched['coverage']}, grounded {figures['grounded_share']}")
+                f"coverage {matched['coverage']}, precision {matched['precision']}, "
+                f"grounded {figures['grounded_share']}")
             if examples:
                 for fact, _ok in [(f, ok) for f, ok in zip(written, supported, strict=True) if not ok][:examples]:
                     log(f"    unsupported: {fact.turns} {fact.text}")
@@ -205,9 +219,10 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
 def format_report(report: dict[str, Any]) -> str:
     rows = [f"{'':<12}{'turns':>6}{'obs':>5}{'facts':>6}{'/100t':>7}"
             + "".join(f"{'cov@' + t:>9}" for t in next(iter(report['conversations'].values()))['coverage'])
-            + f"{'grounded':>10}{'extract t/s':>13}{'dry run t/s':>13}"]
+            + f"{'prec@0.6':>9}{'grounded':>10}{'extract t/s':>13}{'dry run t/s':>13}"]
     for name, f in report["conversations"].items():
         rows.append(f"{name:<12}{f['turns']:>6}{f['observations']:>5}{f['facts']:>6}{f['facts_per_100_turns']:>7}"
                     + "".join(f"{v:>9.3f}" for v in f["coverage"].values())
-                    + f"{f['grounded_share']:>10.3f}{f['extractor_turns_per_s']:>13}{f['dry_run']['turns_per_s']:>13}")
+                    + f"{f['precision']['0.6']:>9.3f}{f['grounded_share']:>10.3f}"
+                    + f"{f['extractor_turns_per_s']:>13}{f['dry_run']['turns_per_s']:>13}")
     return "\n".join(rows)

@@ -447,6 +447,8 @@ ENGRAM_CONSOLIDATION_LEASE_SECONDS = env.int("ENGRAM_CONSOLIDATION_LEASE_SECONDS
 # date differs); starting confidence of extracted facts and the rise per extra supporting episode.
 ENGRAM_CONSOLIDATION_DUPLICATE_COSINE = env.float("ENGRAM_CONSOLIDATION_DUPLICATE_COSINE", default=0.88)
 ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL = env.float("ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL", default=85.0)
+# A candidate at least this similar (MiniLM cosine) to a live fact merges into it whatever its wording.
+ENGRAM_CONSOLIDATION_MERGE_COSINE = env.float("ENGRAM_CONSOLIDATION_MERGE_COSINE", default=0.90)
 ENGRAM_CONSOLIDATION_NEIGHBOURS = env.int("ENGRAM_CONSOLIDATION_NEIGHBOURS", default=10)
 ENGRAM_CONSOLIDATION_CONFIDENCE_STEP = env.float("ENGRAM_CONSOLIDATION_CONFIDENCE_STEP", default=0.05)
 ENGRAM_LLM_URL = env.str("ENGRAM_LLM_URL", default="")  # e.g. http://localhost:8000/v1

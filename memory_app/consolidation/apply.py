@@ -81,7 +81,8 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
                                        types=[MemoryType.PROCEDURAL]).source
     counted = candidate.outcome_episode_id in (before.get("supporting_episode_ids") or [])
     playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
-                            episode_id=candidate.outcome_episode_id, refined_steps=candidate.refined_steps)
+                            episode_id=candidate.outcome_episode_id, refined_steps=candidate.refined_steps,
+                            actor=SOURCE)
     derived_support_check(subject=subject, memory_id=action.playbook_id, actor=SOURCE)
     if created:
         return "created"

@@ -47,10 +47,20 @@ def normalise(text: str) -> str:
     return re.sub(r"[^\w]+", " ", text).strip()
 
 
+_CLOCK = re.compile(r"\b(?P<hour>1[0-2]|0?[1-9])(?::(?P<minute>[0-5]\d))?\s*(?P<half>[ap])\.?m\b\.?", re.I)
+
+
+def _clock(m: re.Match) -> str:
+    """"10pm" → "22:00", "7:30am" → "7:30": a time written on the 24-hour clock."""
+    hour = int(m["hour"]) % 12 + (12 if m["half"].lower() == "p" else 0)
+    return f"{hour}:{m['minute'] or '00'}"
+
+
 def quantities(text: str) -> set[str]:
     """Numbers and month names in a text, normalised ("3rd" → 3, "March" → m3): two facts that
     differ here are never duplicates of each other."""
-    out = {n.lstrip("0") or "0" for n in re.findall(r"\d+(?:[.,:]\d+)*", text)}
+    text = _CLOCK.sub(_clock, text)
+    out = {re.sub(r"^0+(?=\d)", "", n) for n in re.findall(r"\d+(?:[.,:]\d+)*", text)}
     out |= {f"m{_MONTHS[w]}" for w in re.findall(r"[a-z]+", text.lower()) if w in _MONTHS and w != "may"}
     return out
 
@@ -168,6 +178,8 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
 def _near_duplicate(text: str, fact: StoredFact) -> bool:
     if quantities(text) != quantities(fact.text):
         return False  # never merge facts whose numbers or dates differ
+    if fact.cosine >= settings.ENGRAM_CONSOLIDATION_MERGE_COSINE:
+        return True  # the seeds' rule: this similar to a live fact, whoever wrote it, is that fact
     lexical = fuzz.token_set_ratio(normalise(text), normalise(fact.text))
     if lexical < settings.ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL:
         return False
@@ -181,20 +193,38 @@ class StoredPlaybook:
     trigger: str
     steps: str
     cosine: float = 0.0
+    supporting_episode_ids: list[str] = field(default_factory=list)
+
+
+def _steps(text: str) -> str:
+    return normalise(re.sub(r"(?m)^\s*\d+[.)]\s*", "", text))
+
+
+def _same_thread(candidate: PlaybookCandidate, playbook: StoredPlaybook) -> bool:
+    """Whether an outcome belongs to a stored playbook: it cites a turn of the playbook's own
+    thread (its problem or a step), or it reports the playbook's steps tried again."""
+    if set(candidate.episode_ids) & set(playbook.supporting_episode_ids):
+        return True
+    return bool(candidate.steps.strip()) and fuzz.token_set_ratio(_steps(candidate.steps), _steps(playbook.steps)) >= 80
 
 
 def resolve_playbook(candidate: PlaybookCandidate, *, new_id: str, neighbours: list[StoredPlaybook]
                      ) -> PlaybookAction | None:
-    best, best_score = None, 0.0
+    matches = []  # (score, playbook) of the stored playbooks for the same trouble
     for playbook in neighbours:
         score = fuzz.token_set_ratio(normalise(candidate.trigger), normalise(playbook.trigger))
         if score >= 80 or (score >= 60 and playbook.cosine >= 0.85):
-            if score > best_score:
-                best, best_score = playbook, score
-    if best is not None:
+            matches.append((score, playbook))
+    if matches:
         if candidate.outcome is None:
             return None
-        return PlaybookAction(kind="outcome", candidate=candidate, playbook_id=best.id, target_trigger=best.trigger)
+        # The same trouble in another thread, handled otherwise, says nothing of these steps: an
+        # outcome goes to the playbook of its own thread, else a success starts a playbook.
+        own = [(score, p) for score, p in matches if _same_thread(candidate, p)]
+        if own:
+            best = max(own, key=lambda m: m[0])[1]
+            return PlaybookAction(kind="outcome", candidate=candidate, playbook_id=best.id,
+                                  target_trigger=best.trigger)
     if candidate.outcome:
         return PlaybookAction(kind="create", candidate=candidate, playbook_id=new_id)
     return None

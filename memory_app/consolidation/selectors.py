@@ -95,8 +95,9 @@ def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[fl
 def playbook_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]]
                         ) -> list[list[StoredPlaybook]]:
     return _neighbours(subject=subject, memory_type=MemoryType.PROCEDURAL, texts=texts, vectors=vectors,
-                       make=lambda hit, cosine: StoredPlaybook(id=hit["_id"], trigger=hit["_source"]["trigger"],
-                                                               steps=hit["_source"]["steps"], cosine=cosine))
+                       make=lambda hit, cosine: StoredPlaybook(
+                           id=hit["_id"], trigger=hit["_source"]["trigger"], steps=hit["_source"]["steps"], cosine=cosine,
+                           supporting_episode_ids=list(hit["_source"].get("supporting_episode_ids") or [])))
 
 
 def _with_cosine(fact: StoredFact, cosine: float) -> StoredFact:

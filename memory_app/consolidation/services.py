@@ -236,16 +236,17 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     if not episodes:
         return []
     context = selectors.episodes_context(subject=subject, episodes=episodes)
+    name = user_name(subject=subject)
     if getattr(extractor_obj, "uses_known", False):
         known = selectors.known_memories(subject=subject, limit=settings.ENGRAM_CONSOLIDATION_KNOWN_MEMORIES)
-        extraction = extractor_obj.extract(episodes=episodes, context=context, known=known)
+        extraction = extractor_obj.extract(episodes=episodes, context=context, known=known, user_name=name)
     else:
         known = Known()
-        extraction = extractor_obj.extract(episodes=episodes, context=context)
+        extraction = extractor_obj.extract(episodes=episodes, context=context, user_name=name)
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
     plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
-                 known=known)
+                 known=known, user_name=name)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
         _count(run, plan, applied=None)
@@ -264,7 +265,13 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     return None
 
 
-def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None) -> Plan:
+def user_name(*, subject: Subject) -> str:
+    """How facts name the end-user for their unlabelled turns: the display name, else "the user"."""
+    return " ".join((subject.display_name or "").split()) or "the user"
+
+
+def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None,
+          user_name: str = "the user") -> Plan:
     plan = Plan()
     scope = memory_scope(subject=subject)
     known = known or Known()
@@ -277,7 +284,8 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
             candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i in known_facts))
         texts = [episode_evidence(episodes[i].text, episodes[i].occurred_at) for i in candidate.episode_ids
                  if i in episodes]
-        if texts and is_grounded(candidate.text, texts):
+        # The end-user's name is not in their own turns; a fact may still name them by it.
+        if texts and is_grounded(candidate.text, [*texts, user_name]):
             facts.append(candidate)
         else:
             plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
@@ -334,7 +342,7 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
         plan.playbooks.append(action)
         if action.kind == "create":
             created.append(StoredPlaybook(id=action.playbook_id, trigger=candidate.trigger, steps=candidate.steps,
-                                          cosine=1.0))
+                                          cosine=1.0, supporting_episode_ids=list(candidate.episode_ids)))
     return plan
 
 

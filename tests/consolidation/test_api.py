@@ -44,7 +44,7 @@ def test_dry_run_answers_the_proposed_changes(subject, say, current_facts):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["run"]["status"] == "dry_run" and body["run"]["facts_created"] == 1
-    assert body["changes"][0]["action"] == "create" and body["changes"][0]["text"] == "User lives in Paris."
+    assert body["changes"][0]["action"] == "create" and body["changes"][0]["text"] == "The user lives in Paris."
     assert current_facts(subject) == {}
 
 
@@ -59,7 +59,7 @@ def test_a_run_is_queued_then_pollable(subject, say, current_facts, sent):
     consolidate_subject.apply(kwargs=sent[0][1])  # what the worker does with it
     run = client.get(response["Location"]).json()
     assert run["status"] == "succeeded" and run["facts_created"] == 1 and run["episodes_read"] == 1
-    assert [f["text"] for f in current_facts(subject).values()] == ["User lives in Paris."]
+    assert [f["text"] for f in current_facts(subject).values()] == ["The user lives in Paris."]
 
 
 def test_scopes_and_tenancy(make_subject, sent):

@@ -56,10 +56,12 @@ class FakeLlm:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def completion(self, content: str | None, *, prompt_tokens: int = 100, completion_tokens: int = 20):
+    def completion(self, content: str | None, *, prompt_tokens: int = 100, completion_tokens: int = 20,
+                   finish_reason: str = "stop", refusal: str | None = None):
         return {"id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
+                "choices": [{"index": 0, "finish_reason": finish_reason,
+                             "message": {"role": "assistant", "content": content,
+                                         **({"refusal": refusal} if refusal else {})}}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
 
@@ -134,13 +136,20 @@ def test_429_and_5xx_are_retried_with_backoff_and_tokens_summed(subject, say, cu
     ([(500, {"error": "down"}, 0)] * 3, "llm_unavailable"),
     ([(200, "good", 2.0)] * 3, "llm_unavailable"),  # every attempt times out
     ([(401, {"error": "bad key"}, 0)], "llm_refused"),
-], ids=["malformed-json", "schema-violation", "empty-answer", "not-json", "429s", "5xx", "timeouts", "401"])
+    ([(200, "refusal", 0)] * 2, "llm_bad_answer"),
+    ([(200, "truncated", 0)] * 2, "llm_bad_answer"),
+], ids=["malformed-json", "schema-violation", "empty-answer", "not-json", "429s", "5xx", "timeouts", "401", "refusal",
+        "truncated"])
 def test_a_run_without_a_usable_answer_fails_cleanly(subject, say, current_facts, llm, script, code, count_docs):
     ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
     contents = {"malformed": '{"facts": [{"text": "User lives in', "schema": json.dumps({"facts": [{"text": ""}]}),
                 "empty": "", "good": _answer(ids)}
-    llm.script = [(status, llm.completion(contents[body]) if isinstance(body, str) else body, delay)
-                  for status, body, delay in script]
+    # A refusal as OpenAI's API shapes it (no content, a refusal); an answer cut at the token limit
+    # whose prefix still parses as JSON.
+    shaped = {"refusal": llm.completion(None, refusal="I can't help with that request."),
+              "truncated": llm.completion(json.dumps({"facts": []}), finish_reason="length")}
+    llm.script = [(status, shaped.get(body) or llm.completion(contents[body]) if isinstance(body, str) else body,
+                   delay) for status, body, delay in script]
     docs = count_docs()
     with pytest.raises(ExtractorFailed) as caught:
         consolidation_run(subject=subject, extractor="llm")

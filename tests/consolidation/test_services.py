@@ -27,15 +27,29 @@ def _texts(facts: dict[str, dict], *, current: bool = True) -> list[str]:
     return sorted(f["text"] for f in facts.values() if current is None or (not f.get("superseded_by")) == current)
 
 
+def test_facts_name_the_end_user_by_display_name_else_the_user(subject, say, current_facts):
+    subject.display_name = "Alice  Moreau"
+    subject.save()
+    say(subject, "I have a cat, so please no loud alarms after 10pm.", "I work as a nurse at the city hospital.")
+    consolidation_run(subject=subject)
+    assert _texts(current_facts(subject)) == ["Alice Moreau has a cat, so please no loud alarms after 10pm.",
+                                              "Alice Moreau works as a nurse at the city hospital."]
+    subject.display_name = "  "
+    subject.save()
+    say(subject, "My favourite colour is teal.", session="s2")
+    consolidation_run(subject=subject)
+    assert "The user's favourite colour is teal." in _texts(current_facts(subject))
+
+
 def test_creates_grounded_facts_and_advances_the_watermark(subject, say, current_facts):
     ids = say(subject, "My favourite colour is blue.", "I work as a nurse at the city hospital.",
               "What's the weather like tomorrow?")
     run = consolidation_run(subject=subject).run
     facts = current_facts(subject)
-    assert _texts(facts) == ["User works as a nurse at the city hospital.", "User's favourite colour is blue."]
+    assert _texts(facts) == ["The user works as a nurse at the city hospital.", "The user's favourite colour is blue."]
     by_text = {f["text"]: f for f in facts.values()}
-    assert by_text["User's favourite colour is blue."]["supporting_episode_ids"] == [ids[0]]
-    assert by_text["User's favourite colour is blue."]["source"] == "consolidation"
+    assert by_text["The user's favourite colour is blue."]["supporting_episode_ids"] == [ids[0]]
+    assert by_text["The user's favourite colour is blue."]["source"] == "consolidation"
     assert run.status == "succeeded" and run.episodes_read == 3 and run.facts_created == 2
     assert run.extractor == "rules" and run.duration_ms is not None
     assert episodes_pending(subject=subject) == []
@@ -55,12 +69,24 @@ def test_near_duplicate_merges_and_raises_confidence(subject, say, current_facts
     assert run.facts_merged == 1 and run.facts_created == 0
 
 
+def test_a_candidate_this_similar_to_a_fact_the_demo_wrote_merges_into_it(subject, say, current_facts):
+    # The demo's pair: an agent wrote the first; consolidation reads the second from a turn.
+    subject.display_name = "Alice"
+    subject.save()
+    stored = fact_write(subject=subject, text="Alice has a cat and wants no loud alarms after 22:00.")["id"]
+    turn = say(subject, "I have a cat, so please no loud alarms after 10pm.")
+    run = consolidation_run(subject=subject).run
+    facts = current_facts(subject)
+    assert list(facts) == [stored] and facts[stored]["supporting_episode_ids"] == turn
+    assert run.facts_merged == 1 and run.facts_created == 0
+
+
 def test_numbers_that_differ_are_never_merged(subject, say, current_facts):
     say(subject, "I have 2 kids and a dog named Rex.", "I love the 1990 Lakers.")
     say(subject, "I love the 1998 Lakers.")
     consolidation_run(subject=subject)
-    assert _texts(current_facts(subject)) == ["User has 2 kids and a dog named Rex.", "User likes the 1990 Lakers.",
-                                              "User likes the 1998 Lakers."]
+    assert _texts(current_facts(subject)) == ["The user has 2 kids and a dog named Rex.", "The user likes the 1990 Lakers.",
+                                              "The user likes the 1998 Lakers."]
 
 
 def test_same_slot_change_supersedes_naturally_and_correction_harshly(subject, say, current_facts):
@@ -70,16 +96,16 @@ def test_same_slot_change_supersedes_naturally_and_correction_harshly(subject, s
     consolidation_run(subject=subject)
     facts = current_facts(subject)
     by_text = {f["text"]: (i, f) for i, f in facts.items()}
-    berlin_id, berlin = by_text["User lives in Berlin."]
-    paris_id, paris = by_text["User lives in Paris."]
+    berlin_id, berlin = by_text["The user lives in Berlin."]
+    paris_id, paris = by_text["The user lives in Paris."]
     assert berlin["supersedes"] == [paris_id] and berlin["contradiction"] == "natural"
     assert paris["superseded_by"] == [berlin_id]
     # "Actually, it's green" in the second run follows "I moved to Berlin": it corrects the city, harshly.
-    green_id, green = by_text["User lives in green."]
+    green_id, green = by_text["The user lives in green."]
     assert green["contradiction"] == "harsh" and green["supersedes"] == [berlin_id]
     assert green["confidence"] == pytest.approx(0.7)
     # The colour is another slot: untouched.
-    assert not by_text["User's favourite colour is blue."][1].get("superseded_by")
+    assert not by_text["The user's favourite colour is blue."][1].get("superseded_by")
 
 
 def test_unrelated_facts_never_retire_each_other(subject, say, current_facts):
@@ -90,9 +116,9 @@ def test_unrelated_facts_never_retire_each_other(subject, say, current_facts):
     consolidation_run(subject=subject)
     facts = current_facts(subject)
     assert _texts(facts) == sorted([
-        "User's sister's name is Anna.", "User's brother's name is Tom.", "User likes tennis.",
-        "User no longer likes jazz.", "User's bike is a red Trek.", "User's car is a blue Tesla."])
-    assert _texts(facts, current=False) == ["User likes jazz.", "User's car is a red Volvo."]
+        "The user's sister's name is Anna.", "The user's brother's name is Tom.", "The user likes tennis.",
+        "The user no longer likes jazz.", "The user's bike is a red Trek.", "The user's car is a blue Tesla."])
+    assert _texts(facts, current=False) == ["The user likes jazz.", "The user's car is a red Volvo."]
 
 
 def test_switch_from_x_to_y_supersedes_the_fact_holding_x(subject, say, current_facts):
@@ -101,16 +127,16 @@ def test_switch_from_x_to_y_supersedes_the_fact_holding_x(subject, say, current_
     say(subject, "I switched from Android to an iPhone.")
     consolidation_run(subject=subject)
     facts = current_facts(subject)
-    assert _texts(facts) == ["User switched from Android to an iPhone.", "User's laptop is a ThinkPad."]
+    assert _texts(facts) == ["The user switched from Android to an iPhone.", "The user's laptop is a ThinkPad."]
 
 
 def test_agent_written_fact_is_resolved_by_its_inferred_slot(subject, say, current_facts):
-    old = fact_write(subject=subject, text="User lives in Lisbon.")
+    old = fact_write(subject=subject, text="The user lives in Lisbon.")
     say(subject, "I moved to Porto.")
     consolidation_run(subject=subject)
     facts = current_facts(subject)
     assert facts[old["id"]]["superseded_by"]
-    assert _texts(facts) == ["User lives in Porto."]
+    assert _texts(facts) == ["The user lives in Porto."]
 
 
 def test_rerun_over_the_same_episodes_changes_nothing(subject, say, current_facts, es_admin):
@@ -149,9 +175,9 @@ def test_dry_run_proposes_and_writes_nothing(subject, say, current_facts, count_
     assert count_docs() == docs
     assert len(episodes_pending(subject=subject)) == 2
     actions = {c["text"]: c for c in result.changes}
-    assert actions["User lives in Rome."]["action"] == "supersede"
-    assert actions["User lives in Rome."]["target_text"] == "User lives in Paris."
-    assert actions["User's favourite colour is blue."]["action"] == "create"
+    assert actions["The user lives in Rome."]["action"] == "supersede"
+    assert actions["The user lives in Rome."]["target_text"] == "The user lives in Paris."
+    assert actions["The user's favourite colour is blue."]["action"] == "create"
     assert result.run.status == "dry_run" and result.run.facts_superseded == 1
 
 
@@ -159,11 +185,11 @@ def test_ungrounded_candidates_are_dropped_and_counted(subject, say, current_fac
     from memory_app.consolidation.extractors import Extraction, FactCandidate, rules
 
     ids = say(subject, "I live in Paris.")
-    monkeypatch.setattr(rules.RulesExtractor, "extract", lambda self, *, episodes, context: Extraction(facts=[
-        FactCandidate(text="User lives in Paris.", episode_ids=(ids[0],), slot="home", value="Paris"),
-        FactCandidate(text="User owns a yacht in Monaco.", episode_ids=(ids[0],))]))
+    monkeypatch.setattr(rules.RulesExtractor, "extract", lambda self, *, episodes, context, **_: Extraction(facts=[
+        FactCandidate(text="The user lives in Paris.", episode_ids=(ids[0],), slot="home", value="Paris"),
+        FactCandidate(text="The user owns a yacht in Monaco.", episode_ids=(ids[0],))]))
     run = consolidation_run(subject=subject).run
-    assert _texts(current_facts(subject)) == ["User lives in Paris."]
+    assert _texts(current_facts(subject)) == ["The user lives in Paris."]
     assert run.candidates == 2 and run.candidates_dropped == 1 and run.facts_created == 1
 
 
@@ -175,9 +201,9 @@ def test_forgotten_episodes_are_not_rederived_and_what_was_derived_goes_with_the
     memory_forget(subject=subject, memory_id=ids[0], reason="user_request", actor="test")
     run = consolidation_run(subject=subject).run
     facts = {f["text"]: f for f in current_facts(subject).values()}
-    assert "User likes sailing." not in facts  # forgotten before consolidation: never derived
-    assert "User's favourite colour is blue." not in facts  # forgotten with its episode
-    assert "review" not in facts["User lives in Oslo."]["metadata"]
+    assert "The user likes sailing." not in facts  # forgotten before consolidation: never derived
+    assert "The user's favourite colour is blue." not in facts  # forgotten with its episode
+    assert "review" not in facts["The user lives in Oslo."]["metadata"]
     assert run.facts_flagged == 0
 
 
@@ -188,7 +214,7 @@ def test_a_fact_whose_episode_went_before_forgets_cascaded_follows_it_at_the_nex
     writer = write_target(tenant=subject.tenant)[0]
     writer.delete(index=alias_name(MemoryType.EPISODIC), id=ids[0], refresh=True)
     run = consolidation_run(subject=subject).run
-    assert sorted(f["text"] for f in current_facts(subject).values()) == ["User lives in Oslo."]
+    assert sorted(f["text"] for f in current_facts(subject).values()) == ["The user lives in Oslo."]
     assert run.facts_flagged == 1
     assert consolidation_run(subject=subject).run.facts_flagged == 0  # once
 
@@ -241,12 +267,36 @@ def test_playbooks_are_proposed_and_outcomes_counted_once(subject, say, es_admin
     assert run.outcomes_recorded == 1
 
 
+def test_an_outcome_counts_only_for_the_playbook_of_its_own_thread(subject, say, es_admin):
+    from tenants.models import AuditEvent
+
+    say(subject, "The hallway motion sensor stopped working.", "I replaced the batteries in the sensor.",
+        "That worked!", session="a")
+    consolidation_run(subject=subject)
+    # A week later the same trouble, something else done about it, and a question that is no step.
+    say(subject, "The hallway motion sensor stopped working this morning.",
+        "I changed the front door lock yesterday, is that why?", "I re-paired the sensor with the hub.",
+        "That did the trick.", session="b")
+    consolidation_run(subject=subject)
+    by_steps = {p["steps"]: p for p in _all(es_admin, MemoryType.PROCEDURAL, subject).values()}
+    assert sorted(by_steps) == ["1. Re-paired the sensor with the hub", "1. Replaced the batteries in the sensor"]
+    assert [(p["success_count"], p["failure_count"]) for p in by_steps.values()] == [(1, 0), (1, 0)]
+    # The same steps tried again in a third thread are that playbook's outcome.
+    say(subject, "The hallway motion sensor stopped working again.", "I replaced the batteries in the sensor.",
+        "Still not working.", session="c")
+    run = consolidation_run(subject=subject).run
+    batteries = next(p for p in _all(es_admin, MemoryType.PROCEDURAL, subject).values() if "batteries" in p["steps"])
+    assert (batteries["success_count"], batteries["failure_count"]) == (1, 1) and run.outcomes_recorded == 1
+    outcomes = AuditEvent.objects.filter(action="playbook.outcome", subject=subject)
+    assert outcomes.count() == 3 and set(outcomes.values_list("actor", flat=True)) == {"consolidation"}
+
+
 def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeypatch):
     from memory_app.consolidation.extractors import ExtractorFailed, rules
 
     say(subject, "I live in Paris.")
 
-    def fail(self, *, episodes, context):
+    def fail(self, *, episodes, context, **_):
         raise ExtractorFailed("boom", code="llm_bad_answer")
 
     monkeypatch.setattr(rules.RulesExtractor, "extract", fail)
@@ -263,7 +313,7 @@ def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, curren
     say(subject, "I moved to Rome.")
     consolidation_run(subject=subject)
     facts = {f["text"]: (i, f) for i, f in current_facts(subject).items()}
-    paris_id, rome_id = facts["User lives in Paris."][0], facts["User lives in Rome."][0]
+    paris_id, rome_id = facts["The user lives in Paris."][0], facts["The user lives in Rome."][0]
     # As if the worker died after storing the new fact and before marking the old one, and
     # before the watermark moved.
     index = alias_name(MemoryType.SEMANTIC)
@@ -278,12 +328,12 @@ def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, curren
 
 
 def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subject, es_admin):
-    kept = fact_write(subject=subject, text="User's sister Ana lives in Lisbon.")
-    old = fact_write(subject=subject, text="User rides a red bicycle to work.")
-    newer = fact_write(subject=subject, text="User rides a blue scooter to work.", supersedes=[old["id"]])
-    fact_write(subject=make_subject("bob"), text="User's sister Ana lives in Lisbon.")
+    kept = fact_write(subject=subject, text="The user's sister Ana lives in Lisbon.")
+    old = fact_write(subject=subject, text="The user rides a red bicycle to work.")
+    newer = fact_write(subject=subject, text="The user rides a blue scooter to work.", supersedes=[old["id"]])
+    fact_write(subject=make_subject("bob"), text="The user's sister Ana lives in Lisbon.")
     es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
-    vector = get_embedder().embed_query("User's sister Ana lives in Lisbon.")
+    vector = get_embedder().embed_query("The user's sister Ana lives in Lisbon.")
     # A text with no word of any fact: whatever is found, the kNN query found.
     [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector])
     cosine = {f.id: f.cosine for f in found}
@@ -317,22 +367,22 @@ def test_a_support_conversation_yields_family_playbook_and_corrections(subject, 
     assert run.status == "succeeded"
     facts = current_facts(subject)
     current = _texts(facts)
-    for expected in ("User lives in Denver.", "User's wife is Priya.", "Arun is User's kid.", "Maya is User's kid.",
-                     "User's kid Maya is 4 years old.", "User's kid Arun is 8 years old.",
-                     "User is allergic to penicillin.", "User drives a green Subaru Outback.",
-                     "User switched from Comcast to Verizon Fios."):
+    for expected in ("The user lives in Denver.", "The user's wife is Priya.", "Arun is the user's kid.", "Maya is the user's kid.",
+                     "The user's kid Maya is 4 years old.", "The user's kid Arun is 8 years old.",
+                     "The user is allergic to penicillin.", "The user drives a green Subaru Outback.",
+                     "The user switched from Comcast to Verizon Fios."):
         assert expected in current, (expected, current)
     by_text = {f["text"]: (i, f) for i, f in facts.items()}
     superseded = {f["text"]: f for f in facts.values() if f.get("superseded_by")}
-    assert set(superseded) == {"User's kid Arun is 7 years old.", "User drives a blue Subaru Outback.",
-                               "User's internet provider is Comcast."}
-    car_id, car = by_text["User drives a green Subaru Outback."]
+    assert set(superseded) == {"The user's kid Arun is 7 years old.", "The user drives a blue Subaru Outback.",
+                               "The user's internet provider is Comcast."}
+    car_id, car = by_text["The user drives a green Subaru Outback."]
     # The correction and the turn it corrects: the fact's words come from both.
     assert car["contradiction"] == "harsh" and car["supporting_episode_ids"] == [ids[9], ids[10]]
-    assert by_text["User's kid Arun is 8 years old."][1]["supporting_episode_ids"] == [ids[1], ids[11]]
-    assert by_text["User's kid Arun is 8 years old."][1]["contradiction"] == "harsh"
-    assert by_text["User switched from Comcast to Verizon Fios."][1]["contradiction"] == "natural"
-    assert superseded["User drives a blue Subaru Outback."]["superseded_by"] == [car_id]
+    assert by_text["The user's kid Arun is 8 years old."][1]["supporting_episode_ids"] == [ids[1], ids[11]]
+    assert by_text["The user's kid Arun is 8 years old."][1]["contradiction"] == "harsh"
+    assert by_text["The user switched from Comcast to Verizon Fios."][1]["contradiction"] == "natural"
+    assert superseded["The user drives a blue Subaru Outback."]["superseded_by"] == [car_id]
     assert not any("blue" in t for t in current)
     [playbook] = subject_export(subject=subject)["memories"]["procedural"]
     assert playbook["trigger"] == "The router keeps dropping the wifi every evening"

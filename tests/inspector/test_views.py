@@ -406,7 +406,7 @@ def test_consolidation_dry_run_shows_proposals_and_writes_nothing(staff, subject
     response = client.post(f"/u/{alice.user_id}/consolidation/dry-run/", headers=HX)
     assert response.status_code == 200
     panel = response.content.decode()
-    assert "Dry run: 1 proposed change " in panel and "User lives in Paris." in panel and "nothing was written" in panel
+    assert "Dry run: 1 proposed change " in panel and "Alice lives in Paris." in panel and "nothing was written" in panel
     run = ConsolidationRun.objects.get(subject=alice)
     assert (run.status, run.trigger, run.facts_created, run.episodes_read) == ("dry_run", "inspector", 1, 1)
     assert f'id="run-{run.pk}"' in panel
@@ -441,7 +441,7 @@ def test_consolidate_now_queues_a_run_the_panel_follows_it_and_facts_name_it(
     assert 'hx-trigger="every 3s"' not in done  # polling ends with the run
     assert "succeeded" in done.lower() and "1 / 0 / 0" in done
     [fact] = selectors.fact_list(subject=alice)
-    assert fact["text"] == "User lives in Paris." and fact["metadata"]["consolidation"]["run"] == run.pk
+    assert fact["text"] == "Alice lives in Paris." and fact["metadata"]["consolidation"]["run"] == run.pk
     page = client.get(f"/u/{alice.user_id}/").content.decode()
     assert f'<a href="#run-{run.pk}">consolidation run #{run.pk}</a>' in page
 

@@ -104,9 +104,12 @@ class Extractor(Protocol):
     version: str
     uses_known: bool  # True: pass ``known`` (the service reads it only for such extractors)
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None,
+                user_name: str = "the user") -> Extraction:
         """Candidates from ``episodes`` (not yet consolidated, oldest first). ``context`` holds
         earlier, already consolidated episodes of the same sessions: usable to understand the
         new ones (a "that worked" whose problem came earlier), never a source of new facts.
-        ``known``: the end-user's current facts and playbooks, for ``uses_known`` extractors."""
+        ``known``: the end-user's current facts and playbooks, for ``uses_known`` extractors.
+        ``user_name``: who says a turn without a speaker label (the end-user's display name, else
+        "the user"); facts name them so."""
         ...

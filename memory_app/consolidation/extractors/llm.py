@@ -26,7 +26,7 @@ from .base import Episode, Extraction, ExtractorFailed, FactCandidate, Known, Pl
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "consolidation-llm-2"
+PROMPT_VERSION = "consolidation-llm-3"
 SYSTEM_PROMPT = """You distil a user's conversation turns into long-term memory. Prompt version: {version}.
 
 You get JSON: "episodes" (new turns, each with an id), "context" (earlier turns of the same sessions, for
@@ -41,7 +41,7 @@ Answer with ONE JSON object and nothing else:
 Rules:
 - Only durable facts stated by the speakers (attributes, preferences, relationships, work, home, plans and events
   with their dates). A turn "Name: text" is said by Name: write facts about Name in the third person; a turn
-  without a name is the user's ("User"). Use the speaker's own words; never add what the cited episodes do not say.
+  without a name is said by the end-user: name them as "user" gives. Use the speaker's own words; never add what the cited episodes do not say.
   Write dates out ("yesterday" in a turn of 8 May 2023 is 7 May 2023).
 - "slot" names a single-valued attribute in snake_case (home_city, employer, favourite_color) so a later value
   can replace an earlier one; null when the fact is not single-valued.
@@ -102,7 +102,8 @@ class LlmExtractor:
         self.max_retries = settings.ENGRAM_LLM_MAX_RETRIES if max_retries is None else max_retries
         self.backoff = settings.ENGRAM_LLM_BACKOFF_SECONDS if backoff is None else backoff
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None,
+                user_name: str = "the user") -> Extraction:
         out = Extraction()
         if not episodes:
             return out
@@ -117,6 +118,7 @@ class LlmExtractor:
             "messages": [
                 {"role": "system", "content": SYSTEM_PROMPT.format(version=PROMPT_VERSION)},
                 {"role": "user", "content": json.dumps({
+                    "user": user_name,
                     "episodes": [_episode_json(e) for e in episodes if e.role == "user"],
                     "context": [_episode_json(e) for e in context if e.role == "user"],
                     "facts": [{"id": f.id, "text": f.text, "slot": f.slot} for f in known.facts],
@@ -192,9 +194,15 @@ class LlmExtractor:
         out.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         out.completion_tokens += int(usage.get("completion_tokens") or 0)
         try:
-            content = body["choices"][0]["message"]["content"]
+            choice = body["choices"][0]
+            content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise ExtractorFailed("the LLM answer has no message content", code="llm_bad_answer") from None
+        if isinstance(choice["message"], dict) and choice["message"].get("refusal"):
+            raise ExtractorFailed("the model refused to answer", code="llm_bad_answer")
+        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+            # Cut off at the token limit: whatever parses of it is a part, never the whole answer.
+            raise ExtractorFailed("the LLM answer was cut off at its token limit", code="llm_bad_answer")
         if not isinstance(content, str) or not content.strip():
             raise ExtractorFailed("the LLM answer is empty", code="llm_bad_answer")
         return content

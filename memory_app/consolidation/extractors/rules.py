@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from language.temporal import with_dates
 
 from . import speech
-from .base import Episode, Extraction, FactCandidate, PlaybookCandidate
+from .base import Episode, Extraction, FactCandidate, Known, PlaybookCandidate
 
 VERSION = "rules-3"
 
@@ -46,7 +46,7 @@ _VAGUE = re.compile(r"^(?:not|so|too|very|really|pretty|quite|kind of|sort of|a 
 _PRONOUN = re.compile(r"\b(?:me|you|your|yours|myself|i|i'm|we|us)\b", re.I)
 
 _SUCCESS = re.compile(r"\b(?:(?:that|it|this|which)(?: finally| actually)? (?:worked|did the trick|fixed it|solved it|"
-                      r"sorted it)|works now|working (?:again|now)|fixed now|problem solved|all good now|back to normal|"
+                      r"sorted it)|works now|(?<!stopped )(?<!not )working (?:again|now)|fixed now|problem solved|all good now|back to normal|"
                       r"is fixed|it's fixed|resolved now)\b", re.I)
 _FAILURE = re.compile(r"\b(?:still (?:broken|not working|doesn't work|does not work|won't|isn't|not|the same|failing|"
                       r"dead|stuck)|(?:that|it|this) didn't (?:work|help|fix)|did not (?:work|help)|no luck|"
@@ -258,6 +258,7 @@ class _Batch:
     people they named ("my daughter Leonor": Leonor → daughter)."""
 
     sessions: dict[str | None, _Session] = field(default_factory=dict)
+    speakers: frozenset[str] = frozenset()  # every labelled speaker of the batch: a name said to them is no fact
     last: dict[str, FactCandidate] = field(default_factory=dict)
     people: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name → (relation, episode)
 
@@ -307,25 +308,31 @@ class RulesExtractor:
     version = VERSION
     uses_known = False  # stored facts are met by the resolver, through slots and neighbours
 
-    def __init__(self, *, min_content_words: int = 2):
-        self.min_content_words = min_content_words
+    def __init__(self, *, statements: speech.StatementRules = speech.StatementRules()):
+        self.statements = statements
+        self.trace: list[tuple[str, str, str]] | None = None  # (episode id, sentence, why not kept): for the eval
 
-    def extract(self, *, episodes: list[Episode], context: list[Episode]) -> Extraction:
+    def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None,
+                user_name: str = "User") -> Extraction:
+        """See ``Extractor.extract``; ``known`` is not read (the resolver meets stored facts). Called
+        directly, unlabelled turns are "User"'s; consolidation passes the end-user's name."""
         out = Extraction()
-        batch = _Batch()
+        batch = _Batch(speakers=frozenset(filter(None, (speech.split_speaker(e.text)[0]
+                                                        for e in [*context, *episodes]))))
         new_ids = {e.id for e in episodes}
         for episode in sorted([*context, *episodes], key=lambda e: (e.occurred_at, e.id)):
             if episode.role != "user":
                 continue
-            facts, playbooks = self._episode(episode, batch)
+            facts, playbooks = self._episode(episode, batch, user_name=user_name)
             if episode.id in new_ids:
                 out.facts += facts
                 out.playbooks += playbooks
         return out
 
-    def _episode(self, episode: Episode, batch: _Batch) -> tuple[list[FactCandidate], list[PlaybookCandidate]]:
+    def _episode(self, episode: Episode, batch: _Batch, *, user_name: str
+                 ) -> tuple[list[FactCandidate], list[PlaybookCandidate]]:
         labelled, text = speech.split_speaker(episode.text)
-        holder = labelled or "User"
+        holder = labelled or user_name
         state = batch.sessions.setdefault(episode.session_id, _Session())
         people = batch.people.setdefault(holder, {})
         when = _when(episode)
@@ -336,7 +343,7 @@ class RulesExtractor:
         for sentence in speech.sentences(text):
             harsh = bool(_CORRECTION.match(speech.strip_opener(sentence)) or _CORRECTION.match(sentence))
             stated = len(facts)
-            handled = False
+            handled = rejected = False
             for raw in _clauses(sentence):
                 clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", _LABEL.sub("", raw)))).strip()
                 clause = _LEAD.sub("", speech.strip_opener(clause)).rstrip(".!? ")
@@ -347,14 +354,15 @@ class RulesExtractor:
                     # Trouble and its outcome are procedure, not durable facts ("my hub is offline").
                     if state.problem is not None or _is_problem(clause):
                         handled = True
-                        playbook = self._procedure(clause, episode, state)
+                        playbook = self._procedure(clause, episode, state, asked=sentence.rstrip().endswith("?"))
                         if playbook is not None:
                             playbooks.append(playbook)
                         continue
                 fact = self._fact(clause, holder, episode, batch, harsh=harsh, labelled=labelled is not None)
                 if fact is _REJECTED:
-                    # The clause has a pattern's form but says nothing durable ("my head is killing me").
-                    handled = True
+                    # The clause has a pattern's form but no value the pattern keeps ("my mum is
+                    # recovering from a hip operation"): the statement layer may still read it.
+                    rejected = True
                     continue
                 found = self._people(clause, holder, episode, people, harsh=harsh, labelled=labelled is not None)
                 if fact is not None:
@@ -363,10 +371,13 @@ class RulesExtractor:
                 elif not found and (fact := self._correction(clause, holder, episode, batch, harsh=harsh)):
                     found = [fact]
                 facts += found
-            if handled or len(facts) > stated:
+            if handled or len(facts) > stated or (rejected and not self.statements.after_pattern):
                 previous_general = None
                 continue
-            reading = speech.read(speech.strip_opener(sentence), min_content=self.min_content_words)
+            sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
+            reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements)
+            if self.trace is not None:
+                self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:
                 # "It's special to me." continues the statement before it.
                 head = facts[previous_general]
@@ -378,12 +389,14 @@ class RulesExtractor:
             if not reading.about_speaker:
                 continue
             statement = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)
-            if holder not in statement:
-                continue  # "Taking care of ourselves is vital": a maxim, not about the speaker
+            if holder.lower() not in statement.lower():
+                continue  # "Sleep matters more than any of us admit": a maxim, not about the speaker
             statement = with_dates(statement, when=when).rstrip(" .!") + "."
             statement = statement[0].upper() + statement[1:]
             facts.append(FactCandidate(text=statement, episode_ids=(episode.id,), confidence=0.7))
             previous_general = len(facts) - 1
+        # "the user lives in Leeds." starts a sentence like any other fact.
+        facts = [replace(f, text=f.text[:1].upper() + f.text[1:]) if f.text[:1].islower() else f for f in facts]
         return facts, playbooks
 
     def _fact(self, clause: str, holder: str, episode: Episode, batch: _Batch, *, harsh: bool, labelled: bool
@@ -494,7 +507,10 @@ class RulesExtractor:
         return out
 
     @staticmethod
-    def _procedure(clause: str, episode: Episode, state: _Session) -> PlaybookCandidate | None:
+    def _procedure(clause: str, episode: Episode, state: _Session, *, asked: bool = False
+                   ) -> PlaybookCandidate | None:
+        """``asked``: the clause is part of a question ("I changed the lock yesterday, is that
+        why?"): something done, asked about, not a step taken against the problem."""
         if _SUCCESS.search(clause) or _FAILURE.search(clause):
             success = bool(_SUCCESS.search(clause)) and not _FAILURE.search(clause)
             if state.problem is None or (success and not state.steps):
@@ -510,7 +526,7 @@ class RulesExtractor:
                 state.problem = None
             return candidate
         if m := _STEP.match(clause):
-            if state.problem is not None:
+            if state.problem is not None and not asked:
                 step = m["step"].rstrip(".!")
                 state.steps.append((step[0].upper() + step[1:], episode.id))
             return None

@@ -1,10 +1,10 @@
 """A conversation turn read as statements about its speaker.
 
-A turn ("Melanie: Yeah, I painted that lake sunrise last year! It's special to me.") is split
+A turn ("Rosa: Yeah, I built that bookshelf in the hall last year! It's my pride and joy.") is split
 into sentences; the ones that say something about the speaker (a first-person subject, object or
 possessive, no question, no address to the listener, enough content words) are rewritten in the
 third person about the named speaker, their relative dates written out against the turn's date:
-"Melanie painted that lake sunrise in 2022; it's special to Melanie."
+"Rosa built that bookshelf in the hall in 2022; it's Rosa's pride and joy."
 
 The rewrite is English grammar, not a model: "I" takes the third person singular ("I love" →
 "loves", "I'm" → "is", "I don't" → "doesn't"), "my"/"our" the possessive, "we"/"us" the speaker
@@ -22,14 +22,21 @@ from pathlib import Path
 
 from memory_app.consolidation.grounding import STOP_WORDS
 
+from .lexicon import lexicon
+
 SPEAKER = re.compile(r"^(?P<name>[A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20})?):\s+")
 _NOT_SPEAKERS = {"note", "update", "correction", "ps", "fyi", "edit", "re", "tip", "warning"}
 # Words a period abbreviates ("Dr. Moura", "J. Smith"): that period ends neither a sentence nor a value.
 ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "vs", "[A-Z]")
 _SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
                        r"(?<=[.!?])[\"')\]]*\s+|\n+|\s+-\s+(?=[A-Z])|;\s+")
+# Where a clause ends inside a sentence: what follows may be said to the listener ("I've started
+# cycling to work - how about you?", "I found a bakery that you would like").
+_CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|"
+                         r"\s+(?=(?:and|but|so|because|that|which|"
+                         r"who|if|when|since|as|though|although|cause|'cause)\b)")
 _CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
-# Interjections, thanks and the listener's name in front of a statement ("Wow, Caroline! ...").
+# Interjections, thanks and the listener's name in front of a statement ("Wow, Rosa! ...").
 _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|hello|well|so|ok|okay|haha|lol|"
                      r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
@@ -39,8 +46,9 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
 # Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|we|we're|we've|we'd|we'll|us|[Oo]ur|"
-                           r"[Oo]urs|ourselves)\b")
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|"
+                           r"[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
+                           r"[Oo]ur|[Oo]urs|ourselves)\b")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
 _FILLER = frozenset("""
@@ -139,7 +147,7 @@ def possessive(name: str) -> str:
 
 
 def split_speaker(text: str) -> tuple[str | None, str]:
-    """("Caroline", "I moved ...") for "Caroline: I moved ..."; (None, text) without a label."""
+    """("Rosa", "I moved ...") for "Rosa: I moved ..."; (None, text) without a label."""
     m = SPEAKER.match(text)
     if m and m["name"].lower() not in _NOT_SPEAKERS:
         return m["name"], text[m.end():]
@@ -155,6 +163,27 @@ def strip_opener(sentence: str) -> str:
     return _OPENER.sub("", sentence).strip()
 
 
+def own_part(sentence: str) -> str:
+    """The sentence up to the clause that asks the listener something or speaks to them ("I've
+    taken up cycling to work - how about you?" → "I've taken up cycling to work"); the whole
+    sentence when no such clause follows a first clause."""
+    m = _SECOND_PERSON.search(sentence)
+    q = sentence.find("?")
+    stop = min(p for p in (m.start() if m else -1, q) if p >= 0) if (m or q >= 0) else -1
+    if stop < 0:
+        return sentence
+    cut = [c.start() for c in _CLAUSE_END.finditer(sentence, 0, stop)]
+    return sentence[:cut[-1]].rstrip(" ,") + "." if cut and cut[-1] > 0 else sentence
+
+
+def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
+    """The sentence without the listener's name said at its end ("I finally fixed the fence, Tomas.")."""
+    m = re.search(r",\s*(?P<name>[A-Z][\w'-]*)\s*(?P<end>[.!?]*)\s*$", sentence)
+    if m and m["name"] in names:
+        return sentence[:m.start()] + m["end"]
+    return sentence
+
+
 def content_words(sentence: str) -> list[str]:
     words = re.findall(r"[a-z][a-z']*|\d+", sentence.lower())
     return [w for w in words if w not in STOP_WORDS and w not in _FILLER and not _FIRST_PERSON.fullmatch(w)
@@ -163,26 +192,218 @@ def content_words(sentence: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Reading:
-    """How a sentence reads: ``about_speaker`` (a first-person statement worth keeping),
-    ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me")."""
+    """How a sentence reads: ``about_speaker`` (a fact about the speaker, worth keeping),
+    ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me"),
+    and ``why`` a sentence is not kept (``question``, ``address``, ``request``, ``stance``,
+    ``no_anchor``, ``not_about_speaker``, ``few_words``), for the eval's counts."""
 
     about_speaker: bool
     follow_up: bool
+    why: str = ""
 
 
-def read(sentence: str, *, min_content: int = 3) -> Reading:
-    if not sentence or _QUESTION.search(sentence) or _SECOND_PERSON.search(sentence):
-        return Reading(False, False)
+# Words that name nothing a fact could be about, though WordNet files some of them with things:
+# the conversation itself, its mood and its vaguest nouns.
+_VAGUE_NOUNS = frozenset("""
+thing things stuff way ways lot lots bit kind sort part piece place places moment moments people person persons
+someone somebody everyone everybody anyone anybody guy guys folks others other one ones something anything
+everything nothing journey experience experiences progress support help success effort efforts advice chat chats
+talk talks conversation conversations news update updates question questions answer answers idea ideas word words
+message messages pic pics picture pictures photo photos shot reminder point case sense touch luck care attention
+vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break
+""".split())
+# Verbs whose first-person present reports a stance taken in the exchange, not something about
+# the speaker's life: "I bet", "I guess", "I agree", "I appreciate the offer", "I hope it's easy".
+_EXCHANGE_VERBS = frozenset("""
+bet guess agree suppose wonder imagine understand mean thank appreciate apologize apologise promise reckon admit
+hope wish trust doubt assume figure say tell suggest recommend
+""".split())
+_DETERMINERS = frozenset("""
+a an the my our his her their its this that these those some any each every no another one two three four five six
+seven eight nine ten few several many more most all both own new old first last next
+""".split())
+_AUX = frozenset("""
+am is are was were be been being 'm 're 's do does did have has had 've 'd will would shall should can could may
+might must gonna wanna gotta 'll to not n't never
+""".split())
+_CALENDAR = re.compile(r"^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april|"
+                       r"june|july|august|september|october|november|december|monday|tuesday|wednesday|"
+                       r"thursday|friday|saturday|sunday|weekend|christmas|easter|halloween|thanksgiving)$", re.I)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'&.-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
+_SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| would| was| were)?|My|Our)\b")
+
+
+def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
+    """What a sentence names that a fact can be about: a name, a number, a day or month, or a
+    noun of a thing, place, person, animal, food, group, activity or event (WordNet's files for
+    them), used as a noun. The speakers' own names (``ignore``) and vague nouns do not count."""
+    words = _WORD.findall(sentence)
+    out = []
+    lex = lexicon()
+    for i, word in enumerate(words):
+        bare = word.split("'")[0].rstrip(".")
+        lower = bare.lower()
+        before = words[i - 1].lower() if i else ""
+        if bare in ignore or lower in STOP_WORDS or lower in _VAGUE_NOUNS or lower in _FILLER:
+            continue
+        if word[0].isdigit() or _CALENDAR.match(bare):
+            out.append(bare)
+        elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
+            out.append(bare)  # a name (not the first word: that is capitalised anyway)
+        elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
+            if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
+                    or (lower.endswith("ing") and before not in _AUX)):
+                out.append(lower)
+    return out
+
+
+def _main_verb(sentence: str) -> str | None:
+    """The verb right after a first-person subject and its auxiliaries ("I really think" → think)."""
+    m = _SUBJECT.match(sentence)
+    if not m:
+        return None
+    for word in _WORD.findall(sentence[m.end():])[:4]:
+        lower = word.lower()
+        if lower in _ADVERBS or lower in _AUX or lower in _MODALS:
+            continue
+        return lower
+    return None
+
+
+@dataclass(frozen=True)
+class StatementRules:
+    """Which sentences the statement layer keeps. The defaults were chosen by cross-validation over
+    the four LoCoMo dev conversations (``python -m engram_eval.statement_cv``; docs/consolidation.md).
+
+    ``min_content``: content words a statement needs. ``subject``: the speaker (I, we, my X, our X)
+    is the sentence's subject, after a leading time or linking phrase. ``feelings``: 0 keeps a
+    statement of how the speaker feels ("I'm so pumped"), 1 drops it when nothing is named after the
+    feeling, 2 drops it always. ``modal``: 0 keeps every mood, 1 drops suggestions and hypotheticals
+    (should, could, might, would), 2 drops intentions (will, gonna, going to) too unless they name a
+    date. ``strict_nouns``: acts and speech ("a try", "a chat") are no anchor. ``min_anchors``: how
+    many things (``anchors``) a statement must name: the more it names, the likelier it is a fact
+    someone would write down about the speaker. ``after_pattern``: a sentence in a pattern's form
+    whose value the pattern does not keep ("my mum is recovering from a hip operation") is read as
+    a statement rather than dropped. ``vague``: a statement that leans on "it", "this", "these" or
+    "those" and names at most one thing ("I have wanted one of these for years") is dropped."""
+
+    min_content: int = 3
+    min_anchors: int = 1
+    subject: bool = False
+    feelings: int = 1
+    modal: int = 2
+    strict_nouns: bool = False
+    after_pattern: bool = False
+    vague: bool = True
+
+
+# Words for how one feels or holds up, said of oneself ("I'm stoked", "I'm staying positive").
+FEELINGS = frozenset("""
+excited thrilled stoked pumped psyched happy glad sad scared nervous anxious worried proud grateful thankful
+blessed lucky hopeful positive optimistic determined motivated inspired sure confident overwhelmed stressed
+tired exhausted bummed upset sorry touched amazed impressed curious eager ready relieved content focused
+humbled honored honoured moved stoked jealous bored frustrated disappointed heartbroken devastated okay ok fine
+good great awesome amazing blown speechless delighted ecstatic over keen looking hanging trying stuck torn
+""".split())
+_STEADFAST = re.compile(r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|carry(?:ing)? on)"
+                        r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
+                        r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
+                        r"\bcan't wait\b|\blooking forward\b", re.I)
+_LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|tonight|recently|lately|these days|"
+                          r"in \d{4}|on \w+(?: \d+ \w+ \d{4})?|(?:a )?(?:few|couple(?: of)?) \w+ ago|\w+ ago|earlier|"
+                          r"finally|also|now|then|so|and|but|plus|just|anyway|actually|honestly|luckily|sadly|maybe|perhaps|"
+                          r"unfortunately|after \w+(?: \w+)?|since then|back then|at the moment|right now)[,]?\s+",
+                          re.I)
+_SPEAKER_SUBJECT = re.compile(r"^(?:I|We|[Mm]y|[Oo]ur|Me and|[A-Z][a-z]+ and I|[Bb]oth my|[Aa]ll my|[Oo]ne of my)\b")
+_SUGGESTION = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:should|could|might|would|may)\b|^(?:I|[Ww]e)'d\b(?! (?:been|had|never|already|just)\b)")
+_INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going to|are going to)\b|^(?:I|[Ww]e)'ll\b|"
+                     r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
+
+
+_REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
+
+
+def speaker_subject(sentence: str) -> bool:
+    """Whether the speaker is the sentence's subject, after leading time or linking phrases."""
+    s = sentence
+    for _ in range(3):
+        s = _LEAD_PHRASE.sub("", s)
+    return bool(_SPEAKER_SUBJECT.match(s))
+
+
+def _feeling(sentence: str) -> tuple[bool, str]:
+    """(whether the predicate says how the speaker feels, what follows the feeling)."""
+    if m := _STEADFAST.search(sentence):
+        return True, sentence[m.end():]
+    m = re.match(r"^(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
+                 r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
+                 r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b", sentence)
+    if m and m["word"] in FEELINGS:
+        return True, sentence[m.end():]
+    return False, ""
+
+
+def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str] = frozenset(),
+         rules: StatementRules = StatementRules()) -> Reading:
+    """Whether ``sentence`` (without its opener) states a fact about its speaker: a durable
+    statement about them or their world (docs/consolidation.md, "What a fact is"). It has a
+    first-person subject, object or possessive; it is no question, says nothing to the listener
+    ("you"), asks nothing ("let's", "please", a bare imperative) and takes no stance in the exchange
+    ("I bet ...", "I agree"); it names something (``anchors``): "I won't give up" states no fact,
+    "I signed up for the pottery class" does; and it passes ``rules``. ``ignore``: the speakers'
+    names, which are no anchor."""
+    min_content = rules.min_content if min_content is None else min_content
+    if not sentence:
+        return Reading(False, False, "few_words")
+    if _QUESTION.search(sentence):
+        return Reading(False, False, "question")
+    if _SECOND_PERSON.search(sentence):
+        return Reading(False, False, "address")
     words = content_words(sentence)
     if _ANAPHOR.match(sentence) and len(words) >= 1:
         return Reading(False, True)
-    if not _FIRST_PERSON.search(sentence) or len(words) < min_content:
-        return Reading(False, False)
+    if not _FIRST_PERSON.search(sentence):
+        return Reading(False, False, "not_about_speaker")
+    if len(words) < min_content:
+        return Reading(False, False, "few_words")
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
     if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
-                sentence, re.I):
-        return Reading(False, False)
+                sentence, re.I) or is_imperative(sentence):
+        return Reading(False, False, "request")
+    if rules.subject and not speaker_subject(sentence):
+        return Reading(False, False, "not_about_speaker")
+    verb = _main_verb(sentence)
+    if verb is not None:
+        lemma = lexicon().lemma(verb, "v") or verb
+        rest = sentence.split(verb, 1)[-1]
+        if lemma in _EXCHANGE_VERBS and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
+            return Reading(False, False, "stance")
+    found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
+    if len(set(found)) < max(rules.min_anchors, 1):
+        return Reading(False, False, "no_anchor")
+    if rules.feelings:
+        feeling, after = _feeling(sentence)
+        if feeling and (rules.feelings == 2 or not anchors(after, ignore=ignore, strict=rules.strict_nouns)):
+            return Reading(False, False, "feeling")
+    if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
+        return Reading(False, False, "vague")
+    bare = _LEAD_PHRASE.sub("", sentence)
+    if rules.modal and _SUGGESTION.match(bare):
+        return Reading(False, False, "hypothetical")
+    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
+        return Reading(False, False, "hypothetical")
     return Reading(True, False)
+
+
+def is_imperative(sentence: str) -> bool:
+    """A sentence that starts with a verb in its base form and has no subject ("Keep me posted",
+    "Come join us"), read from SemCor's counts: the word is tagged as a verb more than otherwise."""
+    first = _WORD.match(sentence)
+    if not first:
+        return False
+    word = first.group(0).lower()
+    lex = lexicon()
+    return word not in _MODALS and lex.lemma(word, "v") == word and lex.mostly_verb(word)
 
 
 def third_person(sentence: str, *, name: str, family: bool = False) -> str:
