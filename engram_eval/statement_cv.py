@@ -21,7 +21,7 @@ import itertools
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ class Scored:
     precision: float
 
 
-def grid(space: dict[str, Iterable[Any]] = GRID) -> list[StatementRules]:
+def grid(space: Mapping[str, Iterable[Any]] = GRID) -> list[StatementRules]:
     keys = list(space)
     return [StatementRules(**dict(zip(keys, values, strict=True))) for values in itertools.product(*space.values())]
 
@@ -78,7 +78,8 @@ class CachedEmbed:
     """Embeddings of texts seen before are reused across settings (most facts recur)."""
 
     def __init__(self, embed: Callable[[list[str]], Any]):
-        self.embed, self.cache = embed, {}
+        self.embed = embed
+        self.cache: dict[Any, Any] = {}
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         new = [t for t in dict.fromkeys(texts) if t not in self.cache]
@@ -164,7 +165,7 @@ def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LA
 
 
 def cross_validate(paths: list[Path], *, embed: Callable[[list[str]], Any], min_coverage: float = 0.5,
-                   space: dict[str, Iterable[Any]] = GRID, log: Callable[[str], None] = print) -> dict[str, Any]:
+                   space: Mapping[str, Iterable[Any]] = GRID, log: Callable[[str], None] = print) -> dict[str, Any]:
     data = {p.stem: json.loads(p.read_text()) for p in paths}
     cached = CachedEmbed(embed)
     table: dict[StatementRules, dict[str, Scored]] = {}

@@ -107,7 +107,7 @@ def lexicon() -> Lexicon:
             tagged[at] = tagged.get(at, 0) + int(count)
             if rank == "1":
                 first[at] = names[rest[2:4]]
-    exceptions = {}
+    exceptions: dict[tuple[str, str], str] = {}
     for pos, name in (("n", "noun.exc"), ("v", "verb.exc"), ("a", "adj.exc")):
         with open(root / name, encoding="utf-8") as fh:
             for line in fh:

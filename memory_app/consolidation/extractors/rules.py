@@ -308,7 +308,7 @@ class RulesExtractor:
     version = VERSION
     uses_known = False  # stored facts are met by the resolver, through slots and neighbours
 
-    def __init__(self, *, statements: speech.StatementRules = speech.StatementRules()):
+    def __init__(self, *, statements: speech.StatementRules = speech.DEFAULT_STATEMENT_RULES):
         self.statements = statements
         self.trace: list[tuple[str, str, str]] | None = None  # (episode id, sentence, why not kept): for the eval
 

@@ -297,6 +297,8 @@ class StatementRules:
     vague: bool = True
 
 
+DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
+
 # Words for how one feels or holds up, said of oneself ("I'm stoked", "I'm staying positive").
 FEELINGS = frozenset("""
 excited thrilled stoked pumped psyched happy glad sad scared nervous anxious worried proud grateful thankful
