@@ -243,7 +243,7 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
     return None, None
 
 
-_REPORTED = re.compile(r"^.*?\b(?:mentioned|says|said|told me|reckons|tells me)(?: that)?\s+", re.I)
+_REPORTED = re.compile(r"^(?!i\b)(?!we\b).*?\b(?:mentioned|says|said|told me|reckons|tells me)(?: that)?\s+", re.I)
 
 
 def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context: bool = False
@@ -279,7 +279,9 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             if re.search(r"\bswitch(?:ed|ing)? (?:\w+ )?(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
         other, what = subject
-        about_self = bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
+        if harsh or (other and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
+            other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
+        about_self = harsh or bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
             or _VERB_FIRST.match(text) is not None
         if not about_self and what is None:
             continue
@@ -491,6 +493,14 @@ def _rendered(sentence: str, *, holder: str, family: bool, when: datetime | None
     return statement[0].upper() + statement[1:]
 
 
+# Verbs that state a value ("is", "has", "uses", "drives", "is with"), and the words of a fault.
+_STATIVE = re.compile(r"\b(?:is|are|'s|'re|am|'m|has|have|'ve got|use|uses|drive|drives|take|takes|wear|wears|"
+                      r"live|lives|work|works|bank|banks|pay for|runs? through|goes off|comes on|set to|set for)\b",
+                      re.I)
+_TROUBLE = re.compile(r"\b(?:keeps?|kept) \w+ing\b|\b(?:won't|isn't|doesn't|can't|stopped|broken|not working|"
+                      r"offline|dropping|fails?|failing|error)\b", re.I)
+
+
 def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
     """A sentence that states a value of a topic about the speaker, in a form the statement layer
     skips ("The front door has a Yale smart lock.", "Internet's with TalkTalk", "Liam is a
@@ -502,6 +512,8 @@ def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
         return False
     if _HYPOTHETICAL.search(sentence) or len(_content(sentence, self_names=self_names)) < 2:
         return False
+    if not _STATIVE.search(sentence) or _TROUBLE.search(sentence):
+        return False  # an action or a fault ("I restarted the router") is procedure, not a value
     return bool(first) and (first[0] in ("the", "our", "my", "we", "we're", "we've", "i", "i'm", "i've")
                             or first[0].removesuffix("'s") in self_names or sentence[0].isupper())
 

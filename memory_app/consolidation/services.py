@@ -24,7 +24,7 @@ from engram_core.errors import Conflict, EngramError
 from engram_core.es.schema import MemoryType
 from engram_core.observability import metrics
 from engram_core.observability.tracing import annotate, detached, span_linked, traceparent, tracing_enabled
-from memory_app.consolidation import apply, selectors
+from memory_app.consolidation import apply, changes, selectors
 from memory_app.consolidation.extractors import Extraction, Known, get_extractor
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
@@ -245,7 +245,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
     plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
-                 known=known)
+                 known=known, new_episodes=[] if getattr(extractor_obj, "uses_known", False) else episodes)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
         _count(run, plan, applied=None)
@@ -264,7 +264,10 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     return None
 
 
-def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None) -> Plan:
+def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None,
+          new_episodes: list | None = None) -> Plan:
+    """``new_episodes``: the episodes read for changes in natural phrasing (``changes``); an
+    extractor that is shown the stored facts decides supersessions itself and reads none."""
     plan = Plan()
     scope = memory_scope(subject=subject)
     known = known or Known()
@@ -282,6 +285,8 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
         else:
             plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                  "supporting_episode_ids": list(candidate.episode_ids)})
+    facts, probes = _changes_read(subject=subject, facts=facts, new_episodes=new_episodes or [], episodes=episodes,
+                                  plan=plan)
     playbooks = []
     for candidate in extraction.playbooks:
         texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
@@ -303,15 +308,25 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
     in_run: list[StoredFact] = []
     retired: set[str] = set()
-    for candidate, new_id, near in zip(facts, new_ids, neighbours, strict=True):
+    vectors_by_id: dict[str, Any] = {}
+    for candidate, new_id, near, vector in zip(facts, new_ids, neighbours, fact_vectors, strict=True):
         pool = [f for f in [*near, *in_run] if f.id not in retired]
         if candidate.supersedes:  # a fact already replaced in this run is replaced once
             candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i not in retired))
+        change = None
+        if (probe := probes.get(_probe_key(candidate))) is not None and not candidate.supersedes:
+            candidate, change = _change_link(candidate, probe=probe, pool=pool, vector=vector,
+                                             vectors_by_id=vectors_by_id, display_name=subject.display_name)
+        vectors_by_id[new_id] = vector
         action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
+        if change is not None and action.kind == "supersede":
+            action.change = change
+        action.valid_from = min((episodes[i].occurred_at for i in candidate.episode_ids if i in episodes), default=None)
         plan.facts.append(action)
         if action.kind in ("create", "supersede", "exists"):
             in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
-                                     supporting_episode_ids=list(candidate.episode_ids), in_run=True))
+                                     supporting_episode_ids=list(candidate.episode_ids), in_run=True,
+                                     topics=tuple(change["topics"]) if change else ()))
             retired.update(action.supersedes)
         elif action.kind == "merge":
             for f in in_run:
@@ -336,6 +351,61 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
             created.append(StoredPlaybook(id=action.playbook_id, trigger=candidate.trigger, steps=candidate.steps,
                                           cosine=1.0))
     return plan
+
+
+def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
+    return candidate.text, tuple(candidate.episode_ids)
+
+
+def _changes_read(*, subject: Subject, facts: list, new_episodes: list, episodes: dict[str, Any], plan: Plan
+                  ) -> tuple[list, dict]:
+    """The new episodes read for changes (``changes.episode_probes``): the candidates they add
+    (grounded like any other) in episode order, and the probe of each change sentence by its candidate."""
+    probes: dict[tuple[str, tuple[str, ...]], changes.Probe] = {}
+    added: list = []
+    names = [subject.display_name] if subject.display_name else []
+    for episode in new_episodes:
+        if episode.role != "user":
+            continue
+        more, found = changes.episode_probes(episode=episode, candidates=facts, display_names=names)
+        for candidate in more:
+            evidence = [episode_evidence(episode.text, episode.occurred_at)]
+            if is_grounded(candidate.text, evidence):
+                added.append(candidate)
+            else:
+                plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
+                                     "supporting_episode_ids": list(candidate.episode_ids)})
+        for probe in found:
+            probes[_probe_key(probe.candidate)] = probe
+    if not added:
+        return facts, probes
+    when = {i: e.occurred_at for i, e in episodes.items()}
+    ordered = sorted([*facts, *added], key=lambda c: max((when.get(i, "") for i in c.episode_ids), default=""))
+    return ordered, probes
+
+
+def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by_id: dict[str, Any],
+                 display_name: str) -> tuple[Any, dict[str, Any] | None]:
+    """The candidate of a change sentence, superseding the speaker's fact it replaces (if any)."""
+    holder = probe.holder
+    own = {holder.lower()} | ({w.lower() for w in display_name.split()} if holder == "User" and display_name else set())
+    stored = []
+    for fact in pool:
+        if not own & {w.lower().removesuffix("'s") for w in re.findall(r"[A-Za-z']+", fact.text)}:
+            continue  # another speaker's fact
+        cosine = fact.cosine
+        if fact.in_run and fact.id in vectors_by_id:
+            cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
+        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics))
+    link = changes.change_target(probe.reading, stored, self_names=own,
+                                 min_cosine=settings.ENGRAM_CHANGE_MIN_COSINE,
+                                 min_topic_cosine=settings.ENGRAM_CHANGE_MIN_TOPIC_COSINE)
+    if link is None:
+        return candidate, None
+    topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
+    change = {"cue": probe.reading.cue, "by": link.by, "shared": list(link.shared), "kind": probe.reading.kind,
+              "topics": topics, "replaced": link.fact.id}
+    return replace(candidate, supersedes=(link.fact.id,), change=probe.reading.kind), change
 
 
 def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] | None) -> None:
