@@ -141,7 +141,7 @@ _TEMPORARY_SENTENCE = re.compile(r"\b(?:all this week|this week|for a bit|for no
 _STILL_AT_END = re.compile(r"\bstill\b[^,;]*[.!]?$", re.I)
 _VERB_FIRST = re.compile(r"^(?:gave|traded|upgraded|replaced|renewed|changed|sold|swapped|switched|moved|quit|left|"
                          r"started|got|had|went|dropped|cancell?ed|finally)\b", re.I)
-_ADDITION = re.compile(r"\b(?:second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
+_ADDITION = re.compile(r"\b(?:a second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
                        r"backup|as a second)\b", re.I)
 _LONG_AGO = re.compile(r"\b(?:years ago|back when|when i was|at uni\b|as a kid|before \w+ i used|"
                        r"used to\b(?!.*\bnow\b)|never again)\b", re.I)
@@ -265,8 +265,9 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
         return None
     subject: tuple[str | None, str | None] = (None, None)
     for clause in _clauses(_REPORTED.sub("", text)):
-        own = _subject(clause, names)
-        if own != (None, None) or _opens_with_subject(clause, names):
+        core = _LEAD.sub("", clause)  # "now we're with Hyperoptic": the subject follows the adverb
+        own = _subject(core, names)
+        if own != (None, None) or _opens_with_subject(core, names):
             subject = own  # a clause with no subject of its own ("and started at X") keeps the last one
         if harsh:
             cue = _CORRECTION.search(text) or _CUE.search(clause)
@@ -298,6 +299,10 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
                              cue=cue.group(0).lower() if cue else "", ends=bool(_ENDS.search(clause)),
                              other_subject=other, first_object=first_object, subject_kind=what)
     return None
+
+
+_LEAD = re.compile(r"^(?:(?:now|so|then|today|finally|actually|anyway|these days|nowadays|since then|at last)\b,?\s*)+",
+                   re.I)
 
 
 def _opens_with_subject(clause: str, names: frozenset[str]) -> bool:
@@ -448,19 +453,20 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if shared_value:
             if all(_part_only(reading.sentence, w) or _relocated(reading.sentence, w) for w in shared_value):
                 continue  # "the router's firmware", "moved the Eero upstairs": the thing itself stays
-            if reading.subject_kind == "person" and not reading.first_object and not reading.ends \
-                    and not _PAIR_CUE.search(reading.clause):
+            person = set(words_of(reading.other_subject or "")) if reading.subject_kind == "person" else set()
+            if person and not reading.first_object and not reading.ends and not _PAIR_CUE.search(reading.clause) \
+                    and not set(shared_value) - person:
                 continue  # "Tomasz replaced the shower head": the person stays who they are
             link = Link(fact=fact, by="value", shared=shared_value, score=2.0 + fact.cosine)
-        elif shared_topics and reading.subject_kind != "thing":
+        elif shared_topics and (reading.subject_kind != "thing" or topics_of(reading.other_subject or "")):
+            # A thing as subject counts when it names the topic: "the weekday alarm is 5:45 from now on".
             topic_words = [w for w in words_of(reading.sentence)
                            if (_TOPIC_OF.get(w.removesuffix("'s"), set()) | _TOPIC_OF.get(_singular(w), set()))
                            & shared_topics]
-            if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
-                continue
-            if fact.cosine >= min_topic_cosine:
+            parts = bool(topic_words) and all(_part_only(reading.sentence, w, compound=True) for w in topic_words)
+            if not parts and fact.cosine >= min_topic_cosine:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
-        elif fact.cosine >= min_cosine and reading.subject_kind is None:
+        if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None:
             link = Link(fact=fact, by="vector", shared=(), score=fact.cosine)
         if link is None:
             continue
@@ -485,8 +491,15 @@ class Probe:
     holder: str
 
 
+_OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
+
+
 def _rendered(sentence: str, *, holder: str, family: bool, when: datetime | None) -> str:
-    statement = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)
+    stripped = speech.strip_opener(sentence)
+    if stripped and stripped[0].islower() and _is_verb_form(words_of(stripped)[0] if words_of(stripped) else ""):
+        # "Actually, Arun is 8": the opener took the name with it (as in "Thanks, Caroline")
+        stripped = _OPENER_WORD.sub("", sentence)
+    statement = speech.third_person(stripped, name=holder, family=family)
     if when is not None:
         statement = with_dates(statement, when=when)
     statement = statement.rstrip(" .!") + "."
@@ -536,7 +549,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=holder, family=family, when=when)
-        carrier = _carrier(rendered, own)
+        carrier = _carrier(rendered, own) or _carrier(rendered, [c for c in own if c.change], share=0.3)
         if reading is None:
             if carrier is None and _slot_statement(sentence, self_names=names):
                 added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
@@ -548,8 +561,9 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     return added, probes
 
 
-def _carrier(rendered: str, own: Sequence[FactCandidate]) -> FactCandidate | None:
-    """The extractor's candidate that says ``rendered`` (the same sentence, maybe cut or joined)."""
+def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6) -> FactCandidate | None:
+    """The extractor's candidate that says ``rendered`` (the same sentence, maybe cut or joined;
+    ``share``: of the shorter one's words)."""
     target = set(words_of(rendered)) - _STOP
     best, best_share = None, 0.0
     for candidate in own:
@@ -559,7 +573,7 @@ def _carrier(rendered: str, own: Sequence[FactCandidate]) -> FactCandidate | Non
         share = len(words & target) / min(len(words), len(target))
         if share > best_share:
             best, best_share = candidate, share
-    return best if best_share >= 0.6 else None
+    return best if best_share >= share else None
 
 
 def _when(occurred_at: str) -> datetime | None:
