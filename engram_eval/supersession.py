@@ -40,6 +40,7 @@ from memory_app.consolidation.resolve import StoredFact, fact_id, normalise
 from memory_app.consolidation.services import ChangeLinking, changes_read, consolidate_all, facts_plan
 from memory_app.embeddings import get_embedder
 from memory_app.recall import memory_recall
+from memory_app.recall.read import query_asks_past
 from memory_app.selectors import subject_export
 from tenants.services.subjects import subject_get_or_create
 
@@ -103,13 +104,83 @@ def superseding_pairs(facts: list[dict[str, Any]], turn_of: dict[str, str]) -> l
     return out
 
 
-def _first_hit(subject, question: str, *, now: datetime, turn_of: dict[str, str]) -> Hit | None:
-    hits = memory_recall(subject=subject, query=question, k=5, now=now)
-    if not hits:
-        return None
-    top = hits[0]
-    ids = [top["id"], *(top.get("supporting_episode_ids") or [])]
-    return Hit(text=top["text"], sources=frozenset(turn_of.get(i, i) for i in ids))
+# The weights of a stale episode the question figures are also computed at (``weights_grid``):
+# (ENGRAM_SUPERSEDED_EPISODE_WEIGHT, ENGRAM_PAST_BOOST).
+WEIGHTS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05)
+BOOSTS = (0.0, 0.5, 1.0, 2.0, 4.0)
+POOL = 50
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question's first POOL hits: each one's score without the stale-episode factor, whether
+    it is a stale episode, whether it answers right; and whether the question asks about the past."""
+
+    group: str
+    kind: str  # now | before | kept
+    base: tuple[float, ...]
+    stale: tuple[bool, ...]
+    right: tuple[bool, ...]
+    past: bool
+
+    def first_right(self, weight: float, boost: float) -> bool:
+        if not self.base:
+            return False
+        factor = (1.0 + boost) if self.past else weight
+        scores = [b * (factor if st else 1.0) for b, st in zip(self.base, self.stale, strict=True)]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        return self.right[best]
+
+
+def _ranked(subject, question: str, *, now: datetime, turn_of: dict[str, str]) -> list[tuple[dict, Hit]]:
+    hits = memory_recall(subject=subject, query=question, k=POOL, now=now, explain=True)
+    out = []
+    for h in hits:
+        ids = [h["id"], *(h.get("supporting_episode_ids") or [])]
+        out.append((h, Hit(text=h["text"], sources=frozenset(turn_of.get(i, i) for i in ids))))
+    return out
+
+
+def _asked(ranked: list[tuple[dict, Hit]], *, group: str, kind: str, right: Callable[[Hit], bool],
+           question: str, now: datetime) -> Asked:
+    base, stale = [], []
+    for h, _ in ranked:
+        multipliers = h["explain"]["multipliers"]
+        factor = multipliers.get("superseded", 1.0) * multipliers.get("was_true", 1.0)
+        base.append(h["score"] / factor if factor else h["score"])
+        stale.append("superseded_fact" in h["explain"])
+    return Asked(group=group, kind=kind, base=tuple(base), stale=tuple(stale),
+                 right=tuple(right(hit) for _, hit in ranked), past=query_asks_past(question, now=now, tz=None))
+
+
+def weights_grid(asked: list[Asked]) -> dict[str, dict[str, float | None]]:
+    """The share right first per question kind at each (weight, boost) of the grid."""
+    out = {}
+    for weight in WEIGHTS:
+        for boost in BOOSTS:
+            shares = {}
+            for kind in ("now", "before", "kept"):
+                of = [a for a in asked if a.kind == kind]
+                shares[kind] = _ratio(sum(a.first_right(weight, boost) for a in of), len(of))
+            out[f"{weight}/{boost}"] = shares
+    return out
+
+
+def cross_validated(asked: list[Asked]) -> dict[str, Any]:
+    """Leave one group (conversation) out: the (weight, boost) that gets most questions right
+    first on the other groups (ties: the gentlest), scored on the one left out."""
+    groups = sorted({a.group for a in asked})
+    folds = {}
+    right = total = 0
+    for held in groups:
+        train = [a for a in asked if a.group != held]
+        test = [a for a in asked if a.group == held]
+        weight, boost = max(((w, b) for w in WEIGHTS for b in BOOSTS),
+                            key=lambda wb: (sum(a.first_right(*wb) for a in train), wb[0], -wb[1]))
+        got = sum(a.first_right(weight, boost) for a in test)
+        folds[held] = {"weight": weight, "boost": boost, "right": got, "asked": len(test)}
+        right, total = right + got, total + len(test)
+    return {"folds": folds, "held_out_share": _ratio(right, total)}
 
 
 def _empty() -> dict[str, float]:
@@ -129,6 +200,7 @@ def evaluate_changes(*, changes: ChangeSet | None = None, extractor: str | None 
     totals: dict[str, float] = _empty()
     families: dict[str, dict[str, float]] = defaultdict(_empty)
     findings: dict[str, list[str]] = defaultdict(list)
+    asked: list[Asked] = []
     with sandbox(label="changes") as box:
         tenant = box.tenant(slug="changes", name="Changes eval")
         for n, (user, own) in enumerate(sorted(by_user.items())):
@@ -146,16 +218,17 @@ def evaluate_changes(*, changes: ChangeSet | None = None, extractor: str | None 
                 for entry in own:
                     if entry.later.text == text:
                         _score_entry(entry, subject=subject, sid=sid, turn_of=turn_of, totals=totals,
-                                     family=families[entry.family], findings=findings)
+                                     family=families[entry.family], findings=findings, asked=asked)
             if n % 25 == 0:
                 log(f"  {n + 1}/{len(by_user)} end-users")
     return {"extractor": extractor or "default", **labelled_figures(totals),
             "families": {f: labelled_figures(t) for f, t in sorted(families.items())},
-            "counts": dict(totals), "findings": dict(findings)}
+            "weights": weights_grid(asked), "counts": dict(totals), "findings": dict(findings)}
 
 
 def _score_entry(entry: Change | NonChange, *, subject, sid: dict[str, str], turn_of: dict[str, str],
-                 totals: dict[str, float], family: dict[str, float], findings: dict[str, list[str]]) -> None:
+                 totals: dict[str, float], family: dict[str, float], findings: dict[str, list[str]],
+                 asked: list[Asked]) -> None:
     facts = _facts(subject)
     early, late = sid[entry.earlier.text], sid[entry.later.text]
     links = [p for p in superseding_pairs(facts, turn_of) if p[0] == early and p[1] == late]
@@ -163,10 +236,18 @@ def _score_entry(entry: Change | NonChange, *, subject, sid: dict[str, str], tur
     for bucket in (totals, family):
         bucket["pairs_superseded"] += bool(links)
     if isinstance(entry, Change):
-        hit_now = _first_hit(subject, entry.question_now, now=now, turn_of=turn_of)
-        hit_before = _first_hit(subject, entry.question_before, now=now, turn_of=turn_of)
+        ranked_now = _ranked(subject, entry.question_now, now=now, turn_of=turn_of)
+        ranked_before = _ranked(subject, entry.question_before, now=now, turn_of=turn_of)
+        hit_now = ranked_now[0][1] if ranked_now else None
+        hit_before = ranked_before[0][1] if ranked_before else None
         now_ok = right_answer(hit_now, expected=entry.new_value, other=entry.old_value, expected_from=[late])
         before_ok = right_answer(hit_before, expected=entry.old_value, other=entry.new_value, expected_from=[early])
+        asked.append(_asked(ranked_now, group=entry.family, kind="now", question=entry.question_now, now=now,
+                            right=lambda h: right_answer(h, expected=entry.new_value, other=entry.old_value,
+                                                         expected_from=[late])))
+        asked.append(_asked(ranked_before, group=entry.family, kind="before", question=entry.question_before,
+                            now=now, right=lambda h: right_answer(h, expected=entry.old_value, other=entry.new_value,
+                                                                  expected_from=[early])))
         kind_ok = bool(links) and any(k == entry.kind for _, _, k, _ in links)
         for bucket in (totals, family):
             bucket["changes"] += 1
@@ -184,8 +265,11 @@ def _score_entry(entry: Change | NonChange, *, subject, sid: dict[str, str], tur
             findings["before_wrong"].append(
                 f"{entry.id} {entry.question_before} -> {hit_before.text if hit_before else None}")
     else:
-        hit = _first_hit(subject, entry.question, now=now, turn_of=turn_of)
+        ranked = _ranked(subject, entry.question, now=now, turn_of=turn_of)
+        hit = ranked[0][1] if ranked else None
         kept = right_answer(hit, expected=entry.value, other=None, expected_from=[early])
+        asked.append(_asked(ranked, group=entry.family, kind="kept", question=entry.question, now=now,
+                            right=lambda h: right_answer(h, expected=entry.value, other=None, expected_from=[early])))
         for bucket in (totals, family):
             bucket["non_changes"] += 1
             bucket["non_changes_superseded"] += bool(links)
@@ -231,6 +315,7 @@ def evaluate_changes_locomo(*, paths: list[Path], labels: DevChangeSet | None = 
     report: dict[str, Any] = {"extractor": extractor or "default", "conversations": {}}
     total: dict[str, float] = _empty()
     findings: dict[str, list[str]] = defaultdict(list)
+    asked: list[Asked] = []
     with sandbox(label="changes-locomo") as box:
         tenant = box.tenant(slug="changes-locomo", name="Changes eval (LoCoMo)")
         for path in paths:
@@ -252,7 +337,8 @@ def evaluate_changes_locomo(*, paths: list[Path], labels: DevChangeSet | None = 
                 now = max(e["occurred_at"] for e in episodes) + QUESTION_DELAY
                 for change in own:
                     if change.later_turn in last:  # asked once the session of the later turn is in
-                        _dev_questions(change, subject=subject, now=now, turn_of=turn_of, t=t, findings=findings)
+                        _dev_questions(change, subject=subject, now=now, turn_of=turn_of, t=t, findings=findings,
+                                       asked=asked)
             pairs = superseding_pairs(_facts(subject), turn_of)
             made = {(o, n) for o, n, _, _ in pairs}
             links_made = {new["id"] + ">" + o for o, _, _, new in pairs}
@@ -290,18 +376,26 @@ def evaluate_changes_locomo(*, paths: list[Path], labels: DevChangeSet | None = 
                 total[key] += value
             log(f"  {path.name}: {dev_figures(t)} ({len(links_made)} links)")
     report["all"] = dev_figures(total)
+    report["weights"] = weights_grid(asked)
+    report["cross_validated"] = cross_validated(asked)
     report["findings"] = dict(findings)
     return report
 
 
 def _dev_questions(change, *, subject, now: datetime, turn_of: dict[str, str], t: dict[str, float],
-                   findings: dict[str, list[str]]) -> None:
+                   findings: dict[str, list[str]], asked: list[Asked]) -> None:
     olds = {change.earlier_turn, *change.old_also}
     news = {change.later_turn, *change.new_also}
-    hit_now = _first_hit(subject, change.question_now, now=now, turn_of=turn_of)
-    hit_before = _first_hit(subject, change.question_before, now=now, turn_of=turn_of)
+    ranked_now = _ranked(subject, change.question_now, now=now, turn_of=turn_of)
+    ranked_before = _ranked(subject, change.question_before, now=now, turn_of=turn_of)
+    hit_now = ranked_now[0][1] if ranked_now else None
+    hit_before = ranked_before[0][1] if ranked_before else None
     now_ok = hit_now is not None and bool(hit_now.sources & news)
     before_ok = hit_before is not None and bool(hit_before.sources & olds) and not (hit_before.sources & news)
+    asked.append(_asked(ranked_now, group=change.conversation, kind="now", question=change.question_now, now=now,
+                        right=lambda h: bool(h.sources & news)))
+    asked.append(_asked(ranked_before, group=change.conversation, kind="before", question=change.question_before,
+                        now=now, right=lambda h: bool(h.sources & olds) and not (h.sources & news)))
     t["now_right"] += now_ok
     t["before_right"] += before_ok
     t["asked"] += 1
@@ -380,20 +474,35 @@ def offline_links(statements: list[tuple[str, str, str]], *, extractor_obj, embe
     every supersession made as (old statement, new statement, kind, new fact's text).
     ``neighbours_k``: each candidate's neighbours are the stored facts of its ``neighbours_k``
     highest cosines (None: all)."""
+    return offline_runs([[s] for s in statements], extractor_obj=extractor_obj, embedder=embedder, linking=linking,
+                        display_name=display_name, neighbours_k=neighbours_k)
+
+
+def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embedder, linking: ChangeLinking,
+                 display_name: str, neighbours_k: int | None = None, memo: dict | None = None
+                 ) -> list[tuple[str, str, str, str]]:
+    """``offline_links`` with several episodes per run (a LoCoMo session). ``memo``: extractions
+    and vectors kept across calls (the same runs scored at other thresholds)."""
+    memo = {} if memo is None else memo
     scope = {"tenant_id": "offline", "user_id": display_name}
     current: dict[str, tuple[StoredFact, Any]] = {}
     support: dict[str, set[str]] = {}
     out = []
-    for statement_id, text, occurred_at in statements:
-        episode = Episode(id=statement_id, text=text, occurred_at=occurred_at)
-        extraction = extractor_obj.extract(episodes=[episode], context=[])
-        evidence = [episode_evidence(text, occurred_at)]
-        grounded = [c for c in extraction.facts if is_grounded(c.text, evidence)]
-        facts, probes, _ = changes_read(facts=grounded, new_episodes=[episode], episodes={statement_id: episode},
+    for run in runs:
+        episodes = [Episode(id=i, text=text, occurred_at=at) for i, text, at in run]
+        by_id = {e.id: e for e in episodes}
+        key = tuple(run)
+        extraction = memo.get(key) or memo.setdefault(key, extractor_obj.extract(episodes=episodes, context=[]))
+        grounded = [c for c in extraction.facts if is_grounded(c.text, [
+            episode_evidence(by_id[i].text, by_id[i].occurred_at) for i in c.episode_ids if i in by_id])]
+        facts, probes, _ = changes_read(facts=grounded, new_episodes=episodes, episodes=by_id,
                                         display_name=display_name)
         if not facts:
             continue
-        vectors = embedder.embed_documents([c.text for c in facts])
+        missing = [c.text for c in facts if c.text not in memo]
+        for text, vector in zip(missing, embedder.embed_documents(missing) if missing else [], strict=True):
+            memo[text] = vector
+        vectors = [memo[c.text] for c in facts]
         neighbours = []
         for vector in vectors:
             near = []
@@ -405,7 +514,7 @@ def offline_links(statements: list[tuple[str, str, str]], *, extractor_obj, embe
         new_ids = [fact_id(scope, c) for c in facts]
         actions = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=vectors,
                              existing={i for i in new_ids if i in current}, probes=probes,
-                             episodes={statement_id: episode}, display_name=display_name, linking=linking)
+                             episodes=by_id, display_name=display_name, linking=linking)
         for action, vector in zip(actions, vectors, strict=True):
             candidate = action.candidate
             if action.kind in ("create", "supersede"):
@@ -416,8 +525,102 @@ def offline_links(statements: list[tuple[str, str, str]], *, extractor_obj, embe
                 for old in action.supersedes:
                     if old in current:
                         for o in support[old]:
-                            out.append((o, statement_id, action.contradiction, candidate.text))
+                            for n in candidate.episode_ids:
+                                if n != o:
+                                    why = action.change or {}
+                                    out.append((o, n, action.contradiction,
+                                                f"{candidate.text} [{why.get('cue')}, by {why.get('by')}: "
+                                                f"{' '.join(why.get('shared') or ())} | {current[old][0].text}]"))
                         current.pop(old)
             elif action.kind == "merge" and action.memory_id in support:
                 support[action.memory_id] |= set(candidate.episode_ids)
     return out
+
+
+def detect_offline_locomo(*, paths: list[Path], labels: DevChangeSet | None = None, extractor: str | None = None,
+                          linking: ChangeLinking | None = None, neighbours_k: int = 10, memo: dict | None = None
+                          ) -> dict[str, Any]:
+    """``evaluate_changes_locomo``'s supersession figures without the services (each session one
+    run; a candidate's neighbours: the ``neighbours_k`` stored facts nearest by vector)."""
+    labels = labels or load_locomo_changes()
+    linking = linking or ChangeLinking.from_settings()
+    embedder = get_embedder()
+    extractor_obj = get_extractor(extractor)
+    report: dict[str, Any] = {"conversations": {}, "findings": defaultdict(list)}
+    total: dict[str, float] = _empty()
+    for path in paths:
+        conversation = path.stem
+        runs = [[(_dia(e["metadata"]["dia_id"]), e["text"], e["occurred_at"].isoformat()) for e in session]
+                for session in locomo_sessions(conversation, json.loads(path.read_text()))]
+        links = offline_runs(runs, extractor_obj=extractor_obj, embedder=embedder, linking=linking, display_name="",
+                             neighbours_k=neighbours_k, memo=memo)
+        t = dev_score(links, [c for c in labels.changes if c.conversation == conversation],
+                      [c for c in labels.non_changes if c.conversation == conversation], report["findings"],
+                      conversation=conversation)
+        report["conversations"][path.name] = dev_figures(t)
+        for key, value in t.items():
+            total[key] += value
+    report["all"] = dev_figures(total)
+    report["findings"] = dict(report["findings"])
+    return report
+
+
+def dev_score(links: list[tuple[str, str, str, str]], changes: list, non_changes: list,
+              findings: dict[str, list[str]], *, conversation: str) -> dict[str, float]:
+    """Supersession figures of one conversation from its links (old turn, new turn, kind, new
+    fact's text): a supersession (one new fact's text replacing facts of one old turn) is right
+    when a labelled change links those turns."""
+    t: dict[str, float] = _empty()
+    made = {(o, n) for o, n, _, _ in links}
+    right = set()
+    for change in changes:
+        olds, news = {change.earlier_turn, *change.old_also}, {change.later_turn, *change.new_also}
+        found = {(o, n) for o, n in made if o in olds and n in news}
+        right |= found
+        t["changes"] += 1
+        t["changes_found"] += bool(found)
+        if not found:
+            findings["missed"].append(f"{change.id} {change.speaker} {change.slot} {change.earlier_turn}->"
+                                      f"{change.later_turn}")
+    for non in non_changes:
+        bad = (non.earlier_turn, non.later_turn) in made
+        t["non_changes"] += 1
+        t["non_changes_superseded"] += bad
+    by_link: dict[tuple[str, str], bool] = {}
+    for o, n, _, text in links:
+        by_link[(o, text)] = by_link.get((o, text), False) or (o, n) in right
+    t["supersessions"] += len(by_link)
+    t["supersessions_right"] += sum(by_link.values())
+    for (o, text), ok in by_link.items():
+        if not ok:
+            findings["unlabelled_supersession"].append(f"{conversation} {o}: {text}")
+    return t
+
+
+LINKING_GRID = tuple(ChangeLinking(min_topic_cosine=t, min_cosine=v) for t in (0.25, 0.35, 0.45, 0.6)
+                     for v in (0.55, 0.65, 0.75, 1.01))
+
+
+def linking_cross_validated(*, paths: list[Path], labels: DevChangeSet | None = None,
+                            grid: Iterable[ChangeLinking] = LINKING_GRID) -> dict[str, Any]:
+    """Leave one dev conversation out: on the other three, the thresholds with the most right
+    supersessions minus wrong ones (ties: the stricter), scored on the one left out (offline)."""
+    memo: dict = {}
+    grid = list(grid)
+    per: dict[tuple[float, float], dict[str, dict[str, Any]]] = {}
+    for linking in grid:
+        report = detect_offline_locomo(paths=paths, labels=labels, linking=linking, memo=memo)
+        per[(linking.min_topic_cosine, linking.min_cosine)] = report["conversations"]
+
+    def net(figures: dict[str, Any]) -> float:
+        right = round((figures["precision"] or 0) * figures["supersessions"])
+        return right - (figures["supersessions"] - right)
+
+    folds = {}
+    for path in paths:
+        others = [p.name for p in paths if p != path]
+        best = max(per, key=lambda key: (sum(net(per[key][o]) for o in others), key[0], key[1]))
+        folds[path.name] = {"min_topic_cosine": best[0], "min_cosine": best[1], **per[best][path.name]}
+    overall = max(per, key=lambda key: (sum(net(per[key][p.name]) for p in paths), key[0], key[1]))
+    return {"folds": folds, "chosen_on_all": {"min_topic_cosine": overall[0], "min_cosine": overall[1]},
+            "grid": {f"{t}/{v}": figures for (t, v), figures in per.items()}}

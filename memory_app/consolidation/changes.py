@@ -277,7 +277,12 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             cue = _CUE.search(clause)
             if cue is None or _TEMPORARY.search(clause) or _ADDITION.search(clause):
                 continue
-            if re.search(r"\bswitch(?:ed|ing)? (?:\w+ )?(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
+            if _NEGATED.search(clause[: cue.start()]) and not _ENDS.search(cue.group(0)[-12:]) \
+                    or _NEGATED_END.search(clause):
+                continue  # "I won't quit", "never gave up": the value stays
+            if cue.group(0).lower() in ("now", "new") and _ADDITION.search(text):
+                continue  # "we adopted a second cat, so now there are two": the now of an addition
+            if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
         other, what = subject
         if harsh or (other and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
@@ -301,6 +306,11 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
     return None
 
 
+# A negation just before a cue keeps the value ("won't quit", "not gonna give up", "never moved").
+_NEGATED = re.compile(r"\b(?:won't|will not|wouldn't|never|not gonna|not going to|didn't|did not|can't|cannot|"
+                      r"couldn't|don't|do not|doesn't)\s+(?:\w+\s+){0,2}$", re.I)
+_NEGATED_END = re.compile(r"\b(?:won't|will not|never|not gonna|not going to|can't)\s+(?:\w+\s+){0,2}"
+                          r"(?:quit|give up|leave|stop|move)\b", re.I)
 _LEAD = re.compile(r"^(?:(?:now|so|then|today|finally|actually|anyway|these days|nowadays|since then|at last)\b,?\s*)+",
                    re.I)
 
@@ -360,6 +370,7 @@ class StoredFact:
     cosine: float = 0.0
     valid_from: str | None = None
     topics: tuple[str, ...] = ()  # topics it inherits from the fact it replaced (its chain's slot)
+    slot: str | None = None  # the extractor's slot, when it gave one
 
 
 @dataclass(frozen=True)
@@ -386,6 +397,16 @@ def _names(text: str, *, self_names: frozenset[str]) -> set[str]:
     return out
 
 
+def _opening_names(text: str, *, self_names: frozenset[str]) -> set[str]:
+    """The capitalised first word of each sentence of ``text`` (a name only if written so elsewhere)."""
+    out = set()
+    for m in re.finditer(r"(?:^|[.!?;]\s+)([A-Z][A-Za-z'’\-]+)", text):
+        word = m.group(1).lower().replace("’", "'").removesuffix("'s")
+        if word not in _STOP and word not in self_names and word != "user":
+            out.add(word)
+    return out
+
+
 def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
     """Whether every mention of ``word`` in ``clause`` names the owner of a part ("the router's
     firmware", "the batteries in the thermostat", "my email signature", "desks at the Infirmary"),
@@ -407,6 +428,11 @@ def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
     return True
 
 
+# Cues that say only that something is new or begins ("now", "new", "started"): with nothing in
+# common but the vector, a story, not a replaced value.
+_WEAK_CUE = re.compile(r"now|new|these days|nowadays|ever since|now that|start(?:ed|ing)?|join(?:ed|ing)|"
+                       r"finished|ended|chang(?:e|ed|ing)|became|become|took up|taken up|moved on|"
+                       r"adopt(?:ed|ing)|lost|reset|give up|gave up|given up", re.I)
 _PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|split up|broke up|moved out|"
                        r"no longer|passed away|died|retired|left)\b", re.I)
 
@@ -424,7 +450,7 @@ def _still(sentence: str, words: set[str]) -> bool:
 
 
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
-                  min_cosine: float = 0.55, min_topic_cosine: float = 0.25) -> Link | None:
+                  min_cosine: float = 0.55, min_topic_cosine: float = 0.25, strict_words: bool = True) -> Link | None:
     """The fact ``reading`` replaces among ``facts`` (the speaker's current facts near it), or None.
 
     By value: the sentence and the fact share a name (a capitalised word, a number) or a content
@@ -445,10 +471,16 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         fact_names = _names(fact.text, self_names=names)
         fact_topics = topics_of(fact.text) | set(fact.topics)
         shared_names = {w for w in sentence_names & (fact_names | fact_words) if not w.isdigit() or w in fact_names}
-        shared_words = {w for w in sentence_words & fact_words
-                        if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC}
-        shared_value = tuple(sorted(shared_names | shared_words))
+        # A name that opens the sentence ("Frank passed away", "Vodafone was hopeless") is a name when
+        # the fact writes it as one.
+        shared_names |= _opening_names(reading.sentence, self_names=names) & fact_names
         shared_topics = clause_topics & fact_topics
+        # A plain word in common names a value only within a topic both speak of ("choir" in a
+        # hobby); alone it is talk about the same things ("journey", "express").
+        shared_words = {w for w in sentence_words & fact_words
+                        if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC} \
+            if shared_topics or not strict_words else set()
+        shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:
             if all(_part_only(reading.sentence, w) or _relocated(reading.sentence, w) for w in shared_value):
@@ -463,10 +495,12 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             topic_words = [w for w in words_of(reading.sentence)
                            if (_TOPIC_OF.get(w.removesuffix("'s"), set()) | _TOPIC_OF.get(_singular(w), set()))
                            & shared_topics]
-            parts = bool(topic_words) and all(_part_only(reading.sentence, w, compound=True) for w in topic_words)
-            if not parts and fact.cosine >= min_topic_cosine:
+            if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
+                continue  # "the batteries in the thermostat": the thermostat stays
+            if fact.cosine >= min_topic_cosine:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
-        if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None:
+        if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
+                and not _WEAK_CUE.fullmatch(reading.cue):
             link = Link(fact=fact, by="vector", shared=(), score=fact.cosine)
         if link is None:
             continue
@@ -475,6 +509,8 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             continue  # someone else's change of their own thing
         if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words):
             continue  # nothing new: the same value said again
+        if reading.ends and reading.cue and re.search(rf"\b{re.escape(reading.cue)}\b", fact.text, re.I):
+            continue  # the fact already tells the same end ("lost the job"): said again, nothing replaced
         if _still(reading.sentence, (fact_words | fact_names) - _GENERIC):
             continue  # "... but email is still the way to reach me"
         if best is None or link.score > best.score:
@@ -549,7 +585,10 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=holder, family=family, when=when)
-        carrier = _carrier(rendered, own) or _carrier(rendered, [c for c in own if c.change], share=0.3)
+        carrier = _carrier(rendered, own)
+        if carrier is None and reading is not None and reading.kind == HARSH:
+            # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
+            carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
         if reading is None:
             if carrier is None and _slot_statement(sentence, self_names=names):
                 added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))

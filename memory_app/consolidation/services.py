@@ -429,7 +429,7 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         cosine = fact.cosine
         if fact.in_run and fact.id in vectors_by_id:
             cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
-        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics))
+        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot))
     link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
                                  min_topic_cosine=linking.min_topic_cosine)
     if link is None:

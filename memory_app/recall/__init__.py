@@ -107,7 +107,8 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     allowed = Allowed(types=memory_types, index_for={t: alias_name(t, prefix=prefix)
                                                      for t in (*memory_types, *crediting)},
                       scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                      since=since, until=until, crediting=crediting)
+                      since=since, until=until, crediting=crediting,
+                      stale_index=alias_name(MemoryType.SEMANTIC, prefix=prefix))
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()

@@ -68,6 +68,9 @@ class RecallOptions:
     reply_credit: float = _setting("ENGRAM_REPLY_CREDIT")
     rerank_pool: int = _setting("ENGRAM_RERANK_POOL")
     collapse_copies: bool = _setting("ENGRAM_RECALL_COLLAPSE_COPIES")
+    superseded_weight: float = _setting("ENGRAM_SUPERSEDED_EPISODE_WEIGHT")
+    past_boost: float = _setting("ENGRAM_PAST_BOOST")
+    stale_facts: int = _setting("ENGRAM_RECALL_STALE_FACTS")
 
     @classmethod
     def from_settings(cls) -> RecallOptions:

@@ -31,6 +31,7 @@ from memory_app.recall.search import (
     WORD_IN_TEXT,
     Leg,
     Searched,
+    StaleFact,
 )
 
 # Each type's date field for time decay; None = exempt.
@@ -69,6 +70,7 @@ class Hit:
     credited_by: str | None = None
     reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
     replies_to: str | None = None
+    stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         pool = rerank_pool([h for h in hits if h.memory_type in searched.returned], options=options)
         hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
     sessions = sessions_covered(hits, searched.idf, options=options)
+    stale = stale_episodes(searched)
     for hit in hits:
+        hit.stale_fact = stale.get(hit.id)
         hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, options=options)
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
@@ -278,6 +282,12 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["session"] = 1.0 + options.session_coverage * covered
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
+    if episode and hit.stale_fact is not None:
+        if reading.asks_past:
+            if options.past_boost:
+                factors["was_true"] = 1.0 + options.past_boost
+        elif options.superseded_weight != 1.0:
+            factors["superseded"] = options.superseded_weight
     if hit.memory_type is MemoryType.SEMANTIC:
         factors["use_count"] = 1.0 + options.use_count_weight * math.log10(1 + int(src.get("use_count") or 0))
     if hit.memory_type is MemoryType.CATALOG:
@@ -287,6 +297,35 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
                                                 failures=int(src.get("failure_count") or 0),
                                                 weight=options.outcome_weight)
     return factors
+
+
+def stale_episodes(searched: Searched) -> dict[str, StaleFact]:
+    """The episodes whose value stopped being true for this question: each is cited by a
+    superseded fact near the question (``Searched.stale``) that is nearer than every current fact
+    found that cites it ("Our provider is Virgin Media." once "switched to BT" replaced its fact;
+    not the turn that also gave a current fact the question is about). An episode the superseding
+    fact cites too (the turn that said the change) is not stale."""
+    if not searched.stale:
+        return {}
+    current: dict[str, float] = {}
+    for leg in searched.legs:
+        if not leg.dense:
+            continue
+        for raw in leg.hits:
+            if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value:
+                for episode_id in raw["_source"].get("supporting_episode_ids") or ():
+                    current[episode_id] = max(current.get(episode_id, 0.0), float(raw["_score"]))
+    successors = {i for fact in searched.stale for i in fact.superseded_by}
+    successor_support = {e for leg in searched.legs for raw in leg.hits if raw["_id"] in successors
+                         for e in raw["_source"].get("supporting_episode_ids") or ()}
+    out: dict[str, StaleFact] = {}
+    for fact in sorted(searched.stale, key=lambda f: -f.similarity):
+        for episode_id in fact.supporting_episode_ids:
+            if episode_id in out or episode_id in successor_support:
+                continue
+            if fact.similarity > current.get(episode_id, 0.0):
+                out[episode_id] = fact
+    return out
 
 
 def in_window(window: TimeWindow, *, told: datetime, named: list[tuple[date, date]], grace: timedelta) -> bool:

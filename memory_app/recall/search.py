@@ -69,6 +69,7 @@ class Allowed:
     since: datetime | None = None
     until: datetime | None = None
     crediting: tuple[MemoryType, ...] = ()
+    stale_index: str | None = None  # the facts' index, searched for superseded facts (``stale_search``)
 
     @property
     def indices(self) -> str:
@@ -118,6 +119,50 @@ class Searched:
     idf: dict[str, float]
     mention_counts: dict[str, int]
     returned: frozenset[MemoryType] = frozenset(MemoryType)
+    stale: tuple[StaleFact, ...] = ()
+
+
+@dataclass(frozen=True)
+class StaleFact:
+    """A superseded fact near the question (``stale_search``): its similarity to the question
+    (the kNN score, on the dense leg's scale), the episodes it was distilled from, and what
+    replaced it when."""
+
+    id: str
+    text: str
+    similarity: float
+    supporting_episode_ids: tuple[str, ...]
+    superseded_by: tuple[str, ...]
+    valid_to: str | None
+
+
+STALE_FIELDS = ["text", "supporting_episode_ids", "superseded_by", "superseded_at", "valid_to"]
+
+
+def stale_search(*, vector: list[float], allowed: Allowed, options: RecallOptions) -> list[dict]:
+    """Header/body of the search for the end-user's superseded facts nearest the question: the
+    episodes they came from hold a value that stopped being true (``rank.stale_episodes``). Only
+    when episodes are returned and superseded facts are not (explain names the fact even when the
+    weights leave the episode's score alone)."""
+    if allowed.stale_index is None or MemoryType.EPISODIC not in allowed.types or allowed.include_superseded \
+            or options.stale_facts <= 0:
+        return []
+    scope = allowed.scope
+    filters = [{"term": {"memory_type": MemoryType.SEMANTIC.value}}, {"term": {"tenant_id": scope["tenant_id"]}},
+               {"term": {"user_id": scope["user_id"]}}, {"exists": {"field": "superseded_by"}}]
+    k = options.stale_facts
+    return [{"index": allowed.stale_index},
+            {"size": k, "_source": STALE_FIELDS,
+             "query": {"knn": {"field": "embedding", "query_vector": vector, "k": k,
+                               "num_candidates": max(50, 5 * k), "filter": filters}}}]
+
+
+def _stale(response: dict) -> tuple[StaleFact, ...]:
+    return tuple(StaleFact(id=raw["_id"], text=raw["_source"].get("text") or "", similarity=float(raw["_score"]),
+                           supporting_episode_ids=tuple(raw["_source"].get("supporting_episode_ids") or ()),
+                           superseded_by=tuple(raw["_source"].get("superseded_by") or ()),
+                           valid_to=raw["_source"].get("valid_to"))
+                 for raw in response["hits"]["hits"])
 
 
 def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector: Callable[[], list[float]],
@@ -135,10 +180,12 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
         indices=allowed.indices, allowed=allowed.query()) if reading.words else []
+    stale_body = stale_search(vector=vector, allowed=allowed, options=options)
     with timed("search"):
-        responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
+        responses = es.msearch(searches=body + entity_body + counts_body + stale_body)["responses"]
     for response in responses:
         leg_answer_check(response)
+    stale = _stale(responses.pop()) if stale_body else ()
     idf = word_idf(responses.pop()) if counts_body else {}
     plain = len(body) // 2
     entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
@@ -153,7 +200,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
             sources.setdefault(raw["_id"], raw["_source"])
     usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
     return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted},
-                    returned=frozenset(allowed.types))
+                    returned=frozenset(allowed.types), stale=stale)
 
 
 def leg_answer_check(response: dict[str, Any]) -> None:

@@ -266,6 +266,13 @@ ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # hi
 # A recall lists a memory once per content: later hits of the same type and text (case and
 # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
 ENGRAM_RECALL_COLLAPSE_COPIES = env.bool("ENGRAM_RECALL_COLLAPSE_COPIES", default=True)
+# An episode a superseded fact near the question was distilled from (and no nearer current fact)
+# holds a value that stopped being true: its score is multiplied by the first for a question about
+# now, by 1 + the second for one about the past ("before", "at first", a past date). The recall
+# looks at the ENGRAM_RECALL_STALE_FACTS superseded facts nearest the question (memory_app.recall.rank).
+ENGRAM_SUPERSEDED_EPISODE_WEIGHT = env.float("ENGRAM_SUPERSEDED_EPISODE_WEIGHT", default=0.5)
+ENGRAM_PAST_BOOST = env.float("ENGRAM_PAST_BOOST", default=1.0)
+ENGRAM_RECALL_STALE_FACTS = env.int("ENGRAM_RECALL_STALE_FACTS", default=10)
 # HNSW candidates per search (the *_hnsw types; a flat search is exact).
 ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)
 # Rank fusion's constant k in weight / (k + rank); also turns a reranker's rank into a score.

@@ -46,6 +46,12 @@ class Command(BaseCommand):
             for family, f in report["families"].items():
                 self.stdout.write(f"  {family:<12}{f['changes']:>8}{f['precision']!s:>7}{f['recall']!s:>7}"
                                   f"{f['now_first']!s:>7}{f['before_first']!s:>7}{f['kept_first']!s:>7}")
+        if "weights" in report:
+            self.stdout.write("  first right per (superseded weight / past boost): now, before, kept")
+            for key, shares in report["weights"].items():
+                self.stdout.write(f"    {key:<10} {shares['now']!s:>6} {shares['before']!s:>6} {shares['kept']!s:>6}")
+        if "cross_validated" in report:
+            self.stdout.write(f"  leave one conversation out: {report['cross_validated']}")
         if findings:
             for kind, lines in report["findings"].items():
                 self.stdout.write(f"{kind} ({len(lines)}):")
