@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rapidfuzz import fuzz
 
 from memory_app.consolidation.extractors import get_extractor
@@ -504,13 +505,13 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
             memo[text] = vector
         vectors = [memo[c.text] for c in facts]
         neighbours = []
-        for vector in vectors:
-            near = []
-            for fact, stored_vector in current.values():
-                cosine = float(sum(a * b for a, b in zip(vector, stored_vector, strict=True)))
-                near.append(replace(fact, cosine=cosine, supporting_episode_ids=list(support[fact.id])))
-            near.sort(key=lambda f: -f.cosine)
-            neighbours.append(near[:neighbours_k] if neighbours_k else near)
+        stored = list(current.values())
+        cosines = (np.asarray(vectors, dtype=float) @ np.asarray([v for _, v in stored], dtype=float).T
+                   if stored else np.zeros((len(vectors), 0)))
+        for row in cosines:
+            order = np.argsort(-row)[:neighbours_k] if neighbours_k else np.argsort(-row)
+            neighbours.append([replace(stored[i][0], cosine=float(row[i]), supporting_episode_ids=list(
+                support[stored[i][0].id])) for i in order])
         new_ids = [fact_id(scope, c) for c in facts]
         actions = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=vectors,
                              existing={i for i in new_ids if i in current}, probes=probes,

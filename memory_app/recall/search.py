@@ -70,6 +70,7 @@ class Allowed:
     until: datetime | None = None
     crediting: tuple[MemoryType, ...] = ()
     stale_index: str | None = None  # the facts' index, searched for superseded facts (``stale_search``)
+    as_of: datetime | None = None  # what was true then (``type_filter``)
 
     @property
     def indices(self) -> str:
@@ -85,7 +86,7 @@ class Allowed:
         return {"bool": {"should": [type_filter(memory_type=t, scope=self.scope,
                                                 include_superseded=self.include_superseded,
                                                 since=None if any_time else self.since,
-                                                until=None if any_time else self.until)
+                                                until=None if any_time else self.until, as_of=self.as_of)
                                     for t in (self.crediting if crediting else self.types)],
                          "minimum_should_match": 1}}
 
@@ -145,7 +146,7 @@ def stale_search(*, vector: list[float], allowed: Allowed, options: RecallOption
     when episodes are returned and superseded facts are not (explain names the fact even when the
     weights leave the episode's score alone)."""
     if allowed.stale_index is None or MemoryType.EPISODIC not in allowed.types or allowed.include_superseded \
-            or options.stale_facts <= 0:
+            or allowed.as_of is not None or options.stale_facts <= 0:
         return []
     scope = allowed.scope
     filters = [{"term": {"memory_type": MemoryType.SEMANTIC.value}}, {"term": {"tenant_id": scope["tenant_id"]}},
@@ -301,18 +302,46 @@ def bm25_fields(types: list[MemoryType], *, options: RecallOptions) -> list[str]
 
 
 def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
-                since: datetime | None, until: datetime | None) -> dict:
+                since: datetime | None, until: datetime | None, as_of: datetime | None = None) -> dict:
     """What a hit of one memory type must satisfy. The scope terms duplicate the DLS key's query
-    on purpose: a second guard in case a key's role were ever too broad."""
+    on purpose: a second guard in case a key's role were ever too broad. ``as_of``: only what was
+    true then (``as_of_filter``)."""
     filters: list[dict] = [{"term": {"memory_type": memory_type.value}}, {"term": {"tenant_id": scope["tenant_id"]}}]
     if memory_type is not MemoryType.CATALOG:
         filters.append({"term": {"user_id": scope["user_id"]}})
     if since or until:
         bounds = {k: v.isoformat() for k, v in (("gte", since), ("lte", until)) if v}
         filters.append({"range": {RANGE_FIELD[memory_type]: bounds}})
-    if not include_superseded:
+    if as_of is not None:
+        filters += as_of_filter(memory_type, as_of=as_of, include_superseded=include_superseded)
+    elif not include_superseded:
         filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
     return {"bool": {"filter": filters}}
+
+
+def as_of_filter(memory_type: MemoryType, *, as_of: datetime, include_superseded: bool) -> list[dict]:
+    """What was true at ``as_of``: an episode that had happened; a fact that had become true
+    (``valid_from``, else stored) and not yet stopped (``valid_to``, else superseded); a playbook
+    stored and not yet superseded. The catalog is the tenant's: as it is. ``include_superseded``
+    also keeps what had already stopped."""
+    moment = as_of.isoformat()
+    if memory_type is MemoryType.CATALOG:
+        return []
+    if memory_type is MemoryType.EPISODIC:
+        return [{"range": {"occurred_at": {"lte": moment}}}]
+    if memory_type is MemoryType.PROCEDURAL:
+        began = {"range": {"created_at": {"lte": moment}}}
+        ended = {"range": {"superseded_at": {"lte": moment}}}
+        return [began] if include_superseded else [began, {"bool": {"must_not": ended}}]
+    began = {"bool": {"should": [{"range": {"valid_from": {"lte": moment}}},
+                                 {"bool": {"must_not": {"exists": {"field": "valid_from"}},
+                                           "filter": {"range": {"created_at": {"lte": moment}}}}}],
+                      "minimum_should_match": 1}}
+    ended = {"bool": {"should": [{"range": {"valid_to": {"lte": moment}}},
+                                 {"bool": {"must_not": {"exists": {"field": "valid_to"}},
+                                           "filter": {"range": {"superseded_at": {"lte": moment}}}}}],
+                      "minimum_should_match": 1}}
+    return [began] if include_superseded else [began, {"bool": {"must_not": ended}}]
 
 
 def lexical_header(indices: str, *, words: tuple[str, ...] | list[str]) -> dict:
