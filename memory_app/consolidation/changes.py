@@ -450,7 +450,7 @@ def _still(sentence: str, words: set[str]) -> bool:
 
 
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
-                  min_cosine: float = 0.55, min_topic_cosine: float = 0.25, strict_words: bool = True) -> Link | None:
+                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6) -> Link | None:
     """The fact ``reading`` replaces among ``facts`` (the speaker's current facts near it), or None.
 
     By value: the sentence and the fact share a name (a capitalised word, a number) or a content
@@ -479,7 +479,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # hobby); alone it is talk about the same things ("journey", "express").
         shared_words = {w for w in sentence_words & fact_words
                         if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC} \
-            if shared_topics or not strict_words else set()
+            if shared_topics else set()
         shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:

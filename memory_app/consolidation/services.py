@@ -336,8 +336,8 @@ class ChangeLinking:
     """How near a change in natural phrasing must be to a stored fact to replace it
     (``changes.change_target``): sharing only a topic, or nothing but the vector."""
 
-    min_topic_cosine: float = 0.25
-    min_cosine: float = 0.55
+    min_topic_cosine: float = 0.6
+    min_cosine: float = 1.01
 
     @classmethod
     def from_settings(cls) -> ChangeLinking:
@@ -370,7 +370,10 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
         action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
         if change is not None and action.kind == "supersede":
             action.change = change
-        action.valid_from = min((episodes[i].occurred_at for i in candidate.episode_ids if i in episodes), default=None)
+        told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
+        # A fact became true when first told; a replacement when the change was told (its last turn:
+        # "switched from Virgin Media to BT" may cite the turn that named Virgin Media too).
+        action.valid_from = (max(told) if action.kind == "supersede" else min(told)) if told else None
         actions.append(action)
         if action.kind in ("create", "supersede", "exists"):
             in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
