@@ -16,10 +16,10 @@ from engram_core.db import as_request
 from engram_core.es.client import admin_client
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType, alias_name, all_aliases, drop_indices
 from memory_app import timing
-from memory_app.config.serving import UVICORN_FLAGS
-from memory_app.embeddings import get_embedder
-from memory_app.embeddings.minilm import MiniLMEmbedder
-from memory_app.embeddings.server import EmbeddingsServer
+from config.serving import UVICORN_FLAGS
+from memory_app.providers import get_embedder
+from embeddings.minilm import MiniLMEmbedder
+from embeddings.server import EmbeddingsServer
 from engram_eval.locomo import locomo_episodes, locomo_evidence
 from memory_app.outbox import turn_submit, write_submit
 from memory_app.recall import memory_recall

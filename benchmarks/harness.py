@@ -30,7 +30,7 @@ def configure_environment() -> str:
     """Fix, before Django reads its settings, what a benchmark process must not share with any other:
     its index prefix (under the configured one) and, unless ``DATABASE_URL`` names one, a scratch
     SQLite database removed at exit. Child processes (the ASGI server) inherit both. Returns the prefix."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_app.config.settings.dev")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
     os.environ.setdefault("DJANGO_DEBUG", "false")  # measured as served: DEBUG records every query
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     prefix = f"{os.environ.get('ES_INDEX_PREFIX', 'engram')}-bench-{RUN_ID}"

@@ -55,7 +55,7 @@ from benchmarks.load import (Send, free_port, http_sender, prepare, rss_line, ru
 
 def server_command(*, port: int, workers: int) -> list[str]:
     """uvicorn as ``scripts/dev`` runs it (Engram's loop and parser flags), with ``workers`` processes."""
-    return [sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application", "--host", "127.0.0.1", "--port",
+    return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port",
             str(port), "--log-level", "error", *engram.UVICORN_FLAGS, "--workers", str(workers)]
 
 
@@ -142,7 +142,7 @@ def mem0_server(*, python: str, workers: int) -> Iterator[tuple[str, subprocess.
     """Mem0 behind uvicorn (``workers`` processes) in its own virtualenv, on the run's node, with
     Engram's embedder (its default runtime) served in a process of its own; (its URL, its process)."""
     embed_port, port = free_port(), free_port()
-    embedder = subprocess.Popen([sys.executable, "-m", "memory_app.embeddings.server", "--port", str(embed_port)],
+    embedder = subprocess.Popen([sys.executable, "-m", "embeddings.server", "--port", str(embed_port)],
                                 cwd=ROOT, stdout=subprocess.DEVNULL)
     server = None
     try:

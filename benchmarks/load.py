@@ -213,7 +213,7 @@ def timing_summary(rows: list[tuple[float, dict[str, float], set[str]]]) -> dict
 # ---------------------------------------------------------------- where the CPU went (--cpu-split)
 
 _CLASSES = ("elasticsearch", "engram server", "redis", "load generator")
-_EMBEDDING_SERVER = "memory_app.embeddings.server"
+_EMBEDDING_SERVER = "embeddings.server"
 
 
 def classify(procs: dict[int, tuple[int, str]], *, me: int, es_pid: int | None) -> dict[int, str]:

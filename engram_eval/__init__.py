@@ -1,5 +1,7 @@
-"""The product's own measurement: recall quality, consolidation quality, the isolation probe.
+"""The product's own measurement: recall quality, consolidation quality, the isolation probe and
+the canary scan.
 
-The operator commands (``manage.py memory_eval``, ``manage.py isolation_probe``) call into it.
-It may import the apps; no app imports it (``tests/test_layers.py``).
+A Django app for its operator commands (``manage.py memory_eval``, ``isolation_probe``,
+``canary_scan``, in ``management/commands/``). It may import the apps; no app imports it
+(``tests/test_layers.py``).
 """

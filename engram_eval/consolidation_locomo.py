@@ -36,11 +36,11 @@ import numpy as np
 from memory_app.consolidation.extractors import Episode, get_extractor
 from memory_app.consolidation.grounding import content_words, ungrounded_words
 from memory_app.consolidation.services import consolidate_all, consolidation_run
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 
 from .locomo import locomo_episodes, locomo_session_date
 from .sandbox import import_by_client_id, sandbox
-from memory_app.language.temporal import statement_dates
+from language.temporal import statement_dates
 from memory_app.selectors import subject_export
 from tenants.services.subjects import subject_get_or_create
 

@@ -39,7 +39,7 @@ from memory_app.consolidation.extractors.base import Episode
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import StoredFact, fact_id, normalise
 from memory_app.consolidation.services import ChangeLinking, changes_read, consolidate_all, facts_plan
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
 from memory_app.recall.read import query_asks_past
 from memory_app.selectors import subject_export

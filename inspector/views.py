@@ -35,11 +35,12 @@ from engram_core.validation import clean_date, clean_datetime
 from memory_app import outbox, selectors
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
-from memory_app.language.intent import ANSWERED_BY, Intent
+from language.intent import Intent
 from memory_app.metering import FIELDS as USAGE_FIELDS
 from memory_app.metering import USAGE_MAX_DAYS, tenant_usage
 from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
+from memory_app.recall.read import ANSWERED_BY
 from tenants import crypto
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
 from tenants.selectors import (
@@ -245,7 +246,7 @@ _INTENT_LABELS = {Intent.EVENT: "an event", Intent.STATE: "how things stand", In
 
 
 def _intent_context(intent: Intent | None) -> dict:
-    """How the recall sandbox names the kind of memory the question asks for (memory_app.language.intent)."""
+    """How the recall sandbox names the kind of memory the question asks for (language.intent)."""
     if intent is None:
         return {}
     return {"intent_label": _INTENT_LABELS[intent], "intent_boost": 1 + settings.ENGRAM_INTENT_BOOST,

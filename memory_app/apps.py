@@ -8,7 +8,7 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         from memory_app import checks  # noqa: F401  (registers the system checks)
         from engram_core.es.schema import EmbedderSource, register_embedder
-        from memory_app.embeddings import get_embedder
+        from memory_app.providers import get_embedder
         from memory_app.services.migration import vectors_rebuild
 
         # The index mappings (in the core package) take their vector width from the embedder, record

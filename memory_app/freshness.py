@@ -48,7 +48,7 @@ end
 
 
 def _redis():
-    """The shared Redis client when the cache is Redis (``memory_app.config.cache``), else None."""
+    """The shared Redis client when the cache is Redis (``config.cache``), else None."""
     client = getattr(cache, "redis_client", None)
     return client() if client is not None else None
 

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from engram_core.es.capabilities import probe_capabilities
 from engram_core.es.client import monitor_client
 from engram_core.es.schema import indices_present, vector_spaces
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 from memory_app.outbox import outbox_backlog
 
 

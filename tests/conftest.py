@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def shared_redis_cache():
-    """The shared Redis cache the product runs with (``memory_app.config.cache``), on the Redis
+    """The shared Redis cache the product runs with (``config.cache``), on the Redis
     scripts/test starts (its database 4); skipped without one. Tests of this process's default
     cache get the same code paths with a process-local cache instead."""
     import os
@@ -145,5 +145,5 @@ def shared_redis_cache():
     broker = os.environ.get("CELERY_BROKER_URL", "")
     if not broker.startswith("redis://"):
         pytest.skip("no Redis: scripts/test starts one")
-    return CacheHandler({"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+    return CacheHandler({"default": {"BACKEND": "config.cache.SharedRedisCache",
                                      "LOCATION": broker.rsplit("/", 1)[0] + "/4"}})["default"]

@@ -1,11 +1,14 @@
-"""Dependencies point one way: ``engram_core`` imports no app, ``tenants`` imports no ``memory_app``,
-the English readers import nothing else of ``memory_app``, no runtime package imports the
-measurement code (the management commands that run it aside), and no product code uses Django's
-test utilities."""
+"""Dependencies point one way (docs/architecture.md): ``engram_core`` imports no app, ``tenants``
+imports no ``memory_app``, no app imports the Django project (``config``) or the measurement code
+(the management commands that run it aside), ``language`` and ``embeddings`` import no Django,
+no settings and nothing of the project above them, and no product code uses Django's test
+utilities."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ("memory_app", "tenants", "inspector", "engram_core")
 MEASUREMENT = ("benchmarks", "engram_eval")
+# The Django-free libraries: what they may import of the project is the thread pools only.
+LIBRARIES = ("language", "embeddings")
+PROJECT = ("config", "memory_app", "tenants", "inspector", "engram_core", "engram_eval", "engram_client",
+           "benchmarks", *LIBRARIES)
 
 
 def _imported_modules(package: str, *, skip: tuple[str, ...]) -> dict[str, set[str]]:
@@ -46,9 +53,12 @@ ENTRY_POINTS = ("migrations", "management")
 
 
 @pytest.mark.parametrize(("package", "forbidden", "allowed", "skip"), [
-    pytest.param("engram_core", ("memory_app", "tenants", "inspector"), (), ("migrations",), id="engram_core"),
+    pytest.param("engram_core", ("memory_app", "tenants", "inspector", "language", "embeddings"), (), ("migrations",),
+                 id="engram_core"),
     pytest.param("tenants", ("memory_app", "inspector"), (), ("migrations",), id="tenants"),
-    pytest.param("memory_app/language", ("memory_app",), ("memory_app.language",), (), id="language"),
+    *[pytest.param(package, (*PROJECT, "django", "rest_framework", "celery"), (package, "engram_core.threads"), (),
+                   id=f"{package}-library") for package in LIBRARIES],
+    *[pytest.param(package, ("config",), (), (), id=f"{package}-config") for package in (*RUNTIME, "engram_eval")],
     *[pytest.param(package, MEASUREMENT, (), ENTRY_POINTS, id=f"{package}-measurement") for package in RUNTIME],
 ])
 def test_package_does_not_import_the_packages_above_it(package, forbidden, allowed, skip):
@@ -60,9 +70,32 @@ def test_package_does_not_import_the_packages_above_it(package, forbidden, allow
     assert {p: n for p, n in offending.items() if n} == {}
 
 
-@pytest.mark.parametrize("package", ["engram_core", "tenants", "memory_app", "inspector", "engram_eval"])
+@pytest.mark.parametrize("package", ["config", "engram_core", "tenants", "memory_app", "inspector", "engram_eval",
+                                     *LIBRARIES])
 def test_no_product_code_uses_the_test_utilities(package):
     # override_settings and the like change settings for the whole process: tests only.
     offending = {path: sorted(n for n in names if n == "django.test" or n.startswith("django.test."))
                  for path, names in _imported_modules(package, skip=()).items()}
     assert {p: n for p, n in offending.items() if n} == {}
+
+
+@pytest.mark.parametrize("package", LIBRARIES)
+def test_a_library_imports_without_django(package):
+    # Every module, in a fresh interpreter where importing Django (or a settings module) fails.
+    modules = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                     for p in (ROOT / package).rglob("*.py"))
+    code = (
+        "import importlib, sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('django', 'config', 'rest_framework', 'celery'):\n"
+        "            raise ImportError(f'{name} imported')\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        f"for module in {modules!r}:\n"
+        "    importlib.import_module(module)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'config')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -163,7 +163,7 @@ def _common_properties() -> dict:
         "user_id": {"type": "keyword"},
         "memory_type": {"type": "keyword"},
         "text": _text(),
-        # WordNet categories of the memory's nouns (memory_app.language.concepts), searched, never returned.
+        # WordNet categories of the memory's nouns (language.concepts), searched, never returned.
         "concepts": {"type": "text", "analyzer": "engram_text"},
         "created_at": {"type": "date"},
         "occurred_at": {"type": "date"},
@@ -192,7 +192,7 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         "context_ids": {"type": "keyword"},
         "derived_context": {"type": "text", "analyzer": "engram_text"},
         # The days the episode's words say something happened on, resolved against ``occurred_at``
-        # ("last Saturday"), and whether its words tell a time at all (memory_app.language.temporal).
+        # ("last Saturday"), and whether its words tell a time at all (language.temporal).
         "event_dates": {"type": "date_range", "format": "strict_date_optional_time"},
         "states_time": {"type": "boolean"},
         "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
@@ -221,7 +221,7 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
 
 
 def _vector_properties(dims: int) -> dict:
-    """The memory's own vector; an episode also has one per sentence (memory_app.language.passages), which
+    """The memory's own vector; an episode also has one per sentence (language.passages), which
     the recall's passage leg ranks it by. Episodes stored before ``passages`` existed have none and
     are found through ``embedding``."""
     return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}

@@ -111,7 +111,7 @@ class TokenRateThrottle(SimpleRateThrottle):
     def allow_request(self, request, view) -> bool:
         if self.rate is None:
             return True
-        script = getattr(self.cache, "redis_script", None)  # the shared Redis cache (memory_app.config.cache)
+        script = getattr(self.cache, "redis_script", None)  # the shared Redis cache (config.cache)
         if script is None:
             with self._local:
                 return super().allow_request(request, view)

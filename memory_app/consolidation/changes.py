@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from memory_app.consolidation.extractors import speech
 from memory_app.consolidation.extractors.base import Episode, FactCandidate
-from memory_app.language.temporal import with_dates
+from language.temporal import with_dates
 
 NATURAL, HARSH = "natural", "harsh"
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from rapidfuzz import fuzz, process
 
-from memory_app.language.temporal import statement_dates
+from language.temporal import statement_dates
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below between both

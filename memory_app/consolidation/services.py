@@ -37,7 +37,7 @@ from memory_app.consolidation.resolve import (
     resolve_fact,
     resolve_playbook,
 )
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 from memory_app.freshness import refresh_force
 from memory_app.metering import usage_add
 from memory_app.models import ConsolidationLease, ConsolidationRun

@@ -11,7 +11,7 @@ from django.db import InterfaceError, OperationalError
 from elasticsearch import ApiError, ConflictError, TransportError
 
 from engram_core.errors import EngramError
-from memory_app.embeddings import EmbeddingError
+from embeddings import EmbeddingError
 from memory_app.outbox.outage import is_outage
 
 Kind = Literal["outage", "transient", "permanent"]

@@ -16,7 +16,8 @@ from engram_core.errors import EngramError, NotFound, PermissionDenied
 from engram_core.observability.tracing import traced
 from engram_core.threads import LazyPool
 from memory_app import timing
-from memory_app.embeddings import EmbeddingError, get_embedder
+from embeddings import EmbeddingError
+from memory_app.providers import get_embedder
 from memory_app.freshness import refresh_ensure
 from memory_app.outbox.dispatch import Op
 from memory_app.outbox.outage import is_outage, outage_error

@@ -17,9 +17,9 @@ from elasticsearch import Elasticsearch
 from engram_core.errors import ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
 from engram_core.observability.tracing import traced
-from memory_app.embeddings import get_embedder, get_reranker
+from memory_app.providers import get_embedder, get_reranker
 from memory_app.freshness import refresh_ensure
-from memory_app.language.names import person_name_words
+from language.names import person_name_words
 from memory_app.recall.explain import EntityReading, entities_explain, ranked_explain
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.rank import hits_rank
@@ -119,5 +119,5 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     reranker = get_reranker()
     ranked = hits_rank(searched, reading=reading, now=now, k=k, exclude=exclude,
                        rerank=reranker.rerank if reranker else None, options=options)
-    return Recall(hits=ranked_explain(ranked, explain=explain), reading=reading,
+    return Recall(hits=ranked_explain(ranked, explain=explain, passages_max=options.passages_max), reading=reading,
                   entities=entities_explain(reading, searched, options=options))

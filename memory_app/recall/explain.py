@@ -6,17 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory_app.language.passages import passages_of
+from language.passages import passages_of
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.rank import Hit, Ranked
 from memory_app.recall.read import Reading
 from memory_app.recall.search import RANKED_FIELDS, Searched, enough_mentions, entity_legs_possible
 
 
-def ranked_explain(ranked: Ranked, *, explain: bool) -> list[dict[str, Any]]:
+def ranked_explain(ranked: Ranked, *, explain: bool, passages_max: int) -> list[dict[str, Any]]:
     """Each hit as the API returns a memory, with its ``score`` and, with ``explain``, why."""
     return [{**memory_public(hit), "score": hit.score,
-             **({"explain": hit_explain(hit, copies=ranked.copies.get(hit.id))} if explain else {})}
+             **({"explain": hit_explain(hit, copies=ranked.copies.get(hit.id), passages_max=passages_max)} if explain else {})}
             for hit in ranked.hits]
 
 
@@ -27,7 +27,7 @@ def memory_public(hit: Hit) -> dict[str, Any]:
             "memory_type": hit.memory_type.value}
 
 
-def hit_explain(hit: Hit, *, copies: list[str] | None = None) -> dict[str, Any]:
+def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None) -> dict[str, Any]:
     """Ranks, the fused score, the multipliers, the credit of a fact distilled from it and the
     fact's id, the reply credit, the sentence of the episode's own text its dense rank came from
     and the ids of its ``copies`` left out. Raw BM25 scores are never shown: they carry index-wide
@@ -45,7 +45,7 @@ def hit_explain(hit: Hit, *, copies: list[str] | None = None) -> dict[str, Any]:
         **({"extra_ranks": hit.extra_ranks} if hit.extra_ranks else {}),
         **({"fact_credit": hit.fact_credit, "credited_by": hit.credited_by} if hit.credited_by else {}),
         **({"reply_credit": hit.reply_credit, "replies_to": hit.replies_to} if hit.replies_to else {}),
-        **({"dense_sentence": sentence} if (sentence := _dense_sentence(hit)) else {}),
+        **({"dense_sentence": sentence} if (sentence := _dense_sentence(hit, passages_max=passages_max)) else {}),
         **({"copies": copies} if copies else {}),
         **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,
                                 "superseded_by": list(hit.stale_fact.superseded_by),
@@ -53,11 +53,11 @@ def hit_explain(hit: Hit, *, copies: list[str] | None = None) -> dict[str, Any]:
     }
 
 
-def _dense_sentence(hit: Hit) -> str | None:
+def _dense_sentence(hit: Hit, *, passages_max: int) -> str | None:
     # Passages are not stored as text: the offset indexes the same split of the episode's text.
     if hit.dense_passage is None:
         return None
-    passages = passages_of(hit.source.get("text") or "")
+    passages = passages_of(hit.source.get("text") or "", limit=passages_max)
     return passages[hit.dense_passage] if hit.dense_passage < len(passages) else None
 
 

@@ -20,7 +20,7 @@ def _setting(name: str) -> Any:
 
 @dataclass(frozen=True)
 class RecallOptions:
-    """What each ENGRAM_* recall setting says (memory_app/config/settings/base.py explains each)."""
+    """What each ENGRAM_* recall setting says (config/settings/base.py explains each)."""
 
     # reading the question
     max_query_chars: int = _setting("ENGRAM_MAX_QUERY_CHARS")
@@ -29,6 +29,7 @@ class RecallOptions:
     max_words: int = _setting("ENGRAM_LINEAR_MAX_WORDS")
     entity_legs: int = _setting("ENGRAM_RECALL_ENTITY_LEGS")
     concepts: bool = _setting("ENGRAM_CONCEPTS")
+    wordnet_dir: str = _setting("ENGRAM_WORDNET_DIR")
     synonym_weight: float = _setting("ENGRAM_SYNONYM_WEIGHT")
     own_name_weight: float = _setting("ENGRAM_OWN_NAME_WEIGHT")
     temporal_boost: float = _setting("ENGRAM_TEMPORAL_BOOST")
@@ -71,6 +72,8 @@ class RecallOptions:
     superseded_weight: float = _setting("ENGRAM_SUPERSEDED_EPISODE_WEIGHT")
     past_boost: float = _setting("ENGRAM_PAST_BOOST")
     stale_facts: int = _setting("ENGRAM_RECALL_STALE_FACTS")
+    # explaining
+    passages_max: int = _setting("ENGRAM_PASSAGES_MAX")
 
     @classmethod
     def from_settings(cls) -> RecallOptions:

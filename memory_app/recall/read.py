@@ -1,21 +1,29 @@
 """Read: a recall's question, read once into a ``Reading`` that the later stages take as it is.
 
-Pure: English rules (memory_app.language), the end-user's name words and the options; no
+Pure: English rules (language), the end-user's name words and the options; no
 Elasticsearch, no cache, no setting.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
-from memory_app.language import concepts
-from memory_app.language.intent import Intent, query_intent
-from memory_app.language.names import query_entities, without_names, without_possessive
-from memory_app.language.temporal import TimeWindow, query_asks_time, query_time_window
-from memory_app.language.words import distinct_words, without_stopwords
+from engram_core.es.schema import MemoryType
+from language import concepts
+from language.intent import Intent, query_intent
+from language.names import query_entities, without_names, without_possessive
+from language.temporal import TimeWindow, query_asks_time, query_time_window
+from language.words import distinct_words, without_stopwords
 from memory_app.recall.options import RecallOptions
+
+# The memory types that answer each kind of question (the intent multiplier favours them).
+ANSWERED_BY: dict[Intent, frozenset[MemoryType]] = {
+    Intent.EVENT: frozenset({MemoryType.EPISODIC}),
+    Intent.STATE: frozenset({MemoryType.SEMANTIC, MemoryType.CATALOG}),
+    Intent.PROCEDURE: frozenset({MemoryType.PROCEDURAL, MemoryType.CATALOG}),
+}
 
 
 @dataclass(frozen=True)
@@ -65,11 +73,11 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         keywords=keywords,
         words=words,
         synonyms=tuple(() if options.synonym_weight <= 0 or without_possessive(word) in named
-                       else concepts.synonyms(word) for word in words),
+                       else concepts.synonyms(word, net=_wordnet(options)) for word in words),
         own_name=_own_name(words, named=named, name_words=name_words, options=options),
         entities=entities,
         topic=without_names(keywords, entities=entities),
-        kinds=concepts.query_categories(query) if options.concepts and options.bm25 else None,
+        kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
@@ -92,6 +100,10 @@ def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
         return True
     window = query_time_window(query, now=now, tz=tz)
     return window is not None and window.end is not None and window.end < now - timedelta(days=PAST_DAYS)
+
+
+def _wordnet(options: RecallOptions) -> concepts.WordNet:
+    return concepts.wordnet(options.wordnet_dir or None)
 
 
 def keyword_query(query: str, *, options: RecallOptions) -> str:

@@ -21,9 +21,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import Elasticsearch
 
-from memory_app.embeddings import get_embedder
-from memory_app.language.passages import passages_of
-from memory_app.language.phrases import phrases_redacted
+from memory_app.providers import get_embedder
+from language.passages import passages_of
+from language.phrases import phrases_redacted
 
 
 @dataclass(frozen=True)
@@ -125,13 +125,13 @@ def phrases_of(texts: Iterable[str]) -> list[str]:
     """What of forgotten texts is looked for in explicit contexts: each text whole, and each of its
     sentences of three words or more (a client may quote one sentence of a turn)."""
     phrases = [t.strip() for t in texts if t.strip()]
-    phrases += [p.strip() for t in texts for p in passages_of(t) if len(p.split()) >= 3]
+    phrases += [p.strip() for t in texts for p in passages_of(t, limit=settings.ENGRAM_PASSAGES_MAX) if len(p.split()) >= 3]
     return sorted(dict.fromkeys(phrases), key=len, reverse=True)  # the longest replaced first
 
 
 def context_redacted(context: str, phrases: Sequence[str]) -> str:
     """``context`` with every occurrence of each phrase, on word boundaries whatever its case and
-    spacing, replaced (``memory_app.language.phrases``); the rest of it as it was."""
+    spacing, replaced (``language.phrases``); the rest of it as it was."""
     return phrases_redacted(context, phrases)
 
 
@@ -172,7 +172,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     """The vector fields of each episode given as (its text, its context): the explicit context as
     one part, or the texts of the derived context's episodes, oldest first. Each is a dict with
     ``embedding`` (the episode's vector) and ``passages`` (one vector per passage, searched by the
-    recall's passage leg; ``memory_app.language.passages``; only for a text of several sentences), to merge
+    recall's passage leg; ``language.passages``; only for a text of several sentences), to merge
     into the stored document.
 
     ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each
@@ -197,7 +197,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     if mode == "off":
         items = [(text, ()) for text, _parts in items]
     texts = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
-    split = {t: passages_of(t) if settings.ENGRAM_EMBED_PASSAGES else [t] for t in texts}
+    split = {t: passages_of(t, limit=settings.ENGRAM_PASSAGES_MAX) if settings.ENGRAM_EMBED_PASSAGES else [t] for t in texts}
     unique = list(dict.fromkeys(p for t in texts for p in split[t]))
     if cached:  # the providers here are symmetric: a query's vector is its document vector
         found = [embedder.embed_query(t) for t in unique]

@@ -12,7 +12,7 @@ from engram_core.errors import Conflict
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from memory_app import selectors
 from memory_app.freshness import refresh_defer
-from memory_app.language.concepts import concepts_of_memory
+from memory_app.providers import concepts_of_memory
 from memory_app.services.store import (
     accepted_time,
     base_document,

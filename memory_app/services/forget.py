@@ -16,8 +16,8 @@ from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from engram_core.validation import ERASED_PREFIX
 from memory_app import selectors
-from memory_app.embeddings import get_embedder
-from memory_app.language.phrases import phrases_redacted
+from memory_app.providers import get_embedder
+from language.phrases import phrases_redacted
 from memory_app.models import ForgetNote, IdempotencyRecord, OutboxEntry
 from memory_app.services import context as derived
 from memory_app.services.store import document_update, episodic_alias, subject_writes, write_target

@@ -15,7 +15,7 @@ from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
 from engram_core.threads import computed_ahead
 from memory_app.freshness import refresh_defer, refresh_ensure
-from memory_app.language.concepts import concepts_of
+from memory_app.providers import concepts_of
 from memory_app.services import context as derived
 from memory_app.services.store import (
     CREATE_IDENTITY,

@@ -11,8 +11,8 @@ from django.conf import settings
 from elasticsearch import Elasticsearch
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
-from memory_app.embeddings import get_embedder
-from memory_app.language.concepts import concepts_of_memory
+from memory_app.providers import get_embedder
+from memory_app.providers import concepts_of_memory
 from memory_app.services import context as derived
 from memory_app.services.store import client_memory_id, embedding_text, episode_dates
 from tenants.models import Subject
@@ -37,7 +37,7 @@ def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
 
 def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """es_setup's change to a migrated document (None: none): ``client_id_rekey``, and the concepts
-    of a memory stored before they existed (memory_app.language.concepts) and the dates of an
+    of a memory stored before they existed (language.concepts) and the dates of an
     episode stored before them (``store.episode_dates``), computed as a write computes them."""
     rekeyed = client_id_rekey(doc_id, source)
     doc_id, source = rekeyed or (doc_id, source)

@@ -15,9 +15,9 @@ from elasticsearch import ConflictError, Elasticsearch
 
 from engram_core.errors import Conflict, ServiceUnavailable
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType, alias_name
-from memory_app.embeddings import get_embedder
-from memory_app.language.concepts import concepts_of
-from memory_app.language.temporal import date_ranges, event_dates, states_time
+from memory_app.providers import get_embedder
+from memory_app.providers import concepts_of
+from language.temporal import date_ranges, event_dates, states_time
 from memory_app.selectors import Visible
 from memory_app.validation import clean_datetime, clean_new_memory_id
 from tenants.models import Subject, Tenant
@@ -170,7 +170,7 @@ def base_document(*, subject: Subject, memory_type: MemoryType, text: str, now: 
 
 def episode_dates(*, text: str, occurred_at: datetime) -> dict[str, Any]:
     """An episode's derived time fields: the days its words name, resolved against when it
-    occurred, and whether its words tell a time at all (memory_app.language.temporal)."""
+    occurred, and whether its words tell a time at all (language.temporal)."""
     return {"event_dates": date_ranges(event_dates(text, when=occurred_at)) or None,
             "states_time": states_time(text, when=occurred_at)}
 

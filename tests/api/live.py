@@ -124,7 +124,7 @@ class LiveEngram:
 
     def start_worker(self) -> None:
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memory_app.config", "worker", "--beat", "--pool", "solo",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--beat", "--pool", "solo",
              "--loglevel", "INFO", "--schedule", str(self.workdir / "beat-schedule")],
             cwd=ROOT, env=self.env, stdout=open(self.workdir / "worker.log", "ab"), stderr=subprocess.STDOUT)
 

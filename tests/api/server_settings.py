@@ -1,8 +1,8 @@
 """Settings of the Engram processes tests/api/live.py starts: the development settings, with
 the outbox replay scheduled every second (the product's beat interval is a setting too)."""
 
-from memory_app.config.settings.dev import *  # noqa: F403
-from memory_app.config.settings.dev import CELERY_BEAT_SCHEDULE, env
+from config.settings.dev import *  # noqa: F403
+from config.settings.dev import CELERY_BEAT_SCHEDULE, env
 
 DEBUG = False
 CELERY_BEAT_SCHEDULE = {

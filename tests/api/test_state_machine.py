@@ -38,7 +38,7 @@ from hypothesis.stateful import (
 from engram_client import EngramAPIError
 from engram_core.errors import Conflict
 from memory_app.consolidation.services import consolidation_run
-from memory_app.language.phrases import phrases_redacted
+from language.phrases import phrases_redacted
 from memory_app.models import OutboxEntry
 from memory_app.outbox import outbox_replay
 from memory_app.services.context import phrases_of

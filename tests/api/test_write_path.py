@@ -717,7 +717,7 @@ def test_turns_and_recalls_answer_with_the_cache_down_mid_stream(engram, api, es
 
     settings.ENGRAM_REFRESH_PENDING_SECONDS = 60
     with _own_redis() as (url, stop):
-        settings.CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache", "LOCATION": url}}
+        settings.CACHES = {"default": {"BACKEND": "config.cache.SharedRedisCache", "LOCATION": url}}
         caches["default"].set("engram:probe", "up")  # the cache is that Redis, and reachable
         with slow_refresh(es_admin):
             for n in range(8):

@@ -3,7 +3,7 @@ the load generator, and its report (no server needed)."""
 
 from __future__ import annotations
 
-from memory_app.config.serving import UVICORN_FLAGS
+from config.serving import UVICORN_FLAGS
 
 from benchmarks import http_load
 from benchmarks.__main__ import suite_parser

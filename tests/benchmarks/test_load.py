@@ -35,12 +35,12 @@ def test_cpu_split_counts_processes_seen_at_both_readings_per_request_and_per_se
 def test_on_a_shared_machine_only_our_node_and_our_server_count_as_theirs():
     procs = {1: (0, "init"), 10: (1, "java org.elasticsearch.bootstrap.Elasticsearch"),
              11: (1, "java org.elasticsearch.bootstrap.Elasticsearch"), 12: (1, "redis-server *:6374"),
-             20: (1, "python -m benchmarks http"), 21: (20, "python -m uvicorn memory_app.config.asgi:application"),
+             20: (1, "python -m benchmarks http"), 21: (20, "python -m uvicorn config.asgi:application"),
              22: (21, "python -c from multiprocessing.spawn import spawn_main"),
-             30: (1, "python -m uvicorn memory_app.config.asgi:application"), 31: (30, "python -c spawn_main"),
+             30: (1, "python -m uvicorn config.asgi:application"), 31: (30, "python -c spawn_main"),
              # An embedding server this process started for Mem0's server, and someone else's.
-             23: (20, "python -m memory_app.embeddings.server --port 1"),
-             32: (1, "python -m memory_app.embeddings.server")}
+             23: (20, "python -m embeddings.server --port 1"),
+             32: (1, "python -m embeddings.server")}
     classes = load.classify(procs, me=20, es_pid=10)
     assert classes == {1: "other", 10: "elasticsearch", 11: "other", 12: "redis", 20: "load generator",
                        21: "engram server", 22: "engram server", 23: "engram server", 30: "other", 31: "other",

@@ -106,7 +106,7 @@ class Deployment:
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("ES_", "PYTEST", "DJANGO_"))},
             **es,
-            "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex * 2,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             # Plain HTTP on loopback: in production a TLS-terminating proxy sits in front of the web tier.
@@ -156,12 +156,12 @@ class Deployment:
 
     def start(self) -> None:
         for n, port in enumerate(self.web_ports, 1):
-            self._spawn(f"web{n}", [sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application",
+            self._spawn(f"web{n}", [sys.executable, "-m", "uvicorn", "config.asgi:application",
                                     "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
                                     "--loop", "uvloop", "--http", "httptools", "--workers", "1"])
         for n in range(1, self.workers + 1):
             beat = ["--beat", "--schedule", str(self.workdir / "beat-schedule")] if n == 1 else []
-            self._spawn(f"worker{n}", [sys.executable, "-m", "celery", "-A", "memory_app.config", "worker",
+            self._spawn(f"worker{n}", [sys.executable, "-m", "celery", "-A", "config", "worker",
                                        "-n", f"worker{n}@%h", "--pool", "solo", "--loglevel", "INFO", *beat])
         deadline = time.monotonic() + 240
         for name, url in zip([f"web{n}" for n in range(1, len(self.urls) + 1)], self.urls, strict=True):

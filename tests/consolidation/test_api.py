@@ -100,7 +100,7 @@ def test_beat_queues_end_users_after_n_episodes_or_t_minutes_of_quiet(make_subje
 def test_a_failed_run_tells_the_agent_no_internal_address(subject, say, settings):
     """The cause of a failure (here the embeddings endpoint, by its internal URL) stays in the
     worker's log; the run an agent polls names the kind of failure only."""
-    from memory_app.embeddings import clear_cache
+    from memory_app.providers import clear_cache
 
     say(subject, "I live in Paris.")
     settings.ENGRAM_EMBEDDER = "openai"

@@ -12,8 +12,8 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
 from memory_app.management.commands.seed_demo import CONVERSATION
+from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
-from memory_app.embeddings import get_embedder
 from memory_app.models import ConsolidationRun
 from memory_app.services.facts import fact_write
 from memory_app.services.episodes import episode_write

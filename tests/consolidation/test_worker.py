@@ -54,7 +54,7 @@ def live(tmp_path, es_admin):
 
 
 def _worker(engram: LiveEngram) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "memory_app.config", "worker", "--pool", "solo",
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
                              "--loglevel", "INFO", "-Q", engram.env["ENGRAM_TEST_QUEUE"]],
                             cwd=ROOT, env=engram.env, stdout=open(engram.workdir / "worker.log", "ab"),
                             stderr=subprocess.STDOUT)

@@ -2,8 +2,8 @@
 on the Redis broker scripts/test runs, with a queue of the test's own and a short visibility
 timeout, so a task whose worker was killed is delivered again within seconds."""
 
-from memory_app.config.settings.dev import *  # noqa: F403
-from memory_app.config.settings.dev import env
+from config.settings.dev import *  # noqa: F403
+from config.settings.dev import env
 
 DEBUG = False
 CELERY_TASK_DEFAULT_QUEUE = env.str("ENGRAM_TEST_QUEUE")

@@ -230,7 +230,7 @@ def test_recall_sandbox_shows_explain(live, browser):
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)",
                            browser.find_element(By.CSS_SELECTOR, "#recall-results dl.reading"))
     _shot(browser, "recall-sandbox-dates", full=False)
-    # A question for members of a kind: the reading names the kind (memory_app.language.concepts).
+    # A question for members of a kind: the reading names the kind (language.concepts).
     kinds = _ask_sandbox(browser, "which appliances keep beeping?", "#recall-results dl.reading .kinds")
     assert "Kinds asked for" in kinds[0].text and "appliance" in kinds[0].text, kinds[0].text
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", kinds[0])

@@ -29,7 +29,7 @@ from mcp.client import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from memory_app.config.serving import UVICORN_FLAGS
+from config.serving import UVICORN_FLAGS
 
 ROOT = Path(settings.BASE_DIR)
 TOOLS = {"recall_memory", "write_memory", "forget_memory", "record_outcome"}
@@ -52,7 +52,7 @@ def server(es_admin, tmp_path_factory):
     state = tmp_path_factory.mktemp("mcp-server")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.dev",
+        "DJANGO_SETTINGS_MODULE": "config.settings.dev",
         "DJANGO_DEBUG": "false",
         "DJANGO_SECRET_KEY": uuid.uuid4().hex,
         "DATABASE_URL": f"sqlite:///{state / 'db.sqlite3'}",
@@ -75,7 +75,7 @@ def server(es_admin, tmp_path_factory):
         port = _free_port()
         log = (state / "server.log").open("w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "memory_app.config.asgi:application", "--host", "127.0.0.1",
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
              "--port", str(port), "--lifespan", "on", "--log-level", "warning", *UVICORN_FLAGS],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -171,7 +171,7 @@ def test_http_level_authentication_and_routing(server):
 
 
 def test_django_is_served_beside_mcp_with_bodies_limits_and_static_files(server):
-    """Django runs as WSGI on the server's thread pool (memory_app.config.asgi): request bodies in,
+    """Django runs as WSGI on the server's thread pool (config.asgi): request bodies in,
     JSON and files out, the body limit, the same answer however many requests a thread serves."""
     headers = {"authorization": f"Bearer {server.tokens['acme']}"}
     api = f"{server.url}/api/v1/subjects/carol"

@@ -27,7 +27,7 @@ def test_healthz_reports_a_healthy_stack(client, db, es_prefix, monitor_headers)
 
 
 def test_healthz_names_indices_written_by_another_embedder(client, db, es_prefix, settings, monitor_headers):
-    from memory_app.embeddings import clear_cache
+    from memory_app.providers import clear_cache
 
     settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"  # a process configured unlike the one that set the indices up
     clear_cache()
@@ -89,7 +89,7 @@ def test_healthz_with_elasticsearch_stopped(client, db, es_prefix, monitor_heade
 def _production_env(**overrides: str) -> dict[str, str]:
     from cryptography.fernet import Fernet
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_URL": "https://es.example.internal:9200",
            "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
            "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_AUDIT_KEYS": "a" * 43,
@@ -149,7 +149,7 @@ def test_ci_runs_with_the_least_privileged_admin(settings, es_admin):
 def test_healthz_reports_the_shared_cache(client, db, es_prefix, settings, shared_redis_cache, monitor_headers):
     from memory_app.health import cache_status
 
-    settings.CACHES = {"default": {"BACKEND": "memory_app.config.cache.SharedRedisCache",
+    settings.CACHES = {"default": {"BACKEND": "config.cache.SharedRedisCache",
                                    "LOCATION": shared_redis_cache._servers[0]}}
     assert cache_status() == ({"backend": "redis", "reachable": True}, None)
     body = client.get("/healthz", headers=monitor_headers).json()

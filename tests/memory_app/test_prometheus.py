@@ -32,7 +32,7 @@ def live(tmp_path, es_admin):
 def _start_worker(engram: LiveEngram, port: int) -> subprocess.Popen:
     env = {**engram.env, "ENGRAM_WORKER_METRICS_PORT": str(port),
            "PROMETHEUS_MULTIPROC_DIR": str(engram.workdir / "worker-metrics")}
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "memory_app.config", "worker", "--pool", "prefork",
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork",
                              "--concurrency", "2", "--loglevel", "INFO"],
                             cwd=ROOT, env=env, stdout=open(engram.workdir / "worker.log", "ab"),
                             stderr=subprocess.STDOUT)

@@ -127,7 +127,7 @@ def test_the_earlier_layout_of_one_index_per_type_is_migrated_into_one(es_admin,
     the one index with their vectors, the aliases move at once, and the old indices are dropped."""
     from engram_core.es.schema import drop_indices
 
-    from memory_app.embeddings import get_embedder
+    from memory_app.providers import get_embedder
 
     drop_indices(es=es_admin, prefix=es_prefix)
     body = copy.deepcopy(index_definition().body)
@@ -237,7 +237,7 @@ def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es
 
 
 def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
-    from memory_app.language.concepts import concepts_of
+    from memory_app.providers import concepts_of  # with the configured options, as a write reads them
     from memory_app.services.migration import migration_rekey
 
     subject = make_subject("alice")
@@ -273,7 +273,7 @@ def _vectors(es_admin, memory_type, ids):
 
 
 def test_each_index_records_the_vector_space_of_its_embedder(es_admin, es_prefix):
-    from memory_app.embeddings import get_embedder
+    from memory_app.providers import get_embedder
 
     space = get_embedder().space
     for memory_type in MemoryType:
@@ -284,7 +284,7 @@ def test_each_index_records_the_vector_space_of_its_embedder(es_admin, es_prefix
 
 def test_an_index_without_a_record_is_taken_as_float_minilm_and_stamped(es_admin, es_prefix, settings):
     from engram_core.es.schema import UNRECORDED_SPACE
-    from memory_app.embeddings import clear_cache
+    from memory_app.providers import clear_cache
 
     # An index written before the record existed, by that release's default (float MiniLM).
     settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"
@@ -309,7 +309,7 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     write with the new embedder gives, and recall finds the memories with the new query vectors."""
     from memory_app.services.episodes import episode_write
     from memory_app.services.facts import catalog_entry_write, fact_write, playbook_write
-    from memory_app.embeddings import clear_cache, get_embedder
+    from memory_app.providers import clear_cache, get_embedder
     from memory_app.recall import memory_recall
 
     settings.ENGRAM_EMBEDDER_RUNTIME = "onnx"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from memory_app.language.temporal import with_dates
+from language.temporal import with_dates
 
 from . import speech
 from .base import Episode, Extraction, FactCandidate, PlaybookCandidate

@@ -8,7 +8,7 @@ from elasticsearch import ApiError, ConflictError
 from elasticsearch import ConnectionError as ESConnectionError
 
 from engram_core.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
-from memory_app.embeddings import EmbeddingError
+from embeddings import EmbeddingError
 from memory_app.outbox.failures import failure_kind
 
 

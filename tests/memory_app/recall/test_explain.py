@@ -17,10 +17,10 @@ def _hit(**fields) -> Hit:
 
 def test_a_hit_is_returned_as_a_memory_with_its_score_and_on_request_why():
     hit = _hit(bm25_rank=2, dense_rank=1, fused=1.5, multipliers={"time_decay": 0.5}, score=0.75, dense_passage=1)
-    [plain] = ranked_explain(Ranked(hits=[hit], copies={}), explain=False)
+    [plain] = ranked_explain(Ranked(hits=[hit], copies={}), explain=False, passages_max=12)
     assert plain == {"id": "m1", "memory_type": "episodic", "text": "We swam. Then we ate.", "role": "user",
                      "score": 0.75}
-    [explained] = ranked_explain(Ranked(hits=[hit], copies={"m1": ["m2", "m3"]}), explain=True)
+    [explained] = ranked_explain(Ranked(hits=[hit], copies={"m1": ["m2", "m3"]}), explain=True, passages_max=12)
     assert explained["explain"] == {
         "bm25_rank": 2, "dense_rank": 1, "fusion": "linear", "linear_score": 1.5, "rerank_score": None,
         "rerank_rank": None, "multipliers": {"time_decay": 0.5}, "final_score": 0.75,
@@ -31,7 +31,7 @@ def test_a_hit_is_returned_as_a_memory_with_its_score_and_on_request_why():
 
 def test_explain_names_the_entity_ranks_and_the_question_a_reply_took_credit_from():
     hit = _hit(extra_ranks={"entity1": 3}, reply_credit=0.1, replies_to="q1", dense_passage=7)
-    explained = hit_explain(hit)
+    explained = hit_explain(hit, passages_max=12)
     assert explained["extra_ranks"] == {"entity1": 3}
     assert (explained["reply_credit"], explained["replies_to"]) == (0.1, "q1")
     assert "dense_sentence" not in explained and "copies" not in explained  # no 8th sentence: none named

@@ -3,8 +3,8 @@
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from memory_app.language.intent import Intent
-from memory_app.language.names import person_name_words
+from language.intent import Intent
+from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import keyword_query, lexical_words, query_read
 

@@ -9,7 +9,7 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
 from memory_app.services.imports import episodes_import
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall, memory_recall_with_reading
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import query_read
@@ -237,7 +237,7 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
     alice, bob = make_subject("alice"), make_subject("bob")
     day = datetime(2025, 3, 1, tzinfo=UTC)
     # Bob holds 60 near-copies of the question; Alice one unrelated episode of two sentences (so it
-    # has passages, memory_app.language.passages). A filter applied after the kNN search (post_filter, or a
+    # has passages, language.passages). A filter applied after the kNN search (post_filter, or a
     # query beside knn) would see only Bob's 10 nearest.
     episodes_import(subject=bob, episodes=[
         {"text": f"The garage door sensor battery is low again ({i})", "occurred_at": (day + timedelta(hours=i)).isoformat()}
@@ -251,7 +251,7 @@ def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, set
                       scope=memory_scope(subject=alice))
     body = plain_legs(reading=reading, vector=get_embedder().embed_query(query), allowed=allowed, options=options)
     # The dense leg: kNN over the memories' own vectors and over the episodes' sentences
-    # (memory_app.language.passages), each with the scope filter inside the kNN query.
+    # (language.passages), each with the scope filter inside the kNN query.
     [_header, search] = body
     own_vectors, passages = search["query"]["dis_max"]["queries"]
     assert passages["nested"]["query"]["knn"]["field"] == "passages.embedding"

@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app.embeddings import get_embedder
+from memory_app.providers import get_embedder
 from memory_app.selectors import memory_get, subject_export
 from memory_app.services.context import episode_vectors
 from memory_app.services.episodes import episode_write

@@ -9,7 +9,7 @@ from elasticsearch import helpers
 
 from engram_core.errors import Conflict, ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app.embeddings import EmbeddingError
+from embeddings import EmbeddingError
 from memory_app.selectors import memory_get
 from memory_app.recall import memory_recall
 from memory_app.services import context

@@ -69,7 +69,7 @@ def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_
 
 
 def test_production_refuses_the_insecure_development_setting():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memory_app.config.settings.production",
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.production",
            "DJANGO_SECRET_KEY": "x" * 50, "ES_ADMIN_USERNAME": "engram-admin", "ES_ADMIN_PASSWORD": "secret",
            "ENGRAM_ENCRYPTION_KEYS": Fernet.generate_key().decode(), "ENGRAM_ALLOW_INSECURE_NO_DLS": "true",
            "ENGRAM_AUDIT_KEYS": "a" * 43, "ENGRAM_AUDIT_SIGNING_KEYS": "b" * 43, "ES_AUDIT_USERNAME": "engram-audit",
