@@ -100,6 +100,8 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
+    if not reading.asks_past:
+        below_successors(hits)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
@@ -296,6 +298,27 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
                                                 failures=int(src.get("failure_count") or 0),
                                                 weight=options.outcome_weight)
     return factors
+
+
+BELOW = 0.99  # a stale episode's score at most this share of the current value's best hit's
+
+
+def below_successors(hits: list[Hit]) -> None:
+    """For a question about now: an episode whose value stopped being true ranks below the best hit
+    that holds the value which replaced it (the superseding fact, or a turn it was distilled from),
+    whatever the scales of the legs made of their scores. Its ``superseded`` multiplier then says
+    by how much in all."""
+    by_id = {h.id: h for h in hits}
+    for hit in hits:
+        if hit.stale_fact is None or hit.memory_type is not MemoryType.EPISODIC or hit.score <= 0:
+            continue
+        successors = [by_id[i] for i in hit.stale_fact.superseded_by if i in by_id]
+        told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()} - {hit.id}
+        current = [s.score for s in successors] + [by_id[e].score for e in told if e in by_id]
+        if current and hit.score >= max(current) > 0:
+            capped = max(current) * BELOW
+            hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
+            hit.score = capped
 
 
 def stale_episodes(searched: Searched) -> dict[str, StaleFact]:
