@@ -15,6 +15,7 @@ from typing import Any
 
 from memory_app.consolidation.services import consolidate_all
 from memory_app.recall import memory_recall
+from memory_app.recall.ranking import RankingConfig
 
 from .retrieval import Scores, question_scores
 from .sandbox import import_by_client_id, sandbox
@@ -86,13 +87,14 @@ def locomo_questions(conversation: str, data: dict, *, questions: dict | None = 
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
                     extractor: str | None = None, dedicated: bool = False,
-                    questions: Path | None = None) -> dict[str, Any]:
+                    questions: Path | None = None, ranking: RankingConfig | None = None) -> dict[str, Any]:
     """Each conversation goes through the import service in one call, as an agent's import
     would (the default: no client-side context, so Engram derives it); questions are recalled
     through the subject's own key, over episodes (the evidence is turns). ``consolidate``:
     consolidate each conversation first, so that the facts found credit the turns they came from
     (memory_app.recall.rank.facts_credit). ``dedicated``: the conversations' tenant in dedicated
     indices. ``questions``: a question set to ask instead of the files' own (``locomo_questions``).
+    ``ranking``: how recall ranks (default: the deployment's; an ablation passes its own).
     With several files, each conversation's rows follow the pooled ones ("26 overall", "26 category 1")."""
     scores = Scores()
     each: dict[str, Scores] = {}
@@ -115,7 +117,8 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
             for group, question, expected in locomo_questions(conversation, data, questions=asked_set):
                 if not expected:
                     continue
-                results = memory_recall(subject=subject, query=question, k=k, types=types, now=now)
+                results = memory_recall(subject=subject, query=question, k=k, types=types, now=now,
+                                        ranking=ranking)
                 figures = question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected)
                 scores.add(group, figures)
                 each.setdefault(conversation, Scores()).add(group, figures)

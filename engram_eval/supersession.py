@@ -106,7 +106,7 @@ def superseding_pairs(facts: list[dict[str, Any]], turn_of: dict[str, str]) -> l
 
 
 # The weights of a stale episode the question figures are also computed at (``weights_grid``):
-# (ENGRAM_SUPERSEDED_EPISODE_WEIGHT, ENGRAM_PAST_BOOST).
+# (RankingConfig.superseded_weight, RankingConfig.past_boost).
 WEIGHTS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05)
 BOOSTS = (0.0, 0.5, 1.0, 2.0, 4.0)
 POOL = 50

@@ -9,6 +9,8 @@ from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, form
 from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
 from engram_eval.locomo import evaluate_locomo
 from engram_eval.retrieval import evaluate_fixture, format_table, gate_failures
+from memory_app.recall.options import ranking_config
+from memory_app.recall.ranking import RankingConfig
 
 
 class Command(BaseCommand):
@@ -37,13 +39,18 @@ class Command(BaseCommand):
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
         parser.add_argument("--consolidate", action="store_true",
                             help="LoCoMo: consolidate each conversation first; the facts found credit their turns")
+        parser.add_argument("--ranking", action="append", default=[], metavar="NAME=VALUE",
+                            help="an ablation: recall with this field of RankingConfig changed "
+                                 "(memory_app/recall/ranking.py; repeatable), e.g. --ranking fusion=rrf")
         parser.add_argument("--questions", type=Path, metavar="FILE",
                             help="LoCoMo: ask this question set instead of the files' own (e.g. "
                                  "engram_eval/corpora/temporal_questions.json)")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
-               consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, **options):
+               consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, ranking=(),
+               **options):
         started = time.monotonic()
+        config = _ranking(ranking)
         if consolidation and locomo:
             report = evaluate_consolidation_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation against LoCoMo observations ({report['extractor']} extractor), "
@@ -76,17 +83,17 @@ class Command(BaseCommand):
         if locomo:
             summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write,
                                       consolidate=consolidate, extractor=extractor, dedicated=dedicated,
-                                      questions=questions)
+                                      questions=questions, ranking=config)
             self.stdout.write(f"LoCoMo evidence recall{' (consolidated facts credit their turns)' * consolidate}"
                               f"{f' on {questions.name}' if questions else ''} "
-                              f"({', '.join(p.name for p in locomo)}), "
+                              f"({', '.join(p.name for p in locomo)}){_with(ranking)}, "
                               f"{time.monotonic() - started:.0f}s")
             self.stdout.write(format_table(summary, metrics=("R@5", "R@10")))
             if json:
                 self.stdout.write(_json(summary))
             return
-        report = evaluate_fixture(path=corpus, log=self.stdout.write, dedicated=dedicated)
-        self.stdout.write(f"fixture corpus {corpus.name}: {report.questions} questions, "
+        report = evaluate_fixture(path=corpus, log=self.stdout.write, dedicated=dedicated, ranking=config)
+        self.stdout.write(f"fixture corpus {corpus.name}{_with(ranking)}: {report.questions} questions, "
                           f"{time.monotonic() - started:.0f}s")
         self.stdout.write(format_table(report.scores, metrics=("R@1", "R@5", "R@10", "MRR")))
         self.stdout.write(f"leak sweep: {report.leak_probes} hits checked, leaks: {report.leaks}")
@@ -104,3 +111,20 @@ class Command(BaseCommand):
 
 def _json(data) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
+
+
+def _ranking(changes: list[str]) -> RankingConfig:
+    """The deployment's ranking with the ablation's ``NAME=VALUE`` changes; CommandError for a change
+    it cannot take."""
+    pairs = [change.partition("=") for change in changes]
+    if bad := [change for change, (_name, equals, _value) in zip(changes, pairs, strict=True) if not equals]:
+        raise CommandError(f"--ranking takes NAME=VALUE, not {bad[0]!r}")
+    try:
+        return ranking_config().changed({name.strip(): value for name, _equals, value in pairs})
+    except ValueError as exc:
+        raise CommandError(f"--ranking: {exc}") from exc
+
+
+def _with(changes: list[str]) -> str:
+    """How a report's title names the ablation it measured (nothing for the deployment's ranking)."""
+    return f" with {', '.join(changes)}" if changes else ""
