@@ -180,9 +180,11 @@ class EngramClient:
 
     def recall(self, external_id: str, query: str, *, k: int = 10, types: list[str] | None = None,
                since: datetime | str | None = None, until: datetime | str | None = None,
-               include_superseded: bool = False, explain: bool = False, timezone: str | None = None) -> list[Memory]:
+               include_superseded: bool = False, explain: bool = False, timezone: str | None = None,
+               as_of: datetime | str | None = None) -> list[Memory]:
         payload = _drop_none({"query": query, "k": k, "types": types, "since": _iso(since), "until": _iso(until),
-                              "include_superseded": include_superseded, "explain": explain, "timezone": timezone})
+                              "include_superseded": include_superseded, "explain": explain, "timezone": timezone,
+                              "as_of": _iso(as_of)})
         _, body = self.request("POST", self._subject(external_id, "/recall"), json=payload, safe=True)
         return cast(list[Memory], body["memories"])
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import uuid
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
@@ -214,12 +215,16 @@ def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     ranked by, without bumping use counts."""
     q = request.GET.get("q", "").strip()
     include_superseded = request.GET.get("superseded") == "1"
+    as_of = request.GET.get("as_of", "").strip()
     hits, error, reading, names = [], "", None, ()
     ranking = ranking_config()
     if q:
         try:
+            # A day of the calendar: what was true at its end (UTC).
+            moment = f"{as_of}T23:59:59+00:00" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of) else (as_of or None)
             recall = memory_recall_with_reading(subject=subject, query=q, k=10, explain=True,
-                                                include_superseded=include_superseded, ranking=ranking)
+                                                include_superseded=include_superseded, as_of=moment,
+                                                ranking=ranking)
             hits, reading, names = recall.hits, recall.reading, recall.entities
             shown(request, hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
@@ -230,7 +235,7 @@ def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
     topic_vector = ranking.entity_topic_vector and ranking.entity_dense and ranking.dense
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
-                   names=names, topic_vector=topic_vector, include_superseded=include_superseded,
+                   names=names, topic_vector=topic_vector, include_superseded=include_superseded, as_of=as_of,
                    mentions_minimum=ranking.entity_min_mentions,
                    temporal_boost=1 + ranking.temporal_boost, grace_days=ranking.temporal_grace_days,
                    synonym_weight=ranking.synonym_weight, own_name_weight=ranking.own_name_weight,
@@ -266,6 +271,7 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
     credited_by = explain.pop("credited_by", None)
     fact = {"id": credited_by, "rank": ranks.get(credited_by)} if credited_by else None
     copies = explain.pop("copies", [])
+    stale = explain.pop("superseded_fact", None)
     scalars, factors = [], []
     for key, value in explain.items():
         if isinstance(value, dict):
@@ -275,7 +281,7 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
         else:
             scalars.append((key, value))
     return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors, "sentence": sentence,
-            "reply": reply, "fact": fact, "copies": copies}
+            "reply": reply, "fact": fact, "copies": copies, "stale": stale}
 
 
 # ---------------------------------------------------------------- consolidation

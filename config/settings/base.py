@@ -450,6 +450,11 @@ ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL = env.float("ENGRAM_CONSOLIDATION_DUPLICA
 # A candidate at least this similar (MiniLM cosine) to a live fact merges into it whatever its wording.
 ENGRAM_CONSOLIDATION_MERGE_COSINE = env.float("ENGRAM_CONSOLIDATION_MERGE_COSINE", default=0.90)
 ENGRAM_CONSOLIDATION_NEIGHBOURS = env.int("ENGRAM_CONSOLIDATION_NEIGHBOURS", default=10)
+# A change in natural phrasing (memory_app.consolidation.changes) replaces a fact it shares only a
+# topic with at this cosine or above, and one it shares nothing with at the second (above 1: never).
+# Chosen leaving one LoCoMo dev conversation out (docs/consolidation.md, "Changes over time").
+ENGRAM_CHANGE_MIN_TOPIC_COSINE = env.float("ENGRAM_CHANGE_MIN_TOPIC_COSINE", default=0.6)
+ENGRAM_CHANGE_MIN_COSINE = env.float("ENGRAM_CHANGE_MIN_COSINE", default=1.01)
 ENGRAM_CONSOLIDATION_CONFIDENCE_STEP = env.float("ENGRAM_CONSOLIDATION_CONFIDENCE_STEP", default=0.05)
 ENGRAM_LLM_URL = env.str("ENGRAM_LLM_URL", default="")  # e.g. http://localhost:8000/v1
 ENGRAM_LLM_MODEL = env.str("ENGRAM_LLM_MODEL", default="")

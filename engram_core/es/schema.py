@@ -129,7 +129,12 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
         "consolidated_at": {"type": "date"},  # consolidation watermark: null until consolidated
         "client_id": {"type": "keyword"},  # an imported episode's own id (its _id is namespaced)
     },
-    MemoryType.SEMANTIC: {},
+    MemoryType.SEMANTIC: {
+        # When the fact became true and when it stopped (the turns' dates, not the write time):
+        # ``valid_to`` is set when a later fact supersedes it (memory_app.services.supersession).
+        "valid_from": {"type": "date"},
+        "valid_to": {"type": "date"},
+    },
     MemoryType.PROCEDURAL: {
         "trigger": _text(),
         "steps": _text(),

@@ -399,6 +399,10 @@ class RecallApi(BaseApi):
         since = serializers.DateTimeField(required=False, allow_null=True)
         until = serializers.DateTimeField(required=False, allow_null=True)
         include_superseded = serializers.BooleanField(required=False, default=False)
+        as_of = serializers.DateTimeField(
+            required=False, allow_null=True,
+            help_text="What was true then: the facts valid at that moment (superseded since or not), episodes "
+                      "and playbooks up to it, ranked as if asked then.")
         explain = serializers.BooleanField(required=False, default=False)
         timezone = _timezone_field()
 

@@ -28,8 +28,10 @@ SOURCE = "consolidation"
 
 
 def _metadata(action: FactAction, run_id: int | None, extractor: str) -> dict[str, Any]:
-    return {"consolidation": {"slot": action.slot, "value": action.candidate.value, "run": run_id,
-                              "extractor": extractor}}
+    meta: dict[str, Any] = {"slot": action.slot, "value": action.candidate.value, "run": run_id, "extractor": extractor}
+    if action.change:
+        meta["change"] = action.change
+    return {"consolidation": meta}
 
 
 def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extractor: str) -> str:
@@ -48,7 +50,7 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
                    supersedes=action.supersedes or None, contradiction=action.contradiction,
                    supporting_episode_ids=list(candidate.episode_ids),
                    metadata=_metadata(action, run_id, extractor), memory_id=action.memory_id,
-                   source=SOURCE)
+                   source=SOURCE, valid_from=action.valid_from)
     except Conflict as exc:
         if exc.details.get("id") != action.memory_id:
             raise

@@ -96,13 +96,17 @@ class StoredFact:
     cosine: float = 0.0  # similarity to the candidate being resolved (kNN), 0 when unknown
     supporting_episode_ids: list[str] = field(default_factory=list)
     in_run: bool = False
+    topics: tuple[str, ...] = ()  # the topics of the change that wrote it (memory_app.consolidation.changes)
 
     @classmethod
     def from_source(cls, memory_id: str, source: dict[str, Any]) -> StoredFact:
         meta = (source.get("metadata") or {}).get("consolidation") or {}
         slot, value = (meta.get("slot"), meta.get("value")) if meta.get("slot") else infer_slot(source["text"])
+        change = meta.get("change") if isinstance(meta.get("change"), dict) else None
+        change = change or {}
+        topics = tuple(t for t in change.get("topics") or () if isinstance(t, str))
         return cls(id=memory_id, text=source["text"], slot=slot, value=value,
-                   supporting_episode_ids=list(source.get("supporting_episode_ids") or []))
+                   supporting_episode_ids=list(source.get("supporting_episode_ids") or []), topics=topics)
 
 
 @dataclass
@@ -114,11 +118,14 @@ class FactAction:
     contradiction: str = "natural"
     target_text: str | None = None  # merge: the fact merged into; supersede: the first fact replaced
     slot: str | None = None
+    change: dict[str, Any] | None = None  # a change found in natural phrasing: its cue, link and topics
+    valid_from: str | None = None  # the earliest date of its turns: when it became true
 
     def as_dict(self) -> dict[str, Any]:
         return {"action": self.kind, "id": self.memory_id, "text": self.candidate.text, "slot": self.slot,
                 "supporting_episode_ids": list(self.candidate.episode_ids), "supersedes": self.supersedes,
-                "contradiction": self.contradiction if self.supersedes else None, "target_text": self.target_text}
+                "contradiction": self.contradiction if self.supersedes else None, "target_text": self.target_text,
+                **({"change": self.change} if self.change else {})}
 
 
 @dataclass

@@ -24,7 +24,7 @@ from engram_core.errors import Conflict, EngramError
 from engram_core.es.schema import MemoryType
 from engram_core.observability import metrics
 from engram_core.observability.tracing import annotate, detached, span_linked, traceparent, tracing_enabled
-from memory_app.consolidation import apply, selectors
+from memory_app.consolidation import apply, changes, selectors
 from memory_app.consolidation.extractors import Extraction, Known, get_extractor
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
@@ -246,7 +246,8 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
     plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
-                 known=known, user_name=name)
+                 known=known, user_name=name,
+                 new_episodes=[] if getattr(extractor_obj, "uses_known", False) else episodes)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
         _count(run, plan, applied=None)
@@ -271,7 +272,9 @@ def user_name(*, subject: Subject) -> str:
 
 
 def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None,
-          user_name: str = "the user") -> Plan:
+          user_name: str = "the user", new_episodes: list | None = None) -> Plan:
+    """``new_episodes``: the episodes read for changes in natural phrasing (``changes``); an
+    extractor that is shown the stored facts decides supersessions itself and reads none."""
     plan = Plan()
     scope = memory_scope(subject=subject)
     known = known or Known()
@@ -290,6 +293,9 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
         else:
             plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                  "supporting_episode_ids": list(candidate.episode_ids)})
+    facts, probes, dropped = changes_read(facts=facts, new_episodes=new_episodes or [], episodes=episodes,
+                                          display_name=subject.display_name)
+    plan.dropped += dropped
     playbooks = []
     for candidate in extraction.playbooks:
         texts = [episodes[i].text for i in candidate.episode_ids if i in episodes]
@@ -309,22 +315,9 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
     neighbours = selectors.fact_neighbours(subject=subject, texts=[c.text for c in facts], vectors=fact_vectors)
     new_ids = [fact_id(scope, c) for c in facts]
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
-    in_run: list[StoredFact] = []
-    retired: set[str] = set()
-    for candidate, new_id, near in zip(facts, new_ids, neighbours, strict=True):
-        pool = [f for f in [*near, *in_run] if f.id not in retired]
-        if candidate.supersedes:  # a fact already replaced in this run is replaced once
-            candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i not in retired))
-        action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
-        plan.facts.append(action)
-        if action.kind in ("create", "supersede", "exists"):
-            in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
-                                     supporting_episode_ids=list(candidate.episode_ids), in_run=True))
-            retired.update(action.supersedes)
-        elif action.kind == "merge":
-            for f in in_run:
-                if f.id == action.memory_id:
-                    f.supporting_episode_ids += list(candidate.episode_ids)
+    plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=fact_vectors,
+                            existing=existing, probes=probes, episodes=episodes, display_name=subject.display_name,
+                            linking=ChangeLinking.from_settings())
 
     triggers = [c.trigger for c in playbooks]
     pb_vectors = embedder.embed_documents(triggers) if playbooks else []
@@ -344,6 +337,118 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
             created.append(StoredPlaybook(id=action.playbook_id, trigger=candidate.trigger, steps=candidate.steps,
                                           cosine=1.0, supporting_episode_ids=list(candidate.episode_ids)))
     return plan
+
+
+@dataclass(frozen=True)
+class ChangeLinking:
+    """How near a change in natural phrasing must be to a stored fact to replace it
+    (``changes.change_target``): sharing only a topic, or nothing but the vector."""
+
+    min_topic_cosine: float = 0.6
+    min_cosine: float = 1.01
+
+    @classmethod
+    def from_settings(cls) -> ChangeLinking:
+        return cls(min_topic_cosine=settings.ENGRAM_CHANGE_MIN_TOPIC_COSINE,
+                   min_cosine=settings.ENGRAM_CHANGE_MIN_COSINE)
+
+
+def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredFact]], vectors: list,
+               existing: set[str], probes: dict, episodes: dict[str, Any], display_name: str,
+               linking: ChangeLinking) -> list[FactAction]:
+    """What each grounded candidate (in episode order) does to the stored facts: no Elasticsearch,
+    the neighbours (``selectors.fact_neighbours``) and the ids already stored are given. A
+    candidate that carries a change (``probes``) supersedes the fact ``changes.change_target``
+    links it to; every other goes through ``resolve_fact``. Facts created or replaced earlier in
+    the run are neighbours of the later candidates."""
+    actions: list[FactAction] = []
+    in_run: list[StoredFact] = []
+    retired: set[str] = set()
+    vectors_by_id: dict[str, Any] = {}
+    for candidate, new_id, near, vector in zip(facts, new_ids, neighbours, vectors, strict=True):
+        pool = [f for f in [*near, *in_run] if f.id not in retired]
+        if candidate.supersedes:  # a fact already replaced in this run is replaced once
+            candidate = replace(candidate, supersedes=tuple(i for i in candidate.supersedes if i not in retired))
+        change = None
+        if (probe := probes.get(_probe_key(candidate))) is not None and not candidate.supersedes:
+            candidate, change = _change_link(candidate, probe=probe, pool=pool, vector=vector,
+                                             vectors_by_id=vectors_by_id, display_name=display_name,
+                                             linking=linking)
+        vectors_by_id[new_id] = vector
+        action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
+        if change is not None and action.kind == "supersede":
+            action.change = change
+        told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
+        # A fact became true when first told; a replacement when the change was told (its last turn:
+        # "switched from Virgin Media to BT" may cite the turn that named Virgin Media too).
+        action.valid_from = (max(told) if action.kind == "supersede" else min(told)) if told else None
+        actions.append(action)
+        if action.kind in ("create", "supersede", "exists"):
+            in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
+                                     supporting_episode_ids=list(candidate.episode_ids), in_run=True,
+                                     topics=tuple(change["topics"]) if change else ()))
+            retired.update(action.supersedes)
+        elif action.kind == "merge":
+            for f in in_run:
+                if f.id == action.memory_id:
+                    f.supporting_episode_ids += list(candidate.episode_ids)
+    return actions
+
+
+def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
+    return candidate.text, tuple(candidate.episode_ids)
+
+
+def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], display_name: str
+                 ) -> tuple[list, dict, list[dict[str, Any]]]:
+    """The new episodes read for changes (``changes.episode_probes``): the candidates with the
+    ones they add (grounded like any other) in episode order, the probe of each change sentence by
+    its candidate, and the added candidates dropped as ungrounded."""
+    probes: dict[tuple[str, tuple[str, ...]], changes.Probe] = {}
+    added: list = []
+    dropped: list[dict[str, Any]] = []
+    names = [display_name] if display_name else []
+    for episode in new_episodes:
+        if episode.role != "user":
+            continue
+        more, found = changes.episode_probes(episode=episode, candidates=facts, display_names=names)
+        for candidate in more:
+            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
+                added.append(candidate)
+            else:
+                dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
+                                "supporting_episode_ids": list(candidate.episode_ids)})
+        for probe in found:
+            probes[_probe_key(probe.candidate)] = probe
+    if not added:
+        return facts, probes, dropped
+    when = {i: e.occurred_at for i, e in episodes.items()}
+    ordered = sorted([*facts, *added], key=lambda c: max((when.get(i, "") for i in c.episode_ids), default=""))
+    return ordered, probes, dropped
+
+
+def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by_id: dict[str, Any],
+                 display_name: str, linking: ChangeLinking) -> tuple[Any, dict[str, Any] | None]:
+    """The candidate of a change sentence, superseding the speaker's fact it replaces (if any)."""
+    holder = probe.holder
+    own = {holder.lower()} | ({w.lower() for w in display_name.split()} if holder == "User" and display_name else set())
+    stored = []
+    for fact in pool:
+        # A labelled speaker's change replaces only that speaker's facts; an end-user's own turn any of theirs.
+        if holder != "User" and not own & {w.lower().removesuffix("'s") for w in re.findall(r"[A-Za-z']+", fact.text)}:
+            continue
+        cosine = fact.cosine
+        if fact.in_run and fact.id in vectors_by_id:
+            cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
+        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot))
+    link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
+                                 min_topic_cosine=linking.min_topic_cosine)
+    if link is None:
+        return candidate, None
+    topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
+    change = {"cue": probe.reading.cue, "by": link.by, "shared": list(link.shared), "kind": probe.reading.kind,
+              "topics": topics, "replaced": link.fact.id, "cosine": round(link.fact.cosine, 3)}
+    return replace(candidate, supersedes=(link.fact.id,), change=probe.reading.kind), change
 
 
 def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] | None) -> None:

@@ -82,13 +82,14 @@ def _shown(caller: Caller, memory: dict[str, Any]) -> dict[str, Any]:
 
 def recall_memory(*, caller: Caller, query: str, k: int = 10, types: list[str] | None = None,
                   since: str | None = None, until: str | None = None, include_superseded: bool = False,
-                  explain: bool = False, timezone: str | None = None, subject: str | None = None) -> dict[str, Any]:
+                  explain: bool = False, timezone: str | None = None, subject: str | None = None,
+                  as_of: str | None = None) -> dict[str, Any]:
     """The end-user's memories most relevant to ``query`` (memory:read). NotFound for an end-user
     this tenant does not have."""
     _require(caller, READ)
     who = _existing_subject(caller, subject)
     found = memory_recall(subject=who, query=query, k=k, types=types, since=since, until=until,
-                          include_superseded=include_superseded, explain=explain, timezone=timezone)
+                          include_superseded=include_superseded, explain=explain, timezone=timezone, as_of=as_of)
     usage_record_recalled(subject=who, memories=found)
     metrics.RECALLS.labels("mcp").inc()
     if found:  # counted before it is answered, as the REST API's reads are

@@ -126,10 +126,13 @@ def build_server() -> MCPServer:
             "The user's IANA time zone, e.g. Europe/Paris: dates the query names ('yesterday', 'in June') "
             "are read as their calendar days (default UTC)."))] = None,
         subject: Subject = None,
+        as_of: Annotated[str | None, Field(description=(
+            "What was true at this moment (ISO 8601, with a timezone): the facts valid then, even if superseded "
+            "since, and episodes and playbooks up to it."))] = None,
     ) -> CallToolResult:
         return await _call(ctx, handlers.recall_memory, query=query, k=k, types=types, since=since, until=until,
                            include_superseded=include_superseded, explain=explain, timezone=timezone,
-                           subject=subject)
+                           subject=subject, as_of=as_of)
 
     @server.tool(description=WRITE_DESCRIPTION,
                  annotations=ToolAnnotations(title="Write memory", read_only_hint=False, destructive_hint=False,

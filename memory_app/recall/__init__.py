@@ -50,7 +50,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
                   include_superseded: bool = False, explain: bool = False,
                   now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
                   es: Elasticsearch | None = None, exclude: str = "",
-                  ranking: RankingConfig | None = None) -> list[dict[str, Any]]:
+                  as_of: datetime | str | None = None, ranking: RankingConfig | None = None
+                  ) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, through the end-user's own key, fused and weighted
     (memory_app.recall.rank). ``timezone``: the end-user's IANA zone, whose calendar days the
@@ -61,12 +62,14 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     and every multiplier. A read only: facts handed to an agent are counted as used by the caller
     (``usage.usage_record_recalled``), so a preview, an eval or a probe counts nothing. ``es``: the
     end-user's own client, resolved by the caller (a turn runs this on a pool thread).
-    ``ranking``: how to rank (default: the deployment's, ``options.ranking_config``; the eval
-    passes its ablations). ValidationFailed for bad input."""
+    ``as_of``: what was true then: the facts valid at that moment (superseded since or not),
+    episodes and playbooks up to it, ranked as if asked then. ``ranking``: how to rank (default:
+    the deployment's, ``options.ranking_config``; the eval passes its ablations).
+    ValidationFailed for bad input."""
     return memory_recall_with_reading(
         subject=subject, query=query, k=k, types=types, since=since, until=until,
         include_superseded=include_superseded, explain=explain, now=now, timezone=timezone,
-        ensure_fresh=ensure_fresh, es=es, exclude=exclude, ranking=ranking).hits
+        ensure_fresh=ensure_fresh, es=es, exclude=exclude, as_of=as_of, ranking=ranking).hits
 
 
 def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
@@ -74,7 +77,8 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
                                include_superseded: bool = False, explain: bool = False,
                                now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
                                es: Elasticsearch | None = None, exclude: str = "",
-                               ranking: RankingConfig | None = None) -> Recall:
+                               as_of: datetime | str | None = None, ranking: RankingConfig | None = None
+                               ) -> Recall:
     """``memory_recall``, with the reading of the question its hits were ranked by (the
     inspector shows both)."""
     options = RecallOptions.from_settings(ranking)
@@ -85,9 +89,10 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     until = clean_datetime(until, field="until")
     if since and until and since > until:
         raise ValidationFailed("since must not be after until", details={"field": "since"}, code="invalid_time_range")
+    as_of = clean_datetime(as_of, field="as_of")
     tz = clean_timezone(timezone)
     require_dls()
-    now = now or django_timezone.now()
+    now = as_of or now or django_timezone.now()
     if ensure_fresh:
         refresh_ensure(subject=subject)  # the end-user's last turn, stored without waiting, is found
     es = es or subject_es_client(subject=subject)
@@ -111,7 +116,8 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     allowed = Allowed(types=memory_types, index_for={t: alias_name(t, prefix=prefix)
                                                      for t in (*memory_types, *crediting)},
                       scope=memory_scope(subject=subject), include_superseded=include_superseded,
-                      since=since, until=until, crediting=crediting)
+                      since=since, until=until, crediting=crediting,
+                      stale_index=alias_name(MemoryType.SEMANTIC, prefix=prefix), as_of=as_of)
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()

@@ -47,6 +47,9 @@ def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None)
         **({"reply_credit": hit.reply_credit, "replies_to": hit.replies_to} if hit.replies_to else {}),
         **({"dense_sentence": sentence} if (sentence := _dense_sentence(hit, passages_max=passages_max)) else {}),
         **({"copies": copies} if copies else {}),
+        **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,
+                                "superseded_by": list(hit.stale_fact.superseded_by),
+                                "valid_to": hit.stale_fact.valid_to}} if hit.stale_fact else {}),
     }
 
 

@@ -30,6 +30,7 @@ from memory_app.recall.search import (
     WORD_IN_TEXT,
     Leg,
     Searched,
+    StaleFact,
 )
 
 # Each type's date field for time decay; None = exempt.
@@ -68,6 +69,7 @@ class Hit:
     credited_by: str | None = None
     reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
     replies_to: str | None = None
+    stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,15 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         pool = rerank_pool([h for h in hits if h.memory_type in searched.returned], options=options)
         hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
     sessions = sessions_covered(hits, searched.idf, options=options)
+    stale = stale_episodes(searched)
     for hit in hits:
+        hit.stale_fact = stale.get(hit.id)
         hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, options=options)
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
+    if not reading.asks_past:
+        below_successors(hits)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
@@ -277,6 +283,12 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["session"] = 1.0 + options.session_coverage * covered
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
+    if episode and hit.stale_fact is not None:
+        if reading.asks_past:
+            if options.past_boost:
+                factors["was_true"] = 1.0 + options.past_boost
+        elif options.superseded_weight != 1.0:
+            factors["superseded"] = options.superseded_weight
     if hit.memory_type is MemoryType.SEMANTIC:
         factors["use_count"] = 1.0 + options.use_count_weight * math.log10(1 + int(src.get("use_count") or 0))
     if hit.memory_type is MemoryType.CATALOG:
@@ -286,6 +298,56 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
                                                 failures=int(src.get("failure_count") or 0),
                                                 weight=options.outcome_weight)
     return factors
+
+
+BELOW = 0.99  # a stale episode's score at most this share of the current value's best hit's
+
+
+def below_successors(hits: list[Hit]) -> None:
+    """For a question about now: an episode whose value stopped being true ranks below the best hit
+    that holds the value which replaced it (the superseding fact, or a turn it was distilled from),
+    whatever the scales of the legs made of their scores. Its ``superseded`` multiplier then says
+    by how much in all."""
+    by_id = {h.id: h for h in hits}
+    for hit in hits:
+        if hit.stale_fact is None or hit.memory_type is not MemoryType.EPISODIC or hit.score <= 0:
+            continue
+        successors = [by_id[i] for i in hit.stale_fact.superseded_by if i in by_id]
+        told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()} - {hit.id}
+        current = [s.score for s in successors] + [by_id[e].score for e in told if e in by_id]
+        if current and hit.score >= max(current) > 0:
+            capped = max(current) * BELOW
+            hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
+            hit.score = capped
+
+
+def stale_episodes(searched: Searched) -> dict[str, StaleFact]:
+    """The episodes whose value stopped being true for this question: each is cited by a
+    superseded fact near the question (``Searched.stale``) that is nearer than every current fact
+    found that cites it ("Our provider is Virgin Media." once "switched to BT" replaced its fact;
+    not the turn that also gave a current fact the question is about). An episode the superseding
+    fact cites too (the turn that said the change) is not stale."""
+    if not searched.stale:
+        return {}
+    current: dict[str, float] = {}
+    for leg in searched.legs:
+        if not leg.dense:
+            continue
+        for raw in leg.hits:
+            if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value:
+                for episode_id in raw["_source"].get("supporting_episode_ids") or ():
+                    current[episode_id] = max(current.get(episode_id, 0.0), float(raw["_score"]))
+    successors = {i for fact in searched.stale for i in fact.superseded_by}
+    successor_support = {e for leg in searched.legs for raw in leg.hits if raw["_id"] in successors
+                         for e in raw["_source"].get("supporting_episode_ids") or ()}
+    out: dict[str, StaleFact] = {}
+    for fact in sorted(searched.stale, key=lambda f: -f.similarity):
+        for episode_id in fact.supporting_episode_ids:
+            if episode_id in out or episode_id in successor_support:
+                continue
+            if fact.similarity > current.get(episode_id, 0.0):
+                out[episode_id] = fact
+    return out
 
 
 def in_window(window: TimeWindow, *, told: datetime, named: list[tuple[date, date]], grace: timedelta) -> bool:

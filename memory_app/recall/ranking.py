@@ -114,6 +114,13 @@ class RankingConfig:
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True
+    # A value that stopped being true (recall.rank.stale_episodes, issue 69): an episode a superseded
+    # fact near the question came from is ×``superseded_weight`` for a question about now (and kept
+    # below the best hit holding the value that replaced it), ×(1 + ``past_boost``) for one about the
+    # past; the ``stale_facts`` superseded facts nearest the question are searched (0: none, off).
+    superseded_weight: float = 0.5
+    past_boost: float = 1.0
+    stale_facts: int = 10
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:

@@ -6,8 +6,9 @@ Elasticsearch, no cache, no setting.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 
 from engram_core.es.schema import MemoryType
 from language import concepts
@@ -50,6 +51,7 @@ class Reading:
     time_window: TimeWindow | None
     intent: Intent | None
     asks_time: bool = False
+    asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
 
     @property
     def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -79,7 +81,25 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
+        asks_past=query_asks_past(query, now=now, tz=tz),
     )
+
+
+# Words that ask what held before: "before Brightwater", "at first", "used to", "previously".
+_PAST = re.compile(r"\b(?:before|previously|formerly|used to|at first|first|originally|earlier|prior to|"
+                   r"back then|back when|in the past|former|old)\b", re.I)
+_NOT_PAST = re.compile(r"\bhow old\b|\bfirst name\b", re.I)
+PAST_DAYS = 30  # a question naming a period that ended this long ago asks about then
+
+
+def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
+    """Whether ``query`` asks what was true before now rather than what is: a word of before
+    ("which phone did I have before?") or a period it names that ended more than PAST_DAYS ago
+    ("where did I live in 2025?")."""
+    if _PAST.search(_NOT_PAST.sub(" ", query)):
+        return True
+    window = query_time_window(query, now=now, tz=tz)
+    return window is not None and window.end is not None and window.end < now - timedelta(days=PAST_DAYS)
 
 
 def _wordnet(options: RecallOptions) -> concepts.WordNet:

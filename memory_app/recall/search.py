@@ -68,6 +68,8 @@ class Allowed:
     since: datetime | None = None
     until: datetime | None = None
     crediting: tuple[MemoryType, ...] = ()
+    stale_index: str | None = None  # the facts' index, searched for superseded facts (``stale_search``)
+    as_of: datetime | None = None  # what was true then (``type_filter``)
 
     @property
     def indices(self) -> str:
@@ -83,7 +85,7 @@ class Allowed:
         return {"bool": {"should": [type_filter(memory_type=t, scope=self.scope,
                                                 include_superseded=self.include_superseded,
                                                 since=None if any_time else self.since,
-                                                until=None if any_time else self.until)
+                                                until=None if any_time else self.until, as_of=self.as_of)
                                     for t in (self.crediting if crediting else self.types)],
                          "minimum_should_match": 1}}
 
@@ -123,6 +125,50 @@ class Searched:
     idf: dict[str, float]
     mention_counts: dict[str, int]
     returned: frozenset[MemoryType] = frozenset(MemoryType)
+    stale: tuple[StaleFact, ...] = ()
+
+
+@dataclass(frozen=True)
+class StaleFact:
+    """A superseded fact near the question (``stale_search``): its similarity to the question
+    (the kNN score, on the dense leg's scale), the episodes it was distilled from, and what
+    replaced it when."""
+
+    id: str
+    text: str
+    similarity: float
+    supporting_episode_ids: tuple[str, ...]
+    superseded_by: tuple[str, ...]
+    valid_to: str | None
+
+
+STALE_FIELDS = ["text", "supporting_episode_ids", "superseded_by", "superseded_at", "valid_to"]
+
+
+def stale_search(*, vector: list[float], allowed: Allowed, options: RecallOptions) -> list[dict]:
+    """Header/body of the search for the end-user's superseded facts nearest the question: the
+    episodes they came from hold a value that stopped being true (``rank.stale_episodes``). Only
+    when episodes are returned and superseded facts are not (explain names the fact even when the
+    weights leave the episode's score alone)."""
+    if allowed.stale_index is None or MemoryType.EPISODIC not in allowed.types or allowed.include_superseded \
+            or allowed.as_of is not None or options.stale_facts <= 0:
+        return []
+    scope = allowed.scope
+    filters = [{"term": {"memory_type": MemoryType.SEMANTIC.value}}, {"term": {"tenant_id": scope["tenant_id"]}},
+               {"term": {"user_id": scope["user_id"]}}, {"exists": {"field": "superseded_by"}}]
+    k = options.stale_facts
+    return [{"index": allowed.stale_index},
+            {"size": k, "_source": STALE_FIELDS,
+             "query": {"knn": {"field": "embedding", "query_vector": vector, "k": k,
+                               "num_candidates": max(50, 5 * k), "filter": filters}}}]
+
+
+def _stale(response: dict) -> tuple[StaleFact, ...]:
+    return tuple(StaleFact(id=raw["_id"], text=raw["_source"].get("text") or "", similarity=float(raw["_score"]),
+                           supporting_episode_ids=tuple(raw["_source"].get("supporting_episode_ids") or ()),
+                           superseded_by=tuple(raw["_source"].get("superseded_by") or ()),
+                           valid_to=raw["_source"].get("valid_to"))
+                 for raw in response["hits"]["hits"])
 
 
 def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector: Callable[[], list[float]],
@@ -140,10 +186,12 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
         indices=allowed.indices, allowed=allowed.query()) if reading.words else []
+    stale_body = stale_search(vector=vector, allowed=allowed, options=options)
     with timed("search"):
-        responses = es.msearch(searches=body + entity_body + counts_body)["responses"]
+        responses = es.msearch(searches=body + entity_body + counts_body + stale_body)["responses"]
     for response in responses:
         leg_answer_check(response)
+    stale = _stale(responses.pop()) if stale_body else ()
     idf = word_idf(responses.pop()) if counts_body else {}
     plain = len(body) // 2
     entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
@@ -158,7 +206,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
             sources.setdefault(raw["_id"], raw["_source"])
     usage_apply(sources)  # the facts' use counts live in the database (memory_app.usage)
     return Searched(legs=legs, sources=sources, idf=idf, mention_counts={**known, **counted},
-                    returned=frozenset(allowed.types))
+                    returned=frozenset(allowed.types), stale=stale)
 
 
 def leg_answer_check(response: dict[str, Any]) -> None:
@@ -260,18 +308,46 @@ def bm25_fields(types: list[MemoryType], *, options: RecallOptions) -> list[str]
 
 
 def type_filter(*, memory_type: MemoryType, scope: dict[str, str], include_superseded: bool,
-                since: datetime | None, until: datetime | None) -> dict:
+                since: datetime | None, until: datetime | None, as_of: datetime | None = None) -> dict:
     """What a hit of one memory type must satisfy. The scope terms duplicate the DLS key's query
-    on purpose: a second guard in case a key's role were ever too broad."""
+    on purpose: a second guard in case a key's role were ever too broad. ``as_of``: only what was
+    true then (``as_of_filter``)."""
     filters: list[dict] = [{"term": {"memory_type": memory_type.value}}, {"term": {"tenant_id": scope["tenant_id"]}}]
     if memory_type is not MemoryType.CATALOG:
         filters.append({"term": {"user_id": scope["user_id"]}})
     if since or until:
         bounds = {k: v.isoformat() for k, v in (("gte", since), ("lte", until)) if v}
         filters.append({"range": {RANGE_FIELD[memory_type]: bounds}})
-    if not include_superseded:
+    if as_of is not None:
+        filters += as_of_filter(memory_type, as_of=as_of, include_superseded=include_superseded)
+    elif not include_superseded:
         filters.append({"bool": {"must_not": {"exists": {"field": "superseded_by"}}}})
     return {"bool": {"filter": filters}}
+
+
+def as_of_filter(memory_type: MemoryType, *, as_of: datetime, include_superseded: bool) -> list[dict]:
+    """What was true at ``as_of``: an episode that had happened; a fact that had become true
+    (``valid_from``, else stored) and not yet stopped (``valid_to``, else superseded); a playbook
+    stored and not yet superseded. The catalog is the tenant's: as it is. ``include_superseded``
+    also keeps what had already stopped."""
+    moment = as_of.isoformat()
+    if memory_type is MemoryType.CATALOG:
+        return []
+    if memory_type is MemoryType.EPISODIC:
+        return [{"range": {"occurred_at": {"lte": moment}}}]
+    if memory_type is MemoryType.PROCEDURAL:
+        began: dict[str, Any] = {"range": {"created_at": {"lte": moment}}}
+        ended: dict[str, Any] = {"range": {"superseded_at": {"lte": moment}}}
+        return [began] if include_superseded else [began, {"bool": {"must_not": ended}}]
+    began = {"bool": {"should": [{"range": {"valid_from": {"lte": moment}}},
+                                 {"bool": {"must_not": {"exists": {"field": "valid_from"}},
+                                           "filter": {"range": {"created_at": {"lte": moment}}}}}],
+                      "minimum_should_match": 1}}
+    ended = {"bool": {"should": [{"range": {"valid_to": {"lte": moment}}},
+                                 {"bool": {"must_not": {"exists": {"field": "valid_to"}},
+                                           "filter": {"range": {"superseded_at": {"lte": moment}}}}}],
+                      "minimum_should_match": 1}}
+    return [began] if include_superseded else [began, {"bool": {"must_not": ended}}]
 
 
 def lexical_header(indices: str, *, words: tuple[str, ...] | list[str]) -> dict:

@@ -23,6 +23,7 @@ from memory_app.services.store import (
 )
 from memory_app.services.supersession import superseding_write
 from memory_app.validation import (
+    clean_datetime,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
     clean_confidence,
@@ -40,12 +41,15 @@ from tenants.services.audit import audit_record
 def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersedes: list[str] | None = None,
                contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
                metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
-               accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+               accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+               valid_from: datetime | str | None = None) -> dict[str, Any]:
     """Store a semantic fact, optionally superseding older facts of the same subject. With
     ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
     Engram sees it (memory_app.freshness).
 
     A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
+    ``valid_from``: when the fact became true (default: the write time); the facts it supersedes
+    stop being valid then (``valid_to``).
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
     """
     text = clean_text(text)
@@ -56,6 +60,7 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
         last_used_at=now.isoformat(),  # its use count starts at 0 and lives in the database (memory_app.usage)
         confidence=clean_confidence(confidence),
         supporting_episode_ids=clean_supporting_ids(supporting_episode_ids),
+        valid_from=(clean_datetime(valid_from, field="valid_from") or now).isoformat(),
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,

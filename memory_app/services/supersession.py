@@ -3,7 +3,7 @@ marked (``superseded_by``/``superseded_at``), so chains read both ways."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -61,7 +61,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
         with subject_writes(subject=subject) as target:
             for visible in old.values():
                 done.append(_mark_superseded(subject=subject, writer=target.writer, visible=visible,
-                                             memory_id=memory_id, now=now))
+                                             memory_id=memory_id, now=now, valid_to=doc.get("valid_from")))
             if refresh:  # one refresh makes the new document and every mark visible
                 target.writer.indices.refresh(index=target.index(memory_type))
     except (ApiError, NotFound, Conflict) as exc:
@@ -78,7 +78,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
 
 
 def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: selectors.Visible, memory_id: str,
-                     now: datetime) -> selectors.Visible:
+                     now: datetime, valid_to: str | None = None) -> selectors.Visible:
     """Append ``memory_id`` to the old document's ``superseded_by`` (not refreshed: the caller
     refreshes once, or defers); returns the document as it was just before (what an undo
     restores). Recall bumps use counts at any time, which changes the sequence number: on a
@@ -95,13 +95,23 @@ def _mark_superseded(*, subject: Subject, writer: Elasticsearch, visible: select
         previous = current.source.get("superseded_by") or []
         if memory_id in previous:  # already marked (a retried write): never twice
             return None
-        return {"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()}
+        marks = {"superseded_by": [*previous, memory_id], "superseded_at": now.isoformat()}
+        if valid_to and current.memory_type == MemoryType.SEMANTIC and not current.source.get("valid_to"):
+            # It stopped being true when its successor became true, never before it started.
+            start = current.source.get("valid_from")
+            marks["valid_to"] = start if start and _instant(start) > _instant(valid_to) else valid_to
+        return marks
 
     before, _update = document_update(
         writer=writer, read=read, change=mark, visible=visible,
         conflict=Conflict("a superseded memory keeps changing concurrently; nothing was written, retry",
                           details={"ids": [visible.id]}, code="concurrent_update"))
     return before
+
+
+def _instant(value: str) -> datetime:
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _undo_supersede(*, subject: Subject, writer: Elasticsearch, new_index: str, new_id: str,
@@ -116,7 +126,9 @@ def _undo_supersede(*, subject: Subject, writer: Elasticsearch, new_index: str, 
                 return None
             left = [i for i in marks if i != new_id]
             return {"superseded_by": left or None,
-                    "superseded_at": current.source.get("superseded_at") if left else before.source.get("superseded_at")}
+                    "superseded_at": current.source.get("superseded_at") if left else before.source.get("superseded_at"),
+                    **({"valid_to": current.source.get("valid_to") if left else before.source.get("valid_to")}
+                       if before.memory_type == MemoryType.SEMANTIC else {})}
 
         try:
             document_update(writer=writer, change=unmark,

@@ -40,6 +40,16 @@ def test_recall_with_filters_and_explain(engram):
     assert recent == []
 
 
+def test_recall_as_of_a_date_returns_the_fact_valid_then(engram, client, db):
+    old = engram.write_fact("dora", "Dora's phone is a Pixel 6")
+    engram.write_fact("dora", "Dora's phone is an iPhone 15", supersedes=[old["id"]])
+    before = engram.recall("dora", "which phone does Dora have", types=["semantic"], as_of=old["memory"]["created_at"])
+    assert [h["text"] for h in before] == ["Dora's phone is a Pixel 6"]
+    assert [h["text"] for h in engram.recall("dora", "which phone", types=["semantic"])] == ["Dora's phone is an iPhone 15"]
+    schema = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert "as_of" in schema["components"]["schemas"]["RecallInputRequest"]["properties"]
+
+
 def test_facts_supersede_with_history_both_ways(engram):
     old = engram.write_fact("carol", "Carol lives in Berlin")
     new = engram.write_fact("carol", "Carol lives in Hamburg", supersedes=[old["id"]], contradiction="natural")

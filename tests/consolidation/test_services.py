@@ -3,7 +3,7 @@ dry run, forgotten episodes, playbooks, the run record."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,13 +11,17 @@ from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
+from memory_app.management.commands.seed_demo import CONVERSATION
 from memory_app.providers import get_embedder
+from memory_app.recall import memory_recall
 from memory_app.models import ConsolidationRun
 from memory_app.services.facts import fact_write
 from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget
 from memory_app.services.store import write_target
 from memory_app.selectors import subject_export
+from tenants.models import Tenant
+from tenants.services.subjects import subject_get_or_create
 from tests.consolidation.conftest import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -481,3 +485,32 @@ def test_a_slow_run_keeps_its_lease_so_no_twin_takes_over(subject, say, settings
     assert twin.value.code == "consolidation_running"
     thread.join(30)
     assert results["first"].status == "succeeded" and results["first"].facts_created == 1
+
+
+def test_dana_asks_which_provider_now_and_the_switch_ranks_above_the_old_one(memory):
+    """The demo's end-user (issue 69): after "We switched from Virgin Media to BT last week." the
+    fact of Virgin Media is superseded, valid until the switch's turn, and a question about now
+    ranks BT first; a question about before ranks the Virgin Media turn first."""
+    tenant = Tenant.objects.create(slug="demo-like", name="Demo-like")
+    dana = subject_get_or_create(tenant=tenant, external_id="dana", display_name="Dana")
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    switch_at = None
+    for session, (days_ago, turns) in enumerate(CONVERSATION):
+        for n, text in enumerate(turns):
+            at = now - timedelta(days=days_ago) + timedelta(minutes=2 * n)
+            switch_at = at if "switched" in text else switch_at
+            episode_write(subject=dana, text=text, occurred_at=at, session_id=f"dana-{session}")
+        assert consolidation_run(subject=dana).run.status == "succeeded"
+    facts = {f["text"]: f for f in subject_export(subject=dana)["memories"]["semantic"]}
+    old = next(f for t, f in facts.items() if "Virgin Media" in t and "BT" not in t)
+    new = next(f for t, f in facts.items() if "BT" in t)
+    assert old["superseded_by"] == [new["id"]] and new["contradiction"] == "natural"
+    assert datetime.fromisoformat(old["valid_to"]) == datetime.fromisoformat(new["valid_from"]) == switch_at
+
+    hits = memory_recall(subject=dana, query="Which internet provider does Dana use now?", now=now, explain=True)
+    assert "BT" in hits[0]["text"], [h["text"] for h in hits[:3]]
+    stale = next(h for h in hits if h["text"] == "Our internet provider is Virgin Media.")
+    assert stale["explain"]["multipliers"]["superseded"] < 1
+    assert stale["explain"]["superseded_fact"]["superseded_by"] == [new["id"]]
+    before = memory_recall(subject=dana, query="Which internet provider did Dana have before?", now=now)
+    assert before[0]["text"] == "Our internet provider is Virgin Media.", [h["text"] for h in before[:3]]

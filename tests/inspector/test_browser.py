@@ -38,6 +38,9 @@ def live(tmp_path_factory, es_admin):
         alice = server.manage("shell", "-c", "from tenants.models import Subject; "
                                              "print(Subject.objects.get(external_id='alice@example.com').user_id)")
         server.alice = alice.strip().splitlines()[-1]
+        dana = server.manage("shell", "-c", "from tenants.models import Subject; "
+                                            "print(Subject.objects.get(external_id='dana@example.com').user_id)")
+        server.dana = dana.strip().splitlines()[-1]
         yield server
     finally:
         server.stop()
@@ -246,6 +249,30 @@ def test_recall_sandbox_shows_explain(live, browser):
     assert facts and all("intent" in h.find_element(By.CSS_SELECTOR, "table.explain").text for h in facts)
     browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", intent[0])
     _shot(browser, "recall-sandbox-intent", full=False)
+
+
+def test_dana_asks_her_provider_now_and_as_of_a_day_before_the_switch(live, browser):
+    """The demo's end-user (issue 69): BT, the provider she switched to, ranks first; the turn
+    that named Virgin Media says which superseded fact ranked it down; as of a day before the
+    switch, the Virgin Media fact is the one recalled."""
+    from selenium.webdriver.common.by import By
+
+    _login(browser, live, "support")
+    browser.get(f"{live.url}/u/{live.dana}/")
+    hits = _ask_sandbox(browser, "Which internet provider does Dana use now?", "#recall-results .hit")
+    assert "BT" in hits[0].text and "Virgin Media to BT" in hits[0].text, hits[0].text
+    stale = browser.find_elements(By.CSS_SELECTOR, "#recall-results .hit .stale")
+    assert stale and "was superseded" in stale[0].text
+    browser.execute_script("arguments[0].scrollIntoView(); window.scrollBy(0, -40)", stale[0])
+    _shot(browser, "recall-sandbox-superseded", full=False)
+    # The demo's clock: Dana's sessions are 40, 20 and 5 days before 1 November 2026.
+    browser.execute_script("document.querySelector('#recall-section input[name=as_of]').value = '2026-10-15'; "
+                           "document.getElementById('recall-results').innerHTML = ''")
+    hits = _ask_sandbox(browser, "Which internet provider does Dana use now?", "#recall-results .hit")
+    texts = [h.text for h in hits]
+    assert not [t for t in texts if "to BT" in t] and any("Virgin Media" in t for t in texts), [t[:300] for t in texts if "to BT" in t]
+    browser.execute_script("document.getElementById('recall-section').scrollIntoView()")
+    _shot(browser, "recall-sandbox-as-of", full=False)
 
 
 def test_forget_with_reason_removes_the_memory_and_is_audited(live, browser):

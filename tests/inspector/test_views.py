@@ -502,6 +502,29 @@ def test_recall_sandbox_says_which_fact_gave_an_episode_credit(staff, subjects):
     assert f'href="#hit-{ranks[fact["id"]]}"' in card
 
 
+def test_recall_sandbox_shows_validity_the_superseded_fact_behind_a_hit_and_recalls_as_of_a_day(staff, subjects):
+    alice, _ = subjects
+    said = episode_write(subject=alice, text="Our broadband is with Virgin Media.",
+                         occurred_at=datetime(2025, 2, 1, tzinfo=UTC))
+    old = fact_write(subject=alice, text="Alice's broadband provider is Virgin Media.",
+                     supporting_episode_ids=[said["id"]], valid_from=datetime(2025, 2, 1, tzinfo=UTC))
+    new = fact_write(subject=alice, text="Alice's broadband provider is BT.", supersedes=[old["id"]],
+                     valid_from=datetime(2025, 9, 1, tzinfo=UTC))
+    client = Client()
+    client.force_login(staff["support"])
+    question = {"q": "Which broadband provider does Alice have?"}
+    html = client.get(f"/u/{alice.user_id}/recall/", question, headers={"HX-Request": "true"}).content.decode()
+    ranks = {hit["id"]: n for n, hit in enumerate(memory_recall(subject=alice, query=question["q"], k=10), start=1)}
+    assert ranks[new["id"]] < ranks[said["id"]]
+    card = html.split(f'id="hit-{ranks[said["id"]]}"')[1].split("</li>")[0]
+    assert "was superseded" in card and "Virgin Media" in card
+    then = client.get(f"/u/{alice.user_id}/recall/", {**question, "as_of": "2025-05-01"},
+                      headers={"HX-Request": "true"}).content.decode()
+    assert "Alice&#x27;s broadband provider is Virgin Media." in then and "provider is BT" not in then
+    page = client.get(f"/u/{alice.user_id}/chain/{old['id']}/").content.decode()
+    assert "valid " in page and "→" in page
+
+
 @pytest.mark.parametrize("params", [{"since": "2024-02-30"}, {"until": "2023-13-01"}, {"since": "yesterday"},
                                     {"since": "2024-W01-1"}])
 def test_an_audit_filter_that_names_no_day_is_a_400_that_says_so(staff, subjects, params):

@@ -20,6 +20,18 @@ def texts(result: dict) -> list[str]:
     return [m.get("text") for m in result["memories"]]
 
 
+def test_recall_as_of_a_moment_returns_what_was_true_then(acme, make_caller):
+    alice = make_caller(acme, subject="alice")
+    old = handlers.write_memory(caller=alice, type="semantic", text="Alice banks with Monzo")["memory"]
+    handlers.write_memory(caller=alice, type="semantic", text="Alice banks with Starling", supersedes=[old["id"]])
+    then = handlers.recall_memory(caller=alice, query="which bank", types=["semantic"], as_of=old["created_at"])
+    assert texts(then) == ["Alice banks with Monzo"]
+    assert texts(handlers.recall_memory(caller=alice, query="which bank", types=["semantic"])) == [
+        "Alice banks with Starling"]
+    with pytest.raises(ValidationFailed):
+        handlers.recall_memory(caller=alice, query="which bank", as_of="yesterday-ish")
+
+
 def test_first_write_creates_the_end_user_and_recall_finds_the_memory(acme, make_caller):
     alice = make_caller(acme, subject="alice")
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from engram_core.errors import ValidationFailed
+
 from memory_app.services.episodes import episode_write
 from memory_app.services.facts import fact_write
 from memory_app.recall import memory_recall
@@ -189,3 +191,29 @@ def test_the_lexical_legs_gather_index_statistics_first_under_rank_fusion_only(m
     else:
         assert [header.get("search_type") for header in lexical] == ["dfs_query_then_fetch"] * 2
         assert search_types.count("dfs_query_then_fetch") == 2
+
+
+def test_as_of_returns_what_was_true_then(memory):
+    """Recall as of a date (issue 69): the fact valid then, even superseded since; not the one
+    that replaced it later; episodes up to then only."""
+    subject = _subject("asof", "rosa")
+    t1, t2 = datetime(2025, 1, 10, tzinfo=UTC), datetime(2025, 6, 10, tzinfo=UTC)
+    episode_write(subject=subject, text="Our router is a Netgear R7000.", occurred_at=t1)
+    episode_write(subject=subject, text="We swapped the Netgear for an Eero mesh.", occurred_at=t2)
+    old = fact_write(subject=subject, text="User's router is a Netgear R7000.", valid_from=t1)
+    new = fact_write(subject=subject, text="User's router is an Eero mesh.", supersedes=[old["id"]], valid_from=t2)
+
+    def texts(**when) -> list[str]:
+        return [h["text"] for h in memory_recall(subject=subject, query="which router does the user have", k=10,
+                                                 now=NOW, **when)]
+
+    back_then = texts(as_of=datetime(2025, 3, 1, tzinfo=UTC))
+    assert old["text"] in back_then and new["text"] not in back_then
+    assert "Our router is a Netgear R7000." in back_then
+    assert "We swapped the Netgear for an Eero mesh." not in back_then
+    later = texts(as_of="2025-07-01T00:00:00Z")
+    assert new["text"] in later and old["text"] not in later
+    assert new["text"] in texts() and old["text"] not in texts()
+    assert old["text"] in texts(as_of=datetime(2025, 3, 1, tzinfo=UTC), include_superseded=True)
+    with pytest.raises(ValidationFailed):
+        memory_recall(subject=subject, query="router", as_of="last tuesday")

@@ -109,8 +109,9 @@ def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subjec
     second = memory_recall(subject=subject, query=question, k=20, explain=True, es=Recording())
     # First: 2 plain searches (BM25; kNN over the memories' vectors and the episodes' passages) +
     # per entity a count, a BM25 and a kNN leg + linear fusion's word counts. Then the counts are
-    # known: Gina (1 < 5) gets nothing, Melanie (>= 5) her two legs without a count.
-    assert sent == [2 + 3 + 3 + 1, 2 + 2 + 1]
+    # known: Gina (1 < 5) gets nothing, Melanie (>= 5) her two legs without a count. Last, each
+    # time, the superseded facts nearest the question (search.stale_search).
+    assert sent == [2 + 3 + 3 + 1 + 1, 2 + 2 + 1 + 1]
     assert [(h["id"], h["explain"].get("extra_ranks")) for h in first] == \
         [(h["id"], h["explain"].get("extra_ranks")) for h in second]
 
@@ -166,12 +167,12 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     assert recall.reading.topic == "kids like?"
     hits = recall.hits
     assert "entity1_dense" in hits[0]["explain"]["extra_ranks"]
-    *plain, entity = vectors[-1]
-    assert entity == topic and all(v == asked for v in plain), "the entity kNN leg searches the topic"
+    *plain, entity, stale = vectors[-1]  # last: the superseded facts near the question (search.stale_search)
+    assert entity == topic and all(v == asked for v in [*plain, stale]), "the entity kNN leg searches the topic"
 
     settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_topic_vector": False}
     memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
-    assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 1
+    assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 2
 
 
 def test_the_recall_says_which_names_got_legs_and_what_they_searched(subject, settings):

@@ -1,0 +1,628 @@
+"""Changes found in natural phrasing: which sentence says that one of the speaker's values changed,
+and which stored fact it replaces.
+
+Two stages, each pure (no Django, no settings, no Elasticsearch): ``change_read`` reads one
+sentence into a ``ChangeReading`` (or None: it reports no change of the speaker's own), and
+``change_target`` picks, among the speaker's current facts, the one the reading replaces (or
+None). The consolidation service calls both (``memory_app.consolidation.services``) and writes the
+supersession with the kind the reading found: ``harsh`` for a correction of a mistake, ``natural``
+for a change over time.
+
+A sentence reports a change when it holds a cue (a verb of replacing, leaving, ending or starting;
+"no longer", "not ... any more", "instead of", "from now on", "now that", "used to ... now", a bare
+"now" or "new") in a clause about the speaker (first person, "we", or the end-user's own name),
+and nothing that says the value stays (a question, a hypothesis, a plan given up, a temporary
+arrangement, an addition, someone else's change, a reference to long ago). A stored fact is the
+one it replaces when the clause names its value, or shares its topic (the thing the slot is
+about: a router, a partner, a bank), or, failing both, when their embeddings are close; never
+when the shared word is only the owner of a part ("the router's firmware", "the batteries in the
+thermostat").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from memory_app.consolidation.extractors import speech
+from memory_app.consolidation.extractors.base import Episode, FactCandidate
+from language.temporal import with_dates
+
+NATURAL, HARSH = "natural", "harsh"
+
+# The things a single-valued slot is about, each with the words that name it. A clause and a fact
+# that name the same topic speak of the same slot.
+TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, words in {
+    "work": "job jobs work employer company firm office contract agency notice employed career workplace "
+            "promoted promotion title role depot shifts",
+    "occupation": "teacher nurse developer engineer analyst manager photographer driver student postman "
+                  "barista auditor assistant midwife editor lead lawyer solicitor chef plumber electrician "
+                  "accountant paramedic freelancer freelance retired qualified",
+    "home": "live lives living lived home house flat apartment address halls place based cottage terrace "
+            "moved move rent rented street road",
+    "partner": "husband wife boyfriend girlfriend partner fiance fiancé fiancee married single seeing divorced "
+               "spouse dating together marriage",
+    "dentist": "dentist", "doctor": "doctor gp surgery", "manager": "manager", "boss": "boss",
+    "landlord": "landlord letting lettings", "flatmate": "flatmate roommate housemate",
+    "childcare": "childminder nanny nursery babysitter", "cleaner": "cleaner",
+    "emergency_contact": "emergency",
+    "pet": "pet pets dog dogs cat cats rabbit rabbits parrot hamster kitten puppy pup budgie greyhound collie "
+           "spaniel beagle terrier tabby guinea",
+    "phone": "phone mobile smartphone iphone android handset",
+    "number": "number",
+    "car": "car cars drive drives vehicle lease",
+    "router": "router wifi broadband mesh",
+    "thermostat": "thermostat setpoint heating",
+    "speaker": "speaker speakers echo",
+    "doorbell": "doorbell chime",
+    "lock": "lock",
+    "tv": "tv television",
+    "laptop": "laptop computer",
+    "camera": "camera",
+    "hub": "hub bridge bulbs lights lighting",
+    "temperature": "degrees temperature setpoint",
+    "alarm": "alarm",
+    "quiet": "quiet disturb",
+    "hot_water": "water boiler",
+    "language": "language",
+    "email": "email inbox",
+    "channel": "email text texts sms whatsapp calls call post letters message contact reach",
+    "landline": "landline",
+    "newsletter": "newsletter marketing",
+    "diet": "eat eating diet vegan vegetarian pescatarian keto gluten lactose dairy meat coffee decaf sugar salt "
+            "food restrictions",
+    "school": "school primary academy secondary nursery reception university uni college course studying "
+              "student degree mba diploma",
+    "hobby": "hobby sport play playing football running run cycling swimming gym workouts choir sing yoga "
+             "climbing boulder guitar cello piano instrument learning gaming woodworking pottery tennis padel",
+    "internet": "internet broadband fibre",
+    "energy": "energy gas electric electricity supplier",
+    "bank": "bank account salary",
+    "network": "network sim contract",
+    "insurance": "insurance",
+    "streaming": "streaming netflix subscription",
+    "gym": "gym membership",
+    "medication": "take taking medication medicine mg dose tablet tablets pill pills inhaler prescription",
+    "vision": "glasses varifocals lenses",
+    "smoking": "smoke smoking cigarettes",
+}.items()}
+_TOPIC_OF: dict[str, set[str]] = {}
+for _name, _words in TOPICS.items():
+    for _word in _words:
+        _TOPIC_OF.setdefault(_word, set()).add(_name)
+
+# Verbs (and phrases) whose subject replaces, ends or starts something of its own.
+_CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
+                  r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: \w+)? in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
+                  r"l(?:eft|eave|eaving)|start(?:ed|ing)|join(?:ed|ing)|split up|broke up|pass(?:ed)? away|"
+                  r"died|lost|adopt(?:ed|ing)|got rid of|sold|gave up|given up|give up|took up|taken up|"
+                  r"retir(?:e|ed|ing)|relocat(?:e|ed|ing)|transferr(?:ed|ing)|closed|cancell?ed|dropped|"
+                  r"rehom(?:e|ed)|port(?:ed|ing)|stopped|went (?:over|vegan|vegetarian|pescatarian|back)|"
+                  r"gone (?:in-house|vegan|vegetarian)|became|become|turned (?:it |the \w+ )?(?:down|up)|"
+                  r"lowered|raised|reset|increased|decreased|went up|go(?:es)? up|went down|promoted|"
+                  r"got married|married|divorced|proposed|engaged|graduated|renewed|retrained|handed in|"
+                  r"wrapped up|written off|died|finished|ended|took (?:me|us) on|put (?:me|us|the \w+ family) on|"
+                  r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
+                  r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
+                  r"from now on|going forward|for good|now that|ever since|these days|nowadays|"
+                  r"used to\b.*\bnow|\bnow\b|\bnew\b|moved on)\b", re.I)
+# Cues that end the value without naming the next one.
+_ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
+                   r"given up|retired|closed|cancell?ed|dropped|rehomed|stopped|no longer|any ?more|written off|"
+                   r"wrapped up|ended|divorced|handed in)\b", re.I)
+_CORRECTION = re.compile(r"^(?:\W*)(?:sorry|oops|correction|small correction|my mistake|my bad|apologies|"
+                         r"actually|no wait|wait)\b|\bi (?:meant|mean)\b|\b(?:typed|gave you|got) (?:that|the) "
+                         r"wrong\b|\bwrong (?:drug|number|name|one)\b|\bi said \w+.{0,30}\b(?:but|meant|actually)\b|"
+                         r"\bcorrection\b|\bmistake\b|\bmix(?:ed)? (?:them|it) up\b|\bmuddle", re.I)
+_QUESTION_REQUEST = re.compile(r"^(?:can|could|would|will) you (?:please )?(?:note|make|update|change|switch|set|"
+                               r"put|record|take|mark|move|use)\b", re.I)
+_HYPOTHETICAL = re.compile(r"\b(?:might|may|could|would|maybe|perhaps|if|thinking (?:about|of)|think about|"
+                           r"considering|one day|someday|some day|plan(?:ning)? to|hop(?:e|ing) to|"
+                           r"want(?:s)? to|wanna|'d (?:love|like|want)|in case)\b", re.I)
+_GIVEN_UP = re.compile(r"\b(?:was|were) going to\b|\bnearly\b|\balmost\b|\bthought about\b|\blooked at\b|"
+                       r"\bturned (?:it|them) down\b|\bdecided to stay\b|\bstay(?:ing)? put\b|\bwe're staying\b|"
+                       r"\bi'm staying\b|\bkeep(?:ing)? (?:it|him|her|them|rosa|\w+) ?$|\bkept it\b|\bsticking with\b|"
+                       r"\bstick with\b|\bgave up, back\b|\bback to normal\b|\bno change\b|\b(?:didn't|did not|"
+                       r"haven't|have not|hasn't|has not) changed?\b|\bwe didn't\b", re.I)
+_TEMPORARY = re.compile(r"\b(?:for (?:a|the|two|three|four|a couple of|a few|\d+) (?:days?|weeks?|nights?|months?|"
+                        r"terms?|weekend)|just for|for tonight|for saturday|for the week|till|until|for now|"
+                        r"this week|next week|tomorrow|while (?:the|my|our|his|her|dr|mr|mrs)\b|"
+                        r"(?:back|be back) (?:on|in|at|to)\b.{0,40}\b(?:when|after|then)\b|"
+                        r"then back\b|back (?:in|to) \w+ after|temporar|locum|covering|seconded|fostering|"
+                        r"hire car|on loan|borrowed|on holiday|away on|is away|are away|at the repair|"
+                        r"went back for repair|in the garage)\b", re.I)
+# Content words too common to name a value on their own.
+_GENERIC = frozenset("""work home house place time day days week weeks month months year years people person
+thing things stuff way lot bit kind sort part end start now today use used using need needs going""".split())
+_TEMPORARY_SENTENCE = re.compile(r"\b(?:all this week|this week|for a bit|for now|until|till|just for)\b", re.I)
+_STILL_AT_END = re.compile(r"\bstill\b[^,;]*[.!]?$", re.I)
+_VERB_FIRST = re.compile(r"^(?:gave|traded|upgraded|replaced|renewed|changed|sold|swapped|switched|moved|quit|left|"
+                         r"started|got|had|went|dropped|cancell?ed|finally)\b", re.I)
+_ADDITION = re.compile(r"\b(?:a second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
+                       r"backup|as a second)\b", re.I)
+_LONG_AGO = re.compile(r"\b(?:years ago|back when|when i was|at uni\b|as a kid|before \w+ i used|"
+                       r"used to\b(?!.*\bnow\b)|never again)\b", re.I)
+_FIRST = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|us|our|ours)\b", re.I)
+_FIRST_OBJECT = re.compile(r"\b(?:me|my|mine|us|our|ours)\b", re.I)
+_THIRD_POSSESSIVE = re.compile(r"\b(?:his|her|their|its)\b", re.I)
+_PERSON_NOUNS = frozenset("""husband wife partner boyfriend girlfriend son daughter sister brother mum mom dad father
+mother nephew niece cousin friend mate neighbour neighbor colleague boss manager parents kids children child uncle
+aunt grandma grandad grandpa granddad fiance fiancé fiancee family""".split())
+_CLAUSE_SPLIT = re.compile(r"(?:,\s*|\s+)(?:but|so|and then|which|whereas)\s+|;\s*|:\s+|\s+-\s+|—", re.I)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*|\d+(?:[.:]\d+)?(?:mg|am|pm|kwh)?", re.I)
+_STOP = frozenset("""before after a an the and or but so to of in on at by for with from into over up down off out about as is are
+was were be been being am i me my mine we us our ours you your he him his she her they them their it its this that
+these those there here what which who whom whose when where why how not no nor too very just really still now
+then than also again ever never always all any some more most much many one two three four five six seven eight
+nine ten new old last next first week weeks month months year years day days today yesterday tomorrow morning
+night evening time since ago back have has had do does did done get got getting go going went gone make made
+say said tell told know think thought like love good great nice lovely best better well sorry actually finally
+instead rather these days anymore any more longer its it's i'm i've we're we've that's there's he's she's
+they're don't didn't doesn't isn't wasn't can't won't couldn't wouldn't shouldn't please thanks thank oh hey hi
+yes yeah okay ok big little bit lot lots own way thing things""".split())
+
+
+@dataclass(frozen=True)
+class ChangeReading:
+    """A clause that reports a change of the speaker's own value.
+
+    ``clause``: the words of the change; ``kind``: natural or harsh; ``ends``: the cue ends the
+    old value ("quit", "no longer") so the clause needs no new value of its own; ``other_subject``:
+    the clause's subject is someone else ("my wife moved our energy"): it counts only when the
+    thing changed is the speaker's (a first-person object) or is the stored value itself ("Frank
+    passed away").
+    """
+
+    sentence: str
+    clause: str
+    kind: str
+    cue: str
+    ends: bool
+    other_subject: str | None
+    first_object: bool
+    subject_kind: str | None = None  # "person" | "thing" | None (the speaker)
+
+
+def words_of(text: str) -> list[str]:
+    return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
+
+
+def topics_of(text: str) -> set[str]:
+    found: set[str] = set()
+    for word in words_of(text):
+        for form in _forms(word):
+            found |= _TOPIC_OF.get(form, set())
+    return found
+
+
+def _forms(word: str) -> tuple[str, ...]:
+    word = word.removesuffix("'s").removesuffix("'")
+    forms = [word]
+    if word.endswith("s") and len(word) > 3:
+        forms.append(word[:-1])
+    return tuple(forms)
+
+
+def _is_question(sentence: str) -> bool:
+    s = sentence.strip()
+    if not s.endswith("?"):
+        return False
+    return not _QUESTION_REQUEST.match(s)
+
+
+def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str | None]:
+    """(the clause's subject when it is someone or something other than the speaker: a person
+    noun ("my sister", "Cara's brother", "his neighbour's collie"), a name that is not the
+    speaker's, or a thing ("the bakery", "the dose"); and which of "person" or "thing" it is)."""
+    words = words_of(clause)
+    if not words:
+        return None, None
+    first_word = words[0]
+    if first_word in ("i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"):
+        return None, None
+    if first_word.removesuffix("'s") in self_names:
+        if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:
+            return " ".join(words[:2]), "person"  # "Zofia's husband" is her husband, not her
+        return None, None
+    if first_word in ("my", "our", "his", "her", "their"):
+        noun = next((w for w in words[1:4] if w not in ("best", "old", "new", "little", "big", "older",
+                                                         "younger", "late")), "")
+        if noun.removesuffix("'s") in _PERSON_NOUNS:
+            return " ".join(words[:2]), "person"
+        return (None, None) if first_word in ("my", "our") else (" ".join(words[:2]), "person")
+    if first_word in ("the", "they"):
+        return (" ".join(words[:2]), "thing") if first_word == "the" else (None, None)
+    if re.match(r"^[A-Z][a-z]+(?:'s)?\b", clause.strip()) and first_word not in _STOP \
+            and not _is_verb_form(first_word):
+        if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:
+            return " ".join(words[:2]), "person"
+        return first_word.removesuffix("'s"), "person"
+    return None, None
+
+
+_REPORTED = re.compile(r"^(?!i\b)(?!we\b).*?\b(?:mentioned|says|said|told me|reckons|tells me)(?: that)?\s+", re.I)
+
+
+def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context: bool = False
+                ) -> ChangeReading | None:
+    """The change ``sentence`` reports about the speaker (named ``self_names`` when it speaks of
+    them in the third person), or None. ``harsh_context``: an earlier sentence of the same turn
+    was a correction ("Sorry, I gave you the wrong number. It's 41, not 14.")."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text):
+        return None
+    correction = bool(_CORRECTION.search(text))
+    # "X, not Y" with no word of time corrects what was said; with "now" it is a change.
+    contrast = re.search(r",\s+not\s+(?:a |an |the |my )?\w", text) is not None and not re.search(
+        r"\b(?:now|new|these days|from now on|any ?more|no longer)\b", text, re.I)
+    harsh = correction or harsh_context or (contrast and not _CUE.search(text.split(", not")[0]))
+    if not harsh and (_GIVEN_UP.search(text) or _HYPOTHETICAL.search(_without_requests(text))
+                      or _LONG_AGO.search(text) or _TEMPORARY_SENTENCE.search(text)):
+        return None
+    subject: tuple[str | None, str | None] = (None, None)
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)  # "now we're with Hyperoptic": the subject follows the adverb
+        own = _subject(core, names)
+        if own != (None, None) or _opens_with_subject(core, names):
+            subject = own  # a clause with no subject of its own ("and started at X") keeps the last one
+        if harsh:
+            cue = _CORRECTION.search(text) or _CUE.search(clause)
+            if not re.search(r"\bnot\b|\bi meant\b|\bit's\b|\bis\b|\bare\b|\bam\b|'m\b|'s\b", clause, re.I):
+                continue
+        else:
+            cue = _CUE.search(clause)
+            if cue is None or _TEMPORARY.search(clause) or _ADDITION.search(clause):
+                continue
+            if _NEGATED.search(clause[: cue.start()]) and not _ENDS.search(cue.group(0)[-12:]) \
+                    or _NEGATED_END.search(clause):
+                continue  # "I won't quit", "never gave up": the value stays
+            if cue.group(0).lower() in ("now", "new") and _ADDITION.search(text):
+                continue  # "we adopted a second cat, so now there are two": the now of an addition
+            if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
+                continue  # switching a thing off and on again changes nothing
+        other, what = subject
+        if harsh or (other and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
+            other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
+        about_self = harsh or bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
+            or _VERB_FIRST.match(text) is not None
+        if not about_self and what is None:
+            continue
+        object_part = clause
+        if other:
+            object_part = re.sub(rf"^\W*{re.escape(other)}", "", clause.lower().replace("’", "'"))
+        first_object = bool(_FIRST_OBJECT.search(object_part)) or any(
+            w.removesuffix("'s") in names and w.endswith("'s") for w in words_of(object_part))
+        if what == "thing" and first_object:
+            what, other = None, None  # "the company relocated me": the change is the speaker's
+        if what == "person" and _THIRD_POSSESSIVE.search(object_part) and not first_object:
+            continue  # "my husband changed his alarm": his change, not the speaker's
+        return ChangeReading(sentence=text, clause=clause, kind=HARSH if harsh else NATURAL,
+                             cue=cue.group(0).lower() if cue else "", ends=bool(_ENDS.search(clause)),
+                             other_subject=other, first_object=first_object, subject_kind=what)
+    return None
+
+
+# A negation just before a cue keeps the value ("won't quit", "not gonna give up", "never moved").
+_NEGATED = re.compile(r"\b(?:won't|will not|wouldn't|never|not gonna|not going to|didn't|did not|can't|cannot|"
+                      r"couldn't|don't|do not|doesn't)\s+(?:\w+\s+){0,2}$", re.I)
+_NEGATED_END = re.compile(r"\b(?:won't|will not|never|not gonna|not going to|can't)\s+(?:\w+\s+){0,2}"
+                          r"(?:quit|give up|leave|stop|move)\b", re.I)
+_LEAD = re.compile(r"^(?:(?:now|so|then|today|finally|actually|anyway|these days|nowadays|since then|at last)\b,?\s*)+",
+                   re.I)
+
+
+def _opens_with_subject(clause: str, names: frozenset[str]) -> bool:
+    first = words_of(clause)[:1]
+    return bool(first) and (first[0] in ("i", "i'm", "i've", "we", "we're", "we've", "it", "it's", "they", "he",
+                                         "she", "he's", "she's", "there")
+                            or first[0].removesuffix("'s") in names)
+
+
+def _without_requests(text: str) -> str:
+    # "Can you note that ..." and "could you make ..." ask the agent to record, not whether to change.
+    return _QUESTION_REQUEST.sub("", text)
+
+
+def _clauses(text: str) -> list[str]:
+    return [p.strip(" ,.!") for p in _CLAUSE_SPLIT.split(text) if p and p.strip(" ,.!")]
+
+
+@functools.cache
+def _wordnet_nouns() -> frozenset[str]:
+    with open(speech._wordnet_dir() / "index.noun", encoding="utf-8") as fh:
+        return frozenset(line.split(" ", 1)[0] for line in fh if not line.startswith(" "))
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def _is_verb_form(word: str) -> bool:
+    lemmas, forms = speech._verbs()
+    w = word.lower()
+    return w in forms or (w.endswith("ed") and (w[:-2] in lemmas or w[:-1] in lemmas)) or (
+        w.endswith("ing") and (w[:-3] in lemmas or w[:-3] + "e" in lemmas))
+
+
+def _noun_only(word: str) -> bool:
+    """A word WordNet knows as a noun and never as a verb ("batteries", "desks", "firmware"): the
+    head of a noun phrase, not a verb or an adverb."""
+    w = _singular(word.lower())
+    lemmas, _ = speech._verbs()
+    return w not in _STOP and w in _wordnet_nouns() and w not in lemmas and word.lower() not in lemmas
+
+
+@dataclass(frozen=True)
+class StoredFact:
+    """A current fact of the speaker as the linking sees it: its id, text, when it became true
+    (ISO date or None) and its cosine with the change's sentence (0 when unknown)."""
+
+    id: str
+    text: str
+    cosine: float = 0.0
+    valid_from: str | None = None
+    topics: tuple[str, ...] = ()  # topics it inherits from the fact it replaced (its chain's slot)
+    slot: str | None = None  # the extractor's slot, when it gave one
+
+
+@dataclass(frozen=True)
+class Link:
+    fact: StoredFact
+    by: str  # "value" (the clause names the fact's value) | "topic" | "vector"
+    shared: tuple[str, ...]
+    score: float
+
+
+def _content(text: str, *, self_names: frozenset[str]) -> set[str]:
+    return {w.removesuffix("'s").removesuffix("'") for w in words_of(text)
+            if w not in _STOP and w.removesuffix("'s") not in self_names and w.removesuffix("'s") != "user"
+            and len(w) > 1}
+
+
+def _names(text: str, *, self_names: frozenset[str]) -> set[str]:
+    """Capitalised words and numbers that are not the first word of a sentence: a value's names."""
+    out = set()
+    for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z'’\-]+|[a-z]+[A-Z]\w*|\d+(?:[.:]\d+)?)", text):
+        word = m.group(1).lower().replace("’", "'").removesuffix("'s")
+        if word not in _STOP and word not in self_names and word != "user" and word != "i":
+            out.add(word)
+    return out
+
+
+def _opening_names(text: str, *, self_names: frozenset[str]) -> set[str]:
+    """The capitalised first word of each sentence of ``text`` (a name only if written so elsewhere)."""
+    out = set()
+    for m in re.finditer(r"(?:^|[.!?;]\s+)([A-Z][A-Za-z'’\-]+)", text):
+        word = m.group(1).lower().replace("’", "'").removesuffix("'s")
+        if word not in _STOP and word not in self_names and word != "user":
+            out.add(word)
+    return out
+
+
+def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
+    """Whether every mention of ``word`` in ``clause`` names the owner of a part ("the router's
+    firmware", "the batteries in the thermostat", "my email signature", "desks at the Infirmary"),
+    not the thing itself."""
+    low = clause.lower().replace("’", "'")
+    mentions = list(re.finditer(rf"\b{re.escape(word)}(?:'s|s)?\b", low))
+    if not mentions:
+        return False
+    for m in mentions:
+        before, after = low[: m.start()], low[m.end():]
+        following = re.match(r"\s+([a-z][a-z'-]*)", after)
+        owner = low[m.start(): m.end()].endswith("'s") and following is not None and \
+            following[1] not in _STOP and not _is_verb_form(following[1])
+        held = re.search(r"\b([a-z][a-z'-]*)\s+(?:on|in|of|at|for)\s+(?:the|my|our|his|her)\s+$", before)
+        held_in = held is not None and _noun_only(held[1])
+        modifier = compound and following is not None and _noun_only(following[1]) and not re.match(r"\s+(?:one|now)\b", after)
+        if not (owner or held_in or modifier):
+            return False
+    return True
+
+
+# Cues that say only that something is new or begins ("now", "new", "started"): with nothing in
+# common but the vector, a story, not a replaced value.
+_WEAK_CUE = re.compile(r"now|new|these days|nowadays|ever since|now that|start(?:ed|ing)?|join(?:ed|ing)|"
+                       r"finished|ended|chang(?:e|ed|ing)|became|become|took up|taken up|moved on|"
+                       r"adopt(?:ed|ing)|lost|reset|give up|gave up|given up", re.I)
+_PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|split up|broke up|moved out|"
+                       r"no longer|passed away|died|retired|left)\b", re.I)
+
+
+def _relocated(sentence: str, word: str) -> bool:
+    """"moved the Eero up to the landing": the thing moved, it was not replaced."""
+    return re.search(rf"\bmov(?:e|ed|ing) (?:the |my |our )?{re.escape(word)}\b(?! over)", sentence, re.I) is not None
+
+
+def _still(sentence: str, words: set[str]) -> bool:
+    """The last clause says the value still holds ("the thermostat's still on 20")."""
+    last = _clauses(sentence)[-1] if _clauses(sentence) else sentence
+    return re.search(r"\bstill\b", last, re.I) is not None and bool(set(words_of(last)) & words
+                                                                    | {w.removesuffix("'s") for w in words_of(last)} & words)
+
+
+def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6) -> Link | None:
+    """The fact ``reading`` replaces among ``facts`` (the speaker's current facts near it), or None.
+
+    By value: the sentence and the fact share a name (a capitalised word, a number) or a content
+    word that is no topic word ("choir", "amlodipine"). By topic: they name the same topic and
+    their cosine is at least ``min_topic_cosine``. By vector: the cosine alone, at ``min_cosine``
+    or above. A clause whose subject is another person counts only when the fact names that person
+    ("Frank passed away") or the clause has a first-person object ("my GP changed me"); a thing as
+    subject ("the bakery closed") only by value. The new value must differ: a clause whose words
+    all appear in the fact replaces nothing unless its cue ends the value ("quit Halden")."""
+    names = frozenset(n.lower() for n in self_names if n)
+    clause_words = _content(reading.clause, self_names=names)
+    sentence_words = _content(reading.sentence, self_names=names)
+    sentence_names = _names(reading.sentence, self_names=names)
+    clause_topics = topics_of(reading.clause) | topics_of(reading.sentence)
+    best: Link | None = None
+    for fact in facts:
+        fact_words = _content(fact.text, self_names=names)
+        fact_names = _names(fact.text, self_names=names)
+        fact_topics = topics_of(fact.text) | set(fact.topics)
+        shared_names = {w for w in sentence_names & (fact_names | fact_words) if not w.isdigit() or w in fact_names}
+        # A name that opens the sentence ("Frank passed away", "Vodafone was hopeless") is a name when
+        # the fact writes it as one.
+        shared_names |= _opening_names(reading.sentence, self_names=names) & fact_names
+        shared_topics = clause_topics & fact_topics
+        # A plain word in common names a value only within a topic both speak of ("choir" in a
+        # hobby); alone it is talk about the same things ("journey", "express").
+        shared_words = {w for w in sentence_words & fact_words
+                        if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC} \
+            if shared_topics else set()
+        shared_value = tuple(sorted(shared_names | shared_words))
+        link: Link | None = None
+        if shared_value:
+            if all(_part_only(reading.sentence, w) or _relocated(reading.sentence, w) for w in shared_value):
+                continue  # "the router's firmware", "moved the Eero upstairs": the thing itself stays
+            person = set(words_of(reading.other_subject or "")) if reading.subject_kind == "person" else set()
+            if person and not reading.first_object and not reading.ends and not _PAIR_CUE.search(reading.clause) \
+                    and not set(shared_value) - person:
+                continue  # "Tomasz replaced the shower head": the person stays who they are
+            link = Link(fact=fact, by="value", shared=shared_value, score=2.0 + fact.cosine)
+        elif shared_topics and (reading.subject_kind != "thing" or topics_of(reading.other_subject or "")):
+            # A thing as subject counts when it names the topic: "the weekday alarm is 5:45 from now on".
+            topic_words = [w for w in words_of(reading.sentence)
+                           if (_TOPIC_OF.get(w.removesuffix("'s"), set()) | _TOPIC_OF.get(_singular(w), set()))
+                           & shared_topics]
+            if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
+                continue  # "the batteries in the thermostat": the thermostat stays
+            if fact.cosine >= min_topic_cosine:
+                link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
+        if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
+                and not _WEAK_CUE.fullmatch(reading.cue):
+            link = Link(fact=fact, by="vector", shared=(), score=fact.cosine)
+        if link is None:
+            continue
+        if reading.subject_kind == "person" and not reading.first_object and not (
+                set(words_of(reading.other_subject or "")) & (fact_words | fact_names)):
+            continue  # someone else's change of their own thing
+        if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words):
+            continue  # nothing new: the same value said again
+        if reading.ends and reading.cue and re.search(rf"\b{re.escape(reading.cue)}\b", fact.text, re.I):
+            continue  # the fact already tells the same end ("lost the job"): said again, nothing replaced
+        if _still(reading.sentence, (fact_words | fact_names) - _GENERIC):
+            continue  # "... but email is still the way to reach me"
+        if best is None or link.score > best.score:
+            best = link
+    return best
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A candidate fact of a new episode together with the change its sentence reports."""
+
+    candidate: FactCandidate
+    reading: ChangeReading
+    holder: str
+
+
+_OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
+
+
+def _rendered(sentence: str, *, holder: str, family: bool, when: datetime | None) -> str:
+    stripped = speech.strip_opener(sentence)
+    if stripped and stripped[0].islower() and _is_verb_form(words_of(stripped)[0] if words_of(stripped) else ""):
+        # "Actually, Arun is 8": the opener took the name with it (as in "Thanks, Caroline")
+        stripped = _OPENER_WORD.sub("", sentence)
+    statement = speech.third_person(stripped, name=holder, family=family)
+    if when is not None:
+        statement = with_dates(statement, when=when)
+    statement = statement.rstrip(" .!") + "."
+    return statement[0].upper() + statement[1:]
+
+
+# Verbs that state a value ("is", "has", "uses", "drives", "is with"), and the words of a fault.
+_STATIVE = re.compile(r"\b(?:is|are|'s|'re|am|'m|has|have|'ve got|use|uses|drive|drives|take|takes|wear|wears|"
+                      r"live|lives|work|works|bank|banks|pay for|runs? through|goes off|comes on|set to|set for)\b",
+                      re.I)
+_TROUBLE = re.compile(r"\b(?:keeps?|kept) \w+ing\b|\b(?:won't|isn't|doesn't|can't|stopped|broken|not working|"
+                      r"offline|dropping|fails?|failing|error)\b", re.I)
+
+
+def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
+    """A sentence that states a value of a topic about the speaker, in a form the statement layer
+    skips ("The front door has a Yale smart lock.", "Internet's with TalkTalk", "Liam is a
+    firefighter"): no question, no request, no "you", a topic word."""
+    first = words_of(sentence)[:1]
+    named = bool(first) and first[0].removesuffix("'s") in self_names
+    if _is_question(sentence) or re.search(r"\b(?:you|your|please)\b", sentence, re.I) or not (
+            topics_of(sentence) or named):
+        return False
+    if _HYPOTHETICAL.search(sentence) or len(_content(sentence, self_names=self_names)) < 2:
+        return False
+    if not _STATIVE.search(sentence) or _TROUBLE.search(sentence):
+        return False  # an action or a fault ("I restarted the router") is procedure, not a value
+    return bool(first) and (first[0] in ("the", "our", "my", "we", "we're", "we've", "i", "i'm", "i've")
+                            or first[0].removesuffix("'s") in self_names or sentence[0].isupper())
+
+
+def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], display_names: Iterable[str] = ()
+                   ) -> tuple[list[FactCandidate], list[Probe]]:
+    """Read one new episode for changes. Returns (candidates to add: statements of a slot the
+    extractor skipped and change sentences it left out; the probes: for each change sentence the
+    candidate that carries it, an extractor's own when one renders that sentence)."""
+    labelled, text = speech.split_speaker(episode.text)
+    holder = labelled or "User"
+    names = frozenset(n.lower() for n in ([labelled] if labelled else ["user", *display_names]) if n)
+    family = speech.family_context(text)
+    when = _when(episode.occurred_at)
+    own = [c for c in candidates if episode.id in c.episode_ids]
+    added: list[FactCandidate] = []
+    probes: list[Probe] = []
+    harsh_context = False
+    for sentence in speech.sentences(text):
+        reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
+        harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
+        rendered = _rendered(sentence, holder=holder, family=family, when=when)
+        carrier = _carrier(rendered, own)
+        if carrier is None and reading is not None and reading.kind == HARSH:
+            # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
+            carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
+        if reading is None:
+            if carrier is None and _slot_statement(sentence, self_names=names):
+                added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
+            continue
+        if carrier is None:
+            carrier = FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7)
+            added.append(carrier)
+        probes.append(Probe(candidate=carrier, reading=reading, holder=holder))
+    return added, probes
+
+
+def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6) -> FactCandidate | None:
+    """The extractor's candidate that says ``rendered`` (the same sentence, maybe cut or joined;
+    ``share``: of the shorter one's words)."""
+    target = set(words_of(rendered)) - _STOP
+    best, best_share = None, 0.0
+    for candidate in own:
+        words = set(words_of(candidate.text)) - _STOP
+        if not words or not target:
+            continue
+        share = len(words & target) / min(len(words), len(target))
+        if share > best_share:
+            best, best_share = candidate, share
+    return best if best_share >= share else None
+
+
+def _when(occurred_at: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(occurred_at.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def holder_of(text: str) -> str:
+    labelled, _ = speech.split_speaker(text)
+    return labelled or "User"
