@@ -409,6 +409,9 @@ ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
 # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
 # question gains this share of that question's score when both are candidates (0: off).
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
+# An episode gains this share of the best score among its session neighbours that are candidates
+# (the turns in its derived ``context_ids`` and the turns whose context names it; 0: off).
+ENGRAM_NEIGHBOUR_CREDIT = env.float("ENGRAM_NEIGHBOUR_CREDIT", default=0.0)
 # An episode ×(1 + this × the share of the question its session's candidate episodes hold
 # together): a session about the question spreads its words over several turns (0: off).
 ENGRAM_SESSION_COVERAGE = env.float("ENGRAM_SESSION_COVERAGE", default=0.25)

@@ -67,6 +67,7 @@ class RecallOptions:
     catalog_prior: float = _setting("ENGRAM_CATALOG_PRIOR")
     outcome_weight: float = _setting("ENGRAM_OUTCOME_WEIGHT")
     reply_credit: float = _setting("ENGRAM_REPLY_CREDIT")
+    neighbour_credit: float = _setting("ENGRAM_NEIGHBOUR_CREDIT")
     rerank_pool: int = _setting("ENGRAM_RERANK_POOL")
     collapse_copies: bool = _setting("ENGRAM_RECALL_COLLAPSE_COPIES")
     # explaining
