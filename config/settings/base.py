@@ -411,7 +411,7 @@ ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
 ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
 # An episode gains this share of the best score among its session neighbours that are candidates
 # (the turns in its derived ``context_ids`` and the turns whose context names it; 0: off).
-ENGRAM_NEIGHBOUR_CREDIT = env.float("ENGRAM_NEIGHBOUR_CREDIT", default=0.0)
+ENGRAM_NEIGHBOUR_CREDIT = env.float("ENGRAM_NEIGHBOUR_CREDIT", default=0.3)
 # An episode ×(1 + this × the share of the question its session's candidate episodes hold
 # together): a session about the question spreads its words over several turns (0: off).
 ENGRAM_SESSION_COVERAGE = env.float("ENGRAM_SESSION_COVERAGE", default=0.25)
