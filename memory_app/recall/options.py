@@ -60,6 +60,7 @@ class RecallOptions:
     decay_scale_days: float = _setting("ENGRAM_DECAY_SCALE_DAYS")
     decay_decay: float = _setting("ENGRAM_DECAY_DECAY")
     temporal_grace_days: int = _setting("ENGRAM_TEMPORAL_GRACE_DAYS")
+    dated_weight: float = _setting("ENGRAM_RECALL_DATED_WEIGHT")
     event_dates: bool = _setting("ENGRAM_RECALL_EVENT_DATES")
     session_coverage: float = _setting("ENGRAM_SESSION_COVERAGE")
     fact_credit: float = _setting("ENGRAM_FACT_CREDIT")

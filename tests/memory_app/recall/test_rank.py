@@ -41,6 +41,7 @@ def _by_id(hits):
 
 
 def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, settings):
+    settings.ENGRAM_NEIGHBOUR_CREDIT = 0.0  # the reply credit alone: a neighbour's would add to both scores
     question, answer, after = _session(subject, [
         "Melanie: How was your trip to Lisbon with the choir?",
         "Caroline: Wonderful, we ate grilled sardines every night.",  # never says Lisbon or trip
@@ -75,9 +76,9 @@ def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known
     assert loose_question["id"] in hits
 
-    settings.ENGRAM_REPLY_CREDIT = 0.0
+    settings.ENGRAM_REPLY_CREDIT = settings.ENGRAM_NEIGHBOUR_CREDIT = 0.0
     hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
-    assert all("reply_credit" not in h["explain"] for h in hits.values())
+    assert all("reply_credit" not in h["explain"] and "neighbour_credit" not in h["explain"] for h in hits.values())
     explained = hits[answer["id"]]["explain"]
     weighted = explained[f"{explained['fusion']}_score"]
     for factor in explained["multipliers"].values():
