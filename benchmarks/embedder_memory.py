@@ -22,7 +22,7 @@ from benchmarks.harness import ROOT, log
 
 STORES = False  # no database, no Elasticsearch
 
-# Run with the tree as the working directory, so that its memory_app is the one imported.
+# Run with the tree as the working directory, so that its packages are the ones imported.
 _CHILD = """
 import json, random, sys, threading, time
 
@@ -35,11 +35,17 @@ def rss():
 
 try:
     from config.serving import malloc_arenas_limit, malloc_release
-except ImportError:
-    malloc_arenas_limit = malloc_release = None
+except ImportError:  # before the layout of issue 66, or before the arenas were capped
+    try:
+        from memory_app.config.serving import malloc_arenas_limit, malloc_release
+    except ImportError:
+        malloc_arenas_limit = malloc_release = None
 if malloc_arenas_limit:
     malloc_arenas_limit(arenas)
-from embeddings.minilm import MiniLMEmbedder
+try:
+    from embeddings.minilm import MiniLMEmbedder
+except ImportError:  # a tree from before the embeddings package left memory_app
+    from memory_app.embeddings.minilm import MiniLMEmbedder
 
 embedder = MiniLMEmbedder(runtime="onnx-int8", threads=1, workers=0, query_cache_size=0)
 embedder.embed_query("load the model")
@@ -91,8 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def tree_at(revision: str, into: Path) -> Path:
-    """The packages the embedder imports, as they were at ``revision``."""
-    archive = subprocess.run(["git", "archive", revision, "memory_app", "engram_core", "tenants"], cwd=ROOT,
+    """The packages the embedder imports, as they were at ``revision`` (those it had of them)."""
+    names = subprocess.run(["git", "ls-tree", "--name-only", revision], cwd=ROOT, check=True, capture_output=True,
+                           text=True).stdout.split()
+    packages = [p for p in ("embeddings", "config", "memory_app", "engram_core", "tenants") if p in names]
+    archive = subprocess.run(["git", "archive", revision, *packages], cwd=ROOT,
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into

@@ -18,10 +18,10 @@ from typing import Any
 
 from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
+from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
 from memory_app.recall.search import (
-    CREDIT,
     DATED,
     KINDS,
     SAID_BY_NAMED,
@@ -112,17 +112,17 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
     reciprocal rank (Σ weight / (rank constant + rank)), or under linear fusion by normalised
     score (a dense leg's similarity min-max normalised, a lexical leg's ``lexical_score`` as
     ``lexical_normalised`` says), each leg at its factor × ``leg_weight``; then the credit of the
-    facts found (``facts_credit``). A leg over the crediting types (``search.CREDIT``) is valued on
+    facts found (``facts_credit``). A leg over the crediting types (``LegRole.CREDIT``) is valued on
     the scale of the leg it shadows, so that a fact and its episode compare."""
     fusion = options.fusion
     k = options.rank_constant
     hits: dict[str, Hit] = {}
-    values_by_leg: dict[str, dict[str, float]] = {}
-    dense_scores = {leg.name: [raw["_score"] for raw in leg.hits] for leg in searched.legs if leg.dense}
+    values_by_leg: dict[LegId, dict[str, float]] = {}
+    dense_scores = {leg.id: [raw["_score"] for raw in leg.hits] for leg in searched.legs if leg.dense}
     for leg in searched.legs:
         raws = leg.hits
         weight = leg.factor * leg_weight(leg, options=options)
-        shadows = leg.name.removeprefix(CREDIT)
+        shadows = leg.id.shadows
         if fusion == "linear":
             if leg.dense:
                 normalised = minmax([raw["_score"] for raw in raws], over=dense_scores.get(shadows))
@@ -138,9 +138,9 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
             hit = hits.get(raw["_id"]) or hits.setdefault(raw["_id"], Hit(
                 id=raw["_id"], memory_type=MemoryType(raw["_source"]["memory_type"]),
                 source=searched.sources[raw["_id"]], fusion=fusion))
-            if leg.name == "bm25":
+            if leg.id == PLAIN_BM25:
                 hit.bm25_rank = rank
-            elif leg.name == "dense":
+            elif leg.id == PLAIN_DENSE:
                 hit.dense_rank = rank
                 hit.dense_passage = leg.passages.get(raw["_id"])
             else:
@@ -153,7 +153,7 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
     return list(hits.values())
 
 
-def facts_credit(hits: dict[str, Hit], values_by_leg: dict[str, dict[str, float]], *, weight: float) -> None:
+def facts_credit(hits: dict[str, Hit], values_by_leg: dict[LegId, dict[str, float]], *, weight: float) -> None:
     """Credit each episode that a fact found was distilled from (its ``supporting_episode_ids``):
     in every leg where ``weight`` (ENGRAM_FACT_CREDIT) × the fact's value exceeds the episode's
     own, the episode gains the difference, as if it held the fact's words and sentence at that

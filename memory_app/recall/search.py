@@ -25,6 +25,7 @@ from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
 from language.temporal import TimeWindow, named_day_ranges
+from memory_app.recall.legs import PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.timing import timed
@@ -48,9 +49,7 @@ WORD_IN_TEXT, WORD_IN_CONTEXT, SYNONYM_IN_TEXT, SAID_BY_NAMED = (
     "word_text_", "word_context_", "word_synonym_", "word_speaker_")
 KINDS = "kinds"  # the named clause of the kinds a question asks for (language.concepts)
 DATED = "dated"  # the named clause of the episodes dated in the period a question names
-CREDIT = "credit_"  # the prefix of a leg over the crediting types (``Allowed.crediting``)
 _TEXT_FIELDS, _CONTEXT_FIELDS = ["text", "title"], ["context", "derived_context"]
-_MENTIONS = "_mentions"
 YEARS_BACK = 5  # a month or season named without a year: its occurrences this many years back
 
 
@@ -91,17 +90,23 @@ class Allowed:
 
 @dataclass(frozen=True)
 class Leg:
-    """One searched leg: ``name`` ("bm25", "dense", "entityN", "entityN_dense", "credit_bm25",
-    "credit_dense"), whether it is a kNN leg, its weight ``factor`` relative to its kind's (1.0;
-    an entity leg's ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for
-    the dense leg searched with ``explain``, the passage an episode scored by (``passages``: id →
-    offset)."""
+    """One searched leg: which (``id``), its weight ``factor`` relative to its kind's (1.0; an
+    entity leg's ENGRAM_RRF_ENTITY_WEIGHT), Elasticsearch's raw ``hits`` in its order and, for
+    the plain dense leg searched with ``explain``, the passage an episode scored by
+    (``passages``: id → offset)."""
 
-    name: str
-    dense: bool
+    id: LegId
     factor: float
     hits: list[dict[str, Any]]
     passages: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def dense(self) -> bool:
+        return self.id.dense
+
+    @property
+    def name(self) -> str:
+        return self.id.name
 
 
 @dataclass(frozen=True)
@@ -144,9 +149,9 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
                                                      options=options)
     mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
-    named = [*((name, 1.0) for name in plain_leg_names(options, crediting=bool(allowed.crediting))), *entity]
-    legs = tuple(_leg(name, factor, response["hits"]["hits"])
-                 for (name, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
+    named = [*((leg, 1.0) for leg in plain_leg_ids(options, crediting=bool(allowed.crediting))), *entity]
+    legs = tuple(_leg(leg, factor, response["hits"]["hits"])
+                 for (leg, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
     sources: dict[str, dict[str, Any]] = {}
     for leg in legs:
         for raw in leg.hits:
@@ -173,18 +178,19 @@ def leg_answer_check(response: dict[str, Any]) -> None:
                                  code="elasticsearch_unavailable", details={"reason": "partial_results"})
 
 
-def _leg(name: str, factor: float, hits: list[dict[str, Any]]) -> Leg:
-    passages = {raw["_id"]: at for raw in hits if (at := best_passage(raw)) is not None} if name == "dense" else {}
-    return Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor, hits=hits,
-               passages=passages)
+def _leg(leg: LegId, factor: float, hits: list[dict[str, Any]]) -> Leg:
+    passages = {raw["_id"]: at for raw in hits if (at := best_passage(raw)) is not None} if leg == PLAIN_DENSE else {}
+    return Leg(id=leg, factor=factor, hits=hits, passages=passages)
 
 
 # ---------------------------------------------------------------- the plain legs
 
 
-def plain_leg_names(options: RecallOptions, *, crediting: bool = False) -> list[str]:
-    names = [leg for leg, on in (("bm25", options.bm25), ("dense", options.dense)) if on]
-    return [*names, *(f"{CREDIT}{name}" for name in names)] if crediting else names
+def plain_leg_ids(options: RecallOptions, *, crediting: bool = False) -> list[LegId]:
+    """The plain legs a recall searches, in ``plain_legs`` order (then the crediting ones)."""
+    kinds = [kind for kind, on in ((LegKind.BM25, options.bm25), (LegKind.DENSE, options.dense)) if on]
+    legs = [LegId(kind) for kind in kinds]
+    return [*legs, *(LegId(kind, LegRole.CREDIT) for kind in kinds)] if crediting else legs
 
 
 def plain_legs(*, reading: Reading, vector: list[float], allowed: Allowed, explain: bool = False,
@@ -396,8 +402,8 @@ def entity_legs_possible(reading: Reading, *, options: RecallOptions) -> bool:
 
 
 def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list[float]],
-                mention_counts: dict[str, int], options: RecallOptions) -> tuple[list[dict], list[tuple[str, float]]]:
-    """Header/body pairs of the entity legs and their (name, factor): per entity, the topic
+                mention_counts: dict[str, int], options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]]]:
+    """Header/body pairs of the entity legs and their (leg, factor): per entity, the topic
     searched like the BM25 leg among the memories whose own text (not their context) holds the
     entity as a phrase (``entityN``), and the nearest neighbours of ``vector()`` among them
     (``entityN_dense``). An entity whose count of naming memories is known (``mention_counts``)
@@ -412,7 +418,7 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
     filter_ = allowed.query()
     any_time = allowed.query(any_time=True)  # so that one count serves every recall of the name
     body: list[dict] = []
-    names: list[tuple[str, float]] = []
+    names: list[tuple[LegId, float]] = []
     dense_vector: list[float] | None = None
     for n, entity in enumerate(reading.entities, start=1):
         mentions = {"multi_match": {"query": entity, "fields": ["text", "title"], "type": "phrase"}}
@@ -424,7 +430,7 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
                 body += [{"index": indices},
                          {"size": 0, "track_total_hits": min_mentions,
                           "query": {"bool": {"filter": [any_time, mentions]}}}]
-                names.append((f"entity{n}{_MENTIONS}", 0.0))
+                names.append((entity_leg(LegKind.MENTIONS, n), 0.0))
         if options.bm25:
             body += [lexical_header(indices, words=reading.words),
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
@@ -433,32 +439,31 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
                                                                   "fields": bm25_fields(allowed.types, options=options),
                                                                   "type": "most_fields"}},
                                          "should": word_clauses(reading)}}}]
-            names.append((f"entity{n}", weight))
+            names.append((entity_leg(LegKind.BM25, n), weight))
         if options.entity_dense and options.dense:
             dense_vector = dense_vector or vector()
             body += [{"index": indices},
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
                       "query": {"knn": knn_clause(field="embedding", vector=dense_vector,
                                                   filters=[filter_, mentions], options=options)}}]
-            names.append((f"entity{n}_dense", weight))
+            names.append((entity_leg(LegKind.DENSE, n), weight))
     return body, names
 
 
-def entity_guard(responses: list[dict], names: list[tuple[str, float]], *, entities: tuple[str, ...],
-                 options: RecallOptions) -> tuple[list[dict], list[tuple[str, float]], dict[str, int]]:
-    """The entity legs' responses and (name, factor) pairs without the counts, and without the
+def entity_guard(responses: list[dict], names: list[tuple[LegId, float]], *, entities: tuple[str, ...],
+                 options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]], dict[str, int]]:
+    """The entity legs' responses and (leg, factor) pairs without the counts, and without the
     legs of an entity that fewer than ENGRAM_RECALL_ENTITY_MIN_MENTIONS memories name; and the
     counts read, by entity. ``responses`` and ``names`` are in ``entity_legs`` order."""
-    dropped: set[str] = set()
+    dropped: set[int | None] = set()
     counts: dict[str, int] = {}
-    for (name, _factor), response in zip(names, responses, strict=True):
-        if name.endswith(_MENTIONS):
-            leg = name.removesuffix(_MENTIONS)
-            counts[entities[int(leg.removeprefix("entity")) - 1]] = count = response["hits"]["total"]["value"]
+    for (leg, _factor), response in zip(names, responses, strict=True):
+        if leg.kind is LegKind.MENTIONS and leg.entity is not None:
+            counts[entities[leg.entity - 1]] = count = response["hits"]["total"]["value"]
             if not enough_mentions(count, options=options):
-                dropped.add(leg)
-    kept = [(r, (name, f)) for (name, f), r in zip(names, responses, strict=True)
-            if not name.endswith(_MENTIONS) and name.removesuffix("_dense") not in dropped]
+                dropped.add(leg.entity)
+    kept = [(r, (leg, f)) for (leg, f), r in zip(names, responses, strict=True)
+            if leg.kind is not LegKind.MENTIONS and leg.entity not in dropped]
     return [r for r, _ in kept], [leg for _, leg in kept], counts
 
 

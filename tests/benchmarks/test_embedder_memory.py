@@ -7,8 +7,11 @@ from benchmarks import embedder_memory
 
 def test_the_earlier_tree_holds_the_revision_s_packages(tmp_path):
     tree = embedder_memory.tree_at("HEAD", tmp_path)
-    assert (tree / "memory_app" / "embeddings" / "minilm.py").is_file()
+    assert (tree / "embeddings" / "minilm.py").is_file() and (tree / "config" / "serving.py").is_file()
     assert (tree / "engram_core").is_dir() and (tree / "tenants").is_dir()
+    (tmp_path / "before").mkdir()
+    before = embedder_memory.tree_at("a3ca3b3", tmp_path / "before")  # before the layout of issue 66
+    assert (before / "memory_app" / "embeddings" / "minilm.py").is_file() and not (before / "embeddings").exists()
 
 
 def test_the_report_puts_before_and_after_side_by_side():

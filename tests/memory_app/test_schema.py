@@ -237,7 +237,7 @@ def test_setup_migrates_raw_client_ids_into_the_end_users_namespace(es_admin, es
 
 
 def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix, make_subject):
-    from language.concepts import concepts_of
+    from memory_app.providers import concepts_of  # with the configured options, as a write reads them
     from memory_app.services.migration import migration_rekey
 
     subject = make_subject("alice")

@@ -9,6 +9,7 @@ import pytest
 
 from engram_core.es.schema import MemoryType
 from memory_app.recall import memory_recall
+from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
                                     neighbour_credit, outcome_multiplier, reply_credit)
@@ -141,12 +142,12 @@ def _options(**changes) -> RecallOptions:
     return replace(RecallOptions.from_settings(), **changes)
 
 
-def _fuse(*legs: tuple[str, float, dict], idf: dict[str, float] | None = None, **changes) -> dict[str, Hit]:
-    """``hits_fuse`` of legs given as (name, factor, response), by id."""
-    searched = Searched(legs=tuple(Leg(name=name, dense=name == "dense" or name.endswith("_dense"), factor=factor,
-                                       hits=response["hits"]["hits"]) for name, factor, response in legs),
+def _fuse(*legs: tuple[LegId, float, dict], idf: dict[str, float] | None = None, **changes) -> dict[str, Hit]:
+    """``hits_fuse`` of legs given as (leg, factor, response), by id."""
+    searched = Searched(legs=tuple(Leg(id=leg, factor=factor, hits=response["hits"]["hits"])
+                                   for leg, factor, response in legs),
                         sources={raw["_id"]: raw["_source"]
-                                 for _name, _factor, response in legs for raw in response["hits"]["hits"]},
+                                 for _leg, _factor, response in legs for raw in response["hits"]["hits"]},
                         idf=idf or {}, mention_counts={})
     return {hit.id: hit for hit in hits_fuse(searched, options=_options(**changes))}
 
@@ -155,7 +156,7 @@ def test_fusion_weights_each_leg_and_equal_weights_are_plain_rrf():
     def response(*ids):
         return {"hits": {"hits": [{"_id": i, "_score": 1.0, "_source": {"memory_type": "episodic"}} for i in ids]}}
 
-    legs = [("bm25", 1.0, response("a", "b")), ("dense", 1.0, response("b", "a"))]
+    legs = [(PLAIN_BM25, 1.0, response("a", "b")), (PLAIN_DENSE, 1.0, response("b", "a"))]
     hits = _fuse(*legs, fusion="rrf")
     assert hits["a"].fused == pytest.approx(1 / 31 + 0.5 / 32)
     assert hits["b"].fused == pytest.approx(1 / 32 + 0.5 / 31)
@@ -178,7 +179,8 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight():
                    ("c", 7.0, {"matched_queries": ["word_context_0"]}))  # only in its context: × 0.3
     dense = _scored(("b", 0.90, {}), ("c", 0.89, {}), ("a", 0.70, {}))
     entity = _scored(("c", 5.0, {"matched_queries": ["word_text_1"]}))  # a leg's only match is its best
-    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), ("entity1", 0.5, entity), idf=idf, **options)
+    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.BM25, 1), 0.5, entity),
+                 idf=idf, **options)
     # Lexical scores a 2.5, c 0.6, b 0.5 -> 1.0, 0.05, 0.0; dense b 1.0, c 0.95, a 0.0.
     assert hits["a"].fused == pytest.approx(1.0 + 0.0)
     assert hits["b"].fused == pytest.approx(0.0 + 1.0)
@@ -186,8 +188,8 @@ def test_linear_fusion_sums_min_max_normalised_scores_at_each_leg_s_weight():
     assert {h.fusion for h in hits.values()} == {"linear"}
     assert (hits["a"].bm25_rank, hits["c"].bm25_rank, hits["b"].bm25_rank) == (1, 2, 3)  # by its own score
     assert hits["a"].dense_rank == 3
-    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), ("entity1_dense", 0.5, entity), idf=idf,
-                 linear_dense_weight=0.5, **options)
+    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), (entity_leg(LegKind.DENSE, 1), 0.5, entity),
+                 idf=idf, linear_dense_weight=0.5, **options)
     assert hits["c"].fused == pytest.approx(0.05 + 0.5 * 0.95 + 0.5 * 0.5)
 
 
@@ -198,16 +200,17 @@ def test_linear_fusion_scores_a_lexical_hit_by_the_share_of_the_question_it_hold
     bm25 = _scored(("a", 8.0, {"matched_queries": ["word_text_0", "word_text_1"]}),
                    ("b", 9.0, {"matched_queries": ["word_text_1"]}))
     dense = _scored(("b", 0.90, {}), ("a", 0.70, {}))
-    hits = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), idf=idf, context_boost=0.3)
+    hits = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), idf=idf, context_boost=0.3)
     # Shares of 4.0: a 2.5 / 4 (not 1.0 for being the leg's best), b 0.5 / 4 (not 0.0 for its last).
     assert hits["a"].fused == pytest.approx(0.625 + 0.0)
     assert hits["b"].fused == pytest.approx(0.125 + 1.0)
     assert (hits["a"].bm25_rank, hits["b"].bm25_rank) == (1, 2)
     # A lone weak match is still weak: one common word of three.
-    hits = _fuse(("bm25", 1.0, _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}))), ("dense", 1.0, dense),
+    hits = _fuse((PLAIN_BM25, 1.0, _scored(("b", 9.0, {"matched_queries": ["word_text_1"]}))),
+                 (PLAIN_DENSE, 1.0, dense),
                  idf=idf, context_boost=0.3)
     assert hits["b"].fused == pytest.approx(0.125 + 1.0)
-    no_words = _fuse(("bm25", 1.0, bm25), ("dense", 1.0, dense), context_boost=0.3)
+    no_words = _fuse((PLAIN_BM25, 1.0, bm25), (PLAIN_DENSE, 1.0, dense), context_boost=0.3)
     assert no_words["a"].fused == 0.0  # no words: no lexical share
 
 
@@ -264,7 +267,7 @@ def test_a_reranker_reorders_the_best_fused_hits_and_the_rest_are_left_out():
         return {"_id": i, "_score": 1.0, "_source": {"memory_type": "catalog", "title": i, "text": f"text {i}"}}
 
     bm25 = {"hits": {"hits": [catalog(i) for i in ("a", "b", "c")]}}
-    searched = Searched(legs=(Leg(name="bm25", dense=False, factor=1.0, hits=bm25["hits"]["hits"]),),
+    searched = Searched(legs=(Leg(id=PLAIN_BM25, factor=1.0, hits=bm25["hits"]["hits"]),),
                         sources={raw["_id"]: raw["_source"] for raw in bm25["hits"]["hits"]}, idf={},
                         mention_counts={})
     options = _options(fusion="rrf", rerank_pool=2)
@@ -294,8 +297,8 @@ def test_a_fact_found_credits_the_episodes_it_was_distilled_from_in_each_leg_whe
 
     fact = raw("f", 0.9, "semantic", supporting_episode_ids=["e1", "missing"])
     dense, credit = [raw("e2", 0.8), raw("e1", 0.5)], [fact]
-    searched = Searched(legs=(Leg(name="dense", dense=True, factor=1.0, hits=dense),
-                              Leg(name="credit_dense", dense=True, factor=1.0, hits=credit)),
+    searched = Searched(legs=(Leg(id=PLAIN_DENSE, factor=1.0, hits=dense),
+                              Leg(id=LegId(LegKind.DENSE, LegRole.CREDIT), factor=1.0, hits=credit)),
                         sources={r["_id"]: r["_source"] for r in dense + credit}, idf={},
                         mention_counts={}, returned=frozenset({MemoryType.EPISODIC}))
     hits = {h.id: h for h in hits_fuse(searched, options=_options(fact_credit=0.5))}
