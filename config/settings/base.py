@@ -397,7 +397,7 @@ ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
 ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
 # A question naming a period also gets a BM25 and a kNN leg among the episodes dated in it (told in
 # it or up to GRACE days after, or naming a day of it), fused at this weight × a plain leg's (0: off).
-ENGRAM_RECALL_DATED_WEIGHT = env.float("ENGRAM_RECALL_DATED_WEIGHT", default=0.0)
+ENGRAM_RECALL_DATED_WEIGHT = env.float("ENGRAM_RECALL_DATED_WEIGHT", default=1.0)
 # The days an episode's own words name ("last Saturday", resolved against when it was told, stored
 # as ``event_dates``) date it too: naming a day of the period counts, naming other days rules the
 # grace out (false: the episode's date alone).
