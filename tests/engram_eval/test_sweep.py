@@ -94,3 +94,19 @@ def test_a_fold_may_choose_differently_and_ties_go_to_the_better_r5_then_the_ear
 def test_one_set_of_figures_per_value():
     with pytest.raises(ValueError, match="one set of figures per value"):
         cross_validate(values=(1, 2), figures=[{"1": _summary(0.5)}], folds=[["1"]])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--sweep", "ENGRAM_SESSION_COVERAGE=0,0.5"], "--sweep needs --locomo FILES"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_NO_SUCH=0,1"], "no setting 'ENGRAM_NO_SUCH'"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0"], "at least two values"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0,0.5"], r"--folds must be between 2 and .*\(2\), not 4"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0,x", "--folds", "2"], "could not convert"),
+])
+def test_the_command_refuses_a_bad_sweep_before_it_imports_anything(tmp_path, args, message):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    files = {"a": tmp_path / "1.json", "b": tmp_path / "2.json"}  # never read: the sweep is refused first
+    with pytest.raises(CommandError, match=message):
+        call_command("memory_eval", *[a.format(**{k: str(v) for k, v in files.items()}) for a in args])
