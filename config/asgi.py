@@ -16,9 +16,10 @@ malloc_arenas_limit(settings.ENGRAM_MALLOC_ARENAS)  # before any request thread 
 
 # Load the local models now, not on the first request (ENGRAM_WARM_UP=false skips it).
 from memory_app.providers import warm_up, wordnet_warm_up  # noqa: E402
+from memory_app.recall.options import ranking_config  # noqa: E402
 
 warm_up()
-wordnet_warm_up()
+wordnet_warm_up(synonyms=ranking_config().synonym_weight > 0)
 
 # Imported once Django is set up: the MCP endpoint uses models and settings.
 from memory_app.mcp.asgi import mount  # noqa: E402

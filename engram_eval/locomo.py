@@ -20,6 +20,8 @@ from django.test import override_settings
 from memory_app.consolidation.services import consolidate_all
 from memory_app.providers import clear_cache
 from memory_app.recall import memory_recall
+from memory_app.recall.options import ranking_config
+from memory_app.recall.ranking import RankingConfig
 from tenants.models import Subject
 from tenants.services.subjects import subject_get_or_create
 
@@ -124,13 +126,15 @@ def _imported(*, paths: list[Path], context_turns: int, log: Callable[[str], Non
         yield conversations
 
 
-def _ask(conversations: list[_Conversation], *, k: int) -> dict[str, Scores]:
-    """Each conversation's questions recalled through its subject's own key, over episodes."""
+def _ask(conversations: list[_Conversation], *, k: int, ranking: RankingConfig | None) -> dict[str, Scores]:
+    """Each conversation's questions recalled through its subject's own key, over episodes, ranked
+    by ``ranking`` (None: the deployment's)."""
     each: dict[str, Scores] = {}
     for conv in conversations:
         own = each.setdefault(conv.name, Scores())
         for group, question, expected in conv.questions:
-            results = memory_recall(subject=conv.subject, query=question, k=k, types=["episodic"], now=conv.now)
+            results = memory_recall(subject=conv.subject, query=question, k=k, types=["episodic"], now=conv.now,
+                                    ranking=ranking)
             own.add(group, question_scores([conv.turn_of.get(r["id"], r["id"]) for r in results], expected))
     return each
 
@@ -138,19 +142,20 @@ def _ask(conversations: list[_Conversation], *, k: int) -> dict[str, Scores]:
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
                     extractor: str | None = None, dedicated: bool = False,
-                    questions: Path | None = None) -> dict[str, Any]:
+                    questions: Path | None = None, ranking: RankingConfig | None = None) -> dict[str, Any]:
     """Each conversation goes through the import service in one call, as an agent's import
     would (the default: no client-side context, so Engram derives it); questions are recalled
     through the subject's own key, over episodes (the evidence is turns). ``consolidate``:
     consolidate each conversation first, so that the facts found credit the turns they came from
     (memory_app.recall.rank.facts_credit). ``dedicated``: the conversations' tenant in dedicated
     indices. ``questions``: a question set to ask instead of the files' own (``locomo_questions``).
+    ``ranking``: how recall ranks (default: the deployment's; an ablation passes its own).
     With several files, the pooled rows are followed by the mean of the conversations' own
     figures ("mean overall", "mean category 1": each conversation counts once, as held-out
     conversations are judged) and then each conversation's rows ("26 overall")."""
     with _imported(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
                    extractor=extractor, dedicated=dedicated, questions=questions) as conversations:
-        each = _ask(conversations, k=k)
+        each = _ask(conversations, k=k, ranking=ranking)
     pooled = Scores()
     for own in each.values():
         for group, figures in own.rows:
@@ -166,30 +171,34 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
 
 def sweep_locomo(*, paths: list[Path], sweep: Sweep, folds: int, reimport: bool = False, k: int = 10,
                  context_turns: int = 0, log: Callable[[str], None] = print, consolidate: bool = False,
-                 extractor: str | None = None, dedicated: bool = False,
-                 questions: Path | None = None) -> dict[str, Any]:
-    """The conversations' questions asked under each value of ``sweep.setting``, then
-    cross-validated over ``folds`` groups of conversations (``engram_eval.sweep.cross_validate``).
-    The conversations are imported once and only recall sees the value, unless ``reimport``
-    (a setting that acts when memories are written, such as ENGRAM_DERIVED_CONTEXT_TURNS):
-    then they are imported again under each value. Raises ValueError on bad folds."""
+                 extractor: str | None = None, dedicated: bool = False, questions: Path | None = None,
+                 ranking: RankingConfig | None = None) -> dict[str, Any]:
+    """The conversations' questions asked under each value of ``sweep.setting`` (a field of the
+    ranking, changed in ``ranking``, default the deployment's; or a Django setting, in force
+    meanwhile), then cross-validated over ``folds`` groups of conversations
+    (``engram_eval.sweep.cross_validate``). The conversations are imported once and only recall
+    sees the value, unless ``reimport`` (a setting that acts when memories are written, such as
+    ENGRAM_DERIVED_CONTEXT_TURNS): then they are imported again under each value. Raises
+    ValueError on bad folds."""
     groups = folds_of([p.stem for p in paths], folds)
     options = dict(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
                    extractor=extractor, dedicated=dedicated, questions=questions)
+    base = ranking or ranking_config()
     figures: list[dict[str, dict[str, dict[str, float]]]] = []
     provider = sweep.setting.startswith(("ENGRAM_RERANKER", "ENGRAM_EMBEDDER"))
     with ExitStack() as stack:
         conversations = None if reimport else stack.enter_context(_imported(**options))
         for value in sweep.values:
             log(f"  {sweep.setting}={value}")
-            with override_settings(**{sweep.setting: value}):
+            config = base.changed({sweep.setting: value}) if sweep.ranking else base
+            with override_settings(**({} if sweep.ranking else {sweep.setting: value})):
                 if provider:
                     clear_cache()  # a reranker built from the previous value must not answer for this one
                 if reimport:
                     with _imported(**options) as own:
-                        each = _ask(own, k=k)
+                        each = _ask(own, k=k, ranking=config)
                 else:
-                    each = _ask(conversations, k=k)
+                    each = _ask(conversations, k=k, ranking=config)
             figures.append({conversation: scores.summary() for conversation, scores in each.items()})
         if provider:
             clear_cache()

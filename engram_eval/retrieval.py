@@ -16,6 +16,7 @@ from pathlib import Path
 from statistics import mean
 
 from memory_app.recall import memory_recall
+from memory_app.recall.ranking import RankingConfig
 from memory_app.validation import clean_datetime
 from tenants.models import Subject
 
@@ -81,9 +82,10 @@ def gate_failures(report: FixtureReport, *, min_r10: float, min_r5: float, min_m
 
 
 def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = print,
-                     dedicated: bool = False) -> FixtureReport:
+                     dedicated: bool = False, ranking: RankingConfig | None = None) -> FixtureReport:
     """Score recall on the corpus at ``path``. ``dedicated``: every tenant in dedicated indices
-    (its own index statistics) instead of the shared ones."""
+    (its own index statistics) instead of the shared ones. ``ranking``: how recall ranks (default:
+    the deployment's; an ablation passes its own)."""
     corpus = json.loads(path.read_text())
     now = clean_datetime(corpus["now"], field="now")
     with sandbox() as box:
@@ -93,7 +95,7 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
         leak_examples: list[str] = []
         for q in corpus["questions"]:
             subject = subjects[(q["tenant"], q["subject"])]
-            results = memory_recall(subject=subject, query=q["question"], k=k, now=now)
+            results = memory_recall(subject=subject, query=q["question"], k=k, now=now, ranking=ranking)
             ranked = [r["id"] for r in results]
             expected = [key_to_id[e] for e in q["expected"]]
             scores.add(key_type[q["expected"][0]], question_scores(ranked, expected))
@@ -110,7 +112,7 @@ def evaluate_fixture(*, path: Path, k: int = 10, log: Callable[[str], None] = pr
                     continue
                 for memory in other["semantic"] + other["episodic"]:
                     results = memory_recall(subject=subject, query=memory["text"], k=k,
-                                            include_superseded=True, now=now)
+                                            include_superseded=True, now=now, ranking=ranking)
                     for r in results:
                         leak_probes += 1
                         if r["tenant_id"] != tenant_slug or r.get("user_id") not in (None, str(subject.user_id)):

@@ -1,7 +1,7 @@
 """Scratch worlds for measurement runs.
 
 A run writes through the real services under a run-unique index prefix, which those services
-resolve as their shared prefix for the run (``engram_core.es.schema.scratch_prefix``): nothing it
+resolve as their shared prefix for the run (``engram_core.es.prefixes.scratch_prefix``): nothing it
 writes reaches, or is counted in, the indices that serve real memory. Its database rows and audit
 events stay as the record that it ran; no transaction spans it and no row is deleted.
 """
@@ -18,7 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from engram_core.es.client import admin_client
-from engram_core.es.schema import drop_indices, ensure_indices, scratch_prefix, shared_prefix
+from engram_core.es.prefixes import scratch_prefix, shared_prefix
+from engram_core.es.schema import drop_indices, ensure_indices
 from memory_app.usage import usage_flush
 from tenants.es_keys import invalidate_keys
 from tenants.services.isolation_move import tenant_indices_ensure, tenant_isolation_set

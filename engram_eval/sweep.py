@@ -20,10 +20,13 @@ _FALSE = {"0", "false", "no", "off"}
 
 @dataclass(frozen=True)
 class Sweep:
-    """A setting and the values to try, typed as the setting is."""
+    """A setting and the values to try, typed as the setting is: a field of the ranking
+    (``ranking``: memory_app/recall/ranking.py, e.g. "dated_weight") or a Django setting
+    ("ENGRAM_DERIVED_CONTEXT_TURNS")."""
 
     setting: str
     values: tuple[Any, ...]
+    ranking: bool = False
 
 
 def setting_value(raw: str, current: Any) -> Any:
@@ -46,21 +49,28 @@ def setting_value(raw: str, current: Any) -> Any:
     raise ValueError(f"a setting of type {type(current).__name__} cannot be swept")
 
 
-def parse_sweep(spec: str, settings: Any) -> Sweep:
-    """``"ENGRAM_X=v1,v2"`` against the settings object: the setting must exist, and two or more
-    distinct values must read as its type. Raises ValueError saying what is wrong."""
+def parse_sweep(spec: str, settings: Any, ranking: Any = None) -> Sweep:
+    """``"NAME=v1,v2"``: NAME a field of ``ranking`` (a RankingConfig; its ``changed`` reads each
+    value) or a Django setting of ``settings`` (each value read as the setting's type); two or more
+    distinct values. Raises ValueError saying what is wrong."""
     name, sep, raw = spec.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise ValueError(f"--sweep takes SETTING=v1,v2,…, not {spec!r}")
-    if not name.isupper() or not hasattr(settings, name):
-        raise ValueError(f"--sweep: no setting {name!r}")
-    values = tuple(setting_value(v, getattr(settings, name)) for v in raw.split(",") if v.strip())
+        raise ValueError(f"--sweep takes NAME=v1,v2,…, not {spec!r}")
+    texts = [v for v in raw.split(",") if v.strip()]
+    if ranking is not None and hasattr(ranking, name) and not name.startswith("_"):
+        values = tuple(getattr(ranking.changed({name: v}), name) for v in texts)
+        swept_ranking = True
+    elif name.isupper() and hasattr(settings, name):
+        values = tuple(setting_value(v, getattr(settings, name)) for v in texts)
+        swept_ranking = False
+    else:
+        raise ValueError(f"--sweep: {name!r} is neither a ranking setting nor a Django setting")
     if len(values) < 2:
         raise ValueError(f"--sweep {name}: give at least two values")
     if len(set(values)) != len(values):
         raise ValueError(f"--sweep {name}: a value is given twice")
-    return Sweep(setting=name, values=values)
+    return Sweep(setting=name, values=values, ranking=swept_ranking)
 
 
 def folds_of(conversations: list[str], folds: int) -> list[list[str]]:

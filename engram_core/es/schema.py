@@ -12,27 +12,21 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from enum import StrEnum
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from elasticsearch import ApiError, Elasticsearch, helpers
 
+from engram_core.es.prefixes import shared_prefix
+from engram_core.es.vectors import UNRECORDED_SPACE, Revector, embedder_source
+
+# The memory types are the domain's (engram_core.memory_types); the schema names an index alias
+# per type. Also importable from here by the modules that always did (explicit re-exports).
+from engram_core.memory_types import USER_TYPES as USER_TYPES
+from engram_core.memory_types import MemoryType as MemoryType
+
 log = logging.getLogger(__name__)
-
-
-class MemoryType(StrEnum):
-    EPISODIC = "episodic"
-    SEMANTIC = "semantic"
-    PROCEDURAL = "procedural"
-    CATALOG = "catalog"
-
-
-# The types that belong to one end-user (the catalog is tenant-wide).
-USER_TYPES = (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 
 # Elasticsearch 9 leaves dense vectors out of a returned ``_source`` (the index setting
 # ``index.mapping.exclude_source_vectors`` is on by default). A copy that rebuilds documents from
@@ -50,75 +44,12 @@ HIDDEN_FIELDS = ("derived_context", "concepts", "event_dates", "states_time")
 # The one index of a prefix is ``<prefix>-memories-v<N>``; each type reaches it through its alias.
 INDEX_STEM = "memories"
 
-_scratch_prefix: ContextVar[str | None] = ContextVar("engram_scratch_prefix", default=None)
-
-
-def shared_prefix() -> str:
-    """The prefix of the indices every shared tenant uses, from which every index name derives:
-    ``ES_INDEX_PREFIX``, or the scratch prefix in force in the current context."""
-    return _scratch_prefix.get() or settings.ES_INDEX_PREFIX
-
-
-@contextmanager
-def scratch_prefix(prefix: str) -> Iterator[str]:
-    """Resolve ``shared_prefix`` to ``prefix`` inside the block, in the current context only (a
-    context variable, not a setting: requests served by other threads keep the real prefix). The
-    product's own measurement runs its world there. A thread pool's worker resolves the real
-    prefix unless the work carries the context (``contextvars.copy_context``)."""
-    token = _scratch_prefix.set(prefix)
-    try:
-        yield prefix
-    finally:
-        _scratch_prefix.reset(token)
-
-
 def alias_name(memory_type: MemoryType | str, *, prefix: str | None = None) -> str:
     return f"{prefix or shared_prefix()}-{MemoryType(memory_type).value}"
 
 
 def all_aliases(*, prefix: str | None = None) -> list[str]:
     return [alias_name(t, prefix=prefix) for t in MemoryType]
-
-
-# The vectors come from the configured embedder, and the embedders live in memory_app: its AppConfig
-# registers them here at start-up (``register_embedder``), so this core module imports no app.
-# ``space`` names the embedder's vector space: two embedders with the same space give the same
-# vectors (the numpy and onnx runtimes of one model), two different spaces must never share an
-# index. Each index records the space of the vectors it holds in its ``_meta``; an index recorded
-# under another space is migrated with every vector computed again (``revector``).
-Revector = Callable[[Elasticsearch, str, "MemoryType", list[dict]], None]
-
-
-@dataclass(frozen=True)
-class EmbedderSource:
-    dims: Callable[[], int]
-    space: Callable[[], str]
-    # revector(es, index, memory_type, hits): set the vector fields of each hit's _source again,
-    # in place, from its text (``index``: the index the hits were read from, for their context).
-    revector: Revector
-
-
-_embedder_source: EmbedderSource | None = None
-
-# The space assumed for an index that records none: every release before the record existed wrote
-# all-MiniLM-L6-v2 vectors with float weights (its default), and only that model's 384 dims fit.
-UNRECORDED_SPACE = "all-MiniLM-L6-v2"
-
-
-def register_embedder(source: EmbedderSource) -> None:
-    """Name where the vectors come from (``memory_app`` does, when ready)."""
-    global _embedder_source
-    _embedder_source = source
-
-
-def _embedder() -> EmbedderSource:
-    if _embedder_source is None:
-        raise ImproperlyConfigured("no embedder registered: is memory_app in INSTALLED_APPS?")
-    return _embedder_source
-
-
-def _embedding_dims() -> int:
-    return _embedder().dims()
 
 
 # English analysis: possessives, lower case, ASCII folding, stop words, Porter stemming.
@@ -289,7 +220,7 @@ class IndexDefinition:
 def index_definition(*, dims: int | None = None) -> IndexDefinition:
     """The one index of a prefix: every memory type's fields (each type's own fields are absent
     from the others' documents)."""
-    dims = dims or _embedding_dims()
+    dims = dims or embedder_source().dims()
     properties = {**_common_properties(), **_vector_properties(dims)}
     for extra in _EXTRA_PROPERTIES.values():
         properties.update(extra)
@@ -370,7 +301,7 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
     into the one index like any older version.
     """
     definition = definition or index_definition(dims=dims)
-    space = _embedder().space()
+    space = embedder_source().space()
     meta = {"engram_schema_hash": definition.schema_hash, "engram_vector_space": space}
     body = {**definition.body, "mappings": {**definition.body["mappings"], "_meta": meta}}
     bindings = _bindings(es, prefix)
@@ -405,7 +336,7 @@ def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | 
     if (recorded_space := _recorded_space(es, list(bindings))) != space:
         log.warning("%s hold vectors of %s, the embedder gives %s: computing them again", ", ".join(bindings),
                     recorded_space or "several spaces", space)
-        revector = _embedder().revector
+        revector = embedder_source().revector
     return _migrate(es, prefix, bindings, body, rekey=rekey, revector=revector)
 
 

@@ -346,7 +346,8 @@ class TurnCreateApi(BaseApi):
         context = serializers.CharField(required=False, allow_null=True,
                                         help_text="the conversation just before the turn (helps short replies)")
         metadata = serializers.DictField(required=False, allow_null=True)
-        k = serializers.IntegerField(required=False, default=5, min_value=1, max_value=settings.ENGRAM_RECALL_MAX_K)
+        k = serializers.IntegerField(required=False, default=5, min_value=1)
+        setting_bounds = {"k": ("max_value", "ENGRAM_RECALL_MAX_K")}
         types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
                                       required=False, allow_null=True, min_length=1)
         include_superseded = serializers.BooleanField(required=False, default=False)
@@ -387,7 +388,8 @@ class RecallApi(BaseApi):
 
     class InputSerializer(StrictInputSerializer):
         query = serializers.CharField()
-        k = serializers.IntegerField(required=False, default=10, min_value=1, max_value=settings.ENGRAM_RECALL_MAX_K)
+        k = serializers.IntegerField(required=False, default=10, min_value=1)
+        setting_bounds = {"k": ("max_value", "ENGRAM_RECALL_MAX_K")}
         types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
                                       required=False, allow_null=True, min_length=1)
         since = serializers.DateTimeField(required=False, allow_null=True)
@@ -431,9 +433,10 @@ class StepsField(serializers.Field):
 
 
 class _WriteMemoryFields(StrictInputSerializer):
+    setting_bounds = {"supersedes": ("max_length", "ENGRAM_MAX_SUPERSEDES")}
     confidence = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
     supersedes = serializers.ListField(child=serializers.CharField(max_length=MEMORY_ID_MAX_CHARS), required=False,
-                                       allow_null=True, max_length=settings.ENGRAM_MAX_SUPERSEDES,
+                                       allow_null=True,
                                        help_text="ids of the subject's memories (same type) this one replaces")
     contradiction = serializers.ChoiceField(
         choices=list(CONTRADICTIONS), required=False, default="natural",
@@ -614,7 +617,8 @@ class EpisodesImportApi(BaseApi):
         return settings.ENGRAM_API_MAX_IMPORT_BODY_BYTES
 
     class InputSerializer(StrictInputSerializer):
-        episodes = ImportEpisodeSerializer(many=True, min_length=1, max_length=settings.ENGRAM_MAX_IMPORT_EPISODES)
+        episodes = ImportEpisodeSerializer(many=True, min_length=1)
+        setting_bounds = {"episodes": ("max_length", "ENGRAM_MAX_IMPORT_EPISODES")}
 
     class OutputSerializer(serializers.Serializer):
         status = write_status()

@@ -3,10 +3,12 @@ memory, an error, an outbox operation."""
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -21,6 +23,19 @@ class StrictInputSerializer(serializers.Serializer):
     with the others in ``details.fields``, instead of being dropped. A dropped name loses what the
     caller meant: a misspelt ``ocurred_at`` would date a turn now, ``sesion_id`` store it outside
     its session, ``typs`` recall every type."""
+
+    # Bounds that are settings, {field: (argument, setting)}: set when a request's serializer is
+    # made, not when its class is defined (at import), so that the settings of the moment apply.
+    setting_bounds: ClassVar[dict[str, tuple[str, str]]] = {}
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name, (argument, setting) in self.setting_bounds.items():
+            # A field is made from its arguments again when copied (DRF's Field.__deepcopy__), and
+            # this one is get_fields' own copy: its arguments can change.
+            fields[name]._kwargs[argument] = getattr(settings, setting)
+            fields[name] = copy.deepcopy(fields[name])
+        return fields
 
     def to_internal_value(self, data: Any) -> Any:
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []

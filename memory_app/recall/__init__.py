@@ -1,8 +1,8 @@
 """Recall: the k most useful memories for a question, in one pass of four stages, each with a data
 type of its own: **read** the question once (``Reading``) → **search** every leg in one
 ``_msearch`` (``Searched``) → **rank** the hits → **explain** them. What the stages need from the
-world (settings, validation, the end-user's key, the embedder, a reranker) is met here, at the
-edge, and handed down.
+world (settings, the ranking, validation, the end-user's key, the embedder, a reranker) is met
+here, at the edge, and handed down.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from memory_app.freshness import refresh_ensure
 from language.names import person_name_words
 from memory_app.recall.explain import EntityReading, entities_explain, ranked_explain
 from memory_app.recall.options import RecallOptions
+from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import hits_rank
 from memory_app.recall.read import Reading, query_read
 from memory_app.recall.search import Allowed, legs_search
@@ -48,7 +49,8 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
                   since: datetime | str | None = None, until: datetime | str | None = None,
                   include_superseded: bool = False, explain: bool = False,
                   now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
-                  es: Elasticsearch | None = None, exclude: str = "") -> list[dict[str, Any]]:
+                  es: Elasticsearch | None = None, exclude: str = "",
+                  ranking: RankingConfig | None = None) -> list[dict[str, Any]]:
     """The k most useful memories for ``query``: hybrid BM25 + kNN over every requested type and
     the tenant catalog in one ``_msearch``, through the end-user's own key, fused and weighted
     (memory_app.recall.rank). ``timezone``: the end-user's IANA zone, whose calendar days the
@@ -59,21 +61,23 @@ def memory_recall(*, subject: Subject, query: str, k: int = 10, types: list[str]
     and every multiplier. A read only: facts handed to an agent are counted as used by the caller
     (``usage.usage_record_recalled``), so a preview, an eval or a probe counts nothing. ``es``: the
     end-user's own client, resolved by the caller (a turn runs this on a pool thread).
-    ValidationFailed for bad input."""
+    ``ranking``: how to rank (default: the deployment's, ``options.ranking_config``; the eval
+    passes its ablations). ValidationFailed for bad input."""
     return memory_recall_with_reading(
         subject=subject, query=query, k=k, types=types, since=since, until=until,
         include_superseded=include_superseded, explain=explain, now=now, timezone=timezone,
-        ensure_fresh=ensure_fresh, es=es, exclude=exclude).hits
+        ensure_fresh=ensure_fresh, es=es, exclude=exclude, ranking=ranking).hits
 
 
 def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, types: list[str] | None = None,
                                since: datetime | str | None = None, until: datetime | str | None = None,
                                include_superseded: bool = False, explain: bool = False,
                                now: datetime | None = None, timezone: str | None = None, ensure_fresh: bool = True,
-                               es: Elasticsearch | None = None, exclude: str = "") -> Recall:
+                               es: Elasticsearch | None = None, exclude: str = "",
+                               ranking: RankingConfig | None = None) -> Recall:
     """``memory_recall``, with the reading of the question its hits were ranked by (the
     inspector shows both)."""
-    options = RecallOptions.from_settings()
+    options = RecallOptions.from_settings(ranking)
     query = clean_text(query, field="query", limit=options.max_query_chars)
     k = clean_k(k)
     memory_types = clean_types(types)

@@ -360,7 +360,7 @@ def reply_credit(hits: list[Hit], *, weight: float) -> None:
 
 
 def neighbour_credit(hits: list[Hit], *, weight: float) -> None:
-    """Add ``weight`` (ENGRAM_NEIGHBOUR_CREDIT) × the best score among an episode's session
+    """Add ``weight`` (``neighbour_credit``) × the best score among an episode's session
     neighbours that are candidates: the turns before it in its ``context_ids`` and the turns whose
     ``context_ids`` name it. A conversation tells one thing over consecutive turns, and a question
     about it meets some of them; credits come from the scores before any neighbour credit, so they

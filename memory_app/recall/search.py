@@ -368,7 +368,7 @@ def dated_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
                options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]]]:
     """Header/body pairs of the dated legs and their (leg, factor): when the question names a
     period and episodes are returned, the question searched like the plain legs (BM25 and kNN)
-    among the episodes dated in it (``dated_filter``), fused at ENGRAM_RECALL_DATED_WEIGHT × a
+    among the episodes dated in it (``dated_filter``), fused at ``dated_weight`` (RankingConfig) × a
     plain leg's. A turn that tells what happened that day rarely holds the question's words
     ("on 16 March" against "yesterday I went bowling"), so it is not among the plain legs'
     candidates for the date to favour; among the few turns of the period it is."""

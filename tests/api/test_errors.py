@@ -209,6 +209,23 @@ def test_the_admin_form_refuses_an_unaddressable_end_user_id(tenant):
     Subject(tenant=tenant, external_id="a b").full_clean()
 
 
+def test_a_bound_that_is_a_setting_is_the_settings_of_the_request(api, settings):
+    """Read when the request is validated, not when apis.py was imported."""
+    for limit in (3, 5):
+        settings.ENGRAM_RECALL_MAX_K, settings.ENGRAM_MAX_SUPERSEDES, settings.ENGRAM_MAX_IMPORT_EPISODES = limit, limit, limit
+        error = _error(api.post("/api/v1/subjects/a/recall", {"query": "x", "k": limit + 1}, format="json"),
+                       400, "invalid")
+        assert set(error["details"]["fields"]) == {"k"} and str(limit) in str(error["details"]["fields"]["k"])
+        error = _error(api.post("/api/v1/subjects/a/memories", {"type": "semantic", "text": "Lives in Lyon",
+                                                                "supersedes": ["x" * 8] * (limit + 1)},
+                                format="json"), 400, "invalid")
+        assert set(error["details"]["fields"]) == {"supersedes"}
+        episodes = [{"text": "I moved", "occurred_at": "2025-01-01T00:00:00Z"}] * (limit + 1)
+        error = _error(api.post("/api/v1/subjects/a/episodes:import", {"episodes": episodes}, format="json"),
+                       400, "invalid")
+        assert set(error["details"]["fields"]) == {"episodes"}
+
+
 def test_service_validation_errors_keep_their_codes(api, settings):
     settings.ENGRAM_MAX_TEXT_CHARS = 10
     error = _error(api.post("/api/v1/subjects/a/turns", {"text": "much longer than ten"}, format="json"),

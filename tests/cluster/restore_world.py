@@ -10,7 +10,8 @@ import pickle
 import sys
 
 from engram_core.es.client import admin_client
-from engram_core.es.schema import drop_indices, ensure_indices, scratch_prefix
+from engram_core.es.prefixes import scratch_prefix
+from engram_core.es.schema import drop_indices, ensure_indices
 from engram_eval.isolation.cluster import lifecycle_probes, subject_probes
 from engram_eval.isolation.report import ProbeRecorder
 from engram_eval.isolation.service_probes import recall_drift_probes, service_probes

@@ -156,18 +156,18 @@ def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_val
         paths[-1].write_text(json.dumps(_tiny_conversation(f"Pet{name}", speaker, pet)))
     seen = []
 
-    def recall(*, subject, **kwargs):
-        seen.append((subject.external_id, settings.ENGRAM_SESSION_COVERAGE))
-        hits = memory_recall(subject=subject, **kwargs)
+    def recall(*, subject, ranking, **kwargs):
+        seen.append((subject.external_id, ranking.session_coverage))
+        hits = memory_recall(subject=subject, ranking=ranking, **kwargs)
         # Value 0.5 hides every hit of conversation 81: the sweep must not choose it on 81's figures.
-        return [] if (subject.external_id, settings.ENGRAM_SESSION_COVERAGE) == ("conv-81", 0.5) else hits
+        return [] if (subject.external_id, ranking.session_coverage) == ("conv-81", 0.5) else hits
 
     monkeypatch.setattr(locomo, "memory_recall", recall)
-    before = settings.ENGRAM_SESSION_COVERAGE
     imports = []
     real_import = locomo.import_by_client_id
-    monkeypatch.setattr(locomo, "import_by_client_id", lambda **kw: imports.append(1) or real_import(**kw))
-    report = locomo.sweep_locomo(paths=paths, sweep=Sweep("ENGRAM_SESSION_COVERAGE", (0.0, 0.5)), folds=3,
+    monkeypatch.setattr(locomo, "import_by_client_id", lambda **kw: imports.append(
+        settings.ENGRAM_DERIVED_CONTEXT_TURNS) or real_import(**kw))
+    report = locomo.sweep_locomo(paths=paths, sweep=Sweep("session_coverage", (0.0, 0.5), ranking=True), folds=3,
                                  log=lambda _m: None)
 
     assert len(imports) == 3  # imported once, asked under each value
@@ -178,9 +178,11 @@ def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_val
     # and 83 and the earlier value (0.0) is kept.
     assert [f["chosen"] for f in report["folds"]] == [0.0, 0.0, 0.0]
     assert (report["cross_validated"]["overall"]["n"], report["cross_validated"]["overall"]["R@10"]) == (6, 1.0)
-    assert settings.ENGRAM_SESSION_COVERAGE == before  # the setting is back
 
-    reimported = locomo.sweep_locomo(paths=paths[:2], sweep=Sweep("ENGRAM_SESSION_COVERAGE", (0.0, 0.5)), folds=2,
+    # A Django setting that acts when memories are written: in force while each value's import runs.
+    before = settings.ENGRAM_DERIVED_CONTEXT_TURNS
+    reimported = locomo.sweep_locomo(paths=paths[:2], sweep=Sweep("ENGRAM_DERIVED_CONTEXT_TURNS", (0, 1)), folds=2,
                                      reimport=True, log=lambda _m: None)
-    assert len(imports) == 3 + 2 * 2
-    assert [f["chosen"] for f in reimported["folds"]] == [0.0, 0.0]
+    assert imports[3:] == [0, 0, 1, 1]
+    assert [f["chosen"] for f in reimported["folds"]] == [0, 0]  # every question found either way: the earlier
+    assert settings.ENGRAM_DERIVED_CONTEXT_TURNS == before  # the setting is back

@@ -19,10 +19,10 @@ def test_a_sweep_reads_its_values_as_the_setting_s_type():
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("ENGRAM_BOOST", "SETTING=v1,v2"),
-    ("=1,2", "SETTING=v1,v2"),
-    ("ENGRAM_NOPE=1,2", "no setting 'ENGRAM_NOPE'"),
-    ("engram_boost=1,2", "no setting"),
+    ("ENGRAM_BOOST", "NAME=v1,v2"),
+    ("=1,2", "NAME=v1,v2"),
+    ("ENGRAM_NOPE=1,2", "'ENGRAM_NOPE' is neither a ranking setting nor a Django setting"),
+    ("engram_boost=1,2", "is neither"),
     ("ENGRAM_BOOST=0.5", "at least two values"),
     ("ENGRAM_BOOST=0.5,,", "at least two values"),
     ("ENGRAM_BOOST=0.5,0.50", "given twice"),
@@ -32,6 +32,19 @@ def test_a_sweep_reads_its_values_as_the_setting_s_type():
 def test_a_bad_sweep_says_what_is_wrong(spec, message):
     with pytest.raises(ValueError, match=message):
         parse_sweep(spec, SETTINGS)
+
+
+def test_a_ranking_field_is_swept_as_the_ranking_reads_it_and_a_setting_as_django_s():
+    from memory_app.recall.ranking import RankingConfig
+
+    swept = parse_sweep("dated_weight=0, 1,1.5", SETTINGS, RankingConfig())
+    assert (swept.values, swept.ranking) == ((0.0, 1.0, 1.5), True)
+    assert parse_sweep("fusion=linear,rrf", SETTINGS, RankingConfig()).values == ("linear", "rrf")
+    assert parse_sweep("ENGRAM_LEGS=0,2", SETTINGS, RankingConfig()).ranking is False
+    with pytest.raises(ValueError, match="dated_weight must be a number"):
+        parse_sweep("dated_weight=0,x", SETTINGS, RankingConfig())
+    with pytest.raises(ValueError, match="given twice"):
+        parse_sweep("neighbour_credit=0.3,0.30", SETTINGS, RankingConfig())
 
 
 def test_a_setting_of_another_type_cannot_be_swept():
@@ -97,11 +110,12 @@ def test_one_set_of_figures_per_value():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--sweep", "ENGRAM_SESSION_COVERAGE=0,0.5"], "--sweep needs --locomo FILES"),
-    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_NO_SUCH=0,1"], "no setting 'ENGRAM_NO_SUCH'"),
-    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0"], "at least two values"),
-    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0,0.5"], r"--folds must be between 2 and .*\(2\), not 4"),
-    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_SESSION_COVERAGE=0,x", "--folds", "2"], "could not convert"),
+    (["--sweep", "session_coverage=0,0.5"], "--sweep needs --locomo FILES"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_NO_SUCH=0,1"], "'ENGRAM_NO_SUCH' is neither"),
+    (["--locomo", "{a}", "{b}", "--sweep", "session_coverage=0"], "at least two values"),
+    (["--locomo", "{a}", "{b}", "--sweep", "session_coverage=0,0.5"], r"--folds must be between 2 and .*\(2\), not 4"),
+    (["--locomo", "{a}", "{b}", "--sweep", "session_coverage=0,x", "--folds", "2"], "must be a number"),
+    (["--locomo", "{a}", "{b}", "--sweep", "ENGRAM_DERIVED_CONTEXT_TURNS=0,x", "--folds", "2"], "invalid literal"),
 ])
 def test_the_command_refuses_a_bad_sweep_before_it_imports_anything(tmp_path, args, message):
     from django.core.management import call_command

@@ -225,7 +225,7 @@ def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings)
     alice, _ = subjects
     for n in range(6):
         episode_write(subject=alice, text=f"Melanie: the kids loved the lake, day {n}.")
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_min_mentions": 5}
     client = Client()
     client.force_login(staff["support"])
     html = client.get(f"/u/{alice.user_id}/recall/", {"q": "What did Melanie's kids love last week?"},

@@ -75,7 +75,7 @@ def test_verbs_famous_people_and_multi_word_names_give_no_synonyms():
     # WordNet's first sense of "jack" is "nothing at all" (doodly-squat ...), a sense its tagged
     # corpus never saw: only a first sense with at least half of a word's tagged uses lends names.
     assert synonyms("jack", net=NET) == () and synonyms("appliances", net=NET) == ()
-    assert synonyms("qwzx", net=NET) == ()  # (with ENGRAM_SYNONYM_WEIGHT 0 no word is given any: test_read.py)
+    assert synonyms("qwzx", net=NET) == ()  # (with a synonym_weight of 0 no word is given any: test_read.py)
 
 
 

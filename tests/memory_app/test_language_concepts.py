@@ -65,7 +65,7 @@ def test_a_memory_naming_a_synonym_of_a_question_s_word_gets_a_share_of_its_scor
     assert hits[vacation["id"]]["explain"]["bm25_rank"] == 1
     credited = hits[vacation["id"]]["explain"]["linear_score"]
 
-    settings.ENGRAM_SYNONYM_WEIGHT = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "synonym_weight": 0}
     hits = {h["id"]: h for h in memory_recall(subject=subject, query="Where is the holiday?", explain=True)}
     assert hits[vacation["id"]]["explain"]["bm25_rank"] is None
     # Only its dense leg's share is left (the lexical coverage of "holiday" was 0.5 × 1).

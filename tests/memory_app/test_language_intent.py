@@ -22,7 +22,7 @@ def test_the_types_that_answer_the_question_are_boosted(subject, settings):
     assert "intent" not in event[fact["id"]]["explain"]["multipliers"]
     assert memory_recall_with_reading(subject=subject, query="When did Olivia move to Denver?").reading.intent \
         is Intent.EVENT
-    settings.ENGRAM_INTENT_BOOST = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "intent_boost": 0.0}
     off = memory_recall(subject=subject, query="When did Olivia move to Denver?", explain=True)
     assert all("intent" not in h["explain"]["multipliers"] for h in off)
     assert memory_recall_with_reading(subject=subject, query="When did Olivia move to Denver?").reading.intent is None
@@ -37,7 +37,7 @@ def test_episodes_alone_keep_their_order(subject, settings):
         {"text": text, "occurred_at": f"2023-06-1{n}T10:00:00+00:00"} for n, text in enumerate(texts)])
     question = "When did we go camping at the lake?"
     on = memory_recall(subject=subject, query=question, explain=True)
-    settings.ENGRAM_INTENT_BOOST = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "intent_boost": 0.0}
     off = memory_recall(subject=subject, query=question, explain=True)
     assert [h["id"] for h in on] == [h["id"] for h in off] and len(on) == 4
     assert all(h["explain"]["multipliers"]["intent"] == pytest.approx(1.1) for h in on)

@@ -81,7 +81,7 @@ def _dense_rank(subject, query, target):
 def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
     """A question about one statement inside a turn that says several things: the turn's single
     vector is far from it, its sentence is near. Measured on the dense leg alone."""
-    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "bm25": False}
     # Chosen so that the question's cosine (MiniLM) is 0.638 and 0.603 with the first two, 0.583
     # with the long turn's single vector and 0.651 with its swimming sentence's passage.
     distractors = [
@@ -95,7 +95,7 @@ def test_the_dense_leg_ranks_an_episode_by_its_best_sentence(subject, settings):
     target = episode_write(subject=subject, text=LONG, occurred_at=T0 + timedelta(hours=10))["id"]
     question = "What sport does Maya do with her children?"
     with_passages = _dense_rank(subject, question, target)
-    settings.ENGRAM_RECALL_PASSAGES = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "passages": False}
     whole_only = _dense_rank(subject, question, target)
     assert with_passages == 1
     assert whole_only is None or whole_only > with_passages
@@ -115,7 +115,7 @@ def test_the_dense_leg_is_one_search_scoring_each_memory_by_its_vector_or_its_be
     types = [MemoryType.EPISODIC, MemoryType.SEMANTIC]
     index_for = {t: alias_name(t) for t in types}
     es = subject_es_client(subject=subject)
-    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "bm25": False}
     options = RecallOptions.from_settings()
     reading = query_read(query=question, name_words=frozenset(), now=T0, tz=None, options=options)
     body = plain_legs(reading=reading, vector=vector, options=options,
@@ -158,7 +158,7 @@ def test_forgetting_a_predecessor_re_embeds_every_passage_without_its_text(subje
 
 
 def test_explain_names_the_sentence_an_episodes_dense_rank_came_from(subject, settings):
-    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "bm25": False}
     target = episode_write(subject=subject, text=LONG, occurred_at=T0)["id"]
     single = episode_write(subject=subject, text="Maya: The kids' bedroom needs new curtains.",
                            occurred_at=T0 + timedelta(hours=1))["id"]

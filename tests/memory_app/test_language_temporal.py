@@ -25,7 +25,7 @@ def test_episodes_in_the_named_window_are_boosted(subject, settings):
     assert on[0]["id"] == june
     # Nothing is filtered out: the March trip is still recalled.
     assert march in by_id
-    settings.ENGRAM_TEMPORAL_BOOST = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "temporal_boost": 0.0}
     off = memory_recall(subject=subject, query=question, explain=True, now=NOW)
     assert all("time_window" not in h["explain"]["multipliers"] for h in off)
 

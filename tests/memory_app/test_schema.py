@@ -15,9 +15,8 @@ from engram_core.es.schema import (
     index_base,
     index_definition,
     indices_present,
-    scratch_prefix,
-    shared_prefix,
 )
+from engram_core.es.prefixes import scratch_prefix, shared_prefix
 from tenants.models import Tenant
 from tenants.selectors import index_prefix_for
 
@@ -283,7 +282,7 @@ def test_each_index_records_the_vector_space_of_its_embedder(es_admin, es_prefix
 
 
 def test_an_index_without_a_record_is_taken_as_float_minilm_and_stamped(es_admin, es_prefix, settings):
-    from engram_core.es.schema import UNRECORDED_SPACE
+    from engram_core.es.vectors import UNRECORDED_SPACE
     from memory_app.providers import clear_cache
 
     # An index written before the record existed, by that release's default (float MiniLM).

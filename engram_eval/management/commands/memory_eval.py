@@ -11,6 +11,8 @@ from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
 from engram_eval.locomo import evaluate_locomo, sweep_locomo
 from engram_eval.retrieval import evaluate_fixture, format_table, gate_failures
 from engram_eval.sweep import folds_of, format_sweep, parse_sweep
+from memory_app.recall.options import ranking_config
+from memory_app.recall.ranking import RankingConfig
 
 
 class Command(BaseCommand):
@@ -39,12 +41,16 @@ class Command(BaseCommand):
                             help="consolidation extractor (default: ENGRAM_CONSOLIDATION_EXTRACTOR)")
         parser.add_argument("--consolidate", action="store_true",
                             help="LoCoMo: consolidate each conversation first; the facts found credit their turns")
+        parser.add_argument("--ranking", action="append", default=[], metavar="NAME=VALUE",
+                            help="an ablation: recall with this field of RankingConfig changed "
+                                 "(memory_app/recall/ranking.py; repeatable), e.g. --ranking fusion=rrf")
         parser.add_argument("--questions", type=Path, metavar="FILE",
                             help="LoCoMo: ask this question set instead of the files' own (e.g. "
                                  "engram_eval/corpora/temporal_questions.json)")
-        parser.add_argument("--sweep", metavar="SETTING=V1,V2,...",
-                            help="LoCoMo: ask under each value of one setting and cross-validate: per fold, the "
-                                 "value best (mean R@10) on the other conversations is scored on the held-out ones")
+        parser.add_argument("--sweep", metavar="NAME=V1,V2,...",
+                            help="LoCoMo: ask under each value of one ranking field (e.g. dated_weight=0,1) or "
+                                 "Django setting and cross-validate: per fold, the value best (mean R@10) on the "
+                                 "other conversations is scored on the held-out ones")
         parser.add_argument("--folds", type=int, default=4,
                             help="--sweep: groups of conversations held out in turn (default 4)")
         parser.add_argument("--sweep-reimport", action="store_true",
@@ -52,21 +58,22 @@ class Command(BaseCommand):
                                  "when memories are written); by default they are imported once")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
-               consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None,
+               consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, ranking=(),
                sweep=None, folds=4, sweep_reimport=False, **options):
         started = time.monotonic()
+        config = _ranking(ranking)
         if sweep is not None:
             if not locomo:
                 raise CommandError("--sweep needs --locomo FILES")
             try:
-                swept = parse_sweep(sweep, settings)
+                swept = parse_sweep(sweep, settings, config)
                 folds_of([p.stem for p in locomo], folds)
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
             report = sweep_locomo(paths=locomo, sweep=swept, folds=folds, reimport=sweep_reimport,
                                   context_turns=context_turns, log=self.stdout.write, consolidate=consolidate,
-                                  extractor=extractor, dedicated=dedicated, questions=questions)
-            self.stdout.write(f"LoCoMo cross-validated sweep ({', '.join(p.name for p in locomo)}), "
+                                  extractor=extractor, dedicated=dedicated, questions=questions, ranking=config)
+            self.stdout.write(f"LoCoMo cross-validated sweep ({', '.join(p.name for p in locomo)}){_with(ranking)}, "
                               f"{time.monotonic() - started:.0f}s")
             self.stdout.write(format_sweep(report))
             if json:
@@ -104,17 +111,17 @@ class Command(BaseCommand):
         if locomo:
             summary = evaluate_locomo(paths=locomo, context_turns=context_turns, log=self.stdout.write,
                                       consolidate=consolidate, extractor=extractor, dedicated=dedicated,
-                                      questions=questions)
+                                      questions=questions, ranking=config)
             self.stdout.write(f"LoCoMo evidence recall{' (consolidated facts credit their turns)' * consolidate}"
                               f"{f' on {questions.name}' if questions else ''} "
-                              f"({', '.join(p.name for p in locomo)}), "
+                              f"({', '.join(p.name for p in locomo)}){_with(ranking)}, "
                               f"{time.monotonic() - started:.0f}s")
             self.stdout.write(format_table(summary, metrics=("R@5", "R@10")))
             if json:
                 self.stdout.write(_json(summary))
             return
-        report = evaluate_fixture(path=corpus, log=self.stdout.write, dedicated=dedicated)
-        self.stdout.write(f"fixture corpus {corpus.name}: {report.questions} questions, "
+        report = evaluate_fixture(path=corpus, log=self.stdout.write, dedicated=dedicated, ranking=config)
+        self.stdout.write(f"fixture corpus {corpus.name}{_with(ranking)}: {report.questions} questions, "
                           f"{time.monotonic() - started:.0f}s")
         self.stdout.write(format_table(report.scores, metrics=("R@1", "R@5", "R@10", "MRR")))
         self.stdout.write(f"leak sweep: {report.leak_probes} hits checked, leaks: {report.leaks}")
@@ -132,3 +139,20 @@ class Command(BaseCommand):
 
 def _json(data) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
+
+
+def _ranking(changes: list[str]) -> RankingConfig:
+    """The deployment's ranking with the ablation's ``NAME=VALUE`` changes; CommandError for a change
+    it cannot take."""
+    pairs = [change.partition("=") for change in changes]
+    if bad := [change for change, (_name, equals, _value) in zip(changes, pairs, strict=True) if not equals]:
+        raise CommandError(f"--ranking takes NAME=VALUE, not {bad[0]!r}")
+    try:
+        return ranking_config().changed({name.strip(): value for name, _equals, value in pairs})
+    except ValueError as exc:
+        raise CommandError(f"--ranking: {exc}") from exc
+
+
+def _with(changes: list[str]) -> str:
+    """How a report's title names the ablation it measured (nothing for the deployment's ranking)."""
+    return f" with {', '.join(changes)}" if changes else ""

@@ -29,7 +29,7 @@ def test_bad_recall_input_is_refused(subject, kwargs, code):
 
 
 def test_explain_shows_ranks_fusion_and_every_multiplier(subject, settings):
-    settings.ENGRAM_FUSION = "rrf"
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
     now = datetime(2026, 11, 1, tzinfo=UTC)
     old = episode_write(subject=subject, text="We adopted a beagle puppy named Max.",
                         occurred_at=now - timedelta(days=900))

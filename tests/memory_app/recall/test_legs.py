@@ -34,13 +34,13 @@ def test_the_plain_legs_follow_the_switches_and_the_crediting_ones_come_after(se
     assert plain_leg_ids(options) == [PLAIN_BM25, PLAIN_DENSE]
     assert plain_leg_ids(options, crediting=True) == [PLAIN_BM25, PLAIN_DENSE, LegId(LegKind.BM25, LegRole.CREDIT),
                                                       LegId(LegKind.DENSE, LegRole.CREDIT)]
-    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "bm25": False}
     assert plain_leg_ids(RecallOptions.from_settings(), crediting=True) == [PLAIN_DENSE,
                                                                            LegId(LegKind.DENSE, LegRole.CREDIT)]
 
 
 def test_the_guard_reads_each_count_and_drops_the_legs_of_a_rare_entity(settings):
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_min_mentions": 5}
     names = [(entity_leg(LegKind.MENTIONS, 1), 0.0), (entity_leg(LegKind.BM25, 1), 0.5),
              (entity_leg(LegKind.DENSE, 1), 0.5), (entity_leg(LegKind.MENTIONS, 2), 0.0),
              (entity_leg(LegKind.BM25, 2), 0.5)]

@@ -1,30 +1,44 @@
-"""The recall's settings snapshot: read once, checked where it is read."""
+"""A recall's options: the ranking as the edge builds it (the code's defaults with ENGRAM_RANKING's
+changes) and the operator's settings, read once."""
+
+from dataclasses import fields
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
-from memory_app.recall.options import RecallOptions
+from memory_app.recall.options import RETIRED_SETTINGS, RecallOptions, ranking_config
+from memory_app.recall.ranking import RankingConfig
 
 
-@pytest.mark.parametrize(("setting", "name", "default", "spelled", "read", "unknown"), [
-    ("ENGRAM_FUSION", "fusion", "linear", "RRF", "rrf", "convex"),
-    ("ENGRAM_LINEAR_LEXICAL_NORM", "lexical_norm", "coverage", " MinMax ", "minmax", "zscore"),
-])
-def test_a_choice_is_read_case_blind_and_checked(settings, setting, name, default, spelled, read, unknown):
-    assert getattr(RecallOptions.from_settings(), name) == default
-    setattr(settings, setting, spelled)
-    assert getattr(RecallOptions.from_settings(), name) == read
-    setattr(settings, setting, unknown)
-    with pytest.raises(ImproperlyConfigured, match=setting):
+def test_the_ranking_is_the_codes_defaults_with_the_deployments_changes(settings):
+    assert ranking_config() == RankingConfig()
+    settings.ENGRAM_RANKING = {"fusion": " RRF ", "entity_min_mentions": 5}
+    assert ranking_config() == RankingConfig(fusion="rrf", entity_min_mentions=5)
+    assert RecallOptions.from_settings().fusion == "rrf"
+
+
+@pytest.mark.parametrize("changes", [{"fusion": "convex"}, {"lexical_norm": "zscore"}, {"no_such_knob": 1},
+                                     {"entity_legs": "two"}, {"bm25": "maybe"}, {"fact_credit": "nan"}, []])
+def test_a_ranking_it_cannot_take_is_refused_where_it_is_read(settings, changes):
+    settings.ENGRAM_RANKING = changes
+    with pytest.raises(ImproperlyConfigured, match="ENGRAM_RANKING"):
         RecallOptions.from_settings()
 
 
-def test_every_option_is_a_setting():
-    from dataclasses import fields
+def test_the_operators_settings_are_read_and_the_ranking_is_not_a_setting():
+    operator = [f for f in fields(RecallOptions) if "setting" in f.metadata]
+    assert operator and all(hasattr(django_settings, f.metadata["setting"]) for f in operator)
+    # every retired setting is a field; the fields added since were never settings
+    assert {f.name for f in fields(RankingConfig)} == set(RETIRED_SETTINGS.values()) | {"dated_weight",
+                                                                                       "neighbour_credit"}
+    assert not any(hasattr(django_settings, name) for name in RETIRED_SETTINGS)
 
-    from django.conf import settings as django_settings
 
-    assert all(hasattr(django_settings, f.metadata["setting"]) for f in fields(RecallOptions))
+def test_the_given_ranking_is_the_one_used(settings):
+    settings.ENGRAM_RANKING = {"fusion": "rrf"}
+    options = RecallOptions.from_settings(RankingConfig(entity_legs=0))
+    assert (options.fusion, options.entity_legs) == ("linear", 0)
 
 
 def test_a_snapshot_does_not_follow_later_changes(settings):

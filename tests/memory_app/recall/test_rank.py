@@ -11,6 +11,7 @@ from engram_core.es.schema import MemoryType
 from memory_app.recall import memory_recall
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
+from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
                                     neighbour_credit, outcome_multiplier, reply_credit)
 from memory_app.recall.read import Reading
@@ -42,7 +43,8 @@ def _by_id(hits):
 
 
 def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, settings):
-    settings.ENGRAM_NEIGHBOUR_CREDIT = 0.0  # the reply credit alone: a neighbour's would add to both scores
+    # the reply credit alone: a neighbour's would add to both scores
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "neighbour_credit": 0.0}
     question, answer, after = _session(subject, [
         "Melanie: How was your trip to Lisbon with the choir?",
         "Caroline: Wonderful, we ate grilled sardines every night.",  # never says Lisbon or trip
@@ -53,7 +55,7 @@ def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, s
 
     credited = hits[answer["id"]]["explain"]
     assert credited["replies_to"] == question["id"]
-    assert credited["reply_credit"] == pytest.approx(settings.ENGRAM_REPLY_CREDIT * hits[question["id"]]["score"])
+    assert credited["reply_credit"] == pytest.approx(RankingConfig().reply_credit * hits[question["id"]]["score"])
     # The credit is added to the fused, weighted score, and shown apart from it.
     weighted = credited[f"{credited['fusion']}_score"]
     for factor in credited["multipliers"].values():
@@ -77,7 +79,7 @@ def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known
     assert loose_question["id"] in hits
 
-    settings.ENGRAM_REPLY_CREDIT = settings.ENGRAM_NEIGHBOUR_CREDIT = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "reply_credit": 0.0, "neighbour_credit": 0.0}
     hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
     assert all("reply_credit" not in h["explain"] and "neighbour_credit" not in h["explain"] for h in hits.values())
     explained = hits[answer["id"]]["explain"]
@@ -98,10 +100,10 @@ def test_a_question_scored_zero_credits_nothing(settings):
 
     zero, scored = episode("q0", "How was Lisbon?"), episode("q1", "How was Porto?", score=0.8)
     after_zero, after_scored = episode("a0", "Sunny.", ["q0"], 0.5), episode("a1", "Rainy.", ["q1"], 0.5)
-    reply_credit([zero, scored, after_zero, after_scored], weight=settings.ENGRAM_REPLY_CREDIT)
+    reply_credit([zero, scored, after_zero, after_scored], weight=RankingConfig().reply_credit)
     assert after_zero.replies_to is None and after_zero.score == 0.5
     assert after_scored.replies_to == "q1"
-    assert after_scored.score == pytest.approx(0.5 + settings.ENGRAM_REPLY_CREDIT * 0.8)
+    assert after_scored.score == pytest.approx(0.5 + RankingConfig().reply_credit * 0.8)
 
 
 def _episode(id_: str, score: float, context_ids=(), memory_type=MemoryType.EPISODIC) -> Hit:
@@ -362,7 +364,7 @@ def test_an_episodic_recall_credits_the_turn_a_fact_was_distilled_from_and_expla
     by_id = {h["id"]: h for h in results}
     assert fact not in by_id and {said, other} <= set(by_id)  # the fact credits, it is not returned
     assert by_id[said]["explain"]["credited_by"] == fact and by_id[said]["explain"]["fact_credit"] > 0
-    settings.ENGRAM_FACT_CREDIT = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fact_credit": 0.0}
     off = {h["id"]: h for h in memory_recall(subject=subject, query=question, types=["episodic"], explain=True,
                                              now=T0)}
     assert "credited_by" not in off[said]["explain"]

@@ -91,7 +91,7 @@ def _recall_around_a_flood(isolation: str) -> tuple[str, bytes, bytes]:
 def test_shared_tenant_ranks_can_move_through_idf_under_rrf(memory, settings):
     # The residual channel of shared indices under rank fusion, documented in the README: this is
     # what dedicated indices, or linear fusion's own-memory statistics (next test), close.
-    settings.ENGRAM_FUSION = "rrf"
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
     _tea, before, after = _recall_around_a_flood("shared")
 
     assert _ids(before) != _ids(after)
@@ -149,7 +149,7 @@ def test_a_recall_lists_a_text_once_and_names_its_copies(memory, settings):
     [before] = [h for h in again if h["id"] in said]
     assert before["id"] != kept["id"] and len(before["explain"]["copies"]) == 1
 
-    settings.ENGRAM_RECALL_COLLAPSE_COPIES = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "collapse_copies": False}
     assert len({h["id"] for h in memory_recall(subject=alice, query="heater timer", k=5, now=NOW)} & set(said)) == 3
 
 
@@ -169,8 +169,7 @@ def test_the_lexical_legs_gather_index_statistics_first_under_rank_fusion_only(m
     # Under rank fusion Elasticsearch's BM25 score orders a lexical leg, so its statistics are
     # gathered across the four indices first (DFS); linear fusion scores the leg from the
     # end-user's own memories and skips that round. Entity legs (no guard here) alike.
-    settings.ENGRAM_FUSION = fusion
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": fusion, "entity_min_mentions": 0}
     alice = _subject("acme", "alice")
     target = episode_write(subject=alice, text="Melanie painted a sunset over the lake.")["id"]
     episode_write(subject=alice, text="Melanie went camping with her kids.")

@@ -30,7 +30,7 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
     # Many memories about books, none by Melanie except one that shares only "read" with the question;
     # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first (under rank
     # fusion, which this test uses).
-    settings.ENGRAM_FUSION = "rrf"
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
     texts = [f"Caroline: I read {n} good books this month, books are my thing."
              for n in range(2, 14)]
     texts += [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
@@ -38,14 +38,13 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
     ids = _import(subject, [*texts, target])
     question = "What books has Melanie read?"
 
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 0}
     plain = memory_recall(subject=subject, query=question, k=20, explain=True)
     plain_rank = [h["id"] for h in plain].index(ids[target]) + 1
     assert all("extra_ranks" not in h["explain"] for h in plain)
 
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RRF_ENTITY_WEIGHT = 0.5
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0  # the guard has its own test below
+    # the guard has its own test below
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_weight": 0.5, "entity_min_mentions": 0}
     hits = memory_recall(subject=subject, query=question, k=20, explain=True)
     ranked = [h["id"] for h in hits]
     assert ranked.index(ids[target]) + 1 < plain_rank
@@ -57,8 +56,7 @@ def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_q
 
 
 def test_entity_legs_respect_the_subject_boundary(make_subject, settings):
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_min_mentions": 0}
     alice, bob = make_subject("alice-qp"), make_subject("bob-qp")
     _import(bob, ["Bob: Melanie reads thrillers every night."])
     mine = _import(alice, ["Alice: the garden needs water."])
@@ -73,15 +71,16 @@ def test_the_guard_gives_a_leg_only_to_an_entity_many_memories_name(subject, set
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
     texts += ["Melanie: I loved to read Charlotte's Web as a kid.", "Caroline: Gina lent me a book about dance."]
     _import(subject, texts)
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_min_mentions": 5}
     hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
     legs = {leg for h in hits for leg in h["explain"].get("extra_ranks", {})}
     assert legs == {"entity1", "entity1_dense"}, legs  # Melanie's BM25 and kNN legs; none for Gina
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 14  # more than name Melanie: no entity leg at all
+    # more than name Melanie: no entity leg at all
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_min_mentions": 14}
     hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
     assert all("extra_ranks" not in h["explain"] for h in hits)
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 1  # both named at least once: both get legs
+    # both named at least once: both get legs
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_min_mentions": 1}
     hits = memory_recall(subject=subject, query="Which books did Melanie and Gina read?", k=20, explain=True)
     legs = {leg for h in hits for leg in h["explain"].get("extra_ranks", {})}
     assert {"entity1", "entity2"} <= legs and not any(leg.endswith("_mentions") for leg in legs), legs
@@ -92,8 +91,7 @@ def _twelve_melanie_one_gina(subject, settings) -> None:
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
     texts += ["Caroline: Gina lent me a book about dance."]
     _import(subject, texts)
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_min_mentions": 5}
 
 
 def test_the_mention_counts_are_reused_so_a_known_rare_name_costs_no_legs(subject, settings):
@@ -130,8 +128,7 @@ def test_a_cache_outage_costs_the_counts_not_the_recall(subject, settings, monke
 
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(6)]
     _import(subject, texts)
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 5
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_min_mentions": 5}
     monkeypatch.setattr(cache, "get_many", broken)
     monkeypatch.setattr(cache, "set_many", broken)
     hits = memory_recall(subject=subject, query="How is the weather for Melanie?", k=5, explain=True)
@@ -145,8 +142,7 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     # legs search the question's vector either way.
     texts = [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(6)]
     _import(subject, texts)
-    settings.ENGRAM_RECALL_ENTITY_LEGS = 2
-    settings.ENGRAM_RECALL_ENTITY_MIN_MENTIONS = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_legs": 2, "entity_min_mentions": 0}
     own = subject_es_client(subject=subject)
     vectors: list[list[list[float]]] = []
 
@@ -173,7 +169,7 @@ def test_the_entity_knn_leg_searches_the_topic_not_the_name(subject, settings):
     *plain, entity = vectors[-1]
     assert entity == topic and all(v == asked for v in plain), "the entity kNN leg searches the topic"
 
-    settings.ENGRAM_RECALL_ENTITY_TOPIC_VECTOR = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "entity_topic_vector": False}
     memory_recall(subject=subject, query=question, k=5, explain=True, es=Recording())
     assert all(v == asked for v in vectors[-1]) and len(vectors[-1]) == len(plain) + 1
 
@@ -191,7 +187,7 @@ def test_the_recall_says_which_names_got_legs_and_what_they_searched(subject, se
         assert reading.keywords == "books Melanie Gina read June?" and reading.topic == "books read June?"
         assert [(e.name, e.mentions, e.legs) for e in recall.entities] == [("Melanie", 5, True), ("Gina", 1, False)]
         assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC)
-    settings.ENGRAM_TEMPORAL_BOOST = 0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "temporal_boost": 0}
     assert memory_recall_with_reading(subject=subject, query=question, now=now).reading.time_window is None
 
 
@@ -206,7 +202,7 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
     question = "When did Olivia ask for a window seat?"
 
     def linear(weight):
-        settings.ENGRAM_OWN_NAME_WEIGHT = weight
+        settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "own_name_weight": weight}
         hits = {h["id"]: h for h in memory_recall(subject=olivia, query=question, now=T0, explain=True)}
         return hits[said["id"]]["explain"]["linear_score"], hits[replied["id"]]["explain"]["linear_score"]
 
@@ -217,7 +213,7 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
     assert uncredited == pytest.approx(reply_without)
     assert credited > uncredited
 
-    settings.ENGRAM_OWN_NAME_WEIGHT = 1.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "own_name_weight": 1.0}
     assert memory_recall_with_reading(subject=olivia, query=question, now=T0).reading.own_name == ("olivia",)
     # The name's idf counts her own turns as holding it (in her own memory it says little): the
     # fact and the turn she said, of the three memories.
@@ -231,7 +227,7 @@ def test_a_question_naming_the_end_user_credits_their_own_turns_with_their_name(
 
 
 def test_knn_filter_is_applied_inside_the_knn_search(make_subject, es_admin, settings):
-    settings.ENGRAM_RECALL_BM25 = False
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "bm25": False}
     settings.ENGRAM_RECALL_CANDIDATES = 5
     settings.ENGRAM_RECALL_NUM_CANDIDATES = 10
     alice, bob = make_subject("alice"), make_subject("bob")
@@ -302,11 +298,11 @@ def test_a_question_naming_a_day_searches_the_episodes_dated_in_it_as_well(subje
     ids = _dated_import(subject, [*others, (day, target)])
     question = "Which recreational activity was James pursuing on March 16, 2022?"
 
-    settings.ENGRAM_RECALL_DATED_WEIGHT = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 0.0}
     off = {h["id"]: h for h in memory_recall(subject=subject, query=question, k=40, explain=True, now=day)}
     assert not any(name.startswith("dated") for h in off.values() for name in h["explain"].get("extra_ranks", {}))
 
-    settings.ENGRAM_RECALL_DATED_WEIGHT = 1.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 1.0}
     on = {h["id"]: h for h in memory_recall(subject=subject, query=question, k=40, explain=True, now=day)}
     # the only episode of the day: first in both dated legs, and it gains their score
     assert on[ids[target]]["explain"]["extra_ranks"] == {"dated": 1, "dated_dense": 1}
@@ -320,7 +316,7 @@ def test_a_question_naming_a_day_searches_the_episodes_dated_in_it_as_well(subje
 def test_no_dated_legs_without_a_period_nor_for_a_recall_of_no_episodes(subject, settings):
     from memory_app.recall.search import dated_legs
 
-    settings.ENGRAM_RECALL_DATED_WEIGHT = 1.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 1.0}
     options = RecallOptions.from_settings()
     now = datetime(2022, 3, 20, tzinfo=UTC)
     allowed = Allowed(types=[MemoryType.EPISODIC], index_for={MemoryType.EPISODIC: "episodes"},
@@ -338,6 +334,6 @@ def test_no_dated_legs_without_a_period_nor_for_a_recall_of_no_episodes(subject,
     assert dated_legs(reading=read("What did James do?"), allowed=allowed, vector=[0.0] * 384,
                       options=options) == ([], [])
     assert dated_legs(reading=dated, allowed=facts_only, vector=[0.0] * 384, options=options) == ([], [])
-    settings.ENGRAM_RECALL_DATED_WEIGHT = 0.0
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 0.0}
     assert dated_legs(reading=dated, allowed=allowed, vector=[0.0] * 384,
                       options=RecallOptions.from_settings()) == ([], [])

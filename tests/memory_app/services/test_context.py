@@ -50,7 +50,7 @@ def test_a_turn_gets_the_two_preceding_turns_of_its_session_as_context(subject, 
     # Under rank fusion it ranks among the first three of these five. Linear fusion's min-max gives
     # the lexical leg's weakest matches 0, and here the reply and c tie at that minimum (both hold
     # the words only in their context), so it ranks lower: a corpus this small has no weaker match.
-    settings.ENGRAM_FUSION = "rrf"
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
     assert d["id"] in [h["id"] for h in memory_recall(subject=subject, query=question)[:3]]
 
 
