@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from django.test import override_settings
-
 from memory_app.consolidation.services import consolidate_all
-from memory_app.providers import clear_cache
 from memory_app.recall import memory_recall
 from memory_app.recall.options import ranking_config
 from memory_app.recall.ranking import RankingConfig
@@ -169,38 +166,22 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
     return summary
 
 
-def sweep_locomo(*, paths: list[Path], sweep: Sweep, folds: int, reimport: bool = False, k: int = 10,
-                 context_turns: int = 0, log: Callable[[str], None] = print, consolidate: bool = False,
-                 extractor: str | None = None, dedicated: bool = False, questions: Path | None = None,
+def sweep_locomo(*, paths: list[Path], sweep: Sweep, folds: int, k: int = 10, context_turns: int = 0,
+                 log: Callable[[str], None] = print, consolidate: bool = False, extractor: str | None = None,
+                 dedicated: bool = False, questions: Path | None = None,
                  ranking: RankingConfig | None = None) -> dict[str, Any]:
-    """The conversations' questions asked under each value of ``sweep.setting`` (a field of the
-    ranking, changed in ``ranking``, default the deployment's; or a Django setting, in force
-    meanwhile), then cross-validated over ``folds`` groups of conversations
-    (``engram_eval.sweep.cross_validate``). The conversations are imported once and only recall
-    sees the value, unless ``reimport`` (a setting that acts when memories are written, such as
-    ENGRAM_DERIVED_CONTEXT_TURNS): then they are imported again under each value. Raises
-    ValueError on bad folds."""
+    """The conversations, imported once, asked under each value of the ranking field
+    ``sweep.setting`` (changed in ``ranking``, default the deployment's), then cross-validated over
+    ``folds`` groups of conversations (``engram_eval.sweep.cross_validate``). Raises ValueError on
+    bad folds."""
     groups = folds_of([p.stem for p in paths], folds)
-    options = dict(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
-                   extractor=extractor, dedicated=dedicated, questions=questions)
     base = ranking or ranking_config()
     figures: list[dict[str, dict[str, dict[str, float]]]] = []
-    provider = sweep.setting.startswith(("ENGRAM_RERANKER", "ENGRAM_EMBEDDER"))
-    with ExitStack() as stack:
-        conversations = None if reimport else stack.enter_context(_imported(**options))
+    with _imported(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
+                   extractor=extractor, dedicated=dedicated, questions=questions) as conversations:
         for value in sweep.values:
             log(f"  {sweep.setting}={value}")
-            config = base.changed({sweep.setting: value}) if sweep.ranking else base
-            with override_settings(**({} if sweep.ranking else {sweep.setting: value})):
-                if provider:
-                    clear_cache()  # a reranker built from the previous value must not answer for this one
-                if reimport:
-                    with _imported(**options) as own:
-                        each = _ask(own, k=k, ranking=config)
-                else:
-                    each = _ask(conversations, k=k, ranking=config)
+            each = _ask(conversations, k=k, ranking=base.changed({sweep.setting: value}))
             figures.append({conversation: scores.summary() for conversation, scores in each.items()})
-        if provider:
-            clear_cache()
     return {"setting": sweep.setting, "each": figures,
             **cross_validate(values=sweep.values, figures=figures, folds=groups)}

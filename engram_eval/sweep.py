@@ -14,63 +14,30 @@ from typing import Any
 
 Summary = dict[str, dict[str, float]]  # group ("overall", "category 1") -> {"n", "R@5", "R@10", ...}
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 @dataclass(frozen=True)
 class Sweep:
-    """A setting and the values to try, typed as the setting is: a field of the ranking
-    (``ranking``: memory_app/recall/ranking.py, e.g. "dated_weight") or a Django setting
-    ("ENGRAM_DERIVED_CONTEXT_TURNS")."""
+    """A field of the ranking (memory_app/recall/ranking.py, e.g. "dated_weight") and the values to
+    try, typed as the field is."""
 
     setting: str
     values: tuple[Any, ...]
-    ranking: bool = False
 
 
-def setting_value(raw: str, current: Any) -> Any:
-    """``raw`` read as the type of the setting's ``current`` value (bool, int, float or str).
-
-    Raises ValueError when it does not read as that type."""
-    text = raw.strip()
-    if isinstance(current, bool):
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise ValueError(f"{raw!r} is not a boolean (true/false)")
-    if isinstance(current, int):
-        return int(text)
-    if isinstance(current, float):
-        return float(text)
-    if isinstance(current, str):
-        return text
-    raise ValueError(f"a setting of type {type(current).__name__} cannot be swept")
-
-
-def parse_sweep(spec: str, settings: Any, ranking: Any = None) -> Sweep:
-    """``"NAME=v1,v2"``: NAME a field of ``ranking`` (a RankingConfig; its ``changed`` reads each
-    value) or a Django setting of ``settings`` (each value read as the setting's type); two or more
-    distinct values. Raises ValueError saying what is wrong."""
+def parse_sweep(spec: str, ranking: Any) -> Sweep:
+    """``"NAME=v1,v2"``: NAME a field of ``ranking`` (a RankingConfig, whose ``changed`` reads each
+    value), two or more distinct values. Raises ValueError saying what is wrong. (A Django setting
+    that acts when memories are written is swept by running the command once per value with the
+    setting in the environment: changing settings inside a running process is for tests only.)"""
     name, sep, raw = spec.partition("=")
     name = name.strip()
     if not sep or not name:
         raise ValueError(f"--sweep takes NAME=v1,v2,…, not {spec!r}")
-    texts = [v for v in raw.split(",") if v.strip()]
-    if ranking is not None and hasattr(ranking, name) and not name.startswith("_"):
-        values = tuple(getattr(ranking.changed({name: v}), name) for v in texts)
-        swept_ranking = True
-    elif name.isupper() and hasattr(settings, name):
-        values = tuple(setting_value(v, getattr(settings, name)) for v in texts)
-        swept_ranking = False
-    else:
-        raise ValueError(f"--sweep: {name!r} is neither a ranking setting nor a Django setting")
+    values = tuple(getattr(ranking.changed({name: v}), name) for v in raw.split(",") if v.strip())
     if len(values) < 2:
         raise ValueError(f"--sweep {name}: give at least two values")
     if len(set(values)) != len(values):
         raise ValueError(f"--sweep {name}: a value is given twice")
-    return Sweep(setting=name, values=values, ranking=swept_ranking)
+    return Sweep(setting=name, values=values)
 
 
 def folds_of(conversations: list[str], folds: int) -> list[list[str]]:

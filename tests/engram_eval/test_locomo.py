@@ -146,7 +146,6 @@ def _tiny_conversation(name: str, speaker: str, pet: str) -> dict:
 @pytest.mark.django_db(transaction=True)
 def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_value_chosen_on_the_others(
         tmp_path, es_admin, invalidate_minted_keys, monkeypatch):
-    from django.conf import settings
 
     from engram_eval.sweep import Sweep
 
@@ -165,9 +164,8 @@ def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_val
     monkeypatch.setattr(locomo, "memory_recall", recall)
     imports = []
     real_import = locomo.import_by_client_id
-    monkeypatch.setattr(locomo, "import_by_client_id", lambda **kw: imports.append(
-        settings.ENGRAM_DERIVED_CONTEXT_TURNS) or real_import(**kw))
-    report = locomo.sweep_locomo(paths=paths, sweep=Sweep("session_coverage", (0.0, 0.5), ranking=True), folds=3,
+    monkeypatch.setattr(locomo, "import_by_client_id", lambda **kw: imports.append(1) or real_import(**kw))
+    report = locomo.sweep_locomo(paths=paths, sweep=Sweep("session_coverage", (0.0, 0.5)), folds=3,
                                  log=lambda _m: None)
 
     assert len(imports) == 3  # imported once, asked under each value
@@ -179,10 +177,3 @@ def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_val
     assert [f["chosen"] for f in report["folds"]] == [0.0, 0.0, 0.0]
     assert (report["cross_validated"]["overall"]["n"], report["cross_validated"]["overall"]["R@10"]) == (6, 1.0)
 
-    # A Django setting that acts when memories are written: in force while each value's import runs.
-    before = settings.ENGRAM_DERIVED_CONTEXT_TURNS
-    reimported = locomo.sweep_locomo(paths=paths[:2], sweep=Sweep("ENGRAM_DERIVED_CONTEXT_TURNS", (0, 1)), folds=2,
-                                     reimport=True, log=lambda _m: None)
-    assert imports[3:] == [0, 0, 1, 1]
-    assert [f["chosen"] for f in reimported["folds"]] == [0, 0]  # every question found either way: the earlier
-    assert settings.ENGRAM_DERIVED_CONTEXT_TURNS == before  # the setting is back

@@ -2,7 +2,6 @@ import json
 import time
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from engram_eval.consolidation import evaluate_consolidation, format_findings
@@ -48,30 +47,26 @@ class Command(BaseCommand):
                             help="LoCoMo: ask this question set instead of the files' own (e.g. "
                                  "engram_eval/corpora/temporal_questions.json)")
         parser.add_argument("--sweep", metavar="NAME=V1,V2,...",
-                            help="LoCoMo: ask under each value of one ranking field (e.g. dated_weight=0,1) or "
-                                 "Django setting and cross-validate: per fold, the value best (mean R@10) on the "
+                            help="LoCoMo: ask under each value of one ranking field (e.g. dated_weight=0,1) and "
+                                 "cross-validate: per fold, the value best (mean R@10) on the "
                                  "other conversations is scored on the held-out ones")
         parser.add_argument("--folds", type=int, default=4,
                             help="--sweep: groups of conversations held out in turn (default 4)")
-        parser.add_argument("--sweep-reimport", action="store_true",
-                            help="--sweep: import the conversations again under each value (a setting that acts "
-                                 "when memories are written); by default they are imported once")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
                consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, ranking=(),
-               sweep=None, folds=4, sweep_reimport=False, **options):
+               sweep=None, folds=4, **options):
         started = time.monotonic()
         config = _ranking(ranking)
         if sweep is not None:
             if not locomo:
                 raise CommandError("--sweep needs --locomo FILES")
             try:
-                swept = parse_sweep(sweep, settings, config)
+                swept = parse_sweep(sweep, config)
                 folds_of([p.stem for p in locomo], folds)
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
-            report = sweep_locomo(paths=locomo, sweep=swept, folds=folds, reimport=sweep_reimport,
-                                  context_turns=context_turns, log=self.stdout.write, consolidate=consolidate,
+            report = sweep_locomo(paths=locomo, sweep=swept, folds=folds, context_turns=context_turns, log=self.stdout.write, consolidate=consolidate,
                                   extractor=extractor, dedicated=dedicated, questions=questions, ranking=config)
             self.stdout.write(f"LoCoMo cross-validated sweep ({', '.join(p.name for p in locomo)}){_with(ranking)}, "
                               f"{time.monotonic() - started:.0f}s")
