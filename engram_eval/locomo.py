@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memory_app.consolidation.services import consolidate_all
 from memory_app.recall import memory_recall
+from memory_app.recall.options import ranking_config
 from memory_app.recall.ranking import RankingConfig
+from tenants.models import Subject
+from tenants.services.subjects import subject_get_or_create
 
 from .retrieval import Scores, question_scores
 from .sandbox import import_by_client_id, sandbox
-from tenants.services.subjects import subject_get_or_create
+from .sweep import Sweep, cross_validate, folds_of, mean_of
 
 LOCOMO_DATE = re.compile(r"^(?P<time>\d{1,2}:\d{2}\s*[ap]m)\s+on\s+(?P<date>\d{1,2}\s+\w+,?\s+\d{4})$", re.I)
 _DIA_ID = re.compile(r"D\s*(\d+)\s*:\s*(\d+)", re.I)
@@ -84,6 +89,53 @@ def locomo_questions(conversation: str, data: dict, *, questions: dict | None = 
             for q in data["qa"] if q.get("category") in (1, 2, 3, 4)]
 
 
+@dataclass
+class _Conversation:
+    name: str
+    subject: Subject
+    turn_of: dict[str, str]
+    now: datetime
+    questions: list[tuple[str, str, list[str]]]
+
+
+@contextmanager
+def _imported(*, paths: list[Path], context_turns: int, log: Callable[[str], None], consolidate: bool,
+              extractor: str | None, dedicated: bool, questions: Path | None) -> Iterator[list[_Conversation]]:
+    """Each conversation imported through the import service in one call, as an agent's import
+    would, into a sandbox tenant that goes when the block ends."""
+    asked_set = json.loads(questions.read_text()) if questions is not None else None
+    with sandbox() as box:
+        tenant = box.tenant(slug="locomo", name="LoCoMo", dedicated=dedicated)
+        conversations = []
+        for path in paths:
+            data = json.loads(path.read_text())
+            conversation = path.stem
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval")
+            episodes = locomo_episodes(conversation, data, context_turns=context_turns)
+            turn_of = import_by_client_id(
+                subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
+            if consolidate:
+                log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
+            asked = [q for q in locomo_questions(conversation, data, questions=asked_set) if q[2]]
+            log(f"  {path.name}: {len(episodes)} turns, {len(asked)} questions")
+            conversations.append(_Conversation(conversation, subject, turn_of,
+                                               max(e["occurred_at"] for e in episodes), asked))
+        yield conversations
+
+
+def _ask(conversations: list[_Conversation], *, k: int, ranking: RankingConfig | None) -> dict[str, Scores]:
+    """Each conversation's questions recalled through its subject's own key, over episodes, ranked
+    by ``ranking`` (None: the deployment's)."""
+    each: dict[str, Scores] = {}
+    for conv in conversations:
+        own = each.setdefault(conv.name, Scores())
+        for group, question, expected in conv.questions:
+            results = memory_recall(subject=conv.subject, query=question, k=k, types=["episodic"], now=conv.now,
+                                    ranking=ranking)
+            own.add(group, question_scores([conv.turn_of.get(r["id"], r["id"]) for r in results], expected))
+    return each
+
+
 def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
                     log: Callable[[str], None] = print, consolidate: bool = False,
                     extractor: str | None = None, dedicated: bool = False,
@@ -95,37 +147,41 @@ def evaluate_locomo(*, paths: list[Path], k: int = 10, context_turns: int = 0,
     (memory_app.recall.rank.facts_credit). ``dedicated``: the conversations' tenant in dedicated
     indices. ``questions``: a question set to ask instead of the files' own (``locomo_questions``).
     ``ranking``: how recall ranks (default: the deployment's; an ablation passes its own).
-    With several files, each conversation's rows follow the pooled ones ("26 overall", "26 category 1")."""
-    scores = Scores()
-    each: dict[str, Scores] = {}
-    types = ["episodic"]
-    asked_set = json.loads(questions.read_text()) if questions is not None else None
-    with sandbox() as box:
-        tenant = box.tenant(slug="locomo", name="LoCoMo", dedicated=dedicated)
-        for path in paths:
-            data = json.loads(path.read_text())
-            conversation = path.stem
-            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}",
-                                                            actor="eval")
-            episodes = locomo_episodes(conversation, data, context_turns=context_turns)
-            turn_of = import_by_client_id(
-                subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
-            now = max(e["occurred_at"] for e in episodes)
-            if consolidate:
-                log(f"  {path.name}: consolidated {consolidate_all(subject=subject, extractor=extractor)}")
-            asked = 0
-            for group, question, expected in locomo_questions(conversation, data, questions=asked_set):
-                if not expected:
-                    continue
-                results = memory_recall(subject=subject, query=question, k=k, types=types, now=now,
-                                        ranking=ranking)
-                figures = question_scores([turn_of.get(r["id"], r["id"]) for r in results], expected)
-                scores.add(group, figures)
-                each.setdefault(conversation, Scores()).add(group, figures)
-                asked += 1
-            log(f"  {path.name}: {len(episodes)} turns, {asked} questions")
-    summary = scores.summary()
-    if len(each) > 1:  # held-out conversations are judged one by one, so the dev ones are shown so too
-        for conversation, own in each.items():
-            summary.update({f"{conversation} {group}": values for group, values in own.summary().items()})
+    With several files, the pooled rows are followed by the mean of the conversations' own
+    figures ("mean overall", "mean category 1": each conversation counts once, as held-out
+    conversations are judged) and then each conversation's rows ("26 overall")."""
+    with _imported(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
+                   extractor=extractor, dedicated=dedicated, questions=questions) as conversations:
+        each = _ask(conversations, k=k, ranking=ranking)
+    pooled = Scores()
+    for own in each.values():
+        for group, figures in own.rows:
+            pooled.add(group, figures)
+    summary = pooled.summary()
+    if len(each) > 1:
+        summaries = {conversation: own.summary() for conversation, own in each.items()}
+        summary.update({f"mean {group}": values for group, values in mean_of(list(summaries.values())).items()})
+        for conversation, own_summary in summaries.items():
+            summary.update({f"{conversation} {group}": values for group, values in own_summary.items()})
     return summary
+
+
+def sweep_locomo(*, paths: list[Path], sweep: Sweep, folds: int, k: int = 10, context_turns: int = 0,
+                 log: Callable[[str], None] = print, consolidate: bool = False, extractor: str | None = None,
+                 dedicated: bool = False, questions: Path | None = None,
+                 ranking: RankingConfig | None = None) -> dict[str, Any]:
+    """The conversations, imported once, asked under each value of the ranking field
+    ``sweep.setting`` (changed in ``ranking``, default the deployment's), then cross-validated over
+    ``folds`` groups of conversations (``engram_eval.sweep.cross_validate``). Raises ValueError on
+    bad folds."""
+    groups = folds_of([p.stem for p in paths], folds)
+    base = ranking or ranking_config()
+    figures: list[dict[str, dict[str, dict[str, float]]]] = []
+    with _imported(paths=paths, context_turns=context_turns, log=log, consolidate=consolidate,
+                   extractor=extractor, dedicated=dedicated, questions=questions) as conversations:
+        for value in sweep.values:
+            log(f"  {sweep.setting}={value}")
+            each = _ask(conversations, k=k, ranking=base.changed({sweep.setting: value}))
+            figures.append({conversation: scores.summary() for conversation, scores in each.items()})
+    return {"setting": sweep.setting, "each": figures,
+            **cross_validate(values=sweep.values, figures=figures, folds=groups)}

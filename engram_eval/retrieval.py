@@ -55,9 +55,9 @@ def question_scores(ranked: list[str], expected: list[str]) -> dict[str, float]:
 
 
 def format_table(summary: dict[str, dict[str, float]], *, metrics: tuple[str, ...]) -> str:
-    lines = [f"{'':<14}{'n':>5}" + "".join(f"{m:>8}" for m in metrics)]
+    lines = [f"{'':<16}{'n':>5}" + "".join(f"{m:>8}" for m in metrics)]
     for group, values in summary.items():
-        lines.append(f"{group:<14}{values['n']:>5}" + "".join(f"{values[m]:>8.3f}" for m in metrics))
+        lines.append(f"{group:<16}{values['n']:>5}" + "".join(f"{values[m]:>8.3f}" for m in metrics))
     return "\n".join(lines)
 
 

@@ -259,15 +259,18 @@ def _intent_context(intent: Intent | None, *, boost: float) -> dict:
 
 def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
     """Lay the explain dict out generically: scalar entries as name/value pairs, dicts (e.g. the
-    multipliers) flattened with their key as prefix. Four exceptions are shown under the hit as
+    multipliers) flattened with their key as prefix. Five exceptions are shown under the hit as
     text, not as cells: ``dense_sentence`` (the sentence of an episode its dense rank came from),
     ``replies_to`` (the question a reply took credit from: its rank here, or ``None`` when it
-    ranked below the list), ``credited_by`` (the fact distilled from it that gave it credit: its
+    ranked below the list), ``neighbour`` (the session neighbour a turn took credit from, the
+    same way), ``credited_by`` (the fact distilled from it that gave it credit: its
     rank here, or ``None``) and ``copies`` (memories of the same text left out of the list)."""
     explain = dict(hit.get("explain") or {})
     sentence = explain.pop("dense_sentence", None)
     replies_to = explain.pop("replies_to", None)
     reply = {"rank": ranks.get(replies_to)} if replies_to else None
+    neighbour_id = explain.pop("neighbour", None)
+    neighbour = {"rank": ranks.get(neighbour_id)} if neighbour_id else None
     credited_by = explain.pop("credited_by", None)
     fact = {"id": credited_by, "rank": ranks.get(credited_by)} if credited_by else None
     copies = explain.pop("copies", [])
@@ -281,7 +284,7 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
         else:
             scalars.append((key, value))
     return {"rank": rank, "hit": hit, "scalars": scalars, "factors": factors, "sentence": sentence,
-            "reply": reply, "fact": fact, "copies": copies, "stale": stale}
+            "reply": reply, "neighbour": neighbour, "fact": fact, "copies": copies, "stale": stale}
 
 
 # ---------------------------------------------------------------- consolidation

@@ -45,6 +45,7 @@ def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None)
         **({"extra_ranks": hit.extra_ranks} if hit.extra_ranks else {}),
         **({"fact_credit": hit.fact_credit, "credited_by": hit.credited_by} if hit.credited_by else {}),
         **({"reply_credit": hit.reply_credit, "replies_to": hit.replies_to} if hit.replies_to else {}),
+        **({"neighbour_credit": hit.neighbour_credit, "neighbour": hit.neighbour} if hit.neighbour else {}),
         **({"dense_sentence": sentence} if (sentence := _dense_sentence(hit, passages_max=passages_max)) else {}),
         **({"copies": copies} if copies else {}),
         **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,

@@ -18,6 +18,7 @@ class LegRole(StrEnum):
     PLAIN = "plain"  # the question over the types a recall returns
     CREDIT = "credit"  # the same over the crediting types, only for the credit their hits give
     ENTITY = "entity"  # the question's topic among the memories naming one of its entities
+    DATED = "dated"  # the question among the episodes dated in the period it names
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,11 @@ class LegId:
     @property
     def name(self) -> str:
         """How explain names the leg: "bm25", "dense", "credit_bm25", "credit_dense", "entityN",
-        "entityN_dense", "entityN_mentions"."""
+        "entityN_dense", "entityN_mentions", "dated", "dated_dense"."""
         if self.role is LegRole.ENTITY:
             return f"entity{self.entity}" + ("" if self.kind is LegKind.BM25 else f"_{self.kind}")
+        if self.role is LegRole.DATED:
+            return "dated" + ("" if self.kind is LegKind.BM25 else f"_{self.kind}")
         return f"credit_{self.kind}" if self.role is LegRole.CREDIT else str(self.kind)
 
 

@@ -70,6 +70,8 @@ class Hit:
     reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
     replies_to: str | None = None
     stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
+    neighbour_credit: float = 0.0  # added to the score for a session neighbour among the candidates (``neighbour_credit``)
+    neighbour: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
               rerank: Rerank | None = None, options: RecallOptions) -> Ranked:
     """The ``k`` best memories the search found: fused (``hits_fuse``, with the credit of the facts
     found, ``facts_credit``), reordered by ``rerank`` when given, weighted by every multiplier,
-    credited for replies (``reply_credit``), sorted (ties by id), of the types the search may
+    credited for replies (``reply_credit``) and session neighbours (``neighbour_credit``), sorted (ties by id), of the types the search may
     return, without ``exclude`` and without copies (``without_copies``). A reranker's order
     replaces the fused one (as 1 / (rank constant + rerank rank), so scores stay positive and
     comparable)."""
@@ -100,7 +102,8 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
-    if not reading.asks_past:
+    neighbour_credit(hits, weight=options.neighbour_credit)
+    if not reading.asks_past:  # last: no credit may lift a stale episode back above its successor
         below_successors(hits)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
                if h.id != exclude and h.memory_type in searched.returned]
@@ -416,6 +419,33 @@ def reply_credit(hits: list[Hit], *, weight: float) -> None:
     for hit, question, credit in credits:
         hit.reply_credit, hit.replies_to = credit, question.id
         hit.score += credit
+
+
+def neighbour_credit(hits: list[Hit], *, weight: float) -> None:
+    """Add ``weight`` (``neighbour_credit``) × the best score among an episode's session
+    neighbours that are candidates: the turns before it in its ``context_ids`` and the turns whose
+    ``context_ids`` name it. A conversation tells one thing over consecutive turns, and a question
+    about it meets some of them; credits come from the scores before any neighbour credit, so they
+    do not chain along a session."""
+    if weight <= 0:
+        return
+    by_id = {hit.id: hit for hit in hits if hit.memory_type is MemoryType.EPISODIC}
+    neighbours: dict[str, set[str]] = {}
+    for hit in by_id.values():
+        for before in hit.source.get("context_ids") or ():
+            if before in by_id and before != hit.id:
+                neighbours.setdefault(hit.id, set()).add(before)
+                neighbours.setdefault(before, set()).add(hit.id)
+    credits: list[tuple[Hit, Hit]] = []
+    for hit_id, near in neighbours.items():
+        # the best neighbour, ties by id so that the credit does not depend on the legs' order
+        best = max((by_id[n] for n in near), key=lambda h: (h.score, h.id))
+        if best.score > 0:
+            credits.append((by_id[hit_id], best))
+    for hit, best in credits:
+        hit.neighbour_credit, hit.neighbour = weight * best.score, best.id
+    for hit, _best in credits:  # after every credit is read, so that none feeds another
+        hit.score += hit.neighbour_credit
 
 
 def _content(hit: Hit) -> tuple:

@@ -92,6 +92,10 @@ class RankingConfig:
     decay_scale_days: float = 1825
     decay_decay: float = 0.5
     temporal_grace_days: int = 31
+    # A question naming a period also gets a BM25 and a kNN leg among the episodes dated in it (told
+    # in it or up to ``temporal_grace_days`` after, or naming a day of it), fused at this × a plain
+    # leg's weight: a turn telling what happened that day rarely holds the question's words.
+    dated_weight: float = 1.0
     # The days an episode's own words name ("last Saturday", resolved against when it was told,
     # stored as ``event_dates``) date it too: naming a day of the period counts, naming other days
     # rules the grace out (false: the episode's date alone).
@@ -111,6 +115,10 @@ class RankingConfig:
     # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
     # question gains this share of that question's score when both are candidates.
     reply_credit: float = 0.25
+    # An episode gains this share of the best score among its session neighbours that are candidates
+    # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
+    # tells one thing over consecutive turns, of which a question meets some.
+    neighbour_credit: float = 0.3
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

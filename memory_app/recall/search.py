@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
@@ -182,24 +182,27 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     known = mention_counts_cached(reading=reading, owner=owner, indices=counted_in, options=options)
     entity_body, entity = entity_legs(reading=reading, allowed=allowed, vector=topic_vector, mention_counts=known,
                                       options=options)
+    dated_body, dated = dated_legs(reading=reading, allowed=allowed, vector=vector, options=options)
     counts_body = word_counts_search(
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
         indices=allowed.indices, allowed=allowed.query()) if reading.words else []
     stale_body = stale_search(vector=vector, allowed=allowed, options=options)
     with timed("search"):
-        responses = es.msearch(searches=body + entity_body + counts_body + stale_body)["responses"]
+        responses = es.msearch(searches=body + entity_body + dated_body + counts_body + stale_body)["responses"]
     for response in responses:
         leg_answer_check(response)
     stale = _stale(responses.pop()) if stale_body else ()
     idf = word_idf(responses.pop()) if counts_body else {}
     plain = len(body) // 2
-    entity_responses, entity, counted = entity_guard(responses[plain:], entity, entities=reading.entities,
-                                                     options=options)
+    entity_end = plain + len(entity_body) // 2
+    entity_responses, entity, counted = entity_guard(responses[plain:entity_end], entity,
+                                                     entities=reading.entities, options=options)
     mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
-    named = [*((leg, 1.0) for leg in plain_leg_ids(options, crediting=bool(allowed.crediting))), *entity]
+    named = [*((leg, 1.0) for leg in plain_leg_ids(options, crediting=bool(allowed.crediting))), *entity, *dated]
     legs = tuple(_leg(leg, factor, response["hits"]["hits"])
-                 for (leg, factor), response in zip(named, responses[:plain] + entity_responses, strict=True))
+                 for (leg, factor), response in zip(named, responses[:plain] + entity_responses + responses[entity_end:],
+                                                    strict=True))
     sources: dict[str, dict[str, Any]] = {}
     for leg in legs:
         for raw in leg.hits:
@@ -435,6 +438,49 @@ def dated_query(window: TimeWindow, *, options: RecallOptions) -> dict:
         {"range": {"event_dates": {"gte": low.isoformat(), "lt": high.isoformat(), "relation": "within"}}}]}}
         for (first, last), (low, high) in named_day_ranges(window, back=YEARS_BACK)] if options.event_dates else []
     return {"bool": {"should": [*told, *named], "minimum_should_match": 1}}
+
+
+def dated_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
+               options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]]]:
+    """Header/body pairs of the dated legs and their (leg, factor): when the question names a
+    period and episodes are returned, the question searched like the plain legs (BM25 and kNN)
+    among the episodes dated in it (``dated_filter``), fused at ``dated_weight`` (RankingConfig) × a
+    plain leg's. A turn that tells what happened that day rarely holds the question's words
+    ("on 16 March" against "yesterday I went bowling"), so it is not among the plain legs'
+    candidates for the date to favour; among the few turns of the period it is."""
+    weight = options.dated_weight
+    if weight <= 0 or reading.time_window is None or MemoryType.EPISODIC not in allowed.types:
+        return [], []
+    indices = allowed.index_for[MemoryType.EPISODIC]
+    filters = [allowed.query(), dated_filter(reading.time_window, options=options)]
+    body: list[dict] = []
+    legs: list[tuple[LegId, float]] = []
+    if options.bm25:
+        body += [lexical_header(indices, words=reading.words),
+                 {"size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+                  "query": {"bool": {"filter": filters,
+                                     "must": {"multi_match": {"query": reading.keywords,
+                                                              "fields": bm25_fields([MemoryType.EPISODIC],
+                                                                                    options=options),
+                                                              "type": "most_fields"}},
+                                     "should": word_clauses(reading)}}}]
+        legs.append((LegId(LegKind.BM25, LegRole.DATED), weight))
+    if options.dense:
+        body += [{"index": indices},
+                 {"size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+                  "query": {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}}]
+        legs.append((LegId(LegKind.DENSE, LegRole.DATED), weight))
+    return body, legs
+
+
+def dated_filter(window: TimeWindow, *, options: RecallOptions) -> dict:
+    """The episodes dated in ``window`` as the time-window multiplier counts them: told in it or
+    up to ENGRAM_TEMPORAL_GRACE_DAYS after it (an event is told after it happened), or whose words
+    name a day of it (``dated_query``)."""
+    grace = timedelta(days=options.temporal_grace_days)
+    told = [{"range": {"occurred_at": {"gte": start.isoformat(), "lt": (end + grace).isoformat()}}}
+            for start, end in window.spans(back=YEARS_BACK)]
+    return {"bool": {"should": [*told, dated_query(window, options=options)], "minimum_should_match": 1}}
 
 
 def word_counts_search(*, words: tuple[str, ...] | list[str], indices: str, allowed: dict, kinds: str | None = None,

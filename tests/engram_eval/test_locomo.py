@@ -133,3 +133,47 @@ def test_a_question_set_replaces_the_conversation_s_own_questions():
     temporal = json.loads(TEMPORAL_QUESTIONS.read_text())
     for questions in temporal["conversations"].values():
         assert questions and all(q["kind"] in ("when", "dated", "relative") and q["evidence"] for q in questions)
+
+
+def _tiny_conversation(name: str, speaker: str, pet: str) -> dict:
+    return {"speaker_a": speaker, "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": speaker, "dia_id": "D1:1", "text": f"I adopted a {pet} named {name}."},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather was rainy all week."}],
+            "qa": [{"question": f"What is the name of {speaker}'s {pet}?", "evidence": ["D1:1"], "category": 4},
+                   {"question": "How was the weather?", "evidence": ["D1:2"], "category": 2}]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_asks_under_each_value_and_scores_each_conversation_with_the_value_chosen_on_the_others(
+        tmp_path, es_admin, invalidate_minted_keys, monkeypatch):
+
+    from engram_eval.sweep import Sweep
+
+    paths = []
+    for name, (speaker, pet) in {"81": ("Ann", "kitten"), "82": ("Cy", "parrot"), "83": ("Di", "tortoise")}.items():
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(_tiny_conversation(f"Pet{name}", speaker, pet)))
+    seen = []
+
+    def recall(*, subject, ranking, **kwargs):
+        seen.append((subject.external_id, ranking.session_coverage))
+        hits = memory_recall(subject=subject, ranking=ranking, **kwargs)
+        # Value 0.5 hides every hit of conversation 81: the sweep must not choose it on 81's figures.
+        return [] if (subject.external_id, ranking.session_coverage) == ("conv-81", 0.5) else hits
+
+    monkeypatch.setattr(locomo, "memory_recall", recall)
+    imports = []
+    real_import = locomo.import_by_client_id
+    monkeypatch.setattr(locomo, "import_by_client_id", lambda **kw: imports.append(1) or real_import(**kw))
+    report = locomo.sweep_locomo(paths=paths, sweep=Sweep("session_coverage", (0.0, 0.5)), folds=3,
+                                 log=lambda _m: None)
+
+    assert len(imports) == 3  # imported once, asked under each value
+    assert sorted(seen) == sorted((f"conv-{c}", v) for c in ("81", "82", "83") for v in (0.0, 0.5) for _ in range(2))
+    assert [f["held_out"] for f in report["folds"]] == [["81"], ["82"], ["83"]]
+    assert report["each"][1]["81"]["overall"]["R@10"] == 0.0 and report["each"][0]["81"]["overall"]["R@10"] == 1.0
+    # Holding out 82 or 83, value 0.5 loses on 81, so 0.0 is chosen; holding out 81, both tie on 82
+    # and 83 and the earlier value (0.0) is kept.
+    assert [f["chosen"] for f in report["folds"]] == [0.0, 0.0, 0.0]
+    assert (report["cross_validated"]["overall"]["n"], report["cross_validated"]["overall"]["R@10"]) == (6, 1.0)
+

@@ -25,9 +25,9 @@ def test_scores_aggregate_overall_and_per_group():
 
 def test_the_table_prints_one_row_per_group_with_three_decimals():
     table = format_table({"overall": {"n": 3, "R@5": 0.6667}, "semantic": {"n": 2, "R@5": 0.5}}, metrics=("R@5",))
-    assert table.splitlines() == [f"{'':<14}{'n':>5}{'R@5':>8}",
-                                  f"{'overall':<14}{3:>5}{'0.667':>8}",
-                                  f"{'semantic':<14}{2:>5}{'0.500':>8}"]
+    assert table.splitlines() == [f"{'':<16}{'n':>5}{'R@5':>8}",
+                                  f"{'overall':<16}{3:>5}{'0.667':>8}",
+                                  f"{'semantic':<16}{2:>5}{'0.500':>8}"]
 
 
 def test_the_gate_names_every_figure_below_its_floor_and_any_leak():

@@ -215,6 +215,10 @@ def test_recall_sandbox_says_which_question_a_reply_took_credit_from(staff, subj
     assert "grilled sardines" in card and "Answers the question before it in its session" in card
     assert f'href="#hit-{ranks[question["id"]]}"' in card and "reply_credit" in card
     assert question["id"] not in card  # the raw id is not a cell
+    # The question, told beside the answer, takes a share of its score as well, said the same way.
+    asked = html.split(f'id="hit-{ranks[question["id"]]}"')[1].split("</li>")[0]
+    assert "Told beside another candidate in its session" in asked and "neighbour_credit" in asked
+    assert f'href="#hit-{ranks[answer["id"]]}"' in asked and answer["id"] not in asked
 
 
 def test_recall_sandbox_says_how_it_read_the_question(staff, subjects, settings):

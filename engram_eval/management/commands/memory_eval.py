@@ -7,8 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from engram_eval.consolidation import evaluate_consolidation, format_findings
 from engram_eval.consolidation_locomo import evaluate_consolidation_locomo, format_report
 from engram_eval.corpora import CONSOLIDATION_CORPUS, EVAL_CORPUS
-from engram_eval.locomo import evaluate_locomo
+from engram_eval.locomo import evaluate_locomo, sweep_locomo
 from engram_eval.retrieval import evaluate_fixture, format_table, gate_failures
+from engram_eval.sweep import folds_of, format_sweep, parse_sweep
 from memory_app.recall.options import ranking_config
 from memory_app.recall.ranking import RankingConfig
 
@@ -45,12 +46,34 @@ class Command(BaseCommand):
         parser.add_argument("--questions", type=Path, metavar="FILE",
                             help="LoCoMo: ask this question set instead of the files' own (e.g. "
                                  "engram_eval/corpora/temporal_questions.json)")
+        parser.add_argument("--sweep", metavar="NAME=V1,V2,...",
+                            help="LoCoMo: ask under each value of one ranking field (e.g. dated_weight=0,1) and "
+                                 "cross-validate: per fold, the value best (mean R@10) on the "
+                                 "other conversations is scored on the held-out ones")
+        parser.add_argument("--folds", type=int, default=4,
+                            help="--sweep: groups of conversations held out in turn (default 4)")
 
     def handle(self, *args, corpus, locomo, gate, min_r10, min_r5, min_mrr, context_turns, json: bool,
                consolidation=None, extractor=None, consolidate=False, dedicated=False, questions=None, ranking=(),
-               **options):
+               sweep=None, folds=4, **options):
         started = time.monotonic()
         config = _ranking(ranking)
+        if sweep is not None:
+            if not locomo:
+                raise CommandError("--sweep needs --locomo FILES")
+            try:
+                swept = parse_sweep(sweep, config)
+                folds_of([p.stem for p in locomo], folds)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            report = sweep_locomo(paths=locomo, sweep=swept, folds=folds, context_turns=context_turns, log=self.stdout.write, consolidate=consolidate,
+                                  extractor=extractor, dedicated=dedicated, questions=questions, ranking=config)
+            self.stdout.write(f"LoCoMo cross-validated sweep ({', '.join(p.name for p in locomo)}){_with(ranking)}, "
+                              f"{time.monotonic() - started:.0f}s")
+            self.stdout.write(format_sweep(report))
+            if json:
+                self.stdout.write(_json(report))
+            return
         if consolidation and locomo:
             report = evaluate_consolidation_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"consolidation against LoCoMo observations ({report['extractor']} extractor), "

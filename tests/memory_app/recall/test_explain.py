@@ -30,10 +30,12 @@ def test_a_hit_is_returned_as_a_memory_with_its_score_and_on_request_why():
 
 
 def test_explain_names_the_entity_ranks_and_the_question_a_reply_took_credit_from():
-    hit = _hit(extra_ranks={"entity1": 3}, reply_credit=0.1, replies_to="q1", dense_passage=7)
+    hit = _hit(extra_ranks={"entity1": 3}, reply_credit=0.1, replies_to="q1", dense_passage=7,
+               neighbour_credit=0.05, neighbour="t2")
     explained = hit_explain(hit, passages_max=12)
     assert explained["extra_ranks"] == {"entity1": 3}
     assert (explained["reply_credit"], explained["replies_to"]) == (0.1, "q1")
+    assert (explained["neighbour_credit"], explained["neighbour"]) == (0.05, "t2")
     assert "dense_sentence" not in explained and "copies" not in explained  # no 8th sentence: none named
 
 

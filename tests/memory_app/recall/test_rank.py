@@ -13,7 +13,7 @@ from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegR
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
-                                    outcome_multiplier, reply_credit)
+                                    neighbour_credit, outcome_multiplier, reply_credit)
 from memory_app.recall.read import Reading
 from memory_app.recall.search import Leg, Searched
 from memory_app.services.episodes import episode_write
@@ -43,6 +43,8 @@ def _by_id(hits):
 
 
 def test_the_answer_to_a_matching_question_gains_a_share_of_its_score(subject, settings):
+    # the reply credit alone: a neighbour's would add to both scores
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "neighbour_credit": 0.0}
     question, answer, after = _session(subject, [
         "Melanie: How was your trip to Lisbon with the choir?",
         "Caroline: Wonderful, we ate grilled sardines every night.",  # never says Lisbon or trip
@@ -77,9 +79,9 @@ def test_no_credit_when_switched_off_or_without_a_session(subject, settings):
     assert "replies_to" not in hits[loose_answer["id"]]["explain"]  # no session: no predecessor is known
     assert loose_question["id"] in hits
 
-    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "reply_credit": 0.0}
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "reply_credit": 0.0, "neighbour_credit": 0.0}
     hits = _by_id(memory_recall(subject=subject, query="How was the trip to Lisbon and Porto?", explain=True))
-    assert all("reply_credit" not in h["explain"] for h in hits.values())
+    assert all("reply_credit" not in h["explain"] and "neighbour_credit" not in h["explain"] for h in hits.values())
     explained = hits[answer["id"]]["explain"]
     weighted = explained[f"{explained['fusion']}_score"]
     for factor in explained["multipliers"].values():
@@ -102,6 +104,37 @@ def test_a_question_scored_zero_credits_nothing(settings):
     assert after_zero.replies_to is None and after_zero.score == 0.5
     assert after_scored.replies_to == "q1"
     assert after_scored.score == pytest.approx(0.5 + RankingConfig().reply_credit * 0.8)
+
+
+def _episode(id_: str, score: float, context_ids=(), memory_type=MemoryType.EPISODIC) -> Hit:
+    hit = Hit(id=id_, memory_type=memory_type, source={"text": id_, "context_ids": list(context_ids)})
+    hit.score = score
+    return hit
+
+
+def test_a_turn_gains_a_share_of_its_best_session_neighbour_s_score_before_any_credit():
+    # Turns t1..t4 of one session, each with its two predecessors as context; t2 is the candidate
+    # the question meets; t3 is not a candidate (so t4 counts t2 through its context only).
+    t1, t2 = _episode("t1", 0.2), _episode("t2", 1.0, ["t1"])
+    t4 = _episode("t4", 0.1, ["t2", "t3"])
+    other = _episode("o1", 0.9)  # another session: no context in common
+    fact = _episode("f1", 0.8, ["t2"], memory_type=MemoryType.SEMANTIC)  # not an episode: neither gives nor gains
+    neighbour_credit([t1, t2, t4, other, fact], weight=0.2)
+    assert (t1.neighbour, t1.score) == ("t2", pytest.approx(0.2 + 0.2 * 1.0))  # a successor names it
+    assert (t4.neighbour, t4.score) == ("t2", pytest.approx(0.1 + 0.2 * 1.0))  # a predecessor in its context
+    # t2's best neighbour is t1 at its score before t1's own credit (0.2, not 0.4): credits do not chain
+    assert (t2.neighbour, t2.score) == ("t1", pytest.approx(1.0 + 0.2 * 0.2))
+    assert (other.neighbour, other.score, fact.neighbour, fact.score) == (None, 0.9, None, 0.8)
+
+
+def test_no_neighbour_credit_at_weight_zero_nor_from_a_neighbour_scored_zero():
+    t1, t2 = _episode("t1", 0.0), _episode("t2", 0.5, ["t1"])
+    neighbour_credit([t1, t2], weight=0.2)
+    assert (t2.neighbour, t2.score) == (None, 0.5)  # t1 scored 0 gives nothing
+    assert t1.neighbour == "t2"
+    t3, t4 = _episode("t3", 0.3), _episode("t4", 0.5, ["t3"])
+    neighbour_credit([t3, t4], weight=0.0)
+    assert (t3.score, t4.score, t3.neighbour, t4.neighbour) == (0.3, 0.5, None, None)
 
 
 # ---------------------------------------------------------------- fusion and the multipliers

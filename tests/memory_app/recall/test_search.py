@@ -280,3 +280,61 @@ def test_a_leg_the_cluster_cannot_answer_now_is_unavailable_and_any_other_failur
         leg_answer_check({"hits": {"hits": []}, "_shards": {"total": 3, "successful": 2, "failed": 1}, "status": 200})
     with pytest.raises(RuntimeError):
         leg_answer_check({"error": {"type": "parsing_exception", "reason": "unknown query"}, "status": 400})
+
+
+def _dated_import(subject, dated_texts):
+    ids = episodes_import(subject=subject, episodes=[
+        {"text": t, "occurred_at": when.isoformat(), "session_id": when.date().isoformat()}
+        for when, t in dated_texts])
+    return dict(zip([t for _, t in dated_texts], ids, strict=True))
+
+
+def test_a_question_naming_a_day_searches_the_episodes_dated_in_it_as_well(subject, settings):
+    # The turn that answers tells the day before it was said ("yesterday") and shares no word with
+    # the question but the speaker's name; many turns on other days hold the question's words.
+    day = datetime(2022, 3, 17, 9, 0, tzinfo=UTC)
+    others = [(day - timedelta(days=40 + n), f"James: My favourite recreational activity is hiking, day {n}.")
+              for n in range(30)]
+    target = "James: By the way, yesterday I went bowling and got two strikes!"
+    ids = _dated_import(subject, [*others, (day, target)])
+    question = "Which recreational activity was James pursuing on March 16, 2022?"
+
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 0.0}
+    off = {h["id"]: h for h in memory_recall(subject=subject, query=question, k=40, explain=True, now=day)}
+    assert not any(name.startswith("dated") for h in off.values() for name in h["explain"].get("extra_ranks", {}))
+
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 1.0}
+    on = {h["id"]: h for h in memory_recall(subject=subject, query=question, k=40, explain=True, now=day)}
+    # the only episode of the day: first in both dated legs, and it gains their score
+    assert on[ids[target]]["explain"]["extra_ranks"] == {"dated": 1, "dated_dense": 1}
+    assert on[ids[target]]["score"] > off[ids[target]]["score"]
+    # Only episodes of the day (told in it, or up to the grace after it) are in the dated legs.
+    for memory_id, hit in on.items():
+        if memory_id != ids[target]:
+            assert not any(name.startswith("dated") for name in hit["explain"].get("extra_ranks", {}))
+
+
+def test_no_dated_legs_without_a_period_nor_for_a_recall_of_no_episodes(subject, settings):
+    from memory_app.recall.search import dated_legs
+
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 1.0}
+    options = RecallOptions.from_settings()
+    now = datetime(2022, 3, 20, tzinfo=UTC)
+    allowed = Allowed(types=[MemoryType.EPISODIC], index_for={MemoryType.EPISODIC: "episodes"},
+                      scope=memory_scope(subject=subject))
+    facts_only = Allowed(types=[MemoryType.SEMANTIC], index_for={MemoryType.SEMANTIC: "facts"},
+                         scope=memory_scope(subject=subject))
+
+    def read(question):
+        return query_read(query=question, name_words=frozenset(), now=now, tz=None, options=options)
+
+    dated = read("What did James do on March 16, 2022?")
+    body, legs = dated_legs(reading=dated, allowed=allowed, vector=[0.0] * 384, options=options)
+    assert [leg.name for leg, _ in legs] == ["dated", "dated_dense"] and len(body) == 4
+    assert {factor for _, factor in legs} == {1.0}
+    assert dated_legs(reading=read("What did James do?"), allowed=allowed, vector=[0.0] * 384,
+                      options=options) == ([], [])
+    assert dated_legs(reading=dated, allowed=facts_only, vector=[0.0] * 384, options=options) == ([], [])
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 0.0}
+    assert dated_legs(reading=dated, allowed=allowed, vector=[0.0] * 384,
+                      options=RecallOptions.from_settings()) == ([], [])
