@@ -69,9 +69,9 @@ def test_a_part_or_a_move_of_the_same_thing_replaces_nothing():
 
 
 def test_the_same_end_told_again_and_a_bare_vector_with_a_weak_cue_replace_nothing():
-    reading = change_read("Since I lost my job at the depot, money's been tight.")
+    reading = change_read("Money has been tight ever since I lost the depot job.")
     assert reading is not None
-    assert change_target(reading, [_fact("User lost User's job at the depot in March.", 0.8)]) is None
+    assert change_target(reading, [_fact("User lost the depot job in March.", 0.8)]) is None
     reading = change_read("Now the real work starts on the garden.")
     assert reading is not None and change_target(reading, [_fact("User loves roses.", 0.7)]) is None
 
