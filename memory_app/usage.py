@@ -69,8 +69,8 @@ def _finished(future: Future) -> None:
         log.error("use-count bump failed: %s", exc)
 
 
-def usage_flush(timeout: float = 30.0) -> None:
-    """Wait for scheduled bumps (tests, evals, shutdown)."""
+def usage_flush(timeout: float | None = 30.0) -> None:
+    """Wait for scheduled bumps (tests, evals, shutdown); ``timeout=None`` waits as long as they run."""
     with _lock:
         pending = list(_pending)
     for future in pending:

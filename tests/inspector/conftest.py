@@ -11,7 +11,9 @@ from tenants.services.subjects import subject_get_or_create
 @pytest.fixture
 def memory(es_prefix, invalidate_minted_keys):
     yield es_prefix
-    usage_flush()
+    # No time limit: a bump still running when the test's database closes fails the next test's
+    # database access (each bump ends by the Elasticsearch client's own timeout).
+    usage_flush(timeout=None)
 
 
 @pytest.fixture
