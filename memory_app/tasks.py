@@ -14,6 +14,9 @@ from tenants.models import Subject
 
 log = logging.getLogger(__name__)
 
+# A run that finds Elasticsearch unreachable tries again this many times (1 s, 2 s, 4 s ... apart).
+_OUTAGE_RETRIES = 6
+
 
 @shared_task(ignore_result=True)
 def replay_outbox() -> dict:
@@ -41,7 +44,11 @@ def consolidate_subject(self, subject_id: int, run_id: int | None = None, extrac
     except EngramError as exc:
         if exc.code == "writes_queued":  # the run follows the end-user's queued writes: again once replayed
             raise self.retry(countdown=exc.details["retry_after"], max_retries=None) from exc
-        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)  # recorded on the run
+        if exc.code == "elasticsearch_unreachable" and self.request.retries < _OUTAGE_RETRIES:
+            raise self.retry(countdown=min(60, 2 ** self.request.retries), max_retries=_OUTAGE_RETRIES) from exc
+        log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)
+        # A failure before the run started (the cluster unreachable, say) would leave it queued for good.
+        consolidation_cancel(run_id=run_id, code=exc.code, message=exc.message)
 
 
 @shared_task(ignore_result=True)

@@ -8,6 +8,7 @@ base client's connection pool.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any
 
@@ -141,6 +142,10 @@ def reset_clients() -> None:
     if base_client.cache_info().currsize:
         base_client().close()
     base_client.cache_clear()
+
+
+# A forked process (a Celery pool's, say) must not share its parent's sockets: it builds its own client.
+os.register_at_fork(after_in_child=base_client.cache_clear)
 
 
 # Answers that mean "Elasticsearch cannot take this request now", as opposed to a refusal of it:

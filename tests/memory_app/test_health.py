@@ -226,6 +226,8 @@ def test_healthz_answers_any_caller_with_its_report_or_its_status(client, db, es
     response = client.generic(method, "/healthz", QUERY_STRING=query_string(query), **extra)
     record("fuzz", "healthz", cases=1, server_errors=int(response.status_code >= 500 and response.status_code != 503))
     if any("\x00" in k or "\x00" in v for k, v in query.items()):  # refused before any view (RefuseNulMiddleware)
-        assert response.status_code == 400 and response.json()["error"]["code"] == "invalid"
+        assert response.status_code == 400
+        if method != "HEAD":  # a HEAD answer carries no body
+            assert response.json()["error"]["code"] == "invalid"
     else:
         assert response.status_code in ((200, 503) if method == "GET" else (405,)), response.content[:200]

@@ -43,3 +43,27 @@ def test_a_consolidation_asked_for_while_the_end_user_has_queued_writes_waits_fo
     run.refresh_from_db()
     assert run.status == ConsolidationRun.Status.QUEUED
     assert count_docs() == 1  # the episode, nothing derived
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_consolidation_that_finds_the_cluster_unreachable_tries_again_then_says_it_failed(subject, monkeypatch):
+    from celery.exceptions import Retry
+
+    from memory_app import tasks
+    from engram_core.errors import ServiceUnavailable
+
+    def down(**kwargs):
+        raise ServiceUnavailable("Elasticsearch is unreachable; retry later", code="elasticsearch_unreachable")
+
+    monkeypatch.setattr(tasks, "consolidation_run", down)
+    run = consolidation_request(subject=subject)
+
+    with pytest.raises(Retry):  # a passing outage: the worker tries again later
+        consolidate_subject(subject.pk, run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == ConsolidationRun.Status.QUEUED
+
+    # Out of tries, the run says so instead of staying queued for good.
+    consolidate_subject.apply(kwargs={"subject_id": subject.pk, "run_id": run.pk}, retries=tasks._OUTAGE_RETRIES)
+    run.refresh_from_db()
+    assert run.status == ConsolidationRun.Status.FAILED and run.error["code"] == "elasticsearch_unreachable"
