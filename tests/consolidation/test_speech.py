@@ -31,6 +31,7 @@ from memory_app.consolidation.extractors.speech import (
     strip_vocative,
     third_person,
     third_singular,
+    with_subject,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,6 +109,55 @@ def test_the_statement_rules_drop_feelings_suggestions_and_intentions_when_asked
     assert read("Last week, I painted the fence.", rules=replace(LOOSE, subject=True)).about_speaker
 
 
+def test_the_others_rule_drops_what_a_group_holds_but_keeps_what_it_did():
+    maxim = "We all have our own roads through the hard seasons."
+    assert read(maxim).about_speaker  # others 0: kept
+    assert read(maxim, rules=replace(LOOSE, others=1)).why == "others"
+    assert read("We drove to the coast for the lantern festival.", rules=replace(LOOSE, others=1)).about_speaker
+    assert read("We even drove to the coast for the festival.", rules=replace(LOOSE, others=1)).about_speaker
+    assert read("We drove to the coast for the festival.", rules=replace(LOOSE, others=2)).why == "others"
+    # The speaker's own "I" or a family word makes it the speaker's statement; so does a turn naming family.
+    assert read("We all love the lake cabin my uncle built.", rules=replace(LOOSE, others=2)).about_speaker
+    assert read("We love the lake cabin up north.", rules=replace(LOOSE, others=2), family=True).about_speaker
+
+
+def test_showing_drops_what_is_shown_to_the_listener():
+    shown = "Here's a snap of my vegetable patch in July."
+    assert read(shown, rules=LOOSE).about_speaker
+    assert read(shown, rules=replace(LOOSE, showing=True)).why == "showing"
+    assert read("I planted a vegetable patch in July, take a look.", rules=replace(LOOSE, showing=True)).why == (
+        "showing")
+    assert read("I planted a vegetable patch in July.", rules=replace(LOOSE, showing=True)).about_speaker
+    # "pic" is a word, not a piece of "picnic".
+    assert read("I packed a picnic for the lake in July.", rules=replace(LOOSE, showing=True)).about_speaker
+
+
+def test_a_sentence_without_its_subject_is_a_fragment_unless_a_past_verb_begins_it():
+    assert read("Really made me rethink my whole garden plan.").why == "fragment"
+    assert read("Is the tool that helped me fix my bike.").why == "fragment"
+    assert with_subject("Went to the harbour market with my sister.") == "I went to the harbour market with my sister."
+    assert with_subject("Painted the shed door last weekend.") == "I painted the shed door last weekend."
+    assert with_subject("Had a picnic by the canal.") == "I had a picnic by the canal."
+    for kept in ("Been a long winter.", "Broken phone again.", "Garden looks lovely.", "I went home.", ""):
+        assert with_subject(kept) == kept
+
+
+def test_alone_reads_an_opening_it_as_its_own_statement():
+    sentence = "They kept me going, I've known these neighbours for 6 years since I moved to Leith."
+    assert read(sentence).follow_up
+    reading = read(sentence, rules=replace(LOOSE, alone=True), alone=True)
+    assert reading.about_speaker and not reading.follow_up
+    assert read(sentence, rules=replace(LOOSE, alone=True)).follow_up  # a statement before it: a follow-up
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=120))
+def test_putting_the_subject_back_never_raises_and_changes_only_the_front(text):
+    out = with_subject(text)
+    assert out == text or (out.startswith("I ") and out[2:].lower() == text.lower())
+    assert with_subject(out) == out  # once is enough
+
+
 def test_min_anchors_counts_the_things_a_sentence_names():
     assert read("I repaired the bike.", rules=LOOSE).about_speaker
     assert read("I repaired the bike.", rules=replace(LOOSE, min_anchors=2)).why == "no_anchor"
@@ -167,10 +217,12 @@ def test_turns_split_into_speaker_and_sentences():
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200), st.sampled_from([StatementRules(), StatementRules(subject=True, feelings=2, modal=2,
-                                                                                  strict_nouns=True, min_anchors=2)]))
-def test_reading_any_text_never_raises_and_gives_one_answer(text, rules):
-    first = [read(strip_opener(s), rules=rules) for s in sentences(text)]
-    assert first == [read(strip_opener(s), rules=rules) for s in sentences(text)]
+                                                                                  strict_nouns=True, min_anchors=2),
+                                                 StatementRules(others=2, showing=True, alone=True)]),
+       st.booleans(), st.booleans())
+def test_reading_any_text_never_raises_and_gives_one_answer(text, rules, alone, family):
+    first = [read(strip_opener(s), rules=rules, alone=alone, family=family) for s in sentences(text)]
+    assert first == [read(strip_opener(s), rules=rules, alone=alone, family=family) for s in sentences(text)]
     for s in sentences(text):
         assert isinstance(third_person(s, name="Rosa"), str)
         assert isinstance(own_part(s), str)
