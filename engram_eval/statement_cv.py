@@ -6,7 +6,8 @@ and scored against the conversation's observations as ``memory_eval --consolidat
 scores written facts (coverage and precision at MiniLM cosine 0.6, a fact citing an evidence turn).
 For each held-out conversation the settings of ``StatementRules`` are picked on the other ones:
 the highest mean precision among the settings whose mean coverage over them is at least
-``--min-coverage`` (0.50, the issue's floor). The default is the setting most folds pick.
+``--min-coverage`` (0.50, the issue's floor). The default takes, per rule, the value most folds
+pick (``majority``).
 
     python -m engram_eval statement_cv ../shared/data/locomo-dev/{26,30,47,49}.json
 
@@ -22,7 +23,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,20 @@ def pick(table: dict[StatementRules, dict[str, Scored]], conversations: list[str
     return max(table, key=lambda r: mean(r, "coverage"))
 
 
+def majority(chosen: list[StatementRules], table: dict[StatementRules, dict[str, Scored]], *,
+             space: Mapping[str, Iterable[Any]] = GRID) -> StatementRules:
+    """Per rule of ``space``, the value most folds picked; where the folds split evenly, the tied
+    values are tried together and the setting of highest precision summed over every conversation
+    of ``table`` wins."""
+    options = {}
+    for key in space:
+        votes = Counter(getattr(rules, key) for rules in chosen)
+        options[key] = [value for value, n in votes.items() if n == max(votes.values())]
+    candidates = [replace(chosen[0], **dict(zip(options, values, strict=True)))
+                  for values in itertools.product(*options.values())]
+    return max(candidates, key=lambda r: sum(s.precision for s in table[r].values()))
+
+
 STATEMENTS = Path(__file__).parent / "corpora" / "statements.json"
 
 
@@ -181,8 +196,7 @@ def cross_validate(paths: list[Path], *, embed: Callable[[list[str]], Any], min_
     for held in data:
         chosen = pick(table, [c for c in data if c != held], min_coverage=min_coverage)
         folds[held] = {"chosen": asdict(chosen), "held_out": asdict(table[chosen][held])}
-    votes = Counter(StatementRules(**f["chosen"]) for f in folds.values())
-    default = max(votes, key=lambda r: (votes[r], sum(table[r][c].precision for c in data)))
+    default = majority([StatementRules(**f["chosen"]) for f in folds.values()], table, space=space)
     return {"folds": folds, "default": asdict(default),
             "table": [{**asdict(r), **{c: [s.facts, s.coverage, s.precision] for c, s in scores.items()}}
                       for r, scores in table.items()],

@@ -42,7 +42,7 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
                      r"fun fact|funny enough|to be honest|for the record)"
-                     r"(?:,?\s+[A-Z][a-z]+)?[,!.:]*\s+)+", re.I)
+                     r"(?:,?\s+(?-i:[A-Z][a-z]+))?[,!.:]*\s+)+", re.I)
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
 # Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
@@ -288,7 +288,7 @@ class StatementRules:
     "those" and names at most one thing ("I have wanted one of these for years") is dropped; 2 drops
     too a sentence whose first clause leans on "it", "them", "one" or "there" whatever else it
     names ("I get them from markets and fairs", "I stayed there for a week in July").
-    ``others``: a statement whose only first person is "we"/"us"/"our" with no family named says
+    ``others``: a statement whose only first person is "we"/"us" (and "our") with no family named says
     what the speaker's group holds; 1 drops it unless it tells of something done (past tense: "we
     went to the Rockies"), 2 always ("we all have different paths"). ``showing``: a sentence that shows the listener
     something ("Here's a pic of my garden", "take a look") is dropped. ``alone``: a sentence opening
@@ -302,10 +302,10 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 1
-    others: int = 0
-    showing: bool = False
-    alone: bool = False
+    vague: int = 2
+    others: int = 1
+    showing: bool = True
+    alone: bool = True
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -338,6 +338,7 @@ _REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
 _LEANING = re.compile(r"\b(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
                       r"there(?! *(?:is|are|was|were|'s|'re|will|has|have|had)\b))\b", re.I)
 _FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
+_GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
 _SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself)\b")
 _SHOWING = re.compile(r"(?:^|[-–—,;:]\s*)(?:here(?:'s| is| are)|this is|these are|check (?:out|it out|this out)|"
                       r"look at)\b|"
@@ -456,8 +457,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "fragment")
     if rules.showing and _SHOWING.search(sentence):
         return Reading(False, False, "showing")
-    if rules.others and not family and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence) and (
-            rules.others == 2 or not _group_past(sentence)):
+    group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)
+    if rules.others and group and not family and (rules.others == 2 or not _group_past(sentence)):
         return Reading(False, False, "others")
     if rules.modal and _SUGGESTION.match(bare):
         return Reading(False, False, "hypothetical")
