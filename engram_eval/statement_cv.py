@@ -42,7 +42,9 @@ from .locomo import locomo_episodes
 # ``min_content``, ``min_anchors``, ``modal`` and ``after_pattern`` are held at what every fold of the
 # earlier, wider grids over them picked (3, 1, 2, off), so that the grid scores in minutes.
 FIXED = {"min_content": 3, "min_anchors": 1, "modal": 2, "after_pattern": False}
-GRID = {"feelings": (1, 2), "vague": (1, 2), "others": (0, 1, 2), "showing": (False, True), "alone": (False, True)}
+# ``others`` 2 is left out: it drops by construction what docs/consolidation.md calls a fact (a
+# household's move, a pet adopted: "we moved into a flat near the harbour").
+GRID = {"feelings": (1, 2), "vague": (1, 2), "others": (0, 1), "showing": (False, True), "alone": (False, True)}
 
 
 # Every sentence the statement layer can read is kept (but the few-word floor of 2).

@@ -302,10 +302,10 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 2
+    vague: int = 1
     others: int = 1
-    showing: bool = True
-    alone: bool = True
+    showing: bool = False
+    alone: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
