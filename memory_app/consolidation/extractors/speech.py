@@ -380,8 +380,10 @@ def _group_past(sentence: str) -> bool:
         return True
     m = re.search(r"\b[Ww]e(?:'ve| have| had|'d)?(?: (?:\w+ly|even|also|all|both|just|still|then))* "
                   r"(?P<verb>[a-z]+)\b", sentence)
-    return bool(m) and not is_base_verb(m["verb"]) and m["verb"] not in ("are", "can", "will", "should", "all",
-                                                                          "both", "gotta", "gonna", "need")
+    if m is None:
+        return False
+    return not is_base_verb(m["verb"]) and m["verb"] not in ("are", "can", "will", "should", "all", "both", "gotta",
+                                                             "gonna", "need")
 
 
 def speaker_subject(sentence: str) -> bool:
