@@ -17,7 +17,9 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
+from language.names import query_entities
 from language.temporal import TimeWindow, stored_ranges
+from language.words import WORD
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
@@ -42,6 +44,8 @@ DECAY_FIELD: dict[MemoryType, str | None] = {
 }
 # A sentence that ends in a question mark (before optional closing quotes or brackets).
 _ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
+# A transcript's line: a name of one to four capitalised words, a colon, the words told.
+_SPEAKER = re.compile(r"\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s")
 # A reranker: (question, the memories' texts) -> one score per text, higher is better.
 Rerank = Callable[[str, list[str]], list[float]]
 
@@ -72,6 +76,7 @@ class Hit:
     stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
     neighbour_credit: float = 0.0  # added to the score for a session neighbour among the candidates (``neighbour_credit``)
     neighbour: str | None = None
+    second_hop: float = 0.0  # the second hop's share of the score (``hops_merged``)
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,9 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_answer"] = 1.0 + options.time_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
+    if options.speaker_weight and episode and (said := speaker_of(src.get("text") or "")) \
+            and said.casefold() in {e.casefold() for e in reading.entities}:
+        factors["speaker"] = 1.0 + options.speaker_weight
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if episode and hit.stale_fact is not None:
@@ -395,6 +403,44 @@ def outcome_multiplier(*, successes: int, failures: int, weight: float) -> float
     with the playbook's outcomes (exactly 1.0 for an untried playbook or an even record)."""
     mean = (1.0 + successes) / (2.0 + successes + failures)
     return 1.0 + weight * (2.0 * mean - 1.0)
+
+
+def speaker_of(text: str) -> str | None:
+    """Who tells ``text``, where it is a transcript's line ("Maria: I ..."): the name before the colon."""
+    found = _SPEAKER.match(text)
+    return found.group(1) if found else None
+
+
+def hop_names(hits: list[Hit], *, reading: Reading, n: int) -> list[str]:
+    """The names (``query_entities``) the first ``n`` hits hold that the question does not name and
+    that tell no candidate (a speaker is in every turn of a conversation and selects nothing), in the
+    order found: the people, things and events a second hop reads the question with."""
+    asked = {w.casefold() for w in WORD.findall(reading.query)}
+    speakers = {s.casefold() for h in hits if (s := speaker_of(h.source.get("text") or ""))}
+    names: dict[str, None] = {}
+    for hit in hits[:max(0, n)]:
+        for name in query_entities(hit.source.get("text") or ""):
+            words = {w.casefold() for w in WORD.findall(name)}
+            if words and not words <= asked and name.casefold() not in speakers:
+                names.setdefault(name, None)
+    return list(names)
+
+
+def hops_merged(first: Ranked, second: Ranked, *, weight: float, k: int) -> Ranked:
+    """The first read's hits and a second hop's, each scored by its share of its read's best score
+    and summed at ``weight`` for the second (a memory only one read found scores 0 in the other),
+    best first (ties by id), the first ``k``."""
+    def shares(ranked: Ranked) -> dict[str, float]:
+        best = max((h.score for h in ranked.hits), default=0.0)
+        return {h.id: h.score / best for h in ranked.hits} if best > 0 else {}
+    ones, twos = shares(first), shares(second)
+    hits = {h.id: h for h in (*second.hits, *first.hits)}  # the first read's Hit where both found it
+    for hit_id, hit in hits.items():
+        hit.second_hop = weight * twos.get(hit_id, 0.0)
+        hit.score = ones.get(hit_id, 0.0) + hit.second_hop
+    ordered = sorted(hits.values(), key=lambda h: (-h.score, h.id))[:k]
+    copies = {h.id: [*first.copies.get(h.id, ()), *second.copies.get(h.id, ())] for h in ordered}
+    return Ranked(hits=ordered, copies={i: list(dict.fromkeys(c)) for i, c in copies.items() if c})
 
 
 def asks(text: str) -> bool:

@@ -119,6 +119,14 @@ class RankingConfig:
     # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
     # tells one thing over consecutive turns, of which a question meets some.
     neighbour_credit: float = 0.3
+    # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
+    # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
+    speaker_weight: float = 0.0
+    # A second hop: the names the first ``hop_hits`` hits hold that the question does not become a
+    # second, lexical read of the question (one more ``_msearch``, no embedding), merged at this ×
+    # the first read's normalised score: "What kind of car does Evan drive?" → a hit naming "Prius".
+    second_hop: float = 0.0
+    hop_hits: int = 3
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True
