@@ -8,6 +8,7 @@ here, at the edge, and handed down.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ from language.names import person_name_words
 from memory_app.recall.explain import EntityReading, entities_explain, ranked_explain
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
-from memory_app.recall.rank import Ranked, hits_rank, hop_names, hops_merged
+from memory_app.recall.rank import Ranked, hits_rank, hop_names, hops_merged, question_parts
 from memory_app.recall.read import Reading, query_read
 from memory_app.recall.search import Allowed, legs_search
 from memory_app.timing import timed
@@ -123,9 +124,20 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()
-    hop = options.second_hop > 0
-    ranked = hits_rank(searched, reading=reading, now=now, k=max(k, HOP_POOL) if hop else k, exclude=exclude,
+    parts = question_parts(query) if options.split_weight > 0 else []
+    hop, pooled = options.second_hop > 0, options.second_hop > 0 or bool(parts)
+    ranked = hits_rank(searched, reading=reading, now=now, k=max(k, HOP_POOL) if pooled else k, exclude=exclude,
                        rerank=reranker.rerank if reranker else None, options=options)
+    others: list[Ranked] = []
+    for part in parts:  # each part of a two-part question read as a question of its own
+        part_reading = query_read(query=part, now=now, tz=tz, options=options, name_words=name_words)
+        part_searched = legs_search(es=es, reading=part_reading, vector=embedder.embed_query(part_reading.query),
+                                    topic_vector=partial(embedder.embed_query, part_reading.topic), allowed=allowed,
+                                    explain=explain, owner=str(subject.user_id), options=options)
+        others.append(hits_rank(part_searched, reading=part_reading, now=now, k=max(k, HOP_POOL), exclude=exclude,
+                                options=options))
+    if parts:
+        ranked = hops_merged(ranked, others, weight=options.split_weight, k=max(k, HOP_POOL) if hop else k)
     if hop and (names := hop_names(ranked.hits, reading=reading, n=options.hop_hits)):
         # The second read is lexical only (no embedding, no entity, dated or stale legs): it is there
         # for the turns naming what the first hits name.
@@ -134,10 +146,10 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
                                  name_words=name_words)
         hopped = legs_search(es=es, reading=hop_reading, vector=vector, topic_vector=topic_vector,
                              allowed=allowed, explain=explain, owner=str(subject.user_id), options=hop_options)
-        ranked = hops_merged(ranked, hits_rank(hopped, reading=hop_reading, now=now, k=max(k, HOP_POOL),
-                                               exclude=exclude, options=hop_options),
+        ranked = hops_merged(ranked, [hits_rank(hopped, reading=hop_reading, now=now, k=max(k, HOP_POOL),
+                                                exclude=exclude, options=hop_options)],
                              weight=options.second_hop, k=k)
-    elif hop:
+    elif pooled:
         ranked = Ranked(hits=ranked.hits[:k], copies=ranked.copies)
     return Recall(hits=ranked_explain(ranked, explain=explain, passages_max=options.passages_max), reading=reading,
                   entities=entities_explain(reading, searched, options=options))
