@@ -127,7 +127,7 @@ class RankingConfig:
     session_key_turns: int = 3
     # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
     # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
-    speaker_weight: float = 0.0
+    speaker_weight: float = 0.1
     # A second hop: the names the first ``hop_hits`` hits hold that the question does not become a
     # second, lexical read of the question (one more ``_msearch``, no embedding), merged at this ×
     # the first read's normalised score: "What kind of car does Evan drive?" → a hit naming "Prius".
