@@ -7,8 +7,7 @@ here, at the edge, and handed down.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from language.names import person_name_words
 from memory_app.recall.explain import EntityReading, entities_explain, ranked_explain
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
-from memory_app.recall.rank import Ranked, hits_rank, hop_names, hops_merged, question_parts
+from memory_app.recall.rank import hits_rank
 from memory_app.recall.read import Reading, query_read
 from memory_app.recall.search import Allowed, legs_search
 from memory_app.timing import timed
@@ -33,9 +32,6 @@ from tenants.models import Subject
 from tenants.selectors import index_prefix_for, memory_scope
 from tenants.services.clients import subject_es_client
 from tenants.services.guard import require_dls
-
-
-HOP_POOL = 50  # the hits of each read a second hop merges (its names come from the first few)
 
 
 @dataclass(frozen=True)
@@ -101,8 +97,9 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
         refresh_ensure(subject=subject)  # the end-user's last turn, stored without waiting, is found
     es = es or subject_es_client(subject=subject)
 
-    name_words = person_name_words(display_name=subject.display_name, external_id=subject.external_id)
-    reading = query_read(query=query, now=now, tz=tz, options=options, name_words=name_words)
+    reading = query_read(query=query, now=now, tz=tz, options=options,
+                         name_words=person_name_words(display_name=subject.display_name,
+                                                      external_id=subject.external_id))
     embedder = get_embedder()
     with timed("embed"):
         vector = embedder.embed_query(reading.query)
@@ -124,32 +121,7 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()
-    parts = question_parts(query) if options.split_weight > 0 else []
-    hop, pooled = options.second_hop > 0, options.second_hop > 0 or bool(parts)
-    ranked = hits_rank(searched, reading=reading, now=now, k=max(k, HOP_POOL) if pooled else k, exclude=exclude,
+    ranked = hits_rank(searched, reading=reading, now=now, k=k, exclude=exclude,
                        rerank=reranker.rerank if reranker else None, options=options)
-    others: list[Ranked] = []
-    for part in parts:  # each part of a two-part question read as a question of its own
-        part_reading = query_read(query=part, now=now, tz=tz, options=options, name_words=name_words)
-        part_searched = legs_search(es=es, reading=part_reading, vector=embedder.embed_query(part_reading.query),
-                                    topic_vector=partial(embedder.embed_query, part_reading.topic), allowed=allowed,
-                                    explain=explain, owner=str(subject.user_id), options=options)
-        others.append(hits_rank(part_searched, reading=part_reading, now=now, k=max(k, HOP_POOL), exclude=exclude,
-                                options=options))
-    if parts:
-        ranked = hops_merged(ranked, others, weight=options.split_weight, k=max(k, HOP_POOL) if hop else k)
-    if hop and (names := hop_names(ranked.hits, reading=reading, n=options.hop_hits)):
-        # The second read is lexical only (no embedding, no entity, dated or stale legs): it is there
-        # for the turns naming what the first hits name.
-        hop_options = replace(options, dense=False, entity_legs=0, dated_weight=0.0, stale_facts=0)
-        hop_reading = query_read(query=f"{query} {' '.join(names)}", now=now, tz=tz, options=hop_options,
-                                 name_words=name_words)
-        hopped = legs_search(es=es, reading=hop_reading, vector=vector, topic_vector=topic_vector,
-                             allowed=allowed, explain=explain, owner=str(subject.user_id), options=hop_options)
-        ranked = hops_merged(ranked, [hits_rank(hopped, reading=hop_reading, now=now, k=max(k, HOP_POOL),
-                                                exclude=exclude, options=hop_options)],
-                             weight=options.second_hop, k=k)
-    elif pooled:
-        ranked = Ranked(hits=ranked.hits[:k], copies=ranked.copies)
     return Recall(hits=ranked_explain(ranked, explain=explain, passages_max=options.passages_max), reading=reading,
                   entities=entities_explain(reading, searched, options=options))

@@ -17,9 +17,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
-from language.names import query_entities
 from language.temporal import TimeWindow, stored_ranges
-from language.words import WORD
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
@@ -76,7 +74,6 @@ class Hit:
     stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
     neighbour_credit: float = 0.0  # added to the score for a session neighbour among the candidates (``neighbour_credit``)
     neighbour: str | None = None
-    second_hop: float = 0.0  # further reads' share of the score: a second hop, a split question's parts (``hops_merged``)
 
 
 @dataclass(frozen=True)
@@ -100,12 +97,10 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         pool = rerank_pool([h for h in hits if h.memory_type in searched.returned], options=options)
         hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
     sessions = sessions_covered(hits, searched.idf, options=options)
-    keyed = sessions_keyed(hits, options=options)
     stale = stale_episodes(searched)
     for hit in hits:
         hit.stale_fact = stale.get(hit.id)
-        hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, keyed=keyed,
-                                          options=options)
+        hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, options=options)
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
@@ -271,11 +266,9 @@ def reranked(pool: list[Hit], scores: list[float]) -> list[Hit]:
 
 
 def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: RecallOptions,
-                    sessions: dict[str, float] | None = None, keyed: dict[str, float] | None = None
-                    ) -> dict[str, float]:
+                    sessions: dict[str, float] | None = None) -> dict[str, float]:
     """Each factor that applies to ``hit``, by name (as ``explain`` shows them). ``sessions``: the
-    share of the question each session's candidate episodes hold together (``sessions_covered``);
-    ``keyed``: each session's key as a share of the best session's (``sessions_keyed``)."""
+    share of the question each session's candidate episodes hold together (``sessions_covered``)."""
     src = hit.source
     factors: dict[str, float] = {}
     if date_field := DECAY_FIELD[hit.memory_type]:
@@ -293,8 +286,6 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_answer"] = 1.0 + options.time_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
-    if keyed and episode and (share := keyed.get(src.get("session_id") or "")):
-        factors["session_key"] = 1.0 + options.session_key * share
     if options.speaker_weight and episode and (said := speaker_of(src.get("text") or "")) \
             and said.casefold() in {e.casefold() for e in reading.entities}:
         factors["speaker"] = 1.0 + options.speaker_weight
@@ -393,27 +384,6 @@ def sessions_covered(hits: list[Hit], idf: dict[str, float], *, options: RecallO
             for session, names in held.items()}
 
 
-def sessions_keyed(hits: list[Hit], *, options: RecallOptions) -> dict[str, float]:
-    """By session, its key's share of the best session's: a session is keyed by its text and the
-    facts distilled from it, as the legs found them: the fused scores of its candidate episodes and of
-    the facts found that came from them, its ``session_key_turns`` best summed. Empty when off."""
-    if options.session_key <= 0:
-        return {}
-    session_of = {h.id: session for h in hits
-                  if h.memory_type is MemoryType.EPISODIC and (session := h.source.get("session_id"))}
-    parts: dict[str, list[float]] = {}
-    for hit in hits:
-        if hit.id in session_of:
-            parts.setdefault(session_of[hit.id], []).append(hit.fused)
-        elif hit.memory_type is MemoryType.SEMANTIC:
-            for session in {session_of[e] for e in hit.source.get("supporting_episode_ids") or () if e in session_of}:
-                parts.setdefault(session, []).append(hit.fused)
-    keys = {session: sum(sorted(scores, reverse=True)[:max(1, options.session_key_turns)])
-            for session, scores in parts.items()}
-    best = max(keys.values(), default=0.0)
-    return {session: key / best for session, key in keys.items()} if best > 0 else {}
-
-
 def gauss_decay(*, value: datetime | None, origin: datetime, options: RecallOptions) -> float:
     """Elasticsearch's gauss decay: 1 within ``offset`` of the origin, ``decay`` at offset + scale."""
     if value is None:
@@ -436,54 +406,6 @@ def speaker_of(text: str) -> str | None:
     """Who tells ``text``, where it is a transcript's line ("Maria: I ..."): the name before the colon."""
     found = _SPEAKER.match(text)
     return found.group(1) if found else None
-
-
-def hop_names(hits: list[Hit], *, reading: Reading, n: int) -> list[str]:
-    """The names (``query_entities``) the first ``n`` hits hold that the question does not name and
-    that tell no candidate (a speaker is in every turn of a conversation and selects nothing), in the
-    order found: the people, things and events a second hop reads the question with (a name holding
-    a speaker's word, "Hey Sam", is a speaker's)."""
-    asked = {w.casefold() for w in WORD.findall(reading.query)}
-    speakers = {w.casefold() for h in hits for w in WORD.findall(speaker_of(h.source.get("text") or "") or "")}
-    names: dict[str, None] = {}
-    for hit in hits[:max(0, n)]:
-        for name in query_entities(hit.source.get("text") or ""):
-            words = {w.casefold() for w in WORD.findall(name)}
-            if words and not words <= asked and not words & speakers:
-                names.setdefault(name, None)
-    return list(names)
-
-
-def hops_merged(first: Ranked, others: list[Ranked], *, weight: float, k: int) -> Ranked:
-    """The first read's hits and those of further reads (a second hop, the parts of a split
-    question), each scored by its share of its read's best score, the others' summed at ``weight``
-    (a memory a read did not find scores 0 in it), best first (ties by id), the first ``k``."""
-    def shares(ranked: Ranked) -> dict[str, float]:
-        best = max((h.score for h in ranked.hits), default=0.0)
-        return {h.id: h.score / best for h in ranked.hits} if best > 0 else {}
-    ones, more = shares(first), [shares(other) for other in others]
-    hits = {h.id: h for ranked in (*reversed(others), first) for h in ranked.hits}  # the first read's Hit wins
-    for hit_id, hit in hits.items():
-        hit.second_hop = weight * sum(other.get(hit_id, 0.0) for other in more)
-        hit.score = ones.get(hit_id, 0.0) + hit.second_hop
-    ordered = sorted(hits.values(), key=lambda h: (-h.score, h.id))[:k]
-    copies = {h.id: [c for ranked in (first, *others) for c in ranked.copies.get(h.id, ())] for h in ordered}
-    return Ranked(hits=ordered, copies={i: list(dict.fromkeys(c)) for i, c in copies.items() if c})
-
-
-_AND_NAMES = re.compile(r"\b([A-Z][\w'’-]*) and ([A-Z][\w'’-]*)\b")
-_AND_CLAUSE = re.compile(r",?\s+and\s+(?=(?:what|when|where|who|whom|which|why|how|did|does|do|is|are|was|were|has|have)\b)",
-                         re.I)
-
-
-def question_parts(query: str) -> list[str]:
-    """A question with two parts as two questions: two names joined by "and" ("What did Caroline and
-    Melanie paint?" → one question per name), or two clauses ("Where does Jon live and what does he
-    do?"); [] for a question of one part."""
-    if found := _AND_NAMES.search(query):
-        return [query[:found.start()] + name + query[found.end():] for name in found.groups()]
-    clauses = [c.strip() for c in _AND_CLAUSE.split(query, maxsplit=1)]
-    return clauses if len(clauses) == 2 and all(WORD.search(c) for c in clauses) else []
 
 
 def asks(text: str) -> bool:

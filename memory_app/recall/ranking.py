@@ -119,24 +119,9 @@ class RankingConfig:
     # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
     # tells one thing over consecutive turns, of which a question meets some.
     neighbour_credit: float = 0.3
-    # Session-level keys: an episode ×(1 + this × its session's key as a share of the best session's),
-    # a session keyed by its text and the facts distilled from it as the legs found them (the fused
-    # scores of its candidate episodes and of the facts found from them, its ``session_key_turns``
-    # best summed): the session that tells of the question is found as a whole.
-    session_key: float = 0.0
-    session_key_turns: int = 3
     # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
     # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
     speaker_weight: float = 0.1
-    # A second hop: the names the first ``hop_hits`` hits hold that the question does not become a
-    # second, lexical read of the question (one more ``_msearch``, no embedding), merged at this ×
-    # the first read's normalised score: "What kind of car does Evan drive?" → a hit naming "Prius".
-    second_hop: float = 0.0
-    hop_hits: int = 3
-    # A question of two parts ("What did Caroline and Melanie paint?", "Where does Jon live and what
-    # does he do?") is also read as each part alone (one more embedding and ``_msearch`` each),
-    # merged at this × the whole question's normalised score.
-    split_weight: float = 0.0
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

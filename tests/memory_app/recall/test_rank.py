@@ -12,9 +12,8 @@ from memory_app.recall import memory_recall
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
-from memory_app.recall.rank import (Hit, Ranked, asks, gauss_decay, hits_fuse, hits_rank, hop_names, hops_merged,
-                                    lexical_ceiling, lexical_score, multipliers_for, neighbour_credit,
-                                    outcome_multiplier, reply_credit, question_parts, sessions_keyed, speaker_of)
+from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
+                                    multipliers_for, neighbour_credit, outcome_multiplier, reply_credit, speaker_of)
 from memory_app.recall.read import Reading
 from memory_app.recall.search import Leg, Searched
 from memory_app.services.episodes import episode_write
@@ -372,7 +371,7 @@ def test_an_episodic_recall_credits_the_turn_a_fact_was_distilled_from_and_expla
     assert off[said]["score"] < by_id[said]["score"]
 
 
-# ---------------------------------------------------------------- issue 70's sweeps: speaker, second hop, session keys
+# ---------------------------------------------------------------- speaker-aware reading
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -395,57 +394,3 @@ def test_speaker_aware_reading_favours_what_the_named_speaker_said_only_when_on(
     assert multipliers_for(said, now=now, reading=reading, options=on)["speaker"] == 1.5
     assert "speaker" not in multipliers_for(told, now=now, reading=reading, options=on)
     assert "speaker" not in multipliers_for(said, now=now, reading=reading, options=_options(speaker_weight=0.0))
-
-
-def test_a_second_hop_reads_the_names_the_first_hits_hold_that_the_question_and_the_speakers_do_not():
-    reading = replace(_reading(), query="What kind of car does Evan drive?")
-    hits = [Hit(id="1", memory_type=MemoryType.EPISODIC, source={"text": "Evan: I took the Prius to Lake Tahoe."}),
-            Hit(id="2", memory_type=MemoryType.EPISODIC, source={"text": "Sam: Did Evan say Prius? Ask Sam."}),
-            Hit(id="3", memory_type=MemoryType.EPISODIC, source={"text": "Sam: We met Ruth in Boston."})]
-    # "Evan" is asked, "Sam" tells a candidate; the third hit is beyond the first two
-    assert hop_names(hits, reading=reading, n=2) == ["Prius", "Lake Tahoe"]
-    assert hop_names(hits, reading=reading, n=0) == []
-
-
-def test_a_second_hop_merges_each_read_by_its_share_of_its_best_score():
-    def ranked(**scores):
-        hits = []
-        for id_, score in scores.items():
-            hit = Hit(id=id_, memory_type=MemoryType.EPISODIC, source={"text": id_})
-            hit.score = score
-            hits.append(hit)
-        return Ranked(hits=hits, copies={})
-
-    merged = hops_merged(ranked(a=2.0, b=1.0), [ranked(c=4.0, b=2.0)], weight=0.5, k=3)
-    # a: 1 + 0; b: 0.5 + 0.5 × 0.5; c: 0 + 0.5 × 1
-    assert [(h.id, h.score) for h in merged.hits] == [("a", 1.0), ("b", 0.75), ("c", 0.5)]
-    assert merged.hits[1].second_hop == pytest.approx(0.25)
-    assert [h.id for h in hops_merged(ranked(a=2.0, b=1.0), [ranked(c=4.0)], weight=0.5, k=1).hits] == ["a"]
-
-
-def test_a_session_is_keyed_by_its_turns_and_the_facts_from_them_as_the_legs_found_them():
-    def hit(id_, fused, memory_type=MemoryType.EPISODIC, **source):
-        found = Hit(id=id_, memory_type=memory_type, source=source)
-        found.fused = fused
-        return found
-
-    hits = [hit("a1", 0.5, session_id="A"), hit("a2", 0.25, session_id="A"), hit("a3", 0.1, session_id="A"),
-            hit("a4", 0.05, session_id="A"),  # beyond the session's three best: not counted
-            hit("b1", 0.4, session_id="B"),
-            hit("f", 0.6, MemoryType.SEMANTIC, supporting_episode_ids=["b1", "gone"]),  # credits B
-            hit("c", 0.9)]  # no session
-    keyed = sessions_keyed(hits, options=_options(session_key=0.5, session_key_turns=3))
-    assert keyed == pytest.approx({"B": 1.0, "A": 0.85 / 1.0})
-    assert sessions_keyed(hits, options=_options(session_key=0.0)) == {}
-    factors = multipliers_for(hits[0], now=T0, reading=_reading(), keyed=keyed, options=_options(session_key=0.5))
-    assert factors["session_key"] == pytest.approx(1 + 0.5 * 0.85)
-
-
-@pytest.mark.parametrize(("question", "parts"), [
-    ("What did Caroline and Melanie paint?", ["What did Caroline paint?", "What did Melanie paint?"]),
-    ("Where does Jon live and what does he do?", ["Where does Jon live", "what does he do?"]),
-    ("What did Jon buy and sell?", []),  # one question about two actions
-    ("When did Maria go hiking?", []),
-])
-def test_a_question_of_two_parts_is_read_as_each_part(question, parts):
-    assert question_parts(question) == parts
