@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engram_core.es.schema import MemoryType
 from memory_app.recall import memory_recall
@@ -394,3 +396,9 @@ def test_speaker_aware_reading_favours_what_the_named_speaker_said_only_when_on(
     assert multipliers_for(said, now=now, reading=reading, options=on)["speaker"] == 1.5
     assert "speaker" not in multipliers_for(told, now=now, reading=reading, options=on)
     assert "speaker" not in multipliers_for(said, now=now, reading=reading, options=_options(speaker_weight=0.0))
+
+
+@given(st.text(max_size=80))
+def test_a_speaker_is_named_only_by_a_line_opening_with_the_name_and_a_colon(text):
+    said = speaker_of(text)
+    assert said is None or text.lstrip().startswith(f"{said}:")
