@@ -1,0 +1,12 @@
+"""Engram's ASGI application with Django served through a2wsgi's ``WSGIMiddleware`` alone, in
+place of ``config.bridge.BufferedWSGIMiddleware``: the maintained library the bridge is measured
+against (docs/architecture.md, "Home-grown pieces"). Serve it with
+``ENGRAM_BENCH_ASGI_APP=benchmarks.asgi_a2wsgi:application scripts/bench http ...``."""
+
+from a2wsgi import WSGIMiddleware
+from django.conf import settings
+
+from config.asgi import django_wsgi
+from memory_app.mcp.asgi import mount
+
+application = mount(WSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS))
