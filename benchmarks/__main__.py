@@ -35,6 +35,8 @@ SUITES = {  # name: (module, what it measures)
     "embedder_runtimes": ("benchmarks.embedder_runtimes", "the MiniLM runtimes (numpy, the hand-built float and "
                                                          "int8 graphs) against onnxruntime's quantize_dynamic: "
                                                          "vectors, CPU, RSS (no services)"),
+    "refresh_modes": ("benchmarks.refresh_modes", "read-your-writes: Elasticsearch's refresh=wait_for and "
+                                                  "refresh=true against Engram's deferred refresh"),
     "audit_links": ("benchmarks.audit_links", "the audit chain's links: HMAC-SHA256 against Ed25519, sign and "
                                               "verify per event (no services)"),
 }
