@@ -37,6 +37,8 @@ SUITES = {  # name: (module, what it measures)
                                                          "vectors, CPU, RSS (no services)"),
     "refresh_modes": ("benchmarks.refresh_modes", "read-your-writes: Elasticsearch's refresh=wait_for and "
                                                   "refresh=true against Engram's deferred refresh"),
+    "bridge": ("benchmarks.bridge", "the ASGI -> WSGI bridge on its own against a2wsgi alone: CPU per request "
+                                    "(no services)"),
     "audit_links": ("benchmarks.audit_links", "the audit chain's links: HMAC-SHA256 against Ed25519, sign and "
                                               "verify per event (no services)"),
 }

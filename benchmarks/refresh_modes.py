@@ -1,10 +1,11 @@
 """Read-your-writes by Elasticsearch's own refresh parameter against Engram's deferred refresh
 (``memory_app.freshness``), on one index with the deployed refresh interval:
 
-    scripts/bench refresh_modes [--writes 40] [--rounds 3]
+    scripts/bench refresh_modes [--writes 40] [--rounds 3] [--gap 0]
 
-Each write is followed at once by a search for it (the worst case for a deferred refresh: an agent
-that recalls right after writing). Modes, taking turns write by write:
+Each write is followed by a search for it, at once (the worst case for a deferred refresh: an agent
+that recalls right after writing) or ``--gap`` seconds later (the end-user's next turn). Modes,
+taking turns write by write:
 
 - ``wait_for``: the write waits for the next periodic refresh (``refresh=wait_for``);
 - ``true``: the write refreshes the index itself (``refresh=true``, as a library's "auto refresh");
@@ -37,6 +38,7 @@ MODES = ("wait_for", "true", "deferred", "none")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writes", type=int, help="writes per mode and round (default 40; --quick 5)")
     parser.add_argument("--rounds", type=int, help="rounds (default 3; --quick 1)")
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between a write and its read (default 0)")
 
 
 def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
@@ -52,21 +54,23 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
         for round_ in range(rounds):
             for _ in range(writes):
                 for mode in rng.sample(MODES, len(MODES)):
-                    _one(es, index, mode, samples[mode])
+                    _one(es, index, mode, samples[mode], gap=args.gap)
                 time.sleep(rng.uniform(0, 0.3))  # the periodic refresh falls anywhere between writes
             log(f"round {round_ + 1}: " + ", ".join(f"{m} {samples[m]['found']}" for m in MODES))
-            save(_summary(samples, writes * (round_ + 1)))
+            save(_summary(samples, writes * (round_ + 1), args.gap))
     finally:
         es.indices.delete(index=index, ignore_unavailable=True)
-    return _summary(samples, writes * rounds)
+    return _summary(samples, writes * rounds, args.gap)
 
 
-def _one(es, index: str, mode: str, sample: dict) -> None:
+def _one(es, index: str, mode: str, sample: dict, *, gap: float) -> None:
     mark = uuid.uuid4().hex
     began = time.perf_counter()
     es.index(index=index, id=mark, document={"text": f"a turn {mark}", "mark": mark},
              refresh={"wait_for": "wait_for", "true": "true"}.get(mode, "false"))
     sample["write_ms"].append((time.perf_counter() - began) * 1000)
+    sample["refreshes"] += mode == "true"
+    time.sleep(gap)
     began = time.perf_counter()
     if mode == "deferred":
         try:
@@ -82,8 +86,8 @@ def _one(es, index: str, mode: str, sample: dict) -> None:
     sample["found"] += bool(found)
 
 
-def _summary(samples: dict, writes: int) -> dict:
-    out: dict = {"writes": writes, "refresh_interval": settings.ES_REFRESH_INTERVAL, "modes": {}}
+def _summary(samples: dict, writes: int, gap: float) -> dict:
+    out: dict = {"writes": writes, "gap": gap, "refresh_interval": settings.ES_REFRESH_INTERVAL, "modes": {}}
     for mode, s in samples.items():
         done = max(1, len(s["write_ms"]))
         out["modes"][mode] = {"write_ms": percentiles(s["write_ms"], (50, 95)),
@@ -93,7 +97,8 @@ def _summary(samples: dict, writes: int) -> dict:
 
 
 def markdown(data: dict) -> str:
-    lines = [f"{data['writes']} writes per mode, each read at once; refresh interval {data['refresh_interval']}:", "",
+    when = f"{data['gap']:g} s later" if data.get("gap") else "at once"
+    lines = [f"{data['writes']} writes per mode, each read {when}; refresh interval {data['refresh_interval']}:", "",
              "| mode | write p50 / p95 ms | read's extra p50 / p95 ms | reads that found the write | "
              "forced refreshes per write |", "|---|---:|---:|---:|---:|"]
     for mode, m in data["modes"].items():
