@@ -103,7 +103,8 @@ async def _drive(app, requests: int, clients: int, latencies: list[float]) -> No
 def _one(variant: str, requests: int, clients: int, threads: int, work_ms: float) -> dict:
     import uvloop
 
-    app, latencies = app_for(variant, threads, work_ms), []
+    app = app_for(variant, threads, work_ms)
+    latencies: list[float] = []
     uvloop.run(_drive(app, 100, clients, []))  # the pool's threads started, the code warm
     cpu, wall = time.process_time(), time.perf_counter()
     uvloop.run(_drive(app, requests, clients, latencies))
