@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from engram_core.errors import NotFound, ValidationFailed
-from memory_app.api import apis
+from api import apis
 
 
 def _error(response, status: int, code: str) -> dict:
@@ -310,7 +310,7 @@ def test_the_rate_limit_holds_for_concurrent_requests_of_one_token(shared, reque
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from memory_app.api.auth import TokenRateThrottle
+    from api.auth import TokenRateThrottle
 
     if shared:
         monkeypatch.setattr(TokenRateThrottle, "cache", request.getfixturevalue("shared_redis_cache"))
@@ -434,7 +434,7 @@ def test_a_body_nested_five_thousand_levels_deep_is_a_parse_error_on_every_endpo
 
 
 def test_a_body_nested_within_the_limit_is_read(api):
-    from memory_app.api.parsers import MAX_JSON_DEPTH
+    from api.parsers import MAX_JSON_DEPTH
     from tests.strategies import nested_json
 
     # The body and its metadata object are two levels: metadata's values may nest the rest.

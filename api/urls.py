@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memory_app.api import apis
+from api import apis
 
 app_name = "api"
 
