@@ -339,7 +339,8 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     # What writes with the int8 embedder store, computed the way the write path does.
     from memory_app.services import context as derived
     expected_episodes = derived.episode_vectors(
-        [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])])
+        [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])],
+        options=derived.ContextOptions.from_settings())
     embedder = get_embedder()
 
     results = {r.alias: r for r in ensure_indices(es=es_admin)}
