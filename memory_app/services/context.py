@@ -143,7 +143,7 @@ def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, s
     """Texts of the given episodes that still exist (through the subject's key)."""
     if not ids:
         return {}
-    docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
+    docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), source=["text"])["docs"]
     return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}
 
 

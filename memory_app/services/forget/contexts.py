@@ -49,7 +49,7 @@ def contexts_redact(*, subject: Subject, phrases: Sequence[str], options: derive
 
 def _without_episode(*, es: Elasticsearch, index: str, scope: dict[str, str], memory_id: str) -> list[_Change]:
     """The episodes whose derived context held ``memory_id``, with it left out."""
-    response = es.search(index=index, size=1000, _source=["text", "context_ids"],
+    response = es.search(index=index, size=1000, source={"includes": ["text", "context_ids"]},
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}},
                                                     {"term": {"context_ids": memory_id}}]}})
@@ -70,7 +70,7 @@ def _without_quotes(*, es: Elasticsearch, index: str, scope: dict[str, str], phr
     replaced on word boundaries whatever its case and spacing), each quote replaced."""
     if not phrases:
         return []
-    response = es.search(index=index, size=1000, _source=["text", "context"],
+    response = es.search(index=index, size=1000, source={"includes": ["text", "context"]},
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}}],
                                          "should": [{"match_phrase": {"context": p}} for p in phrases[:100]],
