@@ -255,6 +255,8 @@ def test_unknown_end_users_and_memories_are_404(api):
     assert error["details"] == {"id": "0123456789abcdef"}
     _error(api.get("/api/v1/no/such/endpoint"), 404, "not_found")
     _error(api.post("/api/v1/subjects/known/turns/extra", {}, format="json"), 404, "not_found")
+    # Found by the schemathesis run (seed 2999680042): a line break in a path segment.
+    _error(api.get("/api/v1/subjects/known/consolidations/%C2%A9%0A%C2%B3"), 404, "not_found")
     _error(api.get("/api/v1/operations/00000000-0000-0000-0000-000000000000"), 404, "not_found")
 
 
