@@ -609,9 +609,9 @@ def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6)
         words = set(words_of(candidate.text)) - _STOP
         if not words or not target:
             continue
-        share = len(words & target) / min(len(words), len(target))
-        if share > best_share:
-            best, best_share = candidate, share
+        overlap = len(words & target) / min(len(words), len(target))
+        if overlap > best_share:
+            best, best_share = candidate, overlap
     return best if best_share >= share else None
 
 
