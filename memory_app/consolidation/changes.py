@@ -207,8 +207,14 @@ def _forms(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
+# A question tagged on to a statement ("got married last week - how about you?") asks about the
+# listener; the statement before it still tells.
+_TAG_QUESTION = re.compile(r"(?:\s+[-–—]\s*|,\s*|\.\s*)(?:how|what) about you\??\s*$|,\s*(?:right|you know)\?\s*$",
+                           re.I)
+
+
 def _is_question(sentence: str) -> bool:
-    s = sentence.strip()
+    s = _TAG_QUESTION.sub(".", sentence.strip())
     if not s.endswith("?"):
         return False
     return not _QUESTION_REQUEST.match(s)
