@@ -140,7 +140,7 @@ thing things stuff way lot bit kind sort part end start now today use used using
 _TEMPORARY_SENTENCE = re.compile(r"\b(?:all this week|this week|for a bit|for now|until|till|just for)\b", re.I)
 _STILL_AT_END = re.compile(r"\bstill\b[^,;]*[.!]?$", re.I)
 _VERB_FIRST = re.compile(r"^(?:gave|traded|upgraded|replaced|renewed|changed|sold|swapped|switched|moved|quit|left|"
-                         r"started|got|had|went|dropped|cancell?ed|finally)\b", re.I)
+                         r"started|got|had|went|dropped|cancell?ed|finally|been)\b", re.I)
 _ADDITION = re.compile(r"\b(?:a second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
                        r"backup|as a second)\b|\bjoin(?:ed|ing)? (?:\w+ ){0,4}(?:group|club|program|programme|course|"
                        r"class|classes|community|meetup|society|network|forum)\b", re.I)
@@ -230,6 +230,8 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
     first_word = words[0]
     if first_word in ("i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"):
         return None, None
+    if _WITH_ME.match(clause.strip()):
+        return None, None  # "my wife and I switched": the speaker is one of the subjects
     if first_word.removesuffix("'s") in self_names:
         if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:
             return " ".join(words[:2]), "person"  # "Zofia's husband" is her husband, not her
@@ -250,6 +252,7 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
     return None, None
 
 
+_WITH_ME = re.compile(r"^(?:(?:my|our) )?[\w']+(?: [\w']+)? and (?:i|me)\b", re.I)
 _REPORTED = re.compile(r"^(?!i\b)(?!we\b).*?\b(?:mentioned|says|said|told me|reckons|tells me)(?: that)?\s+", re.I)
 
 
@@ -317,7 +320,7 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
 # happened before the news, and a "now" after a span ("seven years now", "especially now") tells
 # how long a value has held: neither reports a change.
 _BACKGROUND = re.compile(r"(?i:\b(?:since|because|'cause|cause|after|when|as|once))\s+"
-                         r"(?:(?i:i|we|he|she|they)\b|[A-Z][a-z]+)\s+(?:\w+\s+)?$")
+                         r"(?:(?i:(?:(?:my|our)\s+)?\w+\s+and\s+i|i|we|he|she|they)\b|[A-Z][a-z]+)\s+(?:\w+\s+)?$")
 _SPAN_NOW = re.compile(r"\b(?:years?|months?|weeks?|days?|while|ages|especially|right|even|by)\s+$", re.I)
 
 
@@ -543,6 +546,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             if all(_part_only(reading.sentence, w) or _relocated(reading.sentence, w) for w in shared_value):
                 continue  # "the router's firmware", "moved the Eero upstairs": the thing itself stays
             person = set(words_of(reading.other_subject or "")) if reading.subject_kind == "person" else set()
+            # "Diego and I swapped sides": the one acting with the speaker is not the value replaced
+            person |= set(words_of(with_me[0].rsplit(" and ", 1)[0])) if (
+                with_me := _WITH_ME.match(_LEAD.sub("", reading.clause.strip()))) else set()
             if person and not reading.first_object and not reading.ends and not _PAIR_CUE.search(reading.clause) \
                     and not set(shared_value) - person:
                 continue  # "Tomasz replaced the shower head": the person stays who they are
