@@ -22,6 +22,7 @@ thermostat").
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"rehom(?:e|ed)|port(?:ed|ing)|stopped|went (?:over|vegan|vegetarian|pescatarian|back)|"
                   r"gone (?:in-house|vegan|vegetarian)|became|become|turned (?:it |the \w+ )?(?:down|up)|"
                   r"lowered|raised|reset|increased|decreased|went up|go(?:es)? up|went down|promoted|"
-                  r"got married|married|divorced|proposed|engaged|graduated|renewed|retrained|handed in|"
+                  r"got married|married|divorced|proposed|engaged|graduated|retrained|handed in|"
                   r"wrapped up|written off|died|finished|ended|took (?:me|us) on|put (?:me|us|the \w+ family) on|"
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
@@ -202,6 +203,8 @@ def topics_of(text: str) -> set[str]:
 def _forms(word: str) -> tuple[str, ...]:
     word = word.removesuffix("'s").removesuffix("'")
     forms = [word]
+    if word[:1].isdigit() and word.rstrip("0123456789.:"):  # "50mg": its unit
+        forms.append(word.lstrip("0123456789.:"))
     if word.endswith("s") and len(word) > 3:
         forms.append(word[:-1])
     return tuple(forms)
@@ -243,7 +246,11 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
             return " ".join(words[:2]), "person"
         return (None, None) if first_word in ("my", "our") else (" ".join(words[:2]), "person")
     if first_word in ("the", "they"):
-        return (" ".join(words[:2]), "thing") if first_word == "the" else (None, None)
+        if first_word == "they":
+            return None, None
+        # the whole noun phrase: "the weekday alarm is 5:45" is about the alarm
+        phrase = list(itertools.takewhile(lambda w: w not in _STOP and not _is_verb_form(w), words[1:4]))
+        return " ".join(words[: 1 + max(1, len(phrase))]), "thing"
     if re.match(r"^[A-Z][a-z]+(?:'s)?\b", clause.strip()) and first_word not in _STOP \
             and not _is_verb_form(first_word):
         if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:

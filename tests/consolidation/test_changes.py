@@ -219,3 +219,15 @@ def test_one_acting_with_the_speaker_is_not_the_value_replaced_unless_the_pair_e
     assert reading is not None
     link = change_target(reading, [_fact("User's boyfriend is Tom.", 0.6)])
     assert link is not None and link.by == "value"
+
+
+def test_a_thing_as_subject_is_its_whole_noun_phrase_and_a_dose_its_unit():
+    reading = change_read("The dose went up to 100mg of sertraline last month.")
+    assert reading is not None and change_target(reading, [_fact("User is on 50mg of sertraline.", 0.8)]) is not None
+    reading = change_read("New rota, so the weekday alarm is 5:45 from now on.")
+    assert reading is not None and reading.other_subject == "the weekday alarm"
+
+
+def test_a_renewal_keeps_the_value():
+    reading = change_read("Renewed with LV again, they were the cheapest.")
+    assert reading is None or change_target(reading, [_fact("Home insurance is with LV.", 0.8)]) is None
