@@ -302,7 +302,7 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
         other, what = subject
-        if harsh or (other and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
+        if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
             other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
         about_self = harsh or bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
             or _VERB_FIRST.match(text) is not None
