@@ -210,7 +210,7 @@ def _forms(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
-# A question tagged on to a statement ("got married last week - how about you?") asks about the
+# A question tagged on to a statement ("we got married in June - what about you?") asks about the
 # listener; the statement before it still tells.
 _TAG_QUESTION = re.compile(r"(?:\s+[-–—]\s*|,\s*|\.\s*)(?:how|what) about you\??\s*$|,\s*(?:right|you know)\?\s*$",
                            re.I)

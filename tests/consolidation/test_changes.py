@@ -174,10 +174,10 @@ def test_a_natural_change_told_in_the_same_sitting_replaces_nothing(said, minute
 
 
 @pytest.mark.parametrize("sentence", [
-    "Since I lost my job at the mill, things have been hard.",  # background, not news
+    "Since I left the mill, money has been hard.",  # background, not news
     "'Cause we moved out of town, the commute is long.",
     "We've had the same tariff for six years now.",  # how long it has held
-    "Those lessons got me into climbing and I've been hooked ever since.",
+    "The taster session got me into climbing; hooked on it ever since.",
     "The mural shows the seasons changing over the harbour.",  # a describing participle
     "I joined a new book club on Tuesday.",  # joining a group adds one
     "I bought some new gear for the bike.",  # "new" alone
@@ -191,7 +191,7 @@ def test_found_classes_of_false_changes_are_no_change(sentence):
 
 
 def test_a_statement_with_a_question_tagged_on_still_tells():
-    reading = change_read("Been a busy month, got married last week - how about you?")
+    reading = change_read("Busy spring here, my partner and I got married in June - what about you?")
     assert reading is not None and reading.cue == "got married"
 
 
