@@ -389,7 +389,7 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
         if (probe := probes.get(_probe_key(candidate))) is not None and not candidate.supersedes:
             candidate, change = _change_link(candidate, probe=probe, pool=pool, vector=vector,
                                              vectors_by_id=vectors_by_id, display_name=display_name,
-                                             linking=linking)
+                                             linking=linking, episodes=episodes)
         vectors_by_id[new_id] = vector
         action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
         if change is not None and action.kind == "supersede":
@@ -402,7 +402,7 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
         if action.kind in ("create", "supersede", "exists"):
             in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
                                      supporting_episode_ids=list(candidate.episode_ids), in_run=True,
-                                     topics=tuple(change["topics"]) if change else ()))
+                                     topics=tuple(change["topics"]) if change else (), valid_from=action.valid_from))
             retired.update(action.supersedes)
         elif action.kind == "merge":
             for f in in_run:
@@ -444,7 +444,8 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
 
 
 def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by_id: dict[str, Any],
-                 display_name: str, linking: ChangeLinking) -> tuple[Any, dict[str, Any] | None]:
+                 display_name: str, linking: ChangeLinking, episodes: dict[str, Any]
+                 ) -> tuple[Any, dict[str, Any] | None]:
     """The candidate of a change sentence, superseding the speaker's fact it replaces (if any)."""
     holder = probe.holder
     own = {holder.lower()} | ({w.lower() for w in display_name.split()} if holder == "User" and display_name else set())
@@ -456,9 +457,11 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         cosine = fact.cosine
         if fact.in_run and fact.id in vectors_by_id:
             cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
-        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot))
+        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot,
+                                         valid_from=fact.valid_from))
+    told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
     link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
-                                 min_topic_cosine=linking.min_topic_cosine)
+                                 min_topic_cosine=linking.min_topic_cosine, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
