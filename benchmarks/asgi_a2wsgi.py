@@ -9,7 +9,7 @@ from a2wsgi import WSGIMiddleware
 from django.conf import settings
 
 from config.asgi import django_wsgi
-from memory_app.mcp.asgi import mount
+from mcp_server.asgi import mount
 
 # (a2wsgi types the ASGI callable with its own event types, narrower than mount's plain mappings)
 django_application: Any = WSGIMiddleware(django_wsgi, workers=settings.ENGRAM_WEB_THREADS)
