@@ -32,6 +32,13 @@ SUITES = {  # name: (module, what it measures)
     "machine": ("benchmarks.machine", "the machine's own speed over time (no services)"),
     "embedder": ("benchmarks.embedder_memory", "the embedder's RSS and speed, this tree against an earlier "
                                                "revision (no services)"),
+    "embedder_runtimes": ("benchmarks.embedder_runtimes", "the MiniLM runtimes (numpy, the hand-built float and "
+                                                         "int8 graphs) against onnxruntime's quantize_dynamic: "
+                                                         "vectors, CPU, RSS (no services)"),
+    "refresh_modes": ("benchmarks.refresh_modes", "read-your-writes: Elasticsearch's refresh=wait_for and "
+                                                  "refresh=true against Engram's deferred refresh"),
+    "bridge": ("benchmarks.bridge", "the ASGI -> WSGI bridge on its own against a2wsgi alone: CPU per request "
+                                    "(no services)"),
     "audit_links": ("benchmarks.audit_links", "the audit chain's links: HMAC-SHA256 against Ed25519, sign and "
                                               "verify per event (no services)"),
 }

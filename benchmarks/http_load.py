@@ -55,7 +55,10 @@ from benchmarks.load import (Send, free_port, http_sender, prepare, rss_line, ru
 
 def server_command(*, port: int, workers: int) -> list[str]:
     """uvicorn as ``scripts/dev`` runs it (Engram's loop and parser flags), with ``workers`` processes."""
-    return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port",
+    # ENGRAM_BENCH_ASGI_APP serves another application (benchmarks/asgi_a2wsgi.py: Django through
+    # a2wsgi alone, the library config/bridge.py is measured against).
+    app = os.environ.get("ENGRAM_BENCH_ASGI_APP", "config.asgi:application")
+    return [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port",
             str(port), "--log-level", "error", *engram.UVICORN_FLAGS, "--workers", str(workers)]
 
 

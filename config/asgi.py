@@ -22,7 +22,7 @@ warm_up()
 wordnet_warm_up(synonyms=ranking_config().synonym_weight > 0)
 
 # Imported once Django is set up: the MCP endpoint uses models and settings.
-from memory_app.mcp.asgi import mount  # noqa: E402
+from mcp_server.asgi import mount  # noqa: E402
 
 # What is loaded by now (Django, the models, WordNet's tables: ~300k objects) lives as long as the
 # process. Frozen, it is out of the collector's reach: a full collection scans only what was

@@ -47,7 +47,7 @@ class SharedRedisCache(RedisCache):
 
     def redis_client(self):
         """The process's shared ``Redis`` client for this cache, for what the cache API cannot do
-        atomically (the rate limit's log, ``memory_app.api.auth``; the refresh marks,
+        atomically (the rate limit's log, ``api.auth``; the refresh marks,
         ``memory_app.freshness``)."""
         return self._cache.get_client(write=True)
 

@@ -24,7 +24,7 @@ class RefuseNulMiddleware(MiddlewareMixin):
     """A NUL character in a request's path, query string or form fields answers 400. No input
     takes one, and PostgreSQL can neither store nor compare one, so a search box or a filter that
     passed it on (the inspector's, the admin's) answered 500. JSON bodies are the API parser's
-    (memory_app.api.parsers). Sync and async alike (MiddlewareMixin), so no thread hop under ASGI."""
+    (api.parsers). Sync and async alike (MiddlewareMixin), so no thread hop under ASGI."""
 
     def process_request(self, request: HttpRequest) -> HttpResponse | None:
         fields = [*request.GET.lists()]
@@ -39,7 +39,7 @@ class RefuseNulMiddleware(MiddlewareMixin):
 class EngramErrorMiddleware(MiddlewareMixin):
     """An expected failure (EngramError: invalid input, not found) that a view outside the API's
     own error path raises answers its status with its message, as the API does, never a 500.
-    The API's views map theirs themselves (memory_app.api.exceptions)."""
+    The API's views map theirs themselves (api.exceptions)."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         return error_answer(request, exception) if isinstance(exception, EngramError) else None

@@ -8,6 +8,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("memory_app.api.urls")),
+    path("api/v1/", include("api.urls")),
     path("", include("inspector.urls")),
 ]

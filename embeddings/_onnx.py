@@ -46,16 +46,13 @@ def exact_signed_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
-def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights: bool | None = None,
-                     word_embeddings_input: bool = False) -> onnx.ModelProto:
-    """An ONNX model with inputs ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64, (B, L))
-    and output ``last_hidden_state`` (float32, (B, L, hidden)).
+def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights: bool | None = None) -> onnx.ModelProto:
+    """An ONNX model with inputs ``word_embeddings`` (float32, (B, L, hidden)), ``token_type_ids`` and
+    ``attention_mask`` (int64, (B, L)) and output ``last_hidden_state`` (float32, (B, L, hidden)).
 
-    ``word_embeddings_input``: the rows of the word embedding table come in as the float32 input
-    ``word_embeddings`` (B, L, hidden) in place of ``input_ids``, looked up by the caller (in a table
-    mapped from the weights file: ``word_embeddings_mapped``), and the graph holds no table. The
-    session would otherwise keep the table, the model's largest tensor, twice; the values added
-    are the same, so are the vectors.
+    The rows of the word embedding table come in as an input, looked up by the caller (in a table
+    mapped from the weights file: ``word_embeddings_mapped``), and the graph holds no table: the
+    session would otherwise keep the table, the model's largest tensor, twice.
 
     With ``int8`` every weight MatMul (QKV, attention output, both feed-forward layers) runs in
     integers: weights int8 per output channel, activations uint8 per token, each token's scale
@@ -159,11 +156,8 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
         shape = node("Concat", [lead, const(f"{name}.m", np.array([m], dtype=np.int64))], f"{name}.shape", axis=0)
         return node("Reshape", [y, shape], name)
 
-    # Embeddings: word + token type + position (0..L-1).
-    if word_embeddings_input:
-        word = "word_embeddings"
-    else:
-        word = node("Gather", [const("word_emb", encoder.word_emb), "input_ids"], "emb.word", axis=0)
+    # Embeddings: word (looked up by the caller) + token type + position (0..L-1).
+    word = "word_embeddings"
     types = node("Gather", [const("type_emb", encoder.type_emb), "token_type_ids"], "emb.type", axis=0)
     shape = node("Shape", ["token_type_ids"], "emb.shape")
     length = node("Gather", [shape, const("one_i64", np.array(1, dtype=np.int64))], "emb.len", axis=0)
@@ -210,10 +204,9 @@ def build_bert_graph(encoder: BertEncoder, *, int8: bool = False, signed_weights
     def int_input(name: str) -> Any:
         return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "length"])
 
-    first = (helper.make_tensor_value_info("word_embeddings", TensorProto.FLOAT, ["batch", "length", hidden])
-             if word_embeddings_input else int_input("input_ids"))
+    words = helper.make_tensor_value_info("word_embeddings", TensorProto.FLOAT, ["batch", "length", hidden])
     graph = helper.make_graph(
-        nodes, "bert", [first, int_input("token_type_ids"), int_input("attention_mask")],
+        nodes, "bert", [words, int_input("token_type_ids"), int_input("attention_mask")],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "length", hidden])],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="engram")

@@ -127,12 +127,12 @@ class MiniLMEmbedder:
             return encoder.forward
         # The same weights as an ONNX graph, built in memory (see _onnx.py); the numpy copy is then
         # dropped. The word embedding table stays in the weights file, mapped, and its rows are
-        # looked up here (build_bert_graph's word_embeddings_input).
+        # looked up here (build_bert_graph's input ``word_embeddings``).
         from ._bert import word_embeddings_mapped
         from ._onnx import build_bert_graph, make_session
 
         words = word_embeddings_mapped(self.model_dir)
-        graph = build_bert_graph(encoder, int8=self.runtime == "onnx-int8", word_embeddings_input=True)
+        graph = build_bert_graph(encoder, int8=self.runtime == "onnx-int8")
         session = make_session(graph.SerializeToString(), threads=self.threads, arena=self.arena)
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """One application error path: every expected failure is an EngramError with a code and a status.
 
 Shared by every app (``memory_app``, ``tenants``, ``inspector``). The API maps these (and only
-these) into ``{"error": {"code", "message", "details"}}`` (``memory_app.api.exceptions``); the MCP
+these) into ``{"error": {"code", "message", "details"}}`` (``api.exceptions``); the MCP
 server into tool errors with the same codes.
 """
 

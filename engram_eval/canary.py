@@ -31,7 +31,7 @@ from elasticsearch import helpers
 
 from engram_core.errors import EngramError
 from engram_core.es.client import admin_client
-from memory_app.api.apis import TurnCreateApi
+from api.apis import TurnCreateApi
 from memory_app.consolidation.services import consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.commands import write_command

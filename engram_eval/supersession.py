@@ -521,7 +521,8 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
             if action.kind in ("create", "supersede"):
                 topics = tuple(action.change["topics"]) if action.change else ()
                 current[action.memory_id] = (StoredFact(id=action.memory_id, text=candidate.text, slot=action.slot,
-                                                        value=candidate.value, topics=topics), vector)
+                                                        value=candidate.value, topics=topics,
+                                                        valid_from=action.valid_from), vector)
                 support[action.memory_id] = set(candidate.episode_ids)
                 for old in action.supersedes:
                     if old in current:

@@ -194,7 +194,7 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
         with _flights_lock:
             flight = _flights.get(key)
             leading = flight is None
-            if leading:
+            if flight is None:
                 flight = _flights[key] = _Flight()
         if leading:
             try:

@@ -34,7 +34,7 @@ def broker_status(*, timeout: float = 2.0) -> dict:
 def cache_status() -> tuple[dict, str | None]:
     """The shared cache (ENGRAM_CACHE_URL): its backend, whether it answers, and why not. Without
     it Engram degrades rather than fails: reads refresh the end-user's indices themselves and rate
-    limits count per process (memory_app.freshness, memory_app.api.auth)."""
+    limits count per process (memory_app.freshness, api.auth)."""
     client = getattr(cache, "redis_client", None)
     if client is None:
         return {"backend": "local", "reachable": True}, None

@@ -5,7 +5,7 @@ import logging
 from celery import shared_task
 
 from engram_core.errors import EngramError
-from memory_app.api.idempotency import idempotency_purge
+from memory_app.idempotency import idempotency_purge
 from memory_app.consolidation.services import consolidation_dispatch as consolidation_dispatch_service
 from memory_app.consolidation.services import consolidation_cancel, consolidation_run
 from memory_app.models import ConsolidationRun

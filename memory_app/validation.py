@@ -241,7 +241,12 @@ def clean_supersedes(values: Any) -> list[str]:
 def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
     """ValidationFailed when one request names the same id twice (it could never all be stored)."""
     seen: set[str] = set()
-    duplicates = [i for i in ids if i is not None and (i in seen or seen.add(i))]
+    duplicates: list[str] = []
+    for i in ids:
+        if i is not None:
+            if i in seen:
+                duplicates.append(i)
+            seen.add(i)
     if duplicates:
         raise ValidationFailed(f"{field} names the same id more than once: {', '.join(sorted(set(duplicates)))}",
                                details={"field": field, "ids": sorted(set(duplicates))}, code="duplicate_ids")

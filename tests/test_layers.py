@@ -1,5 +1,6 @@
 """Dependencies point one way (docs/architecture.md): ``engram_core`` imports no app, ``tenants``
-imports no ``memory_app``, no app imports the Django project (``config``) or the measurement code
+imports no ``memory_app``, the domain imports none of its interfaces (the REST API, MCP, the
+inspector), no app imports the Django project (``config``) or the measurement code
 (the management commands that run it aside), ``language`` and ``embeddings`` import no Django,
 no settings and nothing of the project above them, and no product code uses Django's test
 utilities."""
@@ -14,11 +15,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = ("memory_app", "tenants", "inspector", "engram_core")
+# The interfaces: requests come in here and go down to the domain, never the other way.
+EDGE = ("api", "mcp_server", "inspector")
+RUNTIME = ("memory_app", "tenants", "engram_core", *EDGE)
 MEASUREMENT = ("benchmarks", "engram_eval")
 # The Django-free libraries: what they may import of the project is the thread pools only.
 LIBRARIES = ("language", "embeddings")
-PROJECT = ("config", "memory_app", "tenants", "inspector", "engram_core", "engram_eval", "engram_client",
+PROJECT = ("config", "memory_app", "tenants", *EDGE, "engram_core", "engram_eval", "engram_client",
            "benchmarks", *LIBRARIES)
 
 
@@ -53,9 +56,11 @@ ENTRY_POINTS = ("migrations", "management")
 
 
 @pytest.mark.parametrize(("package", "forbidden", "allowed", "skip"), [
-    pytest.param("engram_core", ("memory_app", "tenants", "inspector", "language", "embeddings"), (), ("migrations",),
+    pytest.param("engram_core", ("memory_app", "tenants", *EDGE, "language", "embeddings"), (), ("migrations",),
                  id="engram_core"),
-    pytest.param("tenants", ("memory_app", "inspector"), (), ("migrations",), id="tenants"),
+    pytest.param("tenants", ("memory_app", *EDGE), (), ("migrations",), id="tenants"),
+    # Its management commands too: an operator's command calls services, not views.
+    pytest.param("memory_app", EDGE, (), (), id="memory_app-edge"),
     *[pytest.param(package, (*PROJECT, "django", "rest_framework", "celery"), (package, "engram_core.threads"), (),
                    id=f"{package}-library") for package in LIBRARIES],
     *[pytest.param(package, ("config",), (), (), id=f"{package}-config") for package in (*RUNTIME, "engram_eval")],
@@ -70,7 +75,7 @@ def test_package_does_not_import_the_packages_above_it(package, forbidden, allow
     assert {p: n for p, n in offending.items() if n} == {}
 
 
-@pytest.mark.parametrize("package", ["config", "engram_core", "tenants", "memory_app", "inspector", "engram_eval",
+@pytest.mark.parametrize("package", ["config", "engram_core", "tenants", "memory_app", *EDGE, "engram_eval",
                                      *LIBRARIES])
 def test_no_product_code_uses_the_test_utilities(package):
     # override_settings and the like change settings for the whole process: tests only.

@@ -140,7 +140,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "memory_app.api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -378,7 +378,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "memory_app.api.serializers.strict_request_bodies", "memory_app.api.links.openapi_links"],
+                             "api.serializers.strict_request_bodies", "api.links.openapi_links"],
     "ENUM_NAME_OVERRIDES": {
         "MemoryTypeEnum": ["episodic", "semantic", "procedural", "catalog"],
         "WriteStatusEnum": ["applied", "queued"],

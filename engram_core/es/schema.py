@@ -76,13 +76,34 @@ def _text(**extra) -> dict:
             **extra}
 
 
-def _vector(dims: int) -> dict:
+@dataclass(frozen=True)
+class IndexOptions:
+    """The operator's settings an index is defined with, read once where a setup starts
+    (``ensure_indices``, ``from_settings``) and passed down."""
+
+    shards: int  # ES_NUMBER_OF_SHARDS
+    replicas: str  # ES_NUMBER_OF_REPLICAS: "auto" or a count (``replica_settings``)
+    refresh_interval: str  # ES_REFRESH_INTERVAL
+    bm25_k1: float  # ENGRAM_BM25_K1
+    bm25_b: float  # ENGRAM_BM25_B
+    vector_type: str  # ENGRAM_VECTOR_INDEX_TYPE
+    hnsw_m: int  # ENGRAM_HNSW_M (0: Elasticsearch's default)
+    hnsw_ef_construction: int  # ENGRAM_HNSW_EF_CONSTRUCTION (0: Elasticsearch's default)
+
+    @classmethod
+    def from_settings(cls) -> IndexOptions:
+        return cls(shards=settings.ES_NUMBER_OF_SHARDS, replicas=settings.ES_NUMBER_OF_REPLICAS,
+                   refresh_interval=settings.ES_REFRESH_INTERVAL, bm25_k1=settings.ENGRAM_BM25_K1,
+                   bm25_b=settings.ENGRAM_BM25_B, vector_type=settings.ENGRAM_VECTOR_INDEX_TYPE,
+                   hnsw_m=settings.ENGRAM_HNSW_M, hnsw_ef_construction=settings.ENGRAM_HNSW_EF_CONSTRUCTION)
+
+
+def _vector(dims: int, options: IndexOptions) -> dict:
     # HNSW's m and ef_construction only for a graph type and only when set (0: Elasticsearch's
     # defaults, 16 and 100, not written, so an index made before these settings existed keeps its
     # schema hash); a flat type has no graph and Elasticsearch refuses them there.
-    kind = settings.ENGRAM_VECTOR_INDEX_TYPE
-    graph = {key: value for key, value in (("m", settings.ENGRAM_HNSW_M),
-                                           ("ef_construction", settings.ENGRAM_HNSW_EF_CONSTRUCTION))
+    kind = options.vector_type
+    graph = {key: value for key, value in (("m", options.hnsw_m), ("ef_construction", options.hnsw_ef_construction))
              if value and kind.endswith("hnsw")}
     return {"type": "dense_vector", "dims": dims, "index": True, "similarity": "cosine",
             "index_options": {"type": kind, **graph}}
@@ -151,11 +172,12 @@ _EXTRA_PROPERTIES: dict[MemoryType, dict] = {
 }
 
 
-def _vector_properties(dims: int) -> dict:
+def _vector_properties(dims: int, options: IndexOptions) -> dict:
     """The memory's own vector; an episode also has one per sentence (language.passages), which
     the recall's passage leg ranks it by. Episodes stored before ``passages`` existed have none and
     are found through ``embedding``."""
-    return {"embedding": _vector(dims), "passages": {"type": "nested", "properties": {"embedding": _vector(dims)}}}
+    return {"embedding": _vector(dims, options),
+            "passages": {"type": "nested", "properties": {"embedding": _vector(dims, options)}}}
 
 
 # Index settings that Elasticsearch changes on a live index: they are left out of the schema hash
@@ -222,25 +244,24 @@ class IndexDefinition:
         return _dynamic(self._index_settings())
 
 
-def index_definition(*, dims: int | None = None) -> IndexDefinition:
+def index_definition(*, options: IndexOptions, dims: int | None = None) -> IndexDefinition:
     """The one index of a prefix: every memory type's fields (each type's own fields are absent
-    from the others' documents)."""
+    from the others' documents), with the operator's ``options``."""
     dims = dims or embedder_source().dims()
-    properties = {**_common_properties(), **_vector_properties(dims)}
+    properties = {**_common_properties(), **_vector_properties(dims, options)}
     for extra in _EXTRA_PROPERTIES.values():
         properties.update(extra)
     body = {
         "settings": {
             "index": {
                 # Static: a change creates the next version and copies into it (deployment guide).
-                "number_of_shards": settings.ES_NUMBER_OF_SHARDS,
-                **replica_settings(settings.ES_NUMBER_OF_REPLICAS),
-                "refresh_interval": settings.ES_REFRESH_INTERVAL,
+                "number_of_shards": options.shards,
+                **replica_settings(options.replicas),
+                "refresh_interval": options.refresh_interval,
                 "analysis": ANALYSIS,
                 # BM25 parameters for every text field; memories are short, so length
                 # normalisation (b) matters more than in web search.
-                "similarity": {"default": {"type": "BM25", "k1": settings.ENGRAM_BM25_K1,
-                                           "b": settings.ENGRAM_BM25_B}},
+                "similarity": {"default": {"type": "BM25", "k1": options.bm25_k1, "b": options.bm25_b}},
             }
         },
         "mappings": {
@@ -296,16 +317,18 @@ def _alias_actions(index: str, prefix: str | None) -> list[dict]:
 
 
 def ensure_indices(*, es: Elasticsearch, prefix: str | None = None, dims: int | None = None,
-                   definition: IndexDefinition | None = None, rekey: Rekey | None = None) -> list[SetupResult]:
+                   definition: IndexDefinition | None = None, rekey: Rekey | None = None,
+                   options: IndexOptions | None = None) -> list[SetupResult]:
     """Bring the prefix's memory index to its current definition. Idempotent; safe on every deploy.
     One result per type alias.
 
     ``definition`` overrides the built-in one (tests use it to simulate a mapping change).
     ``rekey(id, source)`` may give a migrated document a new (id, source) (None: unchanged).
     Indices of the earlier layout, one per memory type (``<prefix>-<type>-v<N>``), are migrated
-    into the one index like any older version.
+    into the one index like any older version. ``options``: the operator's index settings, read
+    here when not given.
     """
-    definition = definition or index_definition(dims=dims)
+    definition = definition or index_definition(options=options or IndexOptions.from_settings(), dims=dims)
     space = embedder_source().space()
     meta = {"engram_schema_hash": definition.schema_hash, "engram_vector_space": space}
     body = {**definition.body, "mappings": {**definition.body["mappings"], "_meta": meta}}

@@ -22,10 +22,11 @@ thermostat").
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from memory_app.consolidation.extractors import speech
 from memory_app.consolidation.extractors.base import Episode, FactCandidate
@@ -103,12 +104,12 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"rehom(?:e|ed)|port(?:ed|ing)|stopped|went (?:over|vegan|vegetarian|pescatarian|back)|"
                   r"gone (?:in-house|vegan|vegetarian)|became|become|turned (?:it |the \w+ )?(?:down|up)|"
                   r"lowered|raised|reset|increased|decreased|went up|go(?:es)? up|went down|promoted|"
-                  r"got married|married|divorced|proposed|engaged|graduated|renewed|retrained|handed in|"
+                  r"got married|married|divorced|proposed|engaged|graduated|retrained|handed in|"
                   r"wrapped up|written off|died|finished|ended|took (?:me|us) on|put (?:me|us|the \w+ family) on|"
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
-                  r"from now on|going forward|for good|now that|ever since|these days|nowadays|"
-                  r"used to\b.*\bnow|\bnow\b|\bnew\b|moved on)\b", re.I)
+                  r"from now on|going forward|now that|ever since|these days|nowadays|"
+                  r"used to\b.*\bnow|\bnow\b|moved on)\b", re.I)
 # Cues that end the value without naming the next one.
 _ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
                    r"given up|retired|closed|cancell?ed|dropped|rehomed|stopped|no longer|any ?more|written off|"
@@ -136,13 +137,14 @@ _TEMPORARY = re.compile(r"\b(?:for (?:a|the|two|three|four|a couple of|a few|\d+
                         r"went back for repair|in the garage)\b", re.I)
 # Content words too common to name a value on their own.
 _GENERIC = frozenset("""work home house place time day days week weeks month months year years people person
-thing things stuff way lot bit kind sort part end start now today use used using need needs going""".split())
+thing things stuff way lot bit kind sort part end start now today use used using need needs going news""".split())
 _TEMPORARY_SENTENCE = re.compile(r"\b(?:all this week|this week|for a bit|for now|until|till|just for)\b", re.I)
 _STILL_AT_END = re.compile(r"\bstill\b[^,;]*[.!]?$", re.I)
 _VERB_FIRST = re.compile(r"^(?:gave|traded|upgraded|replaced|renewed|changed|sold|swapped|switched|moved|quit|left|"
-                         r"started|got|had|went|dropped|cancell?ed|finally)\b", re.I)
+                         r"started|got|had|went|dropped|cancell?ed|finally|been)\b", re.I)
 _ADDITION = re.compile(r"\b(?:a second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
-                       r"backup|as a second)\b", re.I)
+                       r"backup|as a second)\b|\bjoin(?:ed|ing)? (?:\w+ ){0,4}(?:group|club|program|programme|course|"
+                       r"class|classes|community|meetup|society|network|forum)\b", re.I)
 _LONG_AGO = re.compile(r"\b(?:years ago|back when|when i was|at uni\b|as a kid|before \w+ i used|"
                        r"used to\b(?!.*\bnow\b)|never again)\b", re.I)
 _FIRST = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|us|our|ours)\b", re.I)
@@ -201,13 +203,21 @@ def topics_of(text: str) -> set[str]:
 def _forms(word: str) -> tuple[str, ...]:
     word = word.removesuffix("'s").removesuffix("'")
     forms = [word]
+    if word[:1].isdigit() and word.rstrip("0123456789.:"):  # "50mg": its unit
+        forms.append(word.lstrip("0123456789.:"))
     if word.endswith("s") and len(word) > 3:
         forms.append(word[:-1])
     return tuple(forms)
 
 
+# A question tagged on to a statement ("we got married in June - what about you?") asks about the
+# listener; the statement before it still tells.
+_TAG_QUESTION = re.compile(r"(?:\s+[-–—]\s*|,\s*|\.\s*)(?:how|what) about you\??\s*$|,\s*(?:right|you know)\?\s*$",
+                           re.I)
+
+
 def _is_question(sentence: str) -> bool:
-    s = sentence.strip()
+    s = _TAG_QUESTION.sub(".", sentence.strip())
     if not s.endswith("?"):
         return False
     return not _QUESTION_REQUEST.match(s)
@@ -223,6 +233,8 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
     first_word = words[0]
     if first_word in ("i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"):
         return None, None
+    if _WITH_ME.match(clause.strip()):
+        return None, None  # "my wife and I switched": the speaker is one of the subjects
     if first_word.removesuffix("'s") in self_names:
         if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:
             return " ".join(words[:2]), "person"  # "Zofia's husband" is her husband, not her
@@ -234,7 +246,11 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
             return " ".join(words[:2]), "person"
         return (None, None) if first_word in ("my", "our") else (" ".join(words[:2]), "person")
     if first_word in ("the", "they"):
-        return (" ".join(words[:2]), "thing") if first_word == "the" else (None, None)
+        if first_word == "they":
+            return None, None
+        # the whole noun phrase: "the weekday alarm is 5:45" is about the alarm
+        phrase = list(itertools.takewhile(lambda w: w not in _STOP and not _is_verb_form(w), words[1:4]))
+        return " ".join(words[: 1 + max(1, len(phrase))]), "thing"
     if re.match(r"^[A-Z][a-z]+(?:'s)?\b", clause.strip()) and first_word not in _STOP \
             and not _is_verb_form(first_word):
         if first_word.endswith("'s") and words[1:2] and words[1] in _PERSON_NOUNS:
@@ -243,6 +259,7 @@ def _subject(clause: str, self_names: frozenset[str]) -> tuple[str | None, str |
     return None, None
 
 
+_WITH_ME = re.compile(r"^(?:(?:my|our) )?[\w']+(?: [\w']+)? and (?:i|me)\b", re.I)
 _REPORTED = re.compile(r"^(?!i\b)(?!we\b).*?\b(?:mentioned|says|said|told me|reckons|tells me)(?: that)?\s+", re.I)
 
 
@@ -274,7 +291,7 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             if not re.search(r"\bnot\b|\bi meant\b|\bit's\b|\bis\b|\bare\b|\bam\b|'m\b|'s\b", clause, re.I):
                 continue
         else:
-            cue = _CUE.search(clause)
+            cue = _news_cue(clause)
             if cue is None or _TEMPORARY.search(clause) or _ADDITION.search(clause):
                 continue
             if _NEGATED.search(clause[: cue.start()]) and not _ENDS.search(cue.group(0)[-12:]) \
@@ -285,7 +302,7 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
         other, what = subject
-        if harsh or (other and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
+        if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
             other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
         about_self = harsh or bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
             or _VERB_FIRST.match(text) is not None
@@ -304,6 +321,51 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
                              cue=cue.group(0).lower() if cue else "", ends=bool(_ENDS.search(clause)),
                              other_subject=other, first_object=first_object, subject_kind=what)
     return None
+
+
+# A cue in a clause of background ("since I lost my job, ...", "'cause we moved") tells what
+# happened before the news, and a "now" after a span ("seven years now", "especially now") tells
+# how long a value has held: neither reports a change.
+_BACKGROUND = re.compile(r"(?i:\b(?:since|because|'cause|cause|after|when|as|once))\s+"
+                         r"(?:(?i:(?:(?:my|our)\s+)?\w+\s+and\s+i|i|we|he|she|they)\b|[A-Z][a-z]+)\s+(?:\w+\s+)?$")
+_SPAN_NOW = re.compile(r"\b(?:years?|months?|weeks?|days?|while|ages|especially|right|even|by)\s+$", re.I)
+
+
+def _news_cue(clause: str) -> re.Match[str] | None:
+    """The first cue of ``clause`` that is not background or a span (see ``_BACKGROUND``), nor a
+    participle that only describes ("shows time changing lives"), nor an "ever since" that ends the
+    clause ("hooked ever since": how long it has held)."""
+    for cue in _CUE.finditer(clause):
+        before, word = clause[: cue.start()], cue.group(0).lower()
+        if _BACKGROUND.search(before) or (word == "now" and _SPAN_NOW.search(before)):
+            continue
+        if word.endswith("ing") and before.strip() and not _AUX_BEFORE.search(before):
+            continue
+        if word == "ever since" and not clause[cue.end():].strip(" .,!"):
+            continue
+        return cue
+    return None
+
+
+_AUX_BEFORE = re.compile(r"(?:\b(?:am|is|are|was|were|be|been|'m|'re|'s|i|we|me|us|of|about|on)\s+(?:\w+\s+)?$)", re.I)
+
+
+def _names_a_thing(word: str) -> bool:
+    """A shared plain word that can name a value: a noun that is no adjective or adverb ("choir",
+    "parents"), or a word WordNet does not know (a brand, a drug); not "hard", "lately", "bought"."""
+    noun = word in _wordnet_nouns() or _singular(word) in _wordnet_nouns()
+    if noun:
+        return word not in _wordnet_other()
+    return not (_is_verb_form(word) or word in _wordnet_other())
+
+
+@functools.cache
+def _wordnet_other() -> frozenset[str]:
+    words: set[str] = set()
+    for part in ("adj", "adv"):
+        with open(speech._wordnet_dir() / f"index.{part}", encoding="utf-8") as fh:
+            words |= {line.split(" ", 1)[0] for line in fh if not line.startswith(" ")}
+    return frozenset(words)
 
 
 # A negation just before a cue keeps the value ("won't quit", "not gonna give up", "never moved").
@@ -450,7 +512,7 @@ def _still(sentence: str, words: set[str]) -> bool:
 
 
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
-                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6) -> Link | None:
+                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6, told_at: str | None = None) -> Link | None:
     """The fact ``reading`` replaces among ``facts`` (the speaker's current facts near it), or None.
 
     By value: the sentence and the fact share a name (a capitalised word, a number) or a content
@@ -459,7 +521,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
     or above. A clause whose subject is another person counts only when the fact names that person
     ("Frank passed away") or the clause has a first-person object ("my GP changed me"); a thing as
     subject ("the bakery closed") only by value. The new value must differ: a clause whose words
-    all appear in the fact replaces nothing unless its cue ends the value ("quit Halden")."""
+    all appear in the fact replaces nothing unless its cue ends the value ("quit Halden"). A change
+    in natural phrasing (not a correction) told within ``SAME_SITTING`` of when the fact became
+    (``told_at``, ``StoredFact.valid_from``) replaces nothing: the same talk told again."""
     names = frozenset(n.lower() for n in self_names if n)
     clause_words = _content(reading.clause, self_names=names)
     sentence_words = _content(reading.sentence, self_names=names)
@@ -467,6 +531,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
     clause_topics = topics_of(reading.clause) | topics_of(reading.sentence)
     best: Link | None = None
     for fact in facts:
+        if not holds_value(fact.text, self_names=names) or (
+                reading.kind == NATURAL and _same_sitting(fact.valid_from, told_at)):
+            continue
         fact_words = _content(fact.text, self_names=names)
         fact_names = _names(fact.text, self_names=names)
         fact_topics = topics_of(fact.text) | set(fact.topics)
@@ -478,14 +545,17 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # A plain word in common names a value only within a topic both speak of ("choir" in a
         # hobby); alone it is talk about the same things ("journey", "express").
         shared_words = {w for w in sentence_words & fact_words
-                        if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC} \
-            if shared_topics else set()
+                        if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC
+                        and _names_a_thing(w)} if shared_topics else set()
         shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:
             if all(_part_only(reading.sentence, w) or _relocated(reading.sentence, w) for w in shared_value):
                 continue  # "the router's firmware", "moved the Eero upstairs": the thing itself stays
             person = set(words_of(reading.other_subject or "")) if reading.subject_kind == "person" else set()
+            # "Diego and I swapped sides": the one acting with the speaker is not the value replaced
+            person |= set(words_of(with_me[0].rsplit(" and ", 1)[0])) if (
+                with_me := _WITH_ME.match(_LEAD.sub("", reading.clause.strip()))) else set()
             if person and not reading.first_object and not reading.ends and not _PAIR_CUE.search(reading.clause) \
                     and not set(shared_value) - person:
                 continue  # "Tomasz replaced the shower head": the person stays who they are
@@ -516,6 +586,47 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if best is None or link.score > best.score:
             best = link
     return best
+
+
+# A fact that tells a hope, a promise or an opinion ("X hopes ...", "X will keep you updated", "X's
+# goal is ...") holds no value a later change could replace.
+_NO_VALUE = re.compile(r"\b(?:will|'ll|gonna|going to|hopes?|hoping|wants? to|wanted to|wishes|goal|dream|dreams|"
+                       r"is sure|believes?|thinks?|thinking about|can't wait|looking forward|would|could|might)\b",
+                       re.I)
+_CHANGE_EVENT = re.compile(r"\b(?:switched|changed|moved|swapped|replaced|traded|upgraded|quit|left|started|"
+                           r"transferred|retired|relocated|handed|took up|taken up|went (?:vegan|vegetarian|pescatarian)|"
+                           r"adopted|got married|married|split|broke up|divorced|sold|gave up|stopped|dropped|"
+                           r"cancell?ed|hired|joined)\b", re.I)
+
+
+def holds_value(fact: str, *, self_names: Iterable[str] = ()) -> bool:
+    """Whether ``fact`` states something that holds (a value a change can replace): not a hope,
+    promise or opinion, and not a one-off event in the past ("On 23 June X went to a workshop",
+    "X met three new friends") unless that event was itself a change ("X moved to Leeds")."""
+    if _NO_VALUE.search(fact):
+        return False
+    names = {n.lower() for n in self_names} | {"user", "others", "and"}
+    words = words_of(fact)
+    # the first word after the holder (and any adverbs) that is a verb form
+    for word in words:
+        if word.removesuffix("'s") in names or word in ("just", "recently", "finally", "also", "then", "lately",
+                                                        "on", "in", "at", "the", "of", "week", "weekend") \
+                or word[0].isdigit():
+            continue
+        if word in ("went", "met", "got", "made", "had", "did", "bought", "saw", "took", "tried", "visited",
+                    "attended", "were", "was") or (word.endswith("ed") and _is_verb_form(word)):
+            return _CHANGE_EVENT.search(fact) is not None
+        if _is_verb_form(word) or word in ("is", "are", "has", "have", "'s", "lives", "works"):
+            return True
+    return True
+
+
+SAME_SITTING = timedelta(hours=12)
+
+
+def _same_sitting(first: str | None, then: str | None) -> bool:
+    a, b = _when(first or ""), _when(then or "")
+    return a is not None and b is not None and abs(b - a) < SAME_SITTING
 
 
 @dataclass(frozen=True)
@@ -609,9 +720,9 @@ def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6)
         words = set(words_of(candidate.text)) - _STOP
         if not words or not target:
             continue
-        share = len(words & target) / min(len(words), len(target))
-        if share > best_share:
-            best, best_share = candidate, share
+        overlap = len(words & target) / min(len(words), len(target))
+        if overlap > best_share:
+            best, best_share = candidate, overlap
     return best if best_share >= share else None
 
 

@@ -97,6 +97,7 @@ class StoredFact:
     supporting_episode_ids: list[str] = field(default_factory=list)
     in_run: bool = False
     topics: tuple[str, ...] = ()  # the topics of the change that wrote it (memory_app.consolidation.changes)
+    valid_from: str | None = None  # when it became true (ISO), when known
 
     @classmethod
     def from_source(cls, memory_id: str, source: dict[str, Any]) -> StoredFact:
@@ -106,7 +107,8 @@ class StoredFact:
         change = change or {}
         topics = tuple(t for t in change.get("topics") or () if isinstance(t, str))
         return cls(id=memory_id, text=source["text"], slot=slot, value=value,
-                   supporting_episode_ids=list(source.get("supporting_episode_ids") or []), topics=topics)
+                   supporting_episode_ids=list(source.get("supporting_episode_ids") or []), topics=topics,
+                   valid_from=source.get("valid_from") if isinstance(source.get("valid_from"), str) else None)
 
 
 @dataclass

@@ -67,6 +67,22 @@ class ConsolidationResult:
     changes: list[dict[str, Any]] | None = None  # dry run: the proposed changes
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The operator's settings a run reads, once at its entry (``consolidation_run``)."""
+
+    lease_seconds: int  # ENGRAM_CONSOLIDATION_LEASE_SECONDS
+    known_memories: int  # ENGRAM_CONSOLIDATION_KNOWN_MEMORIES: what an extractor shown the stored ones sees
+    retry_after: int  # ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS: a run held back by queued writes tries again then
+    linking: ChangeLinking  # ENGRAM_CHANGE_MIN_TOPIC_COSINE, ENGRAM_CHANGE_MIN_COSINE
+
+    @classmethod
+    def from_settings(cls) -> RunOptions:
+        return cls(lease_seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS,
+                   known_memories=settings.ENGRAM_CONSOLIDATION_KNOWN_MEMORIES,
+                   retry_after=settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS, linking=ChangeLinking.from_settings())
+
+
 # ---------------------------------------------------------------- requesting and scheduling
 
 
@@ -150,16 +166,15 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
             "engram.tenant_id": subject.tenant_id, "engram.consolidation_run": run_id or 0,
             "engram.dry_run": dry_run}):
         return _consolidation_run(subject=subject, extractor=extractor, dry_run=dry_run, trigger=trigger,
-                                  run_id=run_id, holder=holder)
+                                  run_id=run_id, holder=holder, options=RunOptions.from_settings())
 
 
 def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool, trigger: str,
-                       run_id: int | None, holder: str | None) -> ConsolidationResult:
+                       run_id: int | None, holder: str | None, options: RunOptions) -> ConsolidationResult:
     require_dls()
     if outbox_has_pending(tenant=subject.tenant, external_id=subject.external_id):
         raise Conflict("the end-user has writes waiting to be applied; consolidation follows them",
-                       code="writes_queued",
-                       details={"retry_after": settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS})
+                       code="writes_queued", details={"retry_after": options.retry_after})
     if run_id is not None:
         run = ConsolidationRun.objects.get(pk=run_id, subject=subject)
         if run.status in (Status.SUCCEEDED, Status.DRY_RUN):
@@ -173,13 +188,14 @@ def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool
     holder = holder or f"run-{run.pk}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     leased = False
-    lease = _LeaseKeeper(subject=subject, holder=holder)
+    lease = _LeaseKeeper(subject=subject, holder=holder, seconds=options.lease_seconds)
     try:
         if not dry_run:
-            _lease_acquire(subject=subject, holder=holder, run=run)
+            _lease_acquire(subject=subject, holder=holder, run=run, seconds=options.lease_seconds)
             leased = True
             lease.start()
-        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run, lease=lease)
+        changes = _consolidate(subject=subject, run=run, extractor_obj=extractor_obj, dry_run=dry_run, lease=lease,
+                               options=options)
     except SubjectGone:
         # Erased while the run read or wrote: it stops here and writes nothing more.
         run.status = Status.FAILED
@@ -225,7 +241,7 @@ def _measured(run: ConsolidationRun, *, subject: Subject) -> None:
 
 
 def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_run: bool,
-                 lease: _LeaseKeeper) -> list[dict[str, Any]] | None:
+                 lease: _LeaseKeeper, options: RunOptions) -> list[dict[str, Any]] | None:
     # Every turn acknowledged before the run was asked for is read, stored without a refresh or not.
     refresh_force(subject=subject, types=(MemoryType.EPISODIC,))
     pending = selectors.episodes_pending(subject=subject)
@@ -238,7 +254,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     context = selectors.episodes_context(subject=subject, episodes=episodes)
     name = user_name(subject=subject)
     if getattr(extractor_obj, "uses_known", False):
-        known = selectors.known_memories(subject=subject, limit=settings.ENGRAM_CONSOLIDATION_KNOWN_MEMORIES)
+        known = selectors.known_memories(subject=subject, limit=options.known_memories)
         extraction = extractor_obj.extract(episodes=episodes, context=context, known=known, user_name=name)
     else:
         known = Known()
@@ -246,7 +262,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
     plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
-                 known=known, user_name=name,
+                 known=known, user_name=name, linking=options.linking,
                  new_episodes=[] if getattr(extractor_obj, "uses_known", False) else episodes)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
@@ -271,8 +287,8 @@ def user_name(*, subject: Subject) -> str:
     return " ".join((subject.display_name or "").split()) or "the user"
 
 
-def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], known: Known | None = None,
-          user_name: str = "the user", new_episodes: list | None = None) -> Plan:
+def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], linking: ChangeLinking,
+          known: Known | None = None, user_name: str = "the user", new_episodes: list | None = None) -> Plan:
     """``new_episodes``: the episodes read for changes in natural phrasing (``changes``); an
     extractor that is shown the stored facts decides supersessions itself and reads none."""
     plan = Plan()
@@ -317,7 +333,7 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
     plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=fact_vectors,
                             existing=existing, probes=probes, episodes=episodes, display_name=subject.display_name,
-                            linking=ChangeLinking.from_settings())
+                            linking=linking)
 
     triggers = [c.trigger for c in playbooks]
     pb_vectors = embedder.embed_documents(triggers) if playbooks else []
@@ -373,7 +389,7 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
         if (probe := probes.get(_probe_key(candidate))) is not None and not candidate.supersedes:
             candidate, change = _change_link(candidate, probe=probe, pool=pool, vector=vector,
                                              vectors_by_id=vectors_by_id, display_name=display_name,
-                                             linking=linking)
+                                             linking=linking, episodes=episodes)
         vectors_by_id[new_id] = vector
         action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
         if change is not None and action.kind == "supersede":
@@ -386,7 +402,7 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
         if action.kind in ("create", "supersede", "exists"):
             in_run.append(StoredFact(id=new_id, text=candidate.text, slot=action.slot, value=candidate.value,
                                      supporting_episode_ids=list(candidate.episode_ids), in_run=True,
-                                     topics=tuple(change["topics"]) if change else ()))
+                                     topics=tuple(change["topics"]) if change else (), valid_from=action.valid_from))
             retired.update(action.supersedes)
         elif action.kind == "merge":
             for f in in_run:
@@ -428,7 +444,8 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
 
 
 def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by_id: dict[str, Any],
-                 display_name: str, linking: ChangeLinking) -> tuple[Any, dict[str, Any] | None]:
+                 display_name: str, linking: ChangeLinking, episodes: dict[str, Any]
+                 ) -> tuple[Any, dict[str, Any] | None]:
     """The candidate of a change sentence, superseding the speaker's fact it replaces (if any)."""
     holder = probe.holder
     own = {holder.lower()} | ({w.lower() for w in display_name.split()} if holder == "User" and display_name else set())
@@ -440,9 +457,11 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         cosine = fact.cosine
         if fact.in_run and fact.id in vectors_by_id:
             cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
-        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot))
+        stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot,
+                                         valid_from=fact.valid_from))
+    told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
     link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
-                                 min_topic_cosine=linking.min_topic_cosine)
+                                 min_topic_cosine=linking.min_topic_cosine, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
@@ -505,7 +524,7 @@ def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[s
 # ---------------------------------------------------------------- lease
 
 
-def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun) -> None:
+def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun, seconds: int) -> None:
     now = timezone.now()
     try:
         ConsolidationLease.objects.get_or_create(subject=subject)
@@ -513,7 +532,7 @@ def _lease_acquire(*, subject: Subject, holder: str, run: ConsolidationRun) -> N
         pass  # created concurrently
     free = Q(expires_at__isnull=True) | Q(expires_at__lt=now) | Q(holder=holder)
     taken = ConsolidationLease.objects.filter(free, subject=subject).update(
-        holder=holder, expires_at=now + timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS))
+        holder=holder, expires_at=now + timedelta(seconds=seconds))
     if not taken:
         raise Conflict("a consolidation of this end-user is already running", code="consolidation_running",
                        details={"run_id": run.pk})
@@ -530,9 +549,9 @@ class _LeaseKeeper:
     worker_lost and writes beside it. Should a renewal find the lease taken all the same, the run
     writes nothing more (``check``)."""
 
-    def __init__(self, *, subject: Subject, holder: str) -> None:
+    def __init__(self, *, subject: Subject, holder: str, seconds: int) -> None:
         self.subject_id, self.holder = subject.pk, holder
-        self.seconds = settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS
+        self.seconds = seconds
         self.lost = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -14,11 +13,11 @@ from memory_app.models import OutboxLease
 _LEASE = "replay"
 
 
-def lease_acquire() -> str | None:
-    """The new holder's id, or None while another replayer holds an unexpired lease."""
+def lease_acquire(*, seconds: int) -> str | None:
+    """The new holder's id, for ``seconds``, or None while another replayer holds an unexpired lease."""
     holder = uuid.uuid4().hex
     now = timezone.now()
-    until = now + timedelta(seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS)
+    until = now + timedelta(seconds=seconds)
     if OutboxLease.objects.filter(name=_LEASE, expires_at__lte=now).update(holder=holder, expires_at=until):
         return holder
     try:
@@ -29,8 +28,8 @@ def lease_acquire() -> str | None:
     return holder
 
 
-def lease_renew(holder: str) -> None:
-    until = timezone.now() + timedelta(seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS)
+def lease_renew(holder: str, *, seconds: int) -> None:
+    until = timezone.now() + timedelta(seconds=seconds)
     OutboxLease.objects.filter(name=_LEASE, holder=holder).update(expires_at=until)
 
 

@@ -33,6 +33,18 @@ log = logging.getLogger(__name__)
 _PERMANENT_CONFLICTS = {"import_failed", "conflict"}
 
 
+@dataclass(frozen=True)
+class ReplayOptions:
+    """The operator's settings a replay runs with, read once at its entry."""
+
+    lease_seconds: int  # ENGRAM_OUTBOX_LEASE_SECONDS: a replayer that stops renewing loses its lease after this
+    max_attempts: int  # ENGRAM_OUTBOX_MAX_ATTEMPTS: tries of an entry that meets a transient error
+
+    @classmethod
+    def from_settings(cls) -> ReplayOptions:
+        return cls(lease_seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS, max_attempts=settings.ENGRAM_OUTBOX_MAX_ATTEMPTS)
+
+
 @dataclass
 class ReplayReport:
     applied: int = 0
@@ -45,7 +57,7 @@ class ReplayReport:
         return asdict(self)
 
 
-def outbox_replay(*, limit: int | None = None) -> ReplayReport:
+def outbox_replay(*, limit: int | None = None, options: ReplayOptions | None = None) -> ReplayReport:
     """Apply pending outbox entries, per subject in acceptance order.
 
     Progress is per subject: an entry that cannot be applied yet (a transient error) holds back
@@ -54,12 +66,14 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
     queued before it (they would be erased anyway) and is applied first. Stops at the first
     outage (entries stay pending, to be retried by the next run). An entry that fails for a reason
     of its own (invalid data, not found, an id conflict, a bug's exception) or that still meets a
-    transient error after ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` tries is marked failed with its error,
+    transient error after ``options.max_attempts`` tries is marked failed with its error,
     visible in the operation, in /healthz and in the inspector, and no longer holds anything back.
-    Only one replayer runs at a time (a database lease).
+    Only one replayer runs at a time (a database lease). ``options``: the settings, read here when
+    not given.
     """
+    options = options or ReplayOptions.from_settings()
     report = ReplayReport()
-    holder = lease_acquire()
+    holder = lease_acquire(seconds=options.lease_seconds)
     if holder is None:
         report.skipped = True
         return report
@@ -83,12 +97,12 @@ def outbox_replay(*, limit: int | None = None) -> ReplayReport:
                 if entry is None:
                     break
                 last_id, entry_tenant = entry.pk, entry.tenant
-                lease_renew(holder)
+                lease_renew(holder, seconds=options.lease_seconds)
                 # In the trace of the request that queued it, linked to this replay's.
                 with span_continuing("engram.outbox.apply", entry.traceparent, attributes={
                         "engram.operation": entry.operation, "engram.tenant_id": entry.tenant_id,
                         "engram.outbox_entry": entry.pk}) as span:
-                    outcome = _replay_one(entry, holder=holder)
+                    outcome = _replay_one(entry, holder=holder, options=options)
                     span.set_attribute("engram.outcome", outcome)
                 if outcome == "outage":
                     report.stopped_by_outage = True
@@ -153,7 +167,7 @@ def _subject_writes_refresh(tenant: Tenant, external_id: str) -> None:
         log.warning("could not refresh the replayed writes of subject %s: %s", subject.pk, exc)
 
 
-def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
+def _replay_one(entry: OutboxEntry, *, holder: str, options: ReplayOptions) -> str:
     """Apply one entry. Returns done | failed | retry | outage."""
     operation = Op(entry.operation)
     actor: AgentToken | str = entry.token or entry.actor
@@ -165,14 +179,15 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
                 return _finish(entry, result={"ids": _import_ids(entry)})
         result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
                              payload=payload, memory_id=entry.memory_id, actor=actor, defer_refresh=True,
-                             progress=lambda done, total: lease_renew(holder))
+                             progress=lambda done, total: lease_renew(holder, seconds=options.lease_seconds))
         if operation is Op.IMPORT:
             result = {"ids": _import_ids(entry)}
     except Conflict as exc:
         if operation in CREATES and exc.details.get("id") == entry.memory_id:
             # A create that already landed (the first attempt's answer was lost to the outage).
             return _finish(entry, result=_already_created(entry, operation))
-        return _failed_attempt(entry, exc, transient=exc.code not in _PERMANENT_CONFLICTS)
+        return _failed_attempt(entry, exc, transient=exc.code not in _PERMANENT_CONFLICTS,
+                               max_attempts=options.max_attempts)
     except NotFound as exc:
         if operation is Op.ERASE:
             return _finish(entry, result={"documents_deleted": 0})
@@ -187,7 +202,7 @@ def _replay_one(entry: OutboxEntry, *, holder: str) -> str:
             return _outage(entry, exc)
         if not isinstance(exc, EngramError) or exc.status >= 500:
             log.exception("outbox entry %s (%s) failed (%s)", entry.pk, entry.operation, kind)
-        return _failed_attempt(entry, exc, transient=kind == "transient")
+        return _failed_attempt(entry, exc, transient=kind == "transient", max_attempts=options.max_attempts)
     return _finish(entry, result=_summary(result))
 
 
@@ -198,10 +213,10 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _failed_attempt(entry: OutboxEntry, exc: Exception, *, transient: bool) -> str:
+def _failed_attempt(entry: OutboxEntry, exc: Exception, *, transient: bool, max_attempts: int) -> str:
     """A failure that is not an outage: retried later while a retry may fix it, up to
-    ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` attempts; failed now otherwise."""
-    if transient and entry.attempts + 1 < settings.ENGRAM_OUTBOX_MAX_ATTEMPTS:
+    ``max_attempts`` attempts; failed now otherwise."""
+    if transient and entry.attempts + 1 < max_attempts:
         return _retry(entry, exc)
     return _fail(entry, exc)
 

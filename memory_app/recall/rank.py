@@ -42,6 +42,8 @@ DECAY_FIELD: dict[MemoryType, str | None] = {
 }
 # A sentence that ends in a question mark (before optional closing quotes or brackets).
 _ASKS = re.compile(r"\?[\"'”’)\]]*(?:\s|$)")
+# A transcript's line: a name of one to four capitalised words, a colon, the words told.
+_SPEAKER = re.compile(r"\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s")
 # A reranker: (question, the memories' texts) -> one score per text, higher is better.
 Rerank = Callable[[str, list[str]], list[float]]
 
@@ -284,6 +286,9 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_answer"] = 1.0 + options.time_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
+    if options.speaker_weight and episode and (said := speaker_of(src.get("text") or "")) \
+            and said.casefold() in {e.casefold() for e in reading.entities}:
+        factors["speaker"] = 1.0 + options.speaker_weight
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if episode and hit.stale_fact is not None:
@@ -395,6 +400,12 @@ def outcome_multiplier(*, successes: int, failures: int, weight: float) -> float
     with the playbook's outcomes (exactly 1.0 for an untried playbook or an even record)."""
     mean = (1.0 + successes) / (2.0 + successes + failures)
     return 1.0 + weight * (2.0 * mean - 1.0)
+
+
+def speaker_of(text: str) -> str | None:
+    """Who tells ``text``, where it is a transcript's line ("Maria: I ..."): the name before the colon."""
+    found = _SPEAKER.match(text)
+    return found.group(1) if found else None
 
 
 def asks(text: str) -> bool:

@@ -119,6 +119,9 @@ class RankingConfig:
     # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
     # tells one thing over consecutive turns, of which a question meets some.
     neighbour_credit: float = 0.3
+    # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
+    # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
+    speaker_weight: float = 0.1
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

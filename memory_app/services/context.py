@@ -1,11 +1,14 @@
 """Derived episode context: the turns just before an episode in its session.
 
-An episode with a ``session_id`` and no explicit ``context`` gets the ENGRAM_DERIVED_CONTEXT_TURNS
-episodes of its session that precede it: their ids as ``context_ids`` (returned) and their text as
+An episode with a ``session_id`` and no explicit ``context`` gets the ``ContextOptions.turns``
+(ENGRAM_DERIVED_CONTEXT_TURNS) episodes of its session that precede it: their ids as ``context_ids`` (returned) and their text as
 ``derived_context`` (searched and embedded, never returned: it is a copy of other memories). When
 one of them is forgotten, every episode naming it is re-indexed without its text, and an explicit
 ``context`` (the client's own text) loses its quotes of it (``services.forget.contexts``; what is
 looked for: ``phrases_of``).
+
+The operator's settings for this are read once, at the entry of a write, forget or rebuild
+(``ContextOptions.from_settings``), and passed down.
 """
 
 from __future__ import annotations
@@ -23,6 +26,23 @@ from elasticsearch import Elasticsearch
 
 from memory_app.providers import get_embedder
 from language.passages import passages_of
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """How an episode's context is derived and embedded: the settings, as read at an entry."""
+
+    turns: int  # ENGRAM_DERIVED_CONTEXT_TURNS: the session's turns before an episode that are its context
+    embed: str  # ENGRAM_EMBED_CONTEXT, as set (``embed_context_mode`` reads it where it is used)
+    weight: float  # ENGRAM_EMBED_CONTEXT_WEIGHT
+    passages: bool  # ENGRAM_EMBED_PASSAGES: a text of several sentences gets a vector per sentence
+    passages_max: int  # ENGRAM_PASSAGES_MAX
+
+    @classmethod
+    def from_settings(cls) -> ContextOptions:
+        return cls(turns=settings.ENGRAM_DERIVED_CONTEXT_TURNS, embed=str(settings.ENGRAM_EMBED_CONTEXT),
+                   weight=settings.ENGRAM_EMBED_CONTEXT_WEIGHT, passages=bool(settings.ENGRAM_EMBED_PASSAGES),
+                   passages_max=settings.ENGRAM_PASSAGES_MAX)
 
 
 @dataclass(frozen=True)
@@ -63,9 +83,9 @@ def _session_episodes(*, es: Elasticsearch, index: str, scope: dict[str, str], s
 
 
 def context_for_turn(*, es: Elasticsearch, index: str, scope: dict[str, str], session_id: str | None,
-                     occurred_at: datetime) -> Derived | None:
-    """The derived context of one new episode (None without a session or predecessors)."""
-    turns = settings.ENGRAM_DERIVED_CONTEXT_TURNS
+                     occurred_at: datetime, turns: int) -> Derived | None:
+    """The derived context of one new episode (None without a session or predecessors): its
+    session's ``turns`` episodes before it."""
     if not session_id or turns <= 0:
         return None
     stored = _session_episodes(es=es, index=index, scope=scope, session_ids=[session_id], until=occurred_at, size=turns)
@@ -75,14 +95,13 @@ def context_for_turn(*, es: Elasticsearch, index: str, scope: dict[str, str], se
     return Derived(ids=[e["id"] for e in before], texts=tuple(e["text"] for e in before))
 
 
-def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], episodes: Sequence[Any]
-                       ) -> list[Derived | None]:
+def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], episodes: Sequence[Any],
+                       turns: int) -> list[Derived | None]:
     """Derived contexts for an import batch, in its order. ``episodes`` have ``id``, ``text``,
     ``occurred_at``, ``session_id`` and ``context``. An episode's predecessors are the stored
     episodes of its session and the batch's own, by occurred_at, stored ones first at equal
     times (they arrived earlier), batch ones in batch order. Episodes with an explicit context
-    still count as predecessors of later ones."""
-    turns = settings.ENGRAM_DERIVED_CONTEXT_TURNS
+    still count as predecessors of later ones. ``turns``: as in ``context_for_turn``."""
     result: list[Derived | None] = [None] * len(episodes)
     if turns <= 0:
         return result
@@ -111,11 +130,12 @@ def contexts_for_batch(*, es: Elasticsearch, index: str, scope: dict[str, str], 
     return result
 
 
-def phrases_of(texts: Iterable[str]) -> list[str]:
+def phrases_of(texts: Iterable[str], *, passages_max: int) -> list[str]:
     """What of forgotten texts is looked for in explicit contexts: each text whole, and each of its
-    sentences of three words or more (a client may quote one sentence of a turn)."""
+    sentences of three words or more (a client may quote one sentence of a turn; the first
+    ``passages_max``, as the passages are cut when a text is embedded)."""
     phrases = [t.strip() for t in texts if t.strip()]
-    phrases += [p.strip() for t in texts for p in passages_of(t, limit=settings.ENGRAM_PASSAGES_MAX) if len(p.split()) >= 3]
+    phrases += [p.strip() for t in texts for p in passages_of(t, limit=passages_max) if len(p.split()) >= 3]
     return sorted(dict.fromkeys(phrases), key=len, reverse=True)  # the longest replaced first
 
 
@@ -123,14 +143,14 @@ def resolve(*, es: Elasticsearch, index: str, ids: Sequence[str]) -> dict[str, s
     """Texts of the given episodes that still exist (through the subject's key)."""
     if not ids:
         return {}
-    docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), _source=["text"])["docs"]
+    docs = es.mget(index=index, ids=list(dict.fromkeys(ids)), source=["text"])["docs"]
     return {d["_id"]: d["_source"]["text"] for d in docs if d.get("found")}
 
 
-def embed_context_mode() -> str:
-    """ENGRAM_EMBED_CONTEXT as one of "composed", "joint" or "off" ("true"/"false" are read as
-    "composed"/"off")."""
-    mode = str(settings.ENGRAM_EMBED_CONTEXT).strip().lower()
+def embed_context_mode(value: str) -> str:
+    """ENGRAM_EMBED_CONTEXT's ``value`` as one of "composed", "joint" or "off" ("true"/"false" are
+    read as "composed"/"off")."""
+    mode = value.strip().lower()
     aliases = {"true": "composed", "1": "composed", "yes": "composed", "false": "off", "0": "off", "no": "off"}
     mode = aliases.get(mode, mode)
     if mode not in ("composed", "joint", "off"):
@@ -138,14 +158,15 @@ def embed_context_mode() -> str:
     return mode
 
 
-def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool = False) -> list[dict[str, Any]]:
+def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, options: ContextOptions,
+                    cached: bool = False) -> list[dict[str, Any]]:
     """The vector fields of each episode given as (its text, its context): the explicit context as
     one part, or the texts of the derived context's episodes, oldest first. Each is a dict with
     ``embedding`` (the episode's vector) and ``passages`` (one vector per passage, searched by the
     recall's passage leg; ``language.passages``; only for a text of several sentences), to merge
     into the stored document.
 
-    ``composed`` (default): unit(v(text) + ENGRAM_EMBED_CONTEXT_WEIGHT · mean(v(part))), each
+    ``options.embed``, ``composed`` (default): unit(v(text) + ``options.weight`` · mean(v(part))), each
     text embedded on its own. The turn stays the vector's anchor, as on the BM25 side (context at
     ENGRAM_CONTEXT_BOOST), and a text is embedded once however many later turns carry it as
     context: an import embeds each turn once instead of three turns' worth of tokens, and a
@@ -153,7 +174,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     the turn's own recall shares) embeds only itself. ``joint``: context and text embedded as
     one text (the previous default). ``off``: the text alone.
 
-    With ENGRAM_EMBED_PASSAGES (composed and off modes) a text of several sentences is embedded
+    With ``options.passages`` (composed and off modes) a text of several sentences is embedded
     sentence by sentence: v(text) is the unit sum of its passages' vectors, and passage i's vector
     is unit(v(passage i) + 0.5 · v(text) + weight · mean(v(part))), i.e. the sentence anchored in
     its turn and its context. A one-sentence text gets no passages: its one passage would be the
@@ -161,13 +182,13 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
     every stored passage is one more vector to index and scan.
     """
     embedder = get_embedder()
-    mode = embed_context_mode()
+    mode = embed_context_mode(options.embed)
     if mode == "joint":
         return [{"embedding": v} for v in embedder.embed_documents([_join([*parts, text]) for text, parts in items])]
     if mode == "off":
         items = [(text, ()) for text, _parts in items]
     texts = list(dict.fromkeys(t for text, parts in items for t in (text, *parts)))
-    split = {t: passages_of(t, limit=settings.ENGRAM_PASSAGES_MAX) if settings.ENGRAM_EMBED_PASSAGES else [t] for t in texts}
+    split = {t: passages_of(t, limit=options.passages_max) if options.passages else [t] for t in texts}
     unique = list(dict.fromkeys(p for t in texts for p in split[t]))
     if cached:  # the providers here are symmetric: a query's vector is its document vector
         found = [embedder.embed_query(t) for t in unique]
@@ -175,7 +196,7 @@ def episode_vectors(items: Sequence[tuple[str, Sequence[str]]], *, cached: bool 
         found = embedder.embed_documents(unique)
     sentence = dict(zip(unique, np.asarray(found, dtype=np.float64), strict=True))
     whole = {t: _unit(np.sum([sentence[p] for p in split[t]], axis=0)) for t in texts}
-    weight = settings.ENGRAM_EMBED_CONTEXT_WEIGHT
+    weight = options.weight
     out = []
     for text, parts in items:
         context = weight * np.mean([whole[p] for p in parts], axis=0) if parts and weight > 0 else 0.0

@@ -33,7 +33,8 @@ from tenants.services.clients import subject_es_client
 def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | None = None, role: str = "user",
                   session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
                   memory_id: str | None = None, source: str = "agent",
-                  accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+                  accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+                  context_options: derived.ContextOptions | None = None) -> dict[str, Any]:
     """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return; with
     ``defer_refresh``, visible to the subject's next recall (memory_app.freshness) without
     waiting for a refresh here.
@@ -44,8 +45,9 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     ``context`` (optional) is the conversation just before the turn; recall matches on it with a
     low weight, which finds short replies ("yes, last Tuesday") by what they answer. Without it,
     an episode with a ``session_id`` gets its context derived from the session's preceding
-    episodes (``services.context``).
+    episodes (``services.context``; ``context_options``: the settings, read here when not given).
     """
+    options = context_options or derived.ContextOptions.from_settings()
     text = clean_text(text)
     context = clean_optional_text(context, field="context")
     session_id = clean_session_id(session_id)
@@ -64,12 +66,13 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     if context is None and (found := derived.context_for_turn(es=subject_es_client(subject=subject),
                                                               index=episodic_alias(subject=subject),
                                                               scope=memory_scope(subject=subject),
-                                                              session_id=session_id, occurred_at=occurred)):
+                                                              session_id=session_id, occurred_at=occurred,
+                                                              turns=options.turns)):
         doc.update(context_ids=found.ids, derived_context=found.text)
         parts = found.texts
     # Cached: the session's previous turns were embedded when they were written, and a turn's
     # own text is also its recall's query (turns.turn_create embeds it first).
-    doc.update(derived.episode_vectors([(text, parts)], cached=True)[0])
+    doc.update(derived.episode_vectors([(text, parts)], options=options, cached=True)[0])
     stored = document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                              refresh=not defer_refresh)
     if defer_refresh:  # once stored: a read refreshing before the write landed must not clear its mark

@@ -89,7 +89,8 @@ class EpisodeIn:
 
 def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
-                    accepted_at: datetime | str | None = None) -> list[str]:
+                    accepted_at: datetime | str | None = None,
+                    context_options: derived.ContextOptions | None = None) -> list[str]:
     """Bulk-import historical episodes with their original timestamps.
 
     An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
@@ -109,13 +110,14 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                          metadata=clean_metadata(raw.get("metadata")),
                          **_import_ids(subject, raw))
 
+    options = context_options or derived.ContextOptions.from_settings()
     cleaned = imported_episodes_clean(episodes, clean=episode_in)
     duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 
     scope = memory_scope(subject=subject)
     contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), index=episodic_alias(subject=subject),
-                                          scope=scope, episodes=cleaned)
+                                          scope=scope, episodes=cleaned, turns=options.turns)
     found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = accepted_time(accepted_at).isoformat()
     target = subject_write_target(subject=subject)
@@ -128,7 +130,7 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     def vectors_of(batch: list[EpisodeIn]) -> list[dict[str, Any]]:
         return derived.episode_vectors([
             (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
-            for e in batch])
+            for e in batch], options=options)
 
     def actions():
         batches = [cleaned[start:start + batch_size] for start in range(0, len(cleaned), batch_size)]

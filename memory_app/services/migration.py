@@ -77,5 +77,6 @@ def vectors_rebuild(es: Elasticsearch, index: str, memory_type: MemoryType, hits
                                                     for i in s.get("context_ids") or ()])
     items = [(s["text"], [s["context"]] if s.get("context") is not None
               else [texts[i] for i in s.get("context_ids") or () if i in texts]) for s in sources]
-    for source, fields in zip(sources, derived.episode_vectors(items), strict=True):
+    options = derived.ContextOptions.from_settings()  # a rebuild's entry: the settings of today's writes
+    for source, fields in zip(sources, derived.episode_vectors(items, options=options), strict=True):
         source.update(fields)

@@ -7,4 +7,4 @@ class Migration(migrations.Migration):
 
     dependencies = [("tenants", "0003_isolation"), ("tenants", "0003_inspector")]
 
-    operations = []
+    operations: list[migrations.operations.base.Operation] = []

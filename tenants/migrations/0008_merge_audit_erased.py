@@ -10,4 +10,4 @@ class Migration(migrations.Migration):
         ("tenants", "0007_admin_log_without_names"),
     ]
 
-    operations = []
+    operations: list[migrations.operations.base.Operation] = []

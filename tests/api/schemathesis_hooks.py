@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.strategies import json_numbers, long_numbers, nested_json
 
-# Deeper than the API's limit (memory_app.api.parsers.MAX_JSON_DEPTH) and within what the fuzzer's own
+# Deeper than the API's limit (api.parsers.MAX_JSON_DEPTH) and within what the fuzzer's own
 # JSON writer can write; the 5,000 levels of the issue are sent to every endpoint by tests/api/test_errors.py.
 _DEEP = st.integers(100, 600)
 

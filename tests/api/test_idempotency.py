@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from engram_core.errors import Conflict
 from engram_core.es.schema import MemoryType
-from memory_app.api.idempotency import idempotency_claim, idempotency_purge
+from memory_app.idempotency import idempotency_claim, idempotency_purge
 from memory_app.models import IdempotencyRecord
 from memory_app.services import facts
 from tenants.models import AgentToken, Subject

@@ -114,7 +114,7 @@ def test_a_turn_that_names_a_far_off_time_is_stored_and_recalled(live, live_toke
 
 # One token per scope, and one with all of them: an operation is fuzzed as every kind of caller sees it
 # (refused with 403 by most, served by the one whose scope it needs), and the all-scopes run follows
-# the schema's links (create, read, forget, read again: memory_app/api/links.py).
+# the schema's links (create, read, forget, read again: api/links.py).
 SCOPE_RUNS = {scope: [scope] for scope in ("memory:read", "memory:write", "memory:forget", "subject:erase",
                                            "tenant:admin")}
 SCOPE_RUNS["all scopes"] = list(SCOPE_RUNS)

@@ -164,7 +164,7 @@ def test_large_imports_run_in_the_background(engram, settings, docs):
 def test_one_replayer_at_a_time(memory, tenant):
     OutboxEntry.objects.create(tenant=tenant, external_id="kim", operation="episode", memory_id="kim-turn-0001",
                                payload={"text": "x"}, actor="t", reason="outage")
-    holder = lease.lease_acquire()
+    holder = lease.lease_acquire(seconds=60)
     try:
         assert outbox_replay().skipped
     finally:

@@ -1,4 +1,4 @@
-"""The API's JSON parser's nesting limit (memory_app.api.parsers), as a property: it counts the
+"""The API's JSON parser's nesting limit (api.parsers), as a property: it counts the
 nesting of any JSON text exactly, brackets inside strings aside."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from hypothesis import example, given, strategies as st
 
-from memory_app.api.parsers import nested_deeper_than
+from api.parsers import nested_deeper_than
 from tests.strategies import json_values, nested_json, nested_json_text
 
 pytestmark = pytest.mark.properties

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.test import Client
 from hypothesis import HealthCheck, settings as hsettings, strategies as st
 from hypothesis.stateful import (
@@ -142,7 +143,7 @@ class EngramModel(RuleBasedStateMachine):
         if memory is None:
             return False
         self.gone_markers |= memory.markers
-        phrases = phrases_of({memory.text})
+        phrases = phrases_of({memory.text}, passages_max=settings.ENGRAM_PASSAGES_MAX)
         # Explicit contexts quoting its text lose the quote: stored episodes' (an episode's forget,
         # and its cascade), queued writes' (every forget: the outbox is one more copy).
         stored = list(self.alive.values()) if memory.kind == "episodic" or cascaded else []

@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from memory_app.api import urls as api_urls
-from memory_app.mcp import handlers
-from memory_app.mcp.handlers import Caller
-from memory_app.mcp.server import build_server
+from api import urls as api_urls
+from mcp_server import handlers
+from mcp_server.handlers import Caller
+from mcp_server.server import build_server
 from memory_app.models import OutboxEntry
 from memory_app.services.facts import fact_write, playbook_write
 from memory_app.services.imports import episodes_import

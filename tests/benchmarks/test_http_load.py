@@ -13,6 +13,13 @@ def test_the_server_runs_with_engrams_own_flags():
     command = http_load.server_command(port=8123, workers=3)
     assert " ".join(UVICORN_FLAGS) in " ".join(command)
     assert command[command.index("--workers") + 1] == "3" and command[command.index("--port") + 1] == "8123"
+    assert "config.asgi:application" in command
+
+
+def test_another_application_may_be_served_for_a_comparison(monkeypatch):
+    monkeypatch.setenv("ENGRAM_BENCH_ASGI_APP", "benchmarks.asgi_a2wsgi:application")
+    command = http_load.server_command(port=8123, workers=2)
+    assert "benchmarks.asgi_a2wsgi:application" in command and "config.asgi:application" not in command
 
 
 def _run_against_a_running_engram(monkeypatch, *options: str) -> list[dict]:

@@ -7,7 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_app.consolidation.changes import HARSH, NATURAL, StoredFact, change_read, change_target
+from datetime import UTC, datetime, timedelta
+
+from memory_app.consolidation.changes import (
+    HARSH, NATURAL, StoredFact, _names_a_thing, change_read, change_target, holds_value,
+)
 
 pytestmark = pytest.mark.properties
 
@@ -93,3 +97,137 @@ def test_any_text_reads_without_raising_and_the_same_way_twice(sentence, facts, 
         stored = [_fact(text, cosine, f"f{n}") for n, text in enumerate(facts)]
         link = change_target(reading, stored, self_names=["dana"])
         assert link is None or link.fact in stored
+
+
+# The properties of the detector over a grammar of our own sentences: a change in any listed
+# phrasing, person and tense replaces the fact naming the old value; a non-change never does.
+_VALUES = {"internet provider": ["Virgin Media", "BT", "Sky", "Plusnet"],
+           "phone": ["Pixel 8", "iPhone 15", "Galaxy S21"],
+           "energy supplier": ["Octopus", "EDF", "British Gas"],
+           "bank": ["Monzo", "Barclays", "Nationwide"]}
+_SPEAKERS = ["I", "We", "My wife and I", "My partner and I"]
+_CHANGES = ["{s} switched from {o} to {n}.", "{s} have switched from {o} to {n}.", "{s} replaced {o} with {n}.",
+            "{s} swapped {o} for {n}.", "{s} finally got rid of {o}; it's {n} now.",
+            "{s} moved from {o} to {n} last month.", "{s} changed our {t} from {o} to {n}.",
+            "{s} no longer use {o}, it's {n} now.", "{s} don't use {o} any more.",
+            "{s} use {n} instead of {o} from now on.", "{s} left {o} in the spring.",
+            "{s} cancelled {o} and went with {n}.", "{s} have just switched to {n} from {o}.",
+            "{s} are switching from {o} to {n} this month."]
+_NON_CHANGES = ["Should {sl} switch from {o} to {n}?", "{s} might switch from {o} to {n} next year.",
+                "{s} were going to switch from {o} to {n} but decided to stay put.", "{s} thought about leaving {o}.",
+                "Since {sl} switched to {o} things have been fine.", "{s} have been with {o} for seven years now.",
+                "{s} won't leave {o}.", "{s} never moved away from {o}.", "{s} joined the {o} customer forum.",
+                "{s} bought a new case for the {o}.", "{s} use {n} for a week while {o} is down.",
+                "{s} use {n} as well as {o}.", "My neighbour switched from {o} to {n}.",
+                "Because {sl} left {o}, the bills are lower."]
+
+
+@st.composite
+def _said(draw, templates):
+    thing = draw(st.sampled_from(sorted(_VALUES)))
+    old, new = draw(st.permutations(_VALUES[thing]))[:2]
+    speaker = draw(st.sampled_from(_SPEAKERS))
+    sentence = draw(st.sampled_from(templates)).format(
+        s=speaker, sl=speaker if speaker == "I" else speaker.lower(), o=old, n=new, t=thing)
+    return sentence, _fact(f"User's {thing} is {old}.", 0.5), _fact("User lives in Leeds.", 0.5, "f2")
+
+
+@settings(max_examples=200, deadline=None)
+@given(_said(_CHANGES))
+def test_a_change_in_any_listed_phrasing_and_person_replaces_the_old_value(said):
+    sentence, fact, other = said
+    reading = change_read(sentence)
+    assert reading is not None and reading.kind == NATURAL, sentence
+    link = change_target(reading, [other, fact])
+    assert link is not None and link.fact == fact, sentence
+
+
+@settings(max_examples=200, deadline=None)
+@given(_said(_NON_CHANGES))
+def test_a_non_change_in_any_person_replaces_nothing(said):
+    sentence, fact, other = said
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [other, fact]) is None, sentence
+
+
+@settings(max_examples=100, deadline=None)
+@given(_said(_CHANGES), st.sampled_from(["User hopes to switch to {o} one day.", "User will look at {o} next week.",
+                                          "On 3 May User went to the {o} shop in town."]))
+def test_a_hope_a_promise_or_a_one_off_event_is_never_the_value_replaced(said, told):
+    sentence, fact, _ = said
+    old = fact.text.removesuffix(".").rsplit(" is ", 1)[1]
+    reading = change_read(sentence)
+    assert reading is not None
+    assert change_target(reading, [_fact(told.format(o=old), 0.9)]) is None, (sentence, told)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_said(_CHANGES), st.integers(min_value=0, max_value=11 * 60))
+def test_a_natural_change_told_in_the_same_sitting_replaces_nothing(said, minutes):
+    sentence, fact, _ = said
+    fact = StoredFact(id=fact.id, text=fact.text, cosine=fact.cosine, valid_from="2026-05-01T09:00:00+00:00")
+    told = (datetime(2026, 5, 1, 9, tzinfo=UTC) + timedelta(minutes=minutes)).isoformat()
+    reading = change_read(sentence)
+    assert reading is not None and change_target(reading, [fact], told_at=told) is None
+    later = (datetime(2026, 5, 2, 9, tzinfo=UTC)).isoformat()
+    assert change_target(reading, [fact], told_at=later) is not None
+
+
+@pytest.mark.parametrize("sentence", [
+    "Since I left the mill, money has been hard.",  # background, not news
+    "'Cause we moved out of town, the commute is long.",
+    "We've had the same tariff for six years now.",  # how long it has held
+    "The taster session got me into climbing; hooked on it ever since.",
+    "The mural shows the seasons changing over the harbour.",  # a describing participle
+    "I joined a new book club on Tuesday.",  # joining a group adds one
+    "I bought some new gear for the bike.",  # "new" alone
+    "I want to use my love of cooking for good.",
+])
+def test_found_classes_of_false_changes_are_no_change(sentence):
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [
+        _fact("User works at the mill.", 0.9), _fact("User is into climbing.", 0.9, "f2"),
+        _fact("User's hobby is cooking.", 0.9, "f3"), _fact("User goes to a book club.", 0.9, "f4")]) is None, sentence
+
+
+def test_a_statement_with_a_question_tagged_on_still_tells():
+    reading = change_read("Busy spring here, my partner and I got married in June - what about you?")
+    assert reading is not None and reading.cue == "got married"
+
+
+@pytest.mark.parametrize(("fact", "holds"), [
+    ("User lives in Leeds.", True), ("User moved to Leeds in May.", True), ("User's phone is a Pixel 8.", True),
+    ("User hopes to open a bakery one day.", False), ("User will keep you posted.", False),
+    ("On 3 May User went to a pottery workshop.", False), ("User met three new friends at the course.", False),
+])
+def test_only_a_fact_that_holds_a_value_can_be_replaced(fact, holds):
+    assert holds_value(fact) is holds
+
+
+@pytest.mark.parametrize(("word", "value"), [("choir", True), ("octopus", True), ("amlodipine", True),
+                                             ("parents", True), ("hard", False), ("lately", False),
+                                             ("bought", False)])
+def test_a_shared_plain_word_names_a_value_only_as_a_noun_or_a_name(word, value):
+    assert _names_a_thing(word) is value
+
+
+def test_one_acting_with_the_speaker_is_not_the_value_replaced_unless_the_pair_ends():
+    husband = _fact("User's husband is Diego.", 0.6)
+    reading = change_read("Diego and I swapped sides of the bed, he's nearer the door now.")
+    assert reading is None or change_target(reading, [husband]) is None
+    reading = change_read("Tom and I split up over the summer.")
+    assert reading is not None
+    link = change_target(reading, [_fact("User's boyfriend is Tom.", 0.6)])
+    assert link is not None and link.by == "value"
+
+
+def test_a_thing_as_subject_is_its_whole_noun_phrase_and_a_dose_its_unit():
+    reading = change_read("The dose went up to 100mg of sertraline last month.")
+    assert reading is not None and change_target(reading, [_fact("User is on 50mg of sertraline.", 0.8)]) is not None
+    reading = change_read("New rota, so the weekday alarm is 5:45 from now on.")
+    assert reading is not None and reading.other_subject == "the weekday alarm"
+
+
+def test_a_renewal_keeps_the_value():
+    reading = change_read("Renewed with LV again, they were the cheapest.")
+    assert reading is None or change_target(reading, [_fact("Home insurance is with LV.", 0.8)]) is None

@@ -644,6 +644,6 @@ def test_the_word_table_is_mapped_from_the_weights_file_and_the_graph_holds_none
     mapped = word_embeddings_mapped(model_dir)
     assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
     np.testing.assert_array_equal(mapped, encoder.word_emb)
-    graph = build_bert_graph(encoder, int8=True, word_embeddings_input=True).graph
+    graph = build_bert_graph(encoder, int8=True).graph
     assert "word_emb" not in {init.name for init in graph.initializer}
     assert [i.name for i in graph.input] == ["word_embeddings", "token_type_ids", "attention_mask"]

@@ -9,6 +9,7 @@ from elasticsearch import helpers
 from engram_core.es.schema import (
     SOURCE_WITH_VECTORS,
     IndexDefinition,
+    IndexOptions,
     MemoryType,
     alias_name,
     ensure_indices,
@@ -53,7 +54,7 @@ def test_every_type_alias_leads_to_one_index_and_sees_its_own_type(es_admin, es_
     document (Elasticsearch applies no alias filter there, which the readers check)."""
     aliases = [alias_name(t) for t in MemoryType]
     assert set(es_admin.indices.get_alias(name=",".join(aliases))) == {f"{index_base()}-v1"}
-    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]["embedding"]["dims"]
     for n, memory_type in enumerate(MemoryType):
         es_admin.index(index=alias_name(memory_type), id=f"doc-{n}", refresh="wait_for", document={
             "tenant_id": "t1", "memory_type": memory_type.value, "text": "the same words",
@@ -71,8 +72,8 @@ def test_vectors_are_flat_and_graph_options_are_written_only_for_a_graph(setting
     Elasticsearch's defaults and absent from the mapping, so an index made before the settings
     existed keeps its schema hash; a flat type never carries them (Elasticsearch refuses them)."""
     def options():
-        properties = index_definition().body["mappings"]["properties"]
-        return properties["embedding"]["index_options"], index_definition().schema_hash
+        properties = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]
+        return properties["embedding"]["index_options"], index_definition(options=IndexOptions.from_settings()).schema_hash
 
     default, default_hash = options()
     assert default == {"type": "flat"}
@@ -81,13 +82,13 @@ def test_vectors_are_flat_and_graph_options_are_written_only_for_a_graph(setting
     settings.ENGRAM_VECTOR_INDEX_TYPE = "hnsw"
     tuned, tuned_hash = options()
     assert tuned == {"type": "hnsw", "m": 24, "ef_construction": 50} and tuned_hash != default_hash
-    passages = index_definition().body["mappings"]["properties"]["passages"]
+    passages = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]["passages"]
     assert passages["properties"]["embedding"]["index_options"] == tuned
 
 
 def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     alias = alias_name(MemoryType.SEMANTIC)
-    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]["embedding"]["dims"]
     docs = [
         {"_index": alias, "_id": f"doc-{n}", "_source": {
             "tenant_id": "t1", "user_id": f"user-{n % 3}", "memory_type": "semantic",
@@ -96,7 +97,7 @@ def test_mapping_change_migrates_every_document(es_admin, es_prefix):
     ]
     helpers.bulk(es_admin, docs, refresh="wait_for")
 
-    changed = copy.deepcopy(index_definition().body)
+    changed = copy.deepcopy(index_definition(options=IndexOptions.from_settings()).body)
     changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
     results = ensure_indices(es=es_admin, definition=IndexDefinition(changed))
 
@@ -129,7 +130,7 @@ def test_the_earlier_layout_of_one_index_per_type_is_migrated_into_one(es_admin,
     from memory_app.providers import get_embedder
 
     drop_indices(es=es_admin, prefix=es_prefix)
-    body = copy.deepcopy(index_definition().body)
+    body = copy.deepcopy(index_definition(options=IndexOptions.from_settings()).body)
     body["mappings"]["_meta"] = {"engram_vector_space": get_embedder().space}
     dims = body["mappings"]["properties"]["embedding"]["dims"]
     for n, memory_type in enumerate(MemoryType):
@@ -163,7 +164,7 @@ def test_an_index_of_graph_vectors_is_migrated_to_exact_ones(es_admin, es_prefix
     alias = alias_name(MemoryType.EPISODIC)
     before = es_admin.indices.get_mapping(index=alias)[f"{index_base()}-v1"]["mappings"]["properties"]
     assert before["embedding"]["index_options"]["type"] == "hnsw"
-    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]["embedding"]["dims"]
     unit = [1.0] + [0.0] * (dims - 1)
     helpers.bulk(es_admin, [{"_index": alias, "_id": f"ep-{i}", "_source": {
         "tenant_id": "t1", "user_id": "u1", "memory_type": "episodic", "text": f"turn {i}. And more.",
@@ -204,7 +205,7 @@ def test_english_analysis_stems_and_drops_stop_words(es_admin, es_prefix):
 
 
 def _episode_source(subject, **fields) -> dict:
-    dims = index_definition().body["mappings"]["properties"]["embedding"]["dims"]
+    dims = index_definition(options=IndexOptions.from_settings()).body["mappings"]["properties"]["embedding"]["dims"]
     return {"tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
             "embedding": [1.0] + [0.0] * (dims - 1), **fields}
 
@@ -215,7 +216,7 @@ def _store_then_migrate(es_admin, docs: dict[str, dict], rekey) -> None:
     alias = alias_name(MemoryType.EPISODIC)
     helpers.bulk(es_admin, [{"_index": alias, "_id": i, "_source": src} for i, src in docs.items()],
                  refresh="wait_for")
-    changed = copy.deepcopy(index_definition().body)
+    changed = copy.deepcopy(index_definition(options=IndexOptions.from_settings()).body)
     changed["mappings"]["properties"]["topic"] = {"type": "keyword"}
     ensure_indices(es=es_admin, definition=IndexDefinition(changed), rekey=rekey)
 
@@ -339,7 +340,8 @@ def test_a_new_embedder_gets_every_vector_computed_again_by_setup(es_admin, es_p
     # What writes with the int8 embedder store, computed the way the write path does.
     from memory_app.services import context as derived
     expected_episodes = derived.episode_vectors(
-        [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])])
+        [(texts[0], []), (texts[1], [texts[0]]), (texts[2], texts[:2]), ("Yes, the blue one.", ["Which suitcase?"])],
+        options=derived.ContextOptions.from_settings())
     embedder = get_embedder()
 
     results = {r.alias: r for r in ensure_indices(es=es_admin)}
@@ -376,8 +378,8 @@ def test_a_new_refresh_interval_is_set_on_the_live_index_without_a_copy(es_admin
     schema hash included it) sets it on the current index, with no new version and no copy."""
     index = f"{index_base()}-v1"
     # As a release before 2026-12-01 left it: created at 250ms, its hash over the whole body.
-    legacy = index_definition().legacy_hash(replicas=0, refresh_interval="250ms")
-    assert legacy != index_definition().schema_hash
+    legacy = index_definition(options=IndexOptions.from_settings()).legacy_hash(replicas=0, refresh_interval="250ms")
+    assert legacy != index_definition(options=IndexOptions.from_settings()).schema_hash
     es_admin.indices.put_settings(index=index, settings={"index.refresh_interval": "250ms"})
     recorded = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
     es_admin.indices.put_mapping(index=index, meta={**recorded, "engram_schema_hash": legacy})
@@ -389,7 +391,7 @@ def test_a_new_refresh_interval_is_set_on_the_live_index_without_a_copy(es_admin
         live = es_admin.indices.get_settings(index=index)[index]["settings"]["index"]
         assert live["refresh_interval"] == "3s"
         meta = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
-        assert meta["engram_schema_hash"] == index_definition().schema_hash
+        assert meta["engram_schema_hash"] == index_definition(options=IndexOptions.from_settings()).schema_hash
         # Set again: nothing left to change.
         assert {r.action for r in ensure_indices(es=es_admin)} == {"unchanged"}
     finally:
@@ -405,13 +407,13 @@ def test_replicas_are_set_on_the_live_index_and_an_earlier_releases_hash_is_reco
     assert live["auto_expand_replicas"] == "0-1"  # the default, "auto"
     recorded = es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
     es_admin.indices.put_mapping(index=index, meta={**recorded,
-                                                    "engram_schema_hash": index_definition().legacy_hash(replicas=0)})
+                                                    "engram_schema_hash": index_definition(options=IndexOptions.from_settings()).legacy_hash(replicas=0)})
     settings.ES_NUMBER_OF_REPLICAS = "0"
     assert {(r.action, r.index) for r in ensure_indices(es=es_admin)} == {("unchanged", index)}
     live = es_admin.indices.get_settings(index=index)[index]["settings"]["index"]
     assert (live["number_of_replicas"], live["auto_expand_replicas"]) == ("0", "false")
     assert es_admin.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["engram_schema_hash"] \
-        == index_definition().schema_hash
+        == index_definition(options=IndexOptions.from_settings()).schema_hash
     settings.ES_NUMBER_OF_REPLICAS = "auto"
     assert {(r.action, r.index) for r in ensure_indices(es=es_admin)} == {("unchanged", index)}
     assert es_admin.indices.get_settings(index=index)[index]["settings"]["index"]["auto_expand_replicas"] == "0-1"
@@ -429,20 +431,20 @@ def test_replica_settings():
 
 
 def test_the_shard_count_is_part_of_the_schema_and_the_replicas_are_not(settings):
-    before = index_definition().schema_hash
+    before = index_definition(options=IndexOptions.from_settings()).schema_hash
     settings.ES_NUMBER_OF_REPLICAS = "2"
-    assert index_definition().schema_hash == before
+    assert index_definition(options=IndexOptions.from_settings()).schema_hash == before
     settings.ES_NUMBER_OF_SHARDS = 3
-    assert index_definition().schema_hash != before
-    assert index_definition().body["settings"]["index"]["number_of_shards"] == 3
+    assert index_definition(options=IndexOptions.from_settings()).schema_hash != before
+    assert index_definition(options=IndexOptions.from_settings()).body["settings"]["index"]["number_of_shards"] == 3
 
 
 def test_the_schema_hash_leaves_the_refresh_interval_out_but_not_the_rest(settings):
-    before = index_definition().schema_hash
+    before = index_definition(options=IndexOptions.from_settings()).schema_hash
     settings.ES_REFRESH_INTERVAL = "30s"
-    assert index_definition().schema_hash == before
+    assert index_definition(options=IndexOptions.from_settings()).schema_hash == before
     settings.ENGRAM_BM25_B = 0.5
-    assert index_definition().schema_hash != before
+    assert index_definition(options=IndexOptions.from_settings()).schema_hash != before
 
 
 def test_the_refresh_settings_are_checked_together(settings):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from engram_eval.supersession import detect_offline, evaluate_changes, evaluate_changes_locomo
+from engram_eval.supersession import detect_offline, detect_offline_locomo, evaluate_changes, evaluate_changes_locomo
 
 
 class Command(BaseCommand):
@@ -17,13 +17,20 @@ class Command(BaseCommand):
         parser.add_argument("--only", nargs="+", default=(), metavar="ID", help="labelled entries to keep")
         parser.add_argument("--extractor", choices=["rules", "llm"], default=None)
         parser.add_argument("--offline", action="store_true",
-                            help="supersession only, in memory without the services (seconds; for tuning)")
+                            help="supersession only, in memory without the services (seconds to a minute; for tuning)")
         parser.add_argument("--findings", action="store_true", help="list every entry behind a shortfall")
         parser.add_argument("--json", action="store_true", help="print the report as JSON too")
 
     def handle(self, *args, locomo, only, extractor, offline: bool, findings: bool, json: bool, **options):
         started = time.monotonic()
-        if locomo:
+        if locomo and offline:
+            report = detect_offline_locomo(paths=locomo, extractor=extractor)
+            self.stdout.write(f"changes on LoCoMo dev ({', '.join(p.name for p in locomo)}), offline, "
+                              f"{time.monotonic() - started:.0f}s")
+            self.stdout.write(f"  all: {report['all']}")
+            for name, figures in report["conversations"].items():
+                self.stdout.write(f"  {name}: {figures}")
+        elif locomo:
             report = evaluate_changes_locomo(paths=locomo, extractor=extractor, log=self.stdout.write)
             self.stdout.write(f"changes on LoCoMo dev ({', '.join(p.name for p in locomo)}), "
                               f"{time.monotonic() - started:.0f}s")

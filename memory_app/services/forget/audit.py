@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from language.phrases import phrases_redacted
 from memory_app.models import ForgetNote
 from memory_app.services.forget.forgetting import Forgetting
 from tenants.services.audit import audit_record
@@ -20,7 +21,9 @@ def forget_audit(forgetting: Forgetting, *, note: str | None, cascade: bool,
     event = audit_record(actor=forgetting.actor, action="memory.forget", tenant=subject.tenant, subject=subject,
                          target_id=forgetting.memory_id, details=details)
     if note:
-        ForgetNote.objects.create(subject=subject, audit_event=event, memory_id=forgetting.memory_id, note=note)
+        # A note may quote the memory it is about: kept as the copies step would leave it.
+        ForgetNote.objects.create(subject=subject, audit_event=event, memory_id=forgetting.memory_id,
+                                  note=phrases_redacted(note, phrases=forgetting.phrases))
 
 
 def derived_audit(forgetting: Forgetting, *, action: str, cause: list[str]) -> None:

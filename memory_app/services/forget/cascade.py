@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from memory_app import selectors
 from memory_app.services.forget import audit, contexts, copies, documents, support
+from memory_app.services.context import ContextOptions
 from memory_app.services.forget.forgetting import Forgetting
 from tenants.models import Subject
 from tenants.services.audit import Actor
@@ -32,12 +33,14 @@ class Cascade:
 
 
 def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Actor, cascade: bool = True,
-                   only: set[str] | None = None) -> Cascade:
+                   only: set[str] | None = None, context_options: ContextOptions | None = None) -> Cascade:
     """The facts and playbooks derived from the episodes ``gone`` follow them (``derived_fate``):
     forgotten, or flagged with their remaining support; with ``cascade`` off, only the ids of
     ``gone`` leave their support. ``only``: the derived memories to consider (all by default).
     The one place the cascade is written: forget, and consolidation for a fact it derived from an
-    episode forgotten meanwhile (``derived_support_check``) or before forgets cascaded."""
+    episode forgotten meanwhile (``derived_support_check``) or before forgets cascaded.
+    ``context_options``: the context settings, read here when the caller did not."""
+    options = context_options or ContextOptions.from_settings()
     found = selectors.derived_memories(subject=subject, episode_ids=gone)
     if only is not None:
         found = {i: d for i, d in found.items() if i in only}
@@ -51,22 +54,24 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
             continue
         entry = {"id": d.id, "memory_type": d.memory_type.value}
         cause = sorted(gone.intersection(d.source.get("supporting_episode_ids") or []))
-        forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor)
+        forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor, context=options)
+        action: str | None = None
         if cascade and fate == "forgotten":  # the same steps as the episode's own forget
             if documents.derived_delete(forgetting):
                 documents.counter_drop(forgetting)
-                audit.derived_audit(forgetting, action="memory.forget", cause=cause)
                 copies.copies_purge(forgetting)
-                contexts.contexts_redact(subject=subject, phrases=forgetting.own_phrases)
+                contexts.contexts_redact(subject=subject, phrases=forgetting.own_phrases, options=options)
+                action = "memory.forget"
             out.forgotten.append(entry)
-            continue
-        # Kept: without the forgotten episodes in its support; cascading, flagged for review too
-        # (its support left is what is still present).
-        support.support_trim(forgetting, keep=(lambda i: i not in gone and i in present) if cascade
-                             else (lambda i: i not in gone), flag=cascade)
-        if cascade:
-            audit.derived_audit(forgetting, action="memory.flagged", cause=cause)
-        (out.flagged if cascade else out.kept).append(entry)
+        else:
+            # Kept: without the forgotten episodes in its support; cascading, flagged for review
+            # too (its support left is what is still present).
+            support.support_trim(forgetting, keep=(lambda i: i not in gone and i in present) if cascade
+                                 else (lambda i: i not in gone), flag=cascade)
+            action = "memory.flagged" if cascade else None
+            (out.flagged if cascade else out.kept).append(entry)
+        if action is not None:  # the tombstone or the flag, last, as for the episode's own forget
+            audit.derived_audit(forgetting, action=action, cause=cause)
     return out
 
 

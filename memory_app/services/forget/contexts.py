@@ -33,22 +33,23 @@ def contexts_forget(forgetting: Forgetting) -> int:
     # Disjoint: an episode with an explicit context gets no derived one (episodes.episode_write).
     changes = (_without_episode(es=es, index=index, scope=scope, memory_id=forgetting.memory_id)
                + _without_quotes(es=es, index=index, scope=scope, phrases=forgetting.own_phrases))
-    return _contexts_write(subject=subject, index=index, changes=changes)
+    return _contexts_write(subject=subject, index=index, changes=changes, options=forgetting.context)
 
 
-def contexts_redact(*, subject: Subject, phrases: Sequence[str]) -> int:
+def contexts_redact(*, subject: Subject, phrases: Sequence[str], options: derived.ContextOptions) -> int:
     """Remove the forgotten ``phrases`` (``context.phrases_of``) from the explicit contexts clients
     stored with the subject's other episodes: each quote becomes ``[forgotten]`` and the episode is
-    embedded again. Returns how many episodes changed."""
+    embedded again (``options``: the context settings read at the forget's entry). Returns how many
+    episodes changed."""
     es, index = subject_es_client(subject=subject), episodic_alias(subject=subject)
     scope = memory_scope(subject=subject)
     return _contexts_write(subject=subject, index=index,
-                           changes=_without_quotes(es=es, index=index, scope=scope, phrases=phrases))
+                           changes=_without_quotes(es=es, index=index, scope=scope, phrases=phrases), options=options)
 
 
 def _without_episode(*, es: Elasticsearch, index: str, scope: dict[str, str], memory_id: str) -> list[_Change]:
     """The episodes whose derived context held ``memory_id``, with it left out."""
-    response = es.search(index=index, size=1000, _source=["text", "context_ids"],
+    response = es.search(index=index, size=1000, source={"includes": ["text", "context_ids"]},
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}},
                                                     {"term": {"context_ids": memory_id}}]}})
@@ -69,7 +70,7 @@ def _without_quotes(*, es: Elasticsearch, index: str, scope: dict[str, str], phr
     replaced on word boundaries whatever its case and spacing), each quote replaced."""
     if not phrases:
         return []
-    response = es.search(index=index, size=1000, _source=["text", "context"],
+    response = es.search(index=index, size=1000, source={"includes": ["text", "context"]},
                          query={"bool": {"filter": [{"term": {"tenant_id": scope["tenant_id"]}},
                                                     {"term": {"user_id": scope["user_id"]}}],
                                          "should": [{"match_phrase": {"context": p}} for p in phrases[:100]],
@@ -79,10 +80,10 @@ def _without_quotes(*, es: Elasticsearch, index: str, scope: dict[str, str], phr
             if (new := phrases_redacted(dep["context"], phrases)) != dep["context"]]
 
 
-def _contexts_write(*, subject: Subject, index: str, changes: list[_Change]) -> int:
+def _contexts_write(*, subject: Subject, index: str, changes: list[_Change], options: derived.ContextOptions) -> int:
     if not changes:
         return 0
-    vectors = derived.episode_vectors([(text, parts) for _id, text, parts, _fields in changes])
+    vectors = derived.episode_vectors([(text, parts) for _id, text, parts, _fields in changes], options=options)
     with subject_writes(subject=subject) as target:
         # One client for the loop (``.options()`` builds one per call); one forgotten meanwhile is fine.
         writer = target.writer.options(ignore_status=404)

@@ -7,6 +7,7 @@ from typing import Any
 from engram_core.errors import NotFound
 from engram_core.es.schema import MemoryType
 from memory_app import selectors
+from memory_app.services.context import ContextOptions
 from memory_app.services.forget import audit, contexts, copies, documents
 from memory_app.services.forget import cascade as derived
 from memory_app.services.forget.cascade import Cascade
@@ -17,7 +18,7 @@ from tenants.services.audit import Actor
 
 
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor, note: str | None = None,
-                  cascade: bool = True) -> dict[str, Any]:
+                  cascade: bool = True, context_options: ContextOptions | None = None) -> dict[str, Any]:
     """Hard-delete one of the subject's memories and every copy of it; leave a content-free
     tombstone in the audit log (the reason's code; ``note``, the caller's own words, is kept
     beside it, outside the chain).
@@ -30,16 +31,19 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor
 
     Returns ``{"id", "memory_type", "cascade"}``. Raises NotFound when the memory is not the
     subject's (an episode forgotten before still has its cascade completed first).
+    ``context_options``: how changed contexts are embedded again (the settings, read here when
+    not given).
     """
+    options = context_options or ContextOptions.from_settings()
     reason, note, follow = clean_reason(reason), clean_note(note), clean_cascade(cascade)
     try:
         visible = selectors.visible_document(subject=subject, memory_id=memory_id)
     except NotFound:
         # Forgotten before, perhaps by a call that failed part-way: what was derived from it
         # still follows it.
-        _cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow)
+        _cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow, options=options)
         raise
-    forgetting = Forgetting.of(subject=subject, visible=visible, reason=reason, actor=actor)
+    forgetting = Forgetting.of(subject=subject, visible=visible, reason=reason, actor=actor, context=options)
     episode = forgetting.memory_type is MemoryType.EPISODIC
     # 1. copies, before the delete too: a forget cut short after its delete finds the memory
     #    missing when retried, its text gone with it.
@@ -53,16 +57,19 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor
     documents.counter_drop(forgetting)
     # 4. cascade, after the delete: a fact derived from this episode by a run that read it just
     #    before is either found here or finds the episode gone when it is written (facts.fact_write).
-    followed = (_cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow)
-                if episode else Cascade())
-    # 5. audit: the tombstone once the memory is gone, and the caller's note beside it.
-    audit.forget_audit(forgetting, note=note, cascade=follow, derived=followed.ids() if episode else None)
-    # 6. copies again (one made meanwhile, the note's quotes), and this process's cached vectors.
+    followed = (_cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow,
+                              options=options) if episode else Cascade())
+    # 5. copies again (one made meanwhile), and this process's cached vectors.
     copies.copies_purge(forgetting)
     copies.vectors_drop()
+    # 6. audit, last: the tombstone once the memory and its copies are gone, and the caller's
+    #    note beside it, written without the memory's phrases (as the purge leaves every note).
+    audit.forget_audit(forgetting, note=note, cascade=follow, derived=followed.ids() if episode else None)
     return {"id": memory_id, "memory_type": forgetting.memory_type.value, "cascade": followed.as_dict()}
 
 
-def _cascade_step(*, subject: Subject, gone: str, reason: str, actor: Actor, follow: bool) -> Cascade:
+def _cascade_step(*, subject: Subject, gone: str, reason: str, actor: Actor, follow: bool,
+                  options: ContextOptions) -> Cascade:
     # Looked up on the module at each call: a test cuts a forget short here.
-    return derived.derived_follow(subject=subject, gone={gone}, reason=reason, actor=actor, cascade=follow)
+    return derived.derived_follow(subject=subject, gone={gone}, reason=reason, actor=actor, cascade=follow,
+                                  context_options=options)

@@ -28,7 +28,8 @@ def support_trim(forgetting: Forgetting, *, keep: Callable[[str], bool], flag: b
         update: dict[str, Any] = {"supporting_episode_ids": kept or None}
         if flag:
             metadata = current.source.get("metadata") or {}
-            review = metadata.get("review") if isinstance(metadata.get("review"), dict) else {}
+            found = metadata.get("review")
+            review: dict[str, Any] = found if isinstance(found, dict) else {}
             update["metadata"] = {**metadata, "review": {
                 "reason": "supporting_episodes_forgotten", "flagged_at": timezone.now().isoformat(),
                 "episodes_forgotten": int(review.get("episodes_forgotten") or 0) + len(support) - len(kept)}}

@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engram_core.es.schema import MemoryType
 from memory_app.recall import memory_recall
@@ -13,7 +15,7 @@ from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegR
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
-                                    neighbour_credit, outcome_multiplier, reply_credit)
+                                    multipliers_for, neighbour_credit, outcome_multiplier, reply_credit, speaker_of)
 from memory_app.recall.read import Reading
 from memory_app.recall.search import Leg, Searched
 from memory_app.services.episodes import episode_write
@@ -369,3 +371,34 @@ def test_an_episodic_recall_credits_the_turn_a_fact_was_distilled_from_and_expla
                                              now=T0)}
     assert "credited_by" not in off[said]["explain"]
     assert off[said]["score"] < by_id[said]["score"]
+
+
+# ---------------------------------------------------------------- speaker-aware reading
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Maria: I love hiking.", "Maria"),
+    ("Dr Seuss: one fish.", "Dr Seuss"),
+    ("I said: no more.", None),  # a colon inside the line names no speaker
+    ("maria: lower case", None),
+    ("No colon here", None),
+])
+def test_a_transcript_line_names_its_speaker(text, expected):
+    assert speaker_of(text) == expected
+
+
+def test_speaker_aware_reading_favours_what_the_named_speaker_said_only_when_on():
+    reading = replace(_reading(), entities=("Maria",))
+    said = Hit(id="a", memory_type=MemoryType.EPISODIC, source={"text": "Maria: I love hiking."})
+    told = Hit(id="b", memory_type=MemoryType.EPISODIC, source={"text": "John: Maria loves hiking."})
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    on = _options(speaker_weight=0.5)
+    assert multipliers_for(said, now=now, reading=reading, options=on)["speaker"] == 1.5
+    assert "speaker" not in multipliers_for(told, now=now, reading=reading, options=on)
+    assert "speaker" not in multipliers_for(said, now=now, reading=reading, options=_options(speaker_weight=0.0))
+
+
+@given(st.text(max_size=80))
+def test_a_speaker_is_named_only_by_a_line_opening_with_the_name_and_a_colon(text):
+    said = speaker_of(text)
+    assert said is None or text.lstrip().startswith(f"{said}:")

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.providers import get_embedder
 from memory_app.selectors import memory_get, subject_export
-from memory_app.services.context import episode_vectors
+from memory_app.services.context import ContextOptions, episode_vectors
 from memory_app.services.episodes import episode_write
 from memory_app.services.forget import memory_forget, subject_erase
 from memory_app.services.imports import episodes_import
@@ -228,7 +228,8 @@ def test_forgetting_a_turn_removes_it_from_the_explicit_context_a_client_sent_wi
     es_admin.indices.refresh(index=index)
     assert es_admin.count(index=index, query={"match": {"context": "zanzibar"}})["count"] == 0
     # Embedded again without the quote: its vector is that of the turn and its redacted context.
-    vector = episode_vectors([("Thanks.", ["USER: [forgotten]\nAGENT: Noted."])])[0]["embedding"]
+    vector = episode_vectors([("Thanks.", ["USER: [forgotten]\nAGENT: Noted."])],
+                             options=ContextOptions.from_settings())[0]["embedding"]
     nearest = es_admin.search(index=index, knn={"field": "embedding", "query_vector": vector, "k": 1,
                                                 "num_candidates": 10})["hits"]["hits"][0]
     assert nearest["_id"] == quoted["id"] and nearest["_score"] > 0.999

@@ -8,7 +8,7 @@ from django.utils import timezone
 from engram_core.errors import EngramError, NotFound, PermissionDenied, ValidationFailed
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
-from memory_app.mcp import handlers
+from mcp_server import handlers
 from memory_app.services.facts import fact_write
 from memory_app.usage import usage_bump
 from tenants.models import AuditEvent, Subject
@@ -303,7 +303,7 @@ def test_external_ids_are_validated_one_way_everywhere(acme, make_caller, api_cl
 def test_an_outage_has_one_code_in_rest_and_mcp(acme, make_caller, api_client_for, es_unreachable):
     import anyio
 
-    from memory_app.mcp.server import _call
+    from mcp_server.server import _call
 
     handlers.write_memory(caller=make_caller(acme, subject="alice"), type="semantic", text="Alice sings")
     es_unreachable("http://127.0.0.1:9")

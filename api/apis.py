@@ -31,12 +31,12 @@ from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
 from memory_app.commands import turn_command, write_command
 from memory_app.recall import memory_recall
-from memory_app.api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
-from memory_app.api.exceptions import RequestTooLarge
-from memory_app.api.idempotency import HEADER as IDEMPOTENCY_HEADER
-from memory_app.api.idempotency import idempotent
-from memory_app.api.parsers import LimitedJSONParser, body_limit
-from memory_app.api.serializers import (
+from api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
+from api.exceptions import RequestTooLarge
+from api.idempotency import HEADER as IDEMPOTENCY_HEADER
+from api.idempotency import idempotent
+from api.parsers import LimitedJSONParser, body_limit
+from api.serializers import (
     MEMORY_ID_PATTERN,
     CascadeSerializer,
     ErrorBodySerializer,

@@ -2,8 +2,8 @@
 
 Runs in the server's own environment (its DATABASE_URL, ES_INDEX_PREFIX, encryption key):
 
-    python -m tests.mcp.server_env setup      # migrate, create indices, tenants, tokens; print tokens as JSON
-    python -m tests.mcp.server_env teardown   # invalidate every key the server minted, drop the indices
+    python -m tests.mcp_server.server_env setup      # migrate, create indices, tenants, tokens; print tokens as JSON
+    python -m tests.mcp_server.server_env teardown   # invalidate every key the server minted, drop the indices
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from engram_core.errors import (
     database_busy,
 )
 from engram_core.observability import metrics
-from memory_app.api.auth import token_rate_check
+from api.auth import token_rate_check
 from memory_app.metering import usage_count
 from tenants.services.tokens import agent_token_authenticate
 

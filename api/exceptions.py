@@ -59,8 +59,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = busy
     if isinstance(exc, EngramError):
         headers = retry_after() if exc.status == 503 else {}
-        if getattr(exc, "retry_after", None):
-            headers["Retry-After"] = str(exc.retry_after)
+        if seconds := getattr(exc, "retry_after", None):
+            headers["Retry-After"] = str(seconds)
         if exc.status == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="engram"'
         return error_response(exc.status, exc.code, exc.message, exc.details, headers)

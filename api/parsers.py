@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from memory_app.api.exceptions import RequestTooLarge
+from api.exceptions import RequestTooLarge
 from memory_app.validation import holds_nul
 
 

@@ -1,6 +1,6 @@
 """The MCP server: Engram's memory tools, their JSON schemas and the descriptions agents follow.
 
-Tools are thin: take the caller the ASGI layer authenticated (memory_app.mcp.asgi), run one
+Tools are thin: take the caller the ASGI layer authenticated (mcp_server.asgi), run one
 handler in a worker thread, return its result as JSON. Failures come back as MCP tool errors
 (``isError``) carrying ``{"error": {"code", "message", "details"}}``, never a traceback.
 """

@@ -1,16 +1,15 @@
-"""``Idempotency-Key`` on writes: a retried request gets the first response and writes nothing twice.
+"""Idempotency records: a retried write gets the first answer and writes nothing twice.
 
 A record per (agent token, key) is inserted before the write runs; the unique constraint makes
 the first request win any race. The record carries the memory id the write will use, so even a
-re-run (after a server error released the record) cannot create a second memory. Final
-responses (anything but 5xx and 429) are stored and replayed verbatim with
-``Idempotent-Replayed: true``. The same key with another method, path or body is refused (422);
-a request arriving while the first is still running gets 409 and a Retry-After.
+re-run (after a server error released the record) cannot create a second memory. Final answers
+(anything but 5xx and 429) are stored and replayed; the same key with another request is refused
+(422); a request arriving while the first is still running gets 409 and a Retry-After. The REST
+API (``api.idempotency``) and MCP (``idempotent_call``) are the two callers.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -22,16 +21,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.request import Request
-from rest_framework.response import Response
 
 from engram_core.errors import Conflict, EngramError, ValidationFailed
 from memory_app.models import IdempotencyRecord
 from memory_app.services.store import new_memory_id
 from tenants.models import AgentToken, Tenant
 
+# The header's name, also in the errors' details where a key is refused.
 HEADER = "Idempotency-Key"
-_STORED_HEADERS = ("Location",)
 
 
 class KeyReused(EngramError):
@@ -43,19 +40,12 @@ class KeyInUse(Conflict):
     retry_after = 1
 
 
-def _clean_key(raw: str) -> str:
+def idempotency_key_clean(raw: str) -> str:
     key = raw.strip()
     if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
         raise ValidationFailed("Idempotency-Key must be 1-255 printable ASCII characters",
                                details={"header": HEADER}, code="invalid_idempotency_key")
     return key
-
-
-def request_fingerprint(request: Request) -> str:
-    """sha256 of the request's parsed body and query: equal JSON bodies match however they are spaced."""
-    canonical = json.dumps({"data": request.data, "query": sorted(request.query_params.lists())},
-                           sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -98,12 +88,6 @@ def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fi
                    details={"header": HEADER})
 
 
-def idempotency_complete(*, record: IdempotencyRecord, response: Response) -> None:
-    """Store a final response; release the key after a server error or throttling so a retry runs again."""
-    headers = {h: response[h] for h in _STORED_HEADERS if response.has_header(h)}
-    idempotency_store(record=record, status=response.status_code, body=response.data, headers=headers)
-
-
 def idempotency_store(*, record: IdempotencyRecord, status: int, body: Any, headers: dict | None = None) -> None:
     if status >= 500 or status == 429:
         IdempotencyRecord.objects.filter(pk=record.pk).update(locked_at=None)
@@ -118,7 +102,7 @@ def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[s
     """The same guarantee for a call that is not an HTTP request (an MCP tool call): ``run`` gets
     the pre-assigned memory id; its result, or its EngramError below 500, is stored and given
     (returned or raised again) to every later call with ``key``."""
-    key = _clean_key(key)
+    key = idempotency_key_clean(key)
     fingerprint = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
     claim = idempotency_claim(token=token, key=key, method="CALL", path=name, fingerprint=fingerprint,
                               tenant=tenant, external_id=external_id)
@@ -129,15 +113,17 @@ def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[s
             raise EngramError(error.get("message", ""), details=error.get("details"), code=error.get("code"),
                               status=claim.stored.status_code)
         return body
+    record = claim.record
+    assert record is not None  # a claim is either stored (above) or ours
     try:
-        result = run(claim.record.memory_id)
+        result = run(record.memory_id)
     except EngramError as exc:
-        idempotency_store(record=claim.record, status=exc.status, body={"error": exc.as_dict()})
+        idempotency_store(record=record, status=exc.status, body={"error": exc.as_dict()})
         raise
     except BaseException:
-        idempotency_store(record=claim.record, status=500, body=None)
+        idempotency_store(record=record, status=500, body=None)
         raise
-    idempotency_store(record=claim.record, status=200, body=result)
+    idempotency_store(record=record, status=200, body=result)
     return result
 
 
@@ -146,33 +132,3 @@ def idempotency_purge(*, now=None) -> int:
     cutoff = (now or timezone.now()) - timedelta(hours=settings.ENGRAM_IDEMPOTENCY_TTL_HOURS)
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
     return deleted
-
-
-def idempotent(handler):
-    """Wrap a write handler of an API view. The handler reads its pre-assigned memory id from
-    ``request.memory_id`` (from the record when a key is sent, else fresh)."""
-
-    @functools.wraps(handler)
-    def wrapper(view, request: Request, *args, **kwargs):
-        raw = request.headers.get(HEADER)
-        if raw is None:
-            request.memory_id = new_memory_id()
-            return handler(view, request, *args, **kwargs)
-        key = _clean_key(raw)
-        tenant = request.auth.tenant if "external_id" in kwargs else None
-        claim = idempotency_claim(token=request.auth, key=key, method=request.method, path=request.path,
-                                  fingerprint=request_fingerprint(request), tenant=tenant,
-                                  external_id=kwargs.get("external_id", ""))
-        if claim.stored is not None:
-            stored = claim.stored
-            return Response(stored.response_body, status=stored.status_code,
-                            headers={**stored.response_headers, "Idempotent-Replayed": "true"})
-        request.memory_id = claim.record.memory_id
-        try:
-            response = handler(view, request, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - rendered by the one error path, then stored like any response
-            response = view.handle_exception(exc)
-        idempotency_complete(record=claim.record, response=response)
-        return response
-
-    return wrapper

@@ -8,8 +8,8 @@ import anyio
 import pytest
 
 from engram_core.errors import NotFound
-from memory_app.mcp.asgi import McpEndpoint, PrefixRouter
-from memory_app.mcp.server import build_server
+from mcp_server.asgi import McpEndpoint, PrefixRouter
+from mcp_server.server import build_server
 
 
 async def _http(app, *, path="/mcp", method="POST", headers=None, raw_path=None):
@@ -129,7 +129,7 @@ def test_other_paths_under_the_prefix_are_not_found(endpoint, raw_path):
 def test_a_locked_database_answers_503_with_retry_after(endpoint, monkeypatch):
     from django.db import OperationalError
 
-    from memory_app.mcp import asgi
+    from mcp_server import asgi
 
     def locked(**kwargs):
         raise OperationalError("database is locked")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from engram_core.es.schema import MemoryType, alias_name
-from memory_app.mcp.handlers import Caller
+from mcp_server.handlers import Caller
 from memory_app.usage import usage_flush
 from tenants.models import Tenant
 from tenants.services.tokens import agent_token_create

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memory_app.api import apis
+from api import apis
 
 app_name = "api"
 
@@ -26,5 +26,6 @@ urlpatterns = [
     path("catalog/entries", apis.CatalogEntryCreateApi.as_view(), name="catalog-entry-create"),
     path("operations/<uuid:uid>", apis.OperationGetApi.as_view(), name="operation-get"),
     path("usage", apis.UsageApi.as_view(), name="usage"),
-    re_path(r"^.*$", apis.NotFoundApi.as_view(), name="not-found"),
+    # [\s\S], not ".": a path holding a line break (%0A) is an unknown path of the API too, not the inspector's.
+    re_path(r"^[\s\S]*$", apis.NotFoundApi.as_view(), name="not-found"),
 ]

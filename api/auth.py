@@ -115,21 +115,21 @@ class TokenRateThrottle(SimpleRateThrottle):
         if script is None:
             with self._local:
                 return super().allow_request(request, view)
-        self.key = self.get_cache_key(request, view)
-        if self.key is None:
+        self.key = key = self.get_cache_key(request, view)
+        if key is None:
             return True
         self.now = self.timer()
         try:
             answer = script(_SLIDING_LOG)(keys=[self.cache.make_key(f"{self.key}:log")], args=[
                 repr(self.now), self.duration, self.num_requests, f"{self.now!r}:{uuid4().hex}"])
         except RedisError as exc:
-            return self._allowed_here(exc)
+            return self._allowed_here(exc, key=key)
         if answer[0]:
             return True
         self._oldest = float(answer[2]) if len(answer) > 2 and answer[2] is not None else self.now
         return False
 
-    def _allowed_here(self, exc: Exception) -> bool:
+    def _allowed_here(self, exc: Exception, *, key: str) -> bool:
         """The same sliding log, kept in this process while the shared cache is unreachable: the
         limit then holds per server process (N processes let N times the rate through)."""
         with self._local:
@@ -137,13 +137,13 @@ class TokenRateThrottle(SimpleRateThrottle):
                 TokenRateThrottle._down_logged = time.monotonic()
                 log.warning("rate limits counted per process: the shared cache is unreachable (%s: %s)",
                             type(exc).__name__, exc)
-            entries = [t for t in self._fallback.get(self.key, []) if t > self.now - self.duration]
+            entries = [t for t in self._fallback.get(key, []) if t > self.now - self.duration]
             allowed = len(entries) < self.num_requests
             if allowed:
                 entries.append(self.now)
             else:
                 self._oldest = entries[0]
-            self._fallback[self.key] = entries
+            self._fallback[key] = entries
             return allowed
 
     def wait(self) -> float | None:
@@ -158,6 +158,7 @@ class ImportRateThrottle(TokenRateThrottle):
 
 class RateLimited(EngramError):
     code, status = "rate_limited", 429
+    retry_after: int | None = None  # seconds, for the Retry-After header
 
 
 def token_rate_check(*, token: AgentToken) -> None:

@@ -1,7 +1,7 @@
 """End to end: the real ASGI application in a uvicorn process, driven by the MCP SDK's own client.
 
 The server runs with the development settings, everything from the environment: a file SQLite
-database of its own (migrated, with tenants and agent tokens, by tests.mcp.server_env), its own
+database of its own (migrated, with tenants and agent tokens, by tests.mcp_server.server_env), its own
 index prefix, encryption key and state directory, and the test run's Elasticsearch. Afterwards
 every key it minted is invalidated and its indices are dropped.
 """
@@ -65,7 +65,7 @@ def server(es_admin, tmp_path_factory):
     }
 
     def manage(command: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "tests.mcp.server_env", command], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "tests.mcp_server.server_env", command], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -18,7 +18,7 @@ from engram_core.observability import metrics
 from memory_app import outbox
 from memory_app.commands import write_command
 from memory_app.recall import memory_recall
-from memory_app.api.idempotency import idempotent_call
+from memory_app.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
@@ -47,7 +47,7 @@ class Caller:
 
 def _require(caller: Caller, scope: str) -> None:
     if not caller.token.has_scope(scope):
-        # Same code and details as the REST API's scope check (memory_app.api.auth.HasScope).
+        # Same code and details as the REST API's scope check (api.auth.HasScope).
         raise PermissionDenied(f"this agent token lacks the {scope} scope", details={"required_scope": [scope]},
                                code="insufficient_scope")
 
