@@ -53,7 +53,9 @@ def test_first_person_statements(text, fact, slot, change):
 
 @pytest.mark.parametrize("text", ["my head is killing me", "My problem is the app.", "I like you", "My day is fine",
                                   "What's my favourite colour?", "My point is not that.",
-                                  "My plan for the weekend is to rest.", "My biggest worry is the rain."])
+                                  "My plan for the weekend is to rest.", "My biggest worry is the rain.",
+                                  # A value that is a pronoun stands for something said before.
+                                  "I like those old board games", "I love making him laugh", "I like to."])
 def test_chatter_gives_no_fact(text):
     assert _extract(text).facts == []
 

@@ -14,6 +14,7 @@ from engram_eval.statement_cv import (
     Scored,
     grid,
     labelled_sample,
+    majority,
     own_sample,
     pick,
 )
@@ -68,12 +69,24 @@ def _dev_directory() -> Path | None:
 
 
 @pytest.mark.skipif(_dev_directory() is None, reason="LoCoMo dev conversations not found (set ENGRAM_LOCOMO_DEV)")
-def test_the_labelled_dev_facts_are_still_proposed_by_the_default():
+def test_the_labelled_dev_facts_describe_the_current_output():
     paths = [_dev_directory() / f"{c}.json" for c in ("26", "30", "47", "49")]
-    first = StatementRules(feelings=2, vague=False)  # the rules sample "a" was drawn from
-    assert all(v["still_proposed"] == v["labelled"] == 25
-               for c, v in labelled_sample(paths, rules=first)["a"].items() if c != "all")
     report = labelled_sample(paths, rules=StatementRules())
-    assert all(v["still_proposed"] == v["labelled"] == 5 for c, v in report["b"].items() if c != "all")
-    # What the current rules dropped of sample "a" was mostly junk.
+    # Sample "c" was drawn from the current defaults' output, so the current output still holds all of it.
+    assert all(v["still_proposed"] == v["labelled"] == 25 for c, v in report["c"].items() if c != "all")
+    # What the rules added since sample "a" was drawn dropped of it was mostly junk.
+    first = StatementRules(feelings=2, vague=1, others=0, showing=False, alone=False)
     assert report["a"]["all"]["junk_share"] < labelled_sample(paths, rules=first)["a"]["all"]["junk_share"]
+
+
+def test_the_default_takes_per_rule_what_most_folds_picked():
+    space = {"feelings": (1, 2), "others": (0, 1, 2)}
+    table = {rules: {"a": Scored(5, 0.5, 0.6 + rules.others / 100), "b": Scored(5, 0.5, 0.6)}
+             for rules in grid(space)}
+    picks = [StatementRules(feelings=1, others=0), StatementRules(feelings=1, others=1),
+             StatementRules(feelings=2, others=1), StatementRules(feelings=1, others=2)]
+    chosen = majority(picks, table, space=space)
+    assert (chosen.feelings, chosen.others) == (1, 1)
+    # An even split goes to the tied value of higher precision over every conversation.
+    chosen = majority(picks[:2], table, space=space)
+    assert (chosen.feelings, chosen.others) == (1, 1)

@@ -41,9 +41,10 @@ _ATTR_MODIFIER = re.compile(r"\s+(?:(?:of|for|at|in|on|with|about|from|to|this|n
                             r"tonight)$")
 _OCCUPATION_ATTRS = {"work", "job", "occupation", "profession"}
 _VAGUE = re.compile(r"^(?:not|so|too|very|really|pretty|quite|kind of|sort of|a bit|just|also|still|going|"
-                    r"fine|ok|okay|good|great|bad|here|there|this|that|it|the same|different|busy|better|worse)\b",
+                    r"fine|ok|okay|good|great|bad|here|there|this|that|it|these|those|them|him|to|the same|different|busy|"
+                    r"better|worse)\b",
                     re.I)
-_PRONOUN = re.compile(r"\b(?:me|you|your|yours|myself|i|i'm|we|us)\b", re.I)
+_PRONOUN = re.compile(r"\b(?:me|you|your|yours|myself|i|i'm|we|us|him|them)\b", re.I)
 
 _SUCCESS = re.compile(r"\b(?:(?:that|it|this|which)(?: finally| actually)? (?:worked|did the trick|fixed it|solved it|"
                       r"sorted it)|works now|(?<!stopped )(?<!not )working (?:again|now)|fixed now|problem solved|all good now|back to normal|"
@@ -375,7 +376,9 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
-            reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements)
+            sentence = speech.with_subject(speech.strip_opener(sentence))
+            reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
+                                  alone=self.statements.alone and previous_general is None, family=family)
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:

@@ -42,7 +42,7 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
                      r"fun fact|funny enough|to be honest|for the record)"
-                     r"(?:,?\s+[A-Z][a-z]+)?[,!.:]*\s+)+", re.I)
+                     r"(?:,?\s+(?-i:[A-Z][a-z]+))?[,!.:]*\s+)+", re.I)
 _QUESTION = re.compile(r"\?\s*$")
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
 # Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
@@ -285,7 +285,15 @@ class StatementRules:
     someone would write down about the speaker. ``after_pattern``: a sentence in a pattern's form
     whose value the pattern does not keep ("my mum is recovering from a hip operation") is read as
     a statement rather than dropped. ``vague``: a statement that leans on "it", "this", "these" or
-    "those" and names at most one thing ("I have wanted one of these for years") is dropped."""
+    "those" and names at most one thing ("I have wanted one of these for years") is dropped; 2 drops
+    too a sentence whose first clause leans on "it", "them", "one" or "there" whatever else it
+    names ("I get them from markets and fairs", "I stayed there for a week in July").
+    ``others``: a statement whose only first person is "we"/"us" (and "our") with no family named says
+    what the speaker's group holds; 1 drops it unless it tells of something done (past tense: "we
+    went to the Rockies"), 2 always ("we all have different paths"). ``showing``: a sentence that shows the listener
+    something ("Here's a pic of my garden", "take a look") is dropped. ``alone``: a sentence opening
+    on "it", "they" or "this" with no statement before it in the turn to continue is read as a
+    statement of its own ("They kept me going, I've known these neighbours for 6 years")."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -294,7 +302,10 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: bool = True
+    vague: int = 1
+    others: int = 1
+    showing: bool = False
+    alone: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -323,6 +334,56 @@ _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going 
 
 
 _REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
+# A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
+_LEANING = re.compile(r"\b(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
+                      r"there(?! *(?:is|are|was|were|'s|'re|will|has|have|had)\b))\b", re.I)
+_FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
+_GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
+_SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself)\b")
+_SHOWING = re.compile(r"(?:^|[-–—,;:]\s*)(?:here(?:'s| is| are)|this is|these are|check (?:out|it out|this out)|"
+                      r"look at)\b|"
+                      r"\b(?:take a look|check (?:it|this|them) out|(?:a |the |this |my )?(?:pic|pics|photo|photos|"
+                      r"picture|pictures|snap|snapshot|screenshot)\b)", re.I)
+# What a sentence starts with when its subject was left out and it is no statement of its own:
+# a finite verb or an adverb ("Is the book that ...", "Really made me think ...").
+_FRAGMENT_START = frozenset("""
+is are was were has have had been being am feels felt seems seemed looks sounds makes made always really almost
+only even never totally definitely
+""".split())
+
+
+# Participles WordNet lists among its irregular forms that no past tense shares ("broken" ends in -en).
+_PARTICIPLES = frozenset("done gone known shown grown thrown flown drawn worn torn born sworn sung rung begun swum "
+                         "drunk sunk shrunk".split())
+
+
+def with_subject(sentence: str) -> str:
+    """The sentence with the "I" a chat leaves out put back in front of a past-tense verb
+    ("Went to the Rockies last week." → "I went to the Rockies last week."); else unchanged."""
+    m = _WORD.match(sentence)
+    if not m or m.start() != 0:
+        return sentence
+    word = m.group(0).lower()
+    lemmas, forms = _verbs()
+    past = word == "had" or (word in forms and not word.endswith(("ing", "en")) and word not in _PARTICIPLES) or (
+        word.endswith("ed") and (word[:-2] in lemmas or word[:-1] in lemmas or word[:-3] + "y" in lemmas))
+    lex = lexicon()
+    if (not past or forms.get(word) == "be" or (word in _MODALS and word != "had")
+            or (lex.is_concrete_noun(word) and not lex.mostly_verb(word))):
+        return sentence
+    return f"I {word}{sentence[m.end():]}"
+
+
+def _group_past(sentence: str) -> bool:
+    """Whether a "we" sentence tells of something done ("we went", "we had", "last year we ...")."""
+    if _PAST_MARKER.search(sentence):
+        return True
+    m = re.search(r"\b[Ww]e(?:'ve| have| had|'d)?(?: (?:\w+ly|even|also|all|both|just|still|then))* "
+                  r"(?P<verb>[a-z]+)\b", sentence)
+    if m is None:
+        return False
+    return not is_base_verb(m["verb"]) and m["verb"] not in ("are", "can", "will", "should", "all", "both", "gotta",
+                                                             "gonna", "need")
 
 
 def speaker_subject(sentence: str) -> bool:
@@ -346,14 +407,16 @@ def _feeling(sentence: str) -> tuple[bool, str]:
 
 
 def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str] = frozenset(),
-         rules: StatementRules = StatementRules()) -> Reading:
+         rules: StatementRules = StatementRules(), alone: bool = False, family: bool = False) -> Reading:
     """Whether ``sentence`` (without its opener) states a fact about its speaker: a durable
     statement about them or their world (docs/consolidation.md, "What a fact is"). It has a
     first-person subject, object or possessive; it is no question, says nothing to the listener
     ("you"), asks nothing ("let's", "please", a bare imperative) and takes no stance in the exchange
     ("I bet ...", "I agree"); it names something (``anchors``): "I won't give up" states no fact,
     "I signed up for the pottery class" does; and it passes ``rules``. ``ignore``: the speakers'
-    names, which are no anchor."""
+    names, which are no anchor. ``alone``: no statement precedes it in the turn, so a sentence
+    opening on "it" or "they" is read as a statement of its own, not as a follow-up. ``family``: the
+    turn names family, so its "we" is the speaker's household (``rules.others`` keeps it)."""
     min_content = rules.min_content if min_content is None else min_content
     if not sentence:
         return Reading(False, False, "few_words")
@@ -362,7 +425,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if _SECOND_PERSON.search(sentence):
         return Reading(False, False, "address")
     words = content_words(sentence)
-    if _ANAPHOR.match(sentence) and len(words) >= 1:
+    if _ANAPHOR.match(sentence) and len(words) >= 1 and not alone:
         return Reading(False, True)
     if not _FIRST_PERSON.search(sentence):
         return Reading(False, False, "not_about_speaker")
@@ -389,7 +452,16 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
             return Reading(False, False, "feeling")
     if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
+    if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
+        return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
+    if bare.split(" ", 1)[0].lower() in _FRAGMENT_START:
+        return Reading(False, False, "fragment")
+    if rules.showing and _SHOWING.search(sentence):
+        return Reading(False, False, "showing")
+    group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)
+    if rules.others and group and not family and (rules.others == 2 or not _group_past(sentence)):
+        return Reading(False, False, "others")
     if rules.modal and _SUGGESTION.match(bare):
         return Reading(False, False, "hypothetical")
     if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
