@@ -661,14 +661,32 @@ _TROUBLE = re.compile(r"\b(?:keeps?|kept) \w+ing\b|\b(?:won't|isn't|doesn't|can'
                       r"offline|dropping|fails?|failing|error)\b", re.I)
 
 
+_SPEAKER_WORD = re.compile(r"\b(?:i|i'm|i've|me|my|mine|we|we're|we've|us|our)\b", re.I)
+_NO_SLOT_OPENERS = frozenset({"it", "it's", "its", "this", "that", "that's", "these", "those", "they", "they're",
+                              "there", "there's", "here", "here's", "life", "life's", "thank", "thanks", "don't", "just"})
+
+
+def _bare(sentence: str) -> str:
+    """``sentence`` without its opener ("By the way, …") or a one-word interjection or name before a
+    comma ("Gotcha, …", "Yep, …"), which say nothing of what it states."""
+    return re.sub(r"^[\w']+[,!]\s+", "", speech.strip_opener(sentence))
+
+
 def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
     """A sentence that states a value of a topic about the speaker, in a form the statement layer
     skips ("The front door has a Yale smart lock.", "Internet's with TalkTalk", "Liam is a
     firefighter"): no question, no request, no "you", a topic word."""
-    first = words_of(sentence)[:1]
+    bare = _bare(sentence)
+    first = words_of(bare)[:1]
     named = bool(first) and first[0].removesuffix("'s") in self_names
-    if _is_question(sentence) or re.search(r"\b(?:you|your|please)\b", sentence, re.I) or not (
+    if _is_question(sentence) or re.search(r"\b(?:you\w*|please)\b", sentence, re.I) or not (
             topics_of(sentence) or named):
+        return False
+    # Words to the listener ("Take a look at this.", "Keep up the great work.") and a general
+    # remark opening on a gesture or a pronoun ("Taking time for yourself is…", "It's been a dream…")
+    # state no value of the speaker's world.
+    if speech.is_request(bare) or (first and (first[0] in _NO_SLOT_OPENERS or (
+            first[0].endswith("ing") and first[0] not in self_names))):
         return False
     if _HYPOTHETICAL.search(sentence) or len(_content(sentence, self_names=self_names)) < 2:
         return False
@@ -703,6 +721,11 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         if reading is None:
             if carrier is None and _slot_statement(sentence, self_names=names):
                 added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
+            continue
+        if carrier is None and (_is_question(sentence) or (speech.is_request(_bare(sentence))
+                                                          and not _SPEAKER_WORD.search(sentence))):
+            # A question, or a request about nothing of the speaker's ("Take a look at this now"),
+            # carries no fact; "Please don't send me the newsletter any more" does.
             continue
         if carrier is None:
             carrier = FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7)

@@ -231,3 +231,39 @@ def test_a_thing_as_subject_is_its_whole_noun_phrase_and_a_dose_its_unit():
 def test_a_renewal_keeps_the_value():
     reading = change_read("Renewed with LV again, they were the cheapest.")
     assert reading is None or change_target(reading, [_fact("Home insurance is with LV.", 0.8)]) is None
+
+
+_OPENERS = st.sampled_from(["", "Oh, ", "By the way, ", "Yep, ", "Gotcha, ", "Hey! "])
+_TO_THE_LISTENER = st.one_of(
+    st.builds("{} a look at {}.".format, st.sampled_from(["Take", "take"]), st.sampled_from(["this", "my new phone", "the garden"])),
+    st.builds("{} up the {} work.".format, st.sampled_from(["Keep", "keep"]), st.sampled_from(["great", "good"])),
+    st.builds("Take care of {}.".format, st.sampled_from(["yourself", "the kids", "your family"])),
+    st.builds("Remember to be kind to {}.".format, st.sampled_from(["yourself", "the neighbours"])),
+    st.builds("{} time for {} is so important.".format, st.sampled_from(["Taking", "Making"]),
+              st.sampled_from(["yourself", "family", "the garden"])),
+    st.builds("Don't {} it, one small step a day.".format, st.sampled_from(["overthink", "rush"])),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(opener=_OPENERS, sentence=_TO_THE_LISTENER, speaker=st.sampled_from(["Dana", "Sam"]))
+def test_words_to_the_listener_add_no_fact_of_the_speaker(opener, sentence, speaker):
+    # The change reader adds the statements the extractor skipped; a request or a general remark
+    # to the listener is none of them, whatever opener it has.
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+
+    text = f"{speaker}: {opener}{sentence[0].lower() if opener else sentence[0]}{sentence[1:]}"
+    episode = Episode(id="e1", text=text, occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
+    added, _ = episode_probes(episode=episode, candidates=[])
+    assert added == [], (text, [c.text for c in added])
+
+
+def test_a_request_that_changes_the_speakers_own_preference_still_carries_the_change():
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+
+    episode = Episode(id="e1", text="Please don't send me the newsletter any more; I only want service messages.",
+                      occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
+    added, probes = episode_probes(episode=episode, candidates=[])
+    assert probes and added and probes[0].candidate in added

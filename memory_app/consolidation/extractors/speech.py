@@ -432,8 +432,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if len(words) < min_content:
         return Reading(False, False, "few_words")
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
-    if re.match(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
-                sentence, re.I) or is_imperative(sentence):
+    if is_request(sentence):
         return Reading(False, False, "request")
     if rules.subject and not speaker_subject(sentence):
         return Reading(False, False, "not_about_speaker")
@@ -467,6 +466,15 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
         return Reading(False, False, "hypothetical")
     return Reading(True, False)
+
+
+_REQUEST = re.compile(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
+                      re.I)
+
+
+def is_request(sentence: str) -> bool:
+    """A bare request or wish addressed to nobody in particular: no statement of fact."""
+    return bool(_REQUEST.match(sentence)) or is_imperative(sentence)
 
 
 def is_imperative(sentence: str) -> bool:
