@@ -41,6 +41,8 @@ def consolidate_subject(self, subject_id: int, run_id: int | None = None, extrac
     try:
         consolidation_run(subject=subject, run_id=run_id, extractor=extractor, holder=self.request.id,
                           trigger=ConsolidationRun.Trigger.SCHEDULE)
+    except ConsolidationRun.DoesNotExist:  # a message outliving its run's row (a database restored, say)
+        log.warning("consolidation of subject %s: run %s does not exist; nothing to do", subject_id, run_id)
     except EngramError as exc:
         if exc.code == "writes_queued":  # the run follows the end-user's queued writes: again once replayed
             raise self.retry(countdown=exc.details["retry_after"], max_retries=None) from exc

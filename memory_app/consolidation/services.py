@@ -41,6 +41,7 @@ from memory_app.providers import get_embedder
 from memory_app.freshness import refresh_force
 from memory_app.metering import usage_add
 from memory_app.models import ConsolidationLease, ConsolidationRun
+from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.selectors import outbox_has_pending
 from tenants.models import Subject
 from tenants.selectors import SubjectGone, memory_scope
@@ -203,11 +204,15 @@ def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool
         raise
     except Exception as exc:
         run.status = Status.FAILED
+        # A node lost mid-run is an outage, named as one (the task tries again), not an internal error.
+        failure = outage_error(exc) if not isinstance(exc, EngramError) and is_outage(exc) else exc
         # An agent reads the run: the kind of failure only; the cause (an internal address in it,
         # say) is in the worker's log, where the raise below puts it.
-        run.error = exc.as_dict() if isinstance(exc, EngramError) else {
+        run.error = failure.as_dict() if isinstance(failure, EngramError) else {
             "code": "internal_error", "message": f"the run failed ({type(exc).__name__}); the worker's log has the cause",
             "details": {}}
+        if failure is not exc:
+            raise failure from exc
         raise
     else:
         run.status = Status.DRY_RUN if dry_run else Status.SUCCEEDED

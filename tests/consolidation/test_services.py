@@ -311,6 +311,26 @@ def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeyp
     assert len(episodes_pending(subject=subject)) == 1
 
 
+def test_a_node_lost_mid_run_fails_the_run_as_an_outage_not_an_internal_error(subject, say, monkeypatch):
+    from elasticsearch import ConnectionError as TransportConnectionError
+
+    from engram_core.errors import ServiceUnavailable
+    from memory_app.consolidation.extractors import rules
+
+    say(subject, "I live in Paris.")
+
+    def lost(self, *, episodes, context, **_):
+        raise TransportConnectionError("Connection refused")
+
+    monkeypatch.setattr(rules.RulesExtractor, "extract", lost)
+    with pytest.raises(ServiceUnavailable) as raised:  # the task retries an outage
+        consolidation_run(subject=subject)
+    assert raised.value.code == "elasticsearch_unreachable"
+    run = ConsolidationRun.objects.get(subject=subject)
+    assert run.status == "failed" and run.error["code"] == "elasticsearch_unreachable"
+    assert len(episodes_pending(subject=subject)) == 1
+
+
 def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, current_facts, es_admin):
     say(subject, "I live in Paris.")
     consolidation_run(subject=subject)

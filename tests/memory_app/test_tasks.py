@@ -67,3 +67,16 @@ def test_a_consolidation_that_finds_the_cluster_unreachable_tries_again_then_say
     consolidate_subject.apply(kwargs={"subject_id": subject.pk, "run_id": run.pk}, retries=tasks._OUTAGE_RETRIES)
     run.refresh_from_db()
     assert run.status == ConsolidationRun.Status.FAILED and run.error["code"] == "elasticsearch_unreachable"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_consolidation_message_whose_run_is_gone_does_nothing(subject, count_docs):
+    episode_write(subject=subject, text="My favourite colour is blue.")
+    run = consolidation_request(subject=subject)
+    run_id = run.pk
+    run.delete()
+
+    consolidate_subject(subject.pk, run_id=run_id)  # no error: nothing to run
+
+    assert not ConsolidationRun.objects.filter(subject=subject).exists()
+    assert count_docs() == 1  # the episode, nothing derived
