@@ -683,10 +683,11 @@ def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
             topics_of(sentence) or named):
         return False
     # Words to the listener ("Take a look at this.", "Keep up the great work.") and a general
-    # remark opening on a gesture or a pronoun ("Taking time for yourself is…", "It's been a dream…")
+    # remark opening on a gerund or a pronoun ("Taking time for yourself is…", "It's been a dream…"; a
+    # noun in -ing, "The wedding…", "Morning runs…", is no gerund)
     # state no value of the speaker's world.
     if speech.is_request(bare) or (first and (first[0] in _NO_SLOT_OPENERS or (
-            first[0].endswith("ing") and first[0] not in self_names))):
+            first[0].endswith("ing") and first[0] not in self_names and speech.lexicon().mostly_verb(first[0])))):
         return False
     if _HYPOTHETICAL.search(sentence) or len(_content(sentence, self_names=self_names)) < 2:
         return False
