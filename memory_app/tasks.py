@@ -10,11 +10,12 @@ from memory_app.consolidation.services import consolidation_dispatch as consolid
 from memory_app.consolidation.services import consolidation_cancel, consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
+from memory_app.outbox.outage import is_outage
 from tenants.models import Subject
 
 log = logging.getLogger(__name__)
 
-# A run that finds Elasticsearch unreachable tries again this many times (1 s, 2 s, 4 s ... apart).
+# A run that meets an outage (Elasticsearch unreachable, say) tries again this many times (1 s, 2 s, 4 s ... apart).
 _OUTAGE_RETRIES = 6
 
 
@@ -46,7 +47,7 @@ def consolidate_subject(self, subject_id: int, run_id: int | None = None, extrac
     except EngramError as exc:
         if exc.code == "writes_queued":  # the run follows the end-user's queued writes: again once replayed
             raise self.retry(countdown=exc.details["retry_after"], max_retries=None) from exc
-        if exc.code == "elasticsearch_unreachable" and self.request.retries < _OUTAGE_RETRIES:
+        if is_outage(exc) and self.request.retries < _OUTAGE_RETRIES:
             raise self.retry(countdown=min(60, 2 ** self.request.retries), max_retries=_OUTAGE_RETRIES) from exc
         log.warning("consolidation of subject %s failed: %s", subject_id, exc.message)
         # A failure before the run started (the cluster unreachable, say) would leave it queued for good.

@@ -661,7 +661,6 @@ _TROUBLE = re.compile(r"\b(?:keeps?|kept) \w+ing\b|\b(?:won't|isn't|doesn't|can'
                       r"offline|dropping|fails?|failing|error)\b", re.I)
 
 
-_SPEAKER_WORD = re.compile(r"\b(?:i|i'm|i've|me|my|mine|we|we're|we've|us|our)\b", re.I)
 _NO_SLOT_OPENERS = frozenset({"it", "it's", "its", "this", "that", "that's", "these", "those", "they", "they're",
                               "there", "there's", "here", "here's", "life", "life's", "thank", "thanks", "don't", "just"})
 
@@ -724,7 +723,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
                 added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
             continue
         if carrier is None and (_is_question(sentence) or (speech.is_request(_bare(sentence))
-                                                          and not _SPEAKER_WORD.search(sentence))):
+                                                          and not speech.names_speaker(sentence))):
             # A question, or a request about nothing of the speaker's ("Take a look at this now"),
             # carries no fact; "Please don't send me the newsletter any more" does.
             continue

@@ -159,6 +159,11 @@ def sentences(text: str) -> list[str]:
     return [s.strip(" \"") for s in _SENTENCE.split(text) if s and s.strip(" \"")]
 
 
+def names_speaker(sentence: str) -> bool:
+    """A first-person word ("I", "me", "our" …): the sentence says something of its speaker."""
+    return bool(_FIRST_PERSON.search(sentence))
+
+
 def strip_opener(sentence: str) -> str:
     return _OPENER.sub("", sentence).strip()
 
