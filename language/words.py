@@ -44,11 +44,12 @@ FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|"
                           r"[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
                           r"[Oo]ur|[Oo]urs|ourselves)\b")
 SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
-# The same as words (a run of word characters, as "I'm" is "I" and "m"), counted by set membership:
-# a regex of alternatives scans slowly over a recall's few hundred candidates.
+# The same as words (a run of word characters, as "I'm" is "I" and "m"), counted by set membership
+# among the words opening with one of their letters: the patterns' alternatives scan slowly over a
+# recall's few hundred candidates.
 _FIRST_WORDS = frozenset("I me my My mine Mine myself we We us our Our ours Ours ourselves".split())
 _SECOND_WORDS = frozenset("you your yours yourself ya u".split())  # any case
-_TOKEN = re.compile(r"\w+")
+_TOKEN = re.compile(r"\b[IiMmWwUuOoYy]\w*")
 # A note a client appends to a line for what was shared with it ("[shares a photo of a lake]"): not speech.
 ATTACHMENT = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
 _ENDS_ASKING = re.compile(r"\?[\"'”’)\]]*\s*$")
@@ -65,6 +66,8 @@ def to_listener(text: str) -> bool:
     """Whether a line of talk speaks to its listener rather than of its speaker: it holds more
     second-person words than first-person ones, or it ends by asking (an attachment's note aside).
     "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks."""
-    said = ATTACHMENT.sub("", text.replace("’", "'"))
+    said = text.replace("’", "'")
+    if "[" in said:
+        said = ATTACHMENT.sub("", said)
     first, second = persons(said)
     return second > first or bool(_ENDS_ASKING.search(said))

@@ -114,7 +114,7 @@ class RankingConfig:
     outcome_weight: float = 0.1
     # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
     # question gains this share of that question's score when both are candidates.
-    reply_credit: float = 0.25
+    reply_credit: float = 0.35
     # An episode gains this share of the best score among its session neighbours that are candidates
     # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
     # tells one thing over consecutive turns, of which a question meets some.
