@@ -287,10 +287,12 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_answer"] = 1.0 + options.time_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
-    if options.speaker_weight and episode and (said := speaker_of(src.get("text") or "")) \
-            and said.casefold() in {e.casefold() for e in reading.entities}:
+    said = speaker_of(src.get("text") or "") if episode else None
+    if options.speaker_weight and said and said.casefold() in {e.casefold() for e in reading.entities}:
         factors["speaker"] = 1.0 + options.speaker_weight
-    if options.listener_weight and episode and to_listener(src.get("text") or ""):
+    # Only a transcript's line between people: an end-user's own turn to an agent asks for what they
+    # need ("Can I mount the camera with strips?"), and is the memory a later question looks for.
+    if options.listener_weight and said and to_listener(src.get("text") or ""):
         factors["to_listener"] = 1.0 - options.listener_weight
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost

@@ -122,8 +122,9 @@ class RankingConfig:
     # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
     # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
     speaker_weight: float = 0.1
-    # An episode that speaks to its listener rather than of its speaker (more "you" than "I", or
-    # ending on a question: language.words.to_listener) gets ×(1 − this): it tells little of anyone's own life.
+    # A transcript's line ("Name: ...") that speaks to its listener rather than of its speaker (more
+    # "you" than "I", or ending on a question: language.words.to_listener) gets ×(1 − this): it tells
+    # little of anyone's own life.
     listener_weight: float = 0.15
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
