@@ -149,7 +149,7 @@ def _asked(ranked: list[tuple[dict, Hit]], *, group: str, kind: str, right: Call
         multipliers = h["explain"]["multipliers"]
         factor = multipliers.get("superseded", 1.0) * multipliers.get("was_true", 1.0)
         base.append(h["score"] / factor if factor else h["score"])
-        stale.append("superseded_fact" in h["explain"])
+        stale.append(h["explain"].get("superseded_fact", {}).get("as") == "told")
     return Asked(group=group, kind=kind, base=tuple(base), stale=tuple(stale),
                  right=tuple(right(hit) for _, hit in ranked), past=query_asks_past(question, now=now, tz=None))
 
