@@ -97,7 +97,7 @@ for _name, _words in TOPICS.items():
 
 # Verbs (and phrases) whose subject replaces, ends or starts something of its own.
 _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
-                  r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: \w+)? in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
+                  r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: [\w-]+){0,4} in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
                   r"l(?:eft|eave|eaving)|start(?:ed|ing)|join(?:ed|ing)|split up|broke up|pass(?:ed)? away|"
                   r"died|lost|adopt(?:ed|ing)|got rid of|sold|gave up|given up|give up|took up|taken up|"
                   r"retir(?:e|ed|ing)|relocat(?:e|ed|ing)|transferr(?:ed|ing)|closed|cancell?ed|dropped|"

@@ -36,6 +36,17 @@ def test_a_correction_is_harsh():
     assert reading is not None and reading.kind == HARSH
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I said {o} before, but it's {n}.", "Sorry, I meant {n}, not {o}.",
+                        "I said {o} earlier, but you're right, it's {n}."]),
+       st.sampled_from(["Sky", "Plusnet", "TalkTalk", "Virgin Media"]), st.sampled_from(["BT", "Hyperoptic"]))
+def test_a_correction_in_several_phrasings_is_harsh_and_replaces_the_value_it_corrects(template, old, new):
+    reading = change_read(template.format(o=old, n=new))
+    assert reading is not None and reading.kind == HARSH, template
+    link = change_target(reading, [_fact(f"User's internet provider is {old}.", 0.5)])
+    assert link is not None, template
+
+
 @pytest.mark.parametrize("sentence", [
     "Should we switch to BT?",  # a question
     "We might move to Leeds next year.",  # a hypothesis
@@ -112,7 +123,8 @@ _CHANGES = ["{s} switched from {o} to {n}.", "{s} have switched from {o} to {n}.
             "{s} no longer use {o}, it's {n} now.", "{s} don't use {o} any more.",
             "{s} use {n} instead of {o} from now on.", "{s} left {o} in the spring.",
             "{s} cancelled {o} and went with {n}.", "{s} have just switched to {n} from {o}.",
-            "{s} are switching from {o} to {n} this month."]
+            "{s} are switching from {o} to {n} this month.", "{s} traded the old {o} in for {n}.",
+            "Traded the {o} in for {n} in March."]
 _NON_CHANGES = ["Should {sl} switch from {o} to {n}?", "{s} might switch from {o} to {n} next year.",
                 "{s} were going to switch from {o} to {n} but decided to stay put.", "{s} thought about leaving {o}.",
                 "Since {sl} switched to {o} things have been fine.", "{s} have been with {o} for seven years now.",
