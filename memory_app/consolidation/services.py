@@ -424,7 +424,7 @@ def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
 def conversation_addition(candidate, *, episode, carries_change: bool) -> bool:
     """Whether a candidate the change reader adds for a labelled turn ("Rosa: ...", a conversation
     between people) is kept. There the statement layer has already read every sentence about the
-    speaker: a slot statement it skipped is a remark ("Marketing is key.", "Gaming is awesome."),
+    speaker: a slot statement it skipped is a remark ("Board games are the best.", "Patience is everything."),
     and a change sentence must name its speaker (as the extractor's statements do). The end-user's
     own unlabelled turns keep both ("The front door has a Yale smart lock.")."""
     speaker, _ = speech.split_speaker(episode.text)

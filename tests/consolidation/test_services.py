@@ -565,19 +565,19 @@ def test_the_change_reader_adds_no_remark_to_a_conversation_between_people():
 def test_a_change_sentence_of_a_conversation_is_kept_when_it_names_its_speaker():
     from memory_app.consolidation.services import changes_read, conversation_addition
 
-    turn = _turn("Dana: I left my IT job after 3 years and started at the library.")
+    turn = _turn("Dana: I quit my job at the bakery after 4 years and started at the library.")
     kept, probes, _ = changes_read(facts=[], new_episodes=[turn], episodes={"e1": turn}, display_name="")
     assert kept and probes and all("Dana" in c.text for c in kept)
     # Not naming the speaker, the same sentence is no fact of theirs.
-    assert not conversation_addition(replace(kept[0], text="Every move matters."), episode=turn, carries_change=True)
+    assert not conversation_addition(replace(kept[0], text="Patience is everything."), episode=turn, carries_change=True)
 
 
 _SPEAKERS = st.sampled_from(["Dana", "Sam", "Rosa"])
 _SENTENCES = st.lists(st.sampled_from([
-    "Marketing is key.", "Gaming is awesome with all the competition.", "I left my IT job after 3 years.",
-    "We moved to Leeds in May.", "Every move matters.", "My router is a BT Smart Hub 2.",
+    "Patience is everything.", "Board games are the best with a big group.", "I quit my job at the bakery.",
+    "We moved to Leeds in May.", "Each little step counts.", "My router is a BT Smart Hub 2.",
     "Hard work pays off eventually.", "I switched to a Nest thermostat last week.",
-    "The Witcher 3 is my favourite game now.", "Sorry 'bout not getting back sooner."]), min_size=1, max_size=4)
+    "Chess is my favourite game now.", "Sorry for the slow reply, busy week."]), min_size=1, max_size=4)
 
 
 @hypothesis_settings(max_examples=60, deadline=None)
