@@ -11,7 +11,8 @@ it cites, precision's rule at cosine 0.6) or ``hand`` (the facts of
 leaving each out in turn (the highest mean precision whose mean coverage reaches ``--min-coverage``),
 then applied to the held-out conversation, whose general statements below it are dropped (pattern
 facts pass). Reported per held-out conversation: the AUC of the scores against their label,
-precision and coverage before and after, and the hand-labelled junk among the labelled facts kept.
+precision and coverage before and after, and the hand-labelled junk among the labelled facts kept;
+first, the share of the hand-labelled facts and of the junk that match an observation.
 
     python -m engram_eval durable_cv ../shared/data/locomo-dev/{26,30,47,49}.json
 
@@ -184,6 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     pools = {p.stem: build_pool(p.stem, json.loads(p.read_text()), rules=RULES[args.rules], embed=embed, hand=hand)
              for p in args.paths}
     print(f"rules {args.rules}, label {args.label}, l2 {args.l2}", file=sys.stderr)
+    # How far LoCoMo's precision sees junk: the share of hand-labelled facts and junk that match.
+    labelled = [(h, m) for pool in pools.values() for h, m in zip(pool.hand, pool.matched, strict=True)
+                if h is not None]
+    for value, name in ((1, "facts"), (0, "junk")):
+        hits = [m for h, m in labelled if h == value]
+        print(f"hand-labelled {name}: {len(hits)}, matching an observation {np.mean(hits):.3f}")
     for held, r in held_out(pools, label=args.label, l2=args.l2, min_coverage=args.min_coverage).items():
         (p0, c0, n0), (p1, c1, n1) = r["before"], r["after"]
         area = "n/a" if r["auc"] is None else f"{r['auc']:.3f}"
