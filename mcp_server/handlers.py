@@ -22,7 +22,7 @@ from memory_app.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import clean_steps
+from memory_app.validation import Limits, clean_steps
 from tenants.models import AgentToken, Subject, TokenRead
 from tenants.selectors import subject_find, subject_get
 from tenants.services.token_reads import token_read_record
@@ -184,7 +184,7 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
             payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
         target = memory_id or assigned_id
         write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                              memory_id=target)
+                              limits=Limits.from_settings(), memory_id=target)
         submitted = outbox.write_submit(tenant=tenant, write=write, token=caller.token, defer_refresh=True)
         if submitted.queued:
             entry = submitted.entry
