@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from engram_core.errors import PermissionDenied, ValidationFailed
 from engram_core.es.schema import VECTOR_FIELDS
 from engram_core.validation import clean_external_id
@@ -195,6 +197,6 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
     if idempotency_key is None:
         return run(new_memory_id())
     return idempotent_call(token=caller.token, key=idempotency_key, name=f"mcp:{tool}", tenant=tenant,
-                           external_id=external_id,
+                           external_id=external_id, lock_seconds=settings.ENGRAM_IDEMPOTENCY_LOCK_SECONDS,
                            arguments={"payload": payload, "memory_id": memory_id, "subject": external_id},
                            run=run)
