@@ -51,7 +51,6 @@ ALLOWED = {
     ("memory_app/freshness.py", "_mark_set"): "not moved yet: the pending mark's lifetime",
     ("memory_app/freshness.py", "_refresh_shared"): "not moved yet: the wait on another refresh",
     ("memory_app/freshness.py", "_lead"): "not moved yet: the wait on another refresh",
-    ("memory_app/consolidation/services.py", "consolidation_due"): "not moved yet: the beat task's thresholds",
     ("memory_app/services/supersession.py", "superseding_write"): "not moved yet: the harsh contradiction's penalty",
     ("memory_app/services/migration.py", "migration_rekey"): "a migration's callback (no entry to pass it from)",
     ("tenants/services/audit.py", "audit_record"): "not moved yet: events between audit checkpoints",

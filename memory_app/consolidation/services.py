@@ -119,17 +119,31 @@ def _send(*, subject_id: int, run_id: int) -> None:
         current_app.send_task(CONSOLIDATE_TASK, kwargs={"subject_id": subject_id, "run_id": run_id})
 
 
-def consolidation_due(*, now=None) -> list[Subject]:
+@dataclass(frozen=True)
+class DueOptions:
+    """When an end-user is due a scheduled run, as read at the beat task's entry."""
+
+    after_episodes: int  # ENGRAM_CONSOLIDATION_AFTER_EPISODES: this many waiting
+    quiet_minutes: int  # ENGRAM_CONSOLIDATION_QUIET_MINUTES: or some waiting and none newer than this
+    lease_seconds: int  # ENGRAM_CONSOLIDATION_LEASE_SECONDS: a run queued longer ago is presumed lost
+
+    @classmethod
+    def from_settings(cls) -> DueOptions:
+        return cls(after_episodes=settings.ENGRAM_CONSOLIDATION_AFTER_EPISODES,
+                   quiet_minutes=settings.ENGRAM_CONSOLIDATION_QUIET_MINUTES,
+                   lease_seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+
+
+def consolidation_due(*, options: DueOptions, now=None) -> list[Subject]:
     """End-users to consolidate now: N episodes waiting, or some waiting and none newer than T
-    minutes (ENGRAM_CONSOLIDATION_AFTER_EPISODES / _QUIET_MINUTES); not those with a run queued
-    or holding the lease."""
+    minutes (``options``); not those with a run queued or holding the lease."""
     now = now or timezone.now()
-    quiet_before = (now - timedelta(minutes=settings.ENGRAM_CONSOLIDATION_QUIET_MINUTES)).isoformat()
+    quiet_before = (now - timedelta(minutes=options.quiet_minutes)).isoformat()
     due: dict[tuple[str, str], int] = {}
     for row in selectors.episodes_pending_by_subject(now=now):
         newest = row["newest"]
         newest_iso = newest if isinstance(newest, str) else None
-        if row["pending"] >= settings.ENGRAM_CONSOLIDATION_AFTER_EPISODES or (newest_iso and newest_iso <= quiet_before):
+        if row["pending"] >= options.after_episodes or (newest_iso and newest_iso <= quiet_before):
             due[(row["tenant_id"], row["user_id"])] = row["pending"]
     if not due:
         return []
@@ -139,17 +153,19 @@ def consolidation_due(*, now=None) -> list[Subject]:
     busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
                .values_list("subject_id", flat=True))
     # A run queued recently is still coming (one queued longer than a lease ago is presumed lost).
-    recent = timezone.now() - timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+    recent = timezone.now() - timedelta(seconds=options.lease_seconds)
     busy |= set(ConsolidationRun.objects.filter(subject__in=subjects, status=Status.QUEUED, created_at__gt=recent)
                 .values_list("subject_id", flat=True))
     return [s for s in subjects if s.pk not in busy]
 
 
 def consolidation_dispatch(*, now=None) -> int:
-    """Queue a run for every end-user that is due (beat calls this). Returns how many."""
-    subjects = consolidation_due(now=now)
+    """Queue a run for every end-user that is due (beat calls this: the settings are read here,
+    once). Returns how many."""
+    subjects = consolidation_due(options=DueOptions.from_settings(), now=now)
+    extractors = ExtractorOptions.from_settings()
     for subject in subjects:
-        consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE)
+        consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE, extractors=extractors)
     return len(subjects)
 
 
