@@ -49,8 +49,8 @@ ALLOWED = {
     ("memory_app/recall/options.py", "ranking_config"): "RankingConfig's builder, called at recall's entry",
     # Not moved yet (issue 66): each is read where it applies, on every path that reaches it.
     ("memory_app/freshness.py", "_mark_set"): "not moved yet: the pending mark's lifetime",
-    ("memory_app/freshness.py", "_refresh_shared"): "not moved yet: the wait on another refresh",
-    ("memory_app/freshness.py", "_lead"): "not moved yet: the wait on another refresh",
+    ("memory_app/freshness.py", "_refresh_shared"): "the client's request timeout: no wait outlasts a request",
+    ("memory_app/freshness.py", "_lead"): "the client's request timeout: no wait outlasts a request",
     ("memory_app/services/supersession.py", "superseding_write"): "not moved yet: the harsh contradiction's penalty",
     ("memory_app/services/migration.py", "migration_rekey"): "a migration's callback (no entry to pass it from)",
     ("tenants/services/audit.py", "audit_record"): "not moved yet: events between audit checkpoints",
