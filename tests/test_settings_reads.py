@@ -42,8 +42,6 @@ ALLOWED = {
     ("memory_app/observability.py", "worker_metrics_start"): "a worker's exporter, started once",
     ("memory_app/observability.py", "tracing_start"): "tracing, started once per process",
     ("memory_app/health.py", "broker_status"): "the broker's URL (deployment wiring), for /healthz",
-    ("memory_app/health.py", "health_report_cached"): "/healthz's cache lifetime",
-    ("memory_app/health.py", "health_report"): "/healthz's staleness bound",
     ("memory_app/metering.py", "_flush_forever"): "the usage flusher's interval: one thread per process",
     ("memory_app/turns.py", "_recall_start"): "the size of the process's turn-recall pool, built once",
     ("memory_app/recall/options.py", "ranking_config"): "RankingConfig's builder, called at recall's entry",
