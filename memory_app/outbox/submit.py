@@ -65,8 +65,8 @@ def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = Non
         return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
     try:
         applied = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                             memory_id=memory_id, actor=token or actor, limits=write.limits,
-                             defer_refresh=defer_refresh, subject=write.subject)
+                              memory_id=memory_id, actor=token or actor, limits=write.limits,
+                              defer_refresh=defer_refresh, subject=write.subject)
     except Exception as exc:
         if not is_outage(exc):
             raise
