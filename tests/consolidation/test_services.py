@@ -60,7 +60,7 @@ def test_creates_grounded_facts_and_advances_the_watermark(subject, say, current
     assert by_text["The user's favourite colour is blue."]["source"] == "consolidation"
     assert run.status == "succeeded" and run.episodes_read == 3 and run.facts_created == 2
     assert run.extractor == "rules" and run.duration_ms is not None
-    assert episodes_pending(subject=subject) == []
+    assert episodes_pending(subject=subject, limit=500) == []
     assert consolidation_runs_list(subject=subject, limit=5) == [run]
 
 
@@ -157,7 +157,7 @@ def test_rerun_over_the_same_episodes_changes_nothing(subject, say, current_fact
     index = alias_name(MemoryType.EPISODIC)
     for hit in es_admin.search(index=index, size=100, query={"term": {"user_id": str(subject.user_id)}})["hits"]["hits"]:
         es_admin.update(index=index, id=hit["_id"], doc={"consolidated_at": None}, refresh=True)
-    assert len(episodes_pending(subject=subject)) == 7
+    assert len(episodes_pending(subject=subject, limit=500)) == 7
     run = consolidation_run(subject=subject).run
     assert current_facts(subject) == before
     assert _all(es_admin, MemoryType.PROCEDURAL, subject) == playbooks_before
@@ -181,7 +181,7 @@ def test_dry_run_proposes_and_writes_nothing(subject, say, current_facts, count_
     docs = count_docs()
     result = consolidation_run(subject=subject, dry_run=True)
     assert count_docs() == docs
-    assert len(episodes_pending(subject=subject)) == 2
+    assert len(episodes_pending(subject=subject, limit=500)) == 2
     actions = {c["text"]: c for c in result.changes}
     assert actions["The user lives in Rome."]["action"] == "supersede"
     assert actions["The user lives in Rome."]["target_text"] == "The user lives in Paris."
@@ -312,7 +312,7 @@ def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeyp
         consolidation_run(subject=subject)
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "llm_bad_answer"
-    assert len(episodes_pending(subject=subject)) == 1
+    assert len(episodes_pending(subject=subject, limit=500)) == 1
 
 
 def test_a_node_lost_mid_run_fails_the_run_as_an_outage_not_an_internal_error(subject, say, monkeypatch):
@@ -332,7 +332,7 @@ def test_a_node_lost_mid_run_fails_the_run_as_an_outage_not_an_internal_error(su
     assert raised.value.code == "elasticsearch_unreachable"
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "elasticsearch_unreachable"
-    assert len(episodes_pending(subject=subject)) == 1
+    assert len(episodes_pending(subject=subject, limit=500)) == 1
 
 
 def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, current_facts, es_admin):
@@ -363,7 +363,7 @@ def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subj
     es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
     vector = get_embedder().embed_query("The user's sister Ana lives in Lisbon.")
     # A text with no word of any fact: whatever is found, the kNN query found.
-    [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector])
+    [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector], k=10)
     cosine = {f.id: f.cosine for f in found}
     assert set(cosine) == {kept["id"], newer["id"]}  # not the superseded fact, not bob's twin
     assert cosine[kept["id"]] > 0.99 > cosine[newer["id"]]
