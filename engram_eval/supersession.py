@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 from rapidfuzz import fuzz
 
-from memory_app.consolidation.extractors import get_extractor
+from memory_app.consolidation.extractors import ExtractorOptions, get_extractor
 from memory_app.consolidation.extractors.base import Episode
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
-from memory_app.consolidation.resolve import StoredFact, fact_id, normalise
+from memory_app.consolidation.resolve import Duplicates, StoredFact, fact_id, normalise
 from memory_app.consolidation.services import ChangeLinking, changes_read, consolidate_all, facts_plan
 from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
@@ -437,7 +437,7 @@ def detect_offline(*, changes: ChangeSet | None = None, extractor: str | None = 
     for entry in entries:
         by_user[entry.user].append(entry)
     embedder = get_embedder()
-    extractor_obj = get_extractor(extractor)
+    extractor_obj = get_extractor(extractor, options=ExtractorOptions.from_settings())
     totals: dict[str, float] = _empty()
     families: dict[str, dict[str, float]] = defaultdict(_empty)
     findings: dict[str, list[str]] = defaultdict(list)
@@ -490,6 +490,7 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
     """``offline_links`` with several episodes per run (a LoCoMo session). ``memo``: extractions
     and vectors kept across calls (the same runs scored at other thresholds)."""
     memo = {} if memo is None else memo
+    duplicates = Duplicates.from_settings()
     scope = {"tenant_id": "offline", "user_id": display_name}
     current: dict[str, tuple[StoredFact, Any]] = {}
     support: dict[str, set[str]] = {}
@@ -520,7 +521,7 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
         new_ids = [fact_id(scope, c) for c in facts]
         actions = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=vectors,
                              existing={i for i in new_ids if i in current}, probes=probes,
-                             episodes=by_id, display_name=display_name, linking=linking)
+                             episodes=by_id, display_name=display_name, linking=linking, duplicates=duplicates)
         for action, vector in zip(actions, vectors, strict=True):
             candidate = action.candidate
             if action.kind in ("create", "supersede"):
@@ -552,7 +553,7 @@ def detect_offline_locomo(*, paths: list[Path], labels: DevChangeSet | None = No
     labels = labels or load_locomo_changes()
     linking = linking or ChangeLinking.from_settings()
     embedder = get_embedder()
-    extractor_obj = get_extractor(extractor)
+    extractor_obj = get_extractor(extractor, options=ExtractorOptions.from_settings())
     report: dict[str, Any] = {"conversations": {}, "findings": defaultdict(list)}
     total: dict[str, float] = _empty()
     for path in paths:
