@@ -24,6 +24,7 @@ hit cites (an episode is, or a fact's support holds) a turn of the expected valu
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -52,10 +53,14 @@ from .sandbox import import_by_client_id, sandbox
 QUESTION_DELAY = timedelta(days=7)
 
 
+_GLOSS = re.compile(r"\s*\([^()]*\)")
+
+
 def value_in(value: str, text: str) -> bool:
-    """Whether ``text`` names ``value`` (normalised, fuzzily: "Virgin Media" in "...with virgin media.")."""
-    v, t = normalise(value), normalise(text)
-    return bool(v) and fuzz.partial_ratio(v, t) >= 90
+    """Whether ``text`` names ``value`` (normalised, fuzzily: "Virgin Media" in "...with virgin media.").
+    A label's gloss in brackets is for the reader: "Tiger (tabby cat)" is named by "Tiger"."""
+    t = normalise(text)
+    return any(v and fuzz.partial_ratio(v, t) >= 90 for v in {normalise(value), normalise(_GLOSS.sub("", value))})
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,7 @@ def _asked(ranked: list[tuple[dict, Hit]], *, group: str, kind: str, right: Call
         multipliers = h["explain"]["multipliers"]
         factor = multipliers.get("superseded", 1.0) * multipliers.get("was_true", 1.0)
         base.append(h["score"] / factor if factor else h["score"])
-        stale.append("superseded_fact" in h["explain"])
+        stale.append(h["explain"].get("superseded_fact", {}).get("as") == "told")
     return Asked(group=group, kind=kind, base=tuple(base), stale=tuple(stale),
                  right=tuple(right(hit) for _, hit in ranked), past=query_asks_past(question, now=now, tz=None))
 

@@ -402,6 +402,10 @@ class ChangeLinking:
 
     min_topic_cosine: float = 0.6
     min_cosine: float = 1.01
+    # A cue that names a replacement ("switched", "moved to", "instead of") links by a shared topic
+    # from this cosine; None: at ``min_topic_cosine`` like every cue. Set on our labelled set: the
+    # dev conversations do not tell (docs/consolidation.md).
+    min_strong_topic_cosine: float | None = 0.25
 
     @classmethod
     def from_settings(cls) -> ChangeLinking:
@@ -518,7 +522,8 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
                                          valid_from=fact.valid_from))
     told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
     link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
-                                 min_topic_cosine=linking.min_topic_cosine, told_at=max(told) if told else None)
+                                 min_topic_cosine=linking.min_topic_cosine,
+                                 min_strong_topic_cosine=linking.min_strong_topic_cosine, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
