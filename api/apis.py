@@ -60,6 +60,7 @@ from memory_app.services.imports import episodes_assign_ids
 from memory_app.turns import turn_create
 from memory_app.usage import usage_record_recalled
 from memory_app.validation import (
+    Limits,
     CONTRADICTIONS,
     EPISODE_ROLES,
     FORGET_REASONS,
@@ -198,7 +199,7 @@ class BaseApi(APIView):
     def submit(self, request: Request, external_id: str, operation: Op, payload: dict[str, Any], *,
                memory_id: str = "", background: bool = False) -> Submitted:
         write = write_command(tenant=self.tenant(request), external_id=external_id, operation=operation,
-                              payload=payload, memory_id=memory_id)
+                              payload=payload, limits=Limits.from_settings(), memory_id=memory_id)
         return outbox.write_submit(tenant=self.tenant(request), write=write, token=request.auth,
                                    background=background, defer_refresh=True)
 
@@ -373,7 +374,8 @@ class TurnCreateApi(BaseApi):
         data = self.validated(self.InputSerializer, request.data)
         reads = self.reads_memory(request)
         turn = turn_command(tenant=self.tenant(request), external_id=external_id, memory_id=request.memory_id,
-                            max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, **_json_ready(data))
+                            max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, limits=Limits.from_settings(),
+                            **_json_ready(data))
         result = turn_create(tenant=self.tenant(request), turn=turn, token=request.auth, with_recall=reads)
         metrics.TURNS.labels("queued" if result.submitted.queued else "applied").inc()
         if result.recall is not None:

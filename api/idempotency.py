@@ -9,6 +9,7 @@ import functools
 import hashlib
 import json
 
+from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -47,7 +48,8 @@ def idempotent(handler):
         key = idempotency_key_clean(raw)
         tenant = request.auth.tenant if "external_id" in kwargs else None
         claim = idempotency_claim(token=request.auth, key=key, method=request.method, path=request.path,
-                                  fingerprint=request_fingerprint(request), tenant=tenant,
+                                  fingerprint=request_fingerprint(request),
+                                  lock_seconds=settings.ENGRAM_IDEMPOTENCY_LOCK_SECONDS, tenant=tenant,
                                   external_id=kwargs.get("external_id", ""))
         if claim.stored is not None:
             stored = claim.stored

@@ -23,6 +23,7 @@ from embeddings.server import EmbeddingsServer
 from engram_eval.locomo import locomo_episodes, locomo_evidence
 from memory_app import outbox
 from memory_app.commands import turn_command, write_command
+from memory_app.validation import Limits
 from memory_app.recall import memory_recall
 from memory_app.services.facts import catalog_entry_write
 from memory_app.turns import TurnResult, turn_create
@@ -45,14 +46,14 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
                  **options) -> outbox.Submitted:
     """A write as the API makes it: checked into a command (``write_command``), then submitted."""
     write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                          memory_id=memory_id)
+                          limits=Limits.from_settings(), memory_id=memory_id)
     return outbox.write_submit(tenant=tenant, write=write, **options)
 
 
 def turn(*, tenant: Tenant, external_id: str, text: str, **fields) -> TurnResult:
     """A user turn as ``POST .../turns`` makes it: checked into a command, then the turn service."""
     command = turn_command(tenant=tenant, external_id=external_id, text=text,
-                           max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, **fields)
+                           max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, limits=Limits.from_settings(), **fields)
     return turn_create(tenant=tenant, turn=command)
 
 

@@ -1,7 +1,7 @@
 """Run an eval module that needs Django's settings but no services: ``python -m engram_eval <name> ...``.
 
 Django is set up first (development settings unless DJANGO_SETTINGS_MODULE says otherwise), then
-``engram_eval.<name>.main`` runs with the remaining arguments. Modules: statement_cv.
+``engram_eval.<name>.main`` runs with the remaining arguments. Modules: statement_cv, durable_cv.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 import django
 
-MODULES = ("statement_cv",)
+MODULES = ("statement_cv", "durable_cv")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -35,6 +35,7 @@ from api.apis import TurnCreateApi
 from memory_app.consolidation.services import consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.commands import write_command
+from memory_app.validation import Limits
 from memory_app.outbox import outbox_replay, write_submit
 from memory_app.recall import memory_recall
 from memory_app.selectors import subject_export
@@ -276,7 +277,8 @@ def seed(*, tenant: Tenant, raw_token: str, seeded: Seeded) -> Seeded:
         text=f"My library card number is {seeded.canary('idempotency record')}."))
     queued = write_submit(tenant=tenant, write=write_command(
         tenant=tenant, external_id=subject.external_id, operation="fact",
-        payload={"text": f"Their bicycle is a {seeded.canary('outbox payload')} tandem."}), actor=ACTOR, background=True)
+        payload={"text": f"Their bicycle is a {seeded.canary('outbox payload')} tandem."}, limits=Limits.from_settings()),
+        actor=ACTOR, background=True)
     seeded.forget.append(queued.memory_id)
     said = "My locker code is {}.".format(seeded.canary("other episodes' context"))
     seeded.forget.append(_say(subject, said, at=at(), session="ctx"))

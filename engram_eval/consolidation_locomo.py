@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_app.consolidation.extractors import Episode, get_extractor
+from memory_app.consolidation.extractors import Episode, ExtractorOptions, get_extractor
 from memory_app.consolidation.grounding import content_words, ungrounded_words
 from memory_app.consolidation.services import consolidate_all, consolidation_run
 from memory_app.providers import get_embedder
@@ -153,7 +153,7 @@ def extraction_speed(episodes: list[dict[str, Any]], *, extractor: str | None) -
     eps = [Episode(id=e["id"], text=e["text"], occurred_at=e["occurred_at"].isoformat(), session_id=e["session_id"])
            for e in episodes]
     started = time.perf_counter()
-    proposed = get_extractor(extractor).extract(episodes=eps, context=[])
+    proposed = get_extractor(extractor, options=ExtractorOptions.from_settings()).extract(episodes=eps, context=[])
     return len(proposed.facts), time.perf_counter() - started
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_app.consolidation.extractors import Episode
+from memory_app.consolidation.extractors import Episode, FactCandidate
 from memory_app.consolidation.extractors.rules import RulesExtractor
 from memory_app.consolidation.extractors.speech import StatementRules
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
@@ -67,6 +67,12 @@ def grid(space: Mapping[str, Iterable[Any]] = GRID, fixed: Mapping[str, Any] = F
 
 def offline_facts(conversation: str, data: dict, *, rules: StatementRules) -> list[WrittenFact]:
     """The grounded facts the rules extractor proposes for the whole conversation, each citing its turns."""
+    return [fact for fact, _ in offline_candidates(conversation, data, rules=rules)]
+
+
+def offline_candidates(conversation: str, data: dict, *, rules: StatementRules
+                       ) -> list[tuple[WrittenFact, FactCandidate]]:
+    """``offline_facts``, each with the extractor's candidate (its slot, if any)."""
     raw = locomo_episodes(conversation, data)
     episodes = [Episode(id=e["id"], text=e["text"], occurred_at=e["occurred_at"].isoformat(),
                         session_id=e["session_id"]) for e in raw]
@@ -76,7 +82,8 @@ def offline_facts(conversation: str, data: dict, *, rules: StatementRules) -> li
     for candidate in RulesExtractor(statements=rules).extract(episodes=episodes, context=[]).facts:
         texts = [episode_evidence(by_id[i].text, by_id[i].occurred_at) for i in candidate.episode_ids if i in by_id]
         if texts and is_grounded(candidate.text, texts):
-            out.append(WrittenFact(text=candidate.text, turns=tuple(dia[i] for i in candidate.episode_ids)))
+            out.append((WrittenFact(text=candidate.text, turns=tuple(dia[i] for i in candidate.episode_ids)),
+                        candidate))
     return out
 
 

@@ -24,6 +24,7 @@ hit cites (an episode is, or a fact's support holds) a turn of the expected valu
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -34,10 +35,10 @@ from typing import Any
 import numpy as np
 from rapidfuzz import fuzz
 
-from memory_app.consolidation.extractors import get_extractor
+from memory_app.consolidation.extractors import ExtractorOptions, get_extractor
 from memory_app.consolidation.extractors.base import Episode
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
-from memory_app.consolidation.resolve import StoredFact, fact_id, normalise
+from memory_app.consolidation.resolve import Duplicates, StoredFact, fact_id, normalise
 from memory_app.consolidation.services import ChangeLinking, changes_read, consolidate_all, facts_plan
 from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
@@ -52,10 +53,14 @@ from .sandbox import import_by_client_id, sandbox
 QUESTION_DELAY = timedelta(days=7)
 
 
+_GLOSS = re.compile(r"\s*\([^()]*\)")
+
+
 def value_in(value: str, text: str) -> bool:
-    """Whether ``text`` names ``value`` (normalised, fuzzily: "Virgin Media" in "...with virgin media.")."""
-    v, t = normalise(value), normalise(text)
-    return bool(v) and fuzz.partial_ratio(v, t) >= 90
+    """Whether ``text`` names ``value`` (normalised, fuzzily: "Virgin Media" in "...with virgin media.").
+    A label's gloss in brackets is for the reader: "Tiger (tabby cat)" is named by "Tiger"."""
+    t = normalise(text)
+    return any(v and fuzz.partial_ratio(v, t) >= 90 for v in {normalise(value), normalise(_GLOSS.sub("", value))})
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,7 @@ def _asked(ranked: list[tuple[dict, Hit]], *, group: str, kind: str, right: Call
         multipliers = h["explain"]["multipliers"]
         factor = multipliers.get("superseded", 1.0) * multipliers.get("was_true", 1.0)
         base.append(h["score"] / factor if factor else h["score"])
-        stale.append("superseded_fact" in h["explain"])
+        stale.append(h["explain"].get("superseded_fact", {}).get("as") == "told")
     return Asked(group=group, kind=kind, base=tuple(base), stale=tuple(stale),
                  right=tuple(right(hit) for _, hit in ranked), past=query_asks_past(question, now=now, tz=None))
 
@@ -432,7 +437,7 @@ def detect_offline(*, changes: ChangeSet | None = None, extractor: str | None = 
     for entry in entries:
         by_user[entry.user].append(entry)
     embedder = get_embedder()
-    extractor_obj = get_extractor(extractor)
+    extractor_obj = get_extractor(extractor, options=ExtractorOptions.from_settings())
     totals: dict[str, float] = _empty()
     families: dict[str, dict[str, float]] = defaultdict(_empty)
     findings: dict[str, list[str]] = defaultdict(list)
@@ -485,6 +490,7 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
     """``offline_links`` with several episodes per run (a LoCoMo session). ``memo``: extractions
     and vectors kept across calls (the same runs scored at other thresholds)."""
     memo = {} if memo is None else memo
+    duplicates = Duplicates.from_settings()
     scope = {"tenant_id": "offline", "user_id": display_name}
     current: dict[str, tuple[StoredFact, Any]] = {}
     support: dict[str, set[str]] = {}
@@ -515,7 +521,7 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
         new_ids = [fact_id(scope, c) for c in facts]
         actions = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=vectors,
                              existing={i for i in new_ids if i in current}, probes=probes,
-                             episodes=by_id, display_name=display_name, linking=linking)
+                             episodes=by_id, display_name=display_name, linking=linking, duplicates=duplicates)
         for action, vector in zip(actions, vectors, strict=True):
             candidate = action.candidate
             if action.kind in ("create", "supersede"):
@@ -547,7 +553,7 @@ def detect_offline_locomo(*, paths: list[Path], labels: DevChangeSet | None = No
     labels = labels or load_locomo_changes()
     linking = linking or ChangeLinking.from_settings()
     embedder = get_embedder()
-    extractor_obj = get_extractor(extractor)
+    extractor_obj = get_extractor(extractor, options=ExtractorOptions.from_settings())
     report: dict[str, Any] = {"conversations": {}, "findings": defaultdict(list)}
     total: dict[str, float] = _empty()
     for path in paths:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from engram_core.errors import PermissionDenied, ValidationFailed
 from engram_core.es.schema import VECTOR_FIELDS
 from engram_core.validation import clean_external_id
@@ -22,7 +24,7 @@ from memory_app.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
-from memory_app.validation import clean_steps
+from memory_app.validation import Limits, clean_steps
 from tenants.models import AgentToken, Subject, TokenRead
 from tenants.selectors import subject_find, subject_get
 from tenants.services.token_reads import token_read_record
@@ -184,7 +186,7 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
             payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
         target = memory_id or assigned_id
         write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                              memory_id=target)
+                              limits=Limits.from_settings(), memory_id=target)
         submitted = outbox.write_submit(tenant=tenant, write=write, token=caller.token, defer_refresh=True)
         if submitted.queued:
             entry = submitted.entry
@@ -195,6 +197,6 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
     if idempotency_key is None:
         return run(new_memory_id())
     return idempotent_call(token=caller.token, key=idempotency_key, name=f"mcp:{tool}", tenant=tenant,
-                           external_id=external_id,
+                           external_id=external_id, lock_seconds=settings.ENGRAM_IDEMPOTENCY_LOCK_SECONDS,
                            arguments={"payload": payload, "memory_id": memory_id, "subject": external_id},
                            run=run)

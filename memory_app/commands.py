@@ -13,7 +13,7 @@ from typing import Any
 from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
-from memory_app.validation import clean_k, clean_memory_id, clean_timezone, clean_types, write_validate
+from memory_app.validation import Limits, clean_k, clean_memory_id, clean_timezone, clean_types, write_validate
 from tenants.models import Subject, Tenant
 from tenants.services.subjects import subject_for_write
 
@@ -30,29 +30,32 @@ class Write:
     new end-user may take when the write may create them), ``payload`` passed ``write_validate``,
     and ``memory_id`` is the memory it creates or targets (fixed for a create). ``subject``: the
     end-user as read when the write was checked (None: a new one, or a write that needs an existing
-    one, which is read when it is applied)."""
+    one, which is read when it is applied). ``limits``: the limits it was checked within, which
+    the services applying it now use too."""
 
     operation: Op
     external_id: str
     payload: Mapping[str, Any]
+    limits: Limits
     memory_id: str = ""
     subject: Subject | None = None
 
 
 def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payload: Mapping[str, Any],
-                  memory_id: str = "") -> Write:
+                  limits: Limits, memory_id: str = "") -> Write:
     """Check a write of ``operation`` for the end-user ``external_id`` of ``tenant`` (an id the
-    edge cleaned: ``clean_external_id``). ValidationFailed names the first problem; nothing is
-    accepted then. An id no memory can have is NotFound now, not at replay."""
+    edge cleaned: ``clean_external_id``) within ``limits`` (read by the caller at its entry).
+    ValidationFailed names the first problem; nothing is accepted then. An id no memory can have
+    is NotFound now, not at replay."""
     op = Op(operation)
-    write_validate(operation=op, payload=dict(payload))
+    write_validate(operation=op, payload=dict(payload), limits=limits)
     if memory_id:
         clean_memory_id(memory_id)
     elif op in CREATES:
         memory_id = new_memory_id()
     # May create the end-user: a new one's id must be addressable (last: the checks above need no query).
     subject = None if op in ON_EXISTING else subject_for_write(tenant=tenant, external_id=external_id)
-    return Write(operation=op, external_id=external_id, payload=dict(payload), memory_id=memory_id,
+    return Write(operation=op, external_id=external_id, payload=dict(payload), limits=limits, memory_id=memory_id,
                  subject=subject)
 
 
@@ -76,7 +79,8 @@ class Turn:
                     explain=self.explain, timezone=self.timezone, exclude=self.write.memory_id)
 
 
-def turn_command(*, tenant: Tenant, external_id: str, text: str, max_query_chars: int, memory_id: str = "",
+def turn_command(*, tenant: Tenant, external_id: str, text: str, max_query_chars: int, limits: Limits,
+                 memory_id: str = "",
                  occurred_at: datetime | str | None = None, session_id: str | None = None,
                  context: str | None = None, metadata: dict | None = None, k: int = 5,
                  types: list[str] | None = None, include_superseded: bool = False, explain: bool = False,
@@ -85,12 +89,12 @@ def turn_command(*, tenant: Tenant, external_id: str, text: str, max_query_chars
     written or recalled: the recall's options, then the episode (``write_command``). The turn's id
     is fixed now: the recall leaves the turn out before it sets copies aside (when the user
     repeats a line, the line said before is what the recall should give back)."""
-    clean_k(k)
+    clean_k(k, limit=limits.recall_k)
     clean_types(types)
     clean_timezone(timezone)
     payload = {"text": text, "occurred_at": occurred_at, "role": "user", "session_id": session_id,
                "context": context, "metadata": metadata}
     write = write_command(tenant=tenant, external_id=external_id, operation=Op.EPISODE, payload=payload,
-                         memory_id=memory_id)
+                          limits=limits, memory_id=memory_id)
     return Turn(write=write, query=text.strip()[:max_query_chars], k=k, types=types,
                 include_superseded=include_superseded, explain=explain, timezone=timezone)

@@ -49,14 +49,15 @@ _cache_lock = threading.Lock()
 _cached: tuple[float, tuple[bool, dict]] | None = None
 
 
-def health_report_cached() -> tuple[bool, dict]:
-    """``health_report``, reused for ``ENGRAM_HEALTH_CACHE_SECONDS``: /healthz is unauthenticated,
-    and a flood of it must not become a flood of cluster and broker probes. One probe at a time."""
+def health_report_cached(*, cache_seconds: float, outbox_stale_seconds: float) -> tuple[bool, dict]:
+    """``health_report``, reused for ``cache_seconds`` (ENGRAM_HEALTH_CACHE_SECONDS, read by the
+    view): /healthz is unauthenticated, and a flood of it must not become a flood of cluster and
+    broker probes. One probe at a time."""
     global _cached
     with _cache_lock:
         now = time.monotonic()
-        if _cached is None or now - _cached[0] >= settings.ENGRAM_HEALTH_CACHE_SECONDS:
-            _cached = (now, health_report())
+        if _cached is None or now - _cached[0] >= cache_seconds:
+            _cached = (now, health_report(outbox_stale_seconds=outbox_stale_seconds))
         return _cached[1]
 
 
@@ -66,10 +67,10 @@ def health_cache_clear() -> None:
         _cached = None
 
 
-def health_report() -> tuple[bool, dict]:
+def health_report(*, outbox_stale_seconds: float) -> tuple[bool, dict]:
     """(healthy, report). Healthy means: ES reachable, DLS enforceable, every index present and holding
     vectors of this process's embedder, broker up, and no outbox backlog older than
-    ``ENGRAM_OUTBOX_STALE_SECONDS``. An unreachable shared cache leaves it healthy, ``degraded``."""
+    ``outbox_stale_seconds`` (ENGRAM_OUTBOX_STALE_SECONDS). An unreachable shared cache leaves it healthy, ``degraded``."""
     caps = probe_capabilities()
     reasons = list(caps.errors)
     indices: dict[str, bool] = {}
@@ -98,7 +99,7 @@ def health_report() -> tuple[bool, dict]:
     # the cluster is still down or no Celery worker/beat is replaying it.
     outbox = outbox_backlog()
     age = outbox["oldest_pending_seconds"]
-    if age is not None and age > settings.ENGRAM_OUTBOX_STALE_SECONDS:
+    if age is not None and age > outbox_stale_seconds:
         reasons.append(f"outbox backlog: {outbox['pending']} acknowledged writes waiting, the oldest for {age:.0f} s "
                        "(is Elasticsearch reachable and the Celery worker and beat running?)")
     shared_cache, cache_error = cache_status()

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -54,9 +53,11 @@ class Claim:
     stored: IdempotencyRecord | None = None  # finished earlier: replay it
 
 
-def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fingerprint: str,
+def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fingerprint: str, lock_seconds: int,
                       tenant: Tenant | None = None, external_id: str = "") -> Claim:
-    """Claim ``key`` for this request, or find the finished first request that used it.
+    """Claim ``key`` for this request, or find the finished first request that used it. A first
+    request unfinished after ``lock_seconds`` (ENGRAM_IDEMPOTENCY_LOCK_SECONDS, read at the edge) died:
+    this one takes its claim over.
 
     ``external_id``: the end-user's id as the edge cleaned it (as stored, whatever spacing the URL
     had: forget and erase find the record so). Raises KeyReused (422) when the key was used for a
@@ -77,7 +78,7 @@ def idempotency_claim(*, token: AgentToken, key: str, method: str, path: str, fi
                         details={"header": HEADER, "first_request": f"{record.method} {record.path}"})
     if record.status_code is not None:
         return Claim(stored=record)
-    stale = now - timedelta(seconds=settings.ENGRAM_IDEMPOTENCY_LOCK_SECONDS)
+    stale = now - timedelta(seconds=lock_seconds)
     # Released by a server error, or its request died: take it over (compare-and-set on the lock).
     taken = (IdempotencyRecord.objects.filter(pk=record.pk, status_code__isnull=True)
              .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale)).update(locked_at=now))
@@ -98,14 +99,14 @@ def idempotency_store(*, record: IdempotencyRecord, status: int, body: Any, head
 
 
 def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[str, Any], run: Callable[[str], Any],
-                    tenant: Tenant | None = None, external_id: str = "") -> Any:
+                    lock_seconds: int, tenant: Tenant | None = None, external_id: str = "") -> Any:
     """The same guarantee for a call that is not an HTTP request (an MCP tool call): ``run`` gets
     the pre-assigned memory id; its result, or its EngramError below 500, is stored and given
     (returned or raised again) to every later call with ``key``."""
     key = idempotency_key_clean(key)
     fingerprint = hashlib.sha256(json.dumps(arguments, sort_keys=True, default=str).encode()).hexdigest()
     claim = idempotency_claim(token=token, key=key, method="CALL", path=name, fingerprint=fingerprint,
-                              tenant=tenant, external_id=external_id)
+                              lock_seconds=lock_seconds, tenant=tenant, external_id=external_id)
     if claim.stored is not None:
         body = claim.stored.response_body or {}
         if claim.stored.status_code >= 400:
@@ -127,8 +128,8 @@ def idempotent_call(*, token: AgentToken, key: str, name: str, arguments: dict[s
     return result
 
 
-def idempotency_purge(*, now=None) -> int:
-    """Drop records older than ``ENGRAM_IDEMPOTENCY_TTL_HOURS``. Returns how many."""
-    cutoff = (now or timezone.now()) - timedelta(hours=settings.ENGRAM_IDEMPOTENCY_TTL_HOURS)
+def idempotency_purge(*, ttl_hours: int, now=None) -> int:
+    """Drop records older than ``ttl_hours`` (ENGRAM_IDEMPOTENCY_TTL_HOURS, read by the task). Returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(hours=ttl_hours)
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
     return deleted

@@ -3,6 +3,7 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from engram_core.errors import EngramError
 from memory_app.idempotency import idempotency_purge
@@ -28,7 +29,7 @@ def replay_outbox() -> dict:
 
 @shared_task(ignore_result=True)
 def purge_idempotency_records() -> int:
-    return idempotency_purge()
+    return idempotency_purge(ttl_hours=settings.ENGRAM_IDEMPOTENCY_TTL_HOURS)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -25,7 +25,6 @@ from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
 from memory_app.usage import usage_record_recalled
 from tenants.models import AgentToken, Subject, Tenant
-from tenants.selectors import subject_get
 from tenants.services.clients import subject_es_client
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def turn_create(*, tenant: Tenant, turn: Turn, token: AgentToken | None = None,
         return TurnResult(submitted=submitted, recall=None, recall_error=PermissionDenied(
             "the turn was stored; no recall: this agent token lacks the memory:read scope",
             details={"required_scope": ["memory:read"]}, code="insufficient_scope"))
-    return _recall_finish(tenant=tenant, turn=turn, submitted=submitted, subject=known, started=started)
+    return _recall_finish(turn=turn, submitted=submitted, subject=known, started=started)
 
 
 def _recall_start(*, turn: Turn, subject: Subject) -> Future | None:
@@ -96,7 +95,7 @@ def _recall_start(*, turn: Turn, subject: Subject) -> Future | None:
         return None
 
 
-def _recall_finish(*, tenant: Tenant, turn: Turn, submitted: Submitted, subject: Subject | None,
+def _recall_finish(*, turn: Turn, submitted: Submitted, subject: Subject | None,
                    started: Future | None) -> TurnResult:
     """The turn's recall, once its write is applied or queued: a recall failure is reported, never
     raised; what the agent is handed counts as used."""
@@ -104,9 +103,11 @@ def _recall_finish(*, tenant: Tenant, turn: Turn, submitted: Submitted, subject:
         if started is not None:
             hits = started.result()
         else:
-            subject = subject or subject_get(tenant=tenant, external_id=turn.write.external_id)
+            subject = subject or submitted.subject  # a new end-user: the one its write created
+            if subject is None:  # the end-user exists only in the outbox so far: nothing to recall
+                return TurnResult(submitted=submitted, recall=[])
             hits = memory_recall(subject=subject, **turn.recall, ensure_fresh=False)
-    except NotFound:  # the subject exists only in the outbox so far: nothing to recall
+    except NotFound:  # nothing of the end-user's to recall
         return TurnResult(submitted=submitted, recall=[])
     except Exception as exc:
         if is_outage(exc):

@@ -2,7 +2,9 @@
 
 Field rules (``clean_*``: the cleaned value, or ValidationFailed) and the checks of a whole write
 (``*_validate``, ``write_validate``) shared by every path: REST, MCP, outbox acceptance and the
-write services themselves, so an accepted write cannot fail validation at replay.
+write services themselves, so an accepted write cannot fail validation at replay. The limits an
+operator sets (``Limits``) are read once at an entry (``Limits.from_settings``: a request, a task, a
+command) and passed in; no check reads a setting.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -22,8 +25,24 @@ from engram_core.validation import clean_datetime
 from engram_core.es.schema import MemoryType
 
 
-def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> str:
-    limit = limit or settings.ENGRAM_MAX_TEXT_CHARS
+@dataclass(frozen=True)
+class Limits:
+    """The size limits an operator sets (config/settings/base.py explains each), as read at an entry."""
+
+    text_chars: int  # a memory's text, trigger, steps, context (ENGRAM_MAX_TEXT_CHARS)
+    recall_k: int  # the most memories one recall returns (ENGRAM_RECALL_MAX_K)
+    metadata_bytes: int  # a memory's metadata as JSON (ENGRAM_MAX_METADATA_BYTES)
+    supersedes: int  # the ids one fact or playbook supersedes (ENGRAM_MAX_SUPERSEDES)
+    import_episodes: int  # the episodes of one import (ENGRAM_MAX_IMPORT_EPISODES)
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        return cls(text_chars=settings.ENGRAM_MAX_TEXT_CHARS, recall_k=settings.ENGRAM_RECALL_MAX_K,
+                   metadata_bytes=settings.ENGRAM_MAX_METADATA_BYTES, supersedes=settings.ENGRAM_MAX_SUPERSEDES,
+                   import_episodes=settings.ENGRAM_MAX_IMPORT_EPISODES)
+
+
+def clean_text(value: Any, *, field: str = "text", limit: int) -> str:
     if not isinstance(value, str):
         raise ValidationFailed(f"{field} must be a string", details={"field": field}, code="invalid_text")
     text = value.strip()
@@ -37,7 +56,7 @@ def clean_text(value: Any, *, field: str = "text", limit: int | None = None) -> 
     return text
 
 
-def clean_optional_text(value: Any, *, field: str, limit: int | None = None) -> str | None:
+def clean_optional_text(value: Any, *, field: str, limit: int) -> str | None:
     """``clean_text`` of a field that may be absent (None passes through)."""
     return None if value is None else clean_text(value, field=field, limit=limit)
 
@@ -131,8 +150,7 @@ def clean_timezone(value: Any) -> ZoneInfo | None:
                                details={"field": "timezone"}, code="invalid_timezone") from None
 
 
-def clean_k(value: Any) -> int:
-    limit = settings.ENGRAM_RECALL_MAX_K
+def clean_k(value: Any, *, limit: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
         raise ValidationFailed(f"k must be an integer from 1 to {limit}", details={"field": "k", "max": limit},
                                code="k_out_of_range")
@@ -155,7 +173,8 @@ def holds_nul(value: Any) -> bool:
     return False
 
 
-def clean_metadata(value: Any) -> dict[str, Any]:
+def clean_metadata(value: Any, *, limit: int) -> dict[str, Any]:
+    """A memory's metadata: a JSON object of at most ``limit`` bytes ({} when absent)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -169,8 +188,8 @@ def clean_metadata(value: Any) -> dict[str, Any]:
     except (TypeError, ValueError):
         raise ValidationFailed("metadata must be JSON with finite numbers, whole numbers within 64 bits and "
                                "valid Unicode text", details={"field": "metadata"}, code="invalid_metadata") from None
-    if size > settings.ENGRAM_MAX_METADATA_BYTES:
-        raise ValidationFailed(f"metadata is {size} bytes; the limit is {settings.ENGRAM_MAX_METADATA_BYTES}",
+    if size > limit:
+        raise ValidationFailed(f"metadata is {size} bytes; the limit is {limit}",
                                details={"field": "metadata"}, code="metadata_too_large")
     if holds_nul(value):  # as in text fields: PostgreSQL (outbox payloads, idempotency records) holds none
         raise ValidationFailed("metadata contains a NUL character", details={"field": "metadata"},
@@ -233,9 +252,9 @@ def clean_supporting_ids(values: Any) -> list[str]:
     return clean_ids(values, field="supporting_episode_ids", limit=SUPPORTING_IDS_MAX)
 
 
-def clean_supersedes(values: Any) -> list[str]:
-    """The ids a fact or playbook supersedes (at most ``ENGRAM_MAX_SUPERSEDES``)."""
-    return clean_ids(values, field="supersedes", limit=settings.ENGRAM_MAX_SUPERSEDES)
+def clean_supersedes(values: Any, *, limit: int) -> list[str]:
+    """The ids a fact or playbook supersedes (at most ``limit``: ``Limits.supersedes``)."""
+    return clean_ids(values, field="supersedes", limit=limit)
 
 
 def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
@@ -302,24 +321,23 @@ def clean_imported_occurred_at(value: Any) -> datetime:
 Cleaned = TypeVar("Cleaned")
 
 
-def _import_too_large() -> ValidationFailed:
-    return ValidationFailed(f"an import holds at most {settings.ENGRAM_MAX_IMPORT_EPISODES} episodes",
-                            code="import_too_large")
+def _import_too_large(limit: int) -> ValidationFailed:
+    return ValidationFailed(f"an import holds at most {limit} episodes", code="import_too_large")
 
 
 def _import_empty() -> ValidationFailed:
     return ValidationFailed("no episodes to import", code="empty_import")
 
 
-def imported_episodes_clean(episodes: Iterable[Any], *, clean: Callable[[dict[str, Any]], Cleaned]
-                            ) -> list[Cleaned]:
-    """``clean`` of each episode of an import, in order. An import holds 1 to
-    ``ENGRAM_MAX_IMPORT_EPISODES`` objects; ValidationFailed names the first bad one's position
+def imported_episodes_clean(episodes: Iterable[Any], *, clean: Callable[[dict[str, Any]], Cleaned],
+                            limit: int) -> list[Cleaned]:
+    """``clean`` of each episode of an import, in order. An import holds 1 to ``limit``
+    (``Limits.import_episodes``) objects; ValidationFailed names the first bad one's position
     (``index``) and the problem ``clean`` found."""
     cleaned: list[Cleaned] = []
     for n, episode in enumerate(episodes):
-        if n >= settings.ENGRAM_MAX_IMPORT_EPISODES:
-            raise _import_too_large()
+        if n >= limit:
+            raise _import_too_large(limit)
         try:
             if not isinstance(episode, dict):
                 raise ValidationFailed("each episode must be an object", code="invalid_episode")
@@ -336,78 +354,78 @@ def imported_episodes_clean(episodes: Iterable[Any], *, clean: Callable[[dict[st
 # A write's payload as the outbox holds it, checked before the write is accepted.
 
 
-def _memory_common_validate(p: dict[str, Any]) -> None:
-    clean_metadata(p.get("metadata"))
+def _memory_common_validate(p: dict[str, Any], limits: Limits) -> None:
+    clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
     if p.get("source", "agent") not in WRITE_SOURCES:
         raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
                                code="invalid_source")
 
 
-def episode_validate(p: dict[str, Any]) -> None:
-    _memory_common_validate(p)
-    clean_text(p.get("text"))
-    clean_optional_text(p.get("context"), field="context")
+def episode_validate(p: dict[str, Any], limits: Limits) -> None:
+    _memory_common_validate(p, limits)
+    clean_text(p.get("text"), limit=limits.text_chars)
+    clean_optional_text(p.get("context"), field="context", limit=limits.text_chars)
     clean_session_id(p.get("session_id"))
     clean_datetime(p.get("occurred_at"), field="occurred_at")
     clean_role(p.get("role") or "user")
 
 
-def fact_validate(p: dict[str, Any]) -> None:
-    _memory_common_validate(p)
-    clean_text(p.get("text"))
+def fact_validate(p: dict[str, Any], limits: Limits) -> None:
+    _memory_common_validate(p, limits)
+    clean_text(p.get("text"), limit=limits.text_chars)
     clean_supporting_ids(p.get("supporting_episode_ids"))
-    _superseding_validate(p)
+    _superseding_validate(p, limits)
 
 
-def playbook_validate(p: dict[str, Any]) -> None:
-    _memory_common_validate(p)
-    clean_text(p.get("trigger"), field="trigger")
-    clean_text(p.get("steps"), field="steps")
-    _superseding_validate(p)
+def playbook_validate(p: dict[str, Any], limits: Limits) -> None:
+    _memory_common_validate(p, limits)
+    clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars)
+    clean_text(p.get("steps"), field="steps", limit=limits.text_chars)
+    _superseding_validate(p, limits)
 
 
-def _superseding_validate(p: dict[str, Any]) -> None:
+def _superseding_validate(p: dict[str, Any], limits: Limits) -> None:
     clean_confidence(p.get("confidence", 1.0))
-    clean_supersedes(p.get("supersedes"))
+    clean_supersedes(p.get("supersedes"), limit=limits.supersedes)
     clean_contradiction(p.get("contradiction", "natural"))
 
 
-def outcome_validate(p: dict[str, Any]) -> None:
+def outcome_validate(p: dict[str, Any], limits: Limits) -> None:
     clean_success(p.get("success"))
-    clean_optional_text(p.get("refined_steps"), field="refined_steps")
+    clean_optional_text(p.get("refined_steps"), field="refined_steps", limit=limits.text_chars)
     if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
         raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"}, code="invalid_id")
 
 
-def forget_validate(p: dict[str, Any]) -> None:
+def forget_validate(p: dict[str, Any], limits: Limits) -> None:
     clean_reason(p.get("reason"))
     clean_note(p.get("note"))
     clean_cascade(p.get("cascade"))
 
 
-def _imported_episode_validate(episode: dict[str, Any]) -> None:
-    episode_validate(episode)
-    clean_imported_occurred_at(episode.get("occurred_at"))
-
-
-def import_validate(p: dict[str, Any]) -> None:
+def import_validate(p: dict[str, Any], limits: Limits) -> None:
     episodes = p.get("episodes") or []
     if not isinstance(episodes, list) or not episodes:
         raise _import_empty()
-    if len(episodes) > settings.ENGRAM_MAX_IMPORT_EPISODES:
-        raise _import_too_large()
-    imported_episodes_clean(episodes, clean=_imported_episode_validate)
+    if len(episodes) > limits.import_episodes:
+        raise _import_too_large(limits.import_episodes)
+
+    def imported_episode_validate(episode: dict[str, Any]) -> None:
+        episode_validate(episode, limits)
+        clean_imported_occurred_at(episode.get("occurred_at"))
+
+    imported_episodes_clean(episodes, clean=imported_episode_validate, limit=limits.import_episodes)
     for key in ("id", "client_id", "memory_id"):
         duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
 
 
-_VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
+_VALIDATORS: dict[str, Callable[[dict[str, Any], Limits], None]] = {
     "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
-    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p: None,
+    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p, limits: None,
 }
 
 
-def write_validate(*, operation: str, payload: dict[str, Any]) -> None:
-    """Check a write of ``operation`` (an outbox operation name) before it is accepted;
-    ValidationFailed names the first problem."""
-    _VALIDATORS[str(operation)](payload)
+def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> None:
+    """Check a write of ``operation`` (an outbox operation name) before it is accepted, within
+    ``limits``; ValidationFailed names the first problem."""
+    _VALIDATORS[str(operation)](payload, limits)

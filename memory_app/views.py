@@ -23,7 +23,8 @@ def _may_see_details(request: HttpRequest) -> bool:
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     """200 when healthy, 503 when not; the whole report only for a monitor or a superuser."""
-    healthy, report = health_report_cached()
+    healthy, report = health_report_cached(cache_seconds=settings.ENGRAM_HEALTH_CACHE_SECONDS,
+                                           outbox_stale_seconds=settings.ENGRAM_OUTBOX_STALE_SECONDS)
     body = report if _may_see_details(request) else {"status": "ok" if healthy else "unavailable"}
     response = JsonResponse(body, status=200 if healthy else 503)
     response["Cache-Control"] = "no-store"

@@ -147,6 +147,7 @@ FAST_MODULES = (
     "tests/memory_app/recall/test_explain.py", "tests/memory_app/recall/test_layers.py",
     "tests/memory_app/test_timing.py", "tests/memory_app/test_providers.py", "tests/consolidation/test_rules.py",
     "tests/consolidation/test_speech.py", "tests/api/test_parsers.py", "tests/test_layers.py", "tests/test_docs.py",
+    "tests/engram_eval/test_durable_cv.py",
 )
 SERVICE_FIXTURES = frozenset({"es_admin", "shared_redis_cache", "live_server"})
 

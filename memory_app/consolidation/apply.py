@@ -19,6 +19,7 @@ from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
 from engram_core.es.schema import MemoryType
 from memory_app.services.facts import fact_support_add, fact_write, playbook_outcome_record, playbook_write
+from memory_app.validation import Limits
 from memory_app.services.store import subject_writes
 from memory_app.services.forget import derived_follow, derived_support_check
 from memory_app.services.supersession import supersession_complete
@@ -34,12 +35,13 @@ def _metadata(action: FactAction, run_id: int | None, extractor: str) -> dict[st
     return {"consolidation": meta}
 
 
-def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extractor: str) -> str:
-    """Apply one fact action; returns what happened: created | superseded | merged | unchanged."""
+def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extractor: str, limits: Limits) -> str:
+    """Apply one fact action (its writes checked within ``limits``); returns what happened:
+    created | superseded | merged | unchanged."""
     candidate = action.candidate
     if action.kind == "merge":
         _, changed = fact_support_add(subject=subject, memory_id=action.memory_id,
-                                      episode_ids=list(candidate.episode_ids))
+                                      episode_ids=list(candidate.episode_ids), limits=limits)
         derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE)
         return "merged" if changed else "unchanged"
     if action.kind == "exists":
@@ -50,7 +52,7 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
                    supersedes=action.supersedes or None, contradiction=action.contradiction,
                    supporting_episode_ids=list(candidate.episode_ids),
                    metadata=_metadata(action, run_id, extractor), memory_id=action.memory_id,
-                   source=SOURCE, valid_from=action.valid_from)
+                   source=SOURCE, valid_from=action.valid_from, limits=limits)
     except Conflict as exc:
         if exc.details.get("id") != action.memory_id:
             raise
@@ -61,8 +63,9 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
     return "superseded" if action.supersedes else "created"
 
 
-def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | None, extractor: str) -> str:
-    """Apply one playbook action; returns created | outcome | unchanged."""
+def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | None, extractor: str,
+                   limits: Limits) -> str:
+    """Apply one playbook action (as ``fact_apply``); returns created | outcome | unchanged."""
     candidate = action.candidate
     created = False
     if action.kind == "create":
@@ -72,7 +75,7 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
                            # The outcome's own episode joins when the outcome is counted (once).
                            supporting_episode_ids=[i for i in candidate.episode_ids
                                                    if i != candidate.outcome_episode_id],
-                           metadata={"consolidation": {"run": run_id, "extractor": extractor}})
+                           metadata={"consolidation": {"run": run_id, "extractor": extractor}}, limits=limits)
             created = True
         except Conflict as exc:
             if exc.details.get("id") != action.playbook_id:
@@ -84,7 +87,7 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
     counted = candidate.outcome_episode_id in (before.get("supporting_episode_ids") or [])
     playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
                             episode_id=candidate.outcome_episode_id, refined_steps=candidate.refined_steps,
-                            actor=SOURCE)
+                            actor=SOURCE, limits=limits)
     derived_support_check(subject=subject, memory_id=action.playbook_id, actor=SOURCE)
     if created:
         return "created"

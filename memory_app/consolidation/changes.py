@@ -97,7 +97,7 @@ for _name, _words in TOPICS.items():
 
 # Verbs (and phrases) whose subject replaces, ends or starts something of its own.
 _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
-                  r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: \w+)? in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
+                  r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: [\w-]+){0,4} in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
                   r"l(?:eft|eave|eaving)|start(?:ed|ing)|join(?:ed|ing)|split up|broke up|pass(?:ed)? away|"
                   r"died|lost|adopt(?:ed|ing)|got rid of|sold|gave up|given up|give up|took up|taken up|"
                   r"retir(?:e|ed|ing)|relocat(?:e|ed|ing)|transferr(?:ed|ing)|closed|cancell?ed|dropped|"
@@ -142,7 +142,7 @@ _TEMPORARY_SENTENCE = re.compile(r"\b(?:all this week|this week|for a bit|for no
 _STILL_AT_END = re.compile(r"\bstill\b[^,;]*[.!]?$", re.I)
 _VERB_FIRST = re.compile(r"^(?:gave|traded|upgraded|replaced|renewed|changed|sold|swapped|switched|moved|quit|left|"
                          r"started|got|had|went|dropped|cancell?ed|finally|been)\b", re.I)
-_ADDITION = re.compile(r"\b(?:a second|another|also|as well|on top of|alongside|added|add|in addition|extra|"
+_ADDITION = re.compile(r"\b(?:a second|another|one more|also|as well|on top of|alongside|added|add|in addition|extra|"
                        r"backup|as a second)\b|\bjoin(?:ed|ing)? (?:\w+ ){0,4}(?:group|club|program|programme|course|"
                        r"class|classes|community|meetup|society|network|forum)\b", re.I)
 _LONG_AGO = re.compile(r"\b(?:years ago|back when|when i was|at uni\b|as a kid|before \w+ i used|"
@@ -341,6 +341,8 @@ def _news_cue(clause: str) -> re.Match[str] | None:
             continue
         if word.endswith("ing") and before.strip() and not _AUX_BEFORE.search(before):
             continue
+        if _TALKED_ABOUT.search(before) and (word.endswith("ing") or before.lower().endswith(("getting ", "being "))):
+            continue
         if word == "ever since" and not clause[cue.end():].strip(" .,!"):
             continue
         return cue
@@ -348,6 +350,9 @@ def _news_cue(clause: str) -> re.Match[str] | None:
 
 
 _AUX_BEFORE = re.compile(r"(?:\b(?:am|is|are|was|were|be|been|'m|'re|'s|i|we|me|us|of|about|on)\s+(?:\w+\s+)?$)", re.I)
+# A cue as a gerund after a preposition ("excited about getting married", "tired of switching
+# trains") names a change talked about, not one that happened.
+_TALKED_ABOUT = re.compile(r"\b(?:about|of|on|for|from|into|without|at)\s+(?:getting\s+|being\s+)?$", re.I)
 
 
 def _names_a_thing(word: str) -> bool:
@@ -512,12 +517,15 @@ def _still(sentence: str, words: set[str]) -> bool:
 
 
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
-                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6, told_at: str | None = None) -> Link | None:
+                  min_cosine: float = 1.01, min_topic_cosine: float = 0.6, min_strong_topic_cosine: float | None = None,
+                  told_at: str | None = None) -> Link | None:
     """The fact ``reading`` replaces among ``facts`` (the speaker's current facts near it), or None.
 
     By value: the sentence and the fact share a name (a capitalised word, a number) or a content
     word that is no topic word ("choir", "amlodipine"). By topic: they name the same topic and
-    their cosine is at least ``min_topic_cosine``. By vector: the cosine alone, at ``min_cosine``
+    their cosine is at least ``min_topic_cosine``, or ``min_strong_topic_cosine`` (when given)
+    for a cue that names a replacement ("switched", "moved to", "instead of"; not one that says only
+    that something is new or begins, ``_WEAK_CUE``). By vector: the cosine alone, at ``min_cosine``
     or above. A clause whose subject is another person counts only when the fact names that person
     ("Frank passed away") or the clause has a first-person object ("my GP changed me"); a thing as
     subject ("the bakery closed") only by value. The new value must differ: a clause whose words
@@ -529,6 +537,8 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
     sentence_words = _content(reading.sentence, self_names=names)
     sentence_names = _names(reading.sentence, self_names=names)
     clause_topics = topics_of(reading.clause) | topics_of(reading.sentence)
+    topic_cosine = min_topic_cosine if min_strong_topic_cosine is None or _WEAK_CUE.fullmatch(reading.cue) \
+        else min_strong_topic_cosine
     best: Link | None = None
     for fact in facts:
         if not holds_value(fact.text, self_names=names) or (
@@ -567,7 +577,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
                            & shared_topics]
             if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
                 continue  # "the batteries in the thermostat": the thermostat stays
-            if fact.cosine >= min_topic_cosine:
+            if fact.cosine >= topic_cosine:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
         if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
                 and not _WEAK_CUE.fullmatch(reading.cue):

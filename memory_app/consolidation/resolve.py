@@ -143,7 +143,24 @@ class PlaybookAction:
                 "supporting_episode_ids": list(self.candidate.episode_ids), "target_trigger": self.target_trigger}
 
 
-def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[StoredFact], exists: bool) -> FactAction:
+@dataclass(frozen=True)
+class Duplicates:
+    """When a candidate is a stored fact said again (ENGRAM_CONSOLIDATION_MERGE_COSINE, _DUPLICATE_LEXICAL,
+    _DUPLICATE_COSINE; config/settings/base.py explains each), as read at a run's entry."""
+
+    merge_cosine: float
+    lexical: float
+    cosine: float
+
+    @classmethod
+    def from_settings(cls) -> Duplicates:
+        return cls(merge_cosine=settings.ENGRAM_CONSOLIDATION_MERGE_COSINE,
+                   lexical=settings.ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL,
+                   cosine=settings.ENGRAM_CONSOLIDATION_DUPLICATE_COSINE)
+
+
+def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[StoredFact], exists: bool,
+                 duplicates: Duplicates) -> FactAction:
     """Decide one candidate against its neighbours (stored and earlier in this run)."""
     if exists:  # an earlier attempt of this very candidate landed: only its supersession may be missing
         return FactAction(kind="exists", candidate=candidate, memory_id=new_id, slot=candidate.slot)
@@ -163,7 +180,7 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
             replaced.append(fact)
             slot = slot or fact.slot
             continue
-        if (slot is None or fact.slot is None) and _near_duplicate(candidate.text, fact):
+        if (slot is None or fact.slot is None) and _near_duplicate(candidate.text, fact, duplicates):
             duplicate = duplicate or fact
     if candidate.supersedes:
         # The extractor named the facts this replaces (an LLM shown the stored facts): its word stands.
@@ -184,16 +201,16 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
     return FactAction(kind="create", candidate=candidate, memory_id=new_id, slot=slot)
 
 
-def _near_duplicate(text: str, fact: StoredFact) -> bool:
+def _near_duplicate(text: str, fact: StoredFact, duplicates: Duplicates) -> bool:
     if quantities(text) != quantities(fact.text):
         return False  # never merge facts whose numbers or dates differ
-    if fact.cosine >= settings.ENGRAM_CONSOLIDATION_MERGE_COSINE:
+    if fact.cosine >= duplicates.merge_cosine:
         return True  # the seeds' rule: this similar to a live fact, whoever wrote it, is that fact
     lexical = fuzz.token_set_ratio(normalise(text), normalise(fact.text))
-    if lexical < settings.ENGRAM_CONSOLIDATION_DUPLICATE_LEXICAL:
+    if lexical < duplicates.lexical:
         return False
     # Same words in the same run need no vector to confirm; stored facts need the kNN to agree too.
-    return fact.in_run or fact.cosine >= settings.ENGRAM_CONSOLIDATION_DUPLICATE_COSINE
+    return fact.in_run or fact.cosine >= duplicates.cosine
 
 
 @dataclass

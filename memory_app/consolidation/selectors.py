@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from elasticsearch import helpers
 
 from engram_core.errors import NotFound
@@ -44,10 +43,10 @@ def _episode(hit: dict) -> Episode:
                    session_id=src.get("session_id"), role=src.get("role") or "user")
 
 
-def episodes_pending(*, subject: Subject, limit: int | None = None) -> list[PendingEpisode]:
-    """The end-user's episodes past the watermark (no ``consolidated_at``), oldest first."""
+def episodes_pending(*, subject: Subject, limit: int) -> list[PendingEpisode]:
+    """The end-user's episodes past the watermark (no ``consolidated_at``), oldest first, at most ``limit``."""
     es = subject_es_client(subject=subject)
-    response = es.search(index=_alias(subject, MemoryType.EPISODIC), size=limit or settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
+    response = es.search(index=_alias(subject, MemoryType.EPISODIC), size=limit,
                          query={"bool": {"filter": _own(subject),
                                          "must_not": [{"exists": {"field": "consolidated_at"}}]}},
                          sort=[{"occurred_at": "asc"}, {"created_at": "asc"}], seq_no_primary_term=True,
@@ -56,20 +55,21 @@ def episodes_pending(*, subject: Subject, limit: int | None = None) -> list[Pend
             for h in response["hits"]["hits"]]
 
 
-def episodes_context(*, subject: Subject, episodes: list[Episode]) -> list[Episode]:
-    """Already consolidated episodes of the same sessions, up to the earliest new one: what a
-    "that worked" in the new episodes may refer to. One _msearch for all sessions."""
+def episodes_context(*, subject: Subject, episodes: list[Episode], turns: int) -> list[Episode]:
+    """Already consolidated episodes of the same sessions (at most ``turns`` per session), up to
+    the earliest new one: what a "that worked" in the new episodes may refer to. One _msearch for
+    all sessions."""
     sessions: dict[str, str] = {}
     for e in episodes:
         if e.session_id and e.session_id not in sessions:
             sessions[e.session_id] = e.occurred_at
-    if not sessions or settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES <= 0:
+    if not sessions or turns <= 0:
         return []
     index = _alias(subject, MemoryType.EPISODIC)
     searches: list[dict[str, Any]] = []
     for session_id, first in sessions.items():
         searches += [{"index": index}, {
-            "size": settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES,
+            "size": turns,
             "_source": {"excludes": [*VECTOR_FIELDS, "context"]},
             "sort": [{"occurred_at": "desc"}],
             "query": {"bool": {"filter": [*_own(subject), {"term": {"session_id": session_id}},
@@ -84,17 +84,17 @@ def episodes_context(*, subject: Subject, episodes: list[Episode]) -> list[Episo
     return out
 
 
-def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]]
+def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]], k: int
                     ) -> list[list[StoredFact]]:
-    """Per candidate text: the end-user's current facts near it by kNN and by BM25 (one _msearch)."""
-    return _neighbours(subject=subject, memory_type=MemoryType.SEMANTIC, texts=texts, vectors=vectors,
+    """Per candidate text: the end-user's current facts near it by kNN and by BM25, ``k`` each (one _msearch)."""
+    return _neighbours(subject=subject, memory_type=MemoryType.SEMANTIC, texts=texts, vectors=vectors, k=k,
                        make=lambda hit, cosine: _with_cosine(StoredFact.from_source(hit["_id"], hit["_source"]),
                                                              cosine))
 
 
-def playbook_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]]
+def playbook_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]], k: int
                         ) -> list[list[StoredPlaybook]]:
-    return _neighbours(subject=subject, memory_type=MemoryType.PROCEDURAL, texts=texts, vectors=vectors,
+    return _neighbours(subject=subject, memory_type=MemoryType.PROCEDURAL, texts=texts, vectors=vectors, k=k,
                        make=lambda hit, cosine: StoredPlaybook(
                            id=hit["_id"], trigger=hit["_source"]["trigger"], steps=hit["_source"]["steps"], cosine=cosine,
                            supporting_episode_ids=list(hit["_source"].get("supporting_episode_ids") or [])))
@@ -105,10 +105,10 @@ def _with_cosine(fact: StoredFact, cosine: float) -> StoredFact:
     return fact
 
 
-def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], vectors: list[list[float]], make):
+def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], vectors: list[list[float]], k: int,
+                make):
     if not texts:
         return []
-    k = settings.ENGRAM_CONSOLIDATION_NEIGHBOURS
     index = _alias(subject, memory_type)
     current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
     searches: list[dict[str, Any]] = []

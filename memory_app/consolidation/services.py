@@ -25,9 +25,11 @@ from engram_core.es.schema import MemoryType
 from engram_core.observability import metrics
 from engram_core.observability.tracing import annotate, detached, span_linked, traceparent, tracing_enabled
 from memory_app.consolidation import apply, changes, selectors
-from memory_app.consolidation.extractors import Extraction, Known, get_extractor
+from memory_app.consolidation.extractors import Extraction, ExtractorOptions, Known, get_extractor
+from memory_app.consolidation.extractors import speech
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
+    Duplicates,
     FactAction,
     PlaybookAction,
     StoredFact,
@@ -43,6 +45,7 @@ from memory_app.metering import usage_add
 from memory_app.models import ConsolidationLease, ConsolidationRun
 from memory_app.outbox.outage import is_outage, outage_error
 from memory_app.outbox.selectors import outbox_has_pending
+from memory_app.validation import Limits
 from tenants.models import Subject
 from tenants.selectors import SubjectGone, memory_scope
 from tenants.services.guard import require_dls
@@ -76,21 +79,34 @@ class RunOptions:
     known_memories: int  # ENGRAM_CONSOLIDATION_KNOWN_MEMORIES: what an extractor shown the stored ones sees
     retry_after: int  # ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS: a run held back by queued writes tries again then
     linking: ChangeLinking  # ENGRAM_CHANGE_MIN_TOPIC_COSINE, ENGRAM_CHANGE_MIN_COSINE
+    episodes: int  # ENGRAM_CONSOLIDATION_MAX_EPISODES: the most one run reads
+    context_episodes: int  # ENGRAM_CONSOLIDATION_CONTEXT_EPISODES: earlier turns of a session read with them
+    neighbours: int  # ENGRAM_CONSOLIDATION_NEIGHBOURS: stored memories a candidate is held against
+    duplicates: Duplicates  # when a candidate is a stored fact said again
+    extractors: ExtractorOptions  # the default extractor, the LLM's endpoint
+    limits: Limits  # what the memories a run writes are checked within
 
     @classmethod
     def from_settings(cls) -> RunOptions:
         return cls(lease_seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS,
                    known_memories=settings.ENGRAM_CONSOLIDATION_KNOWN_MEMORIES,
-                   retry_after=settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS, linking=ChangeLinking.from_settings())
+                   retry_after=settings.ENGRAM_OUTBOX_REPLAY_INTERVAL_SECONDS, linking=ChangeLinking.from_settings(),
+                   episodes=settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
+                   context_episodes=settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES,
+                   neighbours=settings.ENGRAM_CONSOLIDATION_NEIGHBOURS, duplicates=Duplicates.from_settings(),
+                   extractors=ExtractorOptions.from_settings(), limits=Limits.from_settings())
 
 
 # ---------------------------------------------------------------- requesting and scheduling
 
 
 def consolidation_request(*, subject: Subject, trigger: str = ConsolidationRun.Trigger.API,
-                          extractor: str | None = None) -> ConsolidationRun:
-    """Queue a run of ``subject`` on Celery; returns the queued run (its id is what to poll)."""
-    extractor_obj = get_extractor(extractor)  # ValidationFailed now rather than in the worker
+                          extractor: str | None = None, extractors: ExtractorOptions | None = None
+                          ) -> ConsolidationRun:
+    """Queue a run of ``subject`` on Celery; returns the queued run (its id is what to poll).
+    ``extractors``: the settings, read here when not given."""
+    # ValidationFailed now rather than in the worker
+    extractor_obj = get_extractor(extractor, options=extractors or ExtractorOptions.from_settings())
     run = ConsolidationRun.objects.create(subject=subject, trigger=trigger, extractor=extractor_obj.name,
                                           extractor_version=extractor_obj.version, traceparent=traceparent())
     transaction.on_commit(lambda: _send(subject_id=subject.pk, run_id=run.pk))
@@ -104,17 +120,31 @@ def _send(*, subject_id: int, run_id: int) -> None:
         current_app.send_task(CONSOLIDATE_TASK, kwargs={"subject_id": subject_id, "run_id": run_id})
 
 
-def consolidation_due(*, now=None) -> list[Subject]:
+@dataclass(frozen=True)
+class DueOptions:
+    """When an end-user is due a scheduled run, as read at the beat task's entry."""
+
+    after_episodes: int  # ENGRAM_CONSOLIDATION_AFTER_EPISODES: this many waiting
+    quiet_minutes: int  # ENGRAM_CONSOLIDATION_QUIET_MINUTES: or some waiting and none newer than this
+    lease_seconds: int  # ENGRAM_CONSOLIDATION_LEASE_SECONDS: a run queued longer ago is presumed lost
+
+    @classmethod
+    def from_settings(cls) -> DueOptions:
+        return cls(after_episodes=settings.ENGRAM_CONSOLIDATION_AFTER_EPISODES,
+                   quiet_minutes=settings.ENGRAM_CONSOLIDATION_QUIET_MINUTES,
+                   lease_seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+
+
+def consolidation_due(*, options: DueOptions, now=None) -> list[Subject]:
     """End-users to consolidate now: N episodes waiting, or some waiting and none newer than T
-    minutes (ENGRAM_CONSOLIDATION_AFTER_EPISODES / _QUIET_MINUTES); not those with a run queued
-    or holding the lease."""
+    minutes (``options``); not those with a run queued or holding the lease."""
     now = now or timezone.now()
-    quiet_before = (now - timedelta(minutes=settings.ENGRAM_CONSOLIDATION_QUIET_MINUTES)).isoformat()
+    quiet_before = (now - timedelta(minutes=options.quiet_minutes)).isoformat()
     due: dict[tuple[str, str], int] = {}
     for row in selectors.episodes_pending_by_subject(now=now):
         newest = row["newest"]
         newest_iso = newest if isinstance(newest, str) else None
-        if row["pending"] >= settings.ENGRAM_CONSOLIDATION_AFTER_EPISODES or (newest_iso and newest_iso <= quiet_before):
+        if row["pending"] >= options.after_episodes or (newest_iso and newest_iso <= quiet_before):
             due[(row["tenant_id"], row["user_id"])] = row["pending"]
     if not due:
         return []
@@ -124,17 +154,19 @@ def consolidation_due(*, now=None) -> list[Subject]:
     busy = set(ConsolidationLease.objects.filter(subject__in=subjects, expires_at__gt=now)
                .values_list("subject_id", flat=True))
     # A run queued recently is still coming (one queued longer than a lease ago is presumed lost).
-    recent = timezone.now() - timedelta(seconds=settings.ENGRAM_CONSOLIDATION_LEASE_SECONDS)
+    recent = timezone.now() - timedelta(seconds=options.lease_seconds)
     busy |= set(ConsolidationRun.objects.filter(subject__in=subjects, status=Status.QUEUED, created_at__gt=recent)
                 .values_list("subject_id", flat=True))
     return [s for s in subjects if s.pk not in busy]
 
 
 def consolidation_dispatch(*, now=None) -> int:
-    """Queue a run for every end-user that is due (beat calls this). Returns how many."""
-    subjects = consolidation_due(now=now)
+    """Queue a run for every end-user that is due (beat calls this: the settings are read here,
+    once). Returns how many."""
+    subjects = consolidation_due(options=DueOptions.from_settings(), now=now)
+    extractors = ExtractorOptions.from_settings()
     for subject in subjects:
-        consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE)
+        consolidation_request(subject=subject, trigger=ConsolidationRun.Trigger.SCHEDULE, extractors=extractors)
     return len(subjects)
 
 
@@ -182,7 +214,7 @@ def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool
             return ConsolidationResult(run=run)  # a redelivered task whose run had finished
     else:
         run = ConsolidationRun(subject=subject, trigger=trigger)
-    extractor_obj = get_extractor(extractor or (run.extractor or None))
+    extractor_obj = get_extractor(extractor or (run.extractor or None), options=options.extractors)
     run.extractor, run.extractor_version = extractor_obj.name, extractor_obj.version
     run.status, run.started_at, run.error = Status.RUNNING, timezone.now(), None
     run.save()
@@ -249,14 +281,14 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
                  lease: _LeaseKeeper, options: RunOptions) -> list[dict[str, Any]] | None:
     # Every turn acknowledged before the run was asked for is read, stored without a refresh or not.
     refresh_force(subject=subject, types=(MemoryType.EPISODIC,))
-    pending = selectors.episodes_pending(subject=subject)
+    pending = selectors.episodes_pending(subject=subject, limit=options.episodes)
     episodes = [p.episode for p in pending]
     run.episodes_read = len(episodes)
     if not dry_run:
         run.facts_flagged = _review_sweep(subject=subject)
     if not episodes:
         return []
-    context = selectors.episodes_context(subject=subject, episodes=episodes)
+    context = selectors.episodes_context(subject=subject, episodes=episodes, turns=options.context_episodes)
     name = user_name(subject=subject)
     if getattr(extractor_obj, "uses_known", False):
         known = selectors.known_memories(subject=subject, limit=options.known_memories)
@@ -267,7 +299,8 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     run.prompt_tokens, run.completion_tokens = extraction.prompt_tokens, extraction.completion_tokens
     run.candidates = len(extraction.facts) + len(extraction.playbooks)
     plan = _plan(subject=subject, extraction=extraction, episodes={e.id: e for e in [*episodes, *context]},
-                 known=known, user_name=name, linking=options.linking,
+                 known=known, user_name=name, linking=options.linking, duplicates=options.duplicates,
+                 neighbours=options.neighbours,
                  new_episodes=[] if getattr(extractor_obj, "uses_known", False) else episodes)
     run.candidates_dropped = len(plan.dropped)
     if dry_run:
@@ -277,10 +310,10 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     outcomes = {"facts": [], "playbooks": []}
     for action in plan.facts:
         outcomes["facts"].append(apply.fact_apply(subject=subject, action=action, run_id=run.pk,
-                                                  extractor=extractor_obj.name))
+                                                  extractor=extractor_obj.name, limits=options.limits))
     for action in plan.playbooks:
         outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
-                                                          extractor=extractor_obj.name))
+                                                          extractor=extractor_obj.name, limits=options.limits))
     _count(run, plan, applied=outcomes)
     lease.check()
     apply.episodes_mark_consolidated(subject=subject, episodes=pending)
@@ -293,6 +326,7 @@ def user_name(*, subject: Subject) -> str:
 
 
 def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any], linking: ChangeLinking,
+          duplicates: Duplicates, neighbours: int,
           known: Known | None = None, user_name: str = "the user", new_episodes: list | None = None) -> Plan:
     """``new_episodes``: the episodes read for changes in natural phrasing (``changes``); an
     extractor that is shown the stored facts decides supersessions itself and reads none."""
@@ -333,16 +367,17 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
 
     embedder = get_embedder()
     fact_vectors = embedder.embed_documents([c.text for c in facts]) if facts else []
-    neighbours = selectors.fact_neighbours(subject=subject, texts=[c.text for c in facts], vectors=fact_vectors)
+    near_facts = selectors.fact_neighbours(subject=subject, texts=[c.text for c in facts], vectors=fact_vectors,
+                                           k=neighbours)
     new_ids = [fact_id(scope, c) for c in facts]
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
-    plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=neighbours, vectors=fact_vectors,
+    plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=near_facts, vectors=fact_vectors,
                             existing=existing, probes=probes, episodes=episodes, display_name=subject.display_name,
-                            linking=linking)
+                            linking=linking, duplicates=duplicates)
 
     triggers = [c.trigger for c in playbooks]
     pb_vectors = embedder.embed_documents(triggers) if playbooks else []
-    pb_neighbours = selectors.playbook_neighbours(subject=subject, texts=triggers, vectors=pb_vectors)
+    pb_neighbours = selectors.playbook_neighbours(subject=subject, texts=triggers, vectors=pb_vectors, k=neighbours)
     created = []
     for candidate, near in zip(playbooks, pb_neighbours, strict=True):
         if (target := known_playbooks.get(candidate.playbook_id or "")) is not None:
@@ -367,6 +402,10 @@ class ChangeLinking:
 
     min_topic_cosine: float = 0.6
     min_cosine: float = 1.01
+    # A cue that names a replacement ("switched", "moved to", "instead of") links by a shared topic
+    # from this cosine; None: at ``min_topic_cosine`` like every cue. Set on our labelled set: the
+    # dev conversations do not tell (docs/consolidation.md).
+    min_strong_topic_cosine: float | None = 0.25
 
     @classmethod
     def from_settings(cls) -> ChangeLinking:
@@ -376,7 +415,7 @@ class ChangeLinking:
 
 def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredFact]], vectors: list,
                existing: set[str], probes: dict, episodes: dict[str, Any], display_name: str,
-               linking: ChangeLinking) -> list[FactAction]:
+               linking: ChangeLinking, duplicates: Duplicates) -> list[FactAction]:
     """What each grounded candidate (in episode order) does to the stored facts: no Elasticsearch,
     the neighbours (``selectors.fact_neighbours``) and the ids already stored are given. A
     candidate that carries a change (``probes``) supersedes the fact ``changes.change_target``
@@ -396,7 +435,8 @@ def facts_plan(*, facts: list, new_ids: list[str], neighbours: list[list[StoredF
                                              vectors_by_id=vectors_by_id, display_name=display_name,
                                              linking=linking, episodes=episodes)
         vectors_by_id[new_id] = vector
-        action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing)
+        action = resolve_fact(candidate, new_id=new_id, neighbours=pool, exists=new_id in existing,
+                              duplicates=duplicates)
         if change is not None and action.kind == "supersede":
             action.change = change
         told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
@@ -420,11 +460,23 @@ def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
     return candidate.text, tuple(candidate.episode_ids)
 
 
+def conversation_addition(candidate, *, episode, carries_change: bool) -> bool:
+    """Whether a candidate the change reader adds for a labelled turn ("Rosa: ...", a conversation
+    between people) is kept. There the statement layer has already read every sentence about the
+    speaker: a slot statement it skipped is a remark ("Board games are the best.", "Patience is everything."),
+    and a change sentence must name its speaker (as the extractor's statements do). The end-user's
+    own unlabelled turns keep both ("The front door has a Yale smart lock.")."""
+    speaker, _ = speech.split_speaker(episode.text)
+    if speaker is None:
+        return True
+    return carries_change and re.search(rf"\b{re.escape(speaker)}\b", candidate.text) is not None
+
+
 def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], display_name: str
                  ) -> tuple[list, dict, list[dict[str, Any]]]:
     """The new episodes read for changes (``changes.episode_probes``): the candidates with the
     ones they add (grounded like any other) in episode order, the probe of each change sentence by
-    its candidate, and the added candidates dropped as ungrounded."""
+    its candidate, and the added candidates dropped (ungrounded, or a remark: ``conversation_addition``)."""
     probes: dict[tuple[str, tuple[str, ...]], changes.Probe] = {}
     added: list = []
     dropped: list[dict[str, Any]] = []
@@ -433,8 +485,12 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
         if episode.role != "user":
             continue
         more, found = changes.episode_probes(episode=episode, candidates=facts, display_names=names)
+        carriers = {id(p.candidate) for p in found}
         for candidate in more:
-            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
+            if not conversation_addition(candidate, episode=episode, carries_change=id(candidate) in carriers):
+                dropped.append({"kind": "fact", "reason": "remark", "text": candidate.text,
+                                "supporting_episode_ids": list(candidate.episode_ids)})
+            elif is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
                 added.append(candidate)
             else:
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
@@ -466,7 +522,8 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
                                          valid_from=fact.valid_from))
     told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
     link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
-                                 min_topic_cosine=linking.min_topic_cosine, told_at=max(told) if told else None)
+                                 min_topic_cosine=linking.min_topic_cosine,
+                                 min_strong_topic_cosine=linking.min_strong_topic_cosine, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
@@ -498,7 +555,7 @@ def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] |
                   for a, r in zip(plan.facts, facts, strict=True) if r != "unchanged"],
         "playbooks": [{"action": r, "id": a.playbook_id} for a, r in zip(plan.playbooks, playbooks, strict=True)
                       if r != "unchanged"],
-        "dropped": {"ungrounded": len(plan.dropped)},
+        "dropped": {reason: sum(d["reason"] == reason for d in plan.dropped) for reason in ("ungrounded", "remark")},
     }
 
 

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from memory_app.commands import ON_EXISTING, Op
 from memory_app.services import episodes, facts, forget, imports
+from memory_app.validation import Limits
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services.subjects import subject_get_or_create
 
 
+@dataclass(frozen=True)
+class Applied:
+    """A write applied: the end-user it was applied for (created by it when new) and its JSON-able
+    summary (``result``: what the outbox keeps of a replayed write)."""
+
+    subject: Subject
+    result: dict[str, Any]
+
+
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
-                actor: AgentToken | str, progress: Callable[[int, int], None] | None = None,
-                defer_refresh: bool = False, subject: Subject | None = None) -> dict[str, Any]:
-    """Run one write through its service. Returns a JSON-able summary. ``subject``: the end-user
-    as read when the write was checked (``commands.Write.subject``), used when it is this one;
-    otherwise the end-user is read here (a replay, a new end-user)."""
+                actor: AgentToken | str, limits: Limits, progress: Callable[[int, int], None] | None = None,
+                defer_refresh: bool = False, subject: Subject | None = None) -> Applied:
+    """Run one write through its service, within ``limits`` (read at the entry: the edge's
+    ``commands.Write.limits``, a replay's options). ``subject``: the
+    end-user as read when the write was checked (``commands.Write.subject``), used when it is this
+    one; otherwise the end-user is read here (a replay, a new end-user)."""
     p = payload
     if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
         subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING
@@ -28,39 +40,40 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                                         occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
                                         session_id=p.get("session_id"), context=p.get("context"),
                                         metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                        source=p.get("source", "agent"), defer_refresh=defer_refresh)
-        return {"memory": memory}
+                                        source=p.get("source", "agent"), defer_refresh=defer_refresh,
+                                        limits=limits)
+        return Applied(subject=subject, result={"memory": memory})
     if operation is Op.FACT:
         memory = facts.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
                                   confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
                                   contradiction=p.get("contradiction", "natural"),
                                   supporting_episode_ids=p.get("supporting_episode_ids"),
                                   metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                  source=p.get("source", "agent"), defer_refresh=defer_refresh)
-        return {"memory": memory}
+                                  source=p.get("source", "agent"), defer_refresh=defer_refresh, limits=limits)
+        return Applied(subject=subject, result={"memory": memory})
     if operation is Op.PLAYBOOK:
         memory = facts.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
                                       steps=p["steps"], supersedes=p.get("supersedes"),
                                       contradiction=p.get("contradiction", "natural"),
                                       confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
                                       accepted_at=p.get("accepted_at"), source=p.get("source", "agent"),
-                                      defer_refresh=defer_refresh)
-        return {"memory": memory}
+                                      defer_refresh=defer_refresh, limits=limits)
+        return Applied(subject=subject, result={"memory": memory})
     if operation is Op.OUTCOME:
         memory = facts.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
                                                refined_steps=p.get("refined_steps"),
                                                operation_id=p.get("operation_id"), actor=actor,
-                                               defer_refresh=defer_refresh)
-        return {"memory": memory}
+                                               defer_refresh=defer_refresh, limits=limits)
+        return Applied(subject=subject, result={"memory": memory})
     if operation is Op.FORGET:
         forgotten = forget.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], note=p.get("note"),
                                          cascade=p.get("cascade", True), actor=actor)
-        return {"cascade": forgotten["cascade"]}
+        return Applied(subject=subject, result={"cascade": forgotten["cascade"]})
     if operation is Op.IMPORT:
         ids = imports.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
-                                      accepted_at=p.get("accepted_at"))
-        return {"ids": ids}
+                                      accepted_at=p.get("accepted_at"), limits=limits)
+        return Applied(subject=subject, result={"ids": ids})
     if operation is Op.ERASE:
         deleted = forget.subject_erase(subject=subject, actor=actor)
-        return {"documents_deleted": deleted}
+        return Applied(subject=subject, result={"documents_deleted": deleted})
     raise ValueError(f"unknown outbox operation {operation!r}")

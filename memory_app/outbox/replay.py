@@ -20,6 +20,7 @@ from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
 from memory_app.commands import CREATES, Op
 from memory_app.outbox.dispatch import write_apply
+from memory_app.validation import Limits
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.failures import failure_kind
 from tenants.models import AgentToken, AuditEvent, Tenant
@@ -39,10 +40,12 @@ class ReplayOptions:
 
     lease_seconds: int  # ENGRAM_OUTBOX_LEASE_SECONDS: a replayer that stops renewing loses its lease after this
     max_attempts: int  # ENGRAM_OUTBOX_MAX_ATTEMPTS: tries of an entry that meets a transient error
+    limits: Limits  # what the services applying an entry check its fields within
 
     @classmethod
     def from_settings(cls) -> ReplayOptions:
-        return cls(lease_seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS, max_attempts=settings.ENGRAM_OUTBOX_MAX_ATTEMPTS)
+        return cls(lease_seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS, max_attempts=settings.ENGRAM_OUTBOX_MAX_ATTEMPTS,
+                   limits=Limits.from_settings())
 
 
 @dataclass
@@ -179,7 +182,8 @@ def _replay_one(entry: OutboxEntry, *, holder: str, options: ReplayOptions) -> s
                 return _finish(entry, result={"ids": _import_ids(entry)})
         result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
                              payload=payload, memory_id=entry.memory_id, actor=actor, defer_refresh=True,
-                             progress=lambda done, total: lease_renew(holder, seconds=options.lease_seconds))
+                             progress=lambda done, total: lease_renew(holder, seconds=options.lease_seconds),
+                             limits=options.limits).result
         if operation is Op.IMPORT:
             result = {"ids": _import_ids(entry)}
     except Conflict as exc:

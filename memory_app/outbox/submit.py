@@ -20,7 +20,7 @@ from memory_app.outbox.dispatch import write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
 from memory_app.services.store import new_memory_id
-from tenants.models import AgentToken, Tenant
+from tenants.models import AgentToken, Subject, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +30,14 @@ REPLAY_TASK = "memory_app.tasks.replay_outbox"
 
 @dataclass(frozen=True)
 class Submitted:
-    """What became of a write: applied now (``result``), or queued (``entry``). ``memory_id`` is
-    the id of the memory the write creates or targets, known either way."""
+    """What became of a write: applied now (``result``, for ``subject``: the end-user, created by
+    the write when new), or queued (``entry``). ``memory_id`` is the id of the memory the write
+    creates or targets, known either way."""
 
     memory_id: str = ""
     result: dict[str, Any] | None = None
     entry: OutboxEntry | None = None
+    subject: Subject | None = None
 
     @property
     def queued(self) -> bool:
@@ -62,9 +64,9 @@ def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = Non
     if outbox_has_pending(tenant=tenant, external_id=external_id):
         return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
     try:
-        result = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                             memory_id=memory_id, actor=token or actor, defer_refresh=defer_refresh,
-                             subject=write.subject)
+        applied = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
+                              memory_id=memory_id, actor=token or actor, limits=write.limits,
+                              defer_refresh=defer_refresh, subject=write.subject)
     except Exception as exc:
         if not is_outage(exc):
             raise
@@ -72,7 +74,7 @@ def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = Non
                     type(exc).__name__, exc, operation, tenant.slug, external_id)
         return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
     _count(tenant=tenant, operation=operation, payload=payload, status="applied")
-    return Submitted(memory_id=memory_id, result=result)
+    return Submitted(memory_id=memory_id, result=applied.result, subject=applied.subject)
 
 
 def _queued(memory_id: str, entry: OutboxEntry) -> Submitted:

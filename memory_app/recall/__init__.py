@@ -83,7 +83,7 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     inspector shows both)."""
     options = RecallOptions.from_settings(ranking)
     query = clean_text(query, field="query", limit=options.max_query_chars)
-    k = clean_k(k)
+    k = clean_k(k, limit=options.max_k)
     memory_types = clean_types(types)
     since = clean_datetime(since, field="since")
     until = clean_datetime(until, field="until")

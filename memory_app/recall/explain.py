@@ -50,7 +50,7 @@ def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None)
         **({"copies": copies} if copies else {}),
         **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,
                                 "superseded_by": list(hit.stale_fact.superseded_by),
-                                "valid_to": hit.stale_fact.valid_to}} if hit.stale_fact else {}),
+                                "valid_to": hit.stale_fact.valid_to, "as": hit.stale_as}} if hit.stale_fact else {}),
     }
 
 

@@ -55,6 +55,7 @@ class RecallOptions(RankingConfig):
     """A recall's ranking and the operator's settings it needs (config/settings/base.py explains each)."""
 
     max_query_chars: int = _setting("ENGRAM_MAX_QUERY_CHARS")
+    max_k: int = _setting("ENGRAM_RECALL_MAX_K")
     concepts: bool = _setting("ENGRAM_CONCEPTS")
     wordnet_dir: str = _setting("ENGRAM_WORDNET_DIR")
     candidates: int = _setting("ENGRAM_RECALL_CANDIDATES")

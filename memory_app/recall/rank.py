@@ -72,7 +72,8 @@ class Hit:
     credited_by: str | None = None
     reply_credit: float = 0.0  # added to the score for answering a candidate that asks (``reply_credit``)
     replies_to: str | None = None
-    stale_fact: StaleFact | None = None  # the superseded fact this episode supports (``stale_episodes``)
+    stale_fact: StaleFact | None = None  # the superseded fact this hit tells (``stale_episodes``, ``ended_facts``)
+    stale_as: str | None = None  # "told": an episode that told its value; "ended": a fact naming only its end
     neighbour_credit: float = 0.0  # added to the score for a session neighbour among the candidates (``neighbour_credit``)
     neighbour: str | None = None
 
@@ -99,15 +100,20 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         hits = reranked(pool, rerank(reading.query, [rerank_text(h) for h in pool]))
     sessions = sessions_covered(hits, searched.idf, options=options)
     stale = stale_episodes(searched)
+    ended = ended_facts(hits, searched) if options.ended_below else {}
     for hit in hits:
-        hit.stale_fact = stale.get(hit.id)
+        hit.stale_fact = stale.get(hit.id) or ended.get(hit.id)
+        hit.stale_as = "told" if hit.id in stale else "ended" if hit.id in ended else None
         hit.multipliers = multipliers_for(hit, now=now, reading=reading, sessions=sessions, options=options)
         base = 1.0 / (options.rank_constant + hit.rerank_rank) if hit.rerank_rank is not None else hit.fused
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
     neighbour_credit(hits, weight=options.neighbour_credit)
-    if not reading.asks_past:  # last: no credit may lift a stale episode back above its successor
-        below_successors(hits)
+    # last: no credit may move a stale hit back across the value that replaced it
+    if not reading.asks_past:
+        below_successors(hits, searched.stale)
+    elif options.past_above:
+        above_successors(hits)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
@@ -313,25 +319,110 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
     return factors
 
 
-BELOW = 0.99  # a stale episode's score at most this share of the current value's best hit's
+BELOW = 0.99  # a stale hit's score at most this share of the current value's best hit's
 
 
-def below_successors(hits: list[Hit]) -> None:
-    """For a question about now: an episode whose value stopped being true ranks below the best hit
-    that holds the value which replaced it (the superseding fact, or a turn it was distilled from),
-    whatever the scales of the legs made of their scores. Its ``superseded`` multiplier then says
-    by how much in all."""
+def _successors(fact: StaleFact, stale: tuple[StaleFact, ...]) -> set[str]:
+    """The ids of the facts that replaced ``fact``, down its chain as far as the superseded facts
+    searched tell it (Hue bridge -> SmartThings -> Home Assistant: the current one is the last)."""
+    by_id = {f.id: f for f in stale}
+    out: set[str] = set()
+    todo = list(fact.superseded_by)
+    while todo:
+        i = todo.pop()
+        if i not in out:
+            out.add(i)
+            todo.extend(by_id[i].superseded_by if i in by_id else ())
+    return out
+
+
+def _current_value(hit: Hit, by_id: dict[str, Hit], stale: tuple[StaleFact, ...]) -> list[Hit]:
+    """The hits holding the value that replaced ``hit``'s: the facts that superseded its fact
+    (down the chain when ``stale`` is given, else only the next), the turns they were distilled
+    from (the turn that told the change) and the other current facts of those turns ("I'm at the
+    Lantern Bakery now" beside "handed in my notice at Grindhouse"); no stale hit, ``hit`` aside."""
+    assert hit.stale_fact is not None
+    successors = [by_id[i] for i in (_successors(hit.stale_fact, stale) if stale else hit.stale_fact.superseded_by)
+                  if i in by_id]
+    told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()}
+    told_too = [h for h in by_id.values() if h.memory_type is MemoryType.SEMANTIC and
+                (cites := set(h.source.get("supporting_episode_ids") or ())) and cites <= told]
+    return [h for h in {x.id: x for x in [*successors, *told_too, *(by_id[e] for e in told if e in by_id)]}.values()
+            if h.id != hit.id and h.stale_as is None]
+
+
+def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None:
+    """For a question about now: a stale hit (an episode whose value stopped being true, or a fact
+    naming only that value's end) ranks below the best hit that holds the value which replaced it
+    (the superseding fact, or a turn it was distilled from), whatever the scales of the legs made
+    of their scores. Its ``superseded`` multiplier then says by how much in all."""
     by_id = {h.id: h for h in hits}
     for hit in hits:
-        if hit.stale_fact is None or hit.memory_type is not MemoryType.EPISODIC or hit.score <= 0:
+        if hit.stale_fact is None or hit.score <= 0 or not (
+                hit.memory_type is MemoryType.EPISODIC or hit.stale_as == "ended"):
             continue
-        successors = [by_id[i] for i in hit.stale_fact.superseded_by if i in by_id]
-        told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()} - {hit.id}
-        current = [s.score for s in successors] + [by_id[e].score for e in told if e in by_id]
+        current = [h.score for h in _current_value(hit, by_id, stale)]
         if current and hit.score >= max(current) > 0:
             capped = max(current) * BELOW
             hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
             hit.score = capped
+
+
+def above_successors(hits: list[Hit]) -> None:
+    """For a question about the past, the mirror of ``below_successors``: a stale hit (an episode
+    that told a value which stopped being true, or a fact naming only that value) ranks above the
+    best hit holding the value that replaced it next
+    ("What pet did Agnes have before Bess?": the turn about Tiger above "Bess"; in a chain, the value
+    just before the current one), in the order of their own scores. Its ``was_true`` multiplier
+    then says by how much in all."""
+    by_id = {h.id: h for h in hits}
+    for hit in hits:
+        if hit.stale_fact is None or hit.score <= 0:
+            continue
+        current = [h.score for h in _current_value(hit, by_id, ())]
+        if current and max(current) >= hit.score:
+            lifted = max(current) + hit.score * (1 - BELOW)
+            hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
+            hit.score = lifted
+
+
+# A value's names in a fact: a capitalised word that does not open a sentence, or a number.
+_VALUE_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+|\d+(?:[.:]\d+)?)")
+_WORDS = re.compile(r"[\w'’-]+")
+
+
+def _value_names(text: str) -> set[str]:
+    return {m.group(1).casefold().removesuffix("'s").removesuffix("’s") for m in _VALUE_NAME.finditer(text)}
+
+
+def _words_of(text: str) -> set[str]:
+    return {w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORDS.findall(text)}
+
+
+def ended_facts(hits: list[Hit], searched: Searched) -> dict[str, StaleFact]:
+    """Current facts that tell only the end of a value which stopped being true, by the superseded
+    fact near the question whose value they name: distilled from the turns of that fact or of the
+    facts that replaced it, naming a name of the old value and no name the old fact lacks ("Helen no
+    longer lives in Oxford." beside "Helen bought a house in Abingdon." once the change replaced
+    "Helen lives in Oxford."). For a question about now they answer with the old value; the
+    fact that replaced it may be one of them (the clause that told the change told only the end)."""
+    by_id = {h.id: h for h in hits}
+    out: dict[str, StaleFact] = {}
+    for fact in sorted(searched.stale, key=lambda f: -f.similarity):
+        successors = [by_id[i] for i in _successors(fact, searched.stale) if i in by_id]
+        if not successors:
+            continue
+        old_words, old_names = _words_of(fact.text), _value_names(fact.text)
+        told = set(fact.supporting_episode_ids) | {
+            e for s in successors for e in s.source.get("supporting_episode_ids") or ()}
+        for hit in hits:
+            if hit.memory_type is not MemoryType.SEMANTIC or hit.id in out:
+                continue
+            cites = set(hit.source.get("supporting_episode_ids") or ())
+            text = hit.source.get("text") or ""
+            if cites and cites <= told and _words_of(text) & old_names and not _value_names(text) - old_words:
+                out[hit.id] = fact
+    return out
 
 
 def stale_episodes(searched: Searched) -> dict[str, StaleFact]:

@@ -136,6 +136,11 @@ class RankingConfig:
     superseded_weight: float = 0.5
     past_boost: float = 1.0
     stale_facts: int = 10
+    # For a question about the past, such an episode ranks above the best hit holding the value that
+    # replaced it (``rank.above_successors``); for one about now, a current fact naming only the
+    # value that ended ("no longer lives in Oxford") ranks below it (``rank.ended_facts``).
+    past_above: bool = True
+    ended_below: bool = True
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:

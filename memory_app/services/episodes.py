@@ -18,6 +18,7 @@ from memory_app.services.store import (
     memory_id_or_new,
 )
 from memory_app.validation import (
+    Limits,
     clean_datetime,
     clean_metadata,
     clean_optional_text,
@@ -34,7 +35,8 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                   session_id: str | None = None, context: str | None = None, metadata: dict | None = None,
                   memory_id: str | None = None, source: str = "agent",
                   accepted_at: datetime | str | None = None, defer_refresh: bool = False,
-                  context_options: derived.ContextOptions | None = None) -> dict[str, Any]:
+                  context_options: derived.ContextOptions | None = None, limits: Limits | None = None
+                  ) -> dict[str, Any]:
     """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return; with
     ``defer_refresh``, visible to the subject's next recall (memory_app.freshness) without
     waiting for a refresh here.
@@ -46,12 +48,14 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     low weight, which finds short replies ("yes, last Tuesday") by what they answer. Without it,
     an episode with a ``session_id`` gets its context derived from the session's preceding
     episodes (``services.context``; ``context_options``: the settings, read here when not given).
+    ``limits``: the limits it was checked within at the edge (read here when not given).
     """
     options = context_options or derived.ContextOptions.from_settings()
-    text = clean_text(text)
-    context = clean_optional_text(context, field="context")
+    limits = limits or Limits.from_settings()
+    text = clean_text(text, limit=limits.text_chars)
+    context = clean_optional_text(context, field="context", limit=limits.text_chars)
     session_id = clean_session_id(session_id)
-    metadata = clean_metadata(metadata)
+    metadata = clean_metadata(metadata, limit=limits.metadata_bytes)
     memory_id = memory_id_or_new(memory_id)
     now = accepted_time(accepted_at)
     occurred = clean_datetime(occurred_at, field="occurred_at") or now

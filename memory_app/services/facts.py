@@ -23,6 +23,7 @@ from memory_app.services.store import (
 )
 from memory_app.services.supersession import superseding_write
 from memory_app.validation import (
+    Limits,
     clean_datetime,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
@@ -42,7 +43,7 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
                contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
                metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
                accepted_at: datetime | str | None = None, defer_refresh: bool = False,
-               valid_from: datetime | str | None = None) -> dict[str, Any]:
+               valid_from: datetime | str | None = None, limits: Limits | None = None) -> dict[str, Any]:
     """Store a semantic fact, optionally superseding older facts of the same subject. With
     ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
     Engram sees it (memory_app.freshness).
@@ -51,11 +52,13 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     ``valid_from``: when the fact became true (default: the write time); the facts it supersedes
     stop being valid then (``valid_to``).
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
+    ``limits``: the limits it was checked within at the edge (read here when not given).
     """
-    text = clean_text(text)
+    limits = limits or Limits.from_settings()
+    text = clean_text(text, limit=limits.text_chars)
     now = accepted_time(accepted_at)
     doc = base_document(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
-                        metadata=clean_metadata(metadata), source=source)
+                        metadata=clean_metadata(metadata, limit=limits.metadata_bytes), source=source)
     doc.update(
         last_used_at=now.isoformat(),  # its use count starts at 0 and lives in the database (memory_app.usage)
         confidence=clean_confidence(confidence),
@@ -64,38 +67,44 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
-                             defer_refresh=defer_refresh)
+                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes)
 
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
                    contradiction: str = "natural", confidence: float = 1.0, metadata: dict | None = None,
                    memory_id: str | None = None, source: str = "agent", supporting_episode_ids: list[str] | None = None,
-                   accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
+                   accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+                   limits: Limits | None = None) -> dict[str, Any]:
     """Store a procedural playbook (trigger + steps) with zeroed outcome counters
-    (``defer_refresh`` as for facts). ``supporting_episode_ids``: the episodes it was derived from
-    (consolidation's), which it follows when they are forgotten."""
-    trigger = clean_text(trigger, field="trigger")
-    steps = clean_text(steps, field="steps")
+    (``defer_refresh`` and ``limits`` as for facts). ``supporting_episode_ids``: the episodes it was
+    derived from (consolidation's), which it follows when they are forgotten."""
+    limits = limits or Limits.from_settings()
+    trigger = clean_text(trigger, field="trigger", limit=limits.text_chars)
+    steps = clean_text(steps, field="steps", limit=limits.text_chars)
     now = accepted_time(accepted_at)
     doc = base_document(subject=subject, memory_type=MemoryType.PROCEDURAL, text=f"{trigger}\n{steps}", now=now,
-                        metadata=clean_metadata(metadata), source=source)
+                        metadata=clean_metadata(metadata, limit=limits.metadata_bytes), source=source)
     doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
                confidence=clean_confidence(confidence))
     if support := clean_supporting_ids(supporting_episode_ids):
         doc["supporting_episode_ids"] = support
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
-                             defer_refresh=defer_refresh)
+                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes)
 
 
 def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict | None = None,
-                        memory_id: str | None = None, source: str = "tenant") -> dict[str, Any]:
-    """Store a tenant-wide catalog entry (no user_id: every subject of the tenant can recall it)."""
+                        memory_id: str | None = None, source: str = "tenant", limits: Limits | None = None
+                        ) -> dict[str, Any]:
+    """Store a tenant-wide catalog entry (no user_id: every subject of the tenant can recall it).
+    ``limits``: as for facts."""
+    limits = limits or Limits.from_settings()
     title = clean_text(title, field="title", limit=TITLE_MAX_CHARS)
-    text = clean_text(text)
+    text = clean_text(text, limit=limits.text_chars)
     now = timezone.now()
     doc = {"tenant_id": tenant.slug, "memory_type": MemoryType.CATALOG.value, "title": title, "text": text,
-           "created_at": now.isoformat(), "source": source, "metadata": clean_metadata(metadata)}
+           "created_at": now.isoformat(), "source": source,
+           "metadata": clean_metadata(metadata, limit=limits.metadata_bytes)}
     doc["concepts"] = concepts_of_memory(doc)
     return document_create(tenant=tenant, memory_type=MemoryType.CATALOG, memory_id=memory_id_or_new(memory_id),
                            doc=doc)
@@ -107,7 +116,7 @@ _OUTCOME_IDS_KEPT = 100
 def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool,
                             refined_steps: str | None = None, operation_id: str | None = None,
                             episode_id: str | None = None, actor: Any = "agent",
-                            defer_refresh: bool = False) -> dict[str, Any]:
+                            defer_refresh: bool = False, limits: Limits | None = None) -> dict[str, Any]:
     """Count one success or failure of a playbook; optionally store refined steps. With
     ``defer_refresh``, the subject's next read refreshes (memory_app.freshness) instead of this call.
 
@@ -118,8 +127,9 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
     is also a content-free ``playbook.outcome`` audit event: the outcome history. Raises NotFound
     if the playbook is not the subject's, Conflict (``concurrent_update``) if it keeps changing.
     """
+    limits = limits or Limits.from_settings()
     clean_success(success)
-    refined = clean_optional_text(refined_steps, field="refined_steps")
+    refined = clean_optional_text(refined_steps, field="refined_steps", limit=limits.text_chars)
     if episode_id is not None:
         episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
 
@@ -159,13 +169,14 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
 
 
 def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str], confidence_step: float = 0.05,
-                     metadata: dict | None = None) -> tuple[dict[str, Any], bool]:
+                     metadata: dict | None = None, limits: Limits | None = None) -> tuple[dict[str, Any], bool]:
     """Add supporting episodes to one of the subject's current facts (a near-duplicate was seen
     again): their ids join ``supporting_episode_ids`` and confidence rises by ``confidence_step``
     (capped at 1). Idempotent: episodes already supporting the fact change nothing. ``metadata``
     keys are merged into the fact's metadata. Returns (the fact, whether it changed).
-    Raises NotFound if the fact is not the subject's.
+    Raises NotFound if the fact is not the subject's. ``limits``: as for ``fact_write``.
     """
+    limits = limits or Limits.from_settings()
     ids = clean_supporting_ids(episode_ids)
 
     def support(visible: selectors.Visible) -> dict[str, Any] | None:
@@ -175,7 +186,7 @@ def fact_support_add(*, subject: Subject, memory_id: str, episode_ids: list[str]
         merged_metadata = {**(src.get("metadata") or {}), **(metadata or {})}
         if not new and merged_metadata == (src.get("metadata") or {}):
             return None
-        update: dict[str, Any] = {"metadata": clean_metadata(merged_metadata)}
+        update: dict[str, Any] = {"metadata": clean_metadata(merged_metadata, limit=limits.metadata_bytes)}
         if new:
             update["supporting_episode_ids"] = [*supporting, *new][-SUPPORTING_IDS_MAX:]
             update["confidence"] = min(1.0, float(src.get("confidence") or 0.0) + confidence_step * len(new))

@@ -28,6 +28,7 @@ from memory_app.services.store import (
     subject_write_target,
 )
 from memory_app.validation import (
+    Limits,
     clean_imported_occurred_at,
     clean_metadata,
     clean_new_memory_id,
@@ -90,7 +91,8 @@ class EpisodeIn:
 def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     progress: Callable[[int, int], None] | None = None, batch_size: int = 256,
                     accepted_at: datetime | str | None = None,
-                    context_options: derived.ContextOptions | None = None) -> list[str]:
+                    context_options: derived.ContextOptions | None = None, limits: Limits | None = None
+                    ) -> list[str]:
     """Bulk-import historical episodes with their original timestamps.
 
     An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
@@ -100,18 +102,21 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     Every episode is validated first (ValidationFailed names the first bad one's position) and
     nothing is written unless all are valid. If the bulk write fails part-way, the episodes
     already written are deleted again before the error is raised. Returns the ids in order.
+    ``limits``: the limits it was checked within at the edge (read here when not given).
     """
+    limits = limits or Limits.from_settings()
+
     def episode_in(raw: dict[str, Any]) -> EpisodeIn:
         occurred = clean_imported_occurred_at(raw.get("occurred_at"))
-        return EpisodeIn(text=clean_text(raw.get("text")), occurred_at=occurred,
+        return EpisodeIn(text=clean_text(raw.get("text"), limit=limits.text_chars), occurred_at=occurred,
                          role=clean_role(raw.get("role") or "user"),
                          session_id=clean_session_id(raw.get("session_id")),
-                         context=clean_optional_text(raw.get("context"), field="context"),
-                         metadata=clean_metadata(raw.get("metadata")),
+                         context=clean_optional_text(raw.get("context"), field="context", limit=limits.text_chars),
+                         metadata=clean_metadata(raw.get("metadata"), limit=limits.metadata_bytes),
                          **_import_ids(subject, raw))
 
     options = context_options or derived.ContextOptions.from_settings()
-    cleaned = imported_episodes_clean(episodes, clean=episode_in)
+    cleaned = imported_episodes_clean(episodes, clean=episode_in, limit=limits.import_episodes)
     duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
 

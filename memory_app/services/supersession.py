@@ -21,7 +21,7 @@ from tenants.models import Subject
 
 def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
                       supersedes: list[str] | None, contradiction: str, now: datetime,
-                      defer_refresh: bool = False) -> dict[str, Any]:
+                      max_supersedes: int, defer_refresh: bool = False) -> dict[str, Any]:
     """Create ``doc`` superseding the subject's memories ``supersedes`` (none: a plain create).
 
     A harsh contradiction lowers the new document's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
@@ -29,7 +29,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     Conflict (``concurrent_update``) when an old document keeps changing; nothing is kept then.
     """
     memory_id = memory_id_or_new(memory_id)
-    old_ids = clean_supersedes(supersedes)
+    old_ids = clean_supersedes(supersedes, limit=max_supersedes)
     clean_contradiction(contradiction)
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},

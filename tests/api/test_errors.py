@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from engram_core.errors import NotFound, ValidationFailed
 from api import apis
+from memory_app.validation import Limits
 
 
 def _error(response, status: int, code: str) -> dict:
@@ -120,7 +121,7 @@ def test_metadata_with_a_nul_character_is_refused_and_nothing_is_written(api, te
     assert api.get("/api/v1/subjects/n/export").status_code == 404  # no write created the end-user
     with pytest.raises(ValidationFailed) as refused:  # the check every path shares
         write_command(tenant=tenant, external_id="n", operation="episode",
-                      payload={"text": "hello", "metadata": metadata})
+                      payload={"text": "hello", "metadata": metadata}, limits=Limits.from_settings())
     assert refused.value.code == "invalid_metadata"
 
 
@@ -140,13 +141,13 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
     for impossible in ("abcdefgh\x00ij", "a" * 65):  # the outbox's column holds 64
         with pytest.raises(NotFound):
             write_command(tenant=tenant, external_id="c", operation="forget", payload={"reason": "other"},
-                          memory_id=impossible)
+                          limits=Limits.from_settings(), memory_id=impossible)
     _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
                                                     "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
            400, "invalid_ids")
     with pytest.raises(ValidationFailed):  # MCP's path: the check every path shares, not the serializer
         write_command(tenant=tenant, external_id="c", operation="fact",
-                      payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]})
+                      payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]}, limits=Limits.from_settings())
 
 
 def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempotency_key(api):

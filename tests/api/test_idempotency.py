@@ -124,7 +124,7 @@ def test_claims_race_on_the_unique_constraint(memory, tenant):
     from tenants.services.tokens import agent_token_create
 
     token, _ = agent_token_create(tenant=tenant, name="t", scopes=["memory:write"], actor="tests")
-    args = dict(token=token, key="race", method="POST", path="/p", fingerprint="f")
+    args = dict(token=token, key="race", method="POST", path="/p", fingerprint="f", lock_seconds=120)
     assert idempotency_claim(**args).record is not None
     with pytest.raises(Conflict):
         idempotency_claim(**args)
@@ -135,7 +135,7 @@ def test_invalid_keys_and_expiry(api):
     assert post(api, TURN, {"text": "x"}, "k" * 256).json()["error"]["code"] == "invalid_idempotency_key"
     post(api, TURN, {"text": "x"}, "old")
     IdempotencyRecord.objects.update(created_at=timezone.now() - timedelta(days=2))
-    assert idempotency_purge() == 1
+    assert idempotency_purge(ttl_hours=24) == 1
 
 
 def test_a_stored_response_is_kept_under_the_end_users_id_as_stored_so_forget_and_erase_reach_it(api):

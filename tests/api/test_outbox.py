@@ -47,7 +47,7 @@ def test_writes_during_an_outage_are_accepted_and_replayed_in_order(engram, es_d
     assert outbox_replay().stopped_by_outage  # still down: nothing applied, nothing lost
     assert OutboxEntry.objects.filter(status="pending").count() == 7
 
-    _, report = health_report()
+    _, report = health_report(outbox_stale_seconds=settings.ENGRAM_OUTBOX_STALE_SECONDS)
     assert report["outbox"]["pending"] == 7 and report["outbox"]["pending_subjects"] == 2
 
     es_down.restore()

@@ -19,6 +19,7 @@ from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from memory_app.services import episodes as episode_services
 from memory_app.services.store import new_memory_id
+from memory_app.validation import Limits
 from tenants.models import AuditEvent, Subject, Tenant
 from tests.api.conftest import in_process_app, slow_refresh
 
@@ -607,7 +608,7 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
     # An end-user handed in that is not the one written to is not used: the write reads its own.
     uma = Subject.objects.get(tenant=tenant, external_id="uma")
     write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload={"text": "vic's own line"},
-                memory_id=new_memory_id(), actor="test", subject=uma)
+                memory_id=new_memory_id(), actor="test", limits=Limits.from_settings(), subject=uma)
     assert looked_up == ["uma", "vic"]
     assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
     assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)

@@ -89,7 +89,8 @@ def test_beat_queues_end_users_after_n_episodes_or_t_minutes_of_quiet(make_subje
     say(done, "I live in Paris.", "two", "three")
     consolidation.consolidation_run(subject=done)
     now = timezone.now()
-    assert {s.external_id for s in consolidation.consolidation_due(now=now)} == {"busy"}
+    assert {s.external_id for s in consolidation.consolidation_due(
+        options=consolidation.DueOptions.from_settings(), now=now)} == {"busy"}
     later = now + timedelta(minutes=31)
     assert consolidation.consolidation_dispatch(now=later) == 3  # quiet and fresh are quiet by then
     assert sorted(k["subject_id"] for _, k in sent) == sorted([busy.pk, quiet.pk, fresh.pk])

@@ -36,6 +36,17 @@ def test_a_correction_is_harsh():
     assert reading is not None and reading.kind == HARSH
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I said {o} before, but it's {n}.", "Sorry, I meant {n}, not {o}.",
+                        "I said {o} earlier, but you're right, it's {n}."]),
+       st.sampled_from(["Sky", "Plusnet", "TalkTalk", "Virgin Media"]), st.sampled_from(["BT", "Hyperoptic"]))
+def test_a_correction_in_several_phrasings_is_harsh_and_replaces_the_value_it_corrects(template, old, new):
+    reading = change_read(template.format(o=old, n=new))
+    assert reading is not None and reading.kind == HARSH, template
+    link = change_target(reading, [_fact(f"User's internet provider is {old}.", 0.5)])
+    assert link is not None, template
+
+
 @pytest.mark.parametrize("sentence", [
     "Should we switch to BT?",  # a question
     "We might move to Leeds next year.",  # a hypothesis
@@ -112,14 +123,19 @@ _CHANGES = ["{s} switched from {o} to {n}.", "{s} have switched from {o} to {n}.
             "{s} no longer use {o}, it's {n} now.", "{s} don't use {o} any more.",
             "{s} use {n} instead of {o} from now on.", "{s} left {o} in the spring.",
             "{s} cancelled {o} and went with {n}.", "{s} have just switched to {n} from {o}.",
-            "{s} are switching from {o} to {n} this month."]
+            "{s} are switching from {o} to {n} this month.", "{s} traded the old {o} in for {n}.",
+            "Traded the {o} in for {n} in March."]
 _NON_CHANGES = ["Should {sl} switch from {o} to {n}?", "{s} might switch from {o} to {n} next year.",
                 "{s} were going to switch from {o} to {n} but decided to stay put.", "{s} thought about leaving {o}.",
                 "Since {sl} switched to {o} things have been fine.", "{s} have been with {o} for seven years now.",
                 "{s} won't leave {o}.", "{s} never moved away from {o}.", "{s} joined the {o} customer forum.",
                 "{s} bought a new case for the {o}.", "{s} use {n} for a week while {o} is down.",
                 "{s} use {n} as well as {o}.", "My neighbour switched from {o} to {n}.",
-                "Because {sl} left {o}, the bills are lower."]
+                "Because {sl} left {o}, the bills are lower.",
+                # a change talked about, as a gerund after a preposition
+                "{s} keep talking about switching from {o} to {n}.", "{s} are tired of moving between {o} and {n}.",
+                "{s} are nervous about switching from {o} to {n}.",
+                "{s} have one more {t} these days, {n}, and {o} stays."]
 
 
 @st.composite
@@ -267,3 +283,29 @@ def test_a_request_that_changes_the_speakers_own_preference_still_carries_the_ch
                       occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
     added, probes = episode_probes(episode=episode, candidates=[])
     assert probes and added and probes[0].candidate in added
+
+
+_STRONG = ["We switched our broadband to {n}.", "I've moved my broadband over to {n}.",
+           "We get broadband from {n} instead of the old lot.", "I no longer use the old broadband; {n} it is."]
+_WEAK = ["Our broadband is with {n} these days.", "We get our broadband from {n} now.",
+         "We started on broadband from {n}."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_STRONG + _WEAK), st.sampled_from(["BT", "Plusnet", "Hyperoptic"]),
+       st.floats(min_value=0.0, max_value=1.0), st.sampled_from([0.25, 0.35, 0.45]))
+def test_a_cue_naming_a_replacement_links_by_topic_from_its_own_cosine_a_weak_one_from_the_topic_cosine(
+        template, new, cosine, strong):
+    """A cue that names a replacement ("switched", "moved over", "instead of", "no longer") links to a
+    fact sharing only its topic from ``min_strong_topic_cosine``; a cue that says only that something
+    is new or begins ("these days", "now", "started") still needs ``min_topic_cosine``."""
+    sentence = template.format(n=new)
+    reading = change_read(sentence)
+    assert reading is not None, sentence
+    fact = _fact("User's broadband is with Sky.", cosine)
+    link = change_target(reading, [fact], min_topic_cosine=0.6, min_strong_topic_cosine=strong)
+    needed = strong if template in _STRONG else 0.6
+    assert (link is not None) == (cosine >= needed), (sentence, cosine)
+    assert link is None or link.by == "topic"
+    # without its own cosine every cue links at the topic cosine, as before
+    assert (change_target(reading, [fact], min_topic_cosine=0.6) is not None) == (cosine >= 0.6)

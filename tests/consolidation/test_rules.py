@@ -7,7 +7,7 @@ import pytest
 from memory_app.consolidation.extractors import Episode, FactCandidate
 from memory_app.consolidation.extractors.rules import RulesExtractor, infer_slot
 from memory_app.consolidation.grounding import is_grounded, ungrounded_words
-from memory_app.consolidation.resolve import StoredFact, quantities, resolve_fact, same_value
+from memory_app.consolidation.resolve import Duplicates, StoredFact, quantities, resolve_fact, same_value
 
 
 def _extract(*texts: str, context: tuple[str, ...] = ()):
@@ -109,22 +109,26 @@ def _fact(i, text, slot=None, value=None, cosine=0.0):
     return StoredFact(id=i, text=text, slot=slot, value=value, cosine=cosine)
 
 
+# The settings' defaults (config/settings/base.py), as a run reads them at its entry.
+DUPLICATES = Duplicates(merge_cosine=0.90, lexical=85.0, cosine=0.88)
+
+
 def test_resolution_merges_supersedes_and_leaves_unrelated_alone():
     c = FactCandidate(text="User lives in Berlin.", episode_ids=("e1",), slot="home", value="Berlin")
     assert resolve_fact(c, new_id="n", neighbours=[_fact("a", "User lives in Berlin.", "home", "Berlin")],
-                        exists=False).kind == "merge"
+                        exists=False, duplicates=DUPLICATES).kind == "merge"
     action = resolve_fact(c, new_id="n", neighbours=[_fact("a", "User lives in Paris.", "home", "Paris"),
                                                      _fact("b", "User's sister lives in Paris.", cosine=0.8)],
-                          exists=False)
+                          exists=False, duplicates=DUPLICATES)
     assert (action.kind, action.supersedes, action.contradiction) == ("supersede", ["a"], "natural")
     # Nearly the same words but a number differs: never merged.
     n = FactCandidate(text="User has 3 kids.", episode_ids=("e1",))
     assert resolve_fact(n, new_id="n", neighbours=[_fact("a", "User has 2 kids.", cosine=0.97)],
-                        exists=False).kind == "create"
+                        exists=False, duplicates=DUPLICATES).kind == "create"
     # Same words, no slot, vectors agree: merged.
     assert resolve_fact(FactCandidate(text="User has two kids.", episode_ids=("e2",)), new_id="n",
-                        neighbours=[_fact("a", "User has two kids.", cosine=0.99)], exists=False).kind == "merge"
+                        neighbours=[_fact("a", "User has two kids.", cosine=0.99)], exists=False, duplicates=DUPLICATES).kind == "merge"
     # A different slot never supersedes.
     other = FactCandidate(text="User works at Siemens.", episode_ids=("e1",), slot="employer", value="Siemens")
     assert resolve_fact(other, new_id="n", neighbours=[_fact("a", "User lives in Paris.", "home", "Paris")],
-                        exists=False).kind == "create"
+                        exists=False, duplicates=DUPLICATES).kind == "create"

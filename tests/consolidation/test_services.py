@@ -3,9 +3,13 @@ dry run, forgotten episodes, playbooks, the run record."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
@@ -56,7 +60,7 @@ def test_creates_grounded_facts_and_advances_the_watermark(subject, say, current
     assert by_text["The user's favourite colour is blue."]["source"] == "consolidation"
     assert run.status == "succeeded" and run.episodes_read == 3 and run.facts_created == 2
     assert run.extractor == "rules" and run.duration_ms is not None
-    assert episodes_pending(subject=subject) == []
+    assert episodes_pending(subject=subject, limit=500) == []
     assert consolidation_runs_list(subject=subject, limit=5) == [run]
 
 
@@ -153,7 +157,7 @@ def test_rerun_over_the_same_episodes_changes_nothing(subject, say, current_fact
     index = alias_name(MemoryType.EPISODIC)
     for hit in es_admin.search(index=index, size=100, query={"term": {"user_id": str(subject.user_id)}})["hits"]["hits"]:
         es_admin.update(index=index, id=hit["_id"], doc={"consolidated_at": None}, refresh=True)
-    assert len(episodes_pending(subject=subject)) == 7
+    assert len(episodes_pending(subject=subject, limit=500)) == 7
     run = consolidation_run(subject=subject).run
     assert current_facts(subject) == before
     assert _all(es_admin, MemoryType.PROCEDURAL, subject) == playbooks_before
@@ -177,7 +181,7 @@ def test_dry_run_proposes_and_writes_nothing(subject, say, current_facts, count_
     docs = count_docs()
     result = consolidation_run(subject=subject, dry_run=True)
     assert count_docs() == docs
-    assert len(episodes_pending(subject=subject)) == 2
+    assert len(episodes_pending(subject=subject, limit=500)) == 2
     actions = {c["text"]: c for c in result.changes}
     assert actions["The user lives in Rome."]["action"] == "supersede"
     assert actions["The user lives in Rome."]["target_text"] == "The user lives in Paris."
@@ -308,7 +312,7 @@ def test_a_failed_run_is_recorded_and_leaves_the_watermark(subject, say, monkeyp
         consolidation_run(subject=subject)
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "llm_bad_answer"
-    assert len(episodes_pending(subject=subject)) == 1
+    assert len(episodes_pending(subject=subject, limit=500)) == 1
 
 
 def test_a_node_lost_mid_run_fails_the_run_as_an_outage_not_an_internal_error(subject, say, monkeypatch):
@@ -328,7 +332,7 @@ def test_a_node_lost_mid_run_fails_the_run_as_an_outage_not_an_internal_error(su
     assert raised.value.code == "elasticsearch_unreachable"
     run = ConsolidationRun.objects.get(subject=subject)
     assert run.status == "failed" and run.error["code"] == "elasticsearch_unreachable"
-    assert len(episodes_pending(subject=subject)) == 1
+    assert len(episodes_pending(subject=subject, limit=500)) == 1
 
 
 def test_a_supersession_cut_short_is_completed_by_the_rerun(subject, say, current_facts, es_admin):
@@ -359,7 +363,7 @@ def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subj
     es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
     vector = get_embedder().embed_query("The user's sister Ana lives in Lisbon.")
     # A text with no word of any fact: whatever is found, the kNN query found.
-    [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector])
+    [found] = fact_neighbours(subject=subject, texts=["qqq"], vectors=[vector], k=10)
     cosine = {f.id: f.cosine for f in found}
     assert set(cosine) == {kept["id"], newer["id"]}  # not the superseded fact, not bob's twin
     assert cosine[kept["id"]] > 0.99 > cosine[newer["id"]]
@@ -534,3 +538,56 @@ def test_dana_asks_which_provider_now_and_the_switch_ranks_above_the_old_one(mem
     assert stale["explain"]["superseded_fact"]["superseded_by"] == [new["id"]]
     before = memory_recall(subject=dana, query="Which internet provider did Dana have before?", now=now)
     assert before[0]["text"] == "Our internet provider is Virgin Media.", [h["text"] for h in before[:3]]
+
+
+def _turn(text: str, n: int = 1):
+    from memory_app.consolidation.extractors.base import Episode
+
+    return Episode(id=f"e{n}", text=text, occurred_at=datetime(2026, 3, n, tzinfo=UTC).isoformat())
+
+
+def test_the_change_reader_adds_no_remark_to_a_conversation_between_people():
+    # Slot statements the statement layer skipped in a labelled turn are remarks, not the speaker's
+    # facts; the same sentences in the end-user's own turn are read as their world.
+    from memory_app.consolidation import changes
+    from memory_app.consolidation.services import changes_read
+
+    remark = "The front door has a Yale smart lock."
+    labelled, own = _turn(f"Dana: {remark}"), _turn(remark, 2)
+    # The reader itself proposes the sentence in both turns: the gate is what drops it.
+    assert changes.episode_probes(episode=labelled, candidates=[])[0]
+    kept, _, dropped = changes_read(facts=[], new_episodes=[labelled, own], episodes={"e1": labelled, "e2": own},
+                                    display_name="")
+    assert [c.episode_ids for c in kept] == [("e2",)]
+    assert [d["reason"] for d in dropped] == ["remark"]
+
+
+def test_a_change_sentence_of_a_conversation_is_kept_when_it_names_its_speaker():
+    from memory_app.consolidation.services import changes_read, conversation_addition
+
+    turn = _turn("Dana: I quit my job at the bakery after 4 years and started at the library.")
+    kept, probes, _ = changes_read(facts=[], new_episodes=[turn], episodes={"e1": turn}, display_name="")
+    assert kept and probes and all("Dana" in c.text for c in kept)
+    # Not naming the speaker, the same sentence is no fact of theirs.
+    assert not conversation_addition(replace(kept[0], text="Patience is everything."), episode=turn, carries_change=True)
+
+
+_SPEAKERS = st.sampled_from(["Dana", "Sam", "Rosa"])
+_SENTENCES = st.lists(st.sampled_from([
+    "Patience is everything.", "Board games are the best with a big group.", "I quit my job at the bakery.",
+    "We moved to Leeds in May.", "Each little step counts.", "My router is a BT Smart Hub 2.",
+    "Hard work pays off eventually.", "I switched to a Nest thermostat last week.",
+    "Chess is my favourite game now.", "Sorry for the slow reply, busy week."]), min_size=1, max_size=4)
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(speaker=_SPEAKERS, sentences=_SENTENCES)
+def test_every_candidate_added_for_a_labelled_turn_names_its_speaker_and_carries_a_change(speaker, sentences):
+    from memory_app.consolidation.services import changes_read
+
+    turn = _turn(f"{speaker}: {' '.join(sentences)}")
+    kept, probes, dropped = changes_read(facts=[], new_episodes=[turn], episodes={"e1": turn}, display_name="")
+    carried = {(p.candidate.text, p.candidate.episode_ids) for p in probes.values()}
+    for candidate in kept:
+        assert speaker in candidate.text and (candidate.text, candidate.episode_ids) in carried
+    assert all(d["reason"] in ("remark", "ungrounded") for d in dropped)

@@ -273,6 +273,7 @@ def test_no_locomo_text_is_in_the_consolidation_code_tests_or_docs():
     ours = [*sorted((REPO / "memory_app" / "consolidation").rglob("*.py")),
             *sorted((REPO / "tests" / "consolidation").rglob("*.py")),
             REPO / "engram_eval" / "consolidation_locomo.py", REPO / "engram_eval" / "statement_cv.py",
+            REPO / "engram_eval" / "durable_cv.py", REPO / "tests" / "engram_eval" / "test_durable_cv.py",
             REPO / "engram_eval" / "corpora" / "statements.json", REPO / "docs" / "consolidation.md"]
     copied = {str(p.relative_to(REPO)): sorted(_runs(p.read_text(encoding="utf-8")) & seen)
               for p in ours if p.exists()}

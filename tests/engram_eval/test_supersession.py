@@ -7,6 +7,8 @@ import json
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engram_eval.changes import Change, ChangeSet, DevChange, DevChangeSet, DevNonChange, NonChange, Statement
 from engram_eval.supersession import (
@@ -27,6 +29,13 @@ def test_a_value_is_found_in_other_words_around_it():
     assert value_in("Virgin Media", "User's internet provider is virgin media.")
     assert not value_in("Virgin Media", "User switched to BT.")
     assert not value_in("", "anything")
+
+
+@given(st.sampled_from(["Tiger", "Pepper", "Echo Dot", "Adecco"]), st.sampled_from(["cat", "tabby cat", "agency"]))
+def test_a_label_s_gloss_in_brackets_is_not_part_of_the_value(name, gloss):
+    assert value_in(f"{name} ({gloss})", f"User's pet was called {name.lower()}.")
+    assert value_in(f"{name} ({gloss})", f"It was {name} ({gloss}).")
+    assert not value_in(f"{name} ({gloss})", "User has no pets at all now.")
 
 
 def test_the_first_hit_is_right_when_it_names_the_value_or_comes_from_its_statement_alone():

@@ -416,7 +416,7 @@ def test_consolidation_dry_run_shows_proposals_and_writes_nothing(staff, subject
     assert f'id="run-{run.pk}"' in panel
     # Nothing written: no fact, the episode still waits, and the run row holds no text.
     assert selectors.fact_list(subject=alice) == []
-    assert len(consolidation_selectors.episodes_pending(subject=alice)) == 1
+    assert len(consolidation_selectors.episodes_pending(subject=alice, limit=500)) == 1
     assert "Paris" not in json.dumps(run.details)
     assert AuditEvent.objects.filter(action="staff.viewed", subject_ref=str(alice.user_id),
                                      details__view="consolidation_dry_run").count() == 1

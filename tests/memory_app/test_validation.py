@@ -7,6 +7,7 @@ from memory_app.selectors import memory_get
 from memory_app.services.episodes import episode_write
 from memory_app.services.imports import episodes_import
 from memory_app.validation import (
+    Limits,
     clean_memory_id,
     clean_new_memory_id,
     import_validate,
@@ -27,27 +28,41 @@ def test_a_new_memory_id_is_stricter_than_an_id_a_memory_could_have():
         clean_memory_id("x" * 65)
 
 
+# The limits the settings give by default (config/settings/base.py): the checks read none themselves.
+LIMITS = Limits(text_chars=8000, recall_k=100, metadata_bytes=4096, supersedes=20, import_episodes=50000)
+
+
+def test_the_limits_are_the_settings_as_read_at_an_entry(settings):
+    assert Limits.from_settings() == LIMITS
+    settings.ENGRAM_MAX_TEXT_CHARS = 10
+    limits = Limits.from_settings()
+    assert limits.text_chars == 10
+    with pytest.raises(ValidationFailed) as exc:
+        write_validate(operation="episode", payload={"text": "more than ten"}, limits=limits)
+    assert exc.value.code == "text_too_long"
+    write_validate(operation="episode", payload={"text": "more than ten"}, limits=LIMITS)  # what it was given
+
+
 def test_a_client_names_only_its_own_sources_while_the_services_store_theirs(subject):
     with pytest.raises(ValidationFailed) as exc:
-        write_validate(operation="episode", payload={"text": "hi", "source": "consolidation"})
+        write_validate(operation="episode", payload={"text": "hi", "source": "consolidation"}, limits=LIMITS)
     assert exc.value.code == "invalid_source"
-    write_validate(operation="episode", payload={"text": "hi", "source": "mcp"})
+    write_validate(operation="episode", payload={"text": "hi", "source": "mcp"}, limits=LIMITS)
     written = episode_write(subject=subject, text="hi", source="consolidation")
     assert memory_get(subject=subject, memory_id=written["id"])["source"] == "consolidation"
 
 
-def test_imported_episodes_are_cleaned_in_order_and_a_bad_one_is_named_by_its_position(settings):
-    assert imported_episodes_clean([{"n": 1}, {"n": 2}], clean=lambda e: e["n"]) == [1, 2]
+def test_imported_episodes_are_cleaned_in_order_and_a_bad_one_is_named_by_its_position():
+    assert imported_episodes_clean([{"n": 1}, {"n": 2}], clean=lambda e: e["n"], limit=10) == [1, 2]
     with pytest.raises(ValidationFailed) as exc:
-        imported_episodes_clean([{"n": 1}, "not an object"], clean=lambda e: e["n"])
+        imported_episodes_clean([{"n": 1}, "not an object"], clean=lambda e: e["n"], limit=10)
     assert (exc.value.code, exc.value.details["index"], exc.value.message) == (
         "invalid_episode", 1, "episode 1: each episode must be an object")
     with pytest.raises(ValidationFailed) as exc:
-        imported_episodes_clean([], clean=lambda e: e)
+        imported_episodes_clean([], clean=lambda e: e, limit=10)
     assert exc.value.code == "empty_import"
-    settings.ENGRAM_MAX_IMPORT_EPISODES = 2
     with pytest.raises(ValidationFailed) as exc:
-        imported_episodes_clean(iter([{}, {}, {}]), clean=lambda e: e)
+        imported_episodes_clean(iter([{}, {}, {}]), clean=lambda e: e, limit=2)
     assert exc.value.code == "import_too_large"
 
 
@@ -60,7 +75,7 @@ def test_imported_episodes_are_cleaned_in_order_and_a_bad_one_is_named_by_its_po
 def test_an_import_is_refused_alike_when_accepted_and_when_applied(subject, count_docs, episode, code, field):
     episodes = [{"text": "first", "occurred_at": "2024-01-01T08:00:00Z"}, episode]
     refusals = []
-    for check in (lambda: import_validate({"episodes": episodes}),
+    for check in (lambda: import_validate({"episodes": episodes}, LIMITS),
                   lambda: episodes_import(subject=subject, episodes=episodes)):
         with pytest.raises(ValidationFailed) as exc:
             check()
@@ -79,11 +94,13 @@ from engram_core.errors import EngramError  # noqa: E402
 from memory_app import validation  # noqa: E402
 from tests.strategies import json_values, nested_json  # noqa: E402
 
-_RULES = [validation.clean_text, validation.clean_session_id, validation.clean_reason, validation.clean_note,
+_RULES = [lambda v: validation.clean_text(v, limit=LIMITS.text_chars), validation.clean_session_id, validation.clean_reason, validation.clean_note,
           validation.clean_cascade, validation.clean_memory_type, validation.clean_types, validation.clean_timezone,
-          lambda v: validation.clean_datetime(v, field="occurred_at"), validation.clean_k, validation.clean_metadata,
+          lambda v: validation.clean_datetime(v, field="occurred_at"),
+          lambda v: validation.clean_k(v, limit=LIMITS.recall_k),
+          lambda v: validation.clean_metadata(v, limit=LIMITS.metadata_bytes),
           validation.clean_confidence, validation.clean_new_memory_id, validation.clean_supporting_ids,
-          validation.clean_supersedes, validation.clean_role, validation.clean_contradiction, validation.clean_success,
+          lambda v: validation.clean_supersedes(v, limit=LIMITS.supersedes), validation.clean_role, validation.clean_contradiction, validation.clean_success,
           validation.clean_steps, validation.clean_imported_occurred_at, validation.holds_nul]
 _FIELDS = ("text", "context", "session_id", "occurred_at", "role", "metadata", "source", "supporting_episode_ids",
            "supersedes", "contradiction", "confidence", "trigger", "steps", "success", "refined_steps",
@@ -120,5 +137,5 @@ def test_every_field_rule_cleans_or_refuses_whatever_it_is_given(value):
 def test_a_whole_write_is_accepted_or_refused_whatever_it_holds(operation, payload, episodes):
     if operation == "import" and episodes:
         payload = {**payload, "episodes": episodes}
-    assert _answer(lambda p: validation.write_validate(operation=operation, payload=p), payload) == \
-        _answer(lambda p: validation.write_validate(operation=operation, payload=p), payload)
+    assert _answer(lambda p: validation.write_validate(operation=operation, payload=p, limits=LIMITS), payload) == \
+        _answer(lambda p: validation.write_validate(operation=operation, payload=p, limits=LIMITS), payload)

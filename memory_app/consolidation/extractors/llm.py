@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Literal
 
 import httpx
@@ -88,19 +89,38 @@ class _Retryable(Exception):
         self.wait = wait
 
 
+@dataclass(frozen=True)
+class LlmOptions:
+    """The endpoint and its patience (ENGRAM_LLM_*; config/settings/base.py explains each), as read at an entry."""
+
+    url: str
+    model: str
+    api_key: str
+    timeout: float
+    max_retries: int
+    backoff: float  # the first wait before a retry, doubled each time
+    max_backoff: float  # the longest wait
+
+    @classmethod
+    def from_settings(cls) -> LlmOptions:
+        return cls(url=settings.ENGRAM_LLM_URL, model=settings.ENGRAM_LLM_MODEL, api_key=settings.ENGRAM_LLM_API_KEY,
+                   timeout=settings.ENGRAM_LLM_TIMEOUT, max_retries=settings.ENGRAM_LLM_MAX_RETRIES,
+                   backoff=settings.ENGRAM_LLM_BACKOFF_SECONDS, max_backoff=settings.ENGRAM_LLM_MAX_BACKOFF_SECONDS)
+
+
 class LlmExtractor:
     name = "llm"
     version = PROMPT_VERSION
     uses_known = True
 
-    def __init__(self, *, url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 timeout: float | None = None, max_retries: int | None = None, backoff: float | None = None):
-        self.url = (url or settings.ENGRAM_LLM_URL).rstrip("/")
-        self.model = model or settings.ENGRAM_LLM_MODEL
-        self.api_key = api_key if api_key is not None else settings.ENGRAM_LLM_API_KEY
-        self.timeout = timeout or settings.ENGRAM_LLM_TIMEOUT
-        self.max_retries = settings.ENGRAM_LLM_MAX_RETRIES if max_retries is None else max_retries
-        self.backoff = settings.ENGRAM_LLM_BACKOFF_SECONDS if backoff is None else backoff
+    def __init__(self, options: LlmOptions):
+        self.url = options.url.rstrip("/")
+        self.model = options.model
+        self.api_key = options.api_key
+        self.timeout = options.timeout
+        self.max_retries = options.max_retries
+        self.backoff = options.backoff
+        self.max_backoff = options.max_backoff
 
     def extract(self, *, episodes: list[Episode], context: list[Episode], known: Known | None = None,
                 user_name: str = "the user") -> Extraction:
@@ -166,7 +186,7 @@ class LlmExtractor:
                                               details={"attempts": attempt}, code="llm_unavailable") from None
                     delay = exc.wait if exc.wait is not None else self.backoff * 2 ** (attempt - 1)
                     log.warning("LLM extraction attempt %d failed (%s); retrying in %.2fs", attempt, exc, delay)
-                    time.sleep(min(delay, settings.ENGRAM_LLM_MAX_BACKOFF_SECONDS))
+                    time.sleep(min(delay, self.max_backoff))
                 except ExtractorFailed as exc:
                     if exc.code != "llm_bad_answer" or malformed_left == 0:
                         raise

@@ -17,7 +17,7 @@ from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
                                     multipliers_for, neighbour_credit, outcome_multiplier, reply_credit, speaker_of)
 from memory_app.recall.read import Reading
-from memory_app.recall.search import Leg, Searched
+from memory_app.recall.search import Leg, Searched, StaleFact
 from memory_app.services.episodes import episode_write
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
@@ -418,3 +418,88 @@ def test_a_transcript_line_speaking_to_its_listener_is_lowered_only_when_on():
 def test_a_speaker_is_named_only_by_a_line_opening_with_the_name_and_a_colon(text):
     said = speaker_of(text)
     assert said is None or text.lstrip().startswith(f"{said}:")
+
+
+# ---------------------------------------------------------------- a value that stopped being true (issue 69)
+
+_PEOPLE = ("Helen", "Marco", "Ines", "Tariq")
+_PLACES = ("Oxford", "Abingdon", "Leeds", "Halden", "Brightwater", "Lantern Bakery", "Durham")
+# The clause that told the change may tell only the end of the old value; the new value then sits in
+# another fact of the same turn.
+_ENDS = ("{p} no longer lives in {old}.", "{p} left {old} in the spring.", "{p} handed in {p}'s notice at {old}.",
+         "{p} is not at {old} any more.")
+_HOLDS = ("{p} lives in {v}.", "{p} works at {v}.", "{p}'s home is {v}.")
+_NEWS = ("{p} bought a little house in {v}.", "{p} started at {v} on Monday.", "{p} is at {v} now.")
+
+
+def _raw(id_: str, score: float, memory_type: str, text: str, **source) -> dict:
+    return {"_id": id_, "_score": score, "_source": {"memory_type": memory_type, "text": text, **source}}
+
+
+@st.composite
+def _changed_values(draw):
+    """A speaker's value replaced by a later turn, as recall finds it: the turn that told the old value
+    (``told``), its superseded fact, the change turn, its facts (one telling only the end of the old
+    value, one the new value; either may be the one that superseded), other memories; every dense
+    score drawn. With ``chain``, the old value was itself replaced once before the current one."""
+    p = draw(st.sampled_from(_PEOPLE))
+    old, mid, new = draw(st.lists(st.sampled_from(_PLACES), min_size=3, max_size=3, unique=True))
+    chain = draw(st.booleans())
+    end_supersedes = draw(st.booleans())
+    hold = draw(st.sampled_from(_HOLDS))
+    texts = {
+        "told": f"I said it then: {hold.format(p='I', v=old)}",
+        "mid_told": f"Back then: {hold.format(p='I', v=mid)}",
+        "change": f"News: {draw(st.sampled_from(_ENDS)).format(p='I', old=mid if chain else old)} "
+                  f"{draw(st.sampled_from(_NEWS)).format(p='I', v=new)}",
+        "end": draw(st.sampled_from(_ENDS)).format(p=p, old=mid if chain else old),
+        "new": draw(st.sampled_from(_NEWS)).format(p=p, v=new),
+        "other": f"{p} likes long walks on Sundays.",
+        "other_turn": "We had a lovely weekend by the sea.",
+    }
+    successor = "end" if end_supersedes else "new"
+    kinds = {"told": "episodic", "mid_told": "episodic", "change": "episodic", "end": "semantic",
+             "new": "semantic", "other": "semantic", "other_turn": "episodic"}
+    support = {"end": ["change"], "new": ["change"], "other": ["other_turn"]}
+    present = [k for k in texts if chain or k != "mid_told"]
+    scores = draw(st.lists(st.floats(0.05, 1.0), min_size=len(present), max_size=len(present)))
+    dense = sorted((_raw(k, s, kinds[k], texts[k], supporting_episode_ids=support.get(k, []))
+                    for k, s in zip(present, scores, strict=True)), key=lambda r: -r["_score"])
+    old_fact = StaleFact(id="s_old", text=hold.format(p=p, v=old), similarity=draw(st.floats(0.05, 1.0)),
+                         supporting_episode_ids=("told",), superseded_by=("s_mid",) if chain else (successor,),
+                         valid_to=None)
+    stale = (old_fact,) + ((StaleFact(id="s_mid", text=hold.format(p=p, v=mid), similarity=draw(st.floats(0.05, 1.0)),
+                                      supporting_episode_ids=("mid_told",), superseded_by=(successor,),
+                                      valid_to=None),) if chain else ())
+    searched = Searched(legs=(Leg(id=PLAIN_DENSE, factor=1.0, hits=dense),), sources={r["_id"]: r["_source"] for r in dense},
+                        idf={}, mention_counts={}, stale=stale)
+    return searched, chain
+
+
+@given(_changed_values(), st.booleans())
+def test_the_current_value_ranks_first_for_now_and_the_one_before_it_for_the_past(world, past):
+    searched, chain = world
+    reading = replace(_reading(), asks_past=past)
+    ranked = hits_rank(searched, reading=reading, now=T0, k=20, options=_options())
+    order = [h.id for h in ranked.hits]
+    current = min(order.index(k) for k in ("change", "new"))
+    if not past:
+        # the turns that told an old value and the fact telling only its end rank below the new value
+        assert all(order.index(k) > current for k in ("told", "end", "mid_told") if k in order)
+    else:
+        # the value just before the current one ranks above everything holding the current one (when
+        # the legs scored it at all: the last of a min-max normalised leg has nothing to lift)
+        hit = ranked.hits[order.index("mid_told" if chain else "told")]
+        assert hit.stale_fact is not None and hit.stale_as == "told"
+        assert order.index(hit.id) < current or hit.fused == 0
+
+
+@given(_changed_values())
+def test_switched_off_the_stale_order_leaves_the_scores_to_the_legs(world):
+    searched, _ = world
+    for past in (False, True):
+        ranked = hits_rank(searched, reading=replace(_reading(), asks_past=past), now=T0, k=20,
+                           options=_options(past_above=False, ended_below=False, superseded_weight=1.0,
+                                            past_boost=0.0))
+        assert all(h.stale_as in (None, "told") for h in ranked.hits)
+        assert all("was_true" not in h.multipliers for h in ranked.hits)

@@ -16,7 +16,7 @@ from memory_app.services import context
 from memory_app.services.episodes import episode_write
 from memory_app.services.imports import episodes_import
 from memory_app.services.store import client_memory_id
-from memory_app.validation import write_validate
+from memory_app.validation import Limits, write_validate
 
 
 def test_import_keeps_original_timestamps_and_reports_progress(subject):
@@ -102,7 +102,8 @@ def test_a_bad_session_id_is_refused_before_anything_is_written(subject, count_d
             {"text": "also fine", "occurred_at": "2023-05-01T10:01:00Z", "session_id": session_id}])
     assert exc.value.details["field"] == "session_id"
     with pytest.raises(ValidationFailed):
-        write_validate(operation="episode", payload={"text": "fine", "session_id": session_id})
+        write_validate(operation="episode", payload={"text": "fine", "session_id": session_id},
+                       limits=Limits.from_settings())
     assert count_docs() == 0
 
 

@@ -18,6 +18,7 @@ from tenants.models import AuditEvent, Subject, SubjectKey, Tenant
 from tenants.selectors import index_prefix_for
 from tenants.services.clients import subject_es_client
 from tenants.services.isolation_move import MoveFailed, tenant_isolation_set
+from memory_app.validation import Limits
 from tenants.services.subjects import subject_get_or_create
 from tenants.services import isolation_move
 
@@ -224,7 +225,7 @@ def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_
         try:
             submitted["late"] = write_submit(tenant=acme, write=write_command(
                 tenant=acme, external_id="alice", operation="fact", payload={"text": "Alice keeps bees."},
-                memory_id=late))
+                limits=Limits.from_settings(), memory_id=late))
         finally:
             connection.close()
 
@@ -269,7 +270,8 @@ def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeyp
                 try:
                     done = write_submit(tenant=acme, write=write_command(
                         tenant=acme, external_id="alice", operation="episode",
-                        payload={"text": f"turn {n} during the move"}), defer_refresh=True)
+                        payload={"text": f"turn {n} during the move"}, limits=Limits.from_settings()),
+                        defer_refresh=True)
                 except Exception as exc:  # noqa: BLE001 - counted: an unacknowledged write is not a loss
                     failures.append(repr(exc))
                 else:
