@@ -36,3 +36,38 @@ def without_stopwords(text: str) -> str:
 def distinct_words(text: str) -> list[str]:
     """The distinct words of ``text``, lower-cased, in order."""
     return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
+
+
+# How a speaker speaks of themself ("I", "my", "we") and of the one they speak to ("you"); the
+# possessives capitalised too, as a sentence starts ("My knee hurts").
+FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|"
+                          r"[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
+                          r"[Oo]ur|[Oo]urs|ourselves)\b")
+SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
+# The same as words (a run of word characters, as "I'm" is "I" and "m"), counted by set membership
+# among the words opening with one of their letters: the patterns' alternatives scan slowly over a
+# recall's few hundred candidates.
+_FIRST_WORDS = frozenset("I me my My mine Mine myself we We us our Our ours Ours ourselves".split())
+_SECOND_WORDS = frozenset("you your yours yourself ya u".split())  # any case
+_TOKEN = re.compile(r"\b[IiMmWwUuOoYy]\w*")
+# A note a client appends to a line for what was shared with it ("[shares a photo of a lake]"): not speech.
+ATTACHMENT = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
+_ENDS_ASKING = re.compile(r"\?[\"'”’)\]]*\s*$")
+
+
+def persons(text: str) -> tuple[int, int]:
+    """How often ``text`` speaks of its speaker and of its listener: its ``FIRST_PERSON`` and its
+    ``SECOND_PERSON`` words."""
+    tokens = _TOKEN.findall(text)
+    return sum(t in _FIRST_WORDS for t in tokens), sum(t.lower() in _SECOND_WORDS for t in tokens)
+
+
+def to_listener(text: str) -> bool:
+    """Whether a line of talk speaks to its listener rather than of its speaker: it holds more
+    second-person words than first-person ones, or it ends by asking (an attachment's note aside).
+    "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks."""
+    said = text.replace("’", "'")
+    if "[" in said:
+        said = ATTACHMENT.sub("", said)
+    first, second = persons(said)
+    return second > first or bool(_ENDS_ASKING.search(said))

@@ -1,7 +1,7 @@
 """Rank: the searched legs fused into one score per memory, weighted, credited and ordered.
 
     score = (fused + fact credit) × time_decay × use_count × catalog_prior × outcome × time_window
-            × time_answer × session × intent  (+ reply credit)
+            × time_answer × session × speaker × to_listener × intent  (+ reply and neighbour credit)
 
 Pure functions of the hits and one ``RecallOptions``; docs/retrieval-quality.md, "How recall
 ranks", says why each part is there.
@@ -18,6 +18,7 @@ from typing import Any
 
 from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
+from language.words import to_listener
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
@@ -292,9 +293,13 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_answer"] = 1.0 + options.time_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
-    if options.speaker_weight and episode and (said := speaker_of(src.get("text") or "")) \
-            and said.casefold() in {e.casefold() for e in reading.entities}:
+    said = speaker_of(src.get("text") or "") if episode else None
+    if options.speaker_weight and said and said.casefold() in {e.casefold() for e in reading.entities}:
         factors["speaker"] = 1.0 + options.speaker_weight
+    # Only a transcript's line between people: an end-user's own turn to an agent asks for what they
+    # need ("Can I mount the camera with strips?"), and is the memory a later question looks for.
+    if options.listener_weight and said and to_listener(src.get("text") or ""):
+        factors["to_listener"] = 1.0 - options.listener_weight
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if episode and hit.stale_fact is not None:

@@ -114,7 +114,7 @@ class RankingConfig:
     outcome_weight: float = 0.1
     # An episode whose predecessor in its session (the last of its derived ``context_ids``) asks a
     # question gains this share of that question's score when both are candidates.
-    reply_credit: float = 0.25
+    reply_credit: float = 0.35
     # An episode gains this share of the best score among its session neighbours that are candidates
     # (the turns in its derived ``context_ids`` and the turns whose context names it): a conversation
     # tells one thing over consecutive turns, of which a question meets some.
@@ -122,6 +122,10 @@ class RankingConfig:
     # Speaker-aware reading: an episode told by a speaker the question names (a transcript's "Name:"
     # opening its text) gets ×(1 + this): "What does Maria like?" is answered by what Maria said.
     speaker_weight: float = 0.1
+    # A transcript's line ("Name: ...") that speaks to its listener rather than of its speaker (more
+    # "you" than "I", or ending on a question: language.words.to_listener) gets ×(1 − this): it tells
+    # little of anyone's own life.
+    listener_weight: float = 0.15
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from language.words import ATTACHMENT as _CAPTION
+from language.words import FIRST_PERSON as _FIRST_PERSON
+from language.words import SECOND_PERSON as _SECOND_PERSON
 from memory_app.consolidation.grounding import STOP_WORDS
 
 from .lexicon import lexicon
@@ -35,7 +38,6 @@ _SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in ABBREVIATIONS) +
 _CLAUSE_END = re.compile(r"\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|,\s+|"
                          r"\s+(?=(?:and|but|so|because|that|which|"
                          r"who|if|when|since|as|though|although|cause|'cause)\b)")
-_CAPTION = re.compile(r"\s*\[(?:shares|shared) [^\]]*\]\s*$")
 # Interjections, thanks and the listener's name in front of a statement ("Wow, Rosa! ...").
 _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|hello|well|so|ok|okay|haha|lol|"
                      r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
@@ -44,11 +46,6 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"fun fact|funny enough|to be honest|for the record)"
                      r"(?:,?\s+(?-i:[A-Z][a-z]+))?[,!.:]*\s+)+", re.I)
 _QUESTION = re.compile(r"\?\s*$")
-_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|ya|u)\b", re.I)
-# Possessives capitalised too, as a sentence starts ("My knee hurts after long runs").
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself|"
-                           r"[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us|"
-                           r"[Oo]ur|[Oo]urs|ourselves)\b")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
 _FILLER = frozenset("""

@@ -398,6 +398,22 @@ def test_speaker_aware_reading_favours_what_the_named_speaker_said_only_when_on(
     assert "speaker" not in multipliers_for(said, now=now, reading=reading, options=_options(speaker_weight=0.0))
 
 
+def test_a_transcript_line_speaking_to_its_listener_is_lowered_only_when_on():
+    reading = _reading()
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    asked = Hit(id="a", memory_type=MemoryType.EPISODIC, source={"text": "John: Wow, Maria! What did you paint?"})
+    told = Hit(id="b", memory_type=MemoryType.EPISODIC, source={"text": "Maria: I painted a lake, my first one."})
+    fact = Hit(id="c", memory_type=MemoryType.SEMANTIC, source={"text": "John: Did you know Maria paints?"})
+    own = Hit(id="d", memory_type=MemoryType.EPISODIC, source={"text": "Can you book my sister a flight?"})
+    on = _options(listener_weight=0.15)
+    assert multipliers_for(asked, now=now, reading=reading, options=on)["to_listener"] == pytest.approx(0.85)
+    assert "to_listener" not in multipliers_for(told, now=now, reading=reading, options=on)
+    assert "to_listener" not in multipliers_for(fact, now=now, reading=reading, options=on)  # episodes only
+    # an end-user's own turn to an agent (no transcript's "Name:") asks for what they need
+    assert "to_listener" not in multipliers_for(own, now=now, reading=reading, options=on)
+    assert "to_listener" not in multipliers_for(asked, now=now, reading=reading, options=_options(listener_weight=0))
+
+
 @given(st.text(max_size=80))
 def test_a_speaker_is_named_only_by_a_line_opening_with_the_name_and_a_colon(text):
     said = speaker_of(text)
