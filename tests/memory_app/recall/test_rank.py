@@ -491,7 +491,8 @@ def test_the_current_value_ranks_first_for_now_and_the_one_before_it_for_the_pas
         # the legs scored it at all: the last of a min-max normalised leg has nothing to lift)
         hit = ranked.hits[order.index("mid_told" if chain else "told")]
         assert hit.stale_fact is not None and hit.stale_as == "told"
-        assert order.index(hit.id) < current or hit.fused == 0
+        # (min-max rounding leaves the last of a leg at about 1e-17, not 0)
+        assert order.index(hit.id) < current or hit.fused < 1e-9
 
 
 @given(_changed_values())
