@@ -42,8 +42,16 @@ def usage_record(*, ids: list[str], at: datetime, subject: Subject, prefix: str 
     indices of ``prefix``, default the shared ones); returns immediately."""
     if not ids:
         return
+    # The writer client is resolved here, on the caller's connection: minted in a pool thread, its
+    # key's audit row could wait on a row the caller's open transaction holds while the caller
+    # waits on the bump (usage_flush), and neither would ever move.
+    try:
+        es = writer_es_client(prefix=prefix)
+    except Exception as exc:  # noqa: BLE001 - a bump never fails the recall it follows (as in the pool)
+        log.error("use-count bump failed: %s", exc)
+        return
     future = _pool.get(workers=_POOL_THREADS).submit(_bump_in_thread, ids=ids, at=at, subject_id=subject.pk,
-                                                    prefix=prefix)
+                                                    prefix=prefix, es=es)
     with _lock:
         _pending.add(future)
     future.add_done_callback(_finished)
@@ -82,10 +90,12 @@ def _increment(*, ids: Iterable[str], n: int, at: datetime, subject_id: int) -> 
         use_count=F("use_count") + n, last_used_at=Greatest(F("last_used_at"), Value(at, output_field=DateTimeField())))
 
 
-def usage_bump(*, ids: list[str], at: datetime, subject_id: int, prefix: str | None = None) -> int:
+def usage_bump(*, ids: list[str], at: datetime, subject_id: int, prefix: str | None = None,
+               es: Elasticsearch | None = None) -> int:
     """Add one to the use count of each fact (per occurrence in ``ids``) and move its
     ``last_used_at`` forward to ``at``; returns how many increments were stored. Facts that no
-    longer exist (forgotten meanwhile) are skipped."""
+    longer exist (forgotten meanwhile) are skipped. ``es``: the writer client of ``prefix``
+    (resolved here when not given)."""
     pending = Counter(ids)
     existing = set(FactUsage.objects.filter(pk__in=list(pending), subject_id=subject_id).values_list("pk", flat=True))
     by_count: dict[int, list[str]] = defaultdict(list)
@@ -95,7 +105,7 @@ def usage_bump(*, ids: list[str], at: datetime, subject_id: int, prefix: str | N
     bumped = sum(n * _increment(ids=group, n=n, at=at, subject_id=subject_id) for n, group in by_count.items())
     missing = [i for i in pending if i not in existing]
     if missing:
-        docs = writer_es_client(prefix=prefix).mget(index=alias_name(MemoryType.SEMANTIC, prefix=prefix), ids=missing,
+        docs = (es or writer_es_client(prefix=prefix)).mget(index=alias_name(MemoryType.SEMANTIC, prefix=prefix), ids=missing,
                                                      source_includes=["use_count"])["docs"]
         for doc in docs:
             if not doc.get("found"):

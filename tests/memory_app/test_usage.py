@@ -14,6 +14,7 @@ from memory_app.recall import memory_recall
 from memory_app.services.facts import fact_write
 from memory_app.services.forget import memory_forget
 from memory_app.usage import usage_bump, usage_flush, usage_record_recalled
+from tenants.services.clients import clear_caches
 
 
 def test_recall_bumps_use_count_in_the_background(subject):
@@ -28,6 +29,17 @@ def test_recall_bumps_use_count_in_the_background(subject):
     stored = memory_get(subject=subject, memory_id=fact["id"])
     assert stored["use_count"] == 3
     assert stored["last_used_at"] >= fact["last_used_at"]
+
+
+def test_a_bump_never_waits_on_the_open_transaction_of_the_recall_that_scheduled_it(subject):
+    # The writer key is not cached and the fact has no counter row, so the bump needs the writer
+    # client; minted on the pool's own connection, its audit row waited on this test's open
+    # transaction while the test waited on the bump.
+    fact = fact_write(subject=subject, text="Alice keeps bees on the roof.")
+    FactUsage.objects.filter(pk=fact["id"]).delete()
+    clear_caches()
+    usage_record_recalled(subject=subject, memories=[{"id": fact["id"], "memory_type": "semantic"}])
+    usage_flush(timeout=60)  # raised TimeoutError when the bump minted the key itself
 
 
 @pytest.mark.django_db(transaction=True)
