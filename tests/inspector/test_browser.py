@@ -178,10 +178,24 @@ def _ask_sandbox(browser, question: str, found: str) -> list:
     """Ask the recall sandbox ``question``; the elements matching ``found`` once the answer shows."""
     from selenium.webdriver.common.by import By
 
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    # The previous answer may match ``found`` too: wait until it has been swapped out.
+    before = browser.find_elements(By.CSS_SELECTOR, "#recall-results > *")
+
+    def swapped(_driver) -> bool:
+        try:
+            before[0].is_enabled()
+        except StaleElementReferenceException:
+            return True
+        return False
+
     box = browser.find_element(By.ID, "recall-q")
     box.clear()
     box.send_keys(question)
     browser.find_element(By.CSS_SELECTOR, "#recall-section button[type=submit]").click()
+    if before:
+        _wait(browser, swapped, timeout=15)
     return _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, found), timeout=15)
 
 
