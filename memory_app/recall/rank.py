@@ -408,6 +408,12 @@ def ended_facts(hits: list[Hit], searched: Searched) -> dict[str, StaleFact]:
     fact that replaced it may be one of them (the clause that told the change told only the end)."""
     by_id = {h.id: h for h in hits}
     out: dict[str, StaleFact] = {}
+    if not searched.stale:
+        return out
+    # Each fact's words and names once, not once per superseded fact.
+    facts = [(h, cites, _words_of(text), _value_names(text)) for h in hits
+             if h.memory_type is MemoryType.SEMANTIC and (cites := set(h.source.get("supporting_episode_ids") or ()))
+             for text in [h.source.get("text") or ""]]
     for fact in sorted(searched.stale, key=lambda f: -f.similarity):
         successors = [by_id[i] for i in _successors(fact, searched.stale) if i in by_id]
         if not successors:
@@ -415,12 +421,8 @@ def ended_facts(hits: list[Hit], searched: Searched) -> dict[str, StaleFact]:
         old_words, old_names = _words_of(fact.text), _value_names(fact.text)
         told = set(fact.supporting_episode_ids) | {
             e for s in successors for e in s.source.get("supporting_episode_ids") or ()}
-        for hit in hits:
-            if hit.memory_type is not MemoryType.SEMANTIC or hit.id in out:
-                continue
-            cites = set(hit.source.get("supporting_episode_ids") or ())
-            text = hit.source.get("text") or ""
-            if cites and cites <= told and _words_of(text) & old_names and not _value_names(text) - old_words:
+        for hit, cites, words, names in facts:
+            if hit.id not in out and cites <= told and words & old_names and not names - old_words:
                 out[hit.id] = fact
     return out
 
