@@ -706,19 +706,37 @@ def _slot_statement(sentence: str, *, self_names: frozenset[str]) -> bool:
                             or first[0].removesuffix("'s") in self_names or sentence[0].isupper())
 
 
+@dataclass(frozen=True)
+class EpisodeChanges:
+    """What the change reader makes of one episode: ``added``, the candidates it adds (statements
+    of a slot the extractor skipped, change sentences it left out); ``probes``, for each change
+    sentence the candidate that carries it (an extractor's own when one renders that sentence);
+    ``remarks``, the sentences of a labelled turn it set aside (``episode_probes``)."""
+
+    added: list[FactCandidate]
+    probes: list[Probe]
+    remarks: list[str]
+
+
+def _names_holder(text: str, holder: str) -> bool:
+    return re.search(rf"\b{re.escape(holder)}\b", text) is not None
+
+
 def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], display_names: Iterable[str] = ()
-                   ) -> tuple[list[FactCandidate], list[Probe]]:
-    """Read one new episode for changes. Returns (candidates to add: statements of a slot the
-    extractor skipped and change sentences it left out; the probes: for each change sentence the
-    candidate that carries it, an extractor's own when one renders that sentence)."""
+                   ) -> EpisodeChanges:
+    """Read one new episode for changes. A labelled turn ("Rosa: ...", a conversation between
+    people) gets only the change sentences that name their speaker, as the extractor's statements
+    do: its statement layer has already read every sentence about the speaker, so a slot statement
+    it skipped is a remark ("Board games are the best.") and so is a change sentence whose speaker
+    is not in it ("Patience is everything now."). The end-user's own unlabelled turns get both
+    ("The front door has a Yale smart lock.")."""
     labelled, text = speech.split_speaker(episode.text)
     holder = labelled or "User"
     names = frozenset(n.lower() for n in ([labelled] if labelled else ["user", *display_names]) if n)
     family = speech.family_context(text)
     when = _when(episode.occurred_at)
     own = [c for c in candidates if episode.id in c.episode_ids]
-    added: list[FactCandidate] = []
-    probes: list[Probe] = []
+    found = EpisodeChanges(added=[], probes=[], remarks=[])
     harsh_context = False
     for sentence in speech.sentences(text):
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
@@ -730,7 +748,10 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
         if reading is None:
             if carrier is None and _slot_statement(sentence, self_names=names):
-                added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
+                if labelled:
+                    found.remarks.append(rendered)
+                else:
+                    found.added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
             continue
         if carrier is None and (_is_question(sentence) or (speech.is_request(_bare(sentence))
                                                           and not speech.names_speaker(sentence))):
@@ -738,10 +759,13 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             # carries no fact; "Please don't send me the newsletter any more" does.
             continue
         if carrier is None:
+            if labelled and not _names_holder(rendered, holder):
+                found.remarks.append(rendered)
+                continue
             carrier = FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7)
-            added.append(carrier)
-        probes.append(Probe(candidate=carrier, reading=reading, holder=holder))
-    return added, probes
+            found.added.append(carrier)
+        found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder))
+    return found
 
 
 def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6) -> FactCandidate | None:

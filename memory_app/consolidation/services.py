@@ -26,7 +26,6 @@ from engram_core.observability import metrics
 from engram_core.observability.tracing import annotate, detached, span_linked, traceparent, tracing_enabled
 from memory_app.consolidation import apply, changes, selectors
 from memory_app.consolidation.extractors import Extraction, ExtractorOptions, Known, get_extractor
-from memory_app.consolidation.extractors import speech
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import (
     Duplicates,
@@ -460,23 +459,11 @@ def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
     return candidate.text, tuple(candidate.episode_ids)
 
 
-def conversation_addition(candidate, *, episode, carries_change: bool) -> bool:
-    """Whether a candidate the change reader adds for a labelled turn ("Rosa: ...", a conversation
-    between people) is kept. There the statement layer has already read every sentence about the
-    speaker: a slot statement it skipped is a remark ("Board games are the best.", "Patience is everything."),
-    and a change sentence must name its speaker (as the extractor's statements do). The end-user's
-    own unlabelled turns keep both ("The front door has a Yale smart lock.")."""
-    speaker, _ = speech.split_speaker(episode.text)
-    if speaker is None:
-        return True
-    return carries_change and re.search(rf"\b{re.escape(speaker)}\b", candidate.text) is not None
-
-
 def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], display_name: str
                  ) -> tuple[list, dict, list[dict[str, Any]]]:
     """The new episodes read for changes (``changes.episode_probes``): the candidates with the
-    ones they add (grounded like any other) in episode order, the probe of each change sentence by
-    its candidate, and the added candidates dropped (ungrounded, or a remark: ``conversation_addition``)."""
+    ones it adds (grounded like any other) in episode order, the probe of each change sentence by
+    its candidate, and what did not come in (ungrounded, or a remark the reader set aside)."""
     probes: dict[tuple[str, tuple[str, ...]], changes.Probe] = {}
     added: list = []
     dropped: list[dict[str, Any]] = []
@@ -484,18 +471,16 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
     for episode in new_episodes:
         if episode.role != "user":
             continue
-        more, found = changes.episode_probes(episode=episode, candidates=facts, display_names=names)
-        carriers = {id(p.candidate) for p in found}
-        for candidate in more:
-            if not conversation_addition(candidate, episode=episode, carries_change=id(candidate) in carriers):
-                dropped.append({"kind": "fact", "reason": "remark", "text": candidate.text,
-                                "supporting_episode_ids": list(candidate.episode_ids)})
-            elif is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
+        found = changes.episode_probes(episode=episode, candidates=facts, display_names=names)
+        dropped += [{"kind": "fact", "reason": "remark", "text": text, "supporting_episode_ids": [episode.id]}
+                    for text in found.remarks]
+        for candidate in found.added:
+            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
                 added.append(candidate)
             else:
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                 "supporting_episode_ids": list(candidate.episode_ids)})
-        for probe in found:
+        for probe in found.probes:
             probes[_probe_key(probe.candidate)] = probe
     if not added:
         return facts, probes, dropped

@@ -271,7 +271,7 @@ def test_words_to_the_listener_add_no_fact_of_the_speaker(opener, sentence, spea
 
     text = f"{speaker}: {opener}{sentence[0].lower() if opener else sentence[0]}{sentence[1:]}"
     episode = Episode(id="e1", text=text, occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
-    added, _ = episode_probes(episode=episode, candidates=[])
+    added = episode_probes(episode=episode, candidates=[]).added
     assert added == [], (text, [c.text for c in added])
 
 
@@ -281,8 +281,55 @@ def test_a_request_that_changes_the_speakers_own_preference_still_carries_the_ch
 
     episode = Episode(id="e1", text="Please don't send me the newsletter any more; I only want service messages.",
                       occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
-    added, probes = episode_probes(episode=episode, candidates=[])
-    assert probes and added and probes[0].candidate in added
+    found = episode_probes(episode=episode, candidates=[])
+    assert found.probes and found.added and found.probes[0].candidate in found.added
+
+
+def _episode(text: str):
+    from memory_app.consolidation.extractors.base import Episode
+
+    return Episode(id="e1", text=text, occurred_at=datetime(2026, 3, 1, tzinfo=UTC).isoformat())
+
+
+@pytest.mark.parametrize("sentence", ["The front door has a Yale smart lock.", "Switched to decaf last week."])
+def test_a_labelled_turn_gets_no_remark_the_end_users_own_turn_does(sentence):
+    # In a conversation between people the statement layer has read every sentence about the
+    # speaker: a slot statement it skipped, or a change that does not name its speaker, is a remark.
+    from memory_app.consolidation.changes import episode_probes
+
+    labelled = episode_probes(episode=_episode(f"Dana: {sentence}"), candidates=[])
+    assert labelled.added == [] and labelled.probes == [] and len(labelled.remarks) == 1
+    own = episode_probes(episode=_episode(sentence), candidates=[])
+    assert len(own.added) == 1 and own.remarks == []
+
+
+def test_a_change_sentence_of_a_conversation_is_added_when_it_names_its_speaker():
+    from memory_app.consolidation.changes import episode_probes
+
+    found = episode_probes(episode=_episode("Dana: I quit my job at the bakery after 4 years and started at the "
+                                            "library."), candidates=[])
+    assert found.added and found.probes and all("Dana" in c.text for c in found.added)
+
+
+_LABELLED_SPEAKERS = st.sampled_from(["Dana", "Sam", "Rosa"])
+_CONVERSATION_SENTENCES = st.lists(st.sampled_from([
+    "Patience is everything.", "Board games are the best with a big group.", "I quit my job at the bakery.",
+    "We moved to Leeds in May.", "Each little step counts.", "My router is a BT Smart Hub 2.",
+    "Hard work pays off eventually.", "I switched to a Nest thermostat last week.", "Switched to decaf last week.",
+    "Chess is my favourite game now.", "Sorry for the slow reply, busy week.", "Life changed completely after the move."]),
+    min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(speaker=_LABELLED_SPEAKERS, sentences=_CONVERSATION_SENTENCES)
+def test_every_candidate_added_for_a_labelled_turn_names_its_speaker_and_carries_a_change(speaker, sentences):
+    from memory_app.consolidation.changes import episode_probes
+
+    found = episode_probes(episode=_episode(f"{speaker}: {' '.join(sentences)}"), candidates=[])
+    carried = [p.candidate for p in found.probes]
+    for candidate in found.added:
+        assert speaker in candidate.text and any(candidate is c for c in carried)
+    assert not {c.text for c in found.added} & set(found.remarks)
 
 
 _STRONG = ["We switched our broadband to {n}.", "I've moved my broadband over to {n}.",
