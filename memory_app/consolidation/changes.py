@@ -192,9 +192,17 @@ def words_of(text: str) -> list[str]:
     return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
 
 
+# "Moved the couch into the back room", "moving my desk upstairs": an object moved within a home;
+# only a move of the household ("we moved to Leeds", "moved house", "moved the family") is about a home.
+_OBJECT_MOVED = re.compile(r"\bmov(?:e|es|ed|ing)\s+(?=(?:the|my|our|his|her|their|a|an|some|all|that|this|these|"
+                           r"those|it|them)\b(?!\s+(?:whole\s+)?(?:house|home|flat|apartment|place|address|in|out|away|family|kids|"
+                           r"children)\b))",
+                           re.I)
+
+
 def topics_of(text: str) -> set[str]:
     found: set[str] = set()
-    for word in words_of(text):
+    for word in words_of(_OBJECT_MOVED.sub(" ", text)):
         for form in _forms(word):
             found |= _TOPIC_OF.get(form, set())
     return found
@@ -301,6 +309,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
                 continue  # "we adopted a second cat, so now there are two": the now of an addition
             if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
+            if _MISHAP_ENDED.search(clause):
+                continue  # "I don't drop my phone any more": a mishap stopped, the phone stays
         other, what = subject
         if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
             other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
@@ -373,9 +383,11 @@ def _wordnet_other() -> frozenset[str]:
     return frozenset(words)
 
 
+_MISHAP_ENDED = re.compile(r"\b(?:don't|doesn't|do not|does not|no longer|not|never)\s+(?:\w+\s+)?(?:drop|lose|break|"
+                           r"forget|miss|burn|spill|crash|smash|scratch|crack|oversleep|trip)\w*\b", re.I)
 # A negation just before a cue keeps the value ("won't quit", "not gonna give up", "never moved").
 _NEGATED = re.compile(r"\b(?:won't|will not|wouldn't|never|not gonna|not going to|didn't|did not|can't|cannot|"
-                      r"couldn't|don't|do not|doesn't)\s+(?:\w+\s+){0,2}$", re.I)
+                      r"couldn't|don't|do not|doesn't|haven't|hasn't|have not|has not)\s+(?:\w+\s+){0,2}$", re.I)
 _NEGATED_END = re.compile(r"\b(?:won't|will not|never|not gonna|not going to|can't)\s+(?:\w+\s+){0,2}"
                           r"(?:quit|give up|leave|stop|move)\b", re.I)
 _LEAD = re.compile(r"^(?:(?:now|so|then|today|finally|actually|anyway|these days|nowadays|since then|at last)\b,?\s*)+",
@@ -500,6 +512,14 @@ def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
 _WEAK_CUE = re.compile(r"now|new|these days|nowadays|ever since|now that|start(?:ed|ing)?|join(?:ed|ing)|"
                        r"finished|ended|chang(?:e|ed|ing)|became|become|took up|taken up|moved on|"
                        r"adopt(?:ed|ing)|lost|reset|give up|gave up|given up", re.I)
+# A weak cue names the replacement when it sets the value to a new one ("changed do-not-disturb to
+# 10pm", "reset the hot water to 55 degrees"), or when the speaker states the value it has now in the
+# same clause ("these days I work for Loom Studio", "these days I'm into woodworking").
+_NAMES_NEW = re.compile(r"\b(?:chang(?:e|ed|es)|reset|set|turned (?:\w+ )?(?:up|down))\b(?:\s+[\w'-]+){0,4}?\s+to\s+\w",
+                        re.I)
+_STATES_OWN_VALUE = re.compile(r"^(?:(?:these days|nowadays|now)\b,?\s+)?(?:i|we)(?:'m|'re| am| are)?\s+"
+                               r"(?:work(?:ing)? (?:for|at|as)|(?:am |are |'m |'re )?(?:into|with|on|at)|"
+                               r"(?:live|drive|use|play|take|eat|drink|bank|need|go to)s?)\b", re.I)
 _PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|split up|broke up|moved out|"
                        r"no longer|passed away|died|retired|left)\b", re.I)
 
@@ -514,6 +534,53 @@ def _still(sentence: str, words: set[str]) -> bool:
     last = _clauses(sentence)[-1] if _clauses(sentence) else sentence
     return re.search(r"\bstill\b", last, re.I) is not None and bool(set(words_of(last)) & words
                                                                     | {w.removesuffix("'s") for w in words_of(last)} & words)
+
+
+# Where a clause names the value that went: after a verb of leaving or ending ("gave up the guitar",
+# "left the fire service", "haven't needed the inhaler"), before "to" after "from" ("changed me from
+# amlodipine to ramipril"), after "instead of". A verb ending in -ing after "no longer", "stopped",
+# "quit" or "gave up" names an activity that went ("no longer driving deliveries").
+_ENDED_OBJECT = re.compile(r"\b(?:quit|left|leave|leaving|gave up|given up|give up|giving up|stopped|sold|got rid of|"
+                           r"dropped|cancell?ed|no longer|(?:haven't|hasn't|have not|has not) (?:needed|used|had|touched)|"
+                           r"(?:don't|doesn't|do not|does not) (?:use|have|own|drive|take|drink|eat|play|wear|need|smoke|go to)|"
+                           r"took (?:me|us|him|her) off|"
+                           r"instead of|rather than)\s+((?:[\w'-]+\s*){1,4})", re.I)
+_FROM_OLD = re.compile(r"\bfrom\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b", re.I)
+# "left my phone at work", "lost the keys in town": a thing put somewhere, not given up.
+_PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|her|a|an)\s+)?[\w'-]+(?:\s+[\w'-]+)?\s+"
+                            r"(?:at|in|on|behind|with|outside|upstairs|downstairs|there|here)\b", re.I)
+_SPAN_END = re.compile(r"\b(?:in|at|on|over|since|for|after|before|because|last|this|and|but|to|with|when|as|"
+                       r"so|then|now|anymore|any)\b", re.I)
+_DULL_VERBS = frozenset("use have get go do make need be take".split())
+
+
+def _lemma(word: str) -> str:
+    lemmas, forms = speech._verbs()
+    w = word.lower().removesuffix("'s")
+    if w in forms:
+        return forms[w]
+    for cut, add in (("ing", ""), ("ing", "e"), ("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d", "")):
+        if w.endswith(cut) and len(w) > len(cut) + 2 and (stem := w[: -len(cut)] + add) in lemmas:
+            return stem
+    return w
+
+
+def _replaced_value(clause: str, *, self_names: frozenset[str]) -> tuple[set[str], set[str]]:
+    """(the content words naming the value ``clause`` says went, the lemmas of an activity that went)."""
+    text = clause.replace("’", "'")
+    if _PUT_SOMEWHERE.search(text):
+        return set(), set()
+    spans = [m.group(1) for m in _ENDED_OBJECT.finditer(text)] + [m.group(1) for m in _FROM_OLD.finditer(text)]
+    words: set[str] = set()
+    verbs: set[str] = set()
+    for span in spans:
+        span = _SPAN_END.split(span, maxsplit=1)[0]
+        span_words = words_of(span)
+        if span_words and span_words[0].endswith("ing") and _is_verb_form(span_words[0]) \
+                and _lemma(span_words[0]) not in _DULL_VERBS:
+            verbs.add(_lemma(span_words[0]))
+        words |= {w for w in _content(span, self_names=self_names) if not _is_verb_form(w)}
+    return words, verbs
 
 
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
@@ -537,8 +604,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
     sentence_words = _content(reading.sentence, self_names=names)
     sentence_names = _names(reading.sentence, self_names=names)
     clause_topics = topics_of(reading.clause) | topics_of(reading.sentence)
-    topic_cosine = min_topic_cosine if min_strong_topic_cosine is None or _WEAK_CUE.fullmatch(reading.cue) \
-        else min_strong_topic_cosine
+    weak = _WEAK_CUE.fullmatch(reading.cue) is not None and not _NAMES_NEW.search(reading.clause) \
+        and not _STATES_OWN_VALUE.search(reading.clause)
+    topic_cosine = min_topic_cosine if min_strong_topic_cosine is None or weak else min_strong_topic_cosine
+    replaced, replaced_verbs = _replaced_value(reading.clause, self_names=names)
     best: Link | None = None
     for fact in facts:
         if not holds_value(fact.text, self_names=names) or (
@@ -557,6 +626,12 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         shared_words = {w for w in sentence_words & fact_words
                         if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w)) and w not in _GENERIC
                         and _names_a_thing(w)} if shared_topics else set()
+        # The value the clause says was left or replaced ("gave up the guitar", "from amlodipine to",
+        # "no longer driving") is the fact's own when the fact names it, topic word or not.
+        ended = {w for w in replaced & fact_words if w not in _GENERIC}
+        shared_words |= {w for w in ended if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w))}
+        if replaced_verbs & {_lemma(w) for w in words_of(fact.text)}:
+            shared_words |= replaced_verbs
         shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:
@@ -577,7 +652,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
                            & shared_topics]
             if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
                 continue  # "the batteries in the thermostat": the thermostat stays
-            if fact.cosine >= topic_cosine:
+            # The thing that went named by its topic word ("gave up the guitar") needs no more than a cue
+            # that names a replacement.
+            named_ended = ended and min_strong_topic_cosine is not None and fact.cosine >= min_strong_topic_cosine
+            if fact.cosine >= topic_cosine or named_ended:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
         if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
                 and not _WEAK_CUE.fullmatch(reading.cue):
