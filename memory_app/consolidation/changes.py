@@ -120,7 +120,9 @@ _CORRECTION = re.compile(r"^(?:\W*)(?:sorry|oops|correction|small correction|my 
                          r"\bcorrection\b|\bmistake\b|\bmix(?:ed)? (?:them|it) up\b|\bmuddle", re.I)
 _QUESTION_REQUEST = re.compile(r"^(?:can|could|would|will) you (?:please )?(?:note|make|update|change|switch|set|"
                                r"put|record|take|mark|move|use)\b", re.I)
-_HYPOTHETICAL = re.compile(r"\b(?:might|may|could|would|maybe|perhaps|if|thinking (?:about|of)|think about|"
+# "may" as the month ("in May", "since May", "May 2025") is no hypothesis.
+_HYPOTHETICAL = re.compile(r"\b(?:might|(?<!\bin )(?<!\bof )(?<!since )(?<!last )(?<!next )(?<!early )(?<!\blate )"
+                           r"(?<!\bmid )(?<!\bby )(?<!from )(?<!until )(?<!\bend )may(?!\s+\d)|could|would|maybe|perhaps|if|thinking (?:about|of)|think about|"
                            r"considering|one day|someday|some day|plan(?:ning)? to|hop(?:e|ing) to|"
                            r"want(?:s)? to|wanna|'d (?:love|like|want)|in case)\b", re.I)
 _GIVEN_UP = re.compile(r"\b(?:was|were) going to\b|\bnearly\b|\balmost\b|\bthought about\b|\blooked at\b|"
@@ -309,6 +311,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
                 continue  # "we adopted a second cat, so now there are two": the now of an addition
             if re.search(r"\bswitch(?:ed|ing)? (?:\w+ ){0,3}(?:off|on)\b|\b(?:turn(?:ed)?) \w+ off\b", clause, re.I):
                 continue  # switching a thing off and on again changes nothing
+            if _PUT_SOMEWHERE.search(clause) and re.match(r"l(?:eft|eav)", cue.group(0), re.I):
+                continue  # "I left my phone at the office": put somewhere, not given up
             if _MISHAP_ENDED.search(clause):
                 continue  # "I don't drop my phone any more": a mishap stopped, the phone stays
         other, what = subject
@@ -355,10 +359,15 @@ def _news_cue(clause: str) -> re.Match[str] | None:
             continue
         if word == "ever since" and not clause[cue.end():].strip(" .,!"):
             continue
+        if _CUE_AS_NOUN.search(before) and word in ("move", "change", "switch", "swap", "upgrade", "start") \
+                and not re.search(r"\b(?:made|make|makes|making)\s+(?:\w+\s+){0,2}$", before, re.I):
+            continue  # "a big move towards the goal": a noun, no change told ("made the switch" tells one)
         return cue
     return None
 
 
+_CUE_AS_NOUN = re.compile(r"\b(?:a|an|the|this|that|what|such|one|big|huge|small|major|nice|good|great|new)\s+"
+                          r"(?:\w+\s+)?$", re.I)
 _AUX_BEFORE = re.compile(r"(?:\b(?:am|is|are|was|were|be|been|'m|'re|'s|i|we|me|us|of|about|on)\s+(?:\w+\s+)?$)", re.I)
 # A cue as a gerund after a preposition ("excited about getting married", "tired of switching
 # trains") names a change talked about, not one that happened.
@@ -517,9 +526,10 @@ _WEAK_CUE = re.compile(r"now|new|these days|nowadays|ever since|now that|start(?
 # same clause ("these days I work for Loom Studio", "these days I'm into woodworking").
 _NAMES_NEW = re.compile(r"\b(?:chang(?:e|ed|es)|reset|set|turned (?:\w+ )?(?:up|down))\b(?:\s+[\w'-]+){0,4}?\s+to\s+\w",
                         re.I)
-_STATES_OWN_VALUE = re.compile(r"^(?:(?:these days|nowadays|now)\b,?\s+)?(?:i|we)(?:'m|'re| am| are)?\s+"
+_STATES_OWN_VALUE = re.compile(r"^(?:(?:these days|nowadays|now)\b,?\s+|(?:ever since|after|since|following) (?:[\w'-]+,?\s+){1,4}?)?"
+                               r"(?:i|we)(?:'m|'re| am| are)?\s+(?:only |just |mostly )?"
                                r"(?:work(?:ing)? (?:for|at|as)|(?:am |are |'m |'re )?(?:into|with|on|at)|"
-                               r"(?:live|drive|use|play|take|eat|drink|bank|need|go to)s?)\b", re.I)
+                               r"(?:live|drive|use|play|take|eat|drink|bank|need|go to|manage|wear)s?)\b", re.I)
 _PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|split up|broke up|moved out|"
                        r"no longer|passed away|died|retired|left)\b", re.I)
 
@@ -548,7 +558,10 @@ _ENDED_OBJECT = re.compile(r"\b(?:quit|left|leave|leaving|gave up|given up|give 
 _FROM_OLD = re.compile(r"\bfrom\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b", re.I)
 # "left my phone at work", "lost the keys in town": a thing put somewhere, not given up.
 _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|her|a|an)\s+)?[\w'-]+(?:\s+[\w'-]+)?\s+"
-                            r"(?:at|in|on|behind|with|outside|upstairs|downstairs|there|here)\b", re.I)
+                            r"(?:(?:at|in|on|behind|with|outside)\s+(?!(?:the\s+|last\s+|this\s+)?(?:spring|summer|autumn|"
+                            r"fall|winter|end|start|beginning|middle|past|week|month|year|weekend|morning|evening|"
+                            r"january|february|march|april|may|june|july|august|september|october|november|"
+                            r"december|\d))|upstairs|downstairs|there|here|behind)\b", re.I)
 _SPAN_END = re.compile(r"\b(?:in|at|on|over|since|for|after|before|because|last|this|and|but|to|with|when|as|"
                        r"so|then|now|anymore|any)\b", re.I)
 _DULL_VERBS = frozenset("use have get go do make need be take".split())
@@ -620,6 +633,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # A name that opens the sentence ("Frank passed away", "Vodafone was hopeless") is a name when
         # the fact writes it as one.
         shared_names |= _opening_names(reading.sentence, self_names=names) & fact_names
+        # So is the one the clause is about when the fact opens on it too ("Biscuit passed away" and
+        # "Biscuit is User's dog"): both sentences have it as their subject.
+        if reading.subject_kind == "person" and _PAIR_CUE.search(reading.clause):
+            shared_names |= {reading.other_subject or ""} & _opening_names(fact.text, self_names=names)
         shared_topics = clause_topics & fact_topics
         # A plain word in common names a value only within a topic both speak of ("choir" in a
         # hobby); alone it is talk about the same things ("journey", "express").

@@ -317,7 +317,7 @@ _CONVERSATION_SENTENCES = st.lists(st.sampled_from([
     "We moved to Leeds in May.", "Each little step counts.", "My router is a BT Smart Hub 2.",
     "Hard work pays off eventually.", "I switched to a Nest thermostat last week.", "Switched to decaf last week.",
     "Chess is my favourite game now.", "Sorry for the slow reply, busy week.", "Life changed completely after the move."]),
-    min_size=1, max_size=4)
+    min_size=1, max_size=4, unique=True)
 
 
 @settings(max_examples=60, deadline=None)
@@ -356,3 +356,78 @@ def test_a_cue_naming_a_replacement_links_by_topic_from_its_own_cosine_a_weak_on
     assert link is None or link.by == "topic"
     # without its own cosine every cue links at the topic cosine, as before
     assert (change_target(reading, [fact], min_topic_cosine=0.6) is not None) == (cosine >= 0.6)
+
+
+_OBJECTS = ["couch", "sofa", "desk", "piano", "Christmas tree", "bed", "TV", "router"]
+_ROOM = ["into the back room", "upstairs", "to the spare room", "out of the hallway", "next to the window"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(["We moved the {o} {r}.", "I've moved my {o} {r}.", "We're moving the {o} {r} this weekend.",
+                        "Moved the {o} {r} to make space."]),
+       st.sampled_from(_OBJECTS), st.sampled_from(_ROOM), st.floats(min_value=0.0, max_value=1.0))
+def test_moving_an_object_within_a_home_is_no_change_of_home(template, thing, room, cosine):
+    # "moved" names a home only as a move of the household; an object moved keeps the address.
+    sentence = template.format(o=thing, r=room)
+    reading = change_read(sentence)
+    home = _fact("User lives in Norwich, near the cathedral.", cosine)
+    assert reading is None or change_target(reading, [home], min_strong_topic_cosine=0.25) is None, sentence
+
+
+@pytest.mark.parametrize("sentence", ["We moved to Leeds in May.", "We moved house in the spring.",
+                                      "We moved the whole family to Glasgow."])
+def test_a_move_of_the_household_still_replaces_the_home(sentence):
+    link = change_target(change_read(sentence), [_fact("User lives in Norwich.", 0.4)], min_strong_topic_cosine=0.25)
+    assert link is not None and link.by == "topic", sentence
+
+
+_ENDED = [("I gave up the {t} in the spring.", "User plays the {t} in a band."),
+          ("I've left the {t} over the summer.", "User is a volunteer with the {t}."),
+          ("I haven't needed the {t} since March.", "User uses a {t} most mornings."),
+          ("My GP changed me from {t} to something gentler.", "User takes {t} every morning."),
+          ("I'm on oat milk instead of {t} now.", "User drinks {t} with breakfast.")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_ENDED), st.sampled_from(["guitar", "inhaler", "fire service", "amlodipine", "choir",
+                                                 "cello", "rowing club"]),
+       st.floats(min_value=0.25, max_value=1.0))
+def test_the_value_a_clause_says_went_replaces_the_fact_that_names_it(pair, thing, cosine):
+    # "gave up the guitar", "from amlodipine to", "instead of dairy": the clause names the value that
+    # went; a fact naming it is the one replaced, whatever its topic (a topic word from the strong cosine).
+    said, held = pair
+    sentence = said.format(t=thing)
+    reading = change_read(sentence)
+    assert reading is not None, sentence
+    link = change_target(reading, [_fact(held.format(t=thing), cosine)], min_strong_topic_cosine=0.25)
+    assert link is not None, (sentence, cosine)
+
+
+@pytest.mark.parametrize("sentence", ["I left my phone at the office yesterday.",
+                                      "I don't drop my phone any more since I got the grippy case.",
+                                      "I haven't switched phone, I only changed the case."])
+def test_a_thing_put_somewhere_a_mishap_stopped_or_a_change_denied_keeps_the_value(sentence):
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact("User's phone is a Pixel 8.", 0.7)],
+                                            min_strong_topic_cosine=0.25) is None, sentence
+
+
+def test_an_activity_no_longer_done_replaces_the_fact_of_doing_it():
+    reading = change_read("Bruno is no longer driving deliveries.", self_names=["bruno"])
+    link = change_target(reading, [_fact("User drives for the depot, parcels mostly.", 0.2)], self_names=["bruno"])
+    assert link is not None and "drive" in link.shared
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["These days I work for {n}.", "Nowadays I'm with {n} for broadband.",
+                        "I changed the broadband over to {n}.", "These days we're on {n} broadband."]),
+       st.sampled_from(["Loom Studio", "Hyperoptic", "Plusnet"]), st.floats(min_value=0.0, max_value=1.0))
+def test_a_weak_cue_that_states_or_sets_the_new_value_links_from_the_strong_cosine(template, new, cosine):
+    # "these days" alone may only tell the story; with the speaker stating the value it holds now,
+    # or a value set "to" a new one, it names a replacement.
+    sentence = template.format(n=new)
+    reading = change_read(sentence)
+    assert reading is not None, sentence
+    held = "User works for the county council." if "work" in template else "User's broadband is with Sky."
+    link = change_target(reading, [_fact(held, cosine)], min_topic_cosine=0.6, min_strong_topic_cosine=0.25)
+    assert (link is not None) == (cosine >= 0.25), (sentence, cosine)
