@@ -109,7 +109,7 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
                   r"from now on|going forward|now that|ever since|these days|nowadays|"
-                  r"used to\b.*\bnow|\bnow\b|moved on)\b", re.I)
+                  r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on)\b", re.I)
 # Cues that end the value without naming the next one.
 _ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
                    r"given up|retired|closed|cancell?ed|dropped|rehomed|stopped|no longer|any ?more|written off|"
@@ -360,8 +360,8 @@ def _news_cue(clause: str) -> re.Match[str] | None:
         if word == "ever since" and not clause[cue.end():].strip(" .,!"):
             continue
         if _CUE_AS_NOUN.search(before) and word in ("move", "change", "switch", "swap", "upgrade", "start") \
-                and not re.search(r"\b(?:made|make|makes|making)\s+(?:\w+\s+){0,2}$", before, re.I):
-            continue  # "a big move towards the goal": a noun, no change told ("made the switch" tells one)
+                and not re.search(r"\bmade\s+(?:\w+\s+){0,2}$", before, re.I):
+            continue  # "a big move", "determined to make a change": a noun, no change told ("made the switch" is one)
         return cue
     return None
 
@@ -554,7 +554,8 @@ _ENDED_OBJECT = re.compile(r"\b(?:quit|left|leave|leaving|gave up|given up|give 
                            r"dropped|cancell?ed|no longer|(?:haven't|hasn't|have not|has not) (?:needed|used|had|touched)|"
                            r"(?:don't|doesn't|do not|does not) (?:use|have|own|drive|take|drink|eat|play|wear|need|smoke|go to)|"
                            r"took (?:me|us|him|her) off|"
-                           r"instead of|rather than)\s+((?:[\w'-]+\s*){1,4})", re.I)
+                           r"instead of|rather than|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on)\s+((?:[\w'-]+\s*){1,4})",
+                           re.I)
 _FROM_OLD = re.compile(r"\bfrom\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b", re.I)
 # "left my phone at work", "lost the keys in town": a thing put somewhere, not given up.
 _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|her|a|an)\s+)?[\w'-]+(?:\s+[\w'-]+)?\s+"

@@ -431,3 +431,20 @@ def test_a_weak_cue_that_states_or_sets_the_new_value_links_from_the_strong_cosi
     held = "User works for the county council." if "work" in template else "User's broadband is with Sky."
     link = change_target(reading, [_fact(held, cosine)], min_topic_cosine=0.6, min_strong_topic_cosine=0.25)
     assert (link is not None) == (cosine >= 0.25), (sentence, cosine)
+
+
+@pytest.mark.parametrize(("sentence", "held"), [
+    ("I'm reducing my soda intake these days.", "User still enjoys a soda with lunch."),
+    ("I've cut back on cigars since the check-up.", "User smokes cigars at weekends."),
+    ("We're cutting down on takeaways.", "User and family have takeaways on Fridays."),
+])
+def test_an_amount_cut_down_replaces_the_habit_it_names(sentence, held):
+    reading = change_read(sentence)
+    assert reading is not None, sentence
+    assert change_target(reading, [_fact(held, 0.3)], min_strong_topic_cosine=0.25) is not None, sentence
+
+
+@pytest.mark.parametrize("sentence", ["It's tough, but I'm determined to make a change.",
+                                      "This is a big move towards my goal of a family."])
+def test_a_cue_word_used_as_a_noun_of_intent_tells_no_change(sentence):
+    assert change_read(sentence) is None, sentence
