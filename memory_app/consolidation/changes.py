@@ -95,6 +95,11 @@ for _name, _words in TOPICS.items():
     for _word in _words:
         _TOPIC_OF.setdefault(_word, set()).add(_name)
 
+# A thing of the speaker's put away or given back ("the Dell went back to IT", "the Nest Minis are in
+# a box", "the landline's been disconnected"): its value ended.
+_DISPOSED = (r"(?:went|gone|was sent|were sent|got sent|been sent) back|(?:is|are|'s|'re|sits|sitting|went|gone|"
+             r"been put|put) (?:in|into) (?:a|the) (?:box|loft|drawer|cupboard|attic|storage)|(?:been|was|were|got) "
+             r"(?:disconnected|returned|recycled|given away)")
 # Verbs (and phrases) whose subject replaces, ends or starts something of its own.
 _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
                   r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: [\w-]+){0,4} in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
@@ -109,11 +114,12 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
                   r"from now on|going forward|now that|ever since|these days|nowadays|"
-                  r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on)\b", re.I)
+                  r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
+                  re.I)
 # Cues that end the value without naming the next one.
 _ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
                    r"given up|retired|closed|cancell?ed|dropped|rehomed|stopped|no longer|any ?more|written off|"
-                   r"wrapped up|ended|divorced|handed in)\b", re.I)
+                   r"wrapped up|ended|divorced|handed in|" + _DISPOSED + r")\b", re.I)
 _CORRECTION = re.compile(r"^(?:\W*)(?:sorry|oops|correction|small correction|my mistake|my bad|apologies|"
                          r"actually|no wait|wait)\b|\bi (?:meant|mean)\b|\b(?:typed|gave you|got) (?:that|the) "
                          r"wrong\b|\bwrong (?:drug|number|name|one)\b|\bi said \w+.{0,30}\b(?:but|meant|actually)\b|"

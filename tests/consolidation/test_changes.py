@@ -448,3 +448,20 @@ def test_an_amount_cut_down_replaces_the_habit_it_names(sentence, held):
                                       "This is a big move towards my goal of a family."])
 def test_a_cue_word_used_as_a_noun_of_intent_tells_no_change(sentence):
     assert change_read(sentence) is None, sentence
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["We use HomePods now; the {o} went back to the shop.", "The {o} are in a box in the loft now.",
+                        "The {o} has been disconnected.", "The {o} went back to IT last week."]),
+       st.sampled_from(["Nest Minis", "Dell XPS", "BT Hub"]), st.floats(min_value=0.0, max_value=1.0))
+def test_a_thing_put_away_or_given_back_ends_the_fact_naming_it(template, old, cosine):
+    sentences = template.format(o=old).split("; ")
+    reading = change_read(sentences[-1])
+    assert reading is not None and reading.ends, sentences[-1]
+    link = change_target(reading, [_fact(f"User and family use the {old} in the bedrooms.", cosine)])
+    assert link is not None and link.by == "value", sentences[-1]
+
+
+def test_a_thing_that_arrived_in_a_box_ends_nothing():
+    reading = change_read("The Eero arrived in a box yesterday.")
+    assert reading is None or change_target(reading, [_fact("User's router is an Eero.", 0.7)]) is None
