@@ -644,6 +644,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # "Biscuit is User's dog"): both sentences have it as their subject.
         if reading.subject_kind == "person" and _PAIR_CUE.search(reading.clause):
             shared_names |= {reading.other_subject or ""} & _opening_names(fact.text, self_names=names)
+        # A thing the clause is about, named by the head of a name the fact holds ("the bakery closed
+        # down" — "at the Lantern Bakery"), when its value ends.
+        if reading.subject_kind == "thing" and reading.ends:
+            shared_names |= set(words_of(reading.other_subject or "")[1:]) & fact_names - _GENERIC
         shared_topics = clause_topics & fact_topics
         # A plain word in common names a value only within a topic both speak of ("choir" in a
         # hobby); alone it is talk about the same things ("journey", "express").

@@ -465,3 +465,14 @@ def test_a_thing_put_away_or_given_back_ends_the_fact_naming_it(template, old, c
 def test_a_thing_that_arrived_in_a_box_ends_nothing():
     reading = change_read("The Eero arrived in a box yesterday.")
     assert reading is None or change_target(reading, [_fact("User's router is an Eero.", 0.7)]) is None
+
+
+@pytest.mark.parametrize(("sentence", "held"), [
+    ("The bakery closed down, sadly.", "User is at the Lantern Bakery now, on the ovens."),
+    ("The surgery closed in May, sadly.", "User's GP is at the Parkside Surgery."),
+])
+def test_a_thing_that_ended_named_by_the_head_of_the_facts_name_ends_that_fact(sentence, held):
+    reading = change_read(sentence)
+    assert reading is not None and reading.subject_kind == "thing", sentence
+    link = change_target(reading, [_fact(held, 0.3)])
+    assert link is not None and link.by == "value", sentence
