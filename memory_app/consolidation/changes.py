@@ -290,7 +290,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
         return None
     correction = bool(_CORRECTION.search(text))
     # "X, not Y" with no word of time corrects what was said; with "now" it is a change.
-    contrast = re.search(r",\s+not\s+(?:a |an |the |my )?\w", text) is not None and not re.search(
+    contrast = re.search(r",\s+not\s+(?!just\b|only\b|merely\b|simply\b|least\b)(?:a |an |the |my )?\w", text) \
+        is not None and not re.search(
         r"\b(?:now|new|these days|from now on|any ?more|no longer)\b", text, re.I)
     harsh = correction or harsh_context or (contrast and not _CUE.search(text.split(", not")[0]))
     if not harsh and (_GIVEN_UP.search(text) or _HYPOTHETICAL.search(_without_requests(text))
@@ -571,6 +572,8 @@ _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|he
                             r"december|\d))|upstairs|downstairs|there|here|behind)\b", re.I)
 _SPAN_END = re.compile(r"\b(?:in|at|on|over|since|for|after|before|because|last|this|and|but|to|with|when|as|"
                        r"so|then|now|anymore|any)\b", re.I)
+# A clause that names both the old value and the new one.
+_NAMES_BOTH = re.compile(r"\b(?:instead of|rather than)\b|\bfrom\s+(?:[\w'-]+\s+){1,4}?(?:to|for)\b", re.I)
 _DULL_VERBS = frozenset("use have get go do make need be take".split())
 
 
@@ -590,15 +593,21 @@ def _replaced_value(clause: str, *, self_names: frozenset[str]) -> tuple[set[str
     text = clause.replace("’", "'")
     if _PUT_SOMEWHERE.search(text):
         return set(), set()
-    spans = [m.group(1) for m in _ENDED_OBJECT.finditer(text)] + [m.group(1) for m in _FROM_OLD.finditer(text)]
+    spans = [(m.group(1), not re.match(r"instead|rather", m.group(0), re.I)) for m in _ENDED_OBJECT.finditer(text)]
+    spans += [(m.group(1), False) for m in _FROM_OLD.finditer(text)]
     words: set[str] = set()
     verbs: set[str] = set()
-    for span in spans:
+    for span, after_verb in spans:
+        first = words_of(span)[:1]
+        if first and first[0].endswith("ing") and _is_verb_form(first[0]):
+            # an activity is the value ("quit smoking in March"), not what follows it
+            if _lemma(first[0]) not in _DULL_VERBS:
+                verbs.add(_lemma(first[0]))
+            span = re.sub(r"^\W*[\w'-]+\s*", "", span)
+        elif after_verb and first and (_is_verb_form(first[0]) or speech.lexicon().mostly_verb(first[0])):
+            # "no longer live in Oxford": the value follows the verb and its preposition
+            span = re.sub(r"^\W*[\w'-]+\s+(?:(?:in|at|on|for|with|to)\s+)?", "", span)
         span = _SPAN_END.split(span, maxsplit=1)[0]
-        span_words = words_of(span)
-        if span_words and span_words[0].endswith("ing") and _is_verb_form(span_words[0]) \
-                and _lemma(span_words[0]) not in _DULL_VERBS:
-            verbs.add(_lemma(span_words[0]))
         words |= {w for w in _content(span, self_names=self_names) if not _is_verb_form(w)}
     return words, verbs
 
@@ -693,6 +702,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if reading.subject_kind == "person" and not reading.first_object and not (
                 set(words_of(reading.other_subject or "")) & (fact_words | fact_names)):
             continue  # someone else's change of their own thing
+        if link.by == "value" and reading.kind == NATURAL and _NAMES_BOTH.search(reading.clause) \
+                and not set(link.shared) & (replaced | replaced_verbs) and set(link.shared) <= clause_words:
+            continue  # "RPG games instead of my usual shooters": the fact holds the new value, not the old
         if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words):
             continue  # nothing new: the same value said again
         if reading.ends and reading.cue and re.search(rf"\b{re.escape(reading.cue)}\b", fact.text, re.I):

@@ -476,3 +476,18 @@ def test_a_thing_that_ended_named_by_the_head_of_the_facts_name_ends_that_fact(s
     assert reading is not None and reading.subject_kind == "thing", sentence
     link = change_target(reading, [_fact(held, 0.3)])
     assert link is not None and link.by == "value", sentence
+
+
+@pytest.mark.parametrize(("sentence", "held"), [
+    ("These days I pay the Octopus bill by direct debit instead of card.", "User's electricity is with Octopus."),
+    ("Lately I've been playing RPG games instead of my usual shooters.", "User is playing a new RPG with a great story."),
+    ("We switched the kids from Brook Lane to Hillside this term.", "User's kids love Hillside's after-school club."),
+])
+def test_a_fact_holding_the_value_a_clause_names_as_the_new_one_is_not_replaced(sentence, held):
+    # "X instead of Y", "from Y to X": only a fact naming Y (or the topic) is the value replaced.
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact(held, 0.7)], min_strong_topic_cosine=0.25) is None
+
+
+def test_not_just_is_no_correction():
+    assert change_read("Pottery is a huge part of my life, not just a hobby.") is None
