@@ -368,7 +368,7 @@ def _news_cue(clause: str) -> re.Match[str] | None:
             continue
         if _CUE_AS_NOUN.search(before) and word in ("move", "change", "switch", "swap", "upgrade", "start") \
                 and not re.search(r"\bmade\s+(?:\w+\s+){0,2}$", before, re.I):
-            continue  # "a big move", "determined to make a change": a noun, no change told ("made the switch" is one)
+            continue  # "a bold move", "keen to make a change": a noun, no change told ("made the switch" is one)
         return cue
     return None
 
@@ -704,7 +704,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             continue  # someone else's change of their own thing
         if link.by == "value" and reading.kind == NATURAL and _NAMES_BOTH.search(reading.clause) \
                 and not set(link.shared) & (replaced | replaced_verbs) and set(link.shared) <= clause_words:
-            continue  # "RPG games instead of my usual shooters": the fact holds the new value, not the old
+            continue  # "thrillers instead of biographies": the fact holds the new value, not the old
         if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words):
             continue  # nothing new: the same value said again
         if reading.ends and reading.cue and re.search(rf"\b{re.escape(reading.cue)}\b", fact.text, re.I):
@@ -769,12 +769,17 @@ class Probe:
 _OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
 
 
+_THIRD_NEGATIVE = re.compile(r"\b(has|does|is|was)n't\b", re.I)
+
+
 def _rendered(sentence: str, *, holder: str, family: bool, when: datetime | None) -> str:
     stripped = speech.strip_opener(sentence)
     if stripped and stripped[0].islower() and _is_verb_form(words_of(stripped)[0] if words_of(stripped) else ""):
         # "Actually, Arun is 8": the opener took the name with it (as in "Thanks, Caroline")
         stripped = _OPENER_WORD.sub("", sentence)
     statement = speech.third_person(stripped, name=holder, family=family)
+    # "I haven't" rendered "hasn't" would name a word the turn never said: grounding reads "has not".
+    statement = _THIRD_NEGATIVE.sub(lambda m: f"{m.group(1)} not", statement)
     if when is not None:
         statement = with_dates(statement, when=when)
     statement = statement.rstrip(" .!") + "."

@@ -1,8 +1,7 @@
 """Grounding: a candidate survives only if its content words occur in its supporting episodes.
 
-Content words are the candidate's words minus English stop words (a negative auxiliary among them:
-"User hasn't" renders "I haven't") and the few words the extractors use to phrase a fact ("User",
-"lives", "prefers", "others" ...). A word counts as
+Content words are the candidate's words minus English stop words and the few words the
+extractors use to phrase a fact ("User", "lives", "prefers", "others" ...). A word counts as
 present when the episodes hold it, a form of it (same first five letters, or the same word
 without its -s/-es/-ies ending: "tries" for "try"), or a close spelling (rapidfuzz ratio >= 85:
 "colour"/"color"). Stop words never ground anything on their own. An episode's evidence is its
@@ -26,7 +25,6 @@ herself him himself his how i if in into is it its itself just me more most my m
 once only or other our ours ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were what when where
 which while who whom why will with would you your yours yourself yourselves s t d ll m re ve y also still really
-aren couldn didn doesn don hadn hasn haven isn shouldn wasn weren won wouldn
 """.split())
 # Words the extractors phrase facts with, which the user need not have said.
 PHRASING = frozenset("""
