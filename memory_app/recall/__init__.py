@@ -124,7 +124,7 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     rerank = reranker.rerank if reranker else None
     ranked = hits_rank(searched, reading=reading, now=now, k=max(k, HOP_HITS) if reading.gathers else k,
                        exclude=exclude, rerank=rerank, options=options)
-    if reading.gathers:
+    if reading.gathers:  # a second hop from the first hits found (search.hop_leg), then ranked again
         first = [(h.id, h.source.get("session_id")) for h in ranked.hits if h.memory_type is MemoryType.EPISODIC]
         hop = hop_leg(es=es, first=first[:HOP_HITS], allowed=allowed, options=options)
         searched = with_leg(searched, hop) if hop is not None else searched
