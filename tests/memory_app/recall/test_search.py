@@ -29,8 +29,8 @@ def _import(subject, texts):
 def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_question(subject, settings):
     # Many memories about books, none by Melanie except one that shares only "read" with the question;
     # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first (under rank
-    # fusion, which this test uses).
-    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
+    # fusion, which this test uses; the second hop, which "has" would add, has its own test).
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf", "hop_weight": 0.0}
     texts = [f"Caroline: I read {n} good books this month, books are my thing."
              for n in range(2, 14)]
     texts += [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
