@@ -202,7 +202,7 @@ HISTORY = [
     ]),
     (46, 13, [  # 4: working from home
         (0, "I started working from home this month."),
-        (3, "Please change the weekday schedule to 21 degrees from 8am to 6pm while I work in the living room."),
+        (3, "Could the weekday schedule be 21 degrees from 8am to 6pm? I work in the living room."),
         (6, "I see the new weekday schedule in the app, thank you."),
     ]),
     (42, 21, [  # 5: the hallway motion sensor, not fixed in this thread
