@@ -43,10 +43,7 @@ SUBJECTS = [
         ("episodic", "I have a cat, so please no loud alarms after 10pm.", {}),
         ("semantic", "Alice has a cat and wants no loud alarms after 22:00.", {"confidence": 0.9}),
         ("semantic", "Alice's thermostat model is the Acme T3.", {"confidence": 0.8}),
-        ("procedural", "Thermostat drops temperature at night", {
-            "trigger": "thermostat lowers temperature overnight",
-            "steps": "1. Check the night schedule in the app. 2. Disable eco mode. 3. Re-sync the schedule.",
-            "success_count": 3, "failure_count": 1}),
+        # Her thermostat playbook is the one consolidation derives from her threads (HISTORY).
     ]),
     ("bob@example.com", "Bob", [
         ("episodic", "The front door lock did not unlock with my phone this morning.", {}),
