@@ -376,7 +376,7 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
-            sentence = speech.with_subject(speech.strip_opener(sentence))
+            sentence = speech.with_subject(speech.plain(speech.strip_opener(sentence)))
             reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
                                   alone=self.statements.alone and previous_general is None, family=family)
             if self.trace is not None:
