@@ -64,6 +64,13 @@ def test_chatter_gives_no_fact(text):
     assert _extract(text).facts == []
 
 
+def test_a_patterns_value_is_worded_as_its_holders():
+    [fact] = _extract("Rosa: I love finding old maps for my shop.").facts
+    assert fact.text == "Rosa likes finding old maps for Rosa's shop."
+    [fact] = _extract("I prefer our allotment over my balcony.").facts
+    assert fact.text == "User prefers User's allotment over User's balcony."
+
+
 def test_bare_correction_applies_to_the_last_fact_of_the_session():
     facts = _extract("I'm 38 years old.", "Actually, it's 39.").facts
     assert [(f.text, f.slot, f.change) for f in facts] == [("User is 38 years old.", "age", None),
