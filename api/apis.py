@@ -75,6 +75,7 @@ from memory_app.validation import (
 from tenants.models import AgentToken, Subject, Tenant, TokenRead
 from tenants.selectors import subject_find, subject_get, subject_page
 from tenants.services.token_reads import token_read_record
+from tenants.services.keys import KeyLifetimes
 from tenants.services.subjects import subject_get_or_create
 
 # By name, not by the enum's order.
@@ -282,7 +283,8 @@ class SubjectCreateApi(BaseApi):
             subject, status = subject_get(tenant=self.tenant(request), external_id=external_id), 200
         except NotFound:
             subject = subject_get_or_create(tenant=self.tenant(request), external_id=external_id,
-                                            display_name=data["display_name"], actor=request.auth)
+                                            display_name=data["display_name"], actor=request.auth,
+                                            lifetimes=KeyLifetimes.from_settings())
             status = 201
         return Response(output(self.OutputSerializer, subject), status=status)
 

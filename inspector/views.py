@@ -57,7 +57,7 @@ from tenants.selectors import (
 from tenants.selectors import audit_verify as audit_verify_chains
 from tenants.services.audit import audit_export_start, audit_record
 from tenants.services.audit_checkpoints import audit_checkpoint_write
-from tenants.services.keys import subject_key_revoke, subject_key_rotate
+from tenants.services.keys import KeyLifetimes, subject_key_revoke, subject_key_rotate
 from tenants.services.tokens import agent_token_create, agent_token_revoke
 
 from . import access
@@ -483,7 +483,7 @@ def _tenant_subject(tenant: Tenant, user_id: uuid.UUID) -> Subject:
 def key_rotate(request, tenant: Tenant, user_id: uuid.UUID) -> HttpResponse:
     def act(tenant):
         subject = _tenant_subject(tenant, user_id)
-        key = subject_key_rotate(subject=subject, actor=request.user)
+        key = subject_key_rotate(subject=subject, actor=request.user, lifetimes=KeyLifetimes.from_settings())
         return f"Key of {subject.external_id} rotated; new key {key.es_key_id}, the old one works during its grace."
     return _keys_action(request, tenant, act)
 

@@ -27,7 +27,7 @@ from .models import AgentToken, AuditEvent, Membership, Subject, SubjectKey, Ten
 from .selectors import staff_tenant_ids
 from .services.audit import audit_record
 from .services.isolation_move import tenant_indices_ensure
-from .services.keys import subject_key_ensure, subject_key_revoke, subject_key_rotate
+from .services.keys import KeyLifetimes, subject_key_ensure, subject_key_revoke, subject_key_rotate
 from .services.tokens import agent_token_create, agent_token_revoke
 
 ALL_ROLES = tuple(Membership.Role.values)
@@ -194,11 +194,13 @@ class SubjectAdmin(TenantScopedAdmin):
                          details={"fields": form.changed_data})
         else:
             audit_record(actor=request.user, action="subject.created", subject=obj, target_id=str(obj.user_id))
-            subject_key_ensure(subject=obj, actor=request.user)
+            subject_key_ensure(subject=obj, actor=request.user, lifetimes=KeyLifetimes.from_settings())
 
     @admin.action(description="Rotate the selected end-users' keys", permissions=["act"])
     def rotate_key(self, request, queryset):
-        self._run(request, queryset, "rotated keys of", lambda s: subject_key_rotate(subject=s, actor=request.user))
+        lifetimes = KeyLifetimes.from_settings()
+        self._run(request, queryset, "rotated keys of",
+                  lambda s: subject_key_rotate(subject=s, actor=request.user, lifetimes=lifetimes))
 
     @admin.action(description="Revoke the selected end-users' keys now", permissions=["act"])
     def revoke_key(self, request, queryset):
@@ -221,8 +223,9 @@ class SubjectKeyAdmin(TenantScopedAdmin):
     @admin.action(description="Rotate (the selected keys' end-users get a new key)", permissions=["act"])
     def rotate_key(self, request, queryset):
         subjects = Subject.objects.filter(keys__in=self.actionable(request, queryset)).distinct()
+        lifetimes = KeyLifetimes.from_settings()
         self._run(request, subjects, "rotated keys of",
-                  lambda s: subject_key_rotate(subject=s, actor=request.user))
+                  lambda s: subject_key_rotate(subject=s, actor=request.user, lifetimes=lifetimes))
 
     @admin.action(description="Revoke the selected keys now", permissions=["act"])
     def revoke_key(self, request, queryset):

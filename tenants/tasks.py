@@ -5,7 +5,7 @@ import logging
 from celery import shared_task
 
 from .services.audit_checkpoints import audit_checkpoint_write
-from .services.keys import keys_maintain
+from .services.keys import KeyLifetimes, keys_maintain
 
 log = logging.getLogger(__name__)
 
@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 @shared_task(ignore_result=True)
 def maintain_keys() -> dict:
     """Rotate subject keys near expiry, invalidate keys past their grace, renew the writer key."""
-    result = keys_maintain()
+    result = keys_maintain(lifetimes=KeyLifetimes.from_settings())
     return {"rotated": result.rotated, "invalidated": result.invalidated,
             "writer_invalidated": result.writer_invalidated}
 

@@ -46,22 +46,17 @@ ALLOWED = {
     ("memory_app/turns.py", "_recall_start"): "the size of the process's turn-recall pool, built once",
     ("memory_app/recall/options.py", "ranking_config"): "RankingConfig's builder, called at recall's entry",
     # Not moved yet (issue 66): each is read where it applies, on every path that reaches it.
-    ("memory_app/freshness.py", "_mark_set"): "not moved yet: the pending mark's lifetime",
+    ("memory_app/freshness.py", "_mark_set"): ("not moved yet: the pending mark's lifetime, one for every mark "
+                                               "whichever write sets it (checks.py holds it against the refresh "
+                                               "interval); it would ride each write's options down to the mark"),
     ("memory_app/freshness.py", "_refresh_shared"): "the client's request timeout: no wait outlasts a request",
     ("memory_app/freshness.py", "_lead"): "the client's request timeout: no wait outlasts a request",
-    ("memory_app/services/supersession.py", "superseding_write"): "not moved yet: the harsh contradiction's penalty",
     ("memory_app/services/migration.py", "migration_rekey"): "a migration's callback (no entry to pass it from)",
-    ("tenants/services/audit.py", "audit_record"): "not moved yet: events between audit checkpoints",
+    ("tenants/services/audit.py", "audit_record"): ("not moved yet: events between audit checkpoints, one spacing "
+                                                   "for the whole log, whichever of its callers appends"),
     ("tenants/services/audit_checkpoints.py", "audit_store_check"): "which credential writes checkpoints",
     ("tenants/services/guard.py", "_capabilities"): "the capability cache's lifetime",
     ("tenants/services/guard.py", "require_dls"): "the insecure switch, checked on every path that reads memory",
-    ("tenants/services/key_cache.py", "_cached"): "the key cache's lifetime",
-    ("tenants/services/keys.py", "subject_key_mint"): "not moved yet: key lifetimes, on every path that mints",
-    ("tenants/services/keys.py", "_usable"): "not moved yet: key lifetimes",
-    ("tenants/services/keys.py", "subject_key_ensure"): "not moved yet: key lifetimes",
-    ("tenants/services/keys.py", "subject_key_rotate"): "not moved yet: key lifetimes",
-    ("tenants/services/keys.py", "writer_key_ensure"): "not moved yet: key lifetimes",
-    ("tenants/services/keys.py", "keys_maintain"): "not moved yet: key lifetimes",
 }
 
 

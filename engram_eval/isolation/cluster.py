@@ -15,7 +15,7 @@ from tenants.selectors import memory_scope
 from .report import ProbeRecorder, ProbeScope
 from .world import ACTOR, SeededSubject, World
 from tenants.services.clients import subject_es_client
-from tenants.services.keys import subject_key_revoke, subject_key_rotate
+from tenants.services.keys import KeyLifetimes, subject_key_revoke, subject_key_rotate
 
 
 def _hit_ids(response) -> list[str]:
@@ -261,7 +261,8 @@ def lifecycle_probes(world: World, rec: ProbeRecorder) -> None:
         for who, change in zip(members, ("rotate", "revoke")):
             old = subject_es_client(subject=who.subject)
             if change == "rotate":
-                subject_key_rotate(subject=who.subject, actor=ACTOR, grace=timedelta(0))
+                subject_key_rotate(subject=who.subject, actor=ACTOR, grace=timedelta(0),
+                                   lifetimes=KeyLifetimes.from_settings())
             else:
                 subject_key_revoke(subject=who.subject, actor=ACTOR)
             alias = alias_name(MemoryType.SEMANTIC, prefix=who.prefix)

@@ -48,7 +48,7 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
     Engram sees it (memory_app.freshness).
 
-    A harsh contradiction lowers the new fact's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
+    A harsh contradiction lowers the new fact's confidence by ``limits.harsh_penalty``.
     ``valid_from``: when the fact became true (default: the write time); the facts it supersedes
     stop being valid then (``valid_to``).
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
@@ -67,7 +67,8 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes)
+                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             harsh_penalty=limits.harsh_penalty)
 
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
@@ -90,7 +91,8 @@ def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: li
         doc["supporting_episode_ids"] = support
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes)
+                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             harsh_penalty=limits.harsh_penalty)
 
 
 def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict | None = None,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 from elasticsearch import ApiError, ConflictError, Elasticsearch
 
@@ -21,10 +20,10 @@ from tenants.models import Subject
 
 def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
                       supersedes: list[str] | None, contradiction: str, now: datetime,
-                      max_supersedes: int, defer_refresh: bool = False) -> dict[str, Any]:
+                      max_supersedes: int, harsh_penalty: float, defer_refresh: bool = False) -> dict[str, Any]:
     """Create ``doc`` superseding the subject's memories ``supersedes`` (none: a plain create).
 
-    A harsh contradiction lowers the new document's confidence by ENGRAM_HARSH_CONFIDENCE_PENALTY.
+    A harsh contradiction lowers the new document's confidence by ``harsh_penalty``.
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike), and
     Conflict (``concurrent_update``) when an old document keeps changing; nothing is kept then.
     """
@@ -51,7 +50,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
                        f"for this subject", details={"ids": missing})
     doc.update(supersedes=old_ids, contradiction=contradiction)
     if contradiction == "harsh":
-        doc["confidence"] = max(0.0, doc["confidence"] - settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
+        doc["confidence"] = max(0.0, doc["confidence"] - harsh_penalty)
 
     stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                              refresh=False)

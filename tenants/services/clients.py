@@ -22,7 +22,7 @@ from tenants.services.key_cache import (
     writer_key_cached,
     writer_key_remember,
 )
-from tenants.services.keys import subject_key_ensure, writer_key_ensure
+from tenants.services.keys import KeyLifetimes, subject_key_ensure, writer_key_ensure
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,11 @@ def subject_es_client(*, subject: Subject) -> Elasticsearch:
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
     prefix = index_prefix_for(tenant=subject.tenant)
-    entry = subject_key_cached(subject=subject, prefix=prefix)
+    # The key machinery's entry on every read and write: its lifetimes are read here.
+    lifetimes = KeyLifetimes.from_settings()
+    entry = subject_key_cached(subject=subject, prefix=prefix, cache_seconds=lifetimes.cache_seconds)
     if entry is None:
-        entry = subject_key_remember(subject=subject, key=subject_key_ensure(subject=subject))
+        entry = subject_key_remember(subject=subject, key=subject_key_ensure(subject=subject, lifetimes=lifetimes))
     return entry.client()
 
 
@@ -74,9 +76,10 @@ def writer_es_client(*, prefix: str | None = None) -> Elasticsearch:
     if (insecure := _insecure_client(caps)) is not None:
         return insecure
     prefix = prefix or shared_prefix()
-    entry = writer_key_cached(prefix=prefix)
+    lifetimes = KeyLifetimes.from_settings()  # as in subject_es_client
+    entry = writer_key_cached(prefix=prefix, cache_seconds=lifetimes.cache_seconds)
     if entry is None:
-        entry = writer_key_remember(prefix=prefix, key=writer_key_ensure(prefix=prefix))
+        entry = writer_key_remember(prefix=prefix, key=writer_key_ensure(prefix=prefix, lifetimes=lifetimes))
     return entry.client()
 
 

@@ -1,5 +1,5 @@
-"""Decrypted API keys, each with the client acting as it, cached in-process for
-``ENGRAM_KEY_CACHE_SECONDS`` and dropped when a key is rotated or revoked."""
+"""Decrypted API keys, each with the client acting as it, cached in-process for the caller's
+``cache_seconds`` (``KeyLifetimes.cache_seconds``) and dropped when a key is rotated or revoked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 from elasticsearch import Elasticsearch
 
@@ -38,12 +37,12 @@ _subject_keys: dict[int, CachedKey] = {}
 _writer_keys: dict[str, CachedKey] = {}
 
 
-def _cached(cache: dict, cache_key, *, prefix: str) -> CachedKey | None:
+def _cached(cache: dict, cache_key, *, prefix: str, cache_seconds: int) -> CachedKey | None:
     with _lock:
         entry = cache.get(cache_key)
     if (entry is None or entry.prefix != prefix
-            or time.monotonic() - entry.loaded_at >= settings.ENGRAM_KEY_CACHE_SECONDS
-            or entry.expires_at <= timezone.now() + timedelta(seconds=settings.ENGRAM_KEY_CACHE_SECONDS)):
+            or time.monotonic() - entry.loaded_at >= cache_seconds
+            or entry.expires_at <= timezone.now() + timedelta(seconds=cache_seconds)):
         return None
     return entry
 
@@ -57,9 +56,10 @@ def _remember(cache: dict, cache_key, key: SubjectKey | WriterKey) -> CachedKey:
     return entry
 
 
-def subject_key_cached(*, subject: Subject, prefix: str) -> CachedKey | None:
-    """``subject``'s cached key for the indices of ``prefix``; None when absent, stale or expiring."""
-    return _cached(_subject_keys, subject.pk, prefix=prefix)
+def subject_key_cached(*, subject: Subject, prefix: str, cache_seconds: int) -> CachedKey | None:
+    """``subject``'s cached key for the indices of ``prefix``; None when absent, older than
+    ``cache_seconds`` or expiring within them."""
+    return _cached(_subject_keys, subject.pk, prefix=prefix, cache_seconds=cache_seconds)
 
 
 def subject_key_remember(*, subject: Subject, key: SubjectKey) -> CachedKey:
@@ -71,9 +71,9 @@ def subject_key_forget(*, subject: Subject) -> None:
         _subject_keys.pop(subject.pk, None)
 
 
-def writer_key_cached(*, prefix: str) -> CachedKey | None:
-    """The cached writer key for the indices of ``prefix``; None when absent, stale or expiring."""
-    return _cached(_writer_keys, prefix, prefix=prefix)
+def writer_key_cached(*, prefix: str, cache_seconds: int) -> CachedKey | None:
+    """The cached writer key for the indices of ``prefix``; None as for ``subject_key_cached``."""
+    return _cached(_writer_keys, prefix, prefix=prefix, cache_seconds=cache_seconds)
 
 
 def writer_key_remember(*, prefix: str, key: WriterKey) -> CachedKey:

@@ -9,7 +9,7 @@ from tenants.models import Subject, Tenant
 from tenants.selectors import subject_find
 from tenants.services.audit import Actor, audit_record
 from tenants.services.guard import keys_supported
-from tenants.services.keys import subject_key_mint
+from tenants.services.keys import KeyLifetimes, subject_key_mint
 
 
 def subject_for_write(*, tenant: Tenant, external_id: str) -> Subject | None:
@@ -25,13 +25,14 @@ def subject_for_write(*, tenant: Tenant, external_id: str) -> Subject | None:
 
 
 def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str = "",
-                          actor: Actor = "api") -> Subject:
+                          actor: Actor = "api", lifetimes: KeyLifetimes | None = None) -> Subject:
     """The end-user ``external_id`` of ``tenant``, created (with its DLS key minted) if new.
 
     ``external_id`` is cleaned at the edge (``clean_external_id``). Creation and minting are one
     transaction: if the key cannot be minted the end-user is not created (ServiceUnavailable is
     raised). A new end-user's id must be addressable in the API's URLs (``new_external_id_check``:
-    ValidationFailed otherwise).
+    ValidationFailed otherwise). ``lifetimes``: the new key's (read here when the caller gives
+    none, as the write path's dispatch does).
     """
     existing = subject_find(tenant=tenant, external_id=external_id)
     if existing:
@@ -43,5 +44,5 @@ def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str
         if created:
             audit_record(actor=actor, action="subject.created", subject=subject, target_id=str(subject.user_id))
             if keys_supported():
-                subject_key_mint(subject=subject, actor=actor)
+                subject_key_mint(subject=subject, actor=actor, lifetimes=lifetimes or KeyLifetimes.from_settings())
     return subject

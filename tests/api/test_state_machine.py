@@ -126,11 +126,16 @@ class EngramModel(RuleBasedStateMachine):
         self._do(action)
 
     def _do(self, action: tuple, queued: list[Memory] = ()) -> bool:
-        """Apply one write to the model; False for a forget of a memory gone by then (an erase or a
-        cascade queued before it took it: the write fails not found, as it would have at once).
+        """Apply one write to the model; False for a forget or a supersession of a memory gone by then
+        (an erase or a cascade queued before it took it: the write fails not found, as it would have
+        at once).
         ``queued``: the memories of writes still waiting behind it (a forget redacts their context)."""
         if action[0] == "add":
             self.alive[action[1].id] = action[1]
+        elif action[0] == "supersede":  # its old fact erased or forgotten by then: not found, nothing written
+            if action[1] not in self.alive:
+                return False
+            self.alive[action[2].id] = action[2]
         elif action[0] == "forget":
             return self._forget_in_model(action[1], action[2], queued=queued)
         else:
@@ -208,7 +213,7 @@ class EngramModel(RuleBasedStateMachine):
         except EngramAPIError as exc:  # superseded already by a newer fact: refused, nothing written
             assert exc.status == 409, exc
             return
-        self._apply(result, ("add", Memory(result["id"], "semantic", text, {m})))
+        self._apply(result, ("supersede", old, Memory(result["id"], "semantic", text, {m})))
 
     @precondition(lambda self: self._ids("episodic"))
     @rule(data=st.data(), cascade=st.booleans())
@@ -284,7 +289,7 @@ class EngramModel(RuleBasedStateMachine):
         # deletes); the rest are applied in order.
         first_erase = next((n for n, a in enumerate(self.deferred) if a[0] == "erase"), 0)
         rest = self.deferred[first_erase:]
-        not_found = sum(not self._do(action, queued=[a[1] for a in rest[n + 1:] if a[0] == "add"])
+        not_found = sum(not self._do(action, queued=[a[-1] for a in rest[n + 1:] if a[0] in ("add", "supersede")])
                         for n, action in enumerate(rest))
         self.deferred.clear()
         failed = OutboxEntry.objects.filter(pk__in=queued, status="failed")

@@ -8,7 +8,7 @@ from memory_app.services.migration import migration_rekey
 from memory_app.usage import usage_migrate
 from tenants.services.audit_checkpoints import audit_store_check
 from tenants.services.isolation_move import dedicated_indices_ensure
-from tenants.services.keys import keys_upgrade
+from tenants.services.keys import KeyLifetimes, keys_upgrade
 
 
 class Command(BaseCommand):
@@ -40,7 +40,7 @@ class Command(BaseCommand):
             self.stdout.write(f"use counts moved from fact documents to the database: {moved}")
         # Keys minted under an older, wider grant are rotated (tenants.es_keys.ROLE_VERSION).
         if caps.security:
-            upgraded = keys_upgrade(actor="es_setup")
+            upgraded = keys_upgrade(actor="es_setup", lifetimes=KeyLifetimes.from_settings())
             self.stdout.write(f"keys rotated to the current grant: {upgraded['subject_keys']} subject, "
                               f"{upgraded['writer_prefixes']} writer prefix(es)")
         # The audit checkpoint store: created here, and refused when a credential could rewrite it.

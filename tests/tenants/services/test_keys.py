@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from tenants.models import AuditEvent, SubjectKey, WriterKey
 from tenants.selectors import subject_get
 from tenants.services.clients import clear_caches, subject_es_client, writer_es_client
 from tenants.services.keys import (
+    KeyLifetimes,
     keys_maintain,
     keys_upgrade,
     subject_key_revoke,
@@ -27,6 +29,10 @@ from tenants.services.keys import (
 from tenants.services.subjects import subject_get_or_create
 from tenants.tasks import maintain_keys
 from tenants.services import key_cache
+
+
+def _lifetimes() -> KeyLifetimes:
+    return KeyLifetimes.from_settings()  # as the task, the admin and the client factory read them
 
 
 def _own_doc(subject, es_writer, memory_type="semantic", **extra) -> str:
@@ -72,6 +78,13 @@ def test_new_subject_gets_a_least_privileged_dls_key(tenant, es_prefix, es_admin
     assert "alice" not in key.secret_encrypted and len(key.secret_encrypted) > 80  # stored as a Fernet token
     assert list(AuditEvent.objects.filter(subject=subject).values_list("action", flat=True)) == [
         "subject_key.minted", "subject.created"]
+
+
+def test_a_new_key_lives_as_long_as_the_lifetimes_given_say(tenant, es_prefix, es_admin):
+    lifetimes = dataclasses.replace(KeyLifetimes.from_settings(), subject_ttl=timedelta(days=2))
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=lifetimes)
+    info = es_admin.security.get_api_key(id=SubjectKey.objects.get(subject=subject).es_key_id)["api_keys"][0]
+    assert timedelta(milliseconds=info["expiration"] - info["creation"]) == timedelta(days=2)
 
 
 def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_admin, tenant):
@@ -123,7 +136,7 @@ def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, 
     old_key = SubjectKey.objects.get(subject=subject)
 
     # A rotation (mint with refresh, then shorten the old key) can take seconds on a loaded machine.
-    new_key = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=8))
+    new_key = subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(), grace=timedelta(seconds=8))
 
     old_key.refresh_from_db()
     assert old_key.rotated_at and old_key.superseded_by == new_key and old_key.revoked_at is None
@@ -144,7 +157,7 @@ def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, 
         time.sleep(0.2)
     assert timezone.now() >= old_key.grace_until
 
-    result = keys_maintain()  # and the maintenance task invalidates it for good
+    result = keys_maintain(lifetimes=_lifetimes())  # and the maintenance task invalidates it for good
 
     old_key.refresh_from_db()
     assert result.invalidated == 1 and old_key.revoked_at is not None
@@ -172,7 +185,7 @@ def test_revoked_key_is_refused_at_once_and_a_fresh_one_is_minted(tenant, es_pre
 def test_revoke_all_invalidates_active_and_grace_keys(tenant, es_prefix):
     subject = subject_get_or_create(tenant=tenant, external_id="alice")
     first = subject_es_client(subject=subject)
-    subject_key_rotate(subject=subject, actor="test", grace=timedelta(minutes=5))
+    subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(), grace=timedelta(minutes=5))
     second = subject_es_client(subject=subject)
 
     assert subject_keys_revoke_all(subject=subject, actor="erase") == 2
@@ -197,7 +210,7 @@ def test_maintenance_rotates_keys_near_expiry(tenant, es_prefix, settings):
     assert result["rotated"] == 1
     assert expiring.rotated_at is not None and expiring.superseded_by is not None
     assert SubjectKey.objects.active().get(subject=fresh).rotated_at is None
-    assert keys_maintain().rotated == 0  # idempotent
+    assert keys_maintain(lifetimes=_lifetimes()).rotated == 0  # idempotent
 
 
 def test_a_key_minted_for_another_index_prefix_is_replaced(tenant, es_prefix, settings, es_admin):
@@ -232,7 +245,7 @@ def test_writer_key_is_renewed_before_expiry_and_the_old_one_retired_after_grace
     old_client.count(index=alias_name("semantic"))  # still fine during its grace
     WriterKey.objects.filter(pk=old.pk).update(grace_until=timezone.now())
 
-    assert keys_maintain().writer_invalidated == 1
+    assert keys_maintain(lifetimes=_lifetimes()).writer_invalidated == 1
     with pytest.raises(AuthenticationException):
         old_client.count(index=alias_name("semantic"))
     writer_es_client().count(index=alias_name("semantic"))
@@ -286,8 +299,8 @@ def test_keys_minted_under_an_older_grant_are_rotated(tenant, es_prefix, es_admi
     SubjectKey.objects.filter(pk=old.pk).update(role_version=1)
     WriterKey.objects.filter(pk=old_writer.pk).update(role_version=1)
 
-    assert keys_upgrade(actor="test") == {"subject_keys": 1, "writer_prefixes": 1}
-    assert keys_upgrade(actor="test") == {"subject_keys": 0, "writer_prefixes": 0}  # idempotent
+    assert keys_upgrade(actor="test", lifetimes=_lifetimes()) == {"subject_keys": 1, "writer_prefixes": 1}
+    assert keys_upgrade(actor="test", lifetimes=_lifetimes()) == {"subject_keys": 0, "writer_prefixes": 0}  # idempotent
 
     old.refresh_from_db()
     old_writer.refresh_from_db()
@@ -330,7 +343,7 @@ def test_keys_are_minted_and_retired_by_the_keys_credential_never_the_admin(tena
     settings.ES_ADMIN_PASSWORD = "not-the-admin-password"
     subject = subject_get_or_create(tenant=tenant, external_id="alice")
     first = SubjectKey.objects.get(subject=subject)
-    rotated = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=30))
+    rotated = subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(), grace=timedelta(seconds=30))
     subject_key_revoke(subject=subject, actor="test")
     subject_es_client(subject=subject)
     assert subject_keys_revoke_all(subject=subject, actor="test") == 2  # the fresh key and the one in grace
@@ -349,7 +362,8 @@ def test_keys_the_admin_credential_minted_before_are_retired_by_it(tenant, es_pr
     settings.ES_KEYS_USERNAME = keys_user
     clear_caches()
 
-    new = subject_key_rotate(subject=subject, actor="test", grace=timedelta(seconds=30))  # shortens the old key
+    new = subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(),
+                             grace=timedelta(seconds=30))  # shortens the old key
     old = es_admin.security.get_api_key(id=legacy.es_key_id)["api_keys"][0]
     assert old["username"] == settings.ES_ADMIN_USERNAME
     assert old["expiration"] / 1000 < time.time() + 60
