@@ -192,6 +192,11 @@ def test_the_listener_is_cut_off_the_sentence():
     assert own_part("I found a new bakery.") == "I found a new bakery."
     assert strip_vocative("I finally fixed the fence, Tomas.", names=frozenset({"Tomas"})) == "I finally fixed the fence."
     assert strip_vocative("I visited Porto, Lisbon.", names=frozenset({"Tomas"})) == "I visited Porto, Lisbon."
+    # Found by the two-turn property in test_rules.py: the thanks to the listener stayed in the fact.
+    assert strip_vocative("I joined a choir, thanks Tomas.", names=frozenset({"Tomas"})) == "I joined a choir."
+    assert strip_vocative("I joined a choir, thank you!", names=frozenset({"Tomas"})) == "I joined a choir!"
+    assert strip_vocative("I joined a choir, thanks Tomas, I moved in May.", names=frozenset({"Tomas"})) == (
+        "I joined a choir, I moved in May.")
 
 
 def test_the_speaker_as_subject_after_leading_phrases():

@@ -178,12 +178,19 @@ def own_part(sentence: str) -> str:
     return sentence[:cut[-1]].rstrip(" ,") + "." if cut and cut[-1] > 0 else sentence
 
 
+_VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
+                       r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?]|$))", re.I)
+
+
 def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
-    """The sentence without the listener's name said at its end ("I finally fixed the fence, Tomas.")."""
-    m = re.search(r",\s*(?P<name>[A-Z][\w'-]*)\s*(?P<end>[.!?]*)\s*$", sentence)
-    if m and m["name"] in names:
-        return sentence[:m.start()] + m["end"]
-    return sentence
+    """The sentence without the listener's name or thanks said to them ("I finally fixed the
+    fence, Tomas.", "I joined a choir, thanks Tomas, and ...")."""
+    def cut(m: re.Match) -> str:
+        name = m["name"] or m["alone"]
+        return "" if name is None or name in names else m.group(0)
+
+    out = _VOCATIVE.sub(cut, sentence)
+    return re.sub(r"^[\s,;]+|(?<=\w)[\s,;]+(?=[.!?]*\s*$)", "", out) if out != sentence else sentence
 
 
 def content_words(sentence: str) -> list[str]:
