@@ -6,7 +6,9 @@ and scored against the conversation's observations as ``memory_eval --consolidat
 scores written facts (coverage and precision at MiniLM cosine 0.6, a fact citing an evidence turn).
 For each held-out conversation the settings of ``StatementRules`` are picked on the other ones:
 the highest mean precision among the settings whose mean coverage over them is at least
-``--min-coverage`` (0.50, the issue's floor). The default takes, per rule, the value most folds
+``--min-coverage`` (0.50, the issue's floor), less ``--junk-weight`` (1 by default) times the share
+of junk among their facts met in the hand labels (``corpora/locomo_fact_labels.json``, ids only):
+the observations count many feelings and reactions as matches. The default takes, per rule, the value most folds
 pick (``majority``).
 
     python -m engram_eval statement_cv ../shared/data/locomo-dev/{26,30,47,49}.json
@@ -44,7 +46,8 @@ from .locomo import locomo_episodes
 FIXED = {"min_content": 3, "min_anchors": 1, "modal": 2, "after_pattern": False}
 # ``others`` 2 is left out: it drops by construction what docs/consolidation.md calls a fact (a
 # household's move, a pet adopted: "we moved into a flat near the harbour").
-GRID = {"feelings": (1, 2), "vague": (1, 2), "others": (0, 1), "showing": (False, True), "alone": (False, True)}
+GRID = {"feelings": (1, 2), "vague": (1, 2), "others": (0, 1), "showing": (False, True), "alone": (False, True),
+        "reactions": (False, True)}
 
 
 # Every sentence the statement layer can read is kept (but the few-word floor of 2).
@@ -57,6 +60,8 @@ class Scored:
     facts: int
     coverage: float
     precision: float
+    labelled: int = 0  # facts met again among the hand labels (corpora/locomo_fact_labels.json)
+    junk: int = 0  # of those, labelled junk
 
 
 def grid(space: Mapping[str, Iterable[Any]] = GRID, fixed: Mapping[str, Any] = FIXED) -> list[StatementRules]:
@@ -101,24 +106,45 @@ class CachedEmbed:
         return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
 
+LABELS = Path(__file__).parent / "corpora" / "locomo_fact_labels.json"
+
+
+def _fact_key(fact: WrittenFact) -> tuple[tuple[str, ...], str]:
+    return tuple(fact.turns), hashlib.sha1(fact.text.encode()).hexdigest()[:12]
+
+
+def hand_labels(path: Path | None = None) -> dict[tuple[str, tuple[str, ...], str], str]:
+    """(conversation, turns, text SHA-1) → "fact" or "junk", over every sample of the hand labels."""
+    rows = json.loads((path or LABELS).read_text(encoding="utf-8"))["labels"]
+    return {(row["conversation"], tuple(row["turns"]), row["fact_sha1"]): row["label"] for row in rows}
+
+
 def score(conversation: str, data: dict, *, rules: StatementRules, embed: Callable[[list[str]], Any],
-          threshold: float = 0.6) -> Scored:
+          threshold: float = 0.6, labels: Mapping[tuple[str, tuple[str, ...], str], str] | None = None) -> Scored:
     facts = offline_facts(conversation, data, rules=rules)
     matched = coverage(observations(data), facts, embed=embed, thresholds=(threshold,))
     key = f"{threshold:.1f}"
-    return Scored(facts=len(facts), coverage=matched["coverage"][key], precision=matched["precision"][key])
+    met = [label for f in facts if (label := (labels or {}).get((conversation, *_fact_key(f))))]
+    return Scored(facts=len(facts), coverage=matched["coverage"][key], precision=matched["precision"][key],
+                  labelled=len(met), junk=sum(label == "junk" for label in met))
 
 
-def pick(table: dict[StatementRules, dict[str, Scored]], conversations: list[str], *, min_coverage: float
-         ) -> StatementRules:
+def pick(table: dict[StatementRules, dict[str, Scored]], conversations: list[str], *, min_coverage: float,
+         junk_weight: float = 0.0) -> StatementRules:
     """The setting of highest mean precision over ``conversations`` whose mean coverage over them
-    reaches ``min_coverage``; when none does, the one of highest mean coverage."""
+    reaches ``min_coverage``; when none does, the one of highest mean coverage. With ``junk_weight``,
+    the hand-labelled junk share of ``conversations`` (pooled) times it is taken off the precision:
+    the metric's precision counts a feeling an observer wrote down as a fact, the hand labels do not."""
     def mean(rules, field):
         return sum(getattr(table[rules][c], field) for c in conversations) / len(conversations)
 
+    def junk(rules):
+        labelled = sum(table[rules][c].labelled for c in conversations)
+        return sum(table[rules][c].junk for c in conversations) / labelled if labelled else 0.0
+
     eligible = [r for r in table if mean(r, "coverage") >= min_coverage]
     if eligible:
-        return max(eligible, key=lambda r: (mean(r, "precision"), mean(r, "coverage")))
+        return max(eligible, key=lambda r: (mean(r, "precision") - junk_weight * junk(r), mean(r, "coverage")))
     return max(table, key=lambda r: mean(r, "coverage"))
 
 
@@ -163,9 +189,6 @@ def own_sample(*, rules: StatementRules, path: Path = STATEMENTS) -> dict[str, A
             "junk_kept": [i for i in written if not labelled[i]], "facts_missed": [i for i in facts if not kept[i]]}
 
 
-LABELS = Path(__file__).parent / "corpora" / "locomo_fact_labels.json"
-
-
 def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LABELS) -> dict[str, Any]:
     """The hand labels of ``corpora/locomo_fact_labels.json`` (ids only) met again: per sample and
     conversation, how many labelled facts the extractor still proposes (same turns, same text by
@@ -192,44 +215,51 @@ def labelled_sample(paths: list[Path], *, rules: StatementRules, path: Path = LA
 
 
 def cross_validate(paths: list[Path], *, embed: Callable[[list[str]], Any], min_coverage: float = 0.5,
-                   space: Mapping[str, Iterable[Any]] = GRID, log: Callable[[str], None] = print) -> dict[str, Any]:
+                   space: Mapping[str, Iterable[Any]] = GRID, junk_weight: float = 0.0,
+                   log: Callable[[str], None] = print) -> dict[str, Any]:
     data = {p.stem: json.loads(p.read_text()) for p in paths}
     cached = CachedEmbed(embed)
+    labels = hand_labels()
     table: dict[StatementRules, dict[str, Scored]] = {}
     settings = grid(space)
     for n, rules in enumerate(settings, 1):
-        table[rules] = {c: score(c, d, rules=rules, embed=cached) for c, d in data.items()}
+        table[rules] = {c: score(c, d, rules=rules, embed=cached, labels=labels) for c, d in data.items()}
         if n % 12 == 0:
             log(f"  {n}/{len(settings)} settings scored")
     folds = {}
     for held in data:
-        chosen = pick(table, [c for c in data if c != held], min_coverage=min_coverage)
+        chosen = pick(table, [c for c in data if c != held], min_coverage=min_coverage, junk_weight=junk_weight)
         folds[held] = {"chosen": asdict(chosen), "held_out": asdict(table[chosen][held])}
     default = majority([StatementRules(**f["chosen"]) for f in folds.values()], table, space=space)
     return {"folds": folds, "default": asdict(default),
-            "table": [{**asdict(r), **{c: [s.facts, s.coverage, s.precision] for c, s in scores.items()}}
+            "table": [{**asdict(r), **{c: [s.facts, s.coverage, s.precision, s.labelled, s.junk] for c, s in scores.items()}}
                       for r, scores in table.items()],
             "default_scores": {c: asdict(s) for c, s in table[default].items()},
-            "loosest": {c: asdict(score(c, d, rules=LOOSEST, embed=cached)) for c, d in data.items()}}
+            "loosest": {c: asdict(score(c, d, rules=LOOSEST, embed=cached, labels=labels)) for c, d in data.items()}}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", type=Path)
     parser.add_argument("--min-coverage", type=float, default=0.5)
+    parser.add_argument("--junk-weight", type=float, default=0.0,
+                        help="weight of the hand-labelled junk share against precision when picking (0: precision only)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--table", type=Path, help="write every setting's scores here (JSON)")
     args = parser.parse_args(argv)
     from embeddings.minilm import MiniLMEmbedder
 
     report = cross_validate(args.paths, embed=MiniLMEmbedder().embed_documents, min_coverage=args.min_coverage,
-                            log=lambda line: print(line, file=sys.stderr))
+                            junk_weight=args.junk_weight, log=lambda line: print(line, file=sys.stderr))
+    if args.table:
+        args.table.write_text(json.dumps(report, indent=1), encoding="utf-8")
     if args.json:
         print(json.dumps(report, indent=1))
         return
     for held, fold in report["folds"].items():
         s = fold["held_out"]
         print(f"held out {held}: chosen {fold['chosen']} -> facts {s['facts']}, coverage {s['coverage']:.3f}, "
-              f"precision {s['precision']:.3f}")
+              f"precision {s['precision']:.3f}, hand-labelled junk {s['junk']}/{s['labelled']}")
     print(f"default: {report['default']}")
     for name in ("loosest", "default_scores"):
         print(name, {c: (s["coverage"], s["precision"]) for c, s in report[name].items()})

@@ -25,7 +25,7 @@ from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import hits_rank
 from memory_app.recall.read import Reading, query_read
-from memory_app.recall.search import Allowed, legs_search
+from memory_app.recall.search import HOP_HITS, Allowed, hop_leg, legs_search, with_leg
 from memory_app.timing import timed
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
 from tenants.models import Subject
@@ -121,7 +121,13 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
     searched = legs_search(es=es, reading=reading, vector=vector, topic_vector=topic_vector, allowed=allowed,
                            explain=explain, owner=str(subject.user_id), options=options)
     reranker = get_reranker()
-    ranked = hits_rank(searched, reading=reading, now=now, k=k, exclude=exclude,
-                       rerank=reranker.rerank if reranker else None, options=options)
+    rerank = reranker.rerank if reranker else None
+    ranked = hits_rank(searched, reading=reading, now=now, k=max(k, HOP_HITS) if reading.gathers else k,
+                       exclude=exclude, rerank=rerank, options=options)
+    if reading.gathers:  # a second hop from the first hits found (search.hop_leg), then ranked again
+        first = [(h.id, h.source.get("session_id")) for h in ranked.hits if h.memory_type is MemoryType.EPISODIC]
+        hop = hop_leg(es=es, first=first[:HOP_HITS], allowed=allowed, options=options)
+        searched = with_leg(searched, hop) if hop is not None else searched
+        ranked = hits_rank(searched, reading=reading, now=now, k=k, exclude=exclude, rerank=rerank, options=options)
     return Recall(hits=ranked_explain(ranked, explain=explain, passages_max=options.passages_max), reading=reading,
                   entities=entities_explain(reading, searched, options=options))

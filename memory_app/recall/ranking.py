@@ -126,6 +126,10 @@ class RankingConfig:
     # "you" than "I", or ending on a question: language.words.to_listener) gets ×(1 − this): it tells
     # little of anyone's own life.
     listener_weight: float = 0.15
+    # A second hop for a question that gathers over time ("What has Jon done …?", read.query_gathers):
+    # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
+    # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
+    hop_weight: float = 0.5
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

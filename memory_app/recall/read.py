@@ -52,6 +52,7 @@ class Reading:
     intent: Intent | None
     asks_time: bool = False
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
+    gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
 
     @property
     def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -82,7 +83,18 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
+        gathers=options.hop_weight > 0 and query_gathers(query),
     )
+
+
+# The present perfect ("has", "have"): a question asking what has happened over time, whose answer
+# is gathered from several sessions ("Which cities has Jon visited?").
+_GATHERS = re.compile(r"\b(?:has|have)\b")
+
+
+def query_gathers(query: str) -> bool:
+    """Whether ``query`` asks what has happened over time: it holds "has" or "have"."""
+    return _GATHERS.search(query.lower()) is not None
 
 
 # Words that ask what held before: "before Brightwater", "at first", "used to", "previously".

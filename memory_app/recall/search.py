@@ -15,7 +15,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +25,7 @@ from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
 from language.temporal import TimeWindow, named_day_ranges
-from memory_app.recall.legs import PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
+from memory_app.recall.legs import HOP_DENSE, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
 from memory_app.timing import timed
@@ -471,6 +471,48 @@ def dated_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
                   "query": {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}}]
         legs.append((LegId(LegKind.DENSE, LegRole.DATED), weight))
     return body, legs
+
+
+HOP_HITS = 3  # the first hits whose vectors the second hop searches with
+
+
+def hop_leg(*, es: Any, first: list[tuple[str, str | None]], allowed: Allowed, options: RecallOptions) -> Leg | None:
+    """The second hop (``hop_weight``, RankingConfig): the vectors of the ``first`` episodes found
+    ((id, session id), best first), each a kNN query among the episodes of the other sessions,
+    an episode scored by the nearest of them; a leg fused at ``hop_weight`` × a plain dense leg's.
+    The evidence of a question gathering over time lies in several sessions, and the later
+    tellings resemble the first found more than the question. Two searches through ``es`` (the
+    vectors, then the hop); None when off or no vector is found."""
+    if options.hop_weight <= 0 or not options.dense or not first or MemoryType.EPISODIC not in allowed.types:
+        return None
+    index = allowed.index_for[MemoryType.EPISODIC]
+    ids = [memory_id for memory_id, _ in first]
+    with timed("hop"):
+        found = es.msearch(searches=[{"index": index}, {
+            "size": len(ids), "_source": {"includes": ["embedding"], "exclude_vectors": False},
+            "query": {"bool": {"filter": [allowed.query(), {"ids": {"values": ids}}]}}}])["responses"]
+        leg_answer_check(found[0])
+        vectors = [raw["_source"]["embedding"] for raw in found[0]["hits"]["hits"] if raw["_source"].get("embedding")]
+        if not vectors:
+            return None
+        sessions = sorted({session for _, session in first if session})
+        filters = [allowed.query(), {"bool": {"must_not": [{"ids": {"values": ids}},
+                                                           {"terms": {"session_id": sessions}}]}}]
+        answer = es.msearch(searches=[{"index": index}, {
+            "size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+            "query": {"dis_max": {"queries": [
+                {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}
+                for vector in vectors]}}}])["responses"]
+        leg_answer_check(answer[0])
+    return Leg(id=HOP_DENSE, factor=options.hop_weight, hits=answer[0]["hits"]["hits"])
+
+
+def with_leg(searched: Searched, leg: Leg) -> Searched:
+    """``searched`` with one more leg, its new memories' sources added."""
+    sources = dict(searched.sources)
+    for raw in leg.hits:
+        sources.setdefault(raw["_id"], raw["_source"])
+    return replace(searched, legs=(*searched.legs, leg), sources=sources)
 
 
 def dated_filter(window: TimeWindow, *, options: RecallOptions) -> dict:

@@ -5,9 +5,6 @@ that cannot get a usable answer fails cleanly: nothing written, the watermark un
 from __future__ import annotations
 
 import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -19,51 +16,9 @@ from memory_app.consolidation.extractors.llm import PROMPT_VERSION
 from memory_app.consolidation.selectors import episodes_pending
 from memory_app.consolidation.services import consolidation_run
 from memory_app.models import ConsolidationRun
+from tests.consolidation.llm_server import FakeLlm
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class FakeLlm:
-    """Answers POST /v1/chat/completions from a script: each item is (status, body | None, delay)."""
-
-    def __init__(self):
-        self.script: list[tuple[int, object, float]] = []
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                status, answer, delay = fake.script.pop(0) if fake.script else (500, {"error": "no script"}, 0)
-                time.sleep(delay)
-                raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    if status == 429:
-                        self.send_header("Retry-After", "0")
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client timed out first
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def completion(self, content: str | None, *, prompt_tokens: int = 100, completion_tokens: int = 20,
-                   finish_reason: str = "stop", refusal: str | None = None):
-        return {"id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
-                "choices": [{"index": 0, "finish_reason": finish_reason,
-                             "message": {"role": "assistant", "content": content,
-                                         **({"refusal": refusal} if refusal else {})}}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}}
 
 
 @pytest.fixture
@@ -118,6 +73,30 @@ def test_an_ungrounded_llm_fact_is_dropped(subject, say, current_facts, llm):
     assert run.candidates_dropped == 1
 
 
+def test_a_fact_with_no_supporting_turn_is_dropped_and_counted_and_the_rest_written(subject, say, current_facts, llm):
+    """Models leave supporting ids out, empty, made up, or name only a context turn (one already
+    consolidated): each such fact is dropped as ungrounded and counted; the run still writes the rest."""
+    earlier = say(subject, "We live in Lisbon these days.")
+    consolidation_run(subject=subject, extractor="rules")  # consolidated: context for the next run
+    ids = say(subject, "My daughter plays the cello beautifully.")
+    answer = json.dumps({"facts": [
+        {"text": "User's daughter plays the cello.", "supporting_episode_ids": ids},
+        {"text": "User lives in Lisbon.", "supporting_episode_ids": earlier},  # context only
+        {"text": "User likes music.", "supporting_episode_ids": []},
+        {"text": "User has a daughter."},
+        {"text": "User owns a cello.", "supporting_episode_ids": ["ep-made-up"]},
+    ], "playbooks": [{"trigger": "cello string broke", "steps": "1. Replace it.", "supporting_episode_ids": []}]})
+    llm.script = [(200, llm.completion(answer), 0)]
+    run = consolidation_run(subject=subject, extractor="llm").run
+    assert run.status == "succeeded" and len(llm.requests) == 1
+    sent = json.loads(llm.requests[0]["body"]["messages"][1]["content"])
+    assert [e["id"] for e in sent["context"]] == earlier and [e["id"] for e in sent["episodes"]] == ids
+    texts = sorted(f["text"] for f in current_facts(subject).values())
+    assert "User's daughter plays the cello." in texts and not {"User likes music.", "User has a daughter.",
+                                                                "User owns a cello."} & set(texts)
+    assert run.candidates == 6 and run.candidates_dropped == 5
+
+
 def test_429_and_5xx_are_retried_with_backoff_and_tokens_summed(subject, say, current_facts, llm):
     ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
     llm.script = [(429, {"error": {"message": "slow down"}}, 0), (503, {"error": "busy"}, 0),
@@ -138,8 +117,11 @@ def test_429_and_5xx_are_retried_with_backoff_and_tokens_summed(subject, say, cu
     ([(401, {"error": "bad key"}, 0)], "llm_refused"),
     ([(200, "refusal", 0)] * 2, "llm_bad_answer"),
     ([(200, "truncated", 0)] * 2, "llm_bad_answer"),
+    ([(200, "cut", 0)] * 2, "llm_bad_answer"),
+    ([(200, "sorry", 0)] * 2, "llm_bad_answer"),
+    ([(200, "prose", 0)] * 2, "llm_bad_answer"),
 ], ids=["malformed-json", "schema-violation", "empty-answer", "not-json", "429s", "5xx", "timeouts", "401", "refusal",
-        "truncated"])
+        "truncated", "truncated-mid-json", "refusal-as-text", "json-in-prose"])
 def test_a_run_without_a_usable_answer_fails_cleanly(subject, say, current_facts, llm, script, code, count_docs):
     ids = say(subject, "We live in Lisbon these days.", "My daughter plays the cello beautifully.")
     contents = {"malformed": '{"facts": [{"text": "User lives in', "schema": json.dumps({"facts": [{"text": ""}]}),
@@ -147,7 +129,12 @@ def test_a_run_without_a_usable_answer_fails_cleanly(subject, say, current_facts
     # A refusal as OpenAI's API shapes it (no content, a refusal); an answer cut at the token limit
     # whose prefix still parses as JSON.
     shaped = {"refusal": llm.completion(None, refusal="I can't help with that request."),
-              "truncated": llm.completion(json.dumps({"facts": []}), finish_reason="length")}
+              "truncated": llm.completion(json.dumps({"facts": []}), finish_reason="length"),
+              # cut at the token limit mid-string; a local model's refusal, said in the content;
+              # the JSON wrapped in a sentence
+              "cut": llm.completion('{"facts": [{"text": "User lives in Lis', finish_reason="length"),
+              "sorry": llm.completion("I'm sorry, but I can't help with that."),
+              "prose": llm.completion("Here are the facts: " + _answer(ids))}
     llm.script = [(status, shaped.get(body) or llm.completion(contents[body]) if isinstance(body, str) else body,
                    delay) for status, body, delay in script]
     docs = count_docs()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_app.consolidation.extractors import Episode, FactCandidate
 from memory_app.consolidation.extractors.rules import RulesExtractor, infer_slot
@@ -58,6 +62,13 @@ def test_first_person_statements(text, fact, slot, change):
                                   "I like those old board games", "I love making him laugh", "I like to."])
 def test_chatter_gives_no_fact(text):
     assert _extract(text).facts == []
+
+
+def test_a_patterns_value_is_worded_as_its_holders():
+    [fact] = _extract("Rosa: I love finding old maps for my shop.").facts
+    assert fact.text == "Rosa likes finding old maps for Rosa's shop."
+    [fact] = _extract("I prefer our allotment over my balcony.").facts
+    assert fact.text == "User prefers User's allotment over User's balcony."
 
 
 def test_bare_correction_applies_to_the_last_fact_of_the_session():
@@ -132,3 +143,25 @@ def test_resolution_merges_supersedes_and_leaves_unrelated_alone():
     other = FactCandidate(text="User works at Siemens.", episode_ids=("e1",), slot="employer", value="Siemens")
     assert resolve_fact(other, new_id="n", neighbours=[_fact("a", "User lives in Paris.", "home", "Paris")],
                         exists=False, duplicates=DUPLICATES).kind == "create"
+
+
+_PIECES = ("I moved to Leith in May", "you should see my garden", "my dog Pepper loves the beach", "how about you",
+           "thanks Tomas", "so sorry about your cat", "I joined a choir", "your bike looks great", "we went hiking",
+           "I'm so happy for you", "my sister lives in Porto", "is that yours", "I love your photos", "me too")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from([". ", "! ", "? ", ", ", " - "])),
+                min_size=1, max_size=6), st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4))
+def test_a_fact_holds_its_own_speakers_words_never_the_listeners(pieces, reply):
+    """The other speaker's words are never a fact: each fact cites one turn, names its speaker and
+    says nothing to (or of) the listener."""
+    rosa = "Rosa: " + "".join(p + sep for p, sep in pieces)
+    tomas = "Tomas: " + ". ".join(reply) + "."
+    turns = [Episode(id="e0", text=rosa, occurred_at="2025-01-01T00:00:00", session_id="s"),
+             Episode(id="e1", text=tomas, occurred_at="2025-01-01T00:01:00", session_id="s")]
+    for fact in RulesExtractor().extract(episodes=turns, context=[]).facts:
+        speaker = {"e0": "Rosa", "e1": "Tomas"}[fact.episode_ids[0]]
+        assert len(fact.episode_ids) == 1 and speaker in fact.text, fact
+        assert not re.search(r"\b(?:you|your|yours|Tomas)\b" if speaker == "Rosa" else r"\b(?:you|your|Rosa)\b",
+                             fact.text), fact

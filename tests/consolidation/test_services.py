@@ -11,7 +11,7 @@ from engram_core.errors import Conflict, NotFound
 from engram_core.es.schema import MemoryType, alias_name
 from memory_app.consolidation.selectors import consolidation_runs_list, episodes_pending, fact_neighbours
 from memory_app.consolidation.services import consolidation_run
-from memory_app.management.commands.seed_demo import CONVERSATION
+from memory_app.management.commands.seed_demo import CONVERSATION, HISTORY, SUBJECTS, seed_history
 from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
 from memory_app.models import ConsolidationRun
@@ -534,6 +534,36 @@ def test_dana_asks_which_provider_now_and_the_switch_ranks_above_the_old_one(mem
     assert stale["explain"]["superseded_fact"]["superseded_by"] == [new["id"]]
     before = memory_recall(subject=dana, query="Which internet provider did Dana have before?", now=now)
     assert before[0]["text"] == "Our internet provider is Virgin Media.", [h["text"] for h in before[:3]]
+
+
+def test_alice_s_demo_history_consolidates_into_her_facts_and_playbooks_counted_from_their_threads(memory):
+    """The demo's Alice (issue 68): her support threads consolidate into facts that name her, state
+    no question or request, and replace none of her current facts (her chain ends at 19/21
+    degrees), and into playbooks whose outcomes come from their own threads: at most one per
+    thread that reports it (the thermostat's two successes are threads 1 and 14)."""
+    tenant = Tenant.objects.create(slug="demo-alice", name="Demo-like")
+    external_id, name, _ = SUBJECTS[0]
+    alice = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name)
+    assert seed_history(tenant) > sum(len(turns) for _, _, turns in HISTORY)
+    run = consolidation_run(subject=alice).run
+    assert run.status == "succeeded" and run.facts_superseded == 0
+    memories = subject_export(subject=alice)["memories"]
+    facts = [f for f in memories["semantic"] if f.get("source") == "consolidation"]
+    texts = [f["text"] for f in facts]
+    assert "Miso is Alice's cat." in texts and len(texts) >= 8, texts
+    for text in texts:
+        assert "User" not in text and not text.rstrip(".").endswith("?"), text
+        assert not text.lower().startswith(("please", "can ", "could ", "thanks")), text
+    current = {f["id"] for f in memories["semantic"] if not f.get("superseded_by")}
+    assert "demo-fact-v2" in current and current >= {f["id"] for f in facts}
+    thread = {e["id"]: e["session_id"] for e in memories["episodic"]}
+    playbooks = [p for p in memories["procedural"] if p.get("source") == "consolidation"]
+    assert len(playbooks) >= 5
+    for playbook in playbooks:
+        threads = {thread[i] for i in playbook["supporting_episode_ids"]}
+        assert playbook["success_count"] + playbook["failure_count"] <= len(threads), playbook
+    thermostat = next(p for p in playbooks if "thermostat keeps dropping" in p["trigger"])
+    assert thermostat["success_count"] == 2 and thermostat["failure_count"] == 0
 
 
 def _turn(text: str, n: int = 1):

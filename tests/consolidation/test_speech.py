@@ -23,6 +23,7 @@ from memory_app.consolidation.extractors.speech import (
     is_base_verb,
     is_imperative,
     own_part,
+    plain,
     read,
     sentences,
     speaker_subject,
@@ -191,6 +192,11 @@ def test_the_listener_is_cut_off_the_sentence():
     assert own_part("I found a new bakery.") == "I found a new bakery."
     assert strip_vocative("I finally fixed the fence, Tomas.", names=frozenset({"Tomas"})) == "I finally fixed the fence."
     assert strip_vocative("I visited Porto, Lisbon.", names=frozenset({"Tomas"})) == "I visited Porto, Lisbon."
+    # Found by the two-turn property in test_rules.py: the thanks to the listener stayed in the fact.
+    assert strip_vocative("I joined a choir, thanks Tomas.", names=frozenset({"Tomas"})) == "I joined a choir."
+    assert strip_vocative("I joined a choir, thank you!", names=frozenset({"Tomas"})) == "I joined a choir!"
+    assert strip_vocative("I joined a choir, thanks Tomas, I moved in May.", names=frozenset({"Tomas"})) == (
+        "I joined a choir, I moved in May.")
 
 
 def test_the_speaker_as_subject_after_leading_phrases():
@@ -227,6 +233,86 @@ def test_turns_split_into_speaker_and_sentences():
     assert strip_opener("Yes, she still works at the docks.") == "she still works at the docks."
     assert sentences("My dentist is Dr. Moura. Prof. Hale sent me. I met J. Smith there.") == [
         "My dentist is Dr. Moura.", "Prof. Hale sent me.", "I met J. Smith there."]
+
+
+# Each kind of junk the extractor meets in chat, as a class: a sentence of the kind, however its
+# other words read, is no statement about the speaker. The words are ours (no benchmark text).
+_ANY_WORDS = st.lists(st.sampled_from("my garden in Leith the new bike our dog Pepper last May I moved to a "
+                                      "flat near the harbour with sister choir work".split()), max_size=12).map(" ".join)
+REACTIONS = replace(StatementRules(), reactions=True)
+
+
+@pytest.mark.parametrize("sentence, why", [
+    ("Since we last spoke, a lot of things have happened in my life.", "few_words"),  # greeting
+    ("We haven't chatted in ages about the allotment.", "greeting"),
+    ("It's been ages, I finally got my old bike back from the shop.", ""),  # the fact after the greeting stays
+    ("I haven't talked to my brother Luis about the bike in May.", ""),  # a fact, not the chat itself
+    ("So sorry about missing the quiz night, my laptop died on me.", "sympathy"),
+    ("Work has been rough on the allotment for me too.", "sympathy"),  # "me too": an answer to the listener
+    ("I can imagine how hard the move to Leith was.", "sympathy"),
+    ("Seeing my nephew graduate in Porto made me so proud.", "reaction"),  # a momentary reaction
+    ("Watching the regatta from my balcony was the best.", "reaction"),
+    ("The smell of pine reminds me of my grandmother's kitchen in Braga.", "reaction"),
+    ("Sorry, I meant I moved to Leeds in May.", ""),  # a correction, not an apology
+])
+def test_each_kind_of_junk_is_read_as_its_kind(sentence, why):
+    reading = read(plain(strip_opener(sentence)), rules=REACTIONS)
+    assert (reading.about_speaker, reading.why) == (not why, why), reading
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_WORDS, st.sampled_from(["So sorry about", "I'm really sorry to hear", "I can imagine", "That must be"]),
+       st.sampled_from(["", " for me too", " for me as well", ". Me too"]))
+def test_sympathy_is_never_a_fact_whatever_it_names(words, front, back):
+    for sentence in sentences(f"{front} {words}{back}."):
+        reading = read(plain(strip_opener(sentence)))
+        assert not reading.about_speaker, (sentence, reading)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_WORDS, st.sampled_from(["Seeing", "Watching", "Hearing", "Knowing"]),
+       st.sampled_from(["was the best", "made me cry", "made me think of my garden", "really moved me"]))
+def test_a_reaction_is_never_a_fact_when_reactions_are_dropped(words, front, back):
+    reading = read(plain(f"{front} {words} {back}."), rules=REACTIONS)
+    assert not reading.about_speaker, reading
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_WORDS)
+def test_a_question_or_a_word_to_the_listener_is_never_a_fact(words):
+    assert not read(f"{words}?").about_speaker
+    assert not read(f"I told you about {words}.").about_speaker
+    assert not read(f"{words}, how about you.").about_speaker
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from("oh wow yeah haha totally so really just great nice cool thanks lol awesome amazing "
+                                "love it that this glad sure I am so it was fun".split()), min_size=1, max_size=10))
+def test_filler_and_greetings_are_never_a_fact(words):
+    for text in (" ".join(words) + "!", "Hey! Good to hear from you, " + " ".join(words) + ".",
+                 "Long time no see, " + " ".join(words) + "."):
+        for sentence in sentences(text):
+            assert not read(plain(strip_opener(sentence))).about_speaker, sentence
+
+
+def test_plain_drops_the_chats_markers_and_keeps_what_is_said():
+    assert plain("Speaking of which, since we last spoke I've joined a choir \U0001F3B6") == "I've joined a choir"
+    assert plain("Speaking of gardens, I planted leeks in May.") == "I planted leeks in May."
+    assert plain("Though, I have been a bit tired lately.") == "I have been a bit tired lately."
+    assert plain("Though I lost the final, I won a prize.") == "Though I lost the final, I won a prize."
+    assert plain("I've finished my thesis since we last talked.") == "I've finished my thesis."
+    assert plain("It's been a while! I adopted a cat in June.") == "I adopted a cat in June."
+    assert plain("ß") == "ß"  # found by the property below: "ß".upper() is "SS"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "So")), max_size=120))
+def test_plain_only_takes_words_away_and_is_idempotent(text):
+    out = plain(text)
+    assert plain(out) == out
+    words, kept = re.findall(r"[\w']+", text.lower()), re.findall(r"[\w']+", out.lower())
+    it = iter(words)
+    assert all(word in it for word in kept), (text, out)  # a subsequence of the input's words
 
 
 @settings(max_examples=300, deadline=None)

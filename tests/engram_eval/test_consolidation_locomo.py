@@ -1,11 +1,14 @@
 """Scoring consolidation against LoCoMo observations: the arithmetic on a hand-made conversation
-(an embedder stand-in for the cosine; no cluster needed)."""
+(an embedder stand-in for the cosine; no cluster needed), and the whole eval with the llm extractor
+against a local chat-completions server (Elasticsearch needed)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 
 from engram_eval.consolidation_locomo import Turn, WrittenFact, coverage, fact_supported, observations
 
@@ -46,3 +49,61 @@ def test_coverage_needs_the_evidence_turn_and_the_same_meaning():
     # "fact b" says the same as "obs b" but cites another turn: it does not count.
     assert result["coverage"] == {"0.6": 0.5, "0.9": 0.0}
     assert result["cites_evidence"] == 0.5
+
+
+# Our own conversation in LoCoMo's format, with its observations (no LoCoMo text).
+OWN_CONVERSATION = {
+    "speaker_a": "Rosa", "speaker_b": "Tomas",
+    "session_1_date_time": "9:00 am on 2 June, 2025",
+    "session_1": [{"speaker": "Rosa", "dia_id": "D1:1", "text": "I adopted a grey cat called Pebble last week."},
+                  {"speaker": "Tomas", "dia_id": "D1:2", "text": "Lovely! I started a new job as a baker in Leeds."},
+                  {"speaker": "Rosa", "dia_id": "D1:3", "text": "Congrats! I'm so happy."},
+                  {"speaker": "Tomas", "dia_id": "D1:4", "text": "Thanks, I bake bread every morning at five."}],
+    "session_1_observation": {
+        "Rosa": [["Rosa adopted a grey cat called Pebble.", "D1:1"]],
+        "Tomas": [["Tomas started a new job as a baker in Leeds.", "D1:2"],
+                  ["Tomas bakes bread every morning at five.", "D1:4"]]},
+}
+# What the stand-in model answers for each turn: a match, a match, a grounded fact no observation
+# holds (a reaction), and a fact citing no turn (dropped by the service).
+MODEL_FACTS = {"D1:1": ("Rosa adopted a grey cat called Pebble.", True),
+               "D1:2": ("Tomas started a new job as a baker in Leeds.", True),
+               "D1:3": ("Rosa is so happy.", True),
+               "D1:4": ("Tomas bakes bread every morning at five.", False)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_llm_extractor_is_scored_the_same_way_against_a_chat_completions_server(
+        es_admin, invalidate_minted_keys, tmp_path, settings):
+    """``memory_eval --consolidation --locomo --extractor llm``: the same import, runs and scoring,
+    the extractor calling a local server that speaks the chat-completions protocol."""
+    from engram_eval.consolidation_locomo import evaluate_consolidation_locomo
+    from tests.consolidation.llm_server import FakeLlm
+
+    fake = FakeLlm()
+    dia = {f"{t['speaker']}: {t['text']}": t["dia_id"] for t in OWN_CONVERSATION["session_1"]}
+
+    def respond(body: dict) -> dict:
+        sent = json.loads(body["messages"][1]["content"])
+        facts = []
+        for episode in sent["episodes"]:
+            text, cites = MODEL_FACTS[dia[episode["text"]]]
+            facts.append({"text": text, "supporting_episode_ids": [episode["id"]] if cites else []})
+        return fake.completion(json.dumps({"facts": facts, "playbooks": []}))
+
+    fake.respond = respond
+    settings.ENGRAM_LLM_URL, settings.ENGRAM_LLM_MODEL, settings.ENGRAM_LLM_TIMEOUT = fake.url, "stand-in", 10
+    path = tmp_path / "92.json"
+    path.write_text(json.dumps(OWN_CONVERSATION))
+    try:
+        report = evaluate_consolidation_locomo(paths=[path], extractor="llm", log=lambda _: None)
+    finally:
+        fake.server.shutdown()
+    figures = report["conversations"]["92.json"]
+    assert report["extractor"] == "llm"
+    assert figures["facts"] == 3 and figures["observations"] == 3
+    assert figures["coverage"]["0.6"] == 0.667 and figures["precision"]["0.6"] == 0.667
+    assert figures["grounded_share"] == 1.0 and figures["runs"]["candidates_dropped"] == 1
+    assert figures["extractor_facts_proposed"] == 4  # the extractor alone: the unsupported one too
+    # extractor alone, dry run, the run that wrote: every call a chat completion
+    assert [r["path"] for r in fake.requests] == ["/v1/chat/completions"] * 3

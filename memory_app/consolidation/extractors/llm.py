@@ -62,7 +62,9 @@ class _Fact(BaseModel):
     value: str | None = Field(default=None, max_length=500)
     change: Literal["natural", "harsh"] | None = None
     supersedes: list[str] = Field(default_factory=list, max_length=100)
-    supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
+    # Empty or absent is not a schema error: such a fact is passed on unsupported, and the
+    # service drops it as ungrounded (counted), keeping the rest of the answer.
+    supporting_episode_ids: list[str] = Field(default_factory=list, max_length=100)
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
 
 
@@ -74,7 +76,7 @@ class _Playbook(BaseModel):
     outcome: Literal["success", "failure"] | None = None
     outcome_episode_id: str | None = None
     refined_steps: str | None = Field(default=None, max_length=4000)
-    supporting_episode_ids: list[str] = Field(min_length=1, max_length=100)
+    supporting_episode_ids: list[str] = Field(default_factory=list, max_length=100)
 
 
 class _Answer(BaseModel):
@@ -149,9 +151,9 @@ class LlmExtractor:
         }
         answer = self._ask(payload, out)
         for fact in answer.facts:
+            # Ids it was not given (context turns, made-up ids) support nothing; a fact left with
+            # none is still proposed, so the run's dropped count shows it.
             ids = tuple(dict.fromkeys(i for i in fact.supporting_episode_ids if i in given))
-            if not ids:
-                continue  # cites nothing it was given: ungrounded by construction
             # Ids it was not shown are dropped: a supersession only of what the end-user has.
             supersedes = tuple(dict.fromkeys(i for i in fact.supersedes if i in known_facts))
             out.facts.append(FactCandidate(text=fact.text.strip(), episode_ids=ids, slot=fact.slot or None,
@@ -160,8 +162,6 @@ class LlmExtractor:
         for playbook in answer.playbooks:
             ids = tuple(dict.fromkeys(i for i in playbook.supporting_episode_ids if i in given))
             outcome_id = playbook.outcome_episode_id if playbook.outcome_episode_id in given else None
-            if not ids:
-                continue
             outcome = None if playbook.outcome is None or outcome_id is None else playbook.outcome == "success"
             target = playbook.playbook_id if playbook.playbook_id in known_playbooks else None
             refined = (playbook.refined_steps or "").strip() or None

@@ -133,6 +133,11 @@ def _attr(m: re.Match, holder: str):
     return f"{_possessive(holder)} {attr} {verb} {value}.", slot, value, change
 
 
+def _theirs(value: str, holder: str) -> str:
+    """The value as its holder's: "finding old maps for my shop" → "... for Rosa's shop"."""
+    return re.sub(r"\b(?:[Mm]y|[Oo]ur)\b", speech.possessive(holder), value)
+
+
 def _simple(template: str, slot: str | Callable[[str], str] | None, change: str | None = None,
             allow_ing: bool = False):
     def build(m: re.Match, holder: str):
@@ -140,7 +145,7 @@ def _simple(template: str, slot: str | Callable[[str], str] | None, change: str 
         if value is None:
             return None
         key = slot(value) if callable(slot) else slot
-        return template.format(h=holder, v=value), key, value, change
+        return template.format(h=holder, v=_theirs(value, holder)), key, value, change
 
     return build
 
@@ -151,10 +156,10 @@ def _prefer(m: re.Match, holder: str):
     if value is None:
         return None
     if other:
-        return (f"{holder} prefers {value} over {other}.", "prefers:" + "|".join(sorted([_slot_key(value),
+        return (f"{holder} prefers {_theirs(value, holder)} over {_theirs(other, holder)}.", "prefers:" + "|".join(sorted([_slot_key(value),
                                                                                          _slot_key(other)])),
                 value, None)
-    return f"{holder} prefers {value}.", f"prefers:{_slot_key(value).split('_')[-1]}", value, None
+    return f"{holder} prefers {_theirs(value, holder)}.", f"prefers:{_slot_key(value).split('_')[-1]}", value, None
 
 
 def _unlike(m: re.Match, holder: str):
@@ -162,7 +167,8 @@ def _unlike(m: re.Match, holder: str):
     if value is None:
         return None
     change = "natural" if re.search(r"no longer|stopped|anymore|any more", m.group(0), re.I) else None
-    return f"{holder} no longer likes {value}." if change else f"{holder} does not like {value}.", \
+    theirs = _theirs(value, holder)
+    return f"{holder} no longer likes {theirs}." if change else f"{holder} does not like {theirs}.", \
         f"likes:{_slot_key(value)}", f"not {value}", change
 
 
@@ -376,7 +382,7 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
-            sentence = speech.with_subject(speech.strip_opener(sentence))
+            sentence = speech.with_subject(speech.plain(speech.strip_opener(sentence)))
             reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
                                   alone=self.statements.alone and previous_general is None, family=family)
             if self.trace is not None:

@@ -178,12 +178,19 @@ def own_part(sentence: str) -> str:
     return sentence[:cut[-1]].rstrip(" ,") + "." if cut and cut[-1] > 0 else sentence
 
 
+_VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
+                       r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?]|$))", re.I)
+
+
 def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
-    """The sentence without the listener's name said at its end ("I finally fixed the fence, Tomas.")."""
-    m = re.search(r",\s*(?P<name>[A-Z][\w'-]*)\s*(?P<end>[.!?]*)\s*$", sentence)
-    if m and m["name"] in names:
-        return sentence[:m.start()] + m["end"]
-    return sentence
+    """The sentence without the listener's name or thanks said to them ("I finally fixed the
+    fence, Tomas.", "I joined a choir, thanks Tomas, and ...")."""
+    def cut(m: re.Match) -> str:
+        name = m["name"] or m["alone"]
+        return "" if name is None or name in names else m.group(0)
+
+    out = _VOCATIVE.sub(cut, sentence)
+    return re.sub(r"^[\s,;]+|(?<=\w)[\s,;]+(?=[.!?]*\s*$)", "", out) if out != sentence else sentence
 
 
 def content_words(sentence: str) -> list[str]:
@@ -197,7 +204,8 @@ class Reading:
     """How a sentence reads: ``about_speaker`` (a fact about the speaker, worth keeping),
     ``follow_up`` (an anaphoric sentence continuing the previous statement: "It's special to me"),
     and ``why`` a sentence is not kept (``question``, ``address``, ``request``, ``stance``,
-    ``no_anchor``, ``not_about_speaker``, ``few_words``), for the eval's counts."""
+    ``no_anchor``, ``not_about_speaker``, ``few_words``, ``greeting``, ``sympathy``, ``reaction`` …),
+    for the eval's counts."""
 
     about_speaker: bool
     follow_up: bool
@@ -212,7 +220,7 @@ someone somebody everyone everybody anyone anybody guy guys folks others other o
 everything nothing journey experience experiences progress support help success effort efforts advice chat chats
 talk talks conversation conversations news update updates question questions answer answers idea ideas word words
 message messages pic pics picture pictures photo photos shot reminder point case sense touch luck care attention
-vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break
+vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break being
 """.split())
 # Verbs whose first-person present reports a stance taken in the exchange, not something about
 # the speaker's life: "I bet", "I guess", "I agree", "I appreciate the offer", "I hope it's easy".
@@ -295,7 +303,10 @@ class StatementRules:
     went to the Rockies"), 2 always ("we all have different paths"). ``showing``: a sentence that shows the listener
     something ("Here's a pic of my garden", "take a look") is dropped. ``alone``: a sentence opening
     on "it", "they" or "this" with no statement before it in the turn to continue is read as a
-    statement of its own ("They kept me going, I've known these neighbours for 6 years")."""
+    statement of its own ("They kept me going, I've known these neighbours for 6 years").
+    ``reactions``: a sentence telling how something seen or heard moved the speaker ("Seeing the
+    kids so happy at the fair was the best", "Hearing that song made me cry") is dropped: a momentary
+    reaction, not something that stays true of them."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -308,6 +319,7 @@ class StatementRules:
     others: int = 1
     showing: bool = False
     alone: bool = False
+    reactions: bool = True
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -323,7 +335,8 @@ good great awesome amazing blown speechless delighted ecstatic over keen looking
 _STEADFAST = re.compile(r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|carry(?:ing)? on)"
                         r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
                         r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
-                        r"\bcan't wait\b|\blooking forward\b", re.I)
+                        r"\bcan't wait\b|\blooking forward\b|\bhold (?:me|us) back\b|"
+                        r"\bhoping for the best\b|\bstay(?:ing)? on track\b|\bgive up\b", re.I)
 _LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|tonight|recently|lately|these days|"
                           r"in \d{4}|on \w+(?: \d+ \w+ \d{4})?|(?:a )?(?:few|couple(?: of)?) \w+ ago|\w+ ago|earlier|"
                           r"finally|also|now|then|so|and|but|plus|just|anyway|actually|honestly|luckily|sadly|maybe|perhaps|"
@@ -350,8 +363,42 @@ _SHOWING = re.compile(r"(?:^|[-–—,;:]\s*)(?:here(?:'s| is| are)|this is|thes
 # a finite verb or an adverb ("Is the book that ...", "Really made me think ...").
 _FRAGMENT_START = frozenset("""
 is are was were has have had been being am feels felt seems seemed looks sounds makes made always really almost
-only even never totally definitely
+only even never totally definitely won't can't haven't hasn't hadn't didn't doesn't isn't wasn't wouldn't
 """.split())
+
+
+# Talk about the conversation itself ("since we last spoke", "it's been ages"): no fact in it.
+_CATCH_UP = re.compile(r"\b(?:since (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up|met up)|"
+                       r"(?:haven't|have not|hadn't) (?:talked|spoken|chatted|caught up)(?! (?:to|with)\b)|"
+                       r"long time no (?:see|talk)|"
+                       r"(?:it's|it has) been (?:a while|ages|forever|too long|a bit|a minute)(?=\s*(?:[.!,]|$))|"
+                       r"good to (?:hear from|catch up|chat|talk)|nice to (?:hear from|catch up|chat|talk))\b", re.I)
+# Sympathy, apology and "me too": the speaker answering the listener, not telling of themself.
+_SYMPATHY = re.compile(r"^(?:(?:I'm |I am )?(?:so |really |very )?sorry (?:about|to hear|for|that|if)\b|I can (?:only )?imagine\b|"
+                       r"I feel (?:for|bad|terrible|awful)\b|(?:that|it) must (?:be|have been)\b|"
+                       r"(?:same|me) (?:here|too)\b)|\b(?:(?:for|with) me|me|I(?: do| am|'m| have|'ve)?) "
+                       r"(?:too|either|as well)\W*$", re.I)
+# A momentary reaction to something seen or heard: "Seeing ... was the best", "Hearing that made me cry".
+_REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising|reading|looking at|"
+                       r"thinking (?:about|of))\b|\b(?:makes?|made) (?:me|us) (?:so |really |feel|think|smile|laugh|"
+                       r"cry|realize|realise|want|wanna)|\breminds? (?:me|us)\b", re.I)
+# Discourse markers and emoji a chat puts around what is said; the fact reads better without them.
+_MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
+                     r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
+                     r"(?:speaking of(?: [^,.!?]{1,40})?|though),\s+)", re.I)
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+" r"\s*")
+_SINCE_WE_SPOKE = re.compile(r",?\s*\bsince (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up)\b,?\s*|"
+                             r"^(?:it's|it has) been (?:a while|ages|forever|too long)\s*[,!.:;–—-]+\s*", re.I)
+
+
+def plain(sentence: str) -> str:
+    """The sentence without the chat's discourse markers, emoji and catching up ("since we last
+    spoke", "it's been ages, ..."): "Speaking of which, since we last spoke I've joined a choir 🎶"
+    → "I've joined a choir"."""
+    s = re.sub(r" +(?=[.!?,;:])", "", _SINCE_WE_SPOKE.sub(" ", _EMOJI.sub("", sentence))).strip(" ,")
+    while (shorter := _MARKER.sub("", s)) != s:
+        s = shorter
+    return s[0].upper() + s[1:] if s[:1].isascii() and s[:1].islower() else s  # "ß".upper() is "SS"
 
 
 # Participles WordNet lists among its irregular forms that no past tense shares ("broken" ends in -en).
@@ -426,6 +473,10 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "question")
     if _SECOND_PERSON.search(sentence):
         return Reading(False, False, "address")
+    if _CATCH_UP.search(sentence):
+        return Reading(False, False, "greeting")
+    if _SYMPATHY.search(sentence):
+        return Reading(False, False, "sympathy")
     words = content_words(sentence)
     if _ANAPHOR.match(sentence) and len(words) >= 1 and not alone:
         return Reading(False, True)
@@ -458,6 +509,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     bare = _LEAD_PHRASE.sub("", sentence)
     if bare.split(" ", 1)[0].lower() in _FRAGMENT_START:
         return Reading(False, False, "fragment")
+    if rules.reactions and _REACTION.search(sentence):
+        return Reading(False, False, "reaction")
     if rules.showing and _SHOWING.search(sentence):
         return Reading(False, False, "showing")
     group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)

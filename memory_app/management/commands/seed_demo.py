@@ -3,7 +3,8 @@
 One end-user (Dana) holds only a conversation, over three sessions, consolidated after each: the
 inspector opens on facts derived from it with their supporting turns, supersessions produced by a
 correction and by a change, a playbook whose counters came from "that worked" / "still broken",
-and finished runs in the consolidation panel.
+and finished runs in the consolidation panel. Another (Alice) holds a support history of 16
+dated threads, each a problem and how it ended, which the scheduled consolidation reads.
 
 Idempotent: existing rows and documents (fixed ids) are left as they are. Staff passwords are
 generated once into the state dir, never hard-coded.
@@ -42,10 +43,7 @@ SUBJECTS = [
         ("episodic", "I have a cat, so please no loud alarms after 10pm.", {}),
         ("semantic", "Alice has a cat and wants no loud alarms after 22:00.", {"confidence": 0.9}),
         ("semantic", "Alice's thermostat model is the Acme T3.", {"confidence": 0.8}),
-        ("procedural", "Thermostat drops temperature at night", {
-            "trigger": "thermostat lowers temperature overnight",
-            "steps": "1. Check the night schedule in the app. 2. Disable eco mode. 3. Re-sync the schedule.",
-            "success_count": 3, "failure_count": 1}),
+        # Her thermostat playbook is the one consolidation derives from her threads (HISTORY).
     ]),
     ("bob@example.com", "Bob", [
         ("episodic", "The front door lock did not unlock with my phone this morning.", {}),
@@ -166,11 +164,118 @@ def _playbook(*, subject, memory_id: str, source: str, trigger: str, steps: str,
 
 # ---------------------------------------------------------------- history for the inspector
 
-# Alice's thermostat fact, superseded twice (natural, then harsh): a 3-version chain.
+# Alice's support history: threads (one session each, a problem and how it ended, some over two
+# days), dated back from today so "the past month" finds the recent ones. Each turn is
+# (minutes after the thread's start, text); ids are demo-alice-t<thread>-<turn>.
+HISTORY = [
+    (64, 9, [  # 0: setting up
+        (0, "Hi, I just got the Acme starter kit: a hub, a T3 thermostat, a smart lock and two motion sensors."),
+        (2, "Our house is a two-storey terrace, and the router sits in the hallway."),
+        (3, "How do I add the thermostat to the hub?"),
+        (9, "Found the pairing code on the back of the T3, the thermostat is in the app now."),
+        (11, "Please set the living room to 20 degrees every day, that's what I'm used to."),
+        (15, "Great, the schedule shows 20 all day. Thanks!"),
+    ]),
+    (60, 22, [  # 1: the thermostat drops at night (the outcome comes the next morning)
+        (0, "My living-room thermostat keeps dropping to 16 degrees around 2am."),
+        (2, "The night schedule in the app says 19 all night."),
+        (5, "Eco mode is on, I never turned that on myself."),
+        (8, "I disabled eco mode and re-synced the schedule."),
+        (9, "I'll check how it goes tonight."),
+        (570, "Good morning! It stayed at 19 all night, that worked."),
+    ]),
+    (55, 7, [  # 2: the hub offline after a power cut
+        (0, "The hub is offline after the power cut last night, its light is flashing red."),
+        (4, "I waited ten minutes but nothing changed."),
+        (6, "I turned the router off and on, and then the hub."),
+        (10, "That did the trick, the light is solid green again."),
+    ]),
+    (50, 8, [  # 3: the front door lock
+        (0, "The front door lock won't open from the app."),
+        (1, "I had to use the key to get in this morning."),
+        (2, "Can you check the front door lock for me?"),
+        (12, "I tried four new AA lithium batteries in the lock."),
+        (14, "That sorted it, thanks!"),
+    ]),
+    (46, 13, [  # 4: working from home
+        (0, "I started working from home this month."),
+        (3, "Could the weekday schedule be 21 degrees from 8am to 6pm? I work in the living room."),
+        (6, "I see the new weekday schedule in the app, thank you."),
+    ]),
+    (42, 21, [  # 5: the hallway motion sensor, not fixed in this thread
+        (0, "The hallway motion sensor isn't working, the hall light stays off at night."),
+        (3, "I tried a new battery in it."),
+        (5, "Still not working."),
+        (9, "I removed it from the hub and re-paired it."),
+        (12, "No luck, the app says the sensor is unreachable."),
+        (15, "OK, I will send it back for a replacement under the warranty."),
+    ]),
+    (38, 18, [  # 6: the kitchen smoke alarm
+        (0, "The kitchen smoke alarm keeps chirping every few minutes."),
+        (2, "Is that the battery?"),
+        (6, "I tried a new battery in the kitchen smoke alarm."),
+        (7, "It's quiet now, problem solved."),
+    ]),
+    (34, 17, [  # 7: the garage door sensor
+        (0, "The garage door sensor keeps showing open although the door is shut."),
+        (4, "I cleaned the sensor and the magnet and tightened the bracket."),
+        (6, "That fixed it, it shows closed now."),
+    ]),
+    (30, 10, [  # 8: the replacement hallway sensor (thread 5 continued)
+        (0, "The replacement for the hallway motion sensor arrived today."),
+        (5, "I paired the new sensor with the hub and the hall light comes on again when I walk past."),
+        (6, "Thanks for sending it so quickly."),
+    ]),
+    (27, 23, [  # 9: the cat and the living-room motion sensor
+        (0, "The living-room motion sensor keeps turning the lights on in the middle of the night."),
+        (1, "I think it's my cat Miso walking past it."),
+        (2, "Can the sensor ignore pets?"),
+        (5, "I enabled pet immunity in the sensor settings."),
+        (540, "The lights stayed off all night, that solved it."),
+    ]),
+    (23, 19, [  # 10: the bedroom lights routine
+        (0, "I would like the bedroom lights to fade in at 6:30 on weekdays."),
+        (4, "I set up the wake-up routine in the app the way you described."),
+        (720, "The bedroom lights came on at 6:30 this morning, exactly as I wanted."),
+    ]),
+    (18, 20, [  # 11: cooler nights
+        (0, "I sleep better when it is cooler, so I want 19 degrees at night and 21 during the day."),
+        (3, "Please make the night temperature 19 degrees from 11pm to 7am."),
+        (5, "Perfect, thank you."),
+    ]),
+    (14, 12, [  # 12: too many notifications
+        (0, "The app sent me a notification every time the front door opened today, that's too many."),
+        (2, "I only want notifications when the house is set to away."),
+        (5, "I changed the notification settings to away mode only."),
+        (6, "Much better, thanks."),
+    ]),
+    (9, 16, [  # 13: the hub offline after a new router
+        (0, "The hub is offline again since my internet provider's new router went in an hour ago."),
+        (3, "I turned the router off and on, and then the hub."),
+        (6, "Still not working, the light keeps flashing red."),
+        (9, "I tried the hub onboarding in the app again with the new Wi-Fi name and password."),
+        (13, "That worked, the light is solid green and the sensors report again."),
+    ]),
+    (4, 7, [  # 14: the thermostat drops at night again, after a firmware update
+        (0, "My living-room thermostat keeps dropping to 16 degrees at night again."),
+        (2, "The app says the thermostat got a firmware update two days ago."),
+        (4, "Eco mode was back on after the update."),
+        (6, "I disabled eco mode again and re-synced the schedule."),
+        (1440, "It held 19 degrees all night, that worked again."),
+    ]),
+    (1, 18, [  # 15: a question about an earlier thread
+        (0, "What did we decide about the night temperature last time?"),
+        (2, "Thanks, that's all for today."),
+    ]),
+]
+
+# Alice's living-room fact, superseded twice (natural, then harsh): a 3-version chain, each
+# version supported by the turn that says it.
 FACT_CHAIN = [
-    ("Alice keeps the living room at 20 degrees.", "natural", 0.8),
-    ("Alice keeps the living room at 21 degrees since she started working from home.", "natural", 0.9),
-    ("Alice keeps the living room at 19 degrees at night and 21 during the day.", "harsh", 1.0),
+    ("Alice keeps the living room at 20 degrees.", "natural", 0.8, "demo-alice-t00-04"),
+    ("Alice keeps the living room at 21 degrees since she started working from home.", "natural", 0.9,
+     "demo-alice-t04-01"),
+    ("Alice keeps the living room at 19 degrees at night and 21 during the day.", "harsh", 1.0, "demo-alice-t11-00"),
 ]
 PLAYBOOK_CHAIN = [
     ("hub offline after a power cut", "1. Wait two minutes. 2. Power-cycle the router."),
@@ -181,22 +286,22 @@ PLAYBOOK_CHAIN = [
 ]
 # Reported outcomes (True = success) per playbook version, oldest first: the last version is the reliable one.
 OUTCOMES = [[False, True, False], [True, False, True, True], [True, True, False, True, True, True, True]]
-TOPICS = [
-    "the thermostat schedule", "the night temperature", "eco mode", "the hallway motion sensor", "the front door lock",
-    "the lock batteries", "the hub's LED", "the Wi-Fi after the router change", "the garage door sensor",
-    "the bedroom lights routine", "the cat flap camera", "the app notifications",
-]
-TURNS = [
-    "Hi, it's me again about {t}.", "Can you check {t} for me?", "{T} stopped working this morning.",
-    "I changed {t} yesterday, is that why?", "Thanks, {t} works now.", "What did we decide about {t} last time?",
-    "Please remind me how to reset {t}.", "Is there an update for {t}?",
-]
-HISTORY_EPISODES = 320
-HISTORY_SESSIONS = 16
+
+
+def history_episodes(now: datetime) -> list[dict]:
+    """Alice's history as episodes to import (``HISTORY``, dated back from ``now``)."""
+    episodes = []
+    for thread, (days_ago, hour, turns) in enumerate(HISTORY):
+        start = (now - timedelta(days=days_ago)).replace(hour=hour, minute=0, second=0, microsecond=0)
+        for n, (minutes, text) in enumerate(turns):
+            episodes.append({"id": f"demo-alice-t{thread:02d}-{n:02d}", "text": text,
+                             "session_id": f"demo-alice-thread-{thread:02d}",
+                             "occurred_at": (start + timedelta(minutes=minutes)).isoformat(), "role": "user"})
+    return episodes
 
 
 def seed_history(tenant: Tenant) -> int:
-    """Alice gets a few hundred episodes over 16 sessions, a 3-version fact chain and a 3-version
+    """Alice gets her support history (``HISTORY``), a 3-version fact chain and a 3-version
     playbook chain with outcome history (each outcome is an audit event). Idempotent (fixed ids)."""
     subject = subject_find(tenant=tenant, external_id=SUBJECTS[0][0])
     if subject is None:
@@ -207,25 +312,15 @@ def seed_history(tenant: Tenant) -> int:
     except NotFound:
         pass
     written = 0
-    start = datetime.now(UTC) - timedelta(days=HISTORY_SESSIONS * 4)
-    episodes = []
-    for n in range(HISTORY_EPISODES):
-        session = n * HISTORY_SESSIONS // HISTORY_EPISODES
-        topic = TOPICS[(session * 5 + n) % len(TOPICS)]
-        text = TURNS[n % len(TURNS)].format(t=topic, T=topic[0].upper() + topic[1:])
-        episodes.append({"id": f"demo-alice-ep-{n:04d}", "text": text, "session_id": f"demo-session-{session:02d}",
-                         "occurred_at": (start + timedelta(days=session * 4, minutes=3 * n)).isoformat(),
-                         "role": "user"})
     try:
-        written += len(episodes_import(subject=subject, episodes=episodes))
+        written += len(episodes_import(subject=subject, episodes=history_episodes(datetime.now(UTC))))
     except Conflict:  # imported by an earlier, interrupted run
         pass
     previous: list[str] = []
-    for n, (text, contradiction, confidence) in enumerate(FACT_CHAIN):
+    for n, (text, contradiction, confidence, support) in enumerate(FACT_CHAIN):
         written += _once(partial(fact_write, subject=subject, text=text, confidence=confidence,
                                  supersedes=previous or None, contradiction=contradiction, source="demo",
-                                 supporting_episode_ids=[f"demo-alice-ep-{(n + 1) * 37:04d}"],
-                                 memory_id=f"demo-fact-v{n}"))
+                                 supporting_episode_ids=[support], memory_id=f"demo-fact-v{n}"))
         previous = [f"demo-fact-v{n}"]
     previous = []
     for n, (trigger, steps) in enumerate(PLAYBOOK_CHAIN):

@@ -17,6 +17,7 @@ from memory_app.recall.search import entity_guard, plain_leg_ids
     (entity_leg(LegKind.MENTIONS, 1), "entity1_mentions"),
     (LegId(LegKind.BM25, LegRole.DATED), "dated"),
     (LegId(LegKind.DENSE, LegRole.DATED), "dated_dense"),
+    (LegId(LegKind.DENSE, LegRole.HOP), "hop_dense"),
 ])
 def test_each_leg_has_the_name_explain_shows(leg, name):
     assert leg.name == name

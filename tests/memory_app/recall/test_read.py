@@ -1,12 +1,16 @@
 """The read stage: a question read once, by English rules and the options alone (no node, no cache)."""
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from language.intent import Intent
 from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.read import keyword_query, lexical_words, query_read
+from memory_app.recall.read import keyword_query, lexical_words, query_gathers, query_read
 
 NOW = datetime(2025, 7, 10, tzinfo=UTC)
 
@@ -93,3 +97,18 @@ def test_a_boost_that_is_off_leaves_its_part_of_the_reading_empty():
     assert reading.time_window.start == datetime(2025, 6, 1, tzinfo=UTC) and reading.time_window.phrase == "June"
     off = _read(question, intent_boost=0, temporal_boost=0)
     assert off.intent is None and off.time_window is None
+
+
+def test_a_question_in_the_present_perfect_gathers_only_with_the_second_hop_on():
+    assert _read("Which cities has Jon visited?", hop_weight=0.5).gathers
+    assert _read("What kinds of art HAVE they made?", hop_weight=0.5).gathers
+    assert not _read("Which cities has Jon visited?", hop_weight=0).gathers
+    # on word boundaries: "hash", "haven", "behave" are not the perfect
+    for question in ("What did Jon visit in Rome?", "Where is the hash of the haven?", "How did they behave?"):
+        assert not _read(question, hop_weight=0.5).gathers
+
+
+@given(st.text(max_size=80))
+def test_gathering_is_a_whole_word_has_or_have(text):
+    words = set(re.findall(r"\w+", text.lower()))
+    assert query_gathers(text) == bool(words & {"has", "have"})

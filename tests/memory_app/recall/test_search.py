@@ -29,8 +29,8 @@ def _import(subject, texts):
 def test_an_entity_leg_ranks_the_memories_naming_the_entity_by_the_rest_of_the_question(subject, settings):
     # Many memories about books, none by Melanie except one that shares only "read" with the question;
     # "Melanie" is frequent (low idf), so the plain legs put the books-by-others first (under rank
-    # fusion, which this test uses).
-    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf"}
+    # fusion, which this test uses; the second hop, which "has" would add, has its own test).
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "fusion": "rrf", "hop_weight": 0.0}
     texts = [f"Caroline: I read {n} good books this month, books are my thing."
              for n in range(2, 14)]
     texts += [f"Melanie: Lovely weather for the kids today, number {n}." for n in range(12)]
@@ -338,3 +338,36 @@ def test_no_dated_legs_without_a_period_nor_for_a_recall_of_no_episodes(subject,
     settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "dated_weight": 0.0}
     assert dated_legs(reading=dated, allowed=allowed, vector=[0.0] * 384,
                       options=RecallOptions.from_settings()) == ([], [])
+
+
+def test_a_question_gathering_over_time_hops_from_its_first_hits_to_the_other_sessions(subject, settings):
+    # The question meets the trip told in the first session; the second trip, told in another
+    # session, shares no word with it but is told like the first.
+    day = datetime(2023, 5, 1, 9, 0, tzinfo=UTC)
+    first = [(day, "Jon: Took a short trip last week to Rome to clear my mind, the city was lovely."),
+             (day, "Gina: Sounds great, I stayed home and worked on my online store."),
+             (day, "Jon: Next I want to find a spot for my dance studio.")]
+    chatter = [(day + timedelta(days=n), f"Gina: My store sold {n} hoodies this week, the new line is doing well.")
+               for n in range(7, 27)]
+    target = "Jon: Back from a weekend in Paris, we strolled along the Seine and saw the Eiffel tower."
+    later = day + timedelta(days=40)
+    ids = _dated_import(subject, [*first, *chatter, (later, target)])
+    question = "Which cities has Jon visited?"
+
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "hop_weight": 0.0}
+    first = memory_recall(subject=subject, query=question, k=30, explain=True, now=later)
+    off = {h["id"]: h for h in first}
+    assert not any("hop_dense" in h["explain"].get("extra_ranks", {}) for h in off.values())
+
+    settings.ENGRAM_RANKING = {**settings.ENGRAM_RANKING, "hop_weight": 0.5}
+    on = {h["id"]: h for h in memory_recall(subject=subject, query=question, k=30, explain=True, now=later)}
+    assert on[ids[target]]["explain"]["extra_ranks"]["hop_dense"] == 1
+    assert on[ids[target]]["score"] > off[ids[target]]["score"]
+    # The hop searches only the sessions of none of the first three hits (the ranking without it).
+    hopped = [memory_id for memory_id, h in on.items() if "hop_dense" in h["explain"].get("extra_ranks", {})]
+    first_sessions = {h["session_id"] for h in first[:3]}
+    assert hopped and all(on[memory_id]["session_id"] not in first_sessions for memory_id in hopped)
+
+    # A question that does not gather (no "has"/"have") does not hop.
+    once = memory_recall(subject=subject, query="Which city did Jon visit?", k=30, explain=True, now=later)
+    assert not any("hop_dense" in h["explain"].get("extra_ranks", {}) for h in once)
