@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 from memory_app.consolidation.extractors import speech
 from memory_app.consolidation.extractors.base import Episode, FactCandidate
-from language.temporal import with_dates
+from language.temporal import MONTHS, with_dates
 
 NATURAL, HARSH = "natural", "harsh"
 
@@ -568,8 +568,7 @@ _FROM_OLD = re.compile(r"\bfrom\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b",
 _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|her|a|an)\s+)?[\w'-]+(?:\s+[\w'-]+)?\s+"
                             r"(?:(?:at|in|on|behind|with|outside)\s+(?!(?:the\s+|last\s+|this\s+)?(?:spring|summer|autumn|"
                             r"fall|winter|end|start|beginning|middle|past|week|month|year|weekend|morning|evening|"
-                            r"january|february|march|april|may|june|july|august|september|october|november|"
-                            r"december|\d))|upstairs|downstairs|there|here|behind)\b", re.I)
+                            + "|".join(MONTHS) + r"|\d))|upstairs|downstairs|there|here|behind)\b", re.I)
 _SPAN_END = re.compile(r"\b(?:in|at|on|over|since|for|after|before|because|last|this|and|but|to|with|when|as|"
                        r"so|then|now|anymore|any)\b", re.I)
 # A clause that names both the old value and the new one.
