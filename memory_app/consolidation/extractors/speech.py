@@ -179,7 +179,7 @@ def own_part(sentence: str) -> str:
 
 
 _VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
-                       r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?]|$))", re.I)
+                       r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?–—-]|$))", re.I)
 
 
 def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
@@ -190,7 +190,7 @@ def strip_vocative(sentence: str, *, names: frozenset[str]) -> str:
         return "" if name is None or name in names else m.group(0)
 
     out = _VOCATIVE.sub(cut, sentence)
-    return re.sub(r"^[\s,;]+|(?<=\w)[\s,;]+(?=[.!?]*\s*$)", "", out) if out != sentence else sentence
+    return re.sub(r"^[\s,;]+|(?<=\w)[\s,;–—-]+(?=[.!?]*\s*$)", "", out) if out != sentence else sentence
 
 
 def content_words(sentence: str) -> list[str]:
