@@ -510,7 +510,7 @@ class MemoryCreateApi(BaseApi):
     @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         kind = request.data.get("type") if isinstance(request.data, dict) else None
-        if kind not in self.inputs:
+        if not isinstance(kind, str) or kind not in self.inputs:  # a list or an object cannot key a dict
             raise ValidationFailed("type must be 'semantic' or 'procedural'", details={"field": "type"},
                                    code="invalid_memory_type")
         serializer_class, operation = self.inputs[kind]

@@ -68,6 +68,9 @@ def test_validation_errors_name_the_fields(api):
     _error(api.post("/api/v1/subjects/a/memories", {"type": "episodic", "text": "x"}, format="json"),
            400, "invalid_memory_type")
     _error(api.post("/api/v1/subjects/a/memories", ["not", "an", "object"], format="json"), 400, "invalid_memory_type")
+    for kind in (["semantic"], {"a": 1}, 1, None):  # schemathesis sent a nested list: a TypeError answered 500
+        _error(api.post("/api/v1/subjects/a/memories", {"type": kind, "text": "x"}, format="json"),
+               400, "invalid_memory_type")
     _error(api.post("/api/v1/subjects/a/turns", ["not", "an", "object"], format="json"), 400, "invalid")
 
 
