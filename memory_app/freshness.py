@@ -53,13 +53,13 @@ def _redis():
     return client() if client is not None else None
 
 
-def _mark_set(key: str, memory_id: str) -> None:
+def _mark_set(key: str, memory_id: str, *, seconds: int) -> None:
     value = f"{memory_id}{_TOKEN}{uuid4().hex}"
     if (redis := _redis()) is not None:
-        redis.set(cache.make_key(key), value, ex=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+        redis.set(cache.make_key(key), value, ex=seconds)
         return
     with _marks_lock:
-        cache.set(key, value, timeout=settings.ENGRAM_REFRESH_PENDING_SECONDS)
+        cache.set(key, value, timeout=seconds)
 
 
 def _marks_get(keys: list[str]) -> dict[str, str]:
@@ -99,16 +99,17 @@ def _cache_down(exc: Exception) -> None:
                     type(exc).__name__, exc)
 
 
-def refresh_defer(*, subject: Subject, memory_type: MemoryType, memory_id: str = "") -> None:
+def refresh_defer(*, subject: Subject, memory_type: MemoryType, seconds: int, memory_id: str = "") -> None:
     """Record that ``subject`` has a write in ``memory_type`` not yet visible to search; call it once
     the write is stored, never before: a read refreshing between the mark and the write would
     clear the mark before there was anything to see. Name the document (``memory_id``) only when
     the write was its creation, the last write to that index for it: then the next read may skip
     the refresh once that document is searchable. Without a name (an update, a supersession, an
-    import), the next read refreshes. With the shared cache unreachable, the write is made
-    visible now instead."""
+    import), the next read refreshes. The mark lives ``seconds`` (``Limits.pending_seconds``): a
+    read after that refreshes only on the index's own schedule. With the shared cache unreachable,
+    the write is made visible now instead."""
     try:
-        _mark_set(_key(subject, memory_type), memory_id)
+        _mark_set(_key(subject, memory_type), memory_id, seconds=seconds)
     except RedisError as exc:
         _cache_down(exc)
         prefix = index_prefix_for(tenant=subject.tenant)

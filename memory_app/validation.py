@@ -27,8 +27,8 @@ from engram_core.es.schema import MemoryType
 
 @dataclass(frozen=True)
 class Limits:
-    """The size limits an operator sets (config/settings/base.py explains each), and the one
-    confidence rule a write applies, as read at an entry."""
+    """The size limits an operator sets (config/settings/base.py explains each), the one
+    confidence rule a write applies and how long its deferred refresh is awaited, as read at an entry."""
 
     text_chars: int  # a memory's text, trigger, steps, context (ENGRAM_MAX_TEXT_CHARS)
     recall_k: int  # the most memories one recall returns (ENGRAM_RECALL_MAX_K)
@@ -36,13 +36,15 @@ class Limits:
     supersedes: int  # the ids one fact or playbook supersedes (ENGRAM_MAX_SUPERSEDES)
     import_episodes: int  # the episodes of one import (ENGRAM_MAX_IMPORT_EPISODES)
     harsh_penalty: float  # a harsh contradiction's cut to the new memory's confidence (ENGRAM_HARSH_CONFIDENCE_PENALTY)
+    pending_seconds: int  # how long a deferred write's refresh mark lives (ENGRAM_REFRESH_PENDING_SECONDS)
 
     @classmethod
     def from_settings(cls) -> Limits:
         return cls(text_chars=settings.ENGRAM_MAX_TEXT_CHARS, recall_k=settings.ENGRAM_RECALL_MAX_K,
                    metadata_bytes=settings.ENGRAM_MAX_METADATA_BYTES, supersedes=settings.ENGRAM_MAX_SUPERSEDES,
                    import_episodes=settings.ENGRAM_MAX_IMPORT_EPISODES,
-                   harsh_penalty=settings.ENGRAM_HARSH_CONFIDENCE_PENALTY)
+                   harsh_penalty=settings.ENGRAM_HARSH_CONFIDENCE_PENALTY,
+                   pending_seconds=settings.ENGRAM_REFRESH_PENDING_SECONDS)
 
 
 def clean_text(value: Any, *, field: str = "text", limit: int) -> str:

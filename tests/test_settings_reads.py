@@ -46,9 +46,6 @@ ALLOWED = {
     ("memory_app/turns.py", "_recall_start"): "the size of the process's turn-recall pool, built once",
     ("memory_app/recall/options.py", "ranking_config"): "RankingConfig's builder, called at recall's entry",
     # Not moved yet (issue 66): each is read where it applies, on every path that reaches it.
-    ("memory_app/freshness.py", "_mark_set"): ("not moved yet: the pending mark's lifetime, one for every mark "
-                                               "whichever write sets it (checks.py holds it against the refresh "
-                                               "interval); it would ride each write's options down to the mark"),
     ("memory_app/freshness.py", "_refresh_shared"): "the client's request timeout: no wait outlasts a request",
     ("memory_app/freshness.py", "_lead"): "the client's request timeout: no wait outlasts a request",
     ("memory_app/services/migration.py", "migration_rekey"): "a migration's callback (no entry to pass it from)",

@@ -80,5 +80,6 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     stored = document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                              refresh=not defer_refresh)
     if defer_refresh:  # once stored: a read refreshing before the write landed must not clear its mark
-        refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id)
+        refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id,
+                      seconds=limits.pending_seconds)
     return stored

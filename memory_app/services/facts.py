@@ -68,7 +68,8 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
                              defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
-                             harsh_penalty=limits.harsh_penalty)
+                             harsh_penalty=limits.harsh_penalty,
+                             pending_seconds=limits.pending_seconds)
 
 
 def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: list[str] | None = None,
@@ -92,7 +93,8 @@ def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: li
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
                              supersedes=supersedes, contradiction=contradiction, now=now,
                              defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
-                             harsh_penalty=limits.harsh_penalty)
+                             harsh_penalty=limits.harsh_penalty,
+                             pending_seconds=limits.pending_seconds)
 
 
 def catalog_entry_write(*, tenant: Tenant, title: str, text: str, metadata: dict | None = None,
@@ -163,7 +165,7 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
             conflict=Conflict("the playbook is being updated too often; retry", details={"id": playbook_id},
                               code="concurrent_update"))
     if update is not None and defer_refresh:  # once stored (see memory_app.freshness)
-        refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL)
+        refresh_defer(subject=subject, memory_type=MemoryType.PROCEDURAL, seconds=limits.pending_seconds)
     if update is not None:
         audit_record(actor=actor, action="playbook.outcome", tenant=subject.tenant, subject=subject,
                      target_id=visible.id, details={"success": success})

@@ -206,6 +206,6 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     target.created += [(index, i) for i in written]
     subject_write_confirm(subject=subject, target=target)
     # Visible to the next recall before returning, through the same refresh path as deferred turns.
-    refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC)
+    refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, seconds=limits.pending_seconds)
     refresh_ensure(subject=subject)
     return [e.id for e in cleaned]

@@ -20,10 +20,12 @@ from tenants.models import Subject
 
 def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
                       supersedes: list[str] | None, contradiction: str, now: datetime,
-                      max_supersedes: int, harsh_penalty: float, defer_refresh: bool = False) -> dict[str, Any]:
+                      max_supersedes: int, harsh_penalty: float, pending_seconds: int,
+                      defer_refresh: bool = False) -> dict[str, Any]:
     """Create ``doc`` superseding the subject's memories ``supersedes`` (none: a plain create).
 
-    A harsh contradiction lowers the new document's confidence by ``harsh_penalty``.
+    A harsh contradiction lowers the new document's confidence by ``harsh_penalty``; a deferred
+    refresh's mark lives ``pending_seconds``.
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike), and
     Conflict (``concurrent_update``) when an old document keeps changing; nothing is kept then.
     """
@@ -40,7 +42,8 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
         stored = document_create(subject=subject, memory_type=memory_type, memory_id=memory_id, doc=doc,
                                  refresh=refresh)
         if defer_refresh:
-            refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id)
+            refresh_defer(subject=subject, memory_type=memory_type, memory_id=memory_id,
+                          seconds=pending_seconds)
         return stored
 
     old = selectors.visible_documents(subject=subject, ids=old_ids, types=[memory_type])
@@ -72,7 +75,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
                            details={"ids": old_ids}, code="concurrent_update") from None
         raise
     if defer_refresh:
-        refresh_defer(subject=subject, memory_type=memory_type)
+        refresh_defer(subject=subject, memory_type=memory_type, seconds=pending_seconds)
     return stored
 
 

@@ -514,7 +514,7 @@ def test_a_write_landing_while_a_read_refreshes_keeps_its_mark_for_the_next_read
             writer_es_client().index(index=index, id=landed, document={
                 "tenant_id": subject.tenant.slug, "user_id": str(subject.user_id), "memory_type": "episodic",
                 "text": "my canoe is blue", "created_at": timezone.now().isoformat()})
-            freshness.refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=landed)
+            freshness.refresh_defer(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=landed, seconds=60)
 
         monkeypatch.setattr(freshness, "_refresh_now", refresh_while_a_write_lands)
         assert freshness.refresh_ensure(subject=subject) is True

@@ -30,7 +30,7 @@ def test_a_new_memory_id_is_stricter_than_an_id_a_memory_could_have():
 
 # The limits the settings give by default (config/settings/base.py): the checks read none themselves.
 LIMITS = Limits(text_chars=8000, recall_k=100, metadata_bytes=4096, supersedes=20, import_episodes=50000,
-                harsh_penalty=0.1)
+                harsh_penalty=0.1, pending_seconds=10)
 
 
 def test_the_limits_are_the_settings_as_read_at_an_entry(settings):
