@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -359,20 +359,50 @@ def imported_episodes_clean(episodes: Iterable[Any], *, clean: Callable[[dict[st
 # A write's payload as the outbox holds it, checked before the write is accepted.
 
 
-def _memory_common_validate(p: dict[str, Any], limits: Limits) -> None:
-    clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
-    if p.get("source", "agent") not in WRITE_SOURCES:
+def _clean_source(value: Any) -> str:
+    if value not in WRITE_SOURCES:
         raise ValidationFailed("source must be one of " + ", ".join(WRITE_SOURCES), details={"field": "source"},
                                code="invalid_source")
+    return value
 
 
-def episode_validate(p: dict[str, Any], limits: Limits) -> None:
-    _memory_common_validate(p, limits)
-    clean_text(p.get("text"), limit=limits.text_chars)
-    clean_optional_text(p.get("context"), field="context", limit=limits.text_chars)
-    clean_session_id(p.get("session_id"))
-    clean_datetime(p.get("occurred_at"), field="occurred_at")
-    clean_role(p.get("role") or "user")
+def _memory_common_validate(p: dict[str, Any], limits: Limits) -> None:
+    clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
+    _clean_source(p.get("source", "agent"))
+
+
+@dataclass(frozen=True)
+class EpisodeFields:
+    """An episode's fields, cleaned: made by ``EpisodeFields.clean`` only (at the edge, by a replay
+    from its stored payload, or by a caller with no edge), and stored as they are by
+    ``services.episodes.episode_store``. ``occurred_at`` None: when the write was accepted."""
+
+    text: str
+    role: str
+    session_id: str | None
+    context: str | None
+    metadata: dict[str, Any]
+    occurred_at: datetime | None
+    source: str
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> EpisodeFields:
+        """The fields of the payload ``p`` (a write's, as REST, MCP and the outbox hold it), checked
+        within ``limits``; ValidationFailed names the first problem, in the order every path shares.
+        ``source``: a service's own (import, consolidation, demo), trusted as given; without it the
+        payload's, one a client may name (WRITE_SOURCES)."""
+        metadata = clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
+        if source is None:
+            source = _clean_source(p.get("source", "agent"))
+        return cls(text=clean_text(p.get("text"), limit=limits.text_chars),
+                   context=clean_optional_text(p.get("context"), field="context", limit=limits.text_chars),
+                   session_id=clean_session_id(p.get("session_id")),
+                   occurred_at=clean_datetime(p.get("occurred_at"), field="occurred_at"),
+                   role=clean_role(p.get("role") or "user"), metadata=metadata, source=source)
+
+
+def episode_validate(p: dict[str, Any], limits: Limits) -> EpisodeFields:
+    return EpisodeFields.clean(p, limits=limits)
 
 
 def fact_validate(p: dict[str, Any], limits: Limits) -> None:
@@ -424,13 +454,15 @@ def import_validate(p: dict[str, Any], limits: Limits) -> None:
         duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
 
 
-_VALIDATORS: dict[str, Callable[[dict[str, Any], Limits], None]] = {
+_VALIDATORS: dict[str, Callable[[dict[str, Any], Limits], Any]] = {
     "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
     "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p, limits: None,
 }
 
 
-def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> None:
+def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> EpisodeFields | None:
     """Check a write of ``operation`` (an outbox operation name) before it is accepted, within
-    ``limits``; ValidationFailed names the first problem."""
-    _VALIDATORS[str(operation)](payload, limits)
+    ``limits``; ValidationFailed names the first problem. Returns the typed fields of a write that
+    has them (an episode's ``EpisodeFields``), None for the others."""
+    cleaned = _VALIDATORS[str(operation)](payload, limits)
+    return cleaned if isinstance(cleaned, EpisodeFields) else None

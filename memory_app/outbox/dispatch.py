@@ -8,7 +8,7 @@ from typing import Any
 
 from memory_app.commands import ON_EXISTING, Op
 from memory_app.services import episodes, facts, forget, imports
-from memory_app.validation import Limits
+from memory_app.validation import EpisodeFields, Limits
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services.subjects import subject_get_or_create
@@ -25,23 +25,23 @@ class Applied:
 
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
                 actor: AgentToken | str, limits: Limits, progress: Callable[[int, int], None] | None = None,
-                defer_refresh: bool = False, subject: Subject | None = None) -> Applied:
+                defer_refresh: bool = False, subject: Subject | None = None,
+                episode: EpisodeFields | None = None) -> Applied:
     """Run one write through its service, within ``limits`` (read at the entry: the edge's
     ``commands.Write.limits``, a replay's options). ``subject``: the
     end-user as read when the write was checked (``commands.Write.subject``), used when it is this
-    one; otherwise the end-user is read here (a replay, a new end-user)."""
+    one; otherwise the end-user is read here (a replay, a new end-user). ``episode``: an episode
+    write's fields as cleaned (``commands.Write.episode``; a replay cleans its stored payload)."""
     p = payload
     if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
         subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING
                    else subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor))
 
     if operation is Op.EPISODE:
-        memory = episodes.episode_write(subject=subject, memory_id=memory_id, text=p["text"],
-                                        occurred_at=p.get("occurred_at"), role=p.get("role", "user"),
-                                        session_id=p.get("session_id"), context=p.get("context"),
-                                        metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                        source=p.get("source", "agent"), defer_refresh=defer_refresh,
-                                        limits=limits)
+        if episode is None:
+            raise ValueError("an episode write is applied with its cleaned fields (EpisodeFields)")
+        memory = episodes.episode_store(subject=subject, episode=episode, memory_id=memory_id,
+                                        accepted_at=p.get("accepted_at"), defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.FACT:
         memory = facts.fact_write(subject=subject, memory_id=memory_id, text=p["text"],

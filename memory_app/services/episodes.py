@@ -17,15 +17,7 @@ from memory_app.services.store import (
     episodic_alias,
     memory_id_or_new,
 )
-from memory_app.validation import (
-    Limits,
-    clean_datetime,
-    clean_metadata,
-    clean_optional_text,
-    clean_role,
-    clean_session_id,
-    clean_text,
-)
+from memory_app.validation import EpisodeFields, Limits
 from tenants.models import Subject
 from tenants.selectors import memory_scope
 from tenants.services.clients import subject_es_client
@@ -37,9 +29,24 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                   accepted_at: datetime | str | None = None, defer_refresh: bool = False,
                   context_options: derived.ContextOptions | None = None, limits: Limits | None = None
                   ) -> dict[str, Any]:
-    """Store one episodic event (e.g. the verbatim user turn). Visible to recall on return; with
-    ``defer_refresh``, visible to the subject's next recall (memory_app.freshness) without
-    waiting for a refresh here.
+    """Store one episodic event for a caller with no edge (the eval, seed, tests): its fields are
+    cleaned (``EpisodeFields.clean``, as the edge cleans a write's; ``source`` is the caller's own),
+    then stored (``episode_store``). ``limits``: read here when not given.
+    """
+    limits = limits or Limits.from_settings()
+    episode = EpisodeFields.clean({"text": text, "occurred_at": occurred_at, "role": role, "session_id": session_id,
+                                   "context": context, "metadata": metadata}, limits=limits, source=source)
+    return episode_store(subject=subject, episode=episode, memory_id=memory_id, accepted_at=accepted_at,
+                         defer_refresh=defer_refresh, context_options=context_options, limits=limits)
+
+
+def episode_store(*, subject: Subject, episode: EpisodeFields, limits: Limits, memory_id: str | None = None,
+                  accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+                  context_options: derived.ContextOptions | None = None) -> dict[str, Any]:
+    """Store one episodic event (e.g. the verbatim user turn), its fields as cleaned
+    (``EpisodeFields``). Visible to recall on return; with ``defer_refresh``, visible to the
+    subject's next recall (memory_app.freshness) without waiting for a refresh here (its mark
+    lives ``limits.pending_seconds``).
 
     ``accepted_at`` is when Engram accepted the write (a write replayed from the outbox keeps the
     time it was accepted, not the time it is applied); it defaults ``created_at`` and ``occurred_at``.
@@ -48,21 +55,15 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
     low weight, which finds short replies ("yes, last Tuesday") by what they answer. Without it,
     an episode with a ``session_id`` gets its context derived from the session's preceding
     episodes (``services.context``; ``context_options``: the settings, read here when not given).
-    ``limits``: the limits it was checked within at the edge (read here when not given).
     """
     options = context_options or derived.ContextOptions.from_settings()
-    limits = limits or Limits.from_settings()
-    text = clean_text(text, limit=limits.text_chars)
-    context = clean_optional_text(context, field="context", limit=limits.text_chars)
-    session_id = clean_session_id(session_id)
-    metadata = clean_metadata(metadata, limit=limits.metadata_bytes)
+    text, context, session_id = episode.text, episode.context, episode.session_id
     memory_id = memory_id_or_new(memory_id)
     now = accepted_time(accepted_at)
-    occurred = clean_datetime(occurred_at, field="occurred_at") or now
-    role = clean_role(role)
-    doc = base_document(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now, metadata=metadata,
-                        source=source)
-    doc.update(occurred_at=occurred.isoformat(), role=role, session_id=session_id, context=context,
+    occurred = episode.occurred_at or now
+    doc = base_document(subject=subject, memory_type=MemoryType.EPISODIC, text=text, now=now,
+                        metadata=episode.metadata, source=episode.source)
+    doc.update(occurred_at=occurred.isoformat(), role=episode.role, session_id=session_id, context=context,
                **episode_dates(text=text, occurred_at=occurred))
     if context is None and session_id:
         refresh_ensure(subject=subject)  # the session's last turn may be stored but not yet searchable

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from engram_core.errors import NotFound, ValidationFailed
@@ -471,3 +474,33 @@ def test_a_recall_window_outside_the_calendar_is_refused(api, since):
         error = _error(api.post("/api/v1/subjects/alice/recall", {"query": "hello", field: since}, format="json"),
                        400, "invalid")
         assert field in error["details"]["fields"]
+
+
+_SHORT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=8)
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.sampled_from(["ok", "t" * 61]), context=st.sampled_from([None, "before", "c" * 61]),
+       session_id=st.sampled_from([None, "s1"]),
+       metadata=st.one_of(st.none(), st.dictionaries(_SHORT, _SHORT, max_size=6)))
+def test_the_rest_edge_and_the_direct_service_refuse_an_episode_alike(api, tenant, settings, text, context,
+                                                                       session_id, metadata):
+    """The edge checks a turn once, and what it refuses the service refuses with the same code
+    when called directly (the eval, seed, consolidation), whichever of several bad fields comes
+    first: one cleaning constructor for both. (Values the serializer itself refuses, ``invalid``,
+    are left out: they never reach the shared check.)"""
+    from memory_app.services.episodes import episode_write
+    from tenants.services.subjects import subject_get_or_create
+
+    settings.ENGRAM_MAX_TEXT_CHARS, settings.ENGRAM_MAX_METADATA_BYTES = 60, 60
+    payload = {"text": text, "context": context, "session_id": session_id, "metadata": metadata}
+    response = api.post("/api/v1/subjects/alike/turns", payload, format="json")
+    assert response.status_code in (201, 400), response.content
+    edge = response.json()["error"]["code"] if response.status_code == 400 else None
+    subject = subject_get_or_create(tenant=tenant, external_id="alike")
+    try:
+        episode_write(subject=subject, **payload)
+        direct = None
+    except ValidationFailed as exc:
+        direct = exc.code
+    assert edge == direct

@@ -19,7 +19,7 @@ from memory_app.models import IdempotencyRecord, OutboxEntry
 from memory_app.outbox import outbox_replay
 from memory_app.services import episodes as episode_services
 from memory_app.services.store import new_memory_id
-from memory_app.validation import Limits
+from memory_app.validation import EpisodeFields, Limits
 from tenants.models import AuditEvent, Subject, Tenant
 from tests.api.conftest import in_process_app, slow_refresh
 
@@ -30,14 +30,14 @@ def _texts(docs, memory_type, external_id, tenant=None):
 
 
 def test_a_stuck_end_user_holds_back_only_its_own_writes(memory, tenant, docs, monkeypatch):
-    real = episode_services.episode_write
+    real = episode_services.episode_store
 
     def stuck_for_one(**kwargs):
         if kwargs["subject"].external_id == "stuck":
             raise TimeoutError("a transient failure of this end-user's writes")
         return real(**kwargs)
 
-    monkeypatch.setattr(episode_services, "episode_write", stuck_for_one)
+    monkeypatch.setattr(episode_services, "episode_store", stuck_for_one)
     for n in range(101):  # more than one batch of the old replayer, all of one end-user
         OutboxEntry.objects.create(tenant=tenant, external_id="stuck", operation="episode",
                                    memory_id=f"stuck-turn-{n:04d}", payload={"text": f"s{n}"}, actor="t",
@@ -574,7 +574,7 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
 
     engram.turn("yan", "I keep bees on the roof")  # a known end-user from here on
     recalling = threading.Event()
-    real_recall, real_write = turns.memory_recall, episode_services.episode_write
+    real_recall, real_write = turns.memory_recall, episode_services.episode_store
 
     def recall(**kwargs):
         recalling.set()
@@ -587,7 +587,7 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
         return real_write(**kwargs)
 
     monkeypatch.setattr(turns, "memory_recall", recall)
-    monkeypatch.setattr(episode_services, "episode_write", write)
+    monkeypatch.setattr(episode_services, "episode_store", write)
     turn = engram.turn("yan", "how are my bees doing")
     assert any("bees on the roof" in m["text"] for m in turn["recall"])
     assert turn["id"] not in [m["id"] for m in turn["recall"]]
@@ -607,8 +607,9 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
     assert looked_up == ["uma"]
     # An end-user handed in that is not the one written to is not used: the write reads its own.
     uma = Subject.objects.get(tenant=tenant, external_id="uma")
-    write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload={"text": "vic's own line"},
-                memory_id=new_memory_id(), actor="test", limits=Limits.from_settings(), subject=uma)
+    payload, limits = {"text": "vic's own line"}, Limits.from_settings()
+    write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload=payload, memory_id=new_memory_id(),
+                actor="test", limits=limits, subject=uma, episode=EpisodeFields.clean(payload, limits=limits))
     assert looked_up == ["uma", "vic"]
     assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
     assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)
@@ -636,6 +637,36 @@ def test_one_turn_cleans_its_end_users_id_once_at_the_edge(engram, monkeypatch):
     assert calls == ["tia"]
     engram.turn(" tia", "how are my bees doing?", idempotency_key="k-tia")  # known; a key claimed
     assert calls == ["tia", " tia"]
+
+
+def test_one_turn_cleans_its_episode_once_at_the_edge(engram, monkeypatch):
+    """Validate once, at the edge: a turn's episode is cleaned into ``EpisodeFields`` once (the
+    turn command), and its text checked once as an episode's; the outbox, dispatch and the
+    episode service store the cleaned fields as they are."""
+    import sys
+
+    from memory_app import validation
+
+    cleaned, texts = [], []
+    real_clean, real_text = validation.EpisodeFields.clean.__func__, validation.clean_text
+
+    def counting_clean(cls, p, **kwargs):
+        cleaned.append(p.get("text"))
+        return real_clean(cls, p, **kwargs)
+
+    def counting_text(value, **kwargs):
+        texts.append((kwargs.get("field", "text"), value))
+        return real_text(value, **kwargs)
+
+    monkeypatch.setattr(validation.EpisodeFields, "clean", classmethod(counting_clean))
+    for module in list(sys.modules.values()):
+        if getattr(module, "clean_text", None) is real_text:
+            monkeypatch.setattr(module, "clean_text", counting_text)
+    engram.turn("ivy", "I keep bees on the roof")  # a new end-user
+    engram.turn("ivy", "how are my bees doing?", session_id="s1")  # known
+    assert cleaned == ["I keep bees on the roof", "how are my bees doing?"]
+    # (the recall on the turn cleans its own query: field "query")
+    assert [value for field, value in texts if field == "text"] == cleaned
 
 
 def test_a_bad_turn_is_refused_before_its_recall_starts(engram, monkeypatch, settings):
