@@ -14,8 +14,8 @@ from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.validation import (
-    EpisodeFields,
     Limits,
+    WriteFields,
     clean_k,
     clean_memory_id,
     clean_timezone,
@@ -39,8 +39,9 @@ class Write:
     and ``memory_id`` is the memory it creates or targets (fixed for a create). ``subject``: the
     end-user as read when the write was checked (None: a new one, or a write that needs an existing
     one, which is read when it is applied). ``limits``: the limits it was checked within, which
-    the services applying it now use too. ``episode``: an episode's fields as cleaned (None for
-    the other operations), which its service stores as they are."""
+    the services applying it now use too. ``fields``: the fields of a write that creates a memory,
+    as cleaned (``validation.write_fields``; None for the other operations), which its service
+    stores as they are."""
 
     operation: Op
     external_id: str
@@ -48,7 +49,7 @@ class Write:
     limits: Limits
     memory_id: str = ""
     subject: Subject | None = None
-    episode: EpisodeFields | None = None
+    fields: WriteFields | None = None
 
 
 def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payload: Mapping[str, Any],
@@ -58,7 +59,7 @@ def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payl
     ValidationFailed names the first problem; nothing is accepted then. An id no memory can have
     is NotFound now, not at replay."""
     op = Op(operation)
-    episode = write_validate(operation=op, payload=dict(payload), limits=limits)
+    fields = write_validate(operation=op, payload=dict(payload), limits=limits)
     if memory_id:
         clean_memory_id(memory_id)
     elif op in CREATES:
@@ -66,7 +67,7 @@ def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payl
     # May create the end-user: a new one's id must be addressable (last: the checks above need no query).
     subject = None if op in ON_EXISTING else subject_for_write(tenant=tenant, external_id=external_id)
     return Write(operation=op, external_id=external_id, payload=dict(payload), limits=limits, memory_id=memory_id,
-                 subject=subject, episode=episode)
+                 subject=subject, fields=fields)
 
 
 @dataclass(frozen=True)

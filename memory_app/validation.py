@@ -366,11 +366,6 @@ def _clean_source(value: Any) -> str:
     return value
 
 
-def _memory_common_validate(p: dict[str, Any], limits: Limits) -> None:
-    clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
-    _clean_source(p.get("source", "agent"))
-
-
 @dataclass(frozen=True)
 class EpisodeFields:
     """An episode's fields, cleaned: made by ``EpisodeFields.clean`` only (at the edge, by a replay
@@ -391,9 +386,7 @@ class EpisodeFields:
         within ``limits``; ValidationFailed names the first problem, in the order every path shares.
         ``source``: a service's own (import, consolidation, demo), trusted as given; without it the
         payload's, one a client may name (WRITE_SOURCES)."""
-        metadata = clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
-        if source is None:
-            source = _clean_source(p.get("source", "agent"))
+        metadata, source = _common_clean(p, limits, source)
         return cls(text=clean_text(p.get("text"), limit=limits.text_chars),
                    context=clean_optional_text(p.get("context"), field="context", limit=limits.text_chars),
                    session_id=clean_session_id(p.get("session_id")),
@@ -405,24 +398,73 @@ def episode_validate(p: dict[str, Any], limits: Limits) -> EpisodeFields:
     return EpisodeFields.clean(p, limits=limits)
 
 
-def fact_validate(p: dict[str, Any], limits: Limits) -> None:
-    _memory_common_validate(p, limits)
-    clean_text(p.get("text"), limit=limits.text_chars)
-    clean_supporting_ids(p.get("supporting_episode_ids"))
-    _superseding_validate(p, limits)
+@dataclass(frozen=True)
+class FactFields:
+    """A fact's fields, cleaned: made by ``FactFields.clean`` only, stored as they are by
+    ``services.facts.fact_store``."""
+
+    text: str
+    supporting_episode_ids: tuple[str, ...]
+    confidence: float
+    supersedes: tuple[str, ...]
+    contradiction: str
+    metadata: dict[str, Any]
+    source: str
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> FactFields:
+        """As ``EpisodeFields.clean``, for a fact's payload."""
+        metadata, source = _common_clean(p, limits, source)
+        text = clean_text(p.get("text"), limit=limits.text_chars)
+        supporting = tuple(clean_supporting_ids(p.get("supporting_episode_ids")))
+        return cls(text=text, supporting_episode_ids=supporting, **_superseding_clean(p, limits),
+                   metadata=metadata, source=source)
 
 
-def playbook_validate(p: dict[str, Any], limits: Limits) -> None:
-    _memory_common_validate(p, limits)
-    clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars)
-    clean_text(p.get("steps"), field="steps", limit=limits.text_chars)
-    _superseding_validate(p, limits)
+@dataclass(frozen=True)
+class PlaybookFields:
+    """A playbook's fields, cleaned: made by ``PlaybookFields.clean`` only, stored as they are by
+    ``services.facts.playbook_store``."""
+
+    trigger: str
+    steps: str
+    confidence: float
+    supersedes: tuple[str, ...]
+    contradiction: str
+    metadata: dict[str, Any]
+    source: str
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> PlaybookFields:
+        """As ``EpisodeFields.clean``, for a playbook's payload (its steps as text: ``clean_steps``)."""
+        metadata, source = _common_clean(p, limits, source)
+        trigger = clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars)
+        steps = clean_text(p.get("steps"), field="steps", limit=limits.text_chars)
+        return cls(trigger=trigger, steps=steps, **_superseding_clean(p, limits), metadata=metadata, source=source)
 
 
-def _superseding_validate(p: dict[str, Any], limits: Limits) -> None:
-    clean_confidence(p.get("confidence", 1.0))
-    clean_supersedes(p.get("supersedes"), limit=limits.supersedes)
-    clean_contradiction(p.get("contradiction", "natural"))
+def _common_clean(p: Mapping[str, Any], limits: Limits, source: str | None) -> tuple[dict[str, Any], str]:
+    metadata = clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
+    return metadata, _clean_source(p.get("source", "agent")) if source is None else source
+
+
+def _superseding_clean(p: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+    return {"confidence": clean_confidence(p.get("confidence", 1.0)),
+            "supersedes": tuple(clean_supersedes(p.get("supersedes"), limit=limits.supersedes)),
+            "contradiction": clean_contradiction(p.get("contradiction", "natural"))}
+
+
+# The cleaned fields of a write that creates a memory, by its operation.
+WriteFields = EpisodeFields | FactFields | PlaybookFields
+_FIELDS: dict[str, type[EpisodeFields] | type[FactFields] | type[PlaybookFields]] = {
+    "episode": EpisodeFields, "fact": FactFields, "playbook": PlaybookFields}
+
+
+def write_fields(*, operation: str, payload: Mapping[str, Any], limits: Limits) -> WriteFields | None:
+    """The cleaned fields of a write of ``operation`` that creates a memory (None for the other
+    operations): what the edge's check returns, and what a replay cleans its stored payload into."""
+    kind = _FIELDS.get(str(operation))
+    return kind.clean(payload, limits=limits) if kind is not None else None
 
 
 def outcome_validate(p: dict[str, Any], limits: Limits) -> None:
@@ -455,14 +497,15 @@ def import_validate(p: dict[str, Any], limits: Limits) -> None:
 
 
 _VALIDATORS: dict[str, Callable[[dict[str, Any], Limits], Any]] = {
-    "episode": episode_validate, "fact": fact_validate, "playbook": playbook_validate,
+    "episode": episode_validate, "fact": lambda p, limits: FactFields.clean(p, limits=limits),
+    "playbook": lambda p, limits: PlaybookFields.clean(p, limits=limits),
     "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p, limits: None,
 }
 
 
-def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> EpisodeFields | None:
+def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> WriteFields | None:
     """Check a write of ``operation`` (an outbox operation name) before it is accepted, within
-    ``limits``; ValidationFailed names the first problem. Returns the typed fields of a write that
-    has them (an episode's ``EpisodeFields``), None for the others."""
+    ``limits``; ValidationFailed names the first problem. Returns the cleaned fields of a write
+    that creates a memory (``write_fields``), None for the others."""
     cleaned = _VALIDATORS[str(operation)](payload, limits)
-    return cleaned if isinstance(cleaned, EpisodeFields) else None
+    return cleaned if isinstance(cleaned, EpisodeFields | FactFields | PlaybookFields) else None

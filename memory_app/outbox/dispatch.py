@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_app.commands import ON_EXISTING, Op
 from memory_app.services import episodes, facts, forget, imports
-from memory_app.validation import EpisodeFields, Limits
+from memory_app.validation import EpisodeFields, FactFields, Limits, PlaybookFields, WriteFields
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services.subjects import subject_get_or_create
@@ -26,38 +26,29 @@ class Applied:
 def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dict[str, Any], memory_id: str,
                 actor: AgentToken | str, limits: Limits, progress: Callable[[int, int], None] | None = None,
                 defer_refresh: bool = False, subject: Subject | None = None,
-                episode: EpisodeFields | None = None) -> Applied:
+                fields: WriteFields | None = None) -> Applied:
     """Run one write through its service, within ``limits`` (read at the entry: the edge's
     ``commands.Write.limits``, a replay's options). ``subject``: the
     end-user as read when the write was checked (``commands.Write.subject``), used when it is this
-    one; otherwise the end-user is read here (a replay, a new end-user). ``episode``: an episode
-    write's fields as cleaned (``commands.Write.episode``; a replay cleans its stored payload)."""
+    one; otherwise the end-user is read here (a replay, a new end-user). ``fields``: the
+    cleaned fields of a write that creates a memory (``commands.Write.fields``; a replay cleans its
+    stored payload into them): its service stores them as they are."""
     p = payload
     if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
         subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING
                    else subject_get_or_create(tenant=tenant, external_id=external_id, actor=actor))
 
     if operation is Op.EPISODE:
-        if episode is None:
-            raise ValueError("an episode write is applied with its cleaned fields (EpisodeFields)")
-        memory = episodes.episode_store(subject=subject, episode=episode, memory_id=memory_id,
+        memory = episodes.episode_store(subject=subject, episode=_typed(fields, EpisodeFields), memory_id=memory_id,
                                         accepted_at=p.get("accepted_at"), defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.FACT:
-        memory = facts.fact_write(subject=subject, memory_id=memory_id, text=p["text"],
-                                  confidence=p.get("confidence", 1.0), supersedes=p.get("supersedes"),
-                                  contradiction=p.get("contradiction", "natural"),
-                                  supporting_episode_ids=p.get("supporting_episode_ids"),
-                                  metadata=p.get("metadata"), accepted_at=p.get("accepted_at"),
-                                  source=p.get("source", "agent"), defer_refresh=defer_refresh, limits=limits)
+        memory = facts.fact_store(subject=subject, fact=_typed(fields, FactFields), memory_id=memory_id,
+                                  accepted_at=p.get("accepted_at"), defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.PLAYBOOK:
-        memory = facts.playbook_write(subject=subject, memory_id=memory_id, trigger=p["trigger"],
-                                      steps=p["steps"], supersedes=p.get("supersedes"),
-                                      contradiction=p.get("contradiction", "natural"),
-                                      confidence=p.get("confidence", 1.0), metadata=p.get("metadata"),
-                                      accepted_at=p.get("accepted_at"), source=p.get("source", "agent"),
-                                      defer_refresh=defer_refresh, limits=limits)
+        memory = facts.playbook_store(subject=subject, playbook=_typed(fields, PlaybookFields), memory_id=memory_id,
+                                      accepted_at=p.get("accepted_at"), defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.OUTCOME:
         memory = facts.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
@@ -77,3 +68,12 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
         deleted = forget.subject_erase(subject=subject, actor=actor)
         return Applied(subject=subject, result={"documents_deleted": deleted})
     raise ValueError(f"unknown outbox operation {operation!r}")
+
+
+Typed = TypeVar("Typed", EpisodeFields, FactFields, PlaybookFields)
+
+
+def _typed(fields: WriteFields | None, kind: type[Typed]) -> Typed:
+    if not isinstance(fields, kind):
+        raise ValueError(f"a write that creates a memory is applied with its cleaned fields ({kind.__name__})")
+    return fields

@@ -20,7 +20,7 @@ from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
 from memory_app.commands import CREATES, Op
 from memory_app.outbox.dispatch import write_apply
-from memory_app.validation import EpisodeFields, Limits
+from memory_app.validation import Limits, write_fields
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
 from memory_app.outbox.failures import failure_kind
 from tenants.models import AgentToken, AuditEvent, Tenant
@@ -181,11 +181,11 @@ def _replay_one(entry: OutboxEntry, *, holder: str, options: ReplayOptions) -> s
             if not payload["episodes"]:
                 return _finish(entry, result={"ids": _import_ids(entry)})
         # The stored payload passed the edge's check; cleaned again into the fields its service takes.
-        episode = EpisodeFields.clean(payload, limits=options.limits) if operation is Op.EPISODE else None
+        fields = write_fields(operation=operation, payload=payload, limits=options.limits)
         result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
                              payload=payload, memory_id=entry.memory_id, actor=actor, defer_refresh=True,
                              progress=lambda done, total: lease_renew(holder, seconds=options.lease_seconds),
-                             limits=options.limits, episode=episode).result
+                             limits=options.limits, fields=fields).result
         if operation is Op.IMPORT:
             result = {"ids": _import_ids(entry)}
     except Conflict as exc:

@@ -66,7 +66,7 @@ def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = Non
     try:
         applied = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                               memory_id=memory_id, actor=token or actor, limits=write.limits,
-                              defer_refresh=defer_refresh, subject=write.subject, episode=write.episode)
+                              defer_refresh=defer_refresh, subject=write.subject, fields=write.fields)
     except Exception as exc:
         if not is_outage(exc):
             raise

@@ -23,11 +23,12 @@ from memory_app.services.store import (
 )
 from memory_app.services.supersession import superseding_write
 from memory_app.validation import (
+    FactFields,
     Limits,
+    PlaybookFields,
     clean_datetime,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
-    clean_confidence,
     clean_ids,
     clean_metadata,
     clean_optional_text,
@@ -44,29 +45,41 @@ def fact_write(*, subject: Subject, text: str, confidence: float = 1.0, supersed
                metadata: dict | None = None, memory_id: str | None = None, source: str = "agent",
                accepted_at: datetime | str | None = None, defer_refresh: bool = False,
                valid_from: datetime | str | None = None, limits: Limits | None = None) -> dict[str, Any]:
-    """Store a semantic fact, optionally superseding older facts of the same subject. With
-    ``defer_refresh``, returns without waiting for a refresh; the subject's next read through
-    Engram sees it (memory_app.freshness).
+    """Store a semantic fact for a caller with no edge (consolidation, the eval, seed, tests): its
+    fields are cleaned (``FactFields.clean``, as the edge cleans a write's; ``source`` is the
+    caller's own), then stored (``fact_store``). ``limits``: read here when not given.
+    """
+    limits = limits or Limits.from_settings()
+    fact = FactFields.clean({"text": text, "confidence": confidence, "supersedes": supersedes,
+                             "contradiction": contradiction, "supporting_episode_ids": supporting_episode_ids,
+                             "metadata": metadata}, limits=limits, source=source)
+    return fact_store(subject=subject, fact=fact, memory_id=memory_id, accepted_at=accepted_at,
+                      defer_refresh=defer_refresh, valid_from=valid_from, limits=limits)
+
+
+def fact_store(*, subject: Subject, fact: FactFields, limits: Limits, memory_id: str | None = None,
+               accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+               valid_from: datetime | str | None = None) -> dict[str, Any]:
+    """Store a semantic fact, its fields as cleaned (``FactFields``), superseding the older facts
+    it names. With ``defer_refresh``, returns without waiting for a refresh; the subject's next read
+    through Engram sees it (memory_app.freshness).
 
     A harsh contradiction lowers the new fact's confidence by ``limits.harsh_penalty``.
     ``valid_from``: when the fact became true (default: the write time); the facts it supersedes
     stop being valid then (``valid_to``).
     Raises NotFound if a superseded id is not the subject's (missing and "not yours" alike).
-    ``limits``: the limits it was checked within at the edge (read here when not given).
     """
-    limits = limits or Limits.from_settings()
-    text = clean_text(text, limit=limits.text_chars)
     now = accepted_time(accepted_at)
-    doc = base_document(subject=subject, memory_type=MemoryType.SEMANTIC, text=text, now=now,
-                        metadata=clean_metadata(metadata, limit=limits.metadata_bytes), source=source)
+    doc = base_document(subject=subject, memory_type=MemoryType.SEMANTIC, text=fact.text, now=now,
+                        metadata=fact.metadata, source=fact.source)
     doc.update(
         last_used_at=now.isoformat(),  # its use count starts at 0 and lives in the database (memory_app.usage)
-        confidence=clean_confidence(confidence),
-        supporting_episode_ids=clean_supporting_ids(supporting_episode_ids),
+        confidence=fact.confidence,
+        supporting_episode_ids=list(fact.supporting_episode_ids),
         valid_from=(clean_datetime(valid_from, field="valid_from") or now).isoformat(),
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
-                             supersedes=supersedes, contradiction=contradiction, now=now,
+                             supersedes=list(fact.supersedes), contradiction=fact.contradiction, now=now,
                              defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)
@@ -77,21 +90,33 @@ def playbook_write(*, subject: Subject, trigger: str, steps: str, supersedes: li
                    memory_id: str | None = None, source: str = "agent", supporting_episode_ids: list[str] | None = None,
                    accepted_at: datetime | str | None = None, defer_refresh: bool = False,
                    limits: Limits | None = None) -> dict[str, Any]:
-    """Store a procedural playbook (trigger + steps) with zeroed outcome counters
-    (``defer_refresh`` and ``limits`` as for facts). ``supporting_episode_ids``: the episodes it was
-    derived from (consolidation's), which it follows when they are forgotten."""
+    """Store a procedural playbook for a caller with no edge, as ``fact_write`` does a fact
+    (``PlaybookFields.clean``, then ``playbook_store``). ``supporting_episode_ids``: the episodes
+    it was derived from (consolidation's), which it follows when they are forgotten."""
     limits = limits or Limits.from_settings()
-    trigger = clean_text(trigger, field="trigger", limit=limits.text_chars)
-    steps = clean_text(steps, field="steps", limit=limits.text_chars)
+    playbook = PlaybookFields.clean({"trigger": trigger, "steps": steps, "supersedes": supersedes,
+                                     "contradiction": contradiction, "confidence": confidence,
+                                     "metadata": metadata}, limits=limits, source=source)
+    return playbook_store(subject=subject, playbook=playbook, memory_id=memory_id, accepted_at=accepted_at,
+                          defer_refresh=defer_refresh, limits=limits,
+                          supporting_episode_ids=clean_supporting_ids(supporting_episode_ids))
+
+
+def playbook_store(*, subject: Subject, playbook: PlaybookFields, limits: Limits, memory_id: str | None = None,
+                   accepted_at: datetime | str | None = None, defer_refresh: bool = False,
+                   supporting_episode_ids: list[str] | None = None) -> dict[str, Any]:
+    """Store a procedural playbook (trigger + steps), its fields as cleaned (``PlaybookFields``),
+    with zeroed outcome counters (``defer_refresh`` and ``limits`` as for facts).
+    ``supporting_episode_ids``: the episodes it was derived from (consolidation's, cleaned)."""
     now = accepted_time(accepted_at)
+    trigger, steps = playbook.trigger, playbook.steps
     doc = base_document(subject=subject, memory_type=MemoryType.PROCEDURAL, text=f"{trigger}\n{steps}", now=now,
-                        metadata=clean_metadata(metadata, limit=limits.metadata_bytes), source=source)
-    doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0,
-               confidence=clean_confidence(confidence))
-    if support := clean_supporting_ids(supporting_episode_ids):
-        doc["supporting_episode_ids"] = support
+                        metadata=playbook.metadata, source=playbook.source)
+    doc.update(trigger=trigger, steps=steps, success_count=0, failure_count=0, confidence=playbook.confidence)
+    if supporting_episode_ids:
+        doc["supporting_episode_ids"] = supporting_episode_ids
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
-                             supersedes=supersedes, contradiction=contradiction, now=now,
+                             supersedes=list(playbook.supersedes), contradiction=playbook.contradiction, now=now,
                              defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)

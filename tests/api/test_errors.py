@@ -504,3 +504,29 @@ def test_the_rest_edge_and_the_direct_service_refuse_an_episode_alike(api, tenan
     except ValidationFailed as exc:
         direct = exc.code
     assert edge == direct
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["semantic", "procedural"]), text=st.sampled_from(["ok", "t" * 61]),
+       supersedes=st.sampled_from([None, [], ["abcdefgh\u0001ij"]]),
+       metadata=st.one_of(st.none(), st.dictionaries(_SHORT, _SHORT, max_size=6)))
+def test_the_rest_edge_and_the_direct_services_refuse_a_fact_or_a_playbook_alike(api, tenant, settings, kind, text,
+                                                                                supersedes, metadata):
+    """As for episodes: a fact or a playbook the edge refuses, ``fact_write`` / ``playbook_write``
+    called directly (consolidation, the eval) refuse with the same code."""
+    from memory_app.services.facts import fact_write, playbook_write
+    from tenants.services.subjects import subject_get_or_create
+
+    settings.ENGRAM_MAX_TEXT_CHARS, settings.ENGRAM_MAX_METADATA_BYTES = 60, 60
+    fields = {"text": text} if kind == "semantic" else {"trigger": "when asked", "steps": text}
+    payload = {**fields, "supersedes": supersedes, "metadata": metadata}
+    response = api.post("/api/v1/subjects/alike/memories", {"type": kind, **payload}, format="json")
+    assert response.status_code in (201, 400), response.content
+    edge = response.json()["error"]["code"] if response.status_code == 400 else None
+    subject = subject_get_or_create(tenant=tenant, external_id="alike")
+    try:
+        (fact_write if kind == "semantic" else playbook_write)(subject=subject, **payload)
+        direct = None
+    except ValidationFailed as exc:
+        direct = exc.code
+    assert edge == direct

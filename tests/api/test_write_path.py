@@ -609,7 +609,7 @@ def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_
     uma = Subject.objects.get(tenant=tenant, external_id="uma")
     payload, limits = {"text": "vic's own line"}, Limits.from_settings()
     write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload=payload, memory_id=new_memory_id(),
-                actor="test", limits=limits, subject=uma, episode=EpisodeFields.clean(payload, limits=limits))
+                actor="test", limits=limits, subject=uma, fields=EpisodeFields.clean(payload, limits=limits))
     assert looked_up == ["uma", "vic"]
     assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
     assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)
