@@ -103,7 +103,7 @@ def test_a_key_in_use_is_409_and_a_dead_request_is_taken_over(api):
 
 
 def test_a_server_error_releases_the_key_and_the_retry_reuses_the_memory_id(api, monkeypatch):
-    real = facts.fact_write
+    real = facts.fact_store
     calls = []
 
     def flaky(**kwargs):
@@ -112,7 +112,7 @@ def test_a_server_error_releases_the_key_and_the_retry_reuses_the_memory_id(api,
             raise RuntimeError("transient bug")
         return real(**kwargs)
 
-    monkeypatch.setattr(facts, "fact_write", flaky)
+    monkeypatch.setattr(facts, "fact_store", flaky)
     api.raise_request_exception = False
     body = {"type": "semantic", "text": "Alice likes tea"}
     assert post(api, "/api/v1/subjects/alice/memories", body, "retry-me").status_code == 500
