@@ -474,6 +474,17 @@ def test_a_recall_window_outside_the_calendar_is_refused(api, since):
         assert field in error["details"]["fields"]
 
 
+@pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+def test_a_recall_as_of_at_the_calendars_edges_is_answered(api, as_of):
+    """The moments the calendar holds: a question is read as asked then (its date arithmetic held at
+    the calendar's edge: "now - 30 days", a window's end plus its grace raised OverflowError, a 500)."""
+    api.post("/api/v1/subjects/alice/turns", {"text": "I moved to Lyon", "occurred_at": "2025-01-01T00:00:00Z"},
+             format="json")
+    for query in ("what happened yesterday", "where did I live in 2024"):
+        answer = api.post("/api/v1/subjects/alice/recall", {"query": query, "as_of": as_of}, format="json")
+        assert answer.status_code == 200, answer.content
+
+
 # ---------------------------------------------------------------- any JSON value in any field
 
 from hypothesis import HealthCheck, example, given, settings as hypothesis_settings, strategies as st  # noqa: E402
