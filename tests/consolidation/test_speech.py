@@ -171,6 +171,57 @@ def test_putting_the_subject_back_never_raises_and_changes_only_the_front(text):
     assert with_subject(out) == out  # once is enough
 
 
+_LEMMAS = None
+
+
+def _verb_lemmas() -> list[str]:
+    global _LEMMAS
+    if _LEMMAS is None:
+        from memory_app.consolidation.extractors.speech import _verbs
+        _LEMMAS = sorted(w for w in _verbs()[0] if w.isalpha() and w.islower() and is_base_verb(w))
+    return _LEMMAS
+
+
+def _past(lemma: str) -> str:
+    """A regular past form: "check" → "checked", "dry" → "dried", "bake" → "baked"."""
+    if lemma.endswith("e"):
+        return lemma + "d"
+    if re.search(r"[^aeiou]y$", lemma):
+        return lemma[:-1] + "ied"
+    return lemma + "ed"
+
+
+_FRONT = st.sampled_from("power double dry hand test spot deep fact cross spring speed pan baby".split())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), _FRONT, st.sampled_from(["the router", "my settings", "a car", "our hub"]))
+def test_a_two_word_verb_in_the_past_is_left_as_said(data, front, rest):
+    """"I power cycled the router" → "Rosa power cycled the router", never "powers cycled": the
+    tense is in the second word, so the first takes no -s."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()).map(_past).filter(lambda w: not is_base_verb(w)))
+    out = third_person(f"I {front} {verb} {rest}.", name="Rosa")
+    assert out.startswith(f"Rosa {front} {verb} "), out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), _FRONT)
+def test_a_hyphenated_verb_agrees_in_its_last_part(data, front):
+    """"I power-cycle the router" → "Rosa power-cycles the router"; "power-cycled" stays."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()))
+    assert third_person(f"I {front}-{verb} the router.", name="Rosa").startswith(
+        f"Rosa {front}-{third_singular(verb)} the router")
+    past = _past(verb)
+    if not is_base_verb(past):
+        assert third_person(f"I {front}-{past} the router.", name="Rosa").startswith(f"Rosa {front}-{past} the")
+
+
+def test_a_verb_taking_a_participle_still_agrees():
+    assert third_person("I get paid a lot for night shifts.", name="Rosa") == "Rosa gets paid a lot for night shifts."
+    assert third_person("I love baked goods.", name="Rosa") == "Rosa loves baked goods."
+    assert third_person("I think I love it.", name="Rosa") == "Rosa thinks Rosa loves it."
+
+
 def test_min_anchors_counts_the_things_a_sentence_names():
     assert read("I repaired the bike.", rules=LOOSE).about_speaker
     assert read("I repaired the bike.", rules=replace(LOOSE, min_anchors=2)).why == "no_anchor"

@@ -552,13 +552,15 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
     past = bool(_PAST_MARKER.search(sentence))
 
     def subject(m: re.Match) -> str:
-        adverbs, verb = m["adverbs"] or "", m["verb"]
-        if is_base_verb(verb, past_context=past):
-            verb = third_singular(verb)
+        adverbs, verb, rest = m["adverbs"] or "", m["verb"], m["rest"]
+        *front, last = verb.split("-")
+        if is_base_verb(last, past_context=past) and not _compound_past(verb, rest):
+            verb = "-".join([*front, third_singular(last)])
         return f"{name}{adverbs} {verb}"
 
     adverb = "|".join(sorted(_ADVERBS, key=len, reverse=True))
-    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+)\b(?!-)", subject, s)
+    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+(?:-[A-Za-z]+)*)\b(?=(?P<rest>(?: [A-Za-z']+){{0,2}}))",
+               subject, s)
     s = re.sub(r"\bI\b", name, s)
     group = f"{name} and {'family' if family else 'others'}"
     s = re.sub(r"\b[Ww]e're\b", f"{group} are", s)
@@ -573,6 +575,32 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
     s = re.sub(r"\bme\b", name, s)
     s = re.sub(r"\s+", " ", s).strip()
     return s[0].upper() + s[1:] if s else s
+
+
+# Verbs that take a participle as their complement ("I get paid the same", "I feel blessed"): the
+# participle after them is no compound verb's past.
+_LINKING = frozenset("get feel stay become seem look keep remain sound appear grow".split())
+
+
+def _is_past(word: str) -> bool:
+    """A past-tense or participle form ("cycled", "drove", "cleaned"), read from WordNet."""
+    w = word.lower()
+    lemmas, forms = _verbs()
+    return w in forms or (w.endswith("ed") and (w[:-2] in lemmas or w[:-1] in lemmas or w[:-3] + "y" in lemmas
+                                                 or (len(w) > 4 and w[-3] == w[-4] and w[:-3] in lemmas)))
+
+
+def _compound_past(word: str, rest: str) -> bool:
+    """Whether ``word`` is the front of a two-word verb whose second word carries the tense ("power
+    cycled the router", "double checked my settings", "test drove a car"): then "I power" takes no -s."""
+    after = rest.split()
+    if len(after) < 2 or word.lower() in _LINKING or "-" in word:
+        return False
+    return _is_past(after[0]) and not is_base_verb(after[0]) and after[1].lower() in _OBJECT_START
+
+
+_OBJECT_START = frozenset("the a an my our his her their its your it them this these those some all both every "
+                          "each one two three".split())
 
 
 def family_context(text: str) -> bool:
