@@ -216,6 +216,15 @@ def test_a_hyphenated_verb_agrees_in_its_last_part(data, front):
         assert third_person(f"I {front}-{past} the router.", name="Rosa").startswith(f"Rosa {front}-{past} the")
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.sampled_from(["", " really", " no longer", " kind of", " still", " pretty much", " usually"]))
+def test_a_present_verb_agrees_after_any_adverb(data, adverb):
+    """"I no longer drink coffee" → "Rosa no longer drinks coffee"."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()))
+    assert third_person(f"I{adverb} {verb} the garden.", name="Rosa").startswith(
+        f"Rosa{adverb} {third_singular(verb)} the garden")
+
+
 def test_a_verb_taking_a_participle_still_agrees():
     assert third_person("I get paid a lot for night shifts.", name="Rosa") == "Rosa gets paid a lot for night shifts."
     assert third_person("I love baked goods.", name="Rosa") == "Rosa loves baked goods."

@@ -64,6 +64,9 @@ recently usually mostly literally seriously honestly truly sure so too ever abso
 rarely seldom occasionally generally particularly especially basically simply constantly currently now then
 once first later soon quickly slowly nearly almost hardly barely
 """.split())
+# Adverbs of more than one word that stand between "I" and its verb ("I no longer drink coffee").
+_ADVERB_PHRASES = ("no longer", "kind of", "sort of", "pretty much", "at least", "more or less", "all but",
+                   "even now", "still now", "now also")
 _MODALS = frozenset("can could will would shall should may might must did didn't had hadn't was wasn't "
                     "can't cannot won't wouldn't couldn't shouldn't mustn't used ought".split())
 _AMBIGUOUS_PAST = frozenset("read put set cut hit let quit spread cost hurt shut bet burst cast fit split upset "
@@ -558,7 +561,7 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
             verb = "-".join([*front, third_singular(last)])
         return f"{name}{adverbs} {verb}"
 
-    adverb = "|".join(sorted(_ADVERBS, key=len, reverse=True))
+    adverb = "|".join(sorted([*_ADVERBS, *_ADVERB_PHRASES], key=len, reverse=True))
     s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+(?:-[A-Za-z]+)*)\b(?=(?P<rest>(?: [A-Za-z']+){{0,2}}))",
                subject, s)
     s = re.sub(r"\bI\b", name, s)
