@@ -337,6 +337,32 @@ def test_a_reaction_is_never_a_fact_when_reactions_are_dropped(words, front, bac
     assert not reading.about_speaker, reading
 
 
+FEELING_RULES = replace(StatementRules(), feelings=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_WORDS, st.sampled_from(["I'm", "I am", "I was", "I've been", "I feel", "The move was hard, but I'm"]),
+       st.sampled_from(["", " so", " really", " truly", " super"]),
+       st.sampled_from(["grateful for", "excited about", "thrilled about", "thankful for", "looking forward to",
+                        "proud of", "determined to finish", "over the moon about", "inspired by", "embarrassed about"]))
+def test_a_momentary_feeling_is_never_a_fact_whatever_it_names(words, front, adverb, feeling):
+    """"I'm so grateful for my choir" says how the speaker feels at the moment: dropped when feelings
+    are (``feelings`` 2), whatever it names after the feeling."""
+    reading = read(plain(f"{front}{adverb} {feeling} {words} in Leith."), rules=FEELING_RULES)
+    assert not reading.about_speaker, reading
+
+
+@pytest.mark.parametrize("sentence", [
+    "I'm looking into nursing jobs in Leeds.",  # looking for, into: something done, not a feeling
+    "I'm trying to eat more vegetables at dinner.",
+    "I'm keen on gardening and growing leeks.",
+    "I started going to the gym last week to stay on track with my plan.",  # a purpose, not holding up
+    "I'm lucky to have my sister Ana and our dog Pepper.",  # who they have is the statement
+])
+def test_what_only_looks_like_a_feeling_stays(sentence):
+    assert read(sentence, rules=FEELING_RULES).about_speaker
+
+
 @settings(max_examples=200, deadline=None)
 @given(_ANY_WORDS)
 def test_a_question_or_a_word_to_the_listener_is_never_a_fact(words):
