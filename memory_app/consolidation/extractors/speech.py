@@ -320,7 +320,7 @@ class StatementRules:
     after_pattern: bool = False
     vague: int = 1
     others: int = 1
-    showing: bool = False
+    showing: bool = True
     alone: bool = False
     reactions: bool = True
 
