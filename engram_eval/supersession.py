@@ -499,10 +499,7 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
         episodes = [Episode(id=i, text=text, occurred_at=at) for i, text, at in run]
         by_id = {e.id: e for e in episodes}
         key = tuple(run)
-        # Named as consolidation names the end-user (its display name, else "the user").
-        name = " ".join(display_name.split()) or "the user"
-        extraction = memo.get(key) or memo.setdefault(key, extractor_obj.extract(episodes=episodes, context=[],
-                                                                                 user_name=name))
+        extraction = memo.get(key) or memo.setdefault(key, extractor_obj.extract(episodes=episodes, context=[]))
         grounded = [c for c in extraction.facts if is_grounded(c.text, [
             episode_evidence(by_id[i].text, by_id[i].occurred_at) for i in c.episode_ids if i in by_id])]
         facts, probes, _ = changes_read(facts=grounded, new_episodes=episodes, episodes=by_id,
