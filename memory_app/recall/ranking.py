@@ -130,9 +130,6 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
-    # The hop scores an episode by the nearest of its own vector and its sentences' (as the plain
-    # dense leg does): a later telling may share one sentence with the first found, not its whole.
-    hop_passages: bool = False
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

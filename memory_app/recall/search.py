@@ -481,9 +481,8 @@ def hop_leg(*, es: Any, first: list[tuple[str, str | None]], allowed: Allowed, o
     ((id, session id), best first), each a kNN query among the episodes of the other sessions,
     an episode scored by the nearest of them; a leg fused at ``hop_weight`` × a plain dense leg's.
     The evidence of a question gathering over time lies in several sessions, and the later
-    tellings resemble the first found more than the question; with ``hop_passages`` an episode
-    also scores by its nearest sentence. Two searches through ``es`` (the vectors, then the hop);
-    None when off or no vector is found."""
+    tellings resemble the first found more than the question. Two searches through ``es`` (the
+    vectors, then the hop); None when off or no vector is found."""
     if options.hop_weight <= 0 or not options.dense or not first or MemoryType.EPISODIC not in allowed.types:
         return None
     index = allowed.index_for[MemoryType.EPISODIC]
@@ -499,13 +498,11 @@ def hop_leg(*, es: Any, first: list[tuple[str, str | None]], allowed: Allowed, o
         sessions = sorted({session for _, session in first if session})
         filters = [allowed.query(), {"bool": {"must_not": [{"ids": {"values": ids}},
                                                            {"terms": {"session_id": sessions}}]}}]
-        queries: list[dict] = [{"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}
-                               for vector in vectors]
-        if options.hop_passages and passages_searched([MemoryType.EPISODIC], options=options):
-            queries += [passage_query(vector=vector, filters=filters, options=options) for vector in vectors]
         answer = es.msearch(searches=[{"index": index}, {
             "size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-            "query": {"dis_max": {"queries": queries}}}])["responses"]
+            "query": {"dis_max": {"queries": [
+                {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}
+                for vector in vectors]}}}])["responses"]
         leg_answer_check(answer[0])
     return Leg(id=HOP_DENSE, factor=options.hop_weight, hits=answer[0]["hits"]["hits"])
 
