@@ -855,6 +855,8 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     labelled, text = speech.split_speaker(episode.text)
     holder = labelled or "User"
     names = frozenset(n.lower() for n in ([labelled] if labelled else ["user", *display_names]) if n)
+    # A sentence is worded as the extractor words it: the end-user by display name, else "the user".
+    writer = labelled or next((" ".join(n.split()) for n in display_names if n and n.strip()), "the user")
     family = speech.family_context(text)
     when = _when(episode.occurred_at)
     own = [c for c in candidates if episode.id in c.episode_ids]
@@ -863,7 +865,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     for sentence in speech.sentences(text):
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
-        rendered = _rendered(sentence, holder=holder, family=family, when=when)
+        rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own

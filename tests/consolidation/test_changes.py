@@ -501,3 +501,27 @@ def test_a_negative_change_told_in_the_first_person_is_rendered_so_that_it_is_gr
     episode = _episode("I haven't needed the inhaler since the spring.")
     added = episode_probes(episode=episode, candidates=[]).added
     assert added and all(is_grounded(c.text, [episode_evidence(episode.text, episode.occurred_at)]) for c in added)
+
+
+_OWN_TURNS = st.sampled_from(["I sold my car.", "Please note I no longer have the cat.", "I don't have the Nest anymore.",
+                              "My cat is gone now, so please no more pet reminders.", "We moved to Leeds last month.",
+                              "My alarm is at 7 now instead of 6.", "I switched from Comcast to Verizon."])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OWN_TURNS, st.sampled_from(["Alice", "Dana Okafor", "", "  "]))
+def test_the_end_users_own_turns_are_worded_with_their_display_name(text, display_name):
+    """Change sentences of an unlabelled turn name the end-user as the extractor does: by display
+    name, else "the user"; never "User"."""
+    import re
+
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+    from memory_app.consolidation.extractors.rules import RulesExtractor
+
+    episode = Episode(id="e1", text=text, occurred_at="2026-03-02T10:00:00+00:00", session_id="s")
+    name = " ".join(display_name.split()) or "the user"
+    facts = RulesExtractor().extract(episodes=[episode], context=[], user_name=name).facts
+    found = episode_probes(episode=episode, candidates=facts, display_names=[display_name] if display_name else [])
+    for candidate in [*found.added, *(p.candidate for p in found.probes)]:
+        assert re.search(r"\bUser\b", candidate.text) is None, candidate.text
