@@ -515,8 +515,12 @@ def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
         following = re.match(r"\s+([a-z][a-z'-]*)", after)
         owner = low[m.start(): m.end()].endswith("'s") and following is not None and \
             following[1] not in _STOP and not _is_verb_form(following[1])
-        held = re.search(r"\b([a-z][a-z'-]*)\s+(?:on|in|of|at|for)\s+(?:the|my|our|his|her)\s+$", before)
-        held_in = held is not None and _noun_only(held[1])
+        # (the thing may carry words of its own: "the battery in the kitchen smoke alarm")
+        held = re.search(r"\b([a-z][a-z'-]*)\s+(?:on|in|of|at|for)\s+(?:the|my|our|his|her|their)\s+"
+                         r"(?:[a-z][a-z'-]*\s+){0,3}$", before)
+        # a noun, or a word a determiner makes one ("the filter in the hood", "a new fuse in the plug")
+        held_in = held is not None and (_noun_only(held[1]) or re.search(
+            r"\b(?:the|a|an|new|its|my|our|their|his|her)\s+" + re.escape(held[0]) + "$", before) is not None)
         modifier = compound and following is not None and _noun_only(following[1]) and not re.match(r"\s+(?:one|now)\b", after)
         if not (owner or held_in or modifier):
             return False

@@ -501,3 +501,27 @@ def test_a_negative_change_told_in_the_first_person_is_rendered_so_that_it_is_gr
     episode = _episode("I haven't needed the inhaler since the spring.")
     added = episode_probes(episode=episode, candidates=[]).added
     assert added and all(is_grounded(c.text, [episode_evidence(episode.text, episode.occurred_at)]) for c in added)
+
+
+# A part of a thing changed (its battery, its filter) in any phrasing, the thing named with or
+# without words before it ("the kitchen smoke alarm"): the thing stays, and so does every fact that
+# names it, its own slot or another ("wants no loud alarms after 22:00").
+_PARTS = ["battery", "batteries", "filter", "bulb", "fuse", "strap"]
+_THINGS = [("alarm", ["smoke alarm", "kitchen smoke alarm", "alarm"]),
+           ("thermostat", ["thermostat", "living-room thermostat", "hallway Nest thermostat"]),
+           ("lock", ["front door lock", "smart lock"])]
+_PART_CHANGES = ["{s} replaced the {p} in the {t}.", "{s} swapped the {p} on our {t}.", "{s} changed the {p} of the {t}.",
+                 "Just replaced the {p} in my {t}.", "{s} put a new {p} in the {t} yesterday.",
+                 "{s} have replaced the {p} in the {t} now."]
+_ABOUT = ["User's {h} is a Nest.", "User has a cat and wants no loud {h}s after 22:00.", "The {h} is in the hall."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_THINGS).flatmap(lambda t: st.tuples(st.just(t[0]), st.sampled_from(t[1]))),
+       st.sampled_from(_PARTS), st.sampled_from(_PART_CHANGES), st.sampled_from(["I", "We"]),
+       st.sampled_from(_ABOUT), st.floats(min_value=0.0, max_value=0.95))
+def test_a_part_of_a_thing_changed_replaces_no_fact_about_the_thing(thing, part, template, speaker, about, cosine):
+    head, named = thing
+    sentence = template.format(s=speaker, p=part, t=named)
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact(about.format(h=head), cosine)]) is None, sentence
