@@ -525,3 +525,27 @@ def test_a_part_of_a_thing_changed_replaces_no_fact_about_the_thing(thing, part,
     sentence = template.format(s=speaker, p=part, t=named)
     reading = change_read(sentence)
     assert reading is None or change_target(reading, [_fact(about.format(h=head), cosine)]) is None, sentence
+
+
+# A request to change one setting ("Please change the weekday schedule to 21 degrees") in any
+# wording replaces no fact of another slot: not one of the same topic ("the bedroom at 18 degrees
+# at night"), not one naming another thing of the same kind ("the weekend schedule"), not one
+# whose hour only shares a digit ("6pm", "6am").
+_REQUESTS = ["Please change the weekday schedule to 21 degrees from 8am to 6pm{tail}.",
+             "Can you switch my weekday schedule to 21 degrees from 8am to 6pm{tail}?",
+             "Could you set the weekday schedule to 21 degrees from 8am to 6pm{tail}?",
+             "Please change the weekday schedule to 21 degrees{tail}."]
+_TAILS = ["", " from now on", ", I work from home now", ", I'm working from home now", " now"]
+_OTHER_SLOTS = ["User wants the bedroom at 18 degrees at night.", "User's heating comes on at 6am.",
+                "User's weekend schedule is 19 degrees all day.", "User has a cat and wants no loud alarms after 22:00.",
+                "User's living-room thermostat keeps dropping to 16 degrees at night."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_REQUESTS), st.sampled_from(_TAILS), st.sampled_from(_OTHER_SLOTS),
+       st.floats(min_value=0.0, max_value=0.95))
+def test_a_request_to_change_a_setting_replaces_no_fact_of_another_slot(request, tail, other, cosine):
+    sentence = request.format(tail=tail)
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact(other, cosine)], min_strong_topic_cosine=0.25) is None, \
+        (sentence, other)
