@@ -549,3 +549,11 @@ def test_a_request_to_change_a_setting_replaces_no_fact_of_another_slot(request,
     reading = change_read(sentence)
     assert reading is None or change_target(reading, [_fact(other, cosine)], min_strong_topic_cosine=0.25) is None, \
         (sentence, other)
+
+
+def test_a_request_that_names_its_setting_replaces_that_setting_and_a_span_of_the_day_is_no_old_value():
+    reading = change_read("Please change the weekday schedule to 21 degrees from 8am to 6pm, I work from home now.")
+    assert reading is not None and reading.request
+    link = change_target(reading, [_fact("The weekday heating schedule is 19 degrees from 7am to 5pm.", 0.5),
+                                   _fact("User's weekend schedule is 19 degrees all day.", 0.5, "f2")])
+    assert link is not None and link.fact.id == "f1" and link.by == "value"
