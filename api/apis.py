@@ -152,7 +152,8 @@ class BaseApi(APIView):
     def initial(self, request: Request, *args, **kwargs) -> None:
         limit = body_limit(self)
         length = request.META.get("CONTENT_LENGTH") or "0"
-        if length.isdigit() and int(length) > limit:
+        # ASCII digits only: "²".isdigit() holds, yet int("²") raises (a header is the client's text).
+        if length.isascii() and length.isdigit() and int(length) > limit:
             raise RequestTooLarge(f"the request body exceeds {limit} bytes", details={"limit_bytes": limit})
         super().initial(request, *args, **kwargs)
         # The path names an end-user and a memory that could exist, or the request goes no further

@@ -155,6 +155,14 @@ _QUESTIONS = [
     "What did the technician replace?", "Who is allergic to {food}?", "What are my hobbies?",
     "Is my {brand} {device} still under warranty?", "What happened after the firmware update?",
 ]
+# Questions that gather over time ("has"/"have": memory_app.recall.read.query_gathers), which take
+# the second hop; the latency suite times them in a row of their own.
+_GATHERING = [
+    "Which places have I travelled to?", "What has {person} been doing lately?",
+    "What problems has the {device} had?", "Which devices have given me trouble?",
+    "What has the technician replaced so far?", "What have I asked you to remind me about?",
+    "Which firmware updates have I installed on the {device}?", "What has {person} borrowed from me?",
+]
 _LEADS = ["", "", "Quick question: ", "Hey, ", "Remind me, ", "Sorry to ask again, ", "Before I call {person}: "]
 _TAILS = ["", "", " I think it was {past}.", " It's about the one in the {room}.", " I need it for {future}.",
           " {person_cap} asked me.", " The {brand} one, I mean."]
@@ -222,4 +230,10 @@ class Synth:
     def question(self, n: int) -> str:
         rng = self._rng("questions", "question", n)
         lead, question = _fill(rng.choice(_LEADS), rng), _fill(rng.choice(_QUESTIONS) + rng.choice(_TAILS), rng)
+        return lead + question[0].lower() + question[1:] if lead else question
+
+    def gathering_question(self, n: int) -> str:
+        """The ``n``th question gathering over time (one that takes recall's second hop)."""
+        rng = self._rng("questions", "gathering", n)
+        lead, question = _fill(rng.choice(_LEADS), rng), _fill(rng.choice(_GATHERING), rng)
         return lead + question[0].lower() + question[1:] if lead else question

@@ -5,7 +5,8 @@ place from one size to the next.
 
     scripts/bench latency [--sizes 10000] [--queries 300] [--writes 60] [--tenants 100]
 
-Per size, one call at a time: recalls (k=10, every type and the catalog) after an untimed pass
+Per size, one call at a time: recalls (k=10, every type and the catalog; ordinary questions, and
+questions gathering over time, which take the second hop, in rows of their own) after an untimed pass
 that warms Elasticsearch's caches and the end-users' keys, the query-vector cache emptied before
 each new question; then turns (``engram.turn``: the episode stored while a recall runs on its
 text, as ``POST .../turns``) and fact writes superseding one of the end-user's facts, at random
@@ -25,6 +26,7 @@ from benchmarks.loading import Corpus
 from benchmarks.harness import log, ms, peak_rss_mb, percentiles, rss_mb, timed_ms
 
 PHASES = ("refresh", "embed", "search")
+HOP = "hop"  # the second hop's two searches (memory_app.recall.search.hop_leg): gathering questions only
 
 
 def corpus_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,22 +53,29 @@ def corpus_create(args: argparse.Namespace) -> tuple[Corpus, float]:
     return corpus, created
 
 
-def measure(corpus: Corpus, *, queries: int, writes: int, rng: random.Random, questions: list[str]) -> dict:
-    """One size's figures (see the module doc)."""
+def measure(corpus: Corpus, *, queries: int, writes: int, rng: random.Random, questions: list[str],
+            gathering: list[str] | None = None) -> dict:
+    """One size's figures (see the module doc); with ``gathering``, also recalls of ordinary
+    end-users asking those questions (the second hop's), drawn by a generator of their own so that
+    the other rows ask what they asked without them."""
     normal, result = corpus.ordinary, {}
-    for key, plan in [("recall", [(rng.choice(normal), rng.choice(questions)) for _ in range(queries)]),
-                      ("heavy", [(corpus.heavy, rng.choice(questions)) for _ in range(max(20, queries // 2))])]:
+    plans = [("recall", [(rng.choice(normal), rng.choice(questions)) for _ in range(queries)]),
+             ("heavy", [(corpus.heavy, rng.choice(questions)) for _ in range(max(20, queries // 2))])]
+    if gathering:
+        own = random.Random(f"gathering/{len(gathering)}")
+        plans.append(("gather", [(own.choice(normal), own.choice(gathering)) for _ in range(queries)]))
+    for key, plan in plans:
         for subject, question in plan:  # untimed: keys, connections, Elasticsearch's caches
             engram.memory_recall(subject=subject, query=question, k=10)
-        samples, phases = [], {p: [] for p in (*PHASES, "rest")}
+        samples, phases = [], {p: [] for p in (*PHASES, HOP, "rest")}
         for subject, question in plan:
             engram.new_question()
             started = time.perf_counter()
             _, spent = engram.recall_phases(subject=subject, query=question, k=10)
             samples.append((time.perf_counter() - started) * 1000)
-            for p in PHASES:
+            for p in (*PHASES, HOP):
                 phases[p].append(spent.get(p, 0.0))
-            phases["rest"].append(samples[-1] - sum(spent.get(p, 0.0) for p in PHASES))
+            phases["rest"].append(samples[-1] - sum(spent.get(p, 0.0) for p in (*PHASES, HOP)))
         result[f"{key}_new"] = percentiles(samples)
         result[f"{key}_new_phases"] = {p: percentiles(v, (50, 95)) for p, v in phases.items()}
         for subject, question in plan:  # untimed: every query vector cached again
@@ -104,6 +113,10 @@ def questions(seed: int) -> list[str]:
     return [Synth(seed).question(n) for n in range(2000)]
 
 
+def gathering_questions(seed: int) -> list[str]:
+    return [Synth(seed).gathering_question(n) for n in range(500)]
+
+
 def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     sizes = args.sizes or ([1000] if args.quick else [10000])
     queries = args.queries or (40 if args.quick else 300)
@@ -114,7 +127,8 @@ def run(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
     data = {"tenants": corpus.n_tenants, "users_per_tenant": corpus.users_per_tenant, "created_s": round(created, 1),
             "queries": queries, "writes": writes, "rows": []}
     for size in sizes:
-        data["rows"].append(size_row(corpus, size, queries=queries, writes=writes, rng=rng, questions=asked))
+        data["rows"].append(size_row(corpus, size, queries=queries, writes=writes, rng=rng, questions=asked,
+                                     gathering=gathering_questions(args.seed)))
         save(data)
     return data
 
@@ -130,6 +144,8 @@ def size_row(corpus: Corpus, size: int, **measured) -> dict:
 _LATENCY_ROWS = [("recall, new question", "recall_new"), ("recall, repeated question", "recall_repeated"),
                  ("recall, heavy end-user, new question", "heavy_new"),
                  ("recall, heavy end-user, repeated question", "heavy_repeated"),
+                 ("recall, question gathering over time (second hop), new", "gather_new"),
+                 ("recall, question gathering over time (second hop), repeated", "gather_repeated"),
                  ("turn (write + pre-recall)", "turn"), ("fact write superseding one fact", "fact_supersede")]
 
 
@@ -142,6 +158,9 @@ def corpus_table(rows: list[dict]) -> str:
     for phase in (*PHASES, "rest"):
         lines.append(f"| recall, new question: {phase}, p50 / p95 ms | "
                      + " | ".join(ms((r.get("recall_new_phases") or {}).get(phase), (50, 95)) for r in rows) + " |")
+    for phase in (*PHASES, HOP, "rest"):
+        lines.append(f"| recall, gathering question: {phase}, p50 / p95 ms | "
+                     + " | ".join(ms((r.get("gather_new_phases") or {}).get(phase), (50, 95)) for r in rows) + " |")
     for label, key, fmt in [("bulk import, all calls, episodes/s", "import_eps", "{:.0f}"),
                             ("bulk import, calls of >= 1,000 episodes only, episodes/s", "import_eps_large", "{:.0f}"),
                             ("index size on disk, MB", "store_mb", "{:.1f}"),

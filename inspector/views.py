@@ -276,6 +276,9 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
     fact = {"id": credited_by, "rank": ranks.get(credited_by)} if credited_by else None
     copies = explain.pop("copies", [])
     stale = explain.pop("superseded_fact", None)
+    if stale:
+        side = "below" if "below" in stale else "above" if "above" in stale else None
+        stale = {**stale, "placed": {"side": side, "rank": ranks.get(stale[side])} if side else None}
     scalars, factors = [], []
     for key, value in explain.items():
         if isinstance(value, dict):

@@ -85,7 +85,7 @@ class TimeWindow:
 
     def contains(self, when: datetime, *, grace: timedelta) -> bool:
         """Whether ``when`` falls in the window, or up to ``grace`` after its end."""
-        return any(start <= when < _plus(end, grace) for start, end in self.spans(around=when.year))
+        return any(start <= when < moment_plus(end, grace) for start, end in self.spans(around=when.year))
 
     def overlaps(self, dates: Iterable[tuple[date, date]]) -> bool:
         """Whether one of ``dates`` (calendar days, first inclusive, last exclusive) names a day of
@@ -102,7 +102,7 @@ class TimeWindow:
         return _days(self.spans(back=back))
 
 
-def _plus(moment: date, delta: timedelta) -> date:
+def moment_plus(moment: date, delta: timedelta) -> date:
     """``moment + delta`` (a date or datetime), held at the calendar's first or last instant
     rather than past it: a window at the calendar's edge is compared, never an error."""
     try:
@@ -116,7 +116,7 @@ def _plus(moment: date, delta: timedelta) -> date:
 
 def _days(spans: list[tuple[datetime, datetime]]) -> list[tuple[date, date]]:
     """Spans of time as the calendar days they touch (last exclusive)."""
-    return [(start.date(), _plus((end - timedelta(microseconds=1)).date(), timedelta(days=1))) for start, end in spans]
+    return [(start.date(), moment_plus((end - timedelta(microseconds=1)).date(), timedelta(days=1))) for start, end in spans]
 
 
 def _near(days: list[tuple[date, date]]) -> list[tuple[date, date, tuple[date, date]]]:
@@ -125,7 +125,7 @@ def _near(days: list[tuple[date, date]]) -> list[tuple[date, date, tuple[date, d
     out = []
     for first, last in days:
         margin = max(last - first, timedelta(days=7))
-        out.append((first, last, (_plus(first, -margin), _plus(last, margin))))
+        out.append((first, last, (moment_plus(first, -margin), moment_plus(last, margin))))
     return out
 
 

@@ -149,7 +149,11 @@ def _check_host(headers: Headers) -> None:
         raise ValidationFailed("invalid Host header", code="invalid_host")
     origin = headers.get("origin")
     if origin and origin not in settings.CSRF_TRUSTED_ORIGINS:
-        origin_host, _port = split_domain_port(urlsplit(origin).netloc)
+        try:
+            netloc = urlsplit(origin).netloc
+        except ValueError:  # "http://[::1": a client's header is no URL; refused as any unknown origin
+            netloc = ""
+        origin_host, _port = split_domain_port(netloc)
         if not origin_host or not validate_host(origin_host, allowed):
             raise PermissionDenied("requests from this Origin are not allowed", code="invalid_origin")
 

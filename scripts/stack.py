@@ -403,7 +403,9 @@ class Instance:
         return bool(health) and health["status"] in ("green", "yellow") and health["number_of_nodes"] >= self.size
 
     def _wait_formed(self, started: float, launched: list[tuple[Node, subprocess.Popen]]) -> None:
-        deadline = time.monotonic() + float(os.environ.get("ENGRAM_ES_START_TIMEOUT", "180"))
+        # Three nodes starting at once on two cores take more than twice as long as one.
+        default = 360 if self.clustered else 180
+        deadline = time.monotonic() + float(os.environ.get("ENGRAM_ES_START_TIMEOUT", default))
         while time.monotonic() < deadline:
             for node, process in launched:
                 if process.poll() not in (None, 0):

@@ -112,11 +112,11 @@ any_text = st.text(st.characters(exclude_categories=()), max_size=80)
 texts = st.one_of(st.text(max_size=80), any_text, long_numbers, sentences, day_texts, moment_texts, st.sampled_from(
     ["", " ", "\x00", "\ud800", "é" * 300, "x" * 200_001, "2024-02-30", "0001-01-01T00:00:00+01:00",
      "9999-12-31T23:59:59-01:00", "NaN", "-0", "1e999", "../..", "Europe/../../etc/passwd"]))
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(2**70), 2**70), st.floats(), texts)
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(2**70), 2**70), st.floats(), texts)
 # JSON as a client may send it (Python's parser gives huge integers, NaN and Infinity too), and now
 # and then nested a few thousand levels deep.
 json_values = st.one_of(
-    st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
                  max_leaves=12),
     st.integers(100, 3000).map(nested_json),
 )
@@ -125,9 +125,14 @@ json_values = st.one_of(
 def query_string(params: dict[str, str]) -> str:
     """``params`` as a URL's query string: each text's UTF-8 bytes percent-encoded (a lone surrogate
     as the invalid UTF-8 it encodes to), as a server hands it to Django."""
+    return query_string_pairs(params.items())
+
+
+def query_string_pairs(pairs) -> str:
+    """``query_string`` of (name, value) pairs, a name given more than once (a form's checkboxes) included."""
     from urllib.parse import quote_from_bytes
 
     def encoded(text: str) -> str:
         return quote_from_bytes(text.encode("utf-8", "surrogatepass"))
 
-    return "&".join(f"{encoded(k)}={encoded(v)}" for k, v in params.items())
+    return "&".join(f"{encoded(k)}={encoded(v)}" for k, v in pairs)

@@ -194,6 +194,7 @@ class ChangeReading:
     other_subject: str | None
     first_object: bool
     subject_kind: str | None = None  # "person" | "thing" | None (the speaker)
+    request: bool = False  # the clause asks for the change ("Please change the schedule to ...")
 
 
 def words_of(text: str) -> list[str]:
@@ -340,7 +341,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             continue  # "my husband changed his alarm": his change, not the speaker's
         return ChangeReading(sentence=text, clause=clause, kind=HARSH if harsh else NATURAL,
                              cue=cue.group(0).lower() if cue else "", ends=bool(_ENDS.search(clause)),
-                             other_subject=other, first_object=first_object, subject_kind=what)
+                             other_subject=other, first_object=first_object, subject_kind=what,
+                             request=_asks_for(core, sentence=text))
     return None
 
 
@@ -417,6 +419,16 @@ def _opens_with_subject(clause: str, names: frozenset[str]) -> bool:
                             or first[0].removesuffix("'s") in names)
 
 
+_ASKS_FOR = re.compile(r"^\W*(?:(?:from now on|going forward),?\s+)?(?:please\b|(?:can|could|would|will) you\b)", re.I)
+
+
+def _asks_for(clause: str, *, sentence: str) -> bool:
+    """A clause that asks the listener for the change ("Please change the weekday schedule to 21",
+    "Can you switch my ...", "Change it to 21 please"), not one that reports it."""
+    return _ASKS_FOR.match(clause) is not None or (
+        re.search(r"\bplease\b", sentence, re.I) is not None and speech.is_imperative(clause.lstrip()))
+
+
 def _without_requests(text: str) -> str:
     # "Can you note that ..." and "could you make ..." ask the agent to record, not whether to change.
     return _QUESTION_REQUEST.sub("", text)
@@ -485,8 +497,9 @@ def _content(text: str, *, self_names: frozenset[str]) -> set[str]:
 def _names(text: str, *, self_names: frozenset[str]) -> set[str]:
     """Capitalised words and numbers that are not the first word of a sentence: a value's names."""
     out = set()
-    for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z'’\-]+|[a-z]+[A-Z]\w*|\d+(?:[.:]\d+)?)", text):
-        word = m.group(1).lower().replace("’", "'").removesuffix("'s")
+    # An hour keeps its half of the day: "6pm" is no name of "6am".
+    for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z'’\-]+|[a-z]+[A-Z]\w*|\d+(?:[.:]\d+)?(?:\s?[ap]m\b)?)", text):
+        word = m.group(1).lower().replace("’", "'").removesuffix("'s").replace(" ", "")
         if word not in _STOP and word not in self_names and word != "user" and word != "i":
             out.add(word)
     return out
@@ -515,12 +528,39 @@ def _part_only(clause: str, word: str, *, compound: bool = False) -> bool:
         following = re.match(r"\s+([a-z][a-z'-]*)", after)
         owner = low[m.start(): m.end()].endswith("'s") and following is not None and \
             following[1] not in _STOP and not _is_verb_form(following[1])
-        held = re.search(r"\b([a-z][a-z'-]*)\s+(?:on|in|of|at|for)\s+(?:the|my|our|his|her)\s+$", before)
-        held_in = held is not None and _noun_only(held[1])
+        # (the thing may carry words of its own: "the battery in the kitchen smoke alarm")
+        held = re.search(r"\b([a-z][a-z'-]*)\s+(?:on|in|of|at|for)\s+(?:the|my|our|his|her|their)\s+"
+                         r"(?:[a-z][a-z'-]*\s+){0,3}$", before)
+        # a noun, or a word a determiner makes one ("the filter in the hood", "a new fuse in the plug")
+        held_in = held is not None and (_noun_only(held[1]) or re.search(
+            r"\b(?:the|a|an|new|its|my|our|their|his|her)\s+" + re.escape(held[0]) + "$", before) is not None)
         modifier = compound and following is not None and _noun_only(following[1]) and not re.match(r"\s+(?:one|now)\b", after)
         if not (owner or held_in or modifier):
             return False
     return True
+
+
+def _modifiers(text: str, word: str, *, self_names: frozenset[str]) -> set[str]:
+    """The content words just before the first mention of ``word`` in ``text`` ("weekday" and
+    "heating" in "the weekday heating schedule"), up to two."""
+    words = [w.removesuffix("'s") for w in words_of(text)]
+    for n, w in enumerate(words):
+        if w == word or _singular(w) == word:
+            out: set[str] = set()
+            for before in reversed(words[max(0, n - 2): n]):
+                if before in _STOP or before in self_names or before == "user" or before[0].isdigit() \
+                        or _is_verb_form(before):
+                    break
+                out.add(before)
+            return out
+    return set()
+
+
+def _kinds_apart(sentence: str, fact: str, word: str, *, self_names: frozenset[str]) -> bool:
+    """Whether the texts name ``word`` with no word before it in common ("the weekday schedule",
+    "the weekend schedule"): two things of one kind, two slots."""
+    a, b = _modifiers(sentence, word, self_names=self_names), _modifiers(fact, word, self_names=self_names)
+    return bool(a) and bool(b) and not a & b
 
 
 # Cues that say only that something is new or begins ("now", "new", "started"): with nothing in
@@ -563,7 +603,9 @@ _ENDED_OBJECT = re.compile(r"\b(?:quit|left|leave|leaving|gave up|given up|give 
                            r"took (?:me|us|him|her) off|"
                            r"instead of|rather than|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on)\s+((?:[\w'-]+\s*){1,4})",
                            re.I)
-_FROM_OLD = re.compile(r"\bfrom\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b", re.I)
+# (not a span of the day: "from 8am to 6pm" names no old value)
+_CLOCK_NEXT = r"(?!\d{1,2}(?:[:.]\d\d)?\s?[ap]m\b)"
+_FROM_OLD = re.compile(r"\bfrom\s+" + _CLOCK_NEXT + r"((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:to|for)\b", re.I)
 # "left my phone at work", "lost the keys in town": a thing put somewhere, not given up.
 _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|her|a|an)\s+)?[\w'-]+(?:\s+[\w'-]+)?\s+"
                             r"(?:(?:at|in|on|behind|with|outside)\s+(?!(?:the\s+|last\s+|this\s+)?(?:spring|summer|autumn|"
@@ -572,7 +614,8 @@ _PUT_SOMEWHERE = re.compile(r"\b(?:left|leave|leaving)\s+(?:(?:the|my|our|his|he
 _SPAN_END = re.compile(r"\b(?:in|at|on|over|since|for|after|before|because|last|this|and|but|to|with|when|as|"
                        r"so|then|now|anymore|any)\b", re.I)
 # A clause that names both the old value and the new one.
-_NAMES_BOTH = re.compile(r"\b(?:instead of|rather than)\b|\bfrom\s+(?:[\w'-]+\s+){1,4}?(?:to|for)\b", re.I)
+_NAMES_BOTH = re.compile(r"\b(?:instead of|rather than)\b|\bfrom\s+" + _CLOCK_NEXT + r"(?:[\w'-]+\s+){1,4}?(?:to|for)\b",
+                         re.I)
 _DULL_VERBS = frozenset("use have get go do make need be take".split())
 
 
@@ -668,6 +711,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         shared_words |= {w for w in ended if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w))}
         if replaced_verbs & {_lemma(w) for w in words_of(fact.text)}:
             shared_words |= replaced_verbs
+        shared_words = {w for w in shared_words if not _kinds_apart(reading.sentence, fact.text, w, self_names=names)}
         shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:
@@ -697,6 +741,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
                 and not _WEAK_CUE.fullmatch(reading.cue):
             link = Link(fact=fact, by="vector", shared=(), score=fact.cosine)
         if link is None:
+            continue
+        if reading.request and link.by != "value" and not ended and not reading.ends:
+            # a request names what it changes ("change my weekday schedule") or what goes ("rather than
+            # email", "don't send me the newsletter any more"): a topic in common is another slot
             continue
         if reading.subject_kind == "person" and not reading.first_object and not (
                 set(words_of(reading.other_subject or "")) & (fact_words | fact_names)):
@@ -855,6 +903,8 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     labelled, text = speech.split_speaker(episode.text)
     holder = labelled or "User"
     names = frozenset(n.lower() for n in ([labelled] if labelled else ["user", *display_names]) if n)
+    # A sentence is worded as the extractor words it: the end-user by display name, else "the user".
+    writer = labelled or next((" ".join(n.split()) for n in display_names if n and n.strip()), "the user")
     family = speech.family_context(text)
     when = _when(episode.occurred_at)
     own = [c for c in candidates if episode.id in c.episode_ids]
@@ -863,7 +913,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     for sentence in speech.sentences(text):
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
-        rendered = _rendered(sentence, holder=holder, family=family, when=when)
+        rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own

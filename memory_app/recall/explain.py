@@ -29,8 +29,9 @@ def memory_public(hit: Hit) -> dict[str, Any]:
 
 def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None) -> dict[str, Any]:
     """Ranks, the fused score, the multipliers, the credit of a fact distilled from it and the
-    fact's id, the reply credit, the sentence of the episode's own text its dense rank came from
-    and the ids of its ``copies`` left out. Raw BM25 scores are never shown: they carry index-wide
+    fact's id, the reply credit, the sentence of the episode's own text its dense rank came from,
+    the ids of its ``copies`` left out and, for a hit telling a superseded value, that fact and the
+    hit holding the current value it was placed ``below`` or ``above``. Raw BM25 scores are never shown: they carry index-wide
     term statistics, which in shared indices move when another tenant writes; the fused score uses
     none."""
     return {
@@ -50,7 +51,8 @@ def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None)
         **({"copies": copies} if copies else {}),
         **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,
                                 "superseded_by": list(hit.stale_fact.superseded_by),
-                                "valid_to": hit.stale_fact.valid_to, "as": hit.stale_as}} if hit.stale_fact else {}),
+                                "valid_to": hit.stale_fact.valid_to, "as": hit.stale_as,
+                                **({hit.placed: hit.placed_by} if hit.placed else {})}} if hit.stale_fact else {}),
     }
 
 

@@ -76,6 +76,8 @@ class Hit:
     stale_as: str | None = None  # "told": an episode that told its value; "ended": a fact naming only its end
     neighbour_credit: float = 0.0  # added to the score for a session neighbour among the candidates (``neighbour_credit``)
     neighbour: str | None = None
+    placed: str | None = None  # "below" / "above": a stale hit placed by the hit holding the current value
+    placed_by: str | None = None  # that hit (``below_successors``, ``above_successors``)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         below_successors(hits, searched.stale)
     elif options.past_above:
         above_successors(hits)
-    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, h.id))
+    ordered = [h for h in sorted(hits, key=lambda h: (-h.score, PLACED_ORDER.get(h.placed or "", 0), h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
 
@@ -320,6 +322,9 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
 
 
 BELOW = 0.99  # a stale hit's score at most this share of the current value's best hit's
+# A placed stale hit that ties the hit it was placed by (both scored 0, the last of a min-max
+# normalised leg) still sorts on its side of it.
+PLACED_ORDER = {"above": -1, "below": 1}
 
 
 def _successors(fact: StaleFact, stale: tuple[StaleFact, ...]) -> set[str]:
@@ -355,17 +360,21 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
     """For a question about now: a stale hit (an episode whose value stopped being true, or a fact
     naming only that value's end) ranks below the best hit that holds the value which replaced it
     (the superseding fact, or a turn it was distilled from), whatever the scales of the legs made
-    of their scores. Its ``superseded`` multiplier then says by how much in all."""
+    of their scores, a score of 0 included (``PLACED_ORDER`` breaks the tie). Its ``superseded``
+    multiplier then says by how much in all, and ``placed_by`` names that hit."""
     by_id = {h.id: h for h in hits}
     for hit in hits:
-        if hit.stale_fact is None or hit.score <= 0 or not (
-                hit.memory_type is MemoryType.EPISODIC or hit.stale_as == "ended"):
+        if hit.stale_fact is None or not (hit.memory_type is MemoryType.EPISODIC or hit.stale_as == "ended"):
             continue
-        current = [h.score for h in _current_value(hit, by_id, stale)]
-        if current and hit.score >= max(current) > 0:
-            capped = max(current) * BELOW
-            hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
-            hit.score = capped
+        current = _current_value(hit, by_id, stale)
+        if not current:
+            continue
+        best = max(current, key=lambda h: (h.score, h.id))
+        if hit.score >= best.score:
+            capped = best.score * BELOW
+            if hit.score > 0:
+                hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
+            hit.score, hit.placed, hit.placed_by = capped, "below", best.id
 
 
 def above_successors(hits: list[Hit]) -> None:
@@ -373,17 +382,22 @@ def above_successors(hits: list[Hit]) -> None:
     that told a value which stopped being true, or a fact naming only that value) ranks above the
     best hit holding the value that replaced it next
     ("What pet did Agnes have before Bess?": the turn about Tiger above "Bess"; in a chain, the value
-    just before the current one), in the order of their own scores. Its ``was_true`` multiplier
-    then says by how much in all."""
+    just before the current one), in the order of their own scores, a score of 0 included. Its
+    ``was_true`` multiplier then says by how much in all (a score of 0 has no multiplier: it takes
+    that hit's score and the tie goes its way), and ``placed_by`` names that hit."""
     by_id = {h.id: h for h in hits}
     for hit in hits:
-        if hit.stale_fact is None or hit.score <= 0:
+        if hit.stale_fact is None:
             continue
-        current = [h.score for h in _current_value(hit, by_id, ())]
-        if current and max(current) >= hit.score:
-            lifted = max(current) + hit.score * (1 - BELOW)
-            hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
-            hit.score = lifted
+        current = _current_value(hit, by_id, ())
+        if not current:
+            continue
+        best = max(current, key=lambda h: (h.score, h.id))
+        if best.score >= hit.score:
+            lifted = best.score + hit.score * (1 - BELOW)
+            if hit.score > 0:
+                hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
+            hit.score, hit.placed, hit.placed_by = lifted, "above", best.id
 
 
 # A value's names in a fact: a capitalised word that does not open a sentence, or a number.

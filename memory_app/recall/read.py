@@ -14,7 +14,7 @@ from engram_core.es.schema import MemoryType
 from language import concepts
 from language.intent import Intent, query_intent
 from language.names import query_entities, without_names, without_possessive
-from language.temporal import TimeWindow, query_asks_time, query_time_window
+from language.temporal import TimeWindow, moment_plus, query_asks_time, query_time_window
 from language.words import distinct_words, without_stopwords
 from memory_app.recall.options import RecallOptions
 
@@ -111,7 +111,8 @@ def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
     if _PAST.search(_NOT_PAST.sub(" ", query)):
         return True
     window = query_time_window(query, now=now, tz=tz)
-    return window is not None and window.end is not None and window.end < now - timedelta(days=PAST_DAYS)
+    # Held at the calendar's first day: ``now`` is a caller's as_of, which may be 0001-01-01.
+    return window is not None and window.end is not None and window.end < moment_plus(now, -timedelta(days=PAST_DAYS))
 
 
 def _wordnet(options: RecallOptions) -> concepts.WordNet:

@@ -110,7 +110,7 @@ class LiveEngram:
         self.server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
             cwd=ROOT, env=self.env, stdout=open(self.workdir / "server.log", "ab"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded two-core machine has taken over 60 s
         while time.monotonic() < deadline:
             if self.server.poll() is not None:
                 raise RuntimeError(f"the server exited:\n{(self.workdir / 'server.log').read_text()}")
@@ -120,6 +120,7 @@ class LiveEngram:
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
+        self.stop()  # not left running after the test that needed it
         raise RuntimeError("the server did not come up")
 
     def start_worker(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -530,3 +531,110 @@ def test_the_rest_edge_and_the_direct_services_refuse_a_fact_or_a_playbook_alike
     except ValidationFailed as exc:
         direct = exc.code
     assert edge == direct
+
+@pytest.mark.parametrize("as_of", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+def test_a_recall_as_of_at_the_calendars_edges_is_answered(api, as_of):
+    """The moments the calendar holds: a question is read as asked then (its date arithmetic held at
+    the calendar's edge: "now - 30 days", a window's end plus its grace raised OverflowError, a 500)."""
+    api.post("/api/v1/subjects/alice/turns", {"text": "I moved to Lyon", "occurred_at": "2025-01-01T00:00:00Z"},
+             format="json")
+    for query in ("what happened yesterday", "where did I live in 2024"):
+        answer = api.post("/api/v1/subjects/alice/recall", {"query": query, "as_of": as_of}, format="json")
+        assert answer.status_code == 200, answer.content
+
+
+# ---------------------------------------------------------------- any JSON value in any field
+
+from hypothesis import HealthCheck, example, given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+from tests.strategies import json_scalars, nested_json, texts  # noqa: E402
+
+# tests.strategies.json_values, nested at most a few hundred levels (json.dumps writes them; the parser
+# refuses past 128 either way).
+_any_json = st.one_of(st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
+                                   | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12),
+                      st.integers(100, 300).map(nested_json))
+
+# Each JSON-body operation with a body it accepts: the property puts a JSON value of any type in
+# some of its fields (a known field, an unknown one, or the whole body), as a client may.
+_EPISODE = {"text": "I moved to Lyon", "occurred_at": "2025-01-01T00:00:00Z", "role": "user", "session_id": "s1",
+            "context": "before", "metadata": {"k": 1}, "id": "client-0001"}
+_BODIES = {
+    "/api/v1/subjects": {"external_id": "typed", "display_name": "T"},
+    "/api/v1/subjects/typed/turns": {"text": "I moved to Lyon", "occurred_at": "2025-01-01T00:00:00Z",
+                                     "session_id": "s1", "context": "c", "metadata": {"k": 1}, "k": 3,
+                                     "types": ["semantic"], "include_superseded": False, "explain": True,
+                                     "timezone": "Europe/Paris"},
+    "/api/v1/subjects/typed/recall": {"query": "Lyon", "k": 3, "types": ["episodic"],
+                                      "since": "2024-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z",
+                                      "as_of": "2025-06-01T00:00:00Z", "include_superseded": True, "explain": True,
+                                      "timezone": "UTC"},
+    "/api/v1/subjects/typed/memories": {"type": "semantic", "text": "Lives in Lyon", "confidence": 0.5,
+                                        "supersedes": ["abcdefgh"], "contradiction": "harsh", "metadata": {"k": 1},
+                                        "supporting_episode_ids": ["abcdefgh"]},
+    "/api/v1/subjects/typed/memories#procedural": {"type": "procedural", "trigger": "Wi-Fi drops",
+                                                   "steps": ["Reboot"], "confidence": 1, "supersedes": None,
+                                                   "contradiction": "natural", "metadata": None},
+    "/api/v1/subjects/typed/playbooks/abcdefgh/outcome": {"success": True, "refined_steps": "Reboot twice"},
+    "/api/v1/subjects/typed/episodes:import": {"episodes": [_EPISODE]},
+    "/api/v1/subjects/typed/episodes:import#episode": _EPISODE,  # the fields of one episode
+    "/api/v1/subjects/typed/consolidate": {"dry_run": True, "extractor": "rules"},
+    "/api/v1/catalog/entries": {"title": "Moving", "text": "How to move", "metadata": {"k": [1, 2]}},
+}
+
+
+@st.composite
+def _typed_requests(draw) -> tuple[str, object]:
+    target = draw(st.sampled_from(sorted(_BODIES)))
+    body = dict(_BODIES[target])
+    if draw(st.integers(0, 9)) == 0:
+        changed: object = draw(_any_json)
+    else:
+        for name in draw(st.lists(st.sampled_from(sorted(body)) | st.text(max_size=8), min_size=1, max_size=3)):
+            body[name] = draw(_any_json)
+        changed = body
+    path = target.split("#")[0]
+    if target.endswith("#episode"):
+        changed = {"episodes": [changed]}
+    return path, changed
+
+
+@hypothesis_settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                             HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(request=_typed_requests(), idempotent=st.booleans())
+def test_a_value_of_any_json_type_in_any_field_is_refused_or_taken_never_a_500(api, request, idempotent):
+    """The class of the nested "type" list (a TypeError answered 500): whatever JSON a field holds,
+    the answer is the operation's or a 4xx in the error format, never a server error."""
+    from django.core.cache import cache
+
+    cache.clear()  # the per-token and import rate limits: every example reaches its view
+    path, body = request
+    headers = {"HTTP_IDEMPOTENCY_KEY": f"typed-{abs(hash(json.dumps(body, default=str)))}"} if idempotent else {}
+    response = api.post(path, json.dumps(body), content_type="application/json", **headers)
+    assert response.status_code < 500, (path, body, response.content[:500])
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert set(error) == {"code", "message", "details"}, error
+
+
+# What a WSGI server hands Django: a header's bytes read as Latin-1, whatever the client wrote.
+_header_values = st.one_of(texts, st.text(st.characters(max_codepoint=255), max_size=12),
+                           st.integers(-5, 10**30).map(str)).map(
+    lambda t: t.encode("utf-8", "surrogatepass").decode("latin-1"))
+_REST_HEADERS = ("CONTENT_LENGTH", "CONTENT_TYPE", "HTTP_IDEMPOTENCY_KEY", "HTTP_ACCEPT", "HTTP_X_FORWARDED_FOR",
+                 "HTTP_ORIGIN", "HTTP_X_FORWARDED_PROTO")
+
+
+@hypothesis_settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                             HealthCheck.too_slow])
+@example(headers={"CONTENT_LENGTH": "\u00b2"}, path="/api/v1/subjects")  # "²".isdigit(), but int("²") raised ValueError: a 500
+@given(headers=st.dictionaries(st.sampled_from(_REST_HEADERS), _header_values, max_size=3),
+       path=st.sampled_from(["/api/v1/subjects/typed/turns", "/api/v1/subjects/typed/recall", "/api/v1/subjects"]))
+def test_any_header_value_is_refused_or_taken_never_a_500(api, headers, path):
+    from django.core.cache import cache
+
+    cache.clear()
+    body = {"/api/v1/subjects": {"external_id": "typed"}, "/api/v1/subjects/typed/turns": {"text": "hello"},
+            "/api/v1/subjects/typed/recall": {"query": "hello"}}[path]
+    response = api.generic("POST", path, json.dumps(body), **{"CONTENT_TYPE": "application/json", **headers})
+    assert response.status_code < 500, (headers, response.content[:500])

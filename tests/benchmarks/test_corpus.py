@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.corpus import HEAVY, Counts, Synth, plan, spread
+from memory_app.recall.read import query_gathers
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -59,6 +62,17 @@ def test_synthetic_text_is_deterministic_and_varied():
     assert len(set(texts)) > 480
     assert len({a.question(n) for n in range(500)}) > 400
     assert all("{" not in t and "}" not in t for t in texts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(0, 10_000))
+def test_the_gathering_row_asks_only_what_takes_the_hop_and_the_others_never(seed, n):
+    # Each latency row times one path: a gathering question takes recall's second hop, an
+    # ordinary one must not, or its row would time the hop too.
+    synth = Synth(seed)
+    gathering, ordinary = synth.gathering_question(n), synth.question(n)
+    assert query_gathers(gathering) and not query_gathers(ordinary)
+    assert "{" not in gathering and "}" not in gathering
 
 
 def test_episodes_are_ordered_in_time_and_grouped_in_sessions():

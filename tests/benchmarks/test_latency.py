@@ -25,6 +25,7 @@ def test_the_table_has_one_column_per_size():
     assert "| fact write superseding one fact, p50 / p95 / p99 ms | n/a | n/a |" in lines
     assert "| recall, new question: search, p50 / p95 ms | 7.0 / 9.0 | 7.0 / 9.0 |" in lines
     assert "| recall, new question: embed, p50 / p95 ms | n/a | n/a |" in lines
+    assert "| recall, gathering question: hop, p50 / p95 ms | n/a | n/a |" in lines
     assert "| bulk import, all calls, episodes/s | 512 | 512 |" in lines
     assert "| bulk import, calls of >= 1,000 episodes only, episodes/s | n/a | n/a |" in lines
     assert "| Elasticsearch heap used / max, MB | 200 / 512 | 200 / 512 |" in lines
@@ -44,8 +45,11 @@ def test_a_small_run_measures_every_row_and_leaves_no_index_or_key_behind(es_adm
         assert all(indices_present(es=es_admin, prefix=prefix).values())
     row = data["rows"][0]
     assert row["memories"] == 60 and row["heavy_memories"] == 12 and saved[-1] is data
-    for key in ("recall_new", "recall_repeated", "heavy_new", "heavy_repeated", "turn", "fact_supersede"):
+    for key in ("recall_new", "recall_repeated", "heavy_new", "heavy_repeated", "gather_new", "gather_repeated",
+                "turn", "fact_supersede"):
         assert row[key]["n"] >= 2 and row[key]["p50"] > 0, key
+    # The gathering questions take the second hop; the ordinary ones never do.
+    assert row["gather_new_phases"]["hop"]["p50"] > 0 and row["recall_new_phases"]["hop"]["p95"] == 0
     assert row["recall_new_phases"]["search"]["p50"] > 0 and row["rss_mb"] > 0
     assert "| 60 memories |" in latency.markdown(data)
     # The run's indices are dropped and every key minted under its prefix invalidated.

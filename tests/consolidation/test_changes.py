@@ -501,3 +501,83 @@ def test_a_negative_change_told_in_the_first_person_is_rendered_so_that_it_is_gr
     episode = _episode("I haven't needed the inhaler since the spring.")
     added = episode_probes(episode=episode, candidates=[]).added
     assert added and all(is_grounded(c.text, [episode_evidence(episode.text, episode.occurred_at)]) for c in added)
+
+
+_OWN_TURNS = st.sampled_from(["I sold my car.", "Please note I no longer have the cat.", "I don't have the Nest anymore.",
+                              "My cat is gone now, so please no more pet reminders.", "We moved to Leeds last month.",
+                              "My alarm is at 7 now instead of 6.", "I switched from Comcast to Verizon."])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OWN_TURNS, st.sampled_from(["Alice", "Dana Okafor", "", "  "]))
+def test_the_end_users_own_turns_are_worded_with_their_display_name(text, display_name):
+    """Change sentences of an unlabelled turn name the end-user as the extractor does: by display
+    name, else "the user"; never "User"."""
+    import re
+
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+    from memory_app.consolidation.extractors.rules import RulesExtractor
+
+    episode = Episode(id="e1", text=text, occurred_at="2026-03-02T10:00:00+00:00", session_id="s")
+    name = " ".join(display_name.split()) or "the user"
+    facts = RulesExtractor().extract(episodes=[episode], context=[], user_name=name).facts
+    found = episode_probes(episode=episode, candidates=facts, display_names=[display_name] if display_name else [])
+    for candidate in [*found.added, *(p.candidate for p in found.probes)]:
+        assert re.search(r"\bUser\b", candidate.text) is None, candidate.text
+
+
+# A part of a thing changed (its battery, its filter) in any phrasing, the thing named with or
+# without words before it ("the kitchen smoke alarm"): the thing stays, and so does every fact that
+# names it, its own slot or another ("wants no loud alarms after 22:00").
+_PARTS = ["battery", "batteries", "filter", "bulb", "fuse", "strap"]
+_THINGS = [("alarm", ["smoke alarm", "kitchen smoke alarm", "alarm"]),
+           ("thermostat", ["thermostat", "living-room thermostat", "hallway Nest thermostat"]),
+           ("lock", ["front door lock", "smart lock"])]
+_PART_CHANGES = ["{s} replaced the {p} in the {t}.", "{s} swapped the {p} on our {t}.", "{s} changed the {p} of the {t}.",
+                 "Just replaced the {p} in my {t}.", "{s} put a new {p} in the {t} yesterday.",
+                 "{s} have replaced the {p} in the {t} now."]
+_ABOUT = ["User's {h} is a Nest.", "User has a cat and wants no loud {h}s after 22:00.", "The {h} is in the hall."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_THINGS).flatmap(lambda t: st.tuples(st.just(t[0]), st.sampled_from(t[1]))),
+       st.sampled_from(_PARTS), st.sampled_from(_PART_CHANGES), st.sampled_from(["I", "We"]),
+       st.sampled_from(_ABOUT), st.floats(min_value=0.0, max_value=0.95))
+def test_a_part_of_a_thing_changed_replaces_no_fact_about_the_thing(thing, part, template, speaker, about, cosine):
+    head, named = thing
+    sentence = template.format(s=speaker, p=part, t=named)
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact(about.format(h=head), cosine)]) is None, sentence
+
+
+# A request to change one setting ("Please change the weekday schedule to 21 degrees") in any
+# wording replaces no fact of another slot: not one of the same topic ("the bedroom at 18 degrees
+# at night"), not one naming another thing of the same kind ("the weekend schedule"), not one
+# whose hour only shares a digit ("6pm", "6am").
+_REQUESTS = ["Please change the weekday schedule to 21 degrees from 8am to 6pm{tail}.",
+             "Can you switch my weekday schedule to 21 degrees from 8am to 6pm{tail}?",
+             "Could you set the weekday schedule to 21 degrees from 8am to 6pm{tail}?",
+             "Please change the weekday schedule to 21 degrees{tail}."]
+_TAILS = ["", " from now on", ", I work from home now", ", I'm working from home now", " now"]
+_OTHER_SLOTS = ["User wants the bedroom at 18 degrees at night.", "User's heating comes on at 6am.",
+                "User's weekend schedule is 19 degrees all day.", "User has a cat and wants no loud alarms after 22:00.",
+                "User's living-room thermostat keeps dropping to 16 degrees at night."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_REQUESTS), st.sampled_from(_TAILS), st.sampled_from(_OTHER_SLOTS),
+       st.floats(min_value=0.0, max_value=0.95))
+def test_a_request_to_change_a_setting_replaces_no_fact_of_another_slot(request, tail, other, cosine):
+    sentence = request.format(tail=tail)
+    reading = change_read(sentence)
+    assert reading is None or change_target(reading, [_fact(other, cosine)], min_strong_topic_cosine=0.25) is None, \
+        (sentence, other)
+
+
+def test_a_request_that_names_its_setting_replaces_that_setting_and_a_span_of_the_day_is_no_old_value():
+    reading = change_read("Please change the weekday schedule to 21 degrees from 8am to 6pm, I work from home now.")
+    assert reading is not None and reading.request
+    link = change_target(reading, [_fact("The weekday heating schedule is 19 degrees from 7am to 5pm.", 0.5),
+                                   _fact("User's weekend schedule is 19 degrees all day.", 0.5, "f2")])
+    assert link is not None and link.fact.id == "f1" and link.by == "value"

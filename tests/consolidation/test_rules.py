@@ -95,6 +95,22 @@ def test_problem_steps_outcome_and_context():
     assert out.playbooks[1].outcome_episode_id == "e4"
 
 
+_STATUS = st.sampled_from(["Works now", "It works now", "Working again now", "All good now", "Fixed now",
+                            "Problem solved", "That did the trick", "Still not working", "No luck"])
+_AFTER = st.sampled_from(["", ", the hall light comes on when I walk past", " after I unplugged my router",
+                          " since I moved my hub to the kitchen", ", thanks for the help with my thermostat"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(_STATUS, _AFTER, st.booleans())
+def test_an_outcome_is_a_momentary_status_never_a_fact(status, after, problem_before):
+    """"Works now, ..." says how a thing stands at the moment: with an open problem it is the
+    playbook's outcome, without one it is nothing; never a fact."""
+    context = ("My hub is offline.", "I unplugged the hub.") if problem_before else ()
+    out = _extract(f"{status}{after}.", context=context)
+    assert out.facts == [], out.facts
+
+
 def test_infer_slot_reads_third_person_facts():
     assert infer_slot("User lives in Lisbon.") == ("home", "Lisbon")
     assert infer_slot("User's favourite colour is blue.") == ("attr:favourite_color", "blue")

@@ -171,6 +171,66 @@ def test_putting_the_subject_back_never_raises_and_changes_only_the_front(text):
     assert with_subject(out) == out  # once is enough
 
 
+_LEMMAS = None
+
+
+def _verb_lemmas() -> list[str]:
+    global _LEMMAS
+    if _LEMMAS is None:
+        from memory_app.consolidation.extractors.speech import _verbs
+        _LEMMAS = sorted(w for w in _verbs()[0] if w.isalpha() and w.islower() and is_base_verb(w))
+    return _LEMMAS
+
+
+def _past(lemma: str) -> str:
+    """A regular past form: "check" → "checked", "dry" → "dried", "bake" → "baked"."""
+    if lemma.endswith("e"):
+        return lemma + "d"
+    if re.search(r"[^aeiou]y$", lemma):
+        return lemma[:-1] + "ied"
+    return lemma + "ed"
+
+
+_FRONT = st.sampled_from("power double dry hand test spot deep fact cross spring speed pan baby".split())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), _FRONT, st.sampled_from(["the router", "my settings", "a car", "our hub"]))
+def test_a_two_word_verb_in_the_past_is_left_as_said(data, front, rest):
+    """"I power cycled the router" → "Rosa power cycled the router", never "powers cycled": the
+    tense is in the second word, so the first takes no -s."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()).map(_past).filter(lambda w: not is_base_verb(w)))
+    out = third_person(f"I {front} {verb} {rest}.", name="Rosa")
+    assert out.startswith(f"Rosa {front} {verb} "), out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), _FRONT)
+def test_a_hyphenated_verb_agrees_in_its_last_part(data, front):
+    """"I power-cycle the router" → "Rosa power-cycles the router"; "power-cycled" stays."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()))
+    assert third_person(f"I {front}-{verb} the router.", name="Rosa").startswith(
+        f"Rosa {front}-{third_singular(verb)} the router")
+    past = _past(verb)
+    if not is_base_verb(past):
+        assert third_person(f"I {front}-{past} the router.", name="Rosa").startswith(f"Rosa {front}-{past} the")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.sampled_from(["", " really", " no longer", " kind of", " still", " pretty much", " usually"]))
+def test_a_present_verb_agrees_after_any_adverb(data, adverb):
+    """"I no longer drink coffee" → "Rosa no longer drinks coffee"."""
+    verb = data.draw(st.sampled_from(_verb_lemmas()))
+    assert third_person(f"I{adverb} {verb} the garden.", name="Rosa").startswith(
+        f"Rosa{adverb} {third_singular(verb)} the garden")
+
+
+def test_a_verb_taking_a_participle_still_agrees():
+    assert third_person("I get paid a lot for night shifts.", name="Rosa") == "Rosa gets paid a lot for night shifts."
+    assert third_person("I love baked goods.", name="Rosa") == "Rosa loves baked goods."
+    assert third_person("I think I love it.", name="Rosa") == "Rosa thinks Rosa loves it."
+
+
 def test_min_anchors_counts_the_things_a_sentence_names():
     assert read("I repaired the bike.", rules=LOOSE).about_speaker
     assert read("I repaired the bike.", rules=replace(LOOSE, min_anchors=2)).why == "no_anchor"
@@ -275,6 +335,32 @@ def test_sympathy_is_never_a_fact_whatever_it_names(words, front, back):
 def test_a_reaction_is_never_a_fact_when_reactions_are_dropped(words, front, back):
     reading = read(plain(f"{front} {words} {back}."), rules=REACTIONS)
     assert not reading.about_speaker, reading
+
+
+FEELING_RULES = replace(StatementRules(), feelings=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_WORDS, st.sampled_from(["I'm", "I am", "I was", "I've been", "I feel", "The move was hard, but I'm"]),
+       st.sampled_from(["", " so", " really", " truly", " super"]),
+       st.sampled_from(["grateful for", "excited about", "thrilled about", "thankful for", "looking forward to",
+                        "proud of", "determined to finish", "over the moon about", "inspired by", "embarrassed about"]))
+def test_a_momentary_feeling_is_never_a_fact_whatever_it_names(words, front, adverb, feeling):
+    """"I'm so grateful for my choir" says how the speaker feels at the moment: dropped when feelings
+    are (``feelings`` 2), whatever it names after the feeling."""
+    reading = read(plain(f"{front}{adverb} {feeling} {words} in Leith."), rules=FEELING_RULES)
+    assert not reading.about_speaker, reading
+
+
+@pytest.mark.parametrize("sentence", [
+    "I'm looking into nursing jobs in Leeds.",  # looking for, into: something done, not a feeling
+    "I'm trying to eat more vegetables at dinner.",
+    "I'm keen on gardening and growing leeks.",
+    "I bought a paper planner in March to stay on track at the bakery.",  # a purpose, not holding up
+    "I'm lucky to have my sister Ana and our dog Pepper.",  # who they have is the statement
+])
+def test_what_only_looks_like_a_feeling_stays(sentence):
+    assert read(sentence, rules=FEELING_RULES).about_speaker
 
 
 @settings(max_examples=200, deadline=None)

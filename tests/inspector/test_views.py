@@ -564,16 +564,19 @@ from urllib.parse import quote_from_bytes  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st  # noqa: E402
 
-from tests.strategies import day_texts, long_numbers, moment_texts, moments, query_string, texts  # noqa: E402
+from tests.strategies import (day_texts, long_numbers, moment_texts, moments, query_string,  # noqa: E402
+                              query_string_pairs, texts)
 
 # Each page and partial with the query parameters it reads.
-_AUDIT = ("actor", "action", "subject", "since", "until", "page")
+_AUDIT = ("actor", "action", "subject", "since", "until", "page", "access")
 _PAGES = {"/": ("q", "page", "tenant"), "/u/{alice}/": ("superseded",), "/u/{alice}/episodes/live/": ("since", "pv"),
           "/u/{alice}/episodes/more/": ("cursor",),
-          "/u/{alice}/recall/": ("q", "superseded", "k", "types", "timezone", "explain"),
+          "/u/{alice}/recall/": ("q", "superseded", "as_of", "k", "types", "timezone", "explain"),
           "/u/{alice}/consolidation/": ("page",), "/u/{alice}/chain/{memory}/": ("superseded",),
-          "/t/acme/keys/": ("q", "page"), "/t/acme/audit/": _AUDIT, "/t/acme/audit/export.jsonl": _AUDIT,
-          "/t/acme/audit/export.csv": _AUDIT, "/t/acme/audit/verify/": ()}
+          "/u/{alice}/forget/{memory}/": (), "/u/{alice}/erase/": (),
+          "/t/acme/keys/": ("q", "page"), "/t/acme/usage/": ("days",), "/t/acme/audit/": _AUDIT,
+          "/t/acme/audit/export.jsonl": _AUDIT, "/t/acme/audit/export.csv": _AUDIT, "/t/acme/audit/verify/": (),
+          "/t/acme/audit/tokens/": ("token", "page"), "/t/acme/audit/public-keys.json": ()}
 # Query values as bytes a browser or a script may put in a URL: any text (lone surrogates as the
 # invalid UTF-8 they encode to), long numbers, moments and days with any numbers in their places.
 _values = st.one_of(day_texts, moment_texts, texts, long_numbers, moments.map(lambda m: m.isoformat()), st.just("1"))
@@ -597,6 +600,37 @@ def test_the_pages_and_their_partials_answer_whatever_the_query_says(staff, subj
     response = client.get(path, QUERY_STRING=query_string(params), **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
     record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
     assert response.status_code < 500, (path, params, response.content[:300])
+
+
+# Each form the pages post, with the fields it reads (the confirmation of an erase never names alice:
+# the fuzz must not erase her under the other examples).
+_FORMS = {"/u/{alice}/forget/{memory}/": ("reason", "note", "keep_derived"), "/u/{alice}/erase/": ("confirm",),
+          "/u/{alice}/consolidation/dry-run/": ("extractor",), "/t/acme/tokens/": ("name", "scopes"),
+          "/t/acme/tokens/{token}/revoke/": (), "/t/acme/keys/{alice}/revoke/": (),
+          "/t/acme/keys/{alice}/rotate/": ()}
+_form_values = st.one_of(texts, long_numbers, st.sampled_from(["user_request", "other", "1", "memory:read", "rules"]))
+_posts = st.sampled_from(sorted(_FORMS)).flatmap(lambda form: st.tuples(
+    st.just(form), st.lists(st.tuples(st.sampled_from(_FORMS[form] or ("q",)) | texts, _form_values), max_size=5),
+    st.booleans(), st.sampled_from(["1234abcd", "x" * 300, "%01", "ab%2Fcd"]), st.sampled_from(["1", "99999999999"])))
+
+
+@hypothesis_settings(max_examples=int(os.environ.get("ENGRAM_INSPECTOR_FUZZ_EXAMPLES", "120")) // 3,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(post=_posts, role=st.sampled_from(["superuser", "support", "tenant_admin"]))
+def test_the_forms_answer_whatever_they_post(staff, subjects, post, role):
+    from tests.fuzzing import record
+
+    alice, _ = subjects
+    client = Client(raise_request_exception=False)
+    client.force_login(staff[role])
+    form, fields, htmx, memory, token = post
+    fields = [(k, v) for k, v in fields if not (k == "confirm" and v.strip() == alice.external_id)]
+    path = form.format(alice=alice.user_id, memory=memory, token=token)
+    body = query_string_pairs(fields)
+    response = client.post(path, body, content_type="application/x-www-form-urlencoded",
+                           **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
+    record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
+    assert response.status_code < 500, (path, fields, response.content[:300])
 
 
 def test_subject_page_shows_failed_writes_without_their_content(staff, subjects):

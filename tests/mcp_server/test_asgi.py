@@ -190,3 +190,39 @@ def test_the_endpoint_has_the_https_rules_of_every_other_path(endpoint, settings
     assert status == 401  # past the redirect: the token check answers
     assert headers["strict-transport-security"] == "max-age=3600"
     assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "same-origin"
+
+
+# ---------------------------------------------------------------- any header value
+
+from hypothesis import HealthCheck, example, given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+from tests.strategies import texts  # noqa: E402
+
+# What a server hands the application: a header's bytes, whatever the client wrote (read as Latin-1).
+_header_values = st.one_of(texts, st.text(st.characters(max_codepoint=255), max_size=40),
+                           st.builds(lambda scheme, rest: f"{scheme}://{rest}", st.sampled_from(["http", "https", ""]),
+                                     st.text("[]:@/?#.0123456789abcdefz%", max_size=20)))
+_HEADERS = ("host", "origin", "authorization", "content-type", "accept", "mcp-protocol-version",
+            "x-forwarded-proto", "content-length")
+
+
+@hypothesis_settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(headers={"origin": "http://[::1"})  # urlsplit raised ValueError: the ASGI server answered 500
+@given(headers=st.dictionaries(st.sampled_from(_HEADERS), _header_values, max_size=4))
+def test_any_header_value_is_refused_in_the_error_format_never_a_500(db, endpoint, headers):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    raw = [(k.encode(), v.encode("utf-8", "surrogatepass")) for k, v in {"host": "localhost:8000", **headers}.items()]
+    anyio.run(lambda: endpoint({"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp",
+                                "query_string": b"", "headers": raw}, receive, send))
+    status = sent[0]["status"]
+    assert status < 500 or status == 503, (headers, sent)
+    if status >= 400:
+        body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+        assert set(body["error"]) == {"code", "message", "details"}, body

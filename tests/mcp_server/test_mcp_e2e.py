@@ -327,7 +327,8 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from tests.strategies import json_numbers, long_numbers, moments, nested_json, nested_json_text, texts  # noqa: E402
 
 _ARGUMENTS = {
-    "recall_memory": ("query", "k", "types", "since", "until", "include_superseded", "timezone", "subject"),
+    "recall_memory": ("query", "k", "types", "since", "until", "include_superseded", "explain", "timezone", "subject",
+                      "as_of"),
     "write_memory": ("type", "text", "trigger", "steps", "supersedes", "contradiction", "confidence", "occurred_at",
                      "session_id", "subject", "idempotency_key", "metadata"),
     "forget_memory": ("id", "reason", "note", "cascade", "subject", "idempotency_key"),

@@ -365,6 +365,11 @@ class RulesExtractor:
                         if playbook is not None:
                             playbooks.append(playbook)
                         continue
+                if any(_SUCCESS.search(c) or _FAILURE.search(c) for c in (clause, raw)):
+                    # An outcome with no open problem ("Works now, the hall light comes on
+                    # again") is how a thing stands at the moment, not a durable fact.
+                    handled = True
+                    continue
                 fact = self._fact(clause, holder, episode, batch, harsh=harsh, labelled=labelled is not None)
                 if fact is _REJECTED:
                     # The clause has a pattern's form but no value the pattern keeps ("my mum is

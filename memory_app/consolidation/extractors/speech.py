@@ -64,6 +64,9 @@ recently usually mostly literally seriously honestly truly sure so too ever abso
 rarely seldom occasionally generally particularly especially basically simply constantly currently now then
 once first later soon quickly slowly nearly almost hardly barely
 """.split())
+# Adverbs of more than one word that stand between "I" and its verb ("I no longer drink coffee").
+_ADVERB_PHRASES = ("no longer", "kind of", "sort of", "pretty much", "at least", "more or less", "all but",
+                   "even now", "still now", "now also")
 _MODALS = frozenset("can could will would shall should may might must did didn't had hadn't was wasn't "
                     "can't cannot won't wouldn't couldn't shouldn't mustn't used ought".split())
 _AMBIGUOUS_PAST = frozenset("read put set cut hit let quit spread cost hurt shut bet burst cast fit split upset "
@@ -317,7 +320,7 @@ class StatementRules:
     after_pattern: bool = False
     vague: int = 1
     others: int = 1
-    showing: bool = False
+    showing: bool = True
     alone: bool = False
     reactions: bool = True
 
@@ -330,13 +333,25 @@ excited thrilled stoked pumped psyched happy glad sad scared nervous anxious wor
 blessed lucky hopeful positive optimistic determined motivated inspired sure confident overwhelmed stressed
 tired exhausted bummed upset sorry touched amazed impressed curious eager ready relieved content focused
 humbled honored honoured moved stoked jealous bored frustrated disappointed heartbroken devastated okay ok fine
-good great awesome amazing blown speechless delighted ecstatic over keen looking hanging trying stuck torn
+good great awesome amazing blown speechless delighted ecstatic fulfilled embarrassed
 """.split())
-_STEADFAST = re.compile(r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|carry(?:ing)? on)"
+# Feelings said in more than one word, and what the speaker says a thing means to them.
+_FEELING_PHRASE = re.compile(r"^(?:looking forward|over the moon|on cloud nine|in awe)\b")
+_MEANS_TO_ME = re.compile(r"\b(?:means?|meant) (?:so much|a lot|a ton|the world|everything) to (?:me|us)\b", re.I)
+_NOT_A_FEELING = re.compile(r"^\s*(?:to have (?:my|our|a|an|such a (?!great support))|(?:,\s*)?(?:because|since|as) (?:I|we|my|our)\b)",
+                            re.I)
+# Where a clause after the first may begin with its own feeling: "Moving was hard, but I'm staying positive".
+_FEELING_CLAUSE = re.compile(r"(?:,|;|\s[-–—]+)?\s+(?:but|and|so|though|yet)\s+(?=(?:I|We)\b)|[,;]\s+(?=(?:I|We)\b)")
+# "to stay on track" after something done is its purpose ("I joined a gym to stay on track"), not how
+# the speaker holds up; after "trying to", "me to" or "strength to" it is.
+_HOLDING_UP = (r"(?:(?<!\bto )|(?<=\btrying to )|(?<=\btry to )|(?<=\bme to )|(?<=\bus to )|(?<=\bstrength to )|"
+               r"(?<=\bneed to )|(?<=\bwant to )|(?<=\bhave to ))")
+_STEADFAST = re.compile(_HOLDING_UP + r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|"
+                        r"carry(?:ing)? on)"
                         r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
                         r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
                         r"\bcan't wait\b|\blooking forward\b|\bhold (?:me|us) back\b|"
-                        r"\bhoping for the best\b|\bstay(?:ing)? on track\b|\bgive up\b", re.I)
+                        r"\bhoping for the best\b|" + _HOLDING_UP + r"\bstay(?:ing)? on track\b|\bgive up\b", re.I)
 _LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|tonight|recently|lately|these days|"
                           r"in \d{4}|on \w+(?: \d+ \w+ \d{4})?|(?:a )?(?:few|couple(?: of)?) \w+ ago|\w+ ago|earlier|"
                           r"finally|also|now|then|so|and|but|plus|just|anyway|actually|honestly|luckily|sadly|maybe|perhaps|"
@@ -381,7 +396,8 @@ _SYMPATHY = re.compile(r"^(?:(?:I'm |I am )?(?:so |really |very )?sorry (?:about
 # A momentary reaction to something seen or heard: "Seeing ... was the best", "Hearing that made me cry".
 _REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising|reading|looking at|"
                        r"thinking (?:about|of))\b|\b(?:makes?|made) (?:me|us) (?:so |really |feel|think|smile|laugh|"
-                       r"cry|realize|realise|want|wanna)|\breminds? (?:me|us)\b", re.I)
+                       r"cry|realize|realise|want|wanna)|\breminds? (?:me|us)\b|\b(?:gets?|got) (?:me|us) (?:thinking|wondering)\b|"
+                       r"^whenever (?:I|we) (?:hear|see|watch|think of|look at)\b", re.I)
 # Discourse markers and emoji a chat puts around what is said; the fact reads better without them.
 _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
@@ -447,11 +463,21 @@ def _feeling(sentence: str) -> tuple[bool, str]:
     """(whether the predicate says how the speaker feels, what follows the feeling)."""
     if m := _STEADFAST.search(sentence):
         return True, sentence[m.end():]
-    m = re.match(r"^(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
-                 r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
-                 r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b", sentence)
-    if m and m["word"] in FEELINGS:
-        return True, sentence[m.end():]
+    if _MEANS_TO_ME.search(sentence):
+        return True, sentence  # what it says means a lot is named before it: "My garden means a lot to me"
+    starts = [0, *(m.end() for m in _FEELING_CLAUSE.finditer(sentence))]
+    for start in starts:
+        m = re.match(r"(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
+                     r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
+                     r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b",
+                     sentence[start:])
+        if m and (m["word"] in FEELINGS or _FEELING_PHRASE.match(sentence[start + m.start("word"):])):
+            after = sentence[start + m.end():]
+            if _NOT_A_FEELING.match(after):
+                # "lucky to have my sister", "thrilled because I can expand my shop": what they have
+                # or why they feel it is the statement, not the feeling.
+                return False, ""
+            return True, after
     return False, ""
 
 
@@ -552,13 +578,15 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
     past = bool(_PAST_MARKER.search(sentence))
 
     def subject(m: re.Match) -> str:
-        adverbs, verb = m["adverbs"] or "", m["verb"]
-        if is_base_verb(verb, past_context=past):
-            verb = third_singular(verb)
+        adverbs, verb, rest = m["adverbs"] or "", m["verb"], m["rest"]
+        *front, last = verb.split("-")
+        if is_base_verb(last, past_context=past) and not _compound_past(verb, rest):
+            verb = "-".join([*front, third_singular(last)])
         return f"{name}{adverbs} {verb}"
 
-    adverb = "|".join(sorted(_ADVERBS, key=len, reverse=True))
-    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+)\b(?!-)", subject, s)
+    adverb = "|".join(sorted([*_ADVERBS, *_ADVERB_PHRASES], key=len, reverse=True))
+    s = re.sub(rf"\bI(?P<adverbs>(?: (?:{adverb}))*) (?P<verb>[A-Za-z]+(?:-[A-Za-z]+)*)\b(?=(?P<rest>(?: [A-Za-z']+){{0,2}}))",
+               subject, s)
     s = re.sub(r"\bI\b", name, s)
     group = f"{name} and {'family' if family else 'others'}"
     s = re.sub(r"\b[Ww]e're\b", f"{group} are", s)
@@ -573,6 +601,32 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
     s = re.sub(r"\bme\b", name, s)
     s = re.sub(r"\s+", " ", s).strip()
     return s[0].upper() + s[1:] if s else s
+
+
+# Verbs that take a participle as their complement ("I get paid the same", "I feel blessed"): the
+# participle after them is no compound verb's past.
+_LINKING = frozenset("get feel stay become seem look keep remain sound appear grow".split())
+
+
+def _is_past(word: str) -> bool:
+    """A past-tense or participle form ("cycled", "drove", "cleaned"), read from WordNet."""
+    w = word.lower()
+    lemmas, forms = _verbs()
+    return w in forms or (w.endswith("ed") and (w[:-2] in lemmas or w[:-1] in lemmas or w[:-3] + "y" in lemmas
+                                                 or (len(w) > 4 and w[-3] == w[-4] and w[:-3] in lemmas)))
+
+
+def _compound_past(word: str, rest: str) -> bool:
+    """Whether ``word`` is the front of a two-word verb whose second word carries the tense ("power
+    cycled the router", "double checked my settings", "test drove a car"): then "I power" takes no -s."""
+    after = rest.split()
+    if len(after) < 2 or word.lower() in _LINKING or "-" in word:
+        return False
+    return _is_past(after[0]) and not is_base_verb(after[0]) and after[1].lower() in _OBJECT_START
+
+
+_OBJECT_START = frozenset("the a an my our his her their its your it them this these those some all both every "
+                          "each one two three".split())
 
 
 def family_context(text: str) -> bool:

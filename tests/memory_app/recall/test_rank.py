@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from engram_core.es.schema import MemoryType
 from memory_app.recall import memory_recall
+from memory_app.recall.explain import hit_explain
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
@@ -484,17 +485,39 @@ def test_the_current_value_ranks_first_for_now_and_the_one_before_it_for_the_pas
     order = [h.id for h in ranked.hits]
     current = min(order.index(k) for k in ("change", "new"))
     if not past:
-        # the turns that told an old value and the fact telling only its end rank below the new value
-        # (when the legs scored it at all: a multiplier cannot lift the last of a min-max normalised leg)
-        assert (all(order.index(k) > current for k in ("told", "end", "mid_told") if k in order)
-                or ranked.hits[current].fused < 1e-9)
+        # the turns that told an old value and the fact telling only its end rank below the new value,
+        # whatever the legs scored (the last of a min-max normalised leg scores 0)
+        assert all(order.index(k) > current for k in ("told", "end", "mid_told") if k in order)
     else:
-        # the value just before the current one ranks above everything holding the current one (when
-        # the legs scored it at all: the last of a min-max normalised leg has nothing to lift)
+        # the value just before the current one ranks above everything holding the current one,
+        # whatever the legs scored
         hit = ranked.hits[order.index("mid_told" if chain else "told")]
         assert hit.stale_fact is not None and hit.stale_as == "told"
-        # (min-max rounding leaves the last of a leg at about 1e-17, not 0)
-        assert order.index(hit.id) < current or hit.fused < 1e-9
+        assert order.index(hit.id) < current
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_a_value_scored_0_by_its_leg_still_ranks_on_its_side_of_the_other(past):
+    # The case the property found: the hits on the side the question wants are the last of a min-max
+    # normalised leg (fused 0), the others its first: about now the change turn and its fact, about
+    # before the turn that told the old value.
+    low, high = 0.5, 1.0
+    dense = [_raw("told", low if past else high, "episodic", "I said it then: I live in Oxford."),
+             _raw("other", high, "semantic", "Helen likes long walks on Sundays."),
+             _raw("change", high if past else low, "episodic", "News: I left Oxford in the spring. I'm in Leeds now."),
+             _raw("new", high if past else low, "semantic", "Helen is in Leeds now.", supporting_episode_ids=["change"])]
+    stale = (StaleFact(id="s_old", text="Helen lives in Oxford.", similarity=0.9, supporting_episode_ids=("told",),
+                       superseded_by=("new",), valid_to=None),)
+    searched = Searched(legs=(Leg(id=PLAIN_DENSE, factor=1.0, hits=dense),), sources={r["_id"]: r["_source"] for r in dense},
+                        idf={}, mention_counts={}, stale=stale)
+    ranked = hits_rank(searched, reading=replace(_reading(), asks_past=past), now=T0, k=20,
+                       options=_options(fusion="linear"))
+    order = [h.id for h in ranked.hits]
+    told = ranked.hits[order.index("told")]
+    assert ranked.hits[order.index("told" if past else "change")].fused < 1e-9
+    assert (order.index("told") < order.index("change")) is past and (order.index("told") < order.index("new")) is past
+    assert told.placed == ("above" if past else "below") and told.placed_by in ("change", "new")
+    assert hit_explain(told, passages_max=4)["superseded_fact"][told.placed] == told.placed_by
 
 
 @given(_changed_values())

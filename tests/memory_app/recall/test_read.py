@@ -1,6 +1,8 @@
 """The read stage: a question read once, by English rules and the options alone (no node, no cache)."""
 
 import re
+
+import pytest
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -112,3 +114,24 @@ def test_a_question_in_the_present_perfect_gathers_only_with_the_second_hop_on()
 def test_gathering_is_a_whole_word_has_or_have(text):
     words = set(re.findall(r"\w+", text.lower()))
     assert query_gathers(text) == bool(words & {"has", "have"})
+
+
+from hypothesis import example  # noqa: E402
+
+from memory_app.recall.search import dated_filter  # noqa: E402
+from tests.strategies import moments, sentences  # noqa: E402
+
+_EDGES = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)]
+
+
+@pytest.mark.properties
+@example(query="which phone did I have in 2024", now=_EDGES[0])  # "now - 30 days" raised OverflowError: a 500
+@example(query="what happened yesterday", now=_EDGES[1])  # "end + grace" raised OverflowError: a 500
+@given(query=sentences, now=moments)
+def test_a_question_is_read_at_any_moment_of_the_calendar(query, now):
+    """``now`` is the caller's ``as_of`` (any moment the calendar holds): the reading and the
+    episodes' date filter are made at its edges too, never an OverflowError."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    reading = query_read(query=query, name_words=frozenset(), now=now, tz=None, options=_options())
+    if reading.time_window is not None:
+        assert dated_filter(reading.time_window, options=_options())["bool"]["minimum_should_match"] == 1
