@@ -403,6 +403,8 @@ _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yik
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
                      r"(?:speaking of(?: [^,.!?]{1,40})?|though),\s+)", re.I)
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+" r"\s*")
+# An emoji between two words stands for a space: taken away, it would join them ("0🀬0" → "00").
+_EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+(?=\w)")
 _SINCE_WE_SPOKE = re.compile(r",?\s*\bsince (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up)\b,?\s*|"
                              r"^(?:it's|it has) been (?:a while|ages|forever|too long)\s*[,!.:;–—-]+\s*", re.I)
 
@@ -411,7 +413,7 @@ def plain(sentence: str) -> str:
     """The sentence without the chat's discourse markers, emoji and catching up ("since we last
     spoke", "it's been ages, ..."): "Speaking of which, since we last spoke I've joined a choir 🎶"
     → "I've joined a choir"."""
-    s = re.sub(r" +(?=[.!?,;:])", "", _SINCE_WE_SPOKE.sub(" ", _EMOJI.sub("", sentence))).strip(" ,")
+    s = re.sub(r" +(?=[.!?,;:])", "", _SINCE_WE_SPOKE.sub(" ", _EMOJI.sub("", _EMOJI_BETWEEN_WORDS.sub(" ", sentence)))).strip(" ,")
     while (shorter := _MARKER.sub("", s)) != s:
         s = shorter
     return s[0].upper() + s[1:] if s[:1].isascii() and s[:1].islower() else s  # "ß".upper() is "SS"
