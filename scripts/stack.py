@@ -426,12 +426,22 @@ class Instance:
             log(f"elasticsearch '{self.name}' already running at {', '.join(self.urls)}")
             self.ensure_service_users()
             return
+        formed = self.dir / ".formed"
+        if self.clustered and not formed.exists():
+            # A cluster that never formed (its first start cut short) has nothing to keep, and its
+            # nodes' half-written data would leave them waiting for a master no one bootstraps.
+            for node in self.nodes:
+                if not node.running_pid():
+                    shutil.rmtree(node.data, ignore_errors=True)
+        self.configure(home, user)
         heap = ES_CLUSTER_HEAP if self.clustered else ES_HEAP
         each = " each" if self.clustered else ""
         log(f"starting elasticsearch {ES_VERSION} '{self.name}' on {', '.join(self.urls)} (heap {heap}{each})")
         # All at once: a node of a new cluster waits for a majority of its peers before it is up.
         launched = [(n, n.launch(home, user)) for n in self.nodes if not n.running_pid()]
         self._wait_formed(started, launched)
+        if self.clustered:
+            formed.touch()
         self.ensure_service_users()
 
     def node_start(self, number: int) -> None:
