@@ -498,10 +498,16 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
     for run in runs:
         episodes = [Episode(id=i, text=text, occurred_at=at) for i, text, at in run]
         by_id = {e.id: e for e in episodes}
-        key = tuple(run)
-        extraction = memo.get(key) or memo.setdefault(key, extractor_obj.extract(episodes=episodes, context=[]))
-        grounded = [c for c in extraction.facts if is_grounded(c.text, [
-            episode_evidence(by_id[i].text, by_id[i].occurred_at) for i in c.episode_ids if i in by_id])]
+        key = (tuple(run), display_name)
+        # Named as consolidation names the end-user (services.user_name: the display name, else "the user").
+        name = " ".join(display_name.split()) or "the user"
+        extraction = memo.get(key) or memo.setdefault(key, extractor_obj.extract(episodes=episodes, context=[],
+                                                                                 user_name=name))
+        grounded = []
+        for c in extraction.facts:
+            texts = [episode_evidence(by_id[i].text, by_id[i].occurred_at) for i in c.episode_ids if i in by_id]
+            if texts and is_grounded(c.text, [*texts, name]):  # as services._plan grounds them
+                grounded.append(c)
         facts, probes, _ = changes_read(facts=grounded, new_episodes=episodes, episodes=by_id,
                                         display_name=display_name)
         if not facts:

@@ -68,7 +68,8 @@ TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, wo
     "alarm": "alarm",
     "quiet": "quiet disturb",
     "hot_water": "water boiler",
-    "language": "language",
+    "language": "language english spanish italian french german japanese mandarin portuguese welsh arabic korean "
+                "russian greek dutch",
     "email": "email inbox",
     "channel": "email text texts sms whatsapp calls call post letters message contact reach",
     "landline": "landline",
@@ -78,7 +79,7 @@ TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, wo
     "school": "school primary academy secondary nursery reception university uni college course studying "
               "student degree mba diploma",
     "hobby": "hobby sport play playing football running run cycling swimming gym workouts choir sing yoga "
-             "climbing boulder guitar cello piano instrument learning gaming woodworking pottery tennis padel",
+             "climbing climb boulder guitar cello piano instrument learning gaming woodworking pottery tennis padel",
     "internet": "internet broadband fibre",
     "energy": "energy gas electric electricity supplier",
     "bank": "bank account salary",
@@ -86,7 +87,7 @@ TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, wo
     "insurance": "insurance",
     "streaming": "streaming netflix subscription",
     "gym": "gym membership",
-    "medication": "take taking medication medicine mg dose tablet tablets pill pills inhaler prescription",
+    "medication": "take taking medication medicine mg mcg micrograms dose tablet tablets pill pills inhaler prescription",
     "vision": "glasses varifocals lenses",
     "smoking": "smoke smoking cigarettes",
 }.items()}
@@ -113,7 +114,7 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"wrapped up|written off|died|finished|ended|took (?:me|us) on|put (?:me|us|the \w+ family) on|"
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
-                  r"from now on|going forward|now that|ever since|these days|nowadays|"
+                  r"from now on|going forward|now that|ever since|these days|nowadays|back (?:on|with)(?=\s+(?-i:[A-Z]))|"
                   r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
                   re.I)
 # Cues that end the value without naming the next one.
@@ -124,6 +125,10 @@ _CORRECTION = re.compile(r"^(?:\W*)(?:sorry|oops|correction|small correction|my 
                          r"actually|no wait|wait)\b|\bi (?:meant|mean)\b|\b(?:typed|gave you|got) (?:that|the) "
                          r"wrong\b|\bwrong (?:drug|number|name|one)\b|\bi said \w+.{0,30}\b(?:but|meant|actually)\b|"
                          r"\bcorrection\b|\bmistake\b|\bmix(?:ed)? (?:them|it) up\b|\bmuddle", re.I)
+_BACK_TO = re.compile(r"(?i:\b(?:(?:i'm|i am|we're|we are|went|gone|going|switched|moved|am|are|is|'s)\s+)?back "
+                      r"(?:on|with|to|at|in)\s+)"
+                      r"(?:the\s+|my\s+|our\s+)?[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*(?!'s)\b")
+_MEANT = re.compile(r"\b(?:i meant|i mean|i said|mistake|wrong|correction|typo)\b", re.I)
 _QUESTION_REQUEST = re.compile(r"^(?:can|could|would|will) you (?:please )?(?:note|make|update|change|switch|set|"
                                r"put|record|take|mark|move|use)\b", re.I)
 # "may" as the month ("in May", "since May", "May 2025") is no hypothesis.
@@ -224,6 +229,13 @@ def _forms(word: str) -> tuple[str, ...]:
         forms.append(word.lstrip("0123456789.:"))
     if word.endswith("s") and len(word) > 3:
         forms.append(word[:-1])
+    # "do-not-disturb" names its topic by its parts; "bouldering" and "climbs" by the verb ("climbing")
+    if "-" in word:
+        forms += [part for part in word.split("-") if len(part) > 2]
+    if word.endswith("ing") and len(word) > 6:
+        forms.append(word[:-3])
+    elif word.endswith("s") and len(word) > 4 and not word.endswith("ss"):
+        forms.append(word[:-1] + "ing")
     return tuple(forms)
 
 
@@ -289,7 +301,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
     text = sentence.replace("’", "'").strip()
     if not text or _is_question(text):
         return None
-    correction = bool(_CORRECTION.search(text))
+    # "Actually I'm back on Virgin Media": a return to an earlier value told, not a correction of what was said
+    correction = bool(_CORRECTION.search(text)) and not (_BACK_TO.search(text) and not _MEANT.search(text))
     # "X, not Y" with no word of time corrects what was said; with "now" it is a change.
     contrast = re.search(r",\s+not\s+(?!just\b|only\b|merely\b|simply\b|least\b)(?:a |an |the |my )?\w", text) \
         is not None and not re.search(
@@ -323,6 +336,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
                 continue  # "I left my phone at the office": put somewhere, not given up
             if _MISHAP_ENDED.search(clause):
                 continue  # "I don't drop my phone any more": a mishap stopped, the phone stays
+            if _MORE_OF_THE_SAME.search(clause) and not _ENDS.search(clause):
+                continue  # "ever since the half I've been even keener on running": the same value, more so
         other, what = subject
         if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
             other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
@@ -404,6 +419,9 @@ def _wordnet_other() -> frozenset[str]:
 _MISHAP_ENDED = re.compile(r"\b(?:don't|doesn't|do not|does not|no longer|not|never)\s+(?:\w+\s+)?(?:drop|lose|break|"
                            r"forget|miss|burn|spill|crash|smash|scratch|crack|oversleep|trip)\w*\b", re.I)
 # A negation just before a cue keeps the value ("won't quit", "not gonna give up", "never moved").
+# A degree of the same value ("even keener on running", "more into cycling than ever"): it holds.
+_MORE_OF_THE_SAME = re.compile(r"\b(?:keener|fonder|more (?:into|keen on|serious about|hooked on)|more than ever|"
+                               r"(?:love|enjoy|like)s? it (?:even )?more)\b", re.I)
 _NEGATED = re.compile(r"\b(?:won't|will not|wouldn't|never|not gonna|not going to|didn't|did not|can't|cannot|"
                       r"couldn't|don't|do not|doesn't|haven't|hasn't|have not|has not)\s+(?:\w+\s+){0,2}$", re.I)
 _NEGATED_END = re.compile(r"\b(?:won't|will not|never|not gonna|not going to|can't)\s+(?:\w+\s+){0,2}"
@@ -563,6 +581,20 @@ def _kinds_apart(sentence: str, fact: str, word: str, *, self_names: frozenset[s
     return bool(a) and bool(b) and not a & b
 
 
+def _thing_words(text: str, word: str) -> set[str]:
+    """The words between a determiner and ``word`` ("smoke" in "the smoke alarm", "loud" in "no loud
+    alarms"): what kind of ``word`` the text names."""
+    found = re.search(rf"\b(?:the|a|an|my|our|your|his|her|their|no|any|[a-z]+'s)\s+((?:[a-z][a-z'-]*\s+){{1,2}}?)"
+                      rf"{re.escape(word)}(?:s|es)?\b", text.lower().replace("’", "'"))
+    return set(found[1].split()) - _STOP if found else set()
+
+
+def _things_apart(sentence: str, fact: str, word: str) -> bool:
+    """Both texts name a kind of ``word`` and no word of it in common ("the smoke alarm", "no loud alarms")."""
+    a, b = _thing_words(sentence, word), _thing_words(fact, word)
+    return bool(a) and bool(b) and not a & b
+
+
 # Cues that say only that something is new or begins ("now", "new", "started"): with nothing in
 # common but the vector, a story, not a replaced value.
 _WEAK_CUE = re.compile(r"now|new|these days|nowadays|ever since|now that|start(?:ed|ing)?|join(?:ed|ing)|"
@@ -576,7 +608,8 @@ _NAMES_NEW = re.compile(r"\b(?:chang(?:e|ed|es)|reset|set|turned (?:\w+ )?(?:up|
 _STATES_OWN_VALUE = re.compile(r"^(?:(?:these days|nowadays|now)\b,?\s+|(?:ever since|after|since|following) (?:[\w'-]+,?\s+){1,4}?)?"
                                r"(?:i|we)(?:'m|'re| am| are)?\s+(?:only |just |mostly )?"
                                r"(?:work(?:ing)? (?:for|at|as)|(?:am |are |'m |'re )?(?:into|with|on|at)|"
-                               r"(?:live|drive|use|play|take|eat|drink|bank|need|go to|manage|wear)s?)\b", re.I)
+                               r"(?:live|drive|use|play|take|eat|drink|bank|need|go to|manage|wear)s?|do(?:ing)?|learn(?:ing)?|"
+                               r"study(?:ing)?)\b", re.I)
 _PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|split up|broke up|moved out|"
                        r"no longer|passed away|died|retired|left)\b", re.I)
 
@@ -654,6 +687,16 @@ def _replaced_value(clause: str, *, self_names: frozenset[str]) -> tuple[set[str
     return words, verbs
 
 
+def _agents(text: str, clause: str) -> set[str]:
+    """The activities the fact's agent nouns name ("teacher": teach, "smoker": smoke, "driver": drive),
+    each when the clause ends it as a whole: not with an object of its own ("stopped teaching my
+    nephew to drive": one pupil, not the job)."""
+    return {stem for w in words_of(text) if len(w) > 5 and w.endswith(("er", "or"))
+            for stem in (w[:-2], w[:-1], w[:-3]) if stem in speech._verbs()[0]
+            and not re.search(rf"\b{re.escape(stem[:-1] if stem.endswith('e') else stem)}\w*\s+(?:my|his|her|their|our|"
+                              rf"your|the|a|an|him|them|me|us)\b", clause, re.I)}
+
+
 def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
                   min_cosine: float = 1.01, min_topic_cosine: float = 0.6, min_strong_topic_cosine: float | None = None,
                   told_at: str | None = None) -> Link | None:
@@ -709,7 +752,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # "no longer driving") is the fact's own when the fact names it, topic word or not.
         ended = {w for w in replaced & fact_words if w not in _GENERIC}
         shared_words |= {w for w in ended if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w))}
-        if replaced_verbs & {_lemma(w) for w in words_of(fact.text)}:
+        if replaced_verbs & {_lemma(w) for w in words_of(fact.text)} | _agents(fact.text, reading.clause):
             shared_words |= replaced_verbs
         shared_words = {w for w in shared_words if not _kinds_apart(reading.sentence, fact.text, w, self_names=names)}
         shared_value = tuple(sorted(shared_names | shared_words))
@@ -732,6 +775,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
                            & shared_topics]
             if topic_words and all(_part_only(reading.sentence, w, compound=True) for w in topic_words):
                 continue  # "the batteries in the thermostat": the thermostat stays
+            if topic_words and all(_things_apart(reading.sentence, fact.text, _singular(w.removesuffix("'s")))
+                                   for w in topic_words):
+                continue  # "replaced the smoke alarm" and "wants no loud alarms": two kinds of alarm
             # The thing that went named by its topic word ("gave up the guitar") needs no more than a cue
             # that names a replacement.
             named_ended = ended and min_strong_topic_cosine is not None and fact.cosine >= min_strong_topic_cosine
@@ -752,7 +798,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if link.by == "value" and reading.kind == NATURAL and _NAMES_BOTH.search(reading.clause) \
                 and not set(link.shared) & (replaced | replaced_verbs) and set(link.shared) <= clause_words:
             continue  # "thrillers instead of biographies": the fact holds the new value, not the old
-        if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words):
+        # "back with EE" after "switched from EE to Three": the value the fact replaced, returned
+        returned = _BACK_TO.search(reading.clause) is not None and bool(
+            set(link.shared) & _replaced_value(fact.text, self_names=names)[0])
+        if reading.kind == NATURAL and not reading.ends and not (clause_words - fact_words) and not returned:
             continue  # nothing new: the same value said again
         if reading.ends and reading.cue and re.search(rf"\b{re.escape(reading.cue)}\b", fact.text, re.I):
             continue  # the fact already tells the same end ("lost the job"): said again, nothing replaced
@@ -769,7 +818,7 @@ _NO_VALUE = re.compile(r"\b(?:will|'ll|gonna|going to|hopes?|hoping|wants? to|wa
                        r"is sure|believes?|thinks?|thinking about|can't wait|looking forward|would|could|might)\b",
                        re.I)
 _CHANGE_EVENT = re.compile(r"\b(?:switched|changed|moved|swapped|replaced|traded|upgraded|quit|left|started|"
-                           r"transferred|retired|relocated|handed|took up|taken up|went (?:vegan|vegetarian|pescatarian)|"
+                           r"transferred|retired|relocated|handed|took up|taken up|went (?:vegan|vegetarian|pescatarian|over to)|"
                            r"adopted|got married|married|split|broke up|divorced|sold|gave up|stopped|dropped|"
                            r"cancell?ed|hired|joined)\b", re.I)
 

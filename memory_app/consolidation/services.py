@@ -475,7 +475,8 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
         dropped += [{"kind": "fact", "reason": "remark", "text": text, "supporting_episode_ids": [episode.id]}
                     for text in found.remarks]
         for candidate in found.added:
-            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at)]):
+            # The reader words the end-user's turn with their display name, which their turn never says.
+            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at), *names]):
                 added.append(candidate)
             else:
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,

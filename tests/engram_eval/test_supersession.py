@@ -4,13 +4,17 @@ labelled set and a LoCoMo-format conversation of our own through the real servic
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from datetime import date
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_eval.changes import Change, ChangeSet, DevChange, DevChangeSet, DevNonChange, NonChange, Statement
+from engram_eval.changes import (
+    Change, ChangeSet, DevChange, DevChangeSet, DevNonChange, NonChange, Statement, load_changes,
+)
 from engram_eval.supersession import (
     Asked,
     Hit,
@@ -132,3 +136,29 @@ def test_a_locomo_format_conversation_offline_and_through_the_services(es_admin,
 def test_the_labelled_entries_load_into_the_offline_scorer(only):
     report = detect_offline(only=only)
     assert report["changes"] + report["non_changes"] == 1
+
+
+# The end-user's display name is how the extractor and the change reader word their turns ("Aisha
+# works for …", else "the user"): it must not decide whether a change supersedes. Each labelled
+# entry whose statements do not name the end-user is scored offline under other display names
+# (none, one word, two words, the entry's own) and every name must give the same outcome.
+_OWN = load_changes()
+_UNNAMED = [e for e in (*_OWN.changes, *_OWN.non_changes)
+            if not re.search(rf"\b{re.escape(e.user)}\b", f"{e.earlier.text} {e.later.text}")]
+_DISPLAY_NAMES = ["", "Dana", "User", "Wei Ling", "Kofi Mensah-Boateng"]
+
+
+def _superseded(entry: Change | NonChange, name: str) -> bool:
+    renamed = replace(entry, user=name)
+    one = ChangeSet(changes=(renamed,), non_changes=()) if isinstance(entry, Change) else \
+        ChangeSet(changes=(), non_changes=(renamed,))
+    report = detect_offline(changes=one)
+    return bool(report["recall"] if isinstance(entry, Change) else report["false_supersession_rate"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.sampled_from([e for e in _UNNAMED if isinstance(e, Change)]),
+                 st.sampled_from([e for e in _UNNAMED if isinstance(e, NonChange)])))
+def test_the_display_name_does_not_decide_a_supersession(entry):
+    outcomes = {name: _superseded(entry, name) for name in [*_DISPLAY_NAMES, entry.user]}
+    assert len(set(outcomes.values())) == 1, (entry.id, outcomes)
