@@ -278,7 +278,12 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
     stale = explain.pop("superseded_fact", None)
     if stale:
         side = "below" if "below" in stale else "above" if "above" in stale else None
-        stale = {**stale, "placed": {"side": side, "rank": ranks.get(stale[side])} if side else None}
+        # Which of the two factors this question applied, and where the fact that replaced it ranks here.
+        multipliers = explain.get("multipliers") or {}
+        factor = next(((name, multipliers[name]) for name in ("superseded", "was_true") if name in multipliers), None)
+        successor = next((ranks[i] for i in stale.get("superseded_by") or [] if i in ranks), None)
+        stale = {**stale, "placed": {"side": side, "rank": ranks.get(stale[side])} if side else None,
+                 "factor": factor, "successor_rank": successor}
     scalars, factors = [], []
     for key, value in explain.items():
         if isinstance(value, dict):

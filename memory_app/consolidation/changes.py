@@ -339,7 +339,8 @@ def change_read(sentence: str, *, self_names: Iterable[str] = (), harsh_context:
             if _MORE_OF_THE_SAME.search(clause) and not _ENDS.search(clause):
                 continue  # "ever since the half I've been even keener on running": the same value, more so
         other, what = subject
-        if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())):
+        if harsh or (other and what == "person" and re.search(rf"^\W*{re.escape(other)}\s*(?:is|'s|are|was)\b", clause.lower())
+                     and not _BACK_TO.search(clause)):  # "my brother is back with EE": his return
             other, what = None, None  # "my partner is Joan, not Jon": the speaker's own value, restated
         about_self = harsh or bool(_FIRST.search(text)) or any(w.removesuffix("'s") in names for w in words_of(text)) \
             or _VERB_FIRST.match(text) is not None
@@ -581,12 +582,22 @@ def _kinds_apart(sentence: str, fact: str, word: str, *, self_names: frozenset[s
     return bool(a) and bool(b) and not a & b
 
 
+# (a time of day names a kind of thing: "morning alarms")
+_KIND_STOP = _STOP - {"morning", "night", "evening"}
+
+
 def _thing_words(text: str, word: str) -> set[str]:
     """The words between a determiner and ``word`` ("smoke" in "the smoke alarm", "loud" in "no loud
     alarms"): what kind of ``word`` the text names."""
     found = re.search(rf"\b(?:the|a|an|my|our|your|his|her|their|no|any|[a-z]+'s)\s+((?:[a-z][a-z'-]*\s+){{1,2}}?)"
                       rf"{re.escape(word)}(?:s|es)?\b", text.lower().replace("’", "'"))
-    return set(found[1].split()) - _STOP if found else set()
+    if found:  # (an owner is no kind: "the user's alarm")
+        return {w for w in found[1].split() if not w.endswith("'s")} - _KIND_STOP
+    # a kind named in the plural with no determiner ("can't stand loud alarms"), not a verb's object
+    bare = re.search(rf"\b([a-z][a-z'-]*)\s+{re.escape(word)}(?:s|es)\b", text.lower().replace("’", "'"))
+    if bare and bare[1] not in _KIND_STOP and _lemma(bare[1]) not in speech._verbs()[0]:
+        return {bare[1]}
+    return set()
 
 
 def _things_apart(sentence: str, fact: str, word: str) -> bool:
@@ -752,7 +763,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # "no longer driving") is the fact's own when the fact names it, topic word or not.
         ended = {w for w in replaced & fact_words if w not in _GENERIC}
         shared_words |= {w for w in ended if not _TOPIC_OF.get(w) and not _TOPIC_OF.get(_singular(w))}
-        if replaced_verbs & {_lemma(w) for w in words_of(fact.text)} | _agents(fact.text, reading.clause):
+        if replaced_verbs & ({_lemma(w) for w in words_of(fact.text)} | _agents(fact.text, reading.clause)):
             shared_words |= replaced_verbs
         shared_words = {w for w in shared_words if not _kinds_apart(reading.sentence, fact.text, w, self_names=names)}
         shared_value = tuple(sorted(shared_names | shared_words))

@@ -497,12 +497,15 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
     holder = probe.holder
     own = {holder.lower()} | ({w.lower() for w in display_name.split()} if holder == "User" and display_name else set())
     stored = []
-    for fact in pool:
-        # A labelled speaker's change replaces only that speaker's facts; an end-user's own turn any of theirs.
-        if holder != "User" and not own & {w.lower().removesuffix("'s") for w in re.findall(r"[A-Za-z']+", fact.text)}:
-            continue
+    kept = [fact for fact in pool
+            # A labelled speaker's change replaces only that speaker's facts; an end-user's own turn any of theirs.
+            if holder == "User" or own & {w.lower().removesuffix("'s") for w in re.findall(r"[A-Za-z']+", fact.text)}]
+    neutral = _name_neutral_cosines(candidate.text, [f.text for f in kept], display_name) if holder == "User" else None
+    for n, fact in enumerate(kept):
         cosine = fact.cosine
-        if fact.in_run and fact.id in vectors_by_id:
+        if neutral is not None:
+            cosine = neutral[n]
+        elif fact.in_run and fact.id in vectors_by_id:
             cosine = float(sum(a * b for a, b in zip(vector, vectors_by_id[fact.id], strict=True)))
         stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot,
                                          valid_from=fact.valid_from))
@@ -516,6 +519,19 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
     change = {"cue": probe.reading.cue, "by": link.by, "shared": list(link.shared), "kind": probe.reading.kind,
               "topics": topics, "replaced": link.fact.id, "cosine": round(link.fact.cosine, 3)}
     return replace(candidate, supersedes=(link.fact.id,), change=probe.reading.kind), change
+
+
+def _name_neutral_cosines(text: str, others: list[str], display_name: str) -> list[float] | None:
+    """The cosines of ``text`` to ``others`` with the end-user's display name written "User" in all of
+    them: a name in both texts moves their cosine, and whether a change links must not hang on what
+    the end-user is called (without a display name their facts say "the user")."""
+    if not others:
+        return None
+    words = [w for w in display_name.split() if w]
+    spelled = [r"\s+".join(re.escape(w) for w in words)] if words else []
+    name = re.compile(r"\b(?:" + "|".join([*spelled, "the user"]) + r")\b", re.I)
+    vectors = get_embedder().embed_documents([name.sub("User", t) for t in [text, *others]])
+    return [float(sum(a * b for a, b in zip(vectors[0], v, strict=True))) for v in vectors[1:]]
 
 
 def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] | None) -> None:

@@ -581,3 +581,96 @@ def test_a_request_that_names_its_setting_replaces_that_setting_and_a_span_of_th
     link = change_target(reading, [_fact("The weekday heating schedule is 19 degrees from 7am to 5pm.", 0.5),
                                    _fact("User's weekend schedule is 19 degrees all day.", 0.5, "f2")])
     assert link is not None and link.fact.id == "f1" and link.by == "value"
+
+
+# A return to a value the speaker had before ("back on Virgin Media", "Actually, we're back with
+# EE now") is a change over time, whatever opens it, and replaces the fact that moved away from it.
+_RETURNS = ["{lead}I'm back on {old}{tail}.", "{lead}we're back with {old}{tail}.", "{lead}we went back to {old}{tail}.",
+            "{lead}I am back with {old}{tail}."]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(_RETURNS), st.sampled_from(["", "Actually, ", "Actually ", "So ", "Anyway, "]),
+       st.sampled_from(["", " now", ", the new one was awful", " since the contract ended"]),
+       st.sampled_from([("Virgin Media", "BT"), ("EE", "Three"), ("Octopus", "British Gas"), ("Monzo", "Barclays")]),
+       st.floats(min_value=0.0, max_value=0.95))
+def test_a_return_to_an_earlier_value_replaces_the_fact_that_left_it(template, lead, tail, values, cosine):
+    old, new = values
+    sentence = template.format(lead=lead, old=old, tail=tail)
+    sentence = sentence[0].upper() + sentence[1:]
+    reading = change_read(sentence, self_names=["dana"])
+    assert reading is not None and reading.kind == NATURAL, sentence
+    link = change_target(reading, [_fact(f"Dana switched from {old} to {new}.", cosine)], self_names=["dana"],
+                         min_strong_topic_cosine=0.25)
+    assert link is not None and link.by == "value", sentence
+
+
+# Someone else's return, or a page of the brand visited again, is none.
+@pytest.mark.parametrize("sentence", ["My brother is back with EE after a year on Vodafone.",
+                                      "Back on Zen's help page again, the router light is orange."])
+def test_another_s_return_or_a_page_visited_again_replaces_nothing(sentence):
+    reading = change_read(sentence, self_names=["dana"])
+    assert reading is None or change_target(reading, [_fact("Dana's broadband is with Zen.", 0.7),
+                                                      _fact("Dana is on EE for the mobiles.", 0.7, "f2")],
+                                            self_names=["dana"], min_strong_topic_cosine=0.25) is None
+
+
+# A thing of one kind named with its own words ("the smoke alarm") replaces no fact about another
+# kind of it ("no loud alarms after 22:00"), in any wording.
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([("alarm", ["smoke", "kitchen smoke", "fire"], ["loud", "early", "morning"]),
+                        ("light", ["porch", "hallway", "garden"], ["bright", "flashing", "blue"]),
+                        ("speaker", ["bedroom", "kitchen"], ["loud", "cheap"])]).flatmap(
+           lambda t: st.tuples(st.just(t[0]), st.sampled_from(t[1]), st.sampled_from(t[2]))),
+       st.sampled_from(["I replaced the {m} {h} in the kitchen.", "We replaced the {m} {h}.",
+                        "I swapped the {m} {h} for a new one.", "Just replaced our {m} {h}, the old one was ten years old."]),
+       st.sampled_from(["Dana has a cat and wants no {a} {h}s after 22:00.", "Dana can't stand {a} {h}s at night."]),
+       st.floats(min_value=0.0, max_value=0.95))
+def test_a_thing_of_one_kind_replaces_no_fact_about_another_kind_of_it(thing, template, about, cosine):
+    head, own, other = thing
+    sentence = template.format(m=own, h=head)
+    reading = change_read(sentence, self_names=["dana"])
+    fact = about.format(a=other, h=head)
+    assert reading is None or change_target(reading, [_fact(fact, cosine)], self_names=["dana"],
+                                            min_strong_topic_cosine=0.25) is None, (sentence, fact)
+
+
+# More of the same value ("even keener on running") keeps it; an ended value beside it still tells.
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["Ever since the {e} I've been even keener on {h}.", "I'm more into {h} than ever since the {e}.",
+                        "Since the {e} I'm keener on {h} than ever.", "I love it even more now, {h} since the {e}."]),
+       st.sampled_from(["running", "cycling", "swimming", "the choir"]), st.sampled_from(["half marathon", "move", "new lane"]))
+def test_more_of_the_same_value_is_no_change(template, hobby, event):
+    sentence = template.format(h=hobby, e=event)
+    reading = change_read(sentence, self_names=["dana"])
+    assert reading is None or change_target(reading, [_fact(f"Dana enjoys {hobby}.", 0.8)], self_names=["dana"]) is None, \
+        sentence
+
+
+def test_more_of_another_value_beside_one_given_up_still_tells():
+    reading = change_read("I've given up squash, I'm keener on padel these days.")
+    assert reading is not None and change_target(reading, [_fact("User plays squash on Mondays.", 0.5)]) is not None
+
+
+# An activity ended as a whole ("stopped teaching at Easter") ends the job its agent noun names
+# ("teacher"); one ended with an object of its own ("stopped teaching my nephew to drive") does not.
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([("teaching", "a primary school teacher"), ("driving", "a delivery driver"),
+                        ("smoking", "a heavy smoker"), ("managing", "a store manager")]),
+       st.sampled_from(["I stopped {v} at Easter.", "I quit {v} in June.", "I gave up {v} last year.",
+                        "I stopped {v} after the back trouble."]),
+       st.floats(min_value=0.0, max_value=0.95))
+def test_an_activity_ended_ends_the_fact_of_its_agent_noun(activity, template, cosine):
+    verb, agent = activity
+    reading = change_read(template.format(v=verb), self_names=["dana"])
+    link = change_target(reading, [_fact(f"Dana is {agent}.", cosine)], self_names=["dana"], min_strong_topic_cosine=0.25)
+    assert link is not None, (template, agent)
+
+
+@pytest.mark.parametrize("sentence", ["I stopped teaching my nephew to drive, he's hopeless.",
+                                      "I stopped driving the kids to school, they take the bus."])
+def test_an_activity_ended_with_an_object_of_its_own_keeps_the_job(sentence):
+    reading = change_read(sentence, self_names=["dana"])
+    assert reading is None or change_target(reading, [_fact("Dana is a piano teacher.", 0.5),
+                                                      _fact("Dana is a delivery driver.", 0.5, "f2")],
+                                            self_names=["dana"], min_strong_topic_cosine=0.25) is None
