@@ -111,8 +111,6 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
     neighbour_credit(hits, weight=options.neighbour_credit)
-    if reading.enumerates:
-        session_spread(hits, weight=options.session_spread, keep=options.session_spread_keep)
     # last: no credit may move a stale hit back across the value that replaced it
     if not reading.asks_past:
         below_successors(hits, searched.stale)
@@ -571,25 +569,6 @@ def neighbour_credit(hits: list[Hit], *, weight: float) -> None:
         hit.neighbour_credit, hit.neighbour = weight * best.score, best.id
     for hit, _best in credits:  # after every credit is read, so that none feeds another
         hit.score += hit.neighbour_credit
-
-
-def session_spread(hits: list[Hit], *, weight: float, keep: int = 1) -> None:
-    """Scale each session's n-th episode by score (ties by id) by (1 − ``weight``)^(n − 1)
-    (``session_spread``): a list's members are told in several sessions, and the turns of the one
-    session the question matches best would otherwise fill the first places. A factor in explain."""
-    if weight <= 0:
-        return
-    seen: dict[str, int] = {}
-    for hit in sorted(hits, key=lambda h: (-h.score, h.id)):
-        session = hit.source.get("session_id") if hit.memory_type is MemoryType.EPISODIC else None
-        if not session:
-            continue
-        n = seen.get(session, 0)
-        seen[session] = n + 1
-        if n >= max(keep, 1):
-            factor = (1.0 - min(weight, 1.0)) ** (n - max(keep, 1) + 1)
-            hit.multipliers["session_spread"] = factor
-            hit.score *= factor
 
 
 def _content(hit: Hit) -> tuple:

@@ -130,17 +130,6 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
-    # A question asking for a list (read.query_enumerates: "Which cities …?", "How many …?", "What has
-    # Jon done …?"): a session's n-th episode by score gets ×(1 − this)^(n − 1), so that the first hits
-    # come from more sessions (0: off). A list's members are told in several sessions, one or two each.
-    session_spread: float = 0.0
-    session_spread_keep: int = 1  # the first this many of a session's episodes are not scaled
-    # A read per session for such a question: the ``session_read`` episodes of each session nearest
-    # the question (the kNN collapsed on ``session_id``), a leg at this weight (0: off), so that
-    # sessions the plain legs' first candidates miss are read too.
-    session_read_weight: float = 0.0
-    session_read: int = 2
-    session_read_lexical: bool = False  # the read per session by the BM25 leg's query (its kinds too), not kNN
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

@@ -53,7 +53,6 @@ class Reading:
     asks_time: bool = False
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
     gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
-    enumerates: bool = False  # asks for a list ("Which cities …?", "How many …?"): its hits spread over sessions
 
     @property
     def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -70,8 +69,6 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
     lexical = options.fusion == "linear" and options.bm25
     words = tuple(_lexical_words(keywords, options=options)) if lexical else ()
     named = _entity_words(entities, options=options)
-    asked_kinds = concepts.query_categories(query, net=_wordnet(options)) \
-        if options.concepts and (options.bm25 or options.session_spread > 0 or options.session_read_weight > 0) else None
     return Reading(
         query=query,
         keywords=keywords,
@@ -81,14 +78,12 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         own_name=_own_name(words, named=named, name_words=name_words, options=options),
         entities=entities,
         topic=without_names(keywords, entities=entities),
-        kinds=asked_kinds if options.bm25 else None,
+        kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
-        enumerates=(options.session_spread > 0 or options.session_read_weight > 0)
-        and query_enumerates(query, kinds=asked_kinds),
     )
 
 
@@ -100,16 +95,6 @@ _GATHERS = re.compile(r"\b(?:has|have)\b")
 def query_gathers(query: str) -> bool:
     """Whether ``query`` asks what has happened over time: it holds "has" or "have"."""
     return _GATHERS.search(query.lower()) is not None
-
-
-_HOW_MANY = re.compile(r"\bhow many\b")
-
-
-def query_enumerates(query: str, *, kinds: str | None) -> bool:
-    """Whether ``query`` asks for a list, whose members are told apart, often in several sessions:
-    it asks for members of a kind (``kinds``, the plural nouns after "what"/"which": "Which cities
-    …?", "What kinds of books …?"), how many, or what has happened over time (``query_gathers``)."""
-    return kinds is not None or _HOW_MANY.search(query.lower()) is not None or query_gathers(query)
 
 
 # Words that ask what held before: "before Brightwater", "at first", "used to", "previously".

@@ -183,8 +183,6 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     entity_body, entity = entity_legs(reading=reading, allowed=allowed, vector=topic_vector, mention_counts=known,
                                       options=options)
     dated_body, dated = dated_legs(reading=reading, allowed=allowed, vector=vector, options=options)
-    session_body, per_session = session_legs(reading=reading, allowed=allowed, vector=vector, options=options)
-    dated_body, dated = dated_body + session_body, dated + per_session
     counts_body = word_counts_search(
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
@@ -202,7 +200,7 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
                                                      entities=reading.entities, options=options)
     mention_counts_store(counted, owner=owner, indices=counted_in, options=options)
     named = [*((leg, 1.0) for leg in plain_leg_ids(options, crediting=bool(allowed.crediting))), *entity, *dated]
-    legs = tuple(_leg(leg, factor, _session_hits(response) if leg.role is LegRole.SESSION else response["hits"]["hits"])
+    legs = tuple(_leg(leg, factor, response["hits"]["hits"])
                  for (leg, factor), response in zip(named, responses[:plain] + entity_responses + responses[entity_end:],
                                                     strict=True))
     sources: dict[str, dict[str, Any]] = {}
@@ -473,55 +471,6 @@ def dated_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
                   "query": {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}}]
         legs.append((LegId(LegKind.DENSE, LegRole.DATED), weight))
     return body, legs
-
-
-SESSIONS_READ = 100  # the sessions a read per session returns at most (their best first)
-
-
-def session_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
-                 options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]]]:
-    """Header/body of the read per session and its (leg, factor): for a question asking for a list
-    (``Reading.enumerates``), the ``session_read`` episodes of each session nearest the question,
-    a kNN over every episode collapsed on ``session_id``, fused at ``session_read_weight`` × a plain
-    dense leg's. A list's members are told in several sessions, and a session whose turns are not
-    among the plain legs' first candidates is still read."""
-    weight = options.session_read_weight
-    lexical = options.session_read_lexical
-    if weight <= 0 or not reading.enumerates or not (options.bm25 if lexical else options.dense) \
-            or MemoryType.EPISODIC not in allowed.types:
-        return [], []
-    index = allowed.index_for[MemoryType.EPISODIC]
-    filters = [allowed.query(), {"exists": {"field": "session_id"}}]
-    collapse: dict[str, Any] = {"field": "session_id"}
-    if options.session_read > 1:
-        collapse["inner_hits"] = {"name": "session", "size": options.session_read,
-                                  "_source": {"excludes": SOURCE_EXCLUDES}}
-    if lexical:
-        query: dict = {"bool": {"filter": filters, "minimum_should_match": 1, "should": [
-            {"multi_match": {"query": reading.keywords, "fields": bm25_fields([MemoryType.EPISODIC], options=options),
-                             "type": "most_fields"}},
-            *([{"match": {"concepts": {"query": reading.kinds, "boost": options.concept_boost,
-                                       **({"_name": KINDS} if reading.words else {})}}}] if reading.kinds else []),
-            *word_clauses(reading)]}}
-        header = lexical_header(index, words=reading.words)
-    else:
-        knn = knn_clause(field="embedding", vector=vector, filters=filters, options=options)
-        everything = max(options.num_candidates, SESSIONS_READ * max(options.session_read, 1))
-        knn.update(k=everything, num_candidates=everything)
-        query, header = {"knn": knn}, {"index": index}
-    return ([header, {"size": SESSIONS_READ, "_source": {"excludes": SOURCE_EXCLUDES}, "query": query,
-                      "collapse": collapse}],
-            [(LegId(LegKind.BM25 if lexical else LegKind.DENSE, LegRole.SESSION), weight)])
-
-
-def _session_hits(response: dict) -> list[dict]:
-    """The read per session's episodes, each session's (its inner hits, or the session's best),
-    best first."""
-    found: list[dict] = []
-    for raw in response["hits"]["hits"]:
-        inner = raw.get("inner_hits", {}).get("session", {}).get("hits", {}).get("hits")
-        found.extend(inner or [raw])
-    return sorted(found, key=lambda raw: -raw["_score"])
 
 
 HOP_HITS = 3  # the first hits whose vectors the second hop searches with

@@ -16,8 +16,7 @@ from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId, LegKind, LegR
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import (Hit, asks, gauss_decay, hits_fuse, hits_rank, lexical_ceiling, lexical_score,
-                                    multipliers_for, neighbour_credit, outcome_multiplier, reply_credit,
-                                    session_spread, speaker_of)
+                                    multipliers_for, neighbour_credit, outcome_multiplier, reply_credit, speaker_of)
 from memory_app.recall.read import Reading
 from memory_app.recall.search import Leg, Searched, StaleFact
 from memory_app.services.episodes import episode_write
@@ -139,35 +138,6 @@ def test_no_neighbour_credit_at_weight_zero_nor_from_a_neighbour_scored_zero():
     t3, t4 = _episode("t3", 0.3), _episode("t4", 0.5, ["t3"])
     neighbour_credit([t3, t4], weight=0.0)
     assert (t3.score, t4.score, t3.neighbour, t4.neighbour) == (0.3, 0.5, None, None)
-
-
-@given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(0.01, 1.0)), max_size=12),
-       st.floats(0.05, 0.95), st.integers(1, 3))
-def test_session_spread_scales_a_session_s_episodes_after_the_first_kept(scored, weight, keep):
-    hits = [_episode(f"t{n}", score) for n, (_, score) in enumerate(scored)]
-    for hit, (session, _) in zip(hits, scored, strict=True):
-        hit.source["session_id"] = session
-    before = {h.id: h.score for h in hits}
-    session_spread(hits, weight=weight, keep=keep)
-    for session in "abc":
-        # a session's own order is kept; its n-th (from 0) is scaled by (1 - weight)^(n - keep + 1) past the kept
-        own = sorted((h for h in hits if h.source["session_id"] == session), key=lambda h: (-before[h.id], h.id))
-        for n, hit in enumerate(own):
-            factor = (1 - weight) ** max(0, n - keep + 1)
-            assert hit.score == pytest.approx(before[hit.id] * factor)
-            assert hit.multipliers.get("session_spread", 1.0) == pytest.approx(factor)
-
-
-def test_session_spread_leaves_other_memories_and_a_zero_weight_alone():
-    t1, t2 = _episode("t1", 0.9), _episode("t2", 0.8)
-    fact = _episode("f1", 0.7, memory_type=MemoryType.SEMANTIC)
-    loose = _episode("l1", 0.6)  # an episode without a session
-    for hit in (t1, t2, fact):
-        hit.source["session_id"] = "s1"
-    session_spread([t1, t2, fact, loose], weight=0.0)
-    assert (t2.score, t2.multipliers) == (0.8, {})
-    session_spread([t1, t2, fact, loose], weight=0.5)
-    assert (t1.score, t2.score, fact.score, loose.score) == (0.9, pytest.approx(0.4), 0.7, 0.6)
 
 
 # ---------------------------------------------------------------- fusion and the multipliers

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from language.intent import Intent
 from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.read import keyword_query, lexical_words, query_enumerates, query_gathers, query_read
+from memory_app.recall.read import keyword_query, lexical_words, query_gathers, query_read
 
 NOW = datetime(2025, 7, 10, tzinfo=UTC)
 
@@ -108,21 +108,6 @@ def test_a_question_in_the_present_perfect_gathers_only_with_the_second_hop_on()
     # on word boundaries: "hash", "haven", "behave" are not the perfect
     for question in ("What did Jon visit in Rome?", "Where is the hash of the haven?", "How did they behave?"):
         assert not _read(question, hop_weight=0.5).gathers
-
-
-def test_a_question_asking_for_a_list_enumerates_only_with_the_spread_on():
-    for question in ("Which cities did Jon visit?", "What kinds of books does she read?",
-                     "How many children does Maria have?", "Where has Jon travelled?"):
-        assert _read(question, session_spread=0.2).enumerates, question
-        assert not _read(question, session_spread=0).enumerates
-    for question in ("What is Jon's favourite city?", "When did Caroline go to Berlin?", "Why did he leave?"):
-        assert not _read(question, session_spread=0.2).enumerates, question
-
-
-@given(st.text(max_size=80), st.none() | st.just("city"))
-def test_a_question_enumerates_when_it_asks_for_a_kind_how_many_or_gathers(text, kinds):
-    how_many = re.search(r"\bhow many\b", text.lower()) is not None
-    assert query_enumerates(text, kinds=kinds) == (kinds is not None or how_many or query_gathers(text))
 
 
 @given(st.text(max_size=80))
