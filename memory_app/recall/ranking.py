@@ -130,7 +130,6 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
-    hop_per_session: int = 0  # the hop keeps each other session's this many nearest (collapsed; 0: the 80 nearest)
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

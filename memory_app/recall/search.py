@@ -498,27 +498,13 @@ def hop_leg(*, es: Any, first: list[tuple[str, str | None]], allowed: Allowed, o
         sessions = sorted({session for _, session in first if session})
         filters = [allowed.query(), {"bool": {"must_not": [{"ids": {"values": ids}},
                                                            {"terms": {"session_id": sessions}}]}}]
-        per_session = options.hop_per_session
-        knns = [knn_clause(field="embedding", vector=vector, filters=filters, options=options) for vector in vectors]
-        search: dict[str, Any] = {"size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-                                  "query": {"dis_max": {"queries": [{"knn": knn} for knn in knns]}}}
-        if per_session > 0:
-            for knn in knns:
-                knn.update(k=max(options.num_candidates, 1000), num_candidates=max(options.num_candidates, 1000))
-            search["collapse"] = {"field": "session_id", "inner_hits": {
-                "name": "session", "size": per_session, "_source": {"excludes": SOURCE_EXCLUDES}}}
-        answer = es.msearch(searches=[{"index": index}, search])["responses"]
+        answer = es.msearch(searches=[{"index": index}, {
+            "size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
+            "query": {"dis_max": {"queries": [
+                {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}
+                for vector in vectors]}}}])["responses"]
         leg_answer_check(answer[0])
-    hits = _session_hits(answer[0]) if per_session > 0 else answer[0]["hits"]["hits"]
-    return Leg(id=HOP_DENSE, factor=options.hop_weight, hits=hits)
-
-
-def _session_hits(response: dict) -> list[dict]:
-    """A collapsed search's hits: each session's inner hits, best first."""
-    found: list[dict] = []
-    for raw in response["hits"]["hits"]:
-        found.extend(raw.get("inner_hits", {}).get("session", {}).get("hits", {}).get("hits") or [raw])
-    return sorted(found, key=lambda raw: -raw["_score"])
+    return Leg(id=HOP_DENSE, factor=options.hop_weight, hits=answer[0]["hits"]["hits"])
 
 
 def with_leg(searched: Searched, leg: Leg) -> Searched:
