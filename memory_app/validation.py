@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
@@ -398,60 +398,66 @@ def episode_validate(p: dict[str, Any], limits: Limits) -> EpisodeFields:
     return EpisodeFields.clean(p, limits=limits)
 
 
-@dataclass(frozen=True)
-class FactFields:
+@dataclass(frozen=True, kw_only=True)
+class SupersedingFields:
+    """What a fact and a playbook share, cleaned: how sure it is, the memories it replaces and how
+    (``supersedes``, ``contradiction``), its metadata and source. Made only through a subclass's
+    ``clean``; ``services.supersession.superseding_write`` trusts it as it is."""
+
+    confidence: float
+    supersedes: tuple[str, ...]
+    contradiction: str
+    metadata: dict[str, Any]
+    source: str
+
+    @classmethod
+    def _cleaned(cls, p: Mapping[str, Any], limits: Limits, source: str | None,
+                 own: Callable[[], dict[str, Any]]) -> Self:
+        """The shared fields cleaned around the subclass's ``own``, in the order every path shares:
+        metadata and source, its own fields, then confidence, supersedes and contradiction."""
+        metadata, source = _common_clean(p, limits, source)
+        fields = own()
+        return cls(**fields, confidence=clean_confidence(p.get("confidence", 1.0)),
+                   supersedes=tuple(clean_supersedes(p.get("supersedes"), limit=limits.supersedes)),
+                   contradiction=clean_contradiction(p.get("contradiction", "natural")),
+                   metadata=metadata, source=source)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactFields(SupersedingFields):
     """A fact's fields, cleaned: made by ``FactFields.clean`` only, stored as they are by
     ``services.facts.fact_store``."""
 
     text: str
     supporting_episode_ids: tuple[str, ...]
-    confidence: float
-    supersedes: tuple[str, ...]
-    contradiction: str
-    metadata: dict[str, Any]
-    source: str
 
     @classmethod
     def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> FactFields:
         """As ``EpisodeFields.clean``, for a fact's payload."""
-        metadata, source = _common_clean(p, limits, source)
-        text = clean_text(p.get("text"), limit=limits.text_chars)
-        supporting = tuple(clean_supporting_ids(p.get("supporting_episode_ids")))
-        return cls(text=text, supporting_episode_ids=supporting, **_superseding_clean(p, limits),
-                   metadata=metadata, source=source)
+        return cls._cleaned(p, limits, source, lambda: {
+            "text": clean_text(p.get("text"), limit=limits.text_chars),
+            "supporting_episode_ids": tuple(clean_supporting_ids(p.get("supporting_episode_ids")))})
 
 
-@dataclass(frozen=True)
-class PlaybookFields:
+@dataclass(frozen=True, kw_only=True)
+class PlaybookFields(SupersedingFields):
     """A playbook's fields, cleaned: made by ``PlaybookFields.clean`` only, stored as they are by
     ``services.facts.playbook_store``."""
 
     trigger: str
     steps: str
-    confidence: float
-    supersedes: tuple[str, ...]
-    contradiction: str
-    metadata: dict[str, Any]
-    source: str
 
     @classmethod
     def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> PlaybookFields:
         """As ``EpisodeFields.clean``, for a playbook's payload (its steps as text: ``clean_steps``)."""
-        metadata, source = _common_clean(p, limits, source)
-        trigger = clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars)
-        steps = clean_text(p.get("steps"), field="steps", limit=limits.text_chars)
-        return cls(trigger=trigger, steps=steps, **_superseding_clean(p, limits), metadata=metadata, source=source)
+        return cls._cleaned(p, limits, source, lambda: {
+            "trigger": clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars),
+            "steps": clean_text(p.get("steps"), field="steps", limit=limits.text_chars)})
 
 
 def _common_clean(p: Mapping[str, Any], limits: Limits, source: str | None) -> tuple[dict[str, Any], str]:
     metadata = clean_metadata(p.get("metadata"), limit=limits.metadata_bytes)
     return metadata, _clean_source(p.get("source", "agent")) if source is None else source
-
-
-def _superseding_clean(p: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
-    return {"confidence": clean_confidence(p.get("confidence", 1.0)),
-            "supersedes": tuple(clean_supersedes(p.get("supersedes"), limit=limits.supersedes)),
-            "contradiction": clean_contradiction(p.get("contradiction", "natural"))}
 
 
 # The cleaned fields of a write that creates a memory, by its operation.

@@ -79,8 +79,7 @@ def fact_store(*, subject: Subject, fact: FactFields, limits: Limits, memory_id:
         valid_from=(clean_datetime(valid_from, field="valid_from") or now).isoformat(),
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
-                             supersedes=list(fact.supersedes), contradiction=fact.contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             fields=fact, now=now, defer_refresh=defer_refresh,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)
 
@@ -116,8 +115,7 @@ def playbook_store(*, subject: Subject, playbook: PlaybookFields, limits: Limits
     if supporting_episode_ids:
         doc["supporting_episode_ids"] = supporting_episode_ids
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
-                             supersedes=list(playbook.supersedes), contradiction=playbook.contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             fields=playbook, now=now, defer_refresh=defer_refresh,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)
 
