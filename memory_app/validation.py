@@ -554,16 +554,16 @@ class ImportFields:
 
 # The cleaned fields of a write, by its operation (an erase has none).
 WriteFields = EpisodeFields | FactFields | PlaybookFields | OutcomeFields | ForgetFields | ImportFields
-_FIELDS: dict[str, Callable[..., WriteFields]] = {
-    "episode": EpisodeFields.clean, "fact": FactFields.clean, "playbook": PlaybookFields.clean,
-    "outcome": OutcomeFields.clean, "forget": ForgetFields.clean, "import": ImportFields.clean}
+_FIELDS: dict[str, type[WriteFields]] = {
+    "episode": EpisodeFields, "fact": FactFields, "playbook": PlaybookFields,
+    "outcome": OutcomeFields, "forget": ForgetFields, "import": ImportFields}
 
 
 def write_fields(*, operation: str, payload: Mapping[str, Any], limits: Limits) -> WriteFields | None:
     """The cleaned fields of a write of ``operation`` (None for an erase): what the edge's check
     returns, and what a replay cleans its stored payload into."""
-    clean = _FIELDS.get(str(operation))
-    return clean(payload, limits=limits) if clean is not None else None
+    kind = _FIELDS.get(str(operation))
+    return kind.clean(payload, limits=limits) if kind is not None else None
 
 
 def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> WriteFields | None:
