@@ -259,8 +259,8 @@ def _intent_context(intent: Intent | None, *, boost: float) -> dict:
 
 
 def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
-    """Lay the explain dict out generically: scalar entries as name/value pairs, dicts (e.g. the
-    multipliers) flattened with their key as prefix. Five exceptions are shown under the hit as
+    """Lay the explain dict out generically: scalar entries as name/value pairs, the multipliers as
+    factors and the ranks in extra legs as ``<leg>_rank`` pairs. Five exceptions are shown under the hit as
     text, not as cells: ``dense_sentence`` (the sentence of an episode its dense rank came from),
     ``replies_to`` (the question a reply took credit from: its rank here, or ``None`` when it
     ranked below the list), ``neighbour`` (the session neighbour a turn took credit from, the
@@ -286,8 +286,12 @@ def _explain_row(rank: int, hit: dict, ranks: dict[str, int]) -> dict:
                  "factor": factor, "successor_rank": successor}
     scalars, factors = [], []
     for key, value in explain.items():
-        if isinstance(value, dict):
-            factors += [(f"{k}", v) for k, v in value.items()]
+        if key == "multipliers":
+            factors += list(value.items())
+        elif isinstance(value, dict):
+            # Not factors: ``extra_ranks`` holds a hit's ranks in the extra legs, shown beside bm25_rank.
+            suffix = "_rank" if key == "extra_ranks" else ""
+            scalars += [(f"{k}{suffix}", v) for k, v in value.items()]
         elif isinstance(value, list):
             scalars.append((key, ", ".join(map(str, value))))
         else:

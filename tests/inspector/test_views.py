@@ -652,3 +652,11 @@ def test_subject_page_shows_failed_writes_without_their_content(staff, subjects)
     assert 'id="writes-section"' in page and str(failed.uid) in page and "internal_error" in page
     assert "1 write waiting in the outbox; 1 ended failed" in page
     assert "a line only the payload holds" not in page
+
+
+def test_recall_sandbox_shows_extra_leg_ranks_as_ranks_not_as_factors():
+    from inspector.views import _explain_row
+    explain = {"bm25_rank": 3, "multipliers": {"time_decay": 0.9}, "extra_ranks": {"hop_dense": 4}}
+    row = _explain_row(1, {"id": "m1", "explain": explain}, {"m1": 1})
+    assert row["factors"] == [("time_decay", 0.9)]  # only multipliers get a × column
+    assert ("hop_dense_rank", 4) in row["scalars"] and ("bm25_rank", 3) in row["scalars"]
