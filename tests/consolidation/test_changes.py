@@ -581,3 +581,15 @@ def test_a_request_that_names_its_setting_replaces_that_setting_and_a_span_of_th
     link = change_target(reading, [_fact("The weekday heating schedule is 19 degrees from 7am to 5pm.", 0.5),
                                    _fact("User's weekend schedule is 19 degrees all day.", 0.5, "f2")])
     assert link is not None and link.fact.id == "f1" and link.by == "value"
+
+
+@settings(max_examples=60, deadline=None)
+@given(pronoun=st.sampled_from(["She", "He", "She's", "He'll"]),
+       rest=st.sampled_from(["lives with us on weekends.", "moved to Leith in May.", "works at the harbour now.",
+                             "always comes on the easy runs."]))
+def test_a_sentence_leaning_on_someone_named_before_adds_no_fact(pronoun, rest):
+    # "She lives with us on weekends": alone, the sentence names no one a fact could be about.
+    from memory_app.consolidation.changes import episode_probes
+
+    found = episode_probes(episode=_episode(f"{pronoun} {rest}"), candidates=[])
+    assert found.added == [], [c.text for c in found.added]

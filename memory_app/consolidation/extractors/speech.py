@@ -322,9 +322,9 @@ class StatementRules:
     strict_nouns: bool = False
     after_pattern: bool = False
     vague: int = 1
-    others: int = 1
+    others: int = 0
     showing: bool = True
-    alone: bool = False
+    alone: bool = True
     reactions: bool = True
 
 
@@ -682,6 +682,12 @@ def _compound_past(word: str, rest: str) -> bool:
 
 _OBJECT_START = frozenset("the a an my our his her their its your it them this these those some all both every "
                           "each one two three".split())
+
+
+def leans_back(sentence: str) -> bool:
+    """Whether a sentence opens on a pronoun for someone named before ("She lives with us", "He
+    moved"): alone, it says nothing about anyone a fact could name."""
+    return bool(re.match(r"(?:she|he)(?:'s|'d|'ll)?\b", sentence.strip(), re.I))  # "they" is often a firm
 
 
 def family_context(text: str) -> bool:
