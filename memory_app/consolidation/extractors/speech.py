@@ -493,7 +493,9 @@ def _looking_ahead(feeling: str, after: str) -> bool:
     """A feeling of looking ahead followed by what the speaker will do ("excited to meet", "looking
     forward to see"): the infinitive is the feeling's object, no plan of its own."""
     m = _INFINITIVE.match(after)
-    return bool(m) and (feeling in _ANTICIPATION or feeling.startswith(("looking forward", "can't wait"))) and \
+    if m is None:
+        return False
+    return (feeling in _ANTICIPATION or feeling.startswith(("looking forward", "can't wait"))) and \
         m["verb"] in _EXPERIENCING
 
 
