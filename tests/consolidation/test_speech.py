@@ -366,7 +366,7 @@ _THING = st.lists(st.sampled_from("the allotment my new bike our flat in Leith t
 @given(_THING, st.sampled_from(["has been tough", "was really hard", "can be tricky sometimes", "has been a bit rough",
                                 "is a struggle"]),
        st.sampled_from(["I'm determined to finish", "I'm staying positive about", "I'm gonna make it with",
-                        "I'm sure it'll work out with", "their support means everything to me with"]),
+                        "I'm sure it'll work out with", "their help means the world to me with"]),
        _THING)
 def test_coping_after_a_hardship_is_never_a_fact(before, hardship, coping, after):
     """"Moving has been tough, but I'm determined to ...": how things stand and how the speaker holds up."""
@@ -383,12 +383,12 @@ def test_holding_up_is_never_a_fact_whatever_it_names(thing, front):
 
 
 @settings(max_examples=150, deadline=None)
-@given(_THING, st.sampled_from(["I've been a bit frustrated lately with", "I'm so stressed right now about",
+@given(_THING, st.sampled_from(["I've been rather frustrated lately with", "I'm so stressed right now about",
                                 "I was upset today about"]))
 def test_a_feeling_of_the_moment_is_never_a_fact(thing, front):
     assert not read(plain(f"{front} {thing}.")).about_speaker
     assert not read(plain(f"My mood is terrible now, {thing} broke.")).about_speaker
-    assert not read(plain(f"{thing.capitalize()} has been giving me a hard time.")).about_speaker
+    assert not read(plain(f"{thing.capitalize()} keeps giving us a hard time.")).about_speaker
 
 
 @settings(max_examples=150, deadline=None)
@@ -417,7 +417,7 @@ def test_a_thanks_or_an_act_without_its_subject_is_a_fragment(thing, front):
 @settings(max_examples=150, deadline=None)
 @given(_THING)
 def test_showing_after_but_or_and_is_still_showing(thing):
-    assert not read(plain(f"The soup at {thing} was great, but check out what I had for dessert.")).about_speaker
+    assert not read(plain(f"The soup at {thing} was great, but check out what I baked after.")).about_speaker
 
 
 @pytest.mark.parametrize("text, family", [

@@ -522,7 +522,7 @@ def _feeling(sentence: str) -> tuple[bool, str]:
     starts = [0, *(m.end() for m in _FEELING_CLAUSE.finditer(sentence))]
     for start in starts:
         m = re.match(r"(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
-                     r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
+                     r"((?:\s+(?:so|really|super|very|pretty|quite|rather|fairly|somewhat|a bit|a little|kinda|totally|truly|still|just|"
                      r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b",
                      sentence[start:])
         if m and (m["word"] in FEELINGS or _FEELING_PHRASE.match(sentence[start + m.start("word"):])):
