@@ -978,6 +978,10 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
+        if carrier is None and speech.leans_back(_bare(sentence)):
+            # "She lives with us on weekends": who "she" is was said before; alone it names no one.
+            found.remarks.append(rendered)
+            continue
         if reading is None:
             if carrier is None and _slot_statement(sentence, self_names=names):
                 if labelled:

@@ -347,8 +347,9 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
         else:
             plan.dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                  "supporting_episode_ids": list(candidate.episode_ids)})
+    procedure = {i for playbook in extraction.playbooks for i in playbook.episode_ids}
     facts, probes, dropped = changes_read(facts=facts, new_episodes=new_episodes or [], episodes=episodes,
-                                          display_name=subject.display_name)
+                                          display_name=subject.display_name, procedure=procedure)
     plan.dropped += dropped
     playbooks = []
     for candidate in extraction.playbooks:
@@ -459,11 +460,12 @@ def _probe_key(candidate) -> tuple[str, tuple[str, ...]]:
     return candidate.text, tuple(candidate.episode_ids)
 
 
-def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], display_name: str
-                 ) -> tuple[list, dict, list[dict[str, Any]]]:
+def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], display_name: str,
+                 procedure: set[str] | frozenset[str] = frozenset()) -> tuple[list, dict, list[dict[str, Any]]]:
     """The new episodes read for changes (``changes.episode_probes``): the candidates with the
     ones it adds (grounded like any other) in episode order, the probe of each change sentence by
-    its candidate, and what did not come in (ungrounded, or a remark the reader set aside)."""
+    its candidate, and what did not come in (ungrounded, a remark the reader set aside, or a
+    sentence of a turn a playbook cites: ``procedure``, the problem, its steps and outcomes)."""
     probes: dict[tuple[str, tuple[str, ...]], changes.Probe] = {}
     added: list = []
     dropped: list[dict[str, Any]] = []
@@ -475,8 +477,12 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
         dropped += [{"kind": "fact", "reason": "remark", "text": text, "supporting_episode_ids": [episode.id]}
                     for text in found.remarks]
         for candidate in found.added:
+            if episode.id in procedure:
+                # A device's trouble and the steps tried are the playbook's, not facts ("I replaced the bulb").
+                dropped.append({"kind": "fact", "reason": "procedure", "text": candidate.text,
+                                "supporting_episode_ids": list(candidate.episode_ids)})
             # The reader words the end-user's turn with their display name, which their turn never says.
-            if is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at), *names]):
+            elif is_grounded(candidate.text, [episode_evidence(episode.text, episode.occurred_at), *names]):
                 added.append(candidate)
             else:
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,

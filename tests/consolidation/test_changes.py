@@ -674,3 +674,15 @@ def test_an_activity_ended_with_an_object_of_its_own_keeps_the_job(sentence):
     assert reading is None or change_target(reading, [_fact("Dana is a piano teacher.", 0.5),
                                                       _fact("Dana is a delivery driver.", 0.5, "f2")],
                                             self_names=["dana"], min_strong_topic_cosine=0.25) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(pronoun=st.sampled_from(["She", "He", "She's", "He'll"]),
+       rest=st.sampled_from(["lives with us on weekends.", "moved to Leith in May.", "works at the harbour now.",
+                             "always comes on the easy runs."]))
+def test_a_sentence_leaning_on_someone_named_before_adds_no_fact(pronoun, rest):
+    # "She lives with us on weekends": alone, the sentence names no one a fact could be about.
+    from memory_app.consolidation.changes import episode_probes
+
+    found = episode_probes(episode=_episode(f"{pronoun} {rest}"), candidates=[])
+    assert found.added == [], [c.text for c in found.added]

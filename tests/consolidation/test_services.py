@@ -583,3 +583,19 @@ def test_the_remarks_the_change_reader_sets_aside_are_counted_not_kept():
                                     display_name="")
     assert [c.episode_ids for c in kept] == [("e2",)]
     assert [(d["reason"], d["supporting_episode_ids"]) for d in dropped] == [("remark", ["e1"])]
+
+
+@pytest.mark.parametrize("step", ["I replaced the bulb in the hall.", "I reset the router by holding its button.",
+                                  "The hall lights are flickering again."])
+def test_a_turn_a_playbook_cites_adds_no_fact_of_its_own(step):
+    # A device's trouble and the steps tried are the playbook's (docs/consolidation.md): the change
+    # reader adds no fact from a turn the procedure layer cites, and counts it as set aside.
+    from memory_app.consolidation.services import changes_read
+
+    turn = _turn(step)
+    kept, _, _ = changes_read(facts=[], new_episodes=[turn], episodes={"e1": turn}, display_name="")
+    assert [c.episode_ids for c in kept] == [("e1",)]  # outside a procedure, the reader adds it
+    kept, _, dropped = changes_read(facts=[], new_episodes=[turn], episodes={"e1": turn}, display_name="",
+                                    procedure={"e1"})
+    assert kept == []
+    assert [d["reason"] for d in dropped] == ["procedure"]

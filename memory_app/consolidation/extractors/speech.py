@@ -55,8 +55,11 @@ things stuff lot lots always never ever much many way bit kind sort think know g
 feeling felt said say saying tell told talk talking chat chatting going get got getting go wait can't cant
 one something anything everything nothing someone everyone glad excited awesome incredible wonderful
 """.split())
-_FAMILY = re.compile(r"\b(?:kids?|children|child|family|husband|wife|son|daughter|sons|daughters|partner|"
-                     r"spouse|parents|mom|dad|mum|baby|babies|twins)\b", re.I)
+# Children are family only when someone's ("my kids", "the kids"), not as a kind of thing ("a
+# children's hospital", "kids who need a home").
+_FAMILY = re.compile(r"\b(?:(?:my|our|his|her|their) (?:\w+ )?(?:kids?|children|child)\b|"
+                     r"the (?:\w+ )?(?:kids?|children|child)\b(?!'|’)|family|husband|"
+                     r"wife|son|daughter|sons|daughters|partner|spouse|parents|mom|dad|mum|baby|babies|twins)\b", re.I)
 
 _ADVERBS = frozenset("""
 really just also still always never even only often sometimes already actually totally kinda definitely finally
@@ -319,9 +322,9 @@ class StatementRules:
     strict_nouns: bool = False
     after_pattern: bool = False
     vague: int = 1
-    others: int = 1
+    others: int = 0
     showing: bool = True
-    alone: bool = False
+    alone: bool = True
     reactions: bool = True
 
 
@@ -351,7 +354,25 @@ _STEADFAST = re.compile(_HOLDING_UP + r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:
                         r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
                         r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
                         r"\bcan't wait\b|\blooking forward\b|\bhold (?:me|us) back\b|"
-                        r"\bhoping for the best\b|" + _HOLDING_UP + r"\bstay(?:ing)? on track\b|\bgive up\b", re.I)
+                        r"\bhoping for the best\b|\b(?:gonna|going to|will|'ll) make it\b(?=\s*(?:[.!,;]|$))|" + _HOLDING_UP + r"\bstay(?:ing)? on track\b|\bgive up\b", re.I)
+# How hard something is, said before how the speaker copes ("Moving has been tough, but I'm ..."):
+# the two together say how things stand at the moment, whatever the first clause names.
+_HARDSHIP = re.compile(r"\b(?:is|are|was|were|be|been|'s been|'s)\s+(?:\w+\s+){0,2}?(?:hard|tough|tricky|bumpy|rough|"
+                       r"difficult|challenging|stressful|hectic|crazy|a struggle|a challenge|a lot)\b[^.;]*?"
+                       r"(?:,|;|\s[-–—]+)?\s+(?:but|and|yet|though)\s+(?=(?:I|We|[Mm]y|[Oo]ur|[Tt]heir)\b)")
+# A feeling of the moment: the time words that say so ("frustrated lately", "my mood is terrible
+# now"), the mood itself, and a thing giving the speaker a hard time.
+# What the speaker will do about the hardship, said as resolve ("but I'm gonna ...", "but I'll ...").
+_COPING = re.compile(r"^(?:I|We)(?:'m| am|'re| are)?(?:\s+(?:so|really|still|just|definitely|totally))*\s*"
+                     r"(?:gonna|going to|'ll|will)\b")
+_MOMENT = re.compile(r"^\s*(?:\w+\s+)?(?:lately|now|today|tonight|right now|at the moment|these days)\b", re.I)
+_MOOD = re.compile(r"\b(?:my|our) mood\b|\b(?:giving|gives|gave|given) (?:me|us) (?:such )?(?:a hard time|trouble|"
+                   r"grief|a headache)\b", re.I)
+# Looking forward to what the speaker will do, said as a feeling ("excited to meet ...", "can't wait
+# to see ..."): an infinitive after a feeling of looking ahead names no fact of its own.
+_ANTICIPATION = frozenset("excited thrilled pumped psyched stoked eager".split())
+_EXPERIENCING = frozenset("see meet learn hear watch witness share try find explore discover know show get".split())
+_INFINITIVE = re.compile(r"^\s*(?:to|forward to) (?P<verb>[a-z]+)\b")
 _LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|tonight|recently|lately|these days|"
                           r"in \d{4}|on \w+(?: \d+ \w+ \d{4})?|(?:a )?(?:few|couple(?: of)?) \w+ ago|\w+ ago|earlier|"
                           r"finally|also|now|then|so|and|but|plus|just|anyway|actually|honestly|luckily|sadly|maybe|perhaps|"
@@ -359,6 +380,8 @@ _LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|ton
                           re.I)
 _SPEAKER_SUBJECT = re.compile(r"^(?:I|We|[Mm]y|[Oo]ur|Me and|[A-Z][a-z]+ and I|[Bb]oth my|[Aa]ll my|[Oo]ne of my)\b")
 _SUGGESTION = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:should|could|might|would|may)\b|^(?:I|[Ww]e)'d\b(?! (?:been|had|never|already|just)\b)")
+# An offer to the listener: "Maybe I can lend a hand", "Perhaps we could ...".
+_OFFER = re.compile(r"^(?:maybe|perhaps),?\s+(?:I|we)\s+(?:can|could)\b", re.I)
 _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going to|are going to)\b|^(?:I|[Ww]e)'ll\b|"
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
 
@@ -370,7 +393,8 @@ _LEANING = re.compile(r"\b(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|
 _FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
 _GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
 _SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|[Mm]y|[Mm]ine|myself)\b")
-_SHOWING = re.compile(r"(?:^|[-–—,;:]\s*)(?:here(?:'s| is| are)|this is|these are|check (?:out|it out|this out)|"
+_SHOWING = re.compile(r"\b(?:but|and|so) (?:check (?:out (?:what|this|these|that|how|my)|this out)|look at (?:my|this|these|what))\b|"
+                      r"(?:^|[-–—,;:]\s*)(?:here(?:'s| is| are)|this is|these are|check (?:out|it out|this out)|"
                       r"look at)\b|"
                       r"\b(?:take a look|check (?:it|this|them) out|(?:a |the |this |my )?(?:pic|pics|photo|photos|"
                       r"picture|pictures|snap|snapshot|screenshot)\b)", re.I)
@@ -380,6 +404,10 @@ _FRAGMENT_START = frozenset("""
 is are was were has have had been being am feels felt seems seemed looks sounds makes made always really almost
 only even never totally definitely won't can't haven't hasn't hadn't didn't doesn't isn't wasn't wouldn't
 """.split())
+
+# What is left of a thanks or an ongoing act once its subject was dropped ("for helping me with ...",
+# "Still looking for a flat"): an "-ing" verb after "for" or "still" and no subject of its own.
+_GERUND_FRAGMENT = re.compile(r"^(?:for|still|just)\s+[a-z]+ing\b[^,;:–—]*$", re.I)
 
 
 # Talk about the conversation itself ("since we last spoke", "it's been ages"): no fact in it.
@@ -461,16 +489,40 @@ def speaker_subject(sentence: str) -> bool:
     return bool(_SPEAKER_SUBJECT.match(s))
 
 
+def _looking_ahead(feeling: str, after: str) -> bool:
+    """A feeling of looking ahead followed by what the speaker will do ("excited to meet", "looking
+    forward to see"): the infinitive is the feeling's object, no plan of its own."""
+    m = _INFINITIVE.match(after)
+    if m is None:
+        return False
+    return (feeling in _ANTICIPATION or feeling.startswith(("looking forward", "can't wait"))) and \
+        m["verb"] in _EXPERIENCING
+
+
 def _feeling(sentence: str) -> tuple[bool, str]:
-    """(whether the predicate says how the speaker feels, what follows the feeling)."""
+    """(whether the predicate says how the speaker feels, what follows the feeling). What follows is
+    empty when the feeling names nothing of its own whatever words come after it: a way of holding up
+    ("staying positive", "keeps me going through ..."), coping after a hardship ("X has been tough,
+    but I'm ..."), a feeling of the moment ("lately", "now", the mood), looking ahead to a verb."""
+    if _MOOD.search(sentence):
+        return True, ""
     if m := _STEADFAST.search(sentence):
-        return True, sentence[m.end():]
+        said = m.group(0).lower()
+        after = sentence[m.end():]
+        if said.startswith(("looking forward", "can't wait")):
+            return True, "" if _looking_ahead(said, after) or _MOMENT.match(after) else after
+        return True, ""
+    hardship = _HARDSHIP.search(sentence)
+    if hardship and _COPING.match(sentence[hardship.end():]):
+        return True, ""
     if _MEANS_TO_ME.search(sentence):
+        if hardship:
+            return True, ""
         return True, sentence  # what it says means a lot is named before it: "My garden means a lot to me"
     starts = [0, *(m.end() for m in _FEELING_CLAUSE.finditer(sentence))]
     for start in starts:
         m = re.match(r"(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
-                     r"((?:\s+(?:so|really|super|very|pretty|quite|a bit|a little|kinda|totally|truly|still|just|"
+                     r"((?:\s+(?:so|really|super|very|pretty|quite|rather|fairly|somewhat|a bit|a little|kinda|totally|truly|still|just|"
                      r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b",
                      sentence[start:])
         if m and (m["word"] in FEELINGS or _FEELING_PHRASE.match(sentence[start + m.start("word"):])):
@@ -479,6 +531,9 @@ def _feeling(sentence: str) -> tuple[bool, str]:
                 # "lucky to have my sister", "thrilled because I can expand my shop": what they have
                 # or why they feel it is the statement, not the feeling.
                 return False, ""
+            if (_MOMENT.match(after) or _looking_ahead(m["word"], after)
+                    or (hardship is not None and start and start >= hardship.end())):
+                return True, ""
             return True, after
     return False, ""
 
@@ -535,7 +590,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
         return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
-    if bare.split(" ", 1)[0].lower() in _FRAGMENT_START:
+    if bare.split(" ", 1)[0].lower() in _FRAGMENT_START or _GERUND_FRAGMENT.match(sentence):
         return Reading(False, False, "fragment")
     if rules.reactions and _REACTION.search(sentence):
         return Reading(False, False, "reaction")
@@ -544,7 +599,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)
     if rules.others and group and not family and (rules.others == 2 or not _group_past(sentence)):
         return Reading(False, False, "others")
-    if rules.modal and _SUGGESTION.match(bare):
+    if rules.modal and (_SUGGESTION.match(bare) or _OFFER.match(sentence)):
         return Reading(False, False, "hypothetical")
     if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
         return Reading(False, False, "hypothetical")
@@ -629,6 +684,12 @@ def _compound_past(word: str, rest: str) -> bool:
 
 _OBJECT_START = frozenset("the a an my our his her their its your it them this these those some all both every "
                           "each one two three".split())
+
+
+def leans_back(sentence: str) -> bool:
+    """Whether a sentence opens on a pronoun for someone named before ("She lives with us", "He
+    moved"): alone, it says nothing about anyone a fact could name."""
+    return bool(re.match(r"(?:she|he)(?:'s|'d|'ll)?\b", sentence.strip(), re.I))  # "they" is often a firm
 
 
 def family_context(text: str) -> bool:
