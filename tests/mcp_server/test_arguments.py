@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engram_core.es.schema import MemoryType, alias_name
 from mcp.server.mcpserver import Context
