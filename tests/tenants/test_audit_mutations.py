@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -333,3 +334,25 @@ def test_any_value_in_any_field_of_a_stored_chain_is_refused_never_raised(checkp
     row[name] = value
     assert not sample.verify().ok
     assert not sample.verify(keyring=None).ok
+
+
+# ---------------------------------------------------------------- the file, byte by byte
+
+_BYTE_EXPORTS = {label: "".join(lines).encode() for label, lines in _exports().items()}
+
+
+@pytest.mark.properties
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(sorted(_BYTE_EXPORTS)), st.data())
+def test_any_single_byte_changed_in_an_export_file_is_refused_by_the_offline_verifier(tmp_path, capsys, label, data):
+    """The file as an auditor holds it, one byte changed anywhere (to any other byte, valid UTF-8
+    or not): ``python -m tenants.audit_chain`` refuses it with a report, never a traceback and never OK."""
+    original = _BYTE_EXPORTS[label]
+    at = data.draw(st.integers(0, len(original) - 1), label="at")
+    byte = data.draw(st.integers(0, 255).filter(lambda b: b != original[at]), label="byte")
+    keys, export = tmp_path / "keys.json", tmp_path / "export.jsonl"
+    keys.write_text(json.dumps(S.PUBLIC.as_json()))
+    export.write_bytes(original[:at] + bytes([byte]) + original[at + 1:])
+    code = audit_chain.main(["--public-key", str(keys), str(export)])
+    out = capsys.readouterr().out
+    assert code == 1 and ("export REFUSED" in out or "BROKEN" in out.upper()), (at, byte, out)
