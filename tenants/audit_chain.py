@@ -26,6 +26,7 @@ import argparse
 import base64
 import binascii
 import hashlib
+import io
 import hmac
 import json
 import os
@@ -757,6 +758,9 @@ def _export_problems(raw: list[str], records: list[dict], public: PublicKeys | N
     if why := public.problem("the export", str(end.get("key_id", "")), header.get("created_at"),
                              _end_message(digest.hexdigest(), len(raw) - 1, end), end.get("signature", "")):
         return [why + (" (a line was removed, added or edited)" if "not signed" in why else "")]
+    if raw[-1] != export_line(end):
+        # The signature covers the end line's fields, not its bytes: as Engram writes it, or edited.
+        return ["the export's end line was edited: it is not as Engram wrote it"]
     problems = []
     made = moment(header.get("created_at"))
     for record in records[1:-1]:
@@ -832,8 +836,15 @@ def main(argv: list[str]) -> int:
     except (KeyringError, OSError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    with open(args.export, encoding="utf-8") as fh:
-        report = verify_export(fh, public=public, keyring=keyring)
+    with open(args.export, "rb") as fh:
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a changed byte: a report, not a traceback
+        print(f"export REFUSED: byte {exc.start} is not UTF-8 text: the file was changed, or is not an export")
+        return 1
+    # Lines as a text file reads them (universal newlines).
+    report = verify_export(io.StringIO(text, newline=None), public=public, keyring=keyring)
     header = report.header or {}
     if report.problems:
         print("export REFUSED: " + "; ".join(report.problems))
