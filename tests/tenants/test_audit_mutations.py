@@ -300,20 +300,24 @@ def test_an_export_mutation_is_detected_with_the_audit_keys_too():
     assert missed == []
 
 
+# Strings of any code point, lone surrogates included: a JSON "\ud800" escape reads as one.
+_ANY_TEXT = st.text(st.characters(exclude_categories=()))
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _ANY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_ANY_TEXT.filter(lambda t: len(t) <= 8), inner,
+                                                                max_size=3),
     max_leaves=6)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(_exports())), st.data(), JSON_VALUES)
-def test_any_value_in_any_field_of_an_export_is_refused_never_raised(label, data, value):
+@example("complete export", -1, 0, "\ud800")  # the end line's key_id: UnicodeEncodeError, not a report
+@given(st.sampled_from(sorted(_exports())), st.integers(-(10**4), 10**4), st.integers(0, 10**4), JSON_VALUES)
+def test_any_value_in_any_field_of_an_export_is_refused_never_raised(label, line, field, value):
     """A hostile export is a report of what broke, whatever type or text its fields hold."""
     lines = list(_exports()[label])
-    n = data.draw(st.integers(0, len(lines) - 1))
+    n = line % len(lines)
     record = json.loads(lines[n])
-    name = data.draw(st.sampled_from(sorted(record)))
+    name = sorted(record)[field % len(record)]
     assume(record[name] != value)
     record[name] = value
     lines[n] = json.dumps(record)
