@@ -6,7 +6,7 @@ service, the outbox, dispatch, replay). ``write_command`` checks any subject wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.validation import (
     Limits,
+    OutcomeFields,
     WriteFields,
     clean_k,
     clean_memory_id,
@@ -39,9 +40,8 @@ class Write:
     and ``memory_id`` is the memory it creates or targets (fixed for a create). ``subject``: the
     end-user as read when the write was checked (None: a new one, or a write that needs an existing
     one, which is read when it is applied). ``limits``: the limits it was checked within, which
-    the services applying it now use too. ``fields``: the fields of a write that creates a memory,
-    as cleaned (``validation.write_fields``; None for the other operations), which its service
-    stores as they are."""
+    the services applying it now use too. ``fields``: the write's fields as cleaned
+    (``validation.write_fields``; None for an erase), which its service applies as they are."""
 
     operation: Op
     external_id: str
@@ -59,14 +59,19 @@ def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payl
     ValidationFailed names the first problem; nothing is accepted then. An id no memory can have
     is NotFound now, not at replay."""
     op = Op(operation)
-    fields = write_validate(operation=op, payload=dict(payload), limits=limits)
+    payload = dict(payload)
+    fields = write_validate(operation=op, payload=payload, limits=limits)
     if memory_id:
         clean_memory_id(memory_id)
     elif op in CREATES:
         memory_id = new_memory_id()
+    if isinstance(fields, OutcomeFields) and not fields.operation_id:
+        # Fixed at acceptance, as a create's id: a replayed outcome counts once.
+        fields = replace(fields, operation_id=new_memory_id())
+        payload["operation_id"] = fields.operation_id
     # May create the end-user: a new one's id must be addressable (last: the checks above need no query).
     subject = None if op in ON_EXISTING else subject_for_write(tenant=tenant, external_id=external_id)
-    return Write(operation=op, external_id=external_id, payload=dict(payload), limits=limits, memory_id=memory_id,
+    return Write(operation=op, external_id=external_id, payload=payload, limits=limits, memory_id=memory_id,
                  subject=subject, fields=fields)
 
 

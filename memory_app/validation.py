@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
@@ -394,53 +394,61 @@ class EpisodeFields:
                    role=clean_role(p.get("role") or "user"), metadata=metadata, source=source)
 
 
-def episode_validate(p: dict[str, Any], limits: Limits) -> EpisodeFields:
-    return EpisodeFields.clean(p, limits=limits)
+@dataclass(frozen=True, kw_only=True)
+class SupersedingFields:
+    """What a fact and a playbook share, cleaned: how sure it is, the memories it replaces and how
+    (``supersedes``, ``contradiction``), its metadata and source. Made only through a subclass's
+    ``clean``; ``services.supersession.superseding_write`` trusts it as it is."""
+
+    confidence: float
+    supersedes: tuple[str, ...]
+    contradiction: str
+    metadata: dict[str, Any]
+    source: str
+
+    @classmethod
+    def _cleaned(cls, p: Mapping[str, Any], limits: Limits, source: str | None,
+                 own: Callable[[], dict[str, Any]]) -> Self:
+        """The shared fields cleaned around the subclass's ``own``, in the order every path shares:
+        metadata and source, its own fields, then confidence, supersedes and contradiction."""
+        metadata, source = _common_clean(p, limits, source)
+        fields = own()
+        return cls(**fields, confidence=clean_confidence(p.get("confidence", 1.0)),
+                   supersedes=tuple(clean_supersedes(p.get("supersedes"), limit=limits.supersedes)),
+                   contradiction=clean_contradiction(p.get("contradiction", "natural")),
+                   metadata=metadata, source=source)
 
 
-@dataclass(frozen=True)
-class FactFields:
+@dataclass(frozen=True, kw_only=True)
+class FactFields(SupersedingFields):
     """A fact's fields, cleaned: made by ``FactFields.clean`` only, stored as they are by
     ``services.facts.fact_store``."""
 
     text: str
     supporting_episode_ids: tuple[str, ...]
-    confidence: float
-    supersedes: tuple[str, ...]
-    contradiction: str
-    metadata: dict[str, Any]
-    source: str
 
     @classmethod
     def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> FactFields:
         """As ``EpisodeFields.clean``, for a fact's payload."""
-        metadata, source = _common_clean(p, limits, source)
-        text = clean_text(p.get("text"), limit=limits.text_chars)
-        supporting = tuple(clean_supporting_ids(p.get("supporting_episode_ids")))
-        return cls(text=text, supporting_episode_ids=supporting, **_superseding_clean(p, limits),
-                   metadata=metadata, source=source)
+        return cls._cleaned(p, limits, source, lambda: {
+            "text": clean_text(p.get("text"), limit=limits.text_chars),
+            "supporting_episode_ids": tuple(clean_supporting_ids(p.get("supporting_episode_ids")))})
 
 
-@dataclass(frozen=True)
-class PlaybookFields:
+@dataclass(frozen=True, kw_only=True)
+class PlaybookFields(SupersedingFields):
     """A playbook's fields, cleaned: made by ``PlaybookFields.clean`` only, stored as they are by
     ``services.facts.playbook_store``."""
 
     trigger: str
     steps: str
-    confidence: float
-    supersedes: tuple[str, ...]
-    contradiction: str
-    metadata: dict[str, Any]
-    source: str
 
     @classmethod
     def clean(cls, p: Mapping[str, Any], *, limits: Limits, source: str | None = None) -> PlaybookFields:
         """As ``EpisodeFields.clean``, for a playbook's payload (its steps as text: ``clean_steps``)."""
-        metadata, source = _common_clean(p, limits, source)
-        trigger = clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars)
-        steps = clean_text(p.get("steps"), field="steps", limit=limits.text_chars)
-        return cls(trigger=trigger, steps=steps, **_superseding_clean(p, limits), metadata=metadata, source=source)
+        return cls._cleaned(p, limits, source, lambda: {
+            "trigger": clean_text(p.get("trigger"), field="trigger", limit=limits.text_chars),
+            "steps": clean_text(p.get("steps"), field="steps", limit=limits.text_chars)})
 
 
 def _common_clean(p: Mapping[str, Any], limits: Limits, source: str | None) -> tuple[dict[str, Any], str]:
@@ -448,64 +456,120 @@ def _common_clean(p: Mapping[str, Any], limits: Limits, source: str | None) -> t
     return metadata, _clean_source(p.get("source", "agent")) if source is None else source
 
 
-def _superseding_clean(p: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
-    return {"confidence": clean_confidence(p.get("confidence", 1.0)),
-            "supersedes": tuple(clean_supersedes(p.get("supersedes"), limit=limits.supersedes)),
-            "contradiction": clean_contradiction(p.get("contradiction", "natural"))}
+@dataclass(frozen=True)
+class OutcomeFields:
+    """A playbook outcome, cleaned: made by ``OutcomeFields.clean`` only, counted as it is by
+    ``services.facts.playbook_outcome_store``. ``operation_id``: fixed when the write was accepted;
+    ``episode_id``: the episode that reported it (consolidation's; never a client's)."""
+
+    success: bool
+    refined_steps: str | None
+    operation_id: str | None
+    episode_id: str | None = None
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits, episode_id: str | None = None) -> OutcomeFields:
+        success = clean_success(p.get("success"))
+        refined = clean_optional_text(p.get("refined_steps"), field="refined_steps", limit=limits.text_chars)
+        operation_id = p.get("operation_id")
+        if operation_id is not None and not isinstance(operation_id, str):
+            raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"},
+                                   code="invalid_id")
+        if episode_id is not None:
+            episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
+        return cls(success=success, refined_steps=refined, operation_id=operation_id, episode_id=episode_id)
 
 
-# The cleaned fields of a write that creates a memory, by its operation.
-WriteFields = EpisodeFields | FactFields | PlaybookFields
-_FIELDS: dict[str, type[EpisodeFields] | type[FactFields] | type[PlaybookFields]] = {
-    "episode": EpisodeFields, "fact": FactFields, "playbook": PlaybookFields}
+@dataclass(frozen=True)
+class ForgetFields:
+    """A forget, cleaned: its reason (FORGET_REASONS), the caller's note and whether what was
+    derived from the memory follows it. Made by ``ForgetFields.clean`` only, run as it is by
+    ``services.forget.pipeline.forget_apply``."""
+
+    reason: str
+    note: str | None
+    cascade: bool
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits | None = None) -> ForgetFields:
+        return cls(reason=clean_reason(p.get("reason")), note=clean_note(p.get("note")),
+                   cascade=clean_cascade(p.get("cascade")))
+
+
+@dataclass(frozen=True)
+class ImportedEpisode:
+    """One imported episode, cleaned. Its stored id: ``memory_id`` when given (an edge fixed it),
+    else derived from ``client_id`` (the client's own, namespaced to the end-user when stored),
+    else a new one."""
+
+    text: str
+    occurred_at: datetime
+    role: str
+    session_id: str | None
+    context: str | None
+    metadata: dict[str, Any]
+    memory_id: str | None
+    client_id: str | None
+
+
+@dataclass(frozen=True)
+class ImportFields:
+    """An import, cleaned: 1 to ``Limits.import_episodes`` episodes, no id named twice. Made by
+    ``ImportFields.clean`` (a write's payload) or ``ImportFields.of`` (episodes from a caller
+    with no edge) only, stored as it is by ``services.imports.episodes_store``."""
+
+    episodes: tuple[ImportedEpisode, ...]
+
+    @classmethod
+    def clean(cls, p: Mapping[str, Any], *, limits: Limits) -> ImportFields:
+        episodes = p.get("episodes") or []
+        if not isinstance(episodes, list) or not episodes:
+            raise _import_empty()
+        if len(episodes) > limits.import_episodes:
+            raise _import_too_large(limits.import_episodes)
+        return cls.of(episodes, limits=limits)
+
+    @classmethod
+    def of(cls, episodes: Iterable[Any], *, limits: Limits) -> ImportFields:
+        """Each episode checked as an episode write is (``EpisodeFields.clean``) with a required
+        ``occurred_at`` and its ids; ValidationFailed names the first bad one's position."""
+
+        def imported(raw: dict[str, Any]) -> ImportedEpisode:
+            episode = EpisodeFields.clean(raw, limits=limits, source="import")  # the import's own source
+            occurred = clean_imported_occurred_at(raw.get("occurred_at"))
+            if raw.get("memory_id") is not None:
+                memory_id, client_id = clean_new_memory_id(raw["memory_id"]), raw.get("client_id")
+            else:
+                memory_id, client_id = None, raw.get("id")
+            return ImportedEpisode(text=episode.text, occurred_at=occurred, role=episode.role,
+                                   session_id=episode.session_id, context=episode.context,
+                                   metadata=episode.metadata, memory_id=memory_id,
+                                   client_id=clean_new_memory_id(client_id) if client_id is not None else None)
+
+        cleaned = imported_episodes_clean(episodes, clean=imported, limit=limits.import_episodes)
+        duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
+        duplicate_ids_validate(ids=[e.memory_id for e in cleaned], field="episodes")
+        return cls(episodes=tuple(cleaned))
+
+
+# The cleaned fields of a write, by its operation (an erase has none).
+WriteFields = EpisodeFields | FactFields | PlaybookFields | OutcomeFields | ForgetFields | ImportFields
+_FIELDS: dict[str, type[WriteFields]] = {
+    "episode": EpisodeFields, "fact": FactFields, "playbook": PlaybookFields,
+    "outcome": OutcomeFields, "forget": ForgetFields, "import": ImportFields}
 
 
 def write_fields(*, operation: str, payload: Mapping[str, Any], limits: Limits) -> WriteFields | None:
-    """The cleaned fields of a write of ``operation`` that creates a memory (None for the other
-    operations): what the edge's check returns, and what a replay cleans its stored payload into."""
+    """The cleaned fields of a write of ``operation`` (None for an erase): what the edge's check
+    returns, and what a replay cleans its stored payload into."""
     kind = _FIELDS.get(str(operation))
     return kind.clean(payload, limits=limits) if kind is not None else None
 
 
-def outcome_validate(p: dict[str, Any], limits: Limits) -> None:
-    clean_success(p.get("success"))
-    clean_optional_text(p.get("refined_steps"), field="refined_steps", limit=limits.text_chars)
-    if p.get("operation_id") is not None and not isinstance(p["operation_id"], str):
-        raise ValidationFailed("operation_id must be a string", details={"field": "operation_id"}, code="invalid_id")
-
-
-def forget_validate(p: dict[str, Any], limits: Limits) -> None:
-    clean_reason(p.get("reason"))
-    clean_note(p.get("note"))
-    clean_cascade(p.get("cascade"))
-
-
-def import_validate(p: dict[str, Any], limits: Limits) -> None:
-    episodes = p.get("episodes") or []
-    if not isinstance(episodes, list) or not episodes:
-        raise _import_empty()
-    if len(episodes) > limits.import_episodes:
-        raise _import_too_large(limits.import_episodes)
-
-    def imported_episode_validate(episode: dict[str, Any]) -> None:
-        episode_validate(episode, limits)
-        clean_imported_occurred_at(episode.get("occurred_at"))
-
-    imported_episodes_clean(episodes, clean=imported_episode_validate, limit=limits.import_episodes)
-    for key in ("id", "client_id", "memory_id"):
-        duplicate_ids_validate(ids=[e.get(key) for e in episodes], field="episodes")
-
-
-_VALIDATORS: dict[str, Callable[[dict[str, Any], Limits], Any]] = {
-    "episode": episode_validate, "fact": lambda p, limits: FactFields.clean(p, limits=limits),
-    "playbook": lambda p, limits: PlaybookFields.clean(p, limits=limits),
-    "outcome": outcome_validate, "forget": forget_validate, "import": import_validate, "erase": lambda p, limits: None,
-}
-
-
 def write_validate(*, operation: str, payload: dict[str, Any], limits: Limits) -> WriteFields | None:
     """Check a write of ``operation`` (an outbox operation name) before it is accepted, within
-    ``limits``; ValidationFailed names the first problem. Returns the cleaned fields of a write
-    that creates a memory (``write_fields``), None for the others."""
-    cleaned = _VALIDATORS[str(operation)](payload, limits)
-    return cleaned if isinstance(cleaned, EpisodeFields | FactFields | PlaybookFields) else None
+    ``limits``; ValidationFailed names the first problem. Returns its cleaned fields
+    (``write_fields``; None for an erase)."""
+    if str(operation) not in (*_FIELDS, "erase"):
+        raise KeyError(operation)
+    return write_fields(operation=operation, payload=payload, limits=limits)

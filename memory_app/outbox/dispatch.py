@@ -8,7 +8,16 @@ from typing import Any, TypeVar
 
 from memory_app.commands import ON_EXISTING, Op
 from memory_app.services import episodes, facts, forget, imports
-from memory_app.validation import EpisodeFields, FactFields, Limits, PlaybookFields, WriteFields
+from memory_app.validation import (
+    EpisodeFields,
+    FactFields,
+    ForgetFields,
+    ImportFields,
+    Limits,
+    OutcomeFields,
+    PlaybookFields,
+    WriteFields,
+)
 from tenants.models import AgentToken, Subject, Tenant
 from tenants.selectors import subject_get
 from tenants.services.subjects import subject_get_or_create
@@ -31,8 +40,8 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
     ``commands.Write.limits``, a replay's options). ``subject``: the
     end-user as read when the write was checked (``commands.Write.subject``), used when it is this
     one; otherwise the end-user is read here (a replay, a new end-user). ``fields``: the
-    cleaned fields of a write that creates a memory (``commands.Write.fields``; a replay cleans its
-    stored payload into them): its service stores them as they are."""
+    write's cleaned fields (``commands.Write.fields``; a replay cleans its stored payload into
+    them): its service applies them as they are."""
     p = payload
     if subject is None or subject.tenant_id != tenant.pk or subject.external_id != external_id:
         subject = (subject_get(tenant=tenant, external_id=external_id) if operation in ON_EXISTING
@@ -51,18 +60,17 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
                                       accepted_at=p.get("accepted_at"), defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.OUTCOME:
-        memory = facts.playbook_outcome_record(subject=subject, playbook_id=memory_id, success=p["success"],
-                                               refined_steps=p.get("refined_steps"),
-                                               operation_id=p.get("operation_id"), actor=actor,
-                                               defer_refresh=defer_refresh, limits=limits)
+        memory = facts.playbook_outcome_store(subject=subject, playbook_id=memory_id,
+                                              outcome=_typed(fields, OutcomeFields), actor=actor,
+                                              defer_refresh=defer_refresh, limits=limits)
         return Applied(subject=subject, result={"memory": memory})
     if operation is Op.FORGET:
-        forgotten = forget.memory_forget(subject=subject, memory_id=memory_id, reason=p["reason"], note=p.get("note"),
-                                         cascade=p.get("cascade", True), actor=actor)
+        forgotten = forget.forget_apply(subject=subject, memory_id=memory_id, request=_typed(fields, ForgetFields),
+                                        actor=actor)
         return Applied(subject=subject, result={"cascade": forgotten["cascade"]})
     if operation is Op.IMPORT:
-        ids = imports.episodes_import(subject=subject, episodes=p["episodes"], progress=progress,
-                                      accepted_at=p.get("accepted_at"), limits=limits)
+        ids = imports.episodes_store(subject=subject, imported=_typed(fields, ImportFields), limits=limits,
+                                     progress=progress, accepted_at=p.get("accepted_at"))
         return Applied(subject=subject, result={"ids": ids})
     if operation is Op.ERASE:
         deleted = forget.subject_erase(subject=subject, actor=actor)
@@ -70,10 +78,10 @@ def write_apply(*, tenant: Tenant, external_id: str, operation: Op, payload: dic
     raise ValueError(f"unknown outbox operation {operation!r}")
 
 
-Typed = TypeVar("Typed", EpisodeFields, FactFields, PlaybookFields)
+Typed = TypeVar("Typed", EpisodeFields, FactFields, PlaybookFields, OutcomeFields, ForgetFields, ImportFields)
 
 
 def _typed(fields: WriteFields | None, kind: type[Typed]) -> Typed:
     if not isinstance(fields, kind):
-        raise ValueError(f"a write that creates a memory is applied with its cleaned fields ({kind.__name__})")
+        raise ValueError(f"a write is applied with its cleaned fields ({kind.__name__})")
     return fields

@@ -19,7 +19,6 @@ from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import write_apply
 from memory_app.outbox.outage import is_outage
 from memory_app.outbox.selectors import outbox_has_pending
-from memory_app.services.store import new_memory_id
 from tenants.models import AgentToken, Subject, Tenant
 
 log = logging.getLogger(__name__)
@@ -94,8 +93,6 @@ def _count(*, tenant: Tenant, operation: Op, payload: dict[str, Any], status: st
 
 def _stamped(operation: Op, payload: dict[str, Any]) -> dict[str, Any]:
     """Every default fixed at acceptance: a write replayed later is dated when it was accepted."""
-    if operation is Op.OUTCOME:
-        return {**payload, "operation_id": payload.get("operation_id") or new_memory_id()}
     if operation not in (*CREATES, Op.IMPORT):
         return payload
     now = timezone.now().isoformat()

@@ -24,7 +24,7 @@ from memory_app.recall.explain import EntityReading, entities_explain, ranked_ex
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.ranking import RankingConfig
 from memory_app.recall.rank import hits_rank
-from memory_app.recall.read import Reading, query_read
+from memory_app.recall.read import Reading, query_read, reading_moment
 from memory_app.recall.search import HOP_HITS, Allowed, hop_leg, legs_search, with_leg
 from memory_app.timing import timed
 from memory_app.validation import clean_datetime, clean_k, clean_text, clean_timezone, clean_types
@@ -97,7 +97,9 @@ def memory_recall_with_reading(*, subject: Subject, query: str, k: int = 10, typ
         refresh_ensure(subject=subject)  # the end-user's last turn, stored without waiting, is found
     es = es or subject_es_client(subject=subject)
 
-    reading = query_read(query=query, now=now, tz=tz, options=options,
+    # The question is read at ``now`` held inside the calendar, once, here (an as_of may be year 1 or 9999).
+    reading = query_read(query=query, now=reading_moment(now, grace_days=options.temporal_grace_days), tz=tz,
+                         options=options,
                          name_words=person_name_words(display_name=subject.display_name,
                                                       external_id=subject.external_id))
     embedder = get_embedder()

@@ -14,7 +14,7 @@ from engram_core.es.schema import MemoryType
 from language import concepts
 from language.intent import Intent, query_intent
 from language.names import query_entities, without_names, without_possessive
-from language.temporal import TimeWindow, moment_plus, query_asks_time, query_time_window
+from language.temporal import TimeWindow, query_asks_time, query_time_window
 from language.words import distinct_words, without_stopwords
 from memory_app.recall.options import RecallOptions
 
@@ -111,8 +111,25 @@ def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
     if _PAST.search(_NOT_PAST.sub(" ", query)):
         return True
     window = query_time_window(query, now=now, tz=tz)
-    # Held at the calendar's first day: ``now`` is a caller's as_of, which may be 0001-01-01.
-    return window is not None and window.end is not None and window.end < moment_plus(now, -timedelta(days=PAST_DAYS))
+    return window is not None and window.end is not None and window.end < now - timedelta(days=PAST_DAYS)
+
+
+# How far inside the calendar a question is read: a window it names ends at most a year or so
+# after ``now`` (its span ends, plus the grace the date filter adds), and a period it names may
+# have ended PAST_DAYS before.
+_AHEAD = timedelta(days=3 * 366)
+
+
+def reading_moment(now: datetime, *, grace_days: int) -> datetime:
+    """``now`` (a caller's ``as_of``: any moment the calendar holds) held far enough inside the
+    calendar that reading a question at it (``query_read``) and filtering by the window it names
+    (``search.dated_filter``) never leave the calendar. Recall's entry holds it once; a moment
+    inside those bounds (every moment but the calendar's first month and last three years) is
+    returned as it is."""
+    naive = now.replace(tzinfo=None)
+    first = datetime.min + timedelta(days=PAST_DAYS + 1)
+    last = datetime.max - _AHEAD - timedelta(days=max(grace_days, 0))
+    return min(max(naive, first), last).replace(tzinfo=now.tzinfo)
 
 
 def _wordnet(options: RecallOptions) -> concepts.WordNet:

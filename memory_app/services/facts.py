@@ -25,14 +25,12 @@ from memory_app.services.supersession import superseding_write
 from memory_app.validation import (
     FactFields,
     Limits,
+    OutcomeFields,
     PlaybookFields,
     clean_datetime,
     SUPPORTING_IDS_MAX,
     TITLE_MAX_CHARS,
-    clean_ids,
     clean_metadata,
-    clean_optional_text,
-    clean_success,
     clean_supporting_ids,
     clean_text,
 )
@@ -79,8 +77,7 @@ def fact_store(*, subject: Subject, fact: FactFields, limits: Limits, memory_id:
         valid_from=(clean_datetime(valid_from, field="valid_from") or now).isoformat(),
     )
     return superseding_write(subject=subject, memory_type=MemoryType.SEMANTIC, memory_id=memory_id, doc=doc,
-                             supersedes=list(fact.supersedes), contradiction=fact.contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             fields=fact, now=now, defer_refresh=defer_refresh,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)
 
@@ -116,8 +113,7 @@ def playbook_store(*, subject: Subject, playbook: PlaybookFields, limits: Limits
     if supporting_episode_ids:
         doc["supporting_episode_ids"] = supporting_episode_ids
     return superseding_write(subject=subject, memory_type=MemoryType.PROCEDURAL, memory_id=memory_id, doc=doc,
-                             supersedes=list(playbook.supersedes), contradiction=playbook.contradiction, now=now,
-                             defer_refresh=defer_refresh, max_supersedes=limits.supersedes,
+                             fields=playbook, now=now, defer_refresh=defer_refresh,
                              harsh_penalty=limits.harsh_penalty,
                              pending_seconds=limits.pending_seconds)
 
@@ -146,8 +142,21 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
                             refined_steps: str | None = None, operation_id: str | None = None,
                             episode_id: str | None = None, actor: Any = "agent",
                             defer_refresh: bool = False, limits: Limits | None = None) -> dict[str, Any]:
-    """Count one success or failure of a playbook; optionally store refined steps. With
-    ``defer_refresh``, the subject's next read refreshes (memory_app.freshness) instead of this call.
+    """Count one success or failure of a playbook for a caller with no edge (consolidation, the
+    eval, seed, tests): the outcome is cleaned (``OutcomeFields.clean``, as the edge cleans an
+    outcome write's), then counted (``playbook_outcome_store``). ``limits``: read here when not given."""
+    limits = limits or Limits.from_settings()
+    outcome = OutcomeFields.clean({"success": success, "refined_steps": refined_steps, "operation_id": operation_id},
+                                  limits=limits, episode_id=episode_id)
+    return playbook_outcome_store(subject=subject, playbook_id=playbook_id, outcome=outcome, actor=actor,
+                                  defer_refresh=defer_refresh, limits=limits)
+
+
+def playbook_outcome_store(*, subject: Subject, playbook_id: str, outcome: OutcomeFields, limits: Limits,
+                           actor: Any = "agent", defer_refresh: bool = False) -> dict[str, Any]:
+    """Count one success or failure of a playbook, as cleaned (``OutcomeFields``); store its
+    refined steps when it has some. With ``defer_refresh``, the subject's next read refreshes
+    (memory_app.freshness) instead of this call.
 
     Increments are exact under concurrency (``document_update``). The count is idempotent when the
     outcome is identified: by ``operation_id`` (fixed when the write was accepted; the playbook
@@ -156,11 +165,8 @@ def playbook_outcome_record(*, subject: Subject, playbook_id: str, success: bool
     is also a content-free ``playbook.outcome`` audit event: the outcome history. Raises NotFound
     if the playbook is not the subject's, Conflict (``concurrent_update``) if it keeps changing.
     """
-    limits = limits or Limits.from_settings()
-    clean_success(success)
-    refined = clean_optional_text(refined_steps, field="refined_steps", limit=limits.text_chars)
-    if episode_id is not None:
-        episode_id = clean_ids([episode_id], field="episode_id", limit=1)[0]
+    success, refined = outcome.success, outcome.refined_steps
+    operation_id, episode_id = outcome.operation_id, outcome.episode_id
 
     def count(visible: selectors.Visible) -> dict[str, Any] | None:
         src = visible.source

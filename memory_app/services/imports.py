@@ -27,18 +27,7 @@ from memory_app.services.store import (
     subject_write_confirm,
     subject_write_target,
 )
-from memory_app.validation import (
-    Limits,
-    clean_imported_occurred_at,
-    clean_metadata,
-    clean_new_memory_id,
-    clean_optional_text,
-    clean_role,
-    clean_session_id,
-    clean_text,
-    duplicate_ids_validate,
-    imported_episodes_clean,
-)
+from memory_app.validation import ImportedEpisode, ImportFields, Limits, duplicate_ids_validate
 from tenants.models import Subject
 from tenants.selectors import memory_scope
 from tenants.services.clients import subject_es_client
@@ -64,16 +53,13 @@ def episodes_assign_ids(*, tenant_id: int, external_id: str, episodes: list[dict
     return assigned
 
 
-def _import_ids(subject: Subject, raw: dict[str, Any]) -> dict[str, str | None]:
-    if raw.get("memory_id") is not None:
-        client_id = raw.get("client_id")
-        return {"id": clean_new_memory_id(raw["memory_id"]),
-                "client_id": clean_new_memory_id(client_id) if client_id is not None else None}
-    if raw.get("id") is not None:
-        client_id = clean_new_memory_id(raw["id"])
-        return {"id": client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
-                                       client_id=client_id), "client_id": client_id}
-    return {"id": new_memory_id(), "client_id": None}
+def _stored_id(subject: Subject, episode: ImportedEpisode) -> str:
+    if episode.memory_id is not None:
+        return episode.memory_id
+    if episode.client_id is not None:
+        return client_memory_id(tenant_id=subject.tenant_id, external_id=subject.external_id,
+                                client_id=episode.client_id)
+    return new_memory_id()
 
 
 @dataclass(frozen=True)
@@ -93,32 +79,36 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
                     accepted_at: datetime | str | None = None,
                     context_options: derived.ContextOptions | None = None, limits: Limits | None = None
                     ) -> list[str]:
-    """Bulk-import historical episodes with their original timestamps.
+    """Bulk-import historical episodes with their original timestamps, for a caller with no edge
+    (a command, the eval, seed, tests): the episodes are cleaned (``ImportFields.of``, as the edge
+    cleans an import's) and stored (``episodes_store``).
 
     An episode's ``id`` is the client's own: it is kept as ``client_id`` and the stored id is
     namespaced to the subject (``client_memory_id``); ``memory_id`` (set by
     ``episodes_assign_ids`` when a write is accepted) is the stored id itself. Two episodes with
     the same id are refused up front (ValidationFailed ``duplicate_ids``).
     Every episode is validated first (ValidationFailed names the first bad one's position) and
-    nothing is written unless all are valid. If the bulk write fails part-way, the episodes
-    already written are deleted again before the error is raised. Returns the ids in order.
-    ``limits``: the limits it was checked within at the edge (read here when not given).
+    nothing is written unless all are valid. ``limits``: read here when not given.
     """
     limits = limits or Limits.from_settings()
+    return episodes_store(subject=subject, imported=ImportFields.of(episodes, limits=limits), limits=limits,
+                          progress=progress, batch_size=batch_size, accepted_at=accepted_at,
+                          context_options=context_options)
 
-    def episode_in(raw: dict[str, Any]) -> EpisodeIn:
-        occurred = clean_imported_occurred_at(raw.get("occurred_at"))
-        return EpisodeIn(text=clean_text(raw.get("text"), limit=limits.text_chars), occurred_at=occurred,
-                         role=clean_role(raw.get("role") or "user"),
-                         session_id=clean_session_id(raw.get("session_id")),
-                         context=clean_optional_text(raw.get("context"), field="context", limit=limits.text_chars),
-                         metadata=clean_metadata(raw.get("metadata"), limit=limits.metadata_bytes),
-                         **_import_ids(subject, raw))
 
-    options = context_options or derived.ContextOptions.from_settings()
-    cleaned = imported_episodes_clean(episodes, clean=episode_in, limit=limits.import_episodes)
-    duplicate_ids_validate(ids=[e.client_id for e in cleaned], field="episodes")
+def episodes_store(*, subject: Subject, imported: ImportFields, limits: Limits,
+                   progress: Callable[[int, int], None] | None = None, batch_size: int = 256, accepted_at: datetime | str | None = None,
+                   context_options: derived.ContextOptions | None = None) -> list[str]:
+    """Store an import's episodes, as cleaned (``ImportFields``), with their original timestamps:
+    all or nothing. If the bulk write fails part-way, the episodes already written are deleted
+    again before the error is raised. Returns the stored ids in order. ``limits``: those it was
+    checked within (how long its refresh mark lives)."""
+    cleaned = [EpisodeIn(text=e.text, occurred_at=e.occurred_at, role=e.role, session_id=e.session_id,
+                         context=e.context, metadata=e.metadata, id=_stored_id(subject, e), client_id=e.client_id)
+               for e in imported.episodes]
+    # The one check the edge cannot make: ids derived from the client's own within this end-user.
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
+    options = context_options or derived.ContextOptions.from_settings()
 
     scope = memory_scope(subject=subject)
     contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), index=episodic_alias(subject=subject),

@@ -14,15 +14,15 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app import selectors
 from memory_app.freshness import refresh_defer
 from memory_app.services.store import document_create, document_update, memory_id_or_new, subject_writes, write_target
-from memory_app.validation import clean_contradiction, clean_supersedes
+from memory_app.validation import SupersedingFields
 from tenants.models import Subject
 
 
 def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: str | None, doc: dict[str, Any],
-                      supersedes: list[str] | None, contradiction: str, now: datetime,
-                      max_supersedes: int, harsh_penalty: float, pending_seconds: int,
+                      fields: SupersedingFields, now: datetime, harsh_penalty: float, pending_seconds: int,
                       defer_refresh: bool = False) -> dict[str, Any]:
-    """Create ``doc`` superseding the subject's memories ``supersedes`` (none: a plain create).
+    """Create ``doc`` superseding the subject's memories ``fields.supersedes`` (none: a plain
+    create), as ``fields.contradiction`` says (both cleaned: ``SupersedingFields``).
 
     A harsh contradiction lowers the new document's confidence by ``harsh_penalty``; a deferred
     refresh's mark lives ``pending_seconds``.
@@ -30,8 +30,7 @@ def superseding_write(*, subject: Subject, memory_type: MemoryType, memory_id: s
     Conflict (``concurrent_update``) when an old document keeps changing; nothing is kept then.
     """
     memory_id = memory_id_or_new(memory_id)
-    old_ids = clean_supersedes(supersedes, limit=max_supersedes)
-    clean_contradiction(contradiction)
+    old_ids, contradiction = list(fields.supersedes), fields.contradiction
     if memory_id in old_ids:
         raise ValidationFailed("a memory cannot supersede itself", details={"field": "supersedes"},
                                code="invalid_ids")

@@ -590,16 +590,22 @@ _requests = st.sampled_from(sorted(_PAGES)).flatmap(lambda page: st.tuples(
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(request=_requests, role=st.sampled_from(["superuser", "support", "compliance"]))
 def test_the_pages_and_their_partials_answer_whatever_the_query_says(staff, subjects, request, role):
-    from tests.fuzzing import record
-
     alice, _ = subjects
-    client = Client(raise_request_exception=False)
-    client.force_login(staff[role])
     page, params, htmx, memory = request
     path = page.format(alice=alice.user_id, memory=quote_from_bytes(memory.encode()))
-    response = client.get(path, QUERY_STRING=query_string(params), **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
+    _answers_below_500(staff[role], "get", path, htmx=htmx, sent=params, QUERY_STRING=query_string(params))
+
+
+def _answers_below_500(user, method: str, path: str, *, htmx: bool, sent, **request) -> None:
+    """``user``'s ``method`` on ``path`` (an HTMX request when ``htmx``) answers without a server
+    error; each answer is recorded for the fuzz summary."""
+    from tests.fuzzing import record
+
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    response = getattr(client, method)(path, **request, **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
     record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
-    assert response.status_code < 500, (path, params, response.content[:300])
+    assert response.status_code < 500, (path, sent, response.content[:300])
 
 
 # Each form the pages post, with the fields it reads (the confirmation of an erase never names alice:
@@ -618,19 +624,12 @@ _posts = st.sampled_from(sorted(_FORMS)).flatmap(lambda form: st.tuples(
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(post=_posts, role=st.sampled_from(["superuser", "support", "tenant_admin"]))
 def test_the_forms_answer_whatever_they_post(staff, subjects, post, role):
-    from tests.fuzzing import record
-
     alice, _ = subjects
-    client = Client(raise_request_exception=False)
-    client.force_login(staff[role])
     form, fields, htmx, memory, token = post
     fields = [(k, v) for k, v in fields if not (k == "confirm" and v.strip() == alice.external_id)]
     path = form.format(alice=alice.user_id, memory=memory, token=token)
-    body = query_string_pairs(fields)
-    response = client.post(path, body, content_type="application/x-www-form-urlencoded",
-                           **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
-    record("fuzz", "inspector", cases=1, server_errors=int(response.status_code >= 500))
-    assert response.status_code < 500, (path, fields, response.content[:300])
+    _answers_below_500(staff[role], "post", path, htmx=htmx, sent=fields, data=query_string_pairs(fields),
+                       content_type="application/x-www-form-urlencoded")
 
 
 def test_subject_page_shows_failed_writes_without_their_content(staff, subjects):

@@ -7,10 +7,10 @@ from memory_app.selectors import memory_get
 from memory_app.services.episodes import episode_write
 from memory_app.services.imports import episodes_import
 from memory_app.validation import (
+    ImportFields,
     Limits,
     clean_memory_id,
     clean_new_memory_id,
-    import_validate,
     imported_episodes_clean,
     write_validate,
 )
@@ -76,7 +76,7 @@ def test_imported_episodes_are_cleaned_in_order_and_a_bad_one_is_named_by_its_po
 def test_an_import_is_refused_alike_when_accepted_and_when_applied(subject, count_docs, episode, code, field):
     episodes = [{"text": "first", "occurred_at": "2024-01-01T08:00:00Z"}, episode]
     refusals = []
-    for check in (lambda: import_validate({"episodes": episodes}, LIMITS),
+    for check in (lambda: ImportFields.clean({"episodes": episodes}, limits=LIMITS),
                   lambda: episodes_import(subject=subject, episodes=episodes)):
         with pytest.raises(ValidationFailed) as exc:
             check()

@@ -12,7 +12,7 @@ from memory_app.services.forget.cascade import Cascade, derived_follow, derived_
 from memory_app.services.forget.contexts import contexts_redact
 from memory_app.services.forget.copies import copies_redacted, memory_copies_purge
 from memory_app.services.forget.erase import subject_erase
-from memory_app.services.forget.pipeline import memory_forget
+from memory_app.services.forget.pipeline import forget_apply, memory_forget
 
 __all__ = ["Cascade", "contexts_redact", "copies_redacted", "derived_follow", "derived_support_check",
-           "memory_copies_purge", "memory_forget", "subject_erase"]
+           "forget_apply", "memory_copies_purge", "memory_forget", "subject_erase"]

@@ -12,21 +12,31 @@ from memory_app.services.forget import audit, contexts, copies, documents
 from memory_app.services.forget import cascade as derived
 from memory_app.services.forget.cascade import Cascade
 from memory_app.services.forget.forgetting import Forgetting
-from memory_app.validation import clean_cascade, clean_note, clean_reason
+from memory_app.validation import ForgetFields
 from tenants.models import Subject
 from tenants.services.audit import Actor
 
 
 def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor, note: str | None = None,
                   cascade: bool = True, context_options: ContextOptions | None = None) -> dict[str, Any]:
+    """``forget_apply`` for a caller with no edge (the eval, a command, a test): the forget's
+    reason, note and cascade are cleaned first (``ForgetFields.clean``, as the edge cleans a
+    forget write's)."""
+    request = ForgetFields.clean({"reason": reason, "note": note, "cascade": cascade})
+    return forget_apply(subject=subject, memory_id=memory_id, request=request, actor=actor,
+                        context_options=context_options)
+
+
+def forget_apply(*, subject: Subject, memory_id: str, request: ForgetFields, actor: Actor,
+                 context_options: ContextOptions | None = None) -> dict[str, Any]:
     """Hard-delete one of the subject's memories and every copy of it; leave a content-free
-    tombstone in the audit log (the reason's code; ``note``, the caller's own words, is kept
+    tombstone in the audit log (``request``, as cleaned: the reason's code; its note, the caller's own words, is kept
     beside it, outside the chain).
 
     Forgetting an episode takes with it, in the same call, what was derived from it: a fact or
     playbook none of whose supporting episodes is left is forgotten too (audited as a cascade of
     this forget); one with support left keeps only that support and is flagged for review
-    (``metadata.review``). ``cascade=False`` keeps them as they are (minus this episode's id), and
+    (``metadata.review``). ``request.cascade`` False keeps them as they are (minus this episode's id), and
     the audit event says so. Forgetting a fact or playbook never touches its episodes.
 
     Returns ``{"id", "memory_type", "cascade"}``. Raises NotFound when the memory is not the
@@ -35,7 +45,7 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor
     not given).
     """
     options = context_options or ContextOptions.from_settings()
-    reason, note, follow = clean_reason(reason), clean_note(note), clean_cascade(cascade)
+    reason, note, follow = request.reason, request.note, request.cascade
     try:
         visible = selectors.visible_document(subject=subject, memory_id=memory_id)
     except NotFound:

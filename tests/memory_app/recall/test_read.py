@@ -118,6 +118,7 @@ def test_gathering_is_a_whole_word_has_or_have(text):
 
 from hypothesis import example  # noqa: E402
 
+from memory_app.recall.read import reading_moment  # noqa: E402
 from memory_app.recall.search import dated_filter  # noqa: E402
 from tests.strategies import moments, sentences  # noqa: E402
 
@@ -129,9 +130,13 @@ _EDGES = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, tzin
 @example(query="what happened yesterday", now=_EDGES[1])  # "end + grace" raised OverflowError: a 500
 @given(query=sentences, now=moments)
 def test_a_question_is_read_at_any_moment_of_the_calendar(query, now):
-    """``now`` is the caller's ``as_of`` (any moment the calendar holds): the reading and the
-    episodes' date filter are made at its edges too, never an OverflowError."""
+    """``now`` is the caller's ``as_of`` (any moment the calendar holds), held once by recall's
+    entry (``reading_moment``): the reading and the episodes' date filter made at it never raise
+    OverflowError, and a moment away from the calendar's edges is read as it is."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    reading = query_read(query=query, name_words=frozenset(), now=now, tz=None, options=_options())
+    held = reading_moment(now, grace_days=_options().temporal_grace_days)
+    if 2 <= now.year <= 9990:
+        assert held == now
+    reading = query_read(query=query, name_words=frozenset(), now=held, tz=None, options=_options())
     if reading.time_window is not None:
         assert dated_filter(reading.time_window, options=_options())["bool"]["minimum_should_match"] == 1
