@@ -42,6 +42,7 @@ from api.serializers import (
     ErrorBodySerializer,
     ErrorSerializer,
     MemorySerializer,
+    MomentField,
     OperationSerializer,
     StrictInputSerializer,
     WriteResultSerializer,
@@ -350,7 +351,7 @@ class TurnCreateApi(BaseApi):
 
     class InputSerializer(StrictInputSerializer):
         text = serializers.CharField(help_text="the user's message, verbatim")
-        occurred_at = serializers.DateTimeField(required=False, allow_null=True)
+        occurred_at = MomentField(required=False, allow_null=True)
         session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
         context = serializers.CharField(required=False, allow_null=True,
                                         help_text="the conversation just before the turn (helps short replies)")
@@ -401,10 +402,10 @@ class RecallApi(BaseApi):
         setting_bounds = {"k": ("max_value", "ENGRAM_RECALL_MAX_K")}
         types = serializers.ListField(child=serializers.ChoiceField(choices=[t.value for t in MemoryType]),
                                       required=False, allow_null=True, min_length=1)
-        since = serializers.DateTimeField(required=False, allow_null=True)
-        until = serializers.DateTimeField(required=False, allow_null=True)
+        since = MomentField(required=False, allow_null=True)
+        until = MomentField(required=False, allow_null=True)
         include_superseded = serializers.BooleanField(required=False, default=False)
-        as_of = serializers.DateTimeField(
+        as_of = MomentField(
             required=False, allow_null=True,
             help_text="What was true then: the facts valid at that moment (superseded since or not), episodes "
                       "and playbooks up to it, ranked as if asked then.")
@@ -610,15 +611,36 @@ class PlaybookOutcomeApi(BaseApi):
         return self.written(submitted, {"id": memory_id, "memory": memory}, WriteResultSerializer, status=200)
 
 
+class _ImportEpisodes(serializers.ListSerializer):
+    """An import's episodes: an episode a field refuses with its own code (``MomentField``) is named
+    by its place, as the import service names it (``details.index``)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        self._at = 0
+        return super().to_internal_value(data)
+
+    def run_child_validation(self, data: Any) -> Any:
+        try:
+            return super().run_child_validation(data)
+        except ValidationFailed as exc:
+            exc.details = {**exc.details, "index": self._at}
+            raise
+        finally:
+            self._at += 1
+
+
 class ImportEpisodeSerializer(StrictInputSerializer):
     text = serializers.CharField()
-    occurred_at = serializers.DateTimeField(help_text="when it happened (required for history)")
+    occurred_at = MomentField(help_text="when it happened (required for history)")
     role = serializers.ChoiceField(choices=list(EPISODE_ROLES), required=False, default="user")
     session_id = serializers.CharField(required=False, allow_null=True, max_length=SESSION_ID_MAX_CHARS)
     context = serializers.CharField(required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
     id = serializers.RegexField(MEMORY_ID_PATTERN, required=False,
                                 help_text="optional id of your own (8-64 letters, digits, dashes)")
+
+    class Meta:
+        list_serializer_class = _ImportEpisodes
 
 
 class EpisodesImportApi(BaseApi):

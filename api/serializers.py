@@ -13,6 +13,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engram_core.es.schema import MemoryType
+from engram_core.validation import clean_datetime
 from memory_app.models import OutboxEntry
 
 MEMORY_ID_PATTERN = r"^[A-Za-z0-9-]{8,64}$"
@@ -50,6 +51,17 @@ class StrictInputSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         return value
+
+
+class MomentField(serializers.DateTimeField):
+    """A date-time in a request, read as MCP and the services read one (``clean_datetime``): ISO 8601
+    with a timezone, within the years 0001-9999 in UTC, else 400 ``invalid_datetime`` naming the
+    field. DRF's own field took a moment without a timezone as UTC and answered the others
+    ``invalid``: one turn, two doors, two answers."""
+
+    def to_internal_value(self, value: Any) -> Any:
+        # A ValidationFailed, not DRF's error: it passes the serializer with its own code.
+        return clean_datetime(value, field=self.field_name)
 
 
 def strict_request_bodies(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import argparse
 import base64
 import binascii
 import hashlib
+import io
 import hmac
 import json
 import os
@@ -70,6 +71,13 @@ _EXPORT_LABEL = "engram audit export v3\n"
 
 class KeyringError(ValueError):
     """The configured audit keys cannot be used (none, one too short, a bad window)."""
+
+
+def _utf8(text: str) -> bytes:
+    """``text``'s UTF-8 bytes, a lone surrogate included (a JSON "\\ud800" escape in a hostile
+    export or row reads as one): what is signed or hashed never holds one, so such a field fails
+    its check with a report instead of raising UnicodeEncodeError."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 # ---------------------------------------------------------------- keys and their windows
@@ -189,7 +197,7 @@ class Keyring:
 
     def sign(self, message: str, *, kid: str) -> str:
         """HMAC-SHA256 of ``message`` under key ``kid``; KeyError if absent."""
-        return hmac.new(self.keys[kid], message.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self.keys[kid], _utf8(message), hashlib.sha256).hexdigest()
 
     def problem(self, what: str, kid: str, at: Any) -> str:
         return _window_problem(what, kid, self.windows, at, self.SETTING)
@@ -329,7 +337,7 @@ def link_hash(*, prev_hash: str, fields: Mapping[str, Any], keyring: Keyring | N
     events written before the chain was keyed. KeyError when the key is not in ``keyring``."""
     kid = fields.get("key_id") or ""
     if not kid:
-        return hashlib.sha256(f"{prev_hash}\n{canonical(fields)}".encode()).hexdigest()
+        return hashlib.sha256(_utf8(f"{prev_hash}\n{canonical(fields)}")).hexdigest()
     if keyring is None:
         raise KeyError(kid)
     return keyring.sign(f"{prev_hash}\n{canonical(fields, KEYED_FIELDS)}", kid=kid)
@@ -337,7 +345,7 @@ def link_hash(*, prev_hash: str, fields: Mapping[str, Any], keyring: Keyring | N
 
 def digest_line(record: Mapping[str, Any]) -> bytes:
     """What a checkpoint's ``events_sha256`` covers of one event: all of it, recomputable without a key."""
-    return f"{canonical(record, KEYED_FIELDS)}\n{record.get('prev_hash')}\n{record.get('hash')}\n".encode()
+    return _utf8(f"{canonical(record, KEYED_FIELDS)}\n{record.get('prev_hash')}\n{record.get('hash')}\n")
 
 
 def events_sha256(records: Iterable[Mapping[str, Any]]) -> str:
@@ -348,7 +356,7 @@ def events_sha256(records: Iterable[Mapping[str, Any]]) -> str:
 
 
 def _checkpoint_message(checkpoint: Mapping[str, Any]) -> bytes:
-    return (_CHECKPOINT_LABEL + canonical(checkpoint, CHECKPOINT_FIELDS)).encode()
+    return _utf8(_CHECKPOINT_LABEL + canonical(checkpoint, CHECKPOINT_FIELDS))
 
 
 def checkpoint_sign(*, chain: str, seq: int, head_hash: str, created_at: str, previous: Mapping[str, Any] | None,
@@ -700,7 +708,7 @@ def export_line(record: Mapping[str, Any]) -> str:
 
 def _end_message(digest: str, lines: int, end: Mapping[str, Any]) -> bytes:
     fields = {k: v for k, v in end.items() if k != "signature"}
-    return f"{_EXPORT_LABEL}{digest}\n{lines}\n{json.dumps(fields, sort_keys=True, ensure_ascii=False)}".encode()
+    return _utf8(f"{_EXPORT_LABEL}{digest}\n{lines}\n{json.dumps(fields, sort_keys=True, ensure_ascii=False)}")
 
 
 class ExportSigner:
@@ -713,7 +721,7 @@ class ExportSigner:
 
     def line(self, record: Mapping[str, Any]) -> str:
         text = export_line(record)
-        self.digest.update(text.encode())
+        self.digest.update(_utf8(text))
         self.lines += 1
         return text
 
@@ -750,13 +758,16 @@ def _export_problems(raw: list[str], records: list[dict], public: PublicKeys | N
         return ["no public key was given (--public-key): the export's signature cannot be checked"]
     digest = hashlib.sha256()
     for line in raw[:-1]:
-        digest.update(line.encode())
+        digest.update(_utf8(line))
     if end.get("lines") != len(raw) - 1:
         return ["the export was changed after it was made: its end line counts another number of lines (a line was "
                 "removed or added)"]
     if why := public.problem("the export", str(end.get("key_id", "")), header.get("created_at"),
                              _end_message(digest.hexdigest(), len(raw) - 1, end), end.get("signature", "")):
         return [why + (" (a line was removed, added or edited)" if "not signed" in why else "")]
+    if raw[-1] != export_line(end):
+        # The signature covers the end line's fields, not its bytes: as Engram writes it, or edited.
+        return ["the export's end line was edited: it is not as Engram wrote it"]
     problems = []
     made = moment(header.get("created_at"))
     for record in records[1:-1]:
@@ -832,8 +843,15 @@ def main(argv: list[str]) -> int:
     except (KeyringError, OSError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    with open(args.export, encoding="utf-8") as fh:
-        report = verify_export(fh, public=public, keyring=keyring)
+    with open(args.export, "rb") as fh:
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a changed byte: a report, not a traceback
+        print(f"export REFUSED: byte {exc.start} is not UTF-8 text: the file was changed, or is not an export")
+        return 1
+    # Lines as a text file reads them (universal newlines).
+    report = verify_export(io.StringIO(text, newline=None), public=public, keyring=keyring)
     header = report.header or {}
     if report.problems:
         print("export REFUSED: " + "; ".join(report.problems))

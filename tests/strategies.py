@@ -5,6 +5,7 @@ and deeply nested JSON. Shared by the properties of the pure readers and the fuz
 from __future__ import annotations
 
 from datetime import datetime
+from string import ascii_letters
 
 from hypothesis import strategies as st
 
@@ -112,6 +113,24 @@ any_text = st.text(st.characters(exclude_categories=()), max_size=80)
 texts = st.one_of(st.text(max_size=80), any_text, long_numbers, sentences, day_texts, moment_texts, st.sampled_from(
     ["", " ", "\x00", "\ud800", "é" * 300, "x" * 200_001, "2024-02-30", "0001-01-01T00:00:00+01:00",
      "9999-12-31T23:59:59-01:00", "NaN", "-0", "1e999", "../..", "Europe/../../etc/passwd"]))
+# What the language library meets everywhere: every unicode category, right-to-left marks and
+# scripts, combining marks, zero-width characters, lone surrogates, case foldings that change a
+# word's length, very long tokens, and sentences naming dates of any year.
+_HOSTILE = ("\u202e", "\u202d", "\u200f", "\u200e", "\u2066", "\u2069", "\u200b", "\u200c", "\u200d", "\ufeff",
+            "\u0301", "\u0338", "\u20dd", "\u0e47", "\u05d0\u05d1\u05d2", "\u0627\u0644\u0639", "\ud800", "\udfff",
+            "\U0001f600", "\U0001f1eb\U0001f1f7", "\u00df", "\u0130", "\u03a3", "\ufb01", "\u2028", "\u2029",
+            "\u00a0", "\u3000", "\x85", "\x0b", "\x1f", "\x7f", "\ufffd", "\uffff", "\U0010ffff", "\ue000")
+hostile_texts = st.one_of(
+    any_text,
+    st.text(st.characters(categories=["Mn", "Mc", "Me", "Cf", "Co", "Cs", "Zs", "Zl", "Zp", "Sk", "So"]),
+            max_size=20),
+    st.lists(st.sampled_from(_HOSTILE) | st.text(ascii_letters, min_size=1, max_size=4),
+             max_size=12).map("".join),
+    st.integers(1, 3000).map(lambda n: "\u0627" * n),  # one very long right-to-left token
+    st.integers(1, 2000).map(lambda n: "e\u0301" * n),  # a long run of combining marks
+    sentences,  # dates named in any year, counts up to 10^15
+)
+
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(2**70), 2**70), st.floats(), texts)
 # JSON as a client may send it (Python's parser gives huge integers, NaN and Infinity too), and now
 # and then nested a few thousand levels deep.

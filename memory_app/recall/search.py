@@ -24,7 +24,7 @@ from django.core.cache import cache
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
-from language.temporal import TimeWindow, named_day_ranges
+from language.temporal import TimeWindow, moment_plus, named_day_ranges
 from memory_app.recall.legs import HOP_DENSE, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import Reading
@@ -520,8 +520,9 @@ def dated_filter(window: TimeWindow, *, options: RecallOptions) -> dict:
     up to ENGRAM_TEMPORAL_GRACE_DAYS after it (an event is told after it happened), or whose words
     name a day of it (``dated_query``)."""
     grace = timedelta(days=options.temporal_grace_days)
-    # The window was read at a moment held inside the calendar (read.reading_moment): its end plus grace stays in it.
-    told = [{"range": {"occurred_at": {"gte": start.isoformat(), "lt": (end + grace).isoformat()}}}
+    # Held at the calendar's last instant: a window the question names ("in 9999") ends there, however
+    # the reading moment was held (read.reading_moment).
+    told = [{"range": {"occurred_at": {"gte": start.isoformat(), "lt": moment_plus(end, grace).isoformat()}}}
             for start, end in window.spans(back=YEARS_BACK)]
     return {"bool": {"should": [*told, dated_query(window, options=options)], "minimum_should_match": 1}}
 
