@@ -75,7 +75,7 @@ TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, wo
     "landline": "landline",
     "newsletter": "newsletter marketing",
     "diet": "eat eating diet vegan vegetarian pescatarian keto gluten lactose dairy meat coffee decaf sugar salt "
-            "food restrictions",
+            "food restrictions dietary",
     "school": "school primary academy secondary nursery reception university uni college course studying "
               "student degree mba diploma",
     "hobby": "hobby sport play playing football running run cycling swimming gym workouts choir sing yoga "
@@ -625,6 +625,15 @@ _PAIR_CUE = re.compile(r"\b(?:got married|married|engaged|proposed|divorced|spli
                        r"no longer|passed away|died|retired|left)\b", re.I)
 
 
+_HAS_NONE = re.compile(r"\b(?:(?:has|have|has got|have got) no|(?:doesn't|don't|does not|do not) (?:have|own) "
+                       r"(?:any|an?)) (?P<what>[a-z]+(?: [a-z]+)?)", re.I)
+
+
+def _lacks(fact: str) -> set[str]:
+    """The topics a fact says the holder has none of ("Simon has no pets." → pet)."""
+    return set().union(*(topics_of(m["what"]) for m in _HAS_NONE.finditer(fact)))
+
+
 def _relocated(sentence: str, word: str) -> bool:
     """"moved the Eero up to the landing": the thing moved, it was not replaced."""
     return re.search(rf"\bmov(?:e|ed|ing) (?:the |my |our )?{re.escape(word)}\b(?! over)", sentence, re.I) is not None
@@ -792,7 +801,10 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             # The thing that went named by its topic word ("gave up the guitar") needs no more than a cue
             # that names a replacement.
             named_ended = ended and min_strong_topic_cosine is not None and fact.cosine >= min_strong_topic_cosine
-            if fact.cosine >= topic_cosine or named_ended:
+            # A fact of having none ("has no pets") is ended by any one of its topic that begins
+            # ("adopted a greyhound"): a weak cue names the replacement there.
+            lacked = min_strong_topic_cosine is not None and bool(_lacks(fact.text) & shared_topics)
+            if fact.cosine >= (min_strong_topic_cosine if lacked else topic_cosine) or named_ended:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
         if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
                 and not _WEAK_CUE.fullmatch(reading.cue):

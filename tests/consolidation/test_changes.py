@@ -686,3 +686,64 @@ def test_a_sentence_leaning_on_someone_named_before_adds_no_fact(pronoun, rest):
 
     found = episode_probes(episode=_episode(f"{pronoun} {rest}"), candidates=[])
     assert found.added == [], [c.text for c in found.added]
+
+
+# Having none of a thing that is a slot ("No pets here", "I don't have a car", "I eat pretty much
+# anything") is a value: the extractor writes it, and a later change that begins one of the same
+# topic replaces it, even with a cue that says only that something begins ("adopted", "these days").
+_NONE_SAID = ["No {w} here.", "No {w} for me, thanks.", "I don't have any {w}.", "We don't have any {w} at the moment.",
+              "I have no {w}.", "We've got no {w} in this house.", "{o}no {w} at all."]
+_NONE_THINGS = {"pets": "pet", "dietary restrictions": "diet", "dietary requirements": "diet"}
+
+
+def _rules_facts(text: str, name: str):
+    from memory_app.consolidation.extractors.base import Episode
+    from memory_app.consolidation.extractors.rules import RulesExtractor
+    episode = Episode(id="e1", text=text, occurred_at="2025-03-01T10:00:00+00:00")
+    return RulesExtractor().extract(episodes=[episode], context=[], user_name=name).facts
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_NONE_SAID), st.sampled_from(sorted(_NONE_THINGS)), st.sampled_from(["", "Honestly, ", "Oh, "]),
+       st.sampled_from(["Ngozi", "Fergal Byrne", "the user"]))
+def test_having_none_of_a_slots_thing_is_written_as_that_slots_value(template, what, opener, name):
+    text = template.format(w=what, o=opener)
+    facts = _rules_facts(text[:1].upper() + text[1:], name)
+    said = f"{name} has no {what}."
+    assert [(f.text, f.slot) for f in facts] == [(said[:1].upper() + said[1:], _NONE_THINGS[what])], text
+
+
+@pytest.mark.parametrize("text", ["No worries here.", "No idea, sorry.", "No problem for me.", "I have no clue."])
+def test_none_of_a_thing_that_is_no_slot_writes_no_absence(text):
+    assert not any(" has no " in f.text for f in _rules_facts(text, "Ngozi"))
+
+
+_BEGINS = [("We adopted a rescue greyhound called {n}.", "pets"), ("These days I have a cat called {n}.", "pets"),
+           ("Ever since the diagnosis I eat strictly gluten-free.", "dietary restrictions"),
+           ("These days I eat vegan, {n} got me into it.", "dietary requirements")]
+_HELD_NONE = ["User has no {w}.", "User doesn't have any {w}, the landlord won't allow it.",
+              "User and others don't have any {w} at the moment."]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(_BEGINS), st.sampled_from(_HELD_NONE), st.sampled_from(["Rocket", "Marmalade"]),
+       st.floats(min_value=0.0, max_value=1.0))
+def test_a_thing_that_begins_replaces_the_fact_of_having_none_of_its_topic(said, held, name, cosine):
+    template, what = said
+    sentence = template.format(n=name)
+    reading = change_read(sentence)
+    assert reading is not None, sentence
+    link = change_target(reading, [_fact(held.format(w=what), cosine), _fact("User lives in Leeds.", cosine, "f2")],
+                         min_topic_cosine=0.6, min_strong_topic_cosine=0.25)
+    assert (link is not None and link.fact.id == "f1") == (cosine >= 0.25), (sentence, held.format(w=what), cosine)
+
+
+@pytest.mark.parametrize("sentence", [
+    "My sister adopted a kitten called Miso last week.",  # another's
+    "We're looking after the neighbours' spaniel for a week while they're away.",  # temporary
+    "I might try going vegetarian in the new year.",  # a hypothesis
+])
+def test_another_s_temporary_or_hoped_for_thing_keeps_having_none(sentence):
+    reading = change_read(sentence)
+    held = [_fact("User has no pets.", 0.9), _fact("User has no dietary restrictions.", 0.9, "f2")]
+    assert reading is None or change_target(reading, held, min_topic_cosine=0.6, min_strong_topic_cosine=0.25) is None

@@ -216,6 +216,18 @@ PATTERNS: list[_Pattern] = [
     _Pattern(re.compile(r"^I(?: just)? turned (?P<value>\d{1,3})\b.*$", re.I),
              _simple("{h} is {v} years old.", "age", "natural")),
 ]
+# Having none of a thing that is a slot ("No pets here.", "I don't have a car", "No dietary
+# restrictions for me", "I eat pretty much anything"): a value like any other, so that a later
+# change ("we adopted a greyhound", "I went vegetarian") has a fact to replace. Matched before an
+# opener is stripped, since "No" is one. A closed class: "no worries", "no idea" are no slot.
+_NONE_OF = {"pets": "pet", "pet": "pet", "dogs": "pet", "cats": "pet", "car": "car", "cars": "car",
+            "dietary restrictions": "diet", "dietary requirements": "diet", "food restrictions": "diet"}
+_NONE_WORDS = "|".join(sorted(_NONE_OF, key=len, reverse=True))
+_ABSENT = re.compile(rf"^(?:no|(?:I|we)(?: have|'ve| have got|'ve got) no|(?:I|we) (?:don't|do not) (?:have|own) "
+                     rf"(?:any|an?)) (?P<what>{_NONE_WORDS})(?: (?:here|for me|for us|in this house|"
+                     rf"at the moment|right now|at all|whatsoever))*(?:,? thanks)?$", re.I)
+_EATS_ANY = re.compile(r"^I(?:'ll)? eat (?:pretty much |just about |basically )?(?:anything|everything)"
+                       r"(?: really)?$", re.I)
 _SWITCH = re.compile(r"^(?:I|we)(?:'ve| have)? (?:just |finally |recently )?(?:switched|changed|moved|went|upgraded)"
                      r"(?: \w+)? from (?P<old>.+?) to (?P<value>.+)$", re.I)
 _BARE = re.compile(r"^(?:(?:i meant|i mean|make that|it should be|that should be|i should have said)\s+"
@@ -275,6 +287,19 @@ def _rerender(previous: FactCandidate, value: str) -> str | None:
     if previous.value and previous.value in previous.text:
         return previous.text.replace(previous.value, value, 1)
     return None
+
+
+def _none_of(said: str, holder: str, episode: Episode, *, labelled: bool) -> FactCandidate | None:
+    """The speaker has none of a slot's thing ("No pets here"), or eats anything: that value."""
+    if m := _ABSENT.match(said):
+        what = m["what"].lower()
+        slot, text, value = _NONE_OF[what], f"{holder} has no {what}.", f"no {what}"
+    elif _EATS_ANY.match(said):
+        slot, text, value = "diet", f"{holder} eats anything.", "anything"
+    else:
+        return None
+    return FactCandidate(text=text, episode_ids=(episode.id,), slot=f"{holder.lower()}:{slot}" if labelled else slot,
+                         value=value)
 
 
 def _clauses(sentence: str) -> list[str]:
@@ -352,6 +377,10 @@ class RulesExtractor:
             stated = len(facts)
             handled = rejected = False
             for raw in _clauses(sentence):
+                said = _LEAD.sub("", _LABEL.sub("", raw)).strip().rstrip(".!? ")
+                if none := _none_of(said, holder, episode, labelled=labelled is not None):
+                    facts.append(none)
+                    continue
                 clause = _LEAD.sub("", _CORRECTION.sub("", _LEAD.sub("", _LABEL.sub("", raw)))).strip()
                 clause = _LEAD.sub("", speech.strip_opener(clause)).rstrip(".!? ")
                 if not clause:
