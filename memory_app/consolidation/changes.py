@@ -803,8 +803,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             named_ended = ended and min_strong_topic_cosine is not None and fact.cosine >= min_strong_topic_cosine
             # A fact of having none ("has no pets") is ended by any one of its topic that begins
             # ("adopted a greyhound"): a weak cue names the replacement there.
-            lacked = min_strong_topic_cosine is not None and bool(_lacks(fact.text) & shared_topics)
-            if fact.cosine >= (min_strong_topic_cosine if lacked else topic_cosine) or named_ended:
+            threshold = min_strong_topic_cosine if min_strong_topic_cosine is not None and (
+                _lacks(fact.text) & shared_topics) else topic_cosine
+            if fact.cosine >= threshold or named_ended:
                 link = Link(fact=fact, by="topic", shared=tuple(sorted(shared_topics)), score=1.0 + fact.cosine)
         if link is None and not shared_value and fact.cosine >= min_cosine and reading.subject_kind is None \
                 and not _WEAK_CUE.fullmatch(reading.cue):
