@@ -66,6 +66,12 @@ def _fact(text: str, cosine: float = 0.5, id_: str = "f1") -> StoredFact:
     return StoredFact(id=id_, text=text, cosine=cosine)
 
 
+def _dana_link(sentence: str, facts: list[StoredFact], **thresholds):
+    """The fact Dana's sentence replaces among ``facts``, or None (no change read, or none linked)."""
+    reading = change_read(sentence, self_names=["dana"])
+    return reading and change_target(reading, facts, self_names=["dana"], **thresholds)
+
+
 def test_the_change_links_to_the_fact_naming_its_old_value_or_its_topic():
     reading = change_read("We switched from Virgin Media to BT last week.")
     link = change_target(reading, [_fact("User's internet provider is Virgin Media.", 0.6),
@@ -609,10 +615,8 @@ def test_a_return_to_an_earlier_value_replaces_the_fact_that_left_it(template, l
 @pytest.mark.parametrize("sentence", ["My brother is back with EE after a year on Vodafone.",
                                       "Back on Zen's help page again, the router light is orange."])
 def test_another_s_return_or_a_page_visited_again_replaces_nothing(sentence):
-    reading = change_read(sentence, self_names=["dana"])
-    assert reading is None or change_target(reading, [_fact("Dana's broadband is with Zen.", 0.7),
-                                                      _fact("Dana is on EE for the mobiles.", 0.7, "f2")],
-                                            self_names=["dana"], min_strong_topic_cosine=0.25) is None
+    assert _dana_link(sentence, [_fact("Dana's broadband is with Zen.", 0.7), _fact("Dana is on EE for the mobiles.", 0.7, "f2")],
+                      min_strong_topic_cosine=0.25) is None
 
 
 # A thing of one kind named with its own words ("the smoke alarm") replaces no fact about another
@@ -629,10 +633,8 @@ def test_another_s_return_or_a_page_visited_again_replaces_nothing(sentence):
 def test_a_thing_of_one_kind_replaces_no_fact_about_another_kind_of_it(thing, template, about, cosine):
     head, own, other = thing
     sentence = template.format(m=own, h=head)
-    reading = change_read(sentence, self_names=["dana"])
     fact = about.format(a=other, h=head)
-    assert reading is None or change_target(reading, [_fact(fact, cosine)], self_names=["dana"],
-                                            min_strong_topic_cosine=0.25) is None, (sentence, fact)
+    assert _dana_link(sentence, [_fact(fact, cosine)], min_strong_topic_cosine=0.25) is None, (sentence, fact)
 
 
 # More of the same value ("even keener on running") keeps it; an ended value beside it still tells.
@@ -642,9 +644,7 @@ def test_a_thing_of_one_kind_replaces_no_fact_about_another_kind_of_it(thing, te
        st.sampled_from(["running", "cycling", "swimming", "the choir"]), st.sampled_from(["half marathon", "move", "new lane"]))
 def test_more_of_the_same_value_is_no_change(template, hobby, event):
     sentence = template.format(h=hobby, e=event)
-    reading = change_read(sentence, self_names=["dana"])
-    assert reading is None or change_target(reading, [_fact(f"Dana enjoys {hobby}.", 0.8)], self_names=["dana"]) is None, \
-        sentence
+    assert _dana_link(sentence, [_fact(f"Dana enjoys {hobby}.", 0.8)]) is None, sentence
 
 
 def test_more_of_another_value_beside_one_given_up_still_tells():
@@ -670,10 +670,8 @@ def test_an_activity_ended_ends_the_fact_of_its_agent_noun(activity, template, c
 @pytest.mark.parametrize("sentence", ["I stopped teaching my nephew to drive, he's hopeless.",
                                       "I stopped driving the kids to school, they take the bus."])
 def test_an_activity_ended_with_an_object_of_its_own_keeps_the_job(sentence):
-    reading = change_read(sentence, self_names=["dana"])
-    assert reading is None or change_target(reading, [_fact("Dana is a piano teacher.", 0.5),
-                                                      _fact("Dana is a delivery driver.", 0.5, "f2")],
-                                            self_names=["dana"], min_strong_topic_cosine=0.25) is None
+    assert _dana_link(sentence, [_fact("Dana is a piano teacher.", 0.5), _fact("Dana is a delivery driver.", 0.5, "f2")],
+                      min_strong_topic_cosine=0.25) is None
 
 
 @settings(max_examples=60, deadline=None)
