@@ -122,8 +122,9 @@ _AHEAD = timedelta(days=3 * 366)
 
 def reading_moment(now: datetime, *, grace_days: int) -> datetime:
     """``now`` (a caller's ``as_of``: any moment the calendar holds) held far enough inside the
-    calendar that reading a question at it (``query_read``) and filtering by the window it names
-    (``search.dated_filter``) never leave the calendar. Recall's entry holds it once; a moment
+    calendar that reading a question at it (``query_read``: windows counted from it, the past
+    before it) never leaves the calendar; a window the question names outright ("in 9999") may
+    still end at its last instant, which ``search.dated_filter`` holds. Recall's entry holds it once; a moment
     inside those bounds (every moment but the calendar's first month and last three years) is
     returned as it is."""
     naive = now.replace(tzinfo=None)
