@@ -103,6 +103,8 @@ def test_an_external_id_is_taken_trimmed_when_it_has_1_to_200_characters(body, p
     trimmed = (pad + body + pad).strip()
     if 1 <= len(trimmed) <= 200:
         assert clean_external_id(pad + body + pad) == trimmed == clean_external_id(trimmed, new=True)
+        if pad:  # below the edge, a new end-user's id is checked as it is, not trimmed
+            assert _refusal(new_external_id_check, pad + body + pad, "external_id").code == "invalid_external_id"
     else:
         for new in (False, True):
             assert _refusal(lambda v: clean_external_id(v, new=new), pad + body + pad, "external_id").code == \
