@@ -242,3 +242,14 @@ def test_a_general_truth_said_of_us_is_no_fact(subject, rest):
 def test_what_a_group_did_is_still_a_fact(done):
     """The maxim class leaves alone what the speaker's group did ("we rented a flat near ...")."""
     assert _extract(f"Rosa: Last month we {done}.").facts
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["", " really", " still", " also"]), st.sampled_from(["don't like", "haven't sold", "don't own"]),
+       st.sampled_from(["my old bike", "my sister's bakery", "our flat by the docks", "my pottery wheel"]))
+def test_a_negated_statement_about_the_speaker_is_grounded_in_its_turn(adverb, verb, thing):
+    """"I still haven't sold my old bike" → "Rosa still hasn't sold ...": the agreeing auxiliary is
+    the turn's own word, so the fact is grounded and written (it was dropped as ungrounded)."""
+    turn = f"Rosa: I{adverb} {verb} {thing} in Leith."
+    facts = _extract(turn).facts
+    assert facts and all(is_grounded(f.text, [turn]) for f in facts), facts
