@@ -44,7 +44,7 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
                      r"fun fact|funny enough|to be honest|for the record)"
-                     r"(?:,?\s+(?-i:[A-Z][a-z]+)(?=[,!.:]))?[,!.:]*\s+)", re.I)
+                     r"(?:,?\s+(?-i:[A-Z][a-z]+)(?=\s*[,!.:;–—-]))?(?:\s*[,!.:;–—-]+)?\s+)", re.I)
 # Thanks for something, said before the statement ("Thanks for asking, they're fine - ...").
 _THANKS_FOR = re.compile(r"^(?:thanks|thank you)(?: so much)? for [^,;!.–—]+[,;!.–—]+\s*", re.I)
 # Words a clause can start with: what is left after an opener must start with one of them or a
@@ -341,8 +341,10 @@ class StatementRules:
     what the speaker's group holds; 1 drops it unless it tells of something done (past tense: "we
     went to the Rockies"), 2 always ("we all have different paths"). ``showing``: a sentence that shows the listener
     something ("Here's a pic of my garden", "take a look") is dropped. ``alone``: a sentence opening
-    on "it", "they" or "this" with no statement before it in the turn to continue is read as a
-    statement of its own ("They kept me going, I've known these neighbours for 6 years").
+    on a pronoun or demonstrative ("he", "it", "that", "they" …) with no statement before it in the
+    turn is no fact of its own (its referent is elsewhere); when on, the clause about the speaker
+    after its leaning clause is read on its own ("They kept me going, I've known these neighbours
+    for 6 years" → "I've known these neighbours for 6 years"), when off the sentence is dropped.
     ``reactions``: a sentence telling how something seen or heard moved the speaker ("Seeing the
     kids so happy at the fair was the best", "Hearing that song made me cry") is dropped: a momentary
     reaction, not something that stays true of them."""
@@ -354,7 +356,7 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 1
+    vague: int = 2
     others: int = 0
     showing: bool = True
     alone: bool = True
