@@ -194,7 +194,7 @@ _OWN_THING = st.sampled_from(["my old bike", "my sister's bakery", "our flat in 
                         "is a close friend of", "kept me going through", "sits right beside"]),
        _OWN_THING, st.booleans())
 def test_a_sentence_leaning_on_a_referent_elsewhere_is_no_fact_of_its_own(lead, verb, thing, resolved_before):
-    """"He hid his bone in my slipper": alone, "he" names no one a fact could be about. Said after a
+    """"He buried a sock under my bed": alone, "he" names no one a fact could be about. Said after a
     statement of the same turn it continues that statement; first in the turn it is no fact."""
     before = "I adopted a terrier named Pip in Leith. " if resolved_before else ""
     facts = [f.text for f in _extract(f"Rosa: {before}{lead} {verb} {thing}.").facts]
@@ -210,7 +210,7 @@ def test_a_sentence_leaning_on_a_referent_elsewhere_is_no_fact_of_its_own(lead, 
        st.sampled_from(["I've known my neighbours in Leith for 6 years", "I moved my pottery wheel to the shed",
                         "I joined the harbour choir in May"]))
 def test_a_clause_about_the_speaker_after_a_leaning_one_stays_without_it(lead, joint, clause):
-    """"They've been there through everything, I've known these friends for 4 years": the first
+    """"They've stood by me, I've known these neighbours for 6 years": the first
     clause leans on what was said before; the clause about the speaker after it is still a fact."""
     facts = [f.text for f in _extract(f"Rosa: {lead}{joint}{clause}.").facts]
     assert facts and all(f.startswith("Rosa") for f in facts), facts
@@ -222,17 +222,17 @@ def test_a_clause_about_the_speaker_after_a_leaning_one_stays_without_it(lead, j
        st.sampled_from(["different paths", "a push sometimes", "a difference in the world", "our own roads",
                         "some peace inside"]))
 def test_a_groups_maxim_is_no_fact(front, rest):
-    """"We're both on different paths", "we all need a push": what holds of everyone, said as "we"."""
+    """"We're both on different paths", "we all need a nudge": what holds of everyone, said as "we"."""
     assert not _extract(f"Rosa: I think {front} {rest}.").facts
     assert not _extract(f"Rosa: {front.capitalize()} {rest}.").facts
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(["Pets", "Music", "Setbacks", "Tough times", "Dogs", "Nature", "Hard work"]),
-       st.sampled_from(["bring so much joy to us", "can help us reach our goals", "always cheer us up",
-                        "are easier with friends we can rely on", "brings us together"]))
+       st.sampled_from(["bring such comfort to us", "can help us reach our goals", "always cheer us up",
+                        "are lighter with mates who care", "brings us together"]))
 def test_a_general_truth_said_of_us_is_no_fact(subject, rest):
-    """"Pets bring so much joy to us": the subject is general and "us" is everyone."""
+    """"Cats bring such comfort to us": the subject is general and "us" is everyone."""
     assert not _extract(f"Rosa: {subject} {rest}.").facts
 
 

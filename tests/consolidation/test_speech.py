@@ -594,7 +594,7 @@ def test_the_auxiliary_after_adverbs_agrees_with_the_speaker(adverb, forms):
                         "I've told"]),
        st.sampled_from(["my landlord in Leith", "my sister Ana", "the choir leader", "my boss at the harbour office"]))
 def test_what_was_said_before_is_an_event_not_a_stance(front, who):
-    """"I agree", "I bet" take a stance in the exchange; "I had to apologize to my partner", "I told my
+    """"I agree", "I bet" take a stance in the exchange; "I had to apologise to my flatmate", "I told my
     boss" tell of something done, which stays."""
     assert read(plain(f"{front} {who} about the flood last week.")).about_speaker
     assert read(plain("I agree with the plan for the choir trip.")).why == "stance"

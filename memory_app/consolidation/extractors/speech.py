@@ -515,8 +515,8 @@ _FRAME = re.compile(r"^I (?:really |truly )?(?:think|believe|feel like|guess|rec
 
 def group_maxim(sentence: str) -> bool:
     """Whether a "we"/"us" sentence that names no family or singular speaker states a general truth
-    rather than what the group did or does: a maxim ("we all need a push sometimes") or something
-    general said of "us" ("Pets bring so much joy to us", "Setbacks can help us grow")."""
+    rather than what the group did or does: a maxim ("we all need a nudge now and then") or something
+    general said of "us" ("Cats bring such comfort to us", "Setbacks can help us grow")."""
     sentence = _FRAME.sub("", sentence)  # "I think we all need ...": the speaker frames the maxim
     if not _GROUP.search(sentence) or _SINGULAR.search(sentence) or _FAMILY.search(sentence) or _group_past(sentence):
         return False
@@ -764,7 +764,7 @@ def leans_back(sentence: str) -> bool:
 
 
 # A sentence opening on a pronoun or demonstrative whose referent was named elsewhere ("He hid
-# his bone ...", "That's a close friend of mine", "Those games got me hooked"), not "she and I"
+# his bone ...", "That's an old mate of mine", "Those games got me hooked"), not "she and I"
 # (the speaker is a subject) nor a time phrase ("This morning I ...", "That weekend we ...").
 _LEANS = re.compile(r"^(?:(?:he|she|it|they|which)(?:'s|'re|'ve|'d|'ll)?\b(?!\s+and\s+(?:I|me)\b)|"
                     r"(?:this|that|these|those)(?:'s|'re)?\b(?!\s+(?:morning|afternoon|evening|night|day|week|"
