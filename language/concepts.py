@@ -160,27 +160,6 @@ class WordNet:
             frontier += [(p, level + 1) for p in parents]
         return tuple(dict.fromkeys(found))
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
-    def hyponyms(self, offset: int) -> tuple[int, ...]:
-        """The kinds and instances directly below the noun synset at ``offset``."""
-        fields = self._line(offset).split()
-        at = 4 + 2 * int(fields[3], 16)
-        return tuple(int(fields[at + 1 + 4 * i + 1]) for i in range(int(fields[at]))
-                     if fields[at + 1 + 4 * i] in ("~", "~i"))
-
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
-    def members(self, offset: int, *, levels: int) -> int:
-        """How many synsets lie at most ``levels`` steps below the one at ``offset``: the members
-        a memory's nouns can reach it from (``categories`` climbs as many)."""
-        seen: set[int] = set()
-        frontier = [(h, 1) for h in self.hyponyms(offset)]
-        while frontier:
-            current, level = frontier.pop()
-            if current not in seen and level <= levels:
-                seen.add(current)
-                frontier += [(h, level + 1) for h in self.hyponyms(current)]
-        return len(seen)
-
     def is_named_person(self, offset: int) -> bool:
         line = self._line(offset)
         return " @i " in line and self._descends_from(offset, PERSON)
@@ -227,19 +206,13 @@ def concepts_of_memory(source: dict[str, Any], *, options: ConceptOptions) -> st
                        options=options)
 
 
-def query_categories(query: str, *, net: WordNet, min_members: int = 0, levels: int = 4,
-                     min_depth: int = 0) -> str | None:
+def query_categories(query: str, *, net: WordNet) -> str | None:
     """The categories a question asks for members of, as lemmas, or None: the plural nouns of
     the phrase after "what", "which" or "how many" ("Which cities has Jon visited?" -> "city",
     "What musical artists/bands has she seen?" -> "artist band", "What kind of books ..." ->
     "book"). That phrase names the kind of thing the answer is; a noun elsewhere in the question
     ("How do travelers get help?", "What do her kids like?") is what the question is about, which
-    the memories name as it is, and matching its category would only add near-misses.
-
-    ``min_members`` > 0: a kind that WordNet gives fewer members than that within ``levels`` steps
-    below it also asks for its parent kinds, up to the first that has as many ("hobby", whose one
-    member is "hobbyhorse", reads as "pastime" and "diversion", which "skiing" and "swimming" are):
-    people name such a kind by members WordNet files under its parent (``wider_kinds``)."""
+    the memories name as it is, and matching its category would only add near-misses."""
     words = [t.lower() for t in _TOKEN.findall(query)]
     found: list[str] = []
     for n, word in enumerate(words):
@@ -250,30 +223,7 @@ def query_categories(query: str, *, net: WordNet, min_members: int = 0, levels: 
             plural = lemma != phrase_word and (phrase_word.endswith("s") or phrase_word in net.exceptions)
             if lemma is not None and plural and lemma not in net.verb_heavy:
                 found.append(lemma.replace("_", " "))
-                if min_members > 0:
-                    found += wider_kinds(lemma, net=net, min_members=min_members, levels=levels,
-                                         min_depth=min_depth)
     return " ".join(dict.fromkeys(found)) or None
-
-
-MAX_WIDER = 3  # steps up a kind is widened at most: higher, a parent names little ("act", "entity")
-
-
-def wider_kinds(lemma: str, *, net: WordNet, min_members: int, levels: int, min_depth: int = 0) -> list[str]:
-    """The one-word first names of the parents of ``lemma``'s most frequent noun sense, nearest
-    first, while the kind below has fewer than ``min_members`` members (``WordNet.members``);
-    at most MAX_WIDER steps, and none above ``min_depth`` (no memory's concepts hold one)."""
-    found: list[str] = []
-    sense = net.senses[lemma][0]
-    for _ in range(MAX_WIDER):
-        parents = net.synset(sense)[1]
-        if net.members(sense, levels=levels) >= min_members or not parents or net.depth(parents[0]) < min_depth:
-            break
-        sense = parents[0]
-        name = net.synset(sense)[0][0]
-        if "_" not in name:
-            found.append(name)
-    return found
 
 
 def synonyms(word: str, *, net: WordNet) -> tuple[str, ...]:

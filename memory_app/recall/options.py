@@ -58,8 +58,6 @@ class RecallOptions(RankingConfig):
     max_k: int = _setting("ENGRAM_RECALL_MAX_K")
     concepts: bool = _setting("ENGRAM_CONCEPTS")
     wordnet_dir: str = _setting("ENGRAM_WORDNET_DIR")
-    concept_levels: int = _setting("ENGRAM_CONCEPT_LEVELS")
-    concept_min_depth: int = _setting("ENGRAM_CONCEPT_MIN_DEPTH")
     candidates: int = _setting("ENGRAM_RECALL_CANDIDATES")
     num_candidates: int = _setting("ENGRAM_RECALL_NUM_CANDIDATES")
     entity_count_seconds: int = _setting("ENGRAM_RECALL_ENTITY_COUNT_SECONDS")

@@ -130,9 +130,6 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
-    # A kind the question asks for with fewer than this many WordNet members within the concepts'
-    # reach (language.concepts.wider_kinds) also asks for its parent kinds (0: off).
-    kind_members: int = 0
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

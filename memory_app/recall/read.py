@@ -78,9 +78,7 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         own_name=_own_name(words, named=named, name_words=name_words, options=options),
         entities=entities,
         topic=without_names(keywords, entities=entities),
-        kinds=(concepts.query_categories(query, net=_wordnet(options), min_members=options.kind_members,
-                                         levels=options.concept_levels, min_depth=options.concept_min_depth)
-               if options.concepts and options.bm25 else None),
+        kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),

