@@ -598,3 +598,11 @@ def test_what_was_said_before_is_an_event_not_a_stance(front, who):
     boss" tell of something done, which stays."""
     assert read(plain(f"{front} {who} about the flood last week.")).about_speaker
     assert read(plain("I agree with the plan for the choir trip.")).why == "stance"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I used to run IT for", "I look after the IT at", "I moved into IT support at"]),
+       st.sampled_from(["the harbour school", "Leith Library", "my sister's bakery"]), st.sampled_from([1, 2]))
+def test_it_in_capitals_is_the_trade_not_a_pronoun(front, place, vague):
+    """"I used to run IT for the school": "IT" leans on nothing said before (``vague`` 2 dropped it)."""
+    assert read(f"{front} {place} in Leith.", rules=replace(StatementRules(), vague=vague)).why != "vague"

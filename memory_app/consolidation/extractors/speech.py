@@ -421,9 +421,10 @@ _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going 
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
 
 
-_REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
+# "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
+_REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
 # A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
-_LEANING = re.compile(r"\b(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
+_LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
                       r"there(?! *(?:is|are|was|were|'s|'re|will|has|have|had)\b))\b", re.I)
 _FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
 _GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
