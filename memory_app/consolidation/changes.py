@@ -101,6 +101,10 @@ for _name, _words in TOPICS.items():
 _DISPOSED = (r"(?:went|gone|was sent|were sent|got sent|been sent) back|(?:is|are|'s|'re|sits|sitting|went|gone|"
              r"been put|put) (?:in|into) (?:a|the) (?:box|loft|drawer|cupboard|attic|storage)|(?:been|was|were|got) "
              r"(?:disconnected|returned|recycled|given away)")
+# A new thing got with its value named after it ("I've got a new number: 07700 900456", "got a new
+# phone, a Pixel 8"): a replacement told. "New" alone ("a new hobby", "my new SO") is no cue.
+_GOT_NEW = (r"(?:got|get|getting|'ve got|have got|bought|picked up) (?:a|my) (?:brand[ -])?new(?=\s+[\w-]+,?\s+"
+            r"(?:a |an |the |called )?(?-i:[A-Z0-9]))")
 # Verbs (and phrases) whose subject replaces, ends or starts something of its own.
 _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
                   r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: [\w-]+){0,4} in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
@@ -115,7 +119,7 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
                   r"from now on|going forward|now that|ever since|these days|nowadays|back (?:on|with)(?=\s+(?-i:[A-Z]))|"
-                  r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
+                  r"used to\b.*\bnow|\bnow\b|moved on|" + _GOT_NEW + r"|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
                   re.I)
 # Cues that end the value without naming the next one.
 _ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
@@ -476,6 +480,7 @@ def _without_requests(text: str) -> str:
 
 
 def _clauses(text: str) -> list[str]:
+    text = re.sub(r"(\bnew [\w-]+):\s+", r"\1 ", text)  # "a new number: 07700 900456" is one clause
     return [p.strip(" ,.!") for p in _CLAUSE_SPLIT.split(text) if p and p.strip(" ,.!")]
 
 

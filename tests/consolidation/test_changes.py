@@ -833,3 +833,31 @@ def test_a_beginning_replaces_a_fact_that_names_a_kind_of_it():
     link = _dana_link("These days I'm on a new diet, no more carbs counting.", [_fact("Dana is on the keto diet.", 0.7)],
                       min_strong_topic_cosine=0.25)
     assert link is not None
+
+
+# A new thing got with its value named after it ("I've got a new number: 07700 900456") replaces the
+# value of that thing; "new" alone, another's new thing and one only thought of do not.
+_THINGS = {"number": ("07700 900123", "07700 900456"), "phone": ("an iPhone 12", "Pixel 8"),
+           "router": ("a Netgear R7000", "Eero 6")}
+_GOT_NEW_SAID = ["I've got a new {t}: {n}.", "Got a new {t}, {n}. The old one is dead.", "We bought a new {t}, the {n}.",
+                 "Quick update: I got a brand new {t}, {n}, so please use that."]
+_NOT_GOT_NEW = ["My sister got a new {t}, {n}.", "I might get a new {t}, {n}, next year.", "I've got a new {t} case.",
+                "Should I get a new {t}, {n}?"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(_THINGS)), st.sampled_from(_GOT_NEW_SAID), st.floats(min_value=0.25, max_value=0.99))
+def test_a_new_thing_got_with_its_value_named_replaces_that_things_value(thing, template, cosine):
+    old, new = _THINGS[thing]
+    sentence = template.format(t=thing, n=new)
+    link = _dana_link(sentence, [_fact(f"Dana's {thing} is {old}.", cosine)], min_strong_topic_cosine=0.25)
+    assert link is not None, sentence
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(_THINGS)), st.sampled_from(_NOT_GOT_NEW), _COSINES)
+def test_another_s_a_hoped_for_or_an_unnamed_new_thing_replaces_nothing(thing, template, cosine):
+    old, new = _THINGS[thing]
+    sentence = template.format(t=thing, n=new)
+    assert _dana_link(sentence, [_fact(f"Dana's {thing} is {old}.", cosine)], min_strong_topic_cosine=0.25) is None, \
+        sentence
