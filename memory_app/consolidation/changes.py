@@ -218,7 +218,7 @@ _OBJECT_MOVED = re.compile(r"\bmov(?:e|es|ed|ing)\s+(?=(?:the|my|our|his|her|the
                            re.I)
 
 
-# "Work" as effort ("the hard work starts", "a lot of work on my business", "working on something
+# "Work" as effort ("the hard work starts", "so much work on my shop", "working on something
 # complicated") names no job, and "together" names a couple only as one ("we've been together six
 # years", "no longer together"), not time spent with others ("a great time together") or a move.
 _EFFORT_WORK = re.compile(r"\b(?:hard|a lot of|lots of|so much|too much|much|more|extra|such|real|all the|enough|"

@@ -747,14 +747,14 @@ def test_another_s_temporary_or_hoped_for_thing_keeps_having_none(sentence):
     assert reading is None or change_target(reading, held, min_topic_cosine=0.6, min_strong_topic_cosine=0.25) is None
 
 
-# False supersessions found on real conversation (the LoCoMo dev conversations), each class in the
-# shapes people use; a non-change must not supersede, at any cosine.
+# False supersessions found on real conversation (the LoCoMo dev conversations), each class in
+# shapes people use, in our own words; a non-change must not supersede, at any cosine.
 _COSINES = st.floats(min_value=0.0, max_value=0.99)
-_EFFORT_FACTS = ["Dana is working on something complicated and it's not going well.",
-                 "Dana is putting in a lot of work on Dana's {p} even with the obstacles.",
-                 "Dana has been working hard on the {p} lately.", "It's been so much work, the {p}."]
-_JOB_NEWS = ["I left my {j} job after 3 years.", "Losing my job was hard, but I'm living my dreams now.",
-             "I quit my job at the {j} place in March.", "Now the hard work starts on the {p}.",
+_EFFORT_FACTS = ["Dana is working on something tricky at the moment and it keeps breaking.",
+                 "Dana is putting so much work into the {p} despite the setbacks.",
+                 "Dana has been working hard on the {p} lately.", "So much work, the {p}, honestly."]
+_JOB_NEWS = ["I walked away from my {j} job after four years.", "Giving up the job was scary, but I'm happy now.",
+             "I quit my job at the {j} place in March.", "Now the real slog begins on the {p}, hard work ahead.",
              "These days I'm working on my {p} every evening."]
 
 
@@ -768,18 +768,18 @@ def test_work_as_effort_is_no_job_a_change_of_job_replaces(fact, news, project, 
 
 
 def test_work_for_an_employer_is_still_a_job():
-    assert _dana_link("I left my IT job after 3 years.", [_fact("Dana works for Capita in the IT department.", 0.5)],
+    assert _dana_link("I quit my IT job in the spring.", [_fact("Dana works for Capita in the IT department.", 0.5)],
                       min_strong_topic_cosine=0.25) is not None
 
 
-_TIME_TOGETHER = ["Dana and Dana's sister have a great time together, like a family.",
+_TIME_TOGETHER = ["Dana and Dana's sister always have a lovely time together.",
                   "Dana's family spends every Sunday together.", "Dana and the dogs go hiking together."]
-_COUPLE_NEWS = ["{n} and I have decided to move in together!", "{n} and I are no longer together.",
+_COUPLE_NEWS = ["{n} and I are moving in together next month!", "{n} and I are no longer together.",
                 "{n} and I got engaged last week.", "I'm seeing someone called {n} now."]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(_TIME_TOGETHER), st.sampled_from(_COUPLE_NEWS), st.sampled_from(["Samantha", "Marcus"]),
+@given(st.sampled_from(_TIME_TOGETHER), st.sampled_from(_COUPLE_NEWS), st.sampled_from(["Priya", "Marcus"]),
        _COSINES)
 def test_time_spent_together_is_no_couple_a_partner_change_replaces(fact, news, name, cosine):
     sentence = news.format(n=name)
@@ -791,13 +791,13 @@ def test_a_couple_together_is_still_a_partner():
                       min_strong_topic_cosine=0.25) is not None
 
 
-# A change that names the value that went ("instead of my usual shooters", "cutting down on sugary
-# snacks") replaces a fact naming it, not another value of the same topic.
-_WENT = [("Lately I've been playing strategy games instead of my usual {x}.", ["shooters", "racing games"]),
-         ("I made some dietary changes, like cutting down on {x}.", ["sugary snacks", "crisps"]),
+# A change that names the value that went ("instead of the usual racing games", "cutting back on
+# crisps") replaces a fact naming it, not another value of the same topic.
+_WENT = [("These days I play puzzle games instead of the usual {x}.", ["shooters", "racing games"]),
+         ("I changed my diet a bit, for one cutting back on {x}.", ["sugary snacks", "crisps"]),
          ("I gave up {x} in the spring, it was too much.", ["birdwatching", "the metal detecting"])]
-_OTHER_VALUE = ["Dana has been getting into a new hobby recently.",
-                "Making smarter choices in Dana's diet really added up.", "Dana enjoys a hobby or two at weekends."]
+_OTHER_VALUE = ["Dana has picked up a new hobby this year.",
+                "Small swaps in Dana's diet have added up over time.", "Dana enjoys a hobby or two at weekends."]
 
 
 @settings(max_examples=80, deadline=None)
@@ -809,17 +809,17 @@ def test_a_change_naming_what_went_replaces_no_other_value_of_its_topic(went, da
 
 
 def test_a_change_naming_what_went_still_replaces_the_fact_naming_it():
-    link = _dana_link("I made some dietary changes, like cutting down on sugary snacks.",
+    link = _dana_link("I changed my diet a bit, for one cutting back on sugary snacks.",
                       [_fact("Dana eats a lot of sugary snacks.", 0.5)], min_strong_topic_cosine=0.25)
     assert link is not None
 
 
 # A beginning of what a fact already holds, bare ("started a new diet" after "is on a diet"), leaves
 # it true; a fact naming a kind of it ("the keto diet") is replaced.
-_HELD_BARE = ["Some big news: Dana is on a diet and living healthier.", "Dana goes to the gym.",
+_HELD_BARE = ["Good news: Dana is on a diet and feeling better.", "Dana goes to the gym.",
               "Dana has an exercise routine."]
-_BEGUN = ["Exciting news: I started a new diet and exercise routine last Monday.", "I started going to the gym again.",
-          "Now I'm on a diet and exercise routine and it's made a huge difference.",
+_BEGUN = ["Big update: I began a new diet and a workout plan on Tuesday.", "I started going to the gym again.",
+          "Now I'm on a diet and a workout plan and I feel so much better.",
           "These days I have a new diet, a new gym and a new exercise routine."]
 
 
