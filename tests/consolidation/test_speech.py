@@ -484,6 +484,7 @@ def test_plain_drops_the_chats_markers_and_keeps_what_is_said():
     assert plain("It's been a while! I adopted a cat in June.") == "I adopted a cat in June."
     assert plain("ß") == "ß"  # found by the property below: "ß".upper() is "SS"
     assert plain("0\U0001F02C0") == "0 0"  # found by the property below: an emoji between words joined them
+    assert plain("0\u2776") == "0\u2776"  # found by the property below: a circled digit is a word's, not an emoji
 
 
 @settings(max_examples=300, deadline=None)

@@ -466,9 +466,19 @@ _REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising
 _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
                      r"(?:speaking of(?: [^,.!?]{1,40})?|though),\s+)", re.I)
-_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+" r"\s*")
+
+
+def _symbols(*spans: tuple[int, int]) -> str:
+    """A character class of the emoji and pictographs in ``spans``, less the word characters among
+    them: the blocks hold digits too ("❶", "🄁"), and a digit is part of what is said."""
+    chars = [chr(c) for first, last in spans for c in range(first, last + 1) if not chr(c).isalnum()]
+    return "[" + "".join(re.escape(c) for c in chars) + "\uFE0F\u200D]"
+
+
+_EMOJI_CLASS = _symbols((0x1F000, 0x1FAFF), (0x2600, 0x27BF))
+_EMOJI = re.compile(_EMOJI_CLASS + r"+\s*")
 # An emoji between two words stands for a space: taken away, it would join them ("0🀬0" → "00").
-_EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+(?=\w)")
+_EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)" + _EMOJI_CLASS + r"+(?=\w)")
 _SINCE_WE_SPOKE = re.compile(r",?\s*\bsince (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up)\b,?\s*|"
                              r"^(?:it's|it has) been (?:a while|ages|forever|too long)\s*[,!.:;–—-]+\s*", re.I)
 
