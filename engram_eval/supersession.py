@@ -58,9 +58,36 @@ _GLOSS = re.compile(r"\s*\([^()]*\)")
 
 def value_in(value: str, text: str) -> bool:
     """Whether ``text`` names ``value`` (normalised, fuzzily: "Virgin Media" in "...with virgin media.").
-    A label's gloss in brackets is for the reader: "Tiger (tabby cat)" is named by "Tiger"."""
+    A label's gloss in brackets is for the reader: "Tiger (tabby cat)" is named by "Tiger". A value
+    is named too when each of its words is, in any order and inflection ("swimming" by "swims",
+    "Reolink camera" by "the camera for a Reolink"), unless it says none ("no dog"): its words alone
+    would then name the old value."""
     t = normalise(text)
-    return any(v and fuzz.partial_ratio(v, t) >= 90 for v in {normalise(value), normalise(_GLOSS.sub("", value))})
+    values = {normalise(value), normalise(_GLOSS.sub("", value))}
+    if any(v and fuzz.partial_ratio(v, t) >= 90 for v in values):
+        return True
+    said = {_stem(w) for w in _VALUE_WORD.findall(t)}
+    for v in values:
+        words = [w for w in _VALUE_WORD.findall(v) if w not in _VALUE_STOP]
+        if words and not _NONE.search(v) and all(_stem(w) in said for w in words):
+            return True
+    return False
+
+
+_VALUE_WORD = re.compile(r"[a-z0-9]+")
+_VALUE_STOP = frozenset("a an the of at in on to for and or with my our his her their".split())
+_NONE = re.compile(r"\b(?:no|not|none|never|without|nothing|nobody|ex|separated|stopped|quit|gave up)\b")
+
+
+def _stem(word: str) -> str:
+    """``word`` without an inflection: "swims", "swimming" and "swim" are one stem."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiousl":
+        word = word[:-1]  # "swimm" (from "swimming") is "swim"
+    return word
 
 
 @dataclass(frozen=True)

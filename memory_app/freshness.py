@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 from uuid import uuid4
 
-from django.conf import settings
 from django.core.cache import cache
 from elasticsearch import NotFoundError
 from redis.exceptions import RedisError
 
+from engram_core.es.client import request_timeout
 from engram_core.es.schema import USER_TYPES, MemoryType, alias_name
 from memory_app.timing import flag as timing_flag
 from memory_app.timing import timed
@@ -187,7 +187,7 @@ def _refresh_now(writer, indices: str) -> None:
 def _refresh_shared(writer, named: dict[str, str]) -> None:
     """Make each document of ``named`` (index -> its newest pending document) searchable with at
     most one forced refresh of those indices in flight: a caller that finds one in flight, in this
-    process or another (``_lead``), waits for it (up to ES_REQUEST_TIMEOUT), then refreshes only
+    process or another (``_lead``), waits for it (up to the clients' ``request_timeout``), then refreshes only
     if its documents are still not searchable (written after that refresh began). The document's
     own get decides, so no clock is trusted."""
     key = ",".join(sorted(named))
@@ -207,7 +207,7 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
             if covered:
                 return
         else:
-            flight.done.wait(timeout=settings.ES_REQUEST_TIMEOUT)
+            flight.done.wait(timeout=request_timeout())
         named = {index: memory_id for index, memory_id in named.items()
                  if not _searchable(writer, index=index, memory_id=memory_id)}
         if not named:
@@ -216,7 +216,7 @@ def _refresh_shared(writer, named: dict[str, str]) -> None:
 
 
 # A forced refresh in flight in some server process: its key holds the leader's token meanwhile
-# (expiring after ES_REQUEST_TIMEOUT, should the leader die). Released only by its leader
+# (expiring after the clients' ``request_timeout``, should the leader die). Released only by its leader
 # (``_CLEAR_UNCHANGED``: deleted if it still holds that token).
 _FLIGHT_POLL_SECONDS = 0.005  # how often a read waiting for another process's refresh asks the cache
 
@@ -235,7 +235,7 @@ def _lead(writer, indices: str) -> bool:
         _refresh_now(writer, indices)
         return True
     key, token = _flight_key(indices), uuid4().hex
-    timeout = settings.ES_REQUEST_TIMEOUT
+    timeout = request_timeout()
     try:
         while True:
             if redis.set(key, token, nx=True, px=max(1, int(timeout * 1000))):

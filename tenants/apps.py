@@ -7,11 +7,14 @@ from . import audit_triggers
 
 
 def _settings_changed(*, setting: str, **kwargs) -> None:
-    # Cached capabilities and decrypted keys depend on these; tests override them per test.
+    # Cached capabilities, decrypted keys and the process's audit and guard options depend on
+    # these; tests override them per test.
     if setting.startswith(("ES_", "ENGRAM_")):
+        from .services.audit import checkpoint_spacing
         from .services.clients import clear_caches
 
         clear_caches()
+        checkpoint_spacing.cache_clear()
 
 
 def _audit_triggers(*, using: str, **kwargs) -> None:

@@ -18,12 +18,15 @@ EDGE = ("memory_app/management/", "memory_app/migrations/", "memory_app/tasks.py
 
 # (module, function): why it still reads a setting where it runs.
 ALLOWED = {
-    # Process wiring: one client, key ring, pool or thread per process, built lazily on first use.
+    # Process wiring: one client, key ring, pool, thread or deployment-wide switch per process, built or read
+    # lazily on first use.
     ("engram_core/es/client.py", "base_client"): "the one cached Elasticsearch client (URL, TLS, timeouts)",
     ("engram_core/es/client.py", "admin_client"): "a cached client per credential",
     ("engram_core/es/client.py", "keys_client"): "a cached client per credential",
     ("engram_core/es/client.py", "monitor_client"): "a cached client per credential",
     ("engram_core/es/client.py", "audit_client"): "a cached client per credential",
+    ("engram_core/es/client.py", "request_timeout"): ("the clients' request timeout, fixed with the base client; "
+                                                     "freshness waits for another's refresh no longer"),
     ("engram_core/es/capabilities.py", "probe_capabilities"): "the cluster's capabilities, probed once and cached",
     ("engram_core/es/prefixes.py", "shared_prefix"): "the deployment's index prefix (every index name)",
     ("engram_core/es/schema.py", "audit_checkpoints_index"): "the deployment's index prefix",
@@ -32,6 +35,10 @@ ALLOWED = {
     ("tenants/crypto.py", "audit_keyring"): "the audit key ring, cached per process",
     ("tenants/crypto.py", "audit_signing_keys"): "the audit signing keys, cached per process",
     ("tenants/crypto.py", "audit_public_keys"): "the audit public keys, cached per process",
+    ("tenants/services/audit.py", "checkpoint_spacing"): ("one checkpoint spacing for the whole audit log (whichever "
+                                                          "of ~30 callers appends), read once as its key ring is"),
+    ("tenants/services/guard.py", "_options"): ("the guard's probe lifetime and insecure switch, read once: a "
+                                                "parameter would let a caller turn isolation off for itself"),
     ("tenants/es_keys.py", "_separate_keys_credential"): "which credential mints keys (deployment wiring)",
     ("tenants/models.py", "<module>"): "AUTH_USER_MODEL: Django's way to name the user model",
     ("memory_app/providers.py", "_setting"): "the embedder and WordNet, built once per process and cached",
@@ -45,15 +52,6 @@ ALLOWED = {
     ("memory_app/metering.py", "_flush_forever"): "the usage flusher's interval: one thread per process",
     ("memory_app/turns.py", "_recall_start"): "the size of the process's turn-recall pool, built once",
     ("memory_app/recall/options.py", "ranking_config"): "RankingConfig's builder, called at recall's entry",
-    # Not moved yet (issue 66): each is read where it applies, on every path that reaches it.
-    ("memory_app/freshness.py", "_refresh_shared"): "the client's request timeout: no wait outlasts a request",
-    ("memory_app/freshness.py", "_lead"): "the client's request timeout: no wait outlasts a request",
-    ("memory_app/services/migration.py", "migration_rekey"): "a migration's callback (no entry to pass it from)",
-    ("tenants/services/audit.py", "audit_record"): ("not moved yet: events between audit checkpoints, one spacing "
-                                                   "for the whole log, whichever of its callers appends"),
-    ("tenants/services/audit_checkpoints.py", "audit_store_check"): "which credential writes checkpoints",
-    ("tenants/services/guard.py", "_capabilities"): "the capability cache's lifetime",
-    ("tenants/services/guard.py", "require_dls"): "the insecure switch, checked on every path that reads memory",
 }
 
 

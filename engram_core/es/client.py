@@ -95,11 +95,19 @@ def base_client() -> Elasticsearch:
         serializers=SERIALIZERS,
         ca_certs=settings.ES_CA_CERTS,
         verify_certs=settings.ES_VERIFY_CERTS,
-        request_timeout=settings.ES_REQUEST_TIMEOUT,
+        request_timeout=request_timeout(),
         connections_per_node=settings.ES_CONNECTIONS_PER_NODE,
         retry_on_timeout=True,
         max_retries=2,
     )
+
+
+@functools.cache
+def request_timeout() -> float:
+    """Seconds a request of this process's clients may take (``base_client``'s timeout, fixed for
+    the process as the client is): a caller waiting for another's request (a refresh in flight,
+    ``memory_app.freshness``) waits no longer."""
+    return settings.ES_REQUEST_TIMEOUT
 
 
 def admin_client() -> Elasticsearch:
@@ -142,6 +150,7 @@ def reset_clients() -> None:
     if base_client.cache_info().currsize:
         base_client().close()
     base_client.cache_clear()
+    request_timeout.cache_clear()
 
 
 # A forked process (a Celery pool's, say) must not share its parent's sockets: it builds its own client.

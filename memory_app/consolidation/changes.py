@@ -101,6 +101,10 @@ for _name, _words in TOPICS.items():
 _DISPOSED = (r"(?:went|gone|was sent|were sent|got sent|been sent) back|(?:is|are|'s|'re|sits|sitting|went|gone|"
              r"been put|put) (?:in|into) (?:a|the) (?:box|loft|drawer|cupboard|attic|storage)|(?:been|was|were|got) "
              r"(?:disconnected|returned|recycled|given away)")
+# A new thing got with its value named after it ("I've got a new number: 07700 900456", "got a new
+# phone, a Pixel 8"): a replacement told. "New" alone ("a new hobby", "my new SO") is no cue.
+_GOT_NEW = (r"(?:got|get|getting|'ve got|have got|bought|picked up) (?:a|my) (?:brand[ -])?new(?=\s+[\w-]+,?\s+"
+            r"(?:a |an |the |called )?(?-i:[A-Z0-9]))")
 # Verbs (and phrases) whose subject replaces, ends or starts something of its own.
 _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swap(?:ped|ping)?|"
                   r"replac(?:e|ed|ing)|trad(?:e|ed|ing)(?: [\w-]+){0,4} in|upgrad(?:e|ed|ing)|quit(?:ting)?|"
@@ -115,7 +119,7 @@ _CUE = re.compile(r"\b(?:switch(?:ed|ing)?|chang(?:e|ed|ing)|mov(?:e|ed|ing)|swa
                   r"no longer|not (?:\w+ ){0,4}any ?more|don't (?:\w+ ){0,4}any ?more|instead|rather than|"
                   r"took (?:me|us) off|(?:haven't|hasn't) (?:needed|used|had|touched)|"
                   r"from now on|going forward|now that|ever since|these days|nowadays|back (?:on|with)(?=\s+(?-i:[A-Z]))|"
-                  r"used to\b.*\bnow|\bnow\b|moved on|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
+                  r"used to\b.*\bnow|\bnow\b|moved on|" + _GOT_NEW + r"|reduc(?:e|ed|ing)|cut(?:ting)? (?:down|back) on|" + _DISPOSED + r")\b",
                   re.I)
 # Cues that end the value without naming the next one.
 _ENDS = re.compile(r"\b(?:quit|left|leave|moved out|split up|broke up|pass(?:ed)? away|died|lost|got rid of|sold|gave up|"
@@ -214,9 +218,31 @@ _OBJECT_MOVED = re.compile(r"\bmov(?:e|es|ed|ing)\s+(?=(?:the|my|our|his|her|the
                            re.I)
 
 
+# "Work" as effort ("the hard work starts", "so much work on my shop", "working on something
+# complicated") names no job, and "together" names a couple only as one ("we've been together six
+# years", "no longer together"), not time spent with others ("a great time together") or a move.
+_EFFORT_WORK = re.compile(r"\b(?:hard|a lot of|lots of|so much|too much|much|more|extra|such|real|all the|enough|"
+                          r"tough|heavy|put in the|putting in the)\s+work\b(?!\s+(?:for|at|as)\b)|"
+                          r"\bwork(?:s|ed|ing)?\s+(?:hard|out|through|towards?|on (?:something|it|this|that|stuff|"
+                          r"things|(?:my|our|his|her|their|a|the|some|an) (?!own\b)(?:new |big |side |little )?"
+                          r"(?:project|projects|business|biz|idea|ideas|skills|game|games|music|art|book|novel|"
+                          r"garden|house|car|routine|plan|plans|app|website|site|stuff|thing|things|moves|"
+                          r"choreography|assignment|code|coding|portfolio|craft|relationship|health|fitness)\b))",
+                          re.I)
+_COUPLE = re.compile(r"\b(?:are|were|'re|been|being|got|get|gets|getting|back|stay|stayed|staying|still|longer|not|"
+                     r"be|is|live|lives|living|lived)\s+together\b|\btogether\s+(?:for|since)\b", re.I)
+
+
+def _uncoupled(text: str) -> str:
+    """``text`` without a "together" that names no couple."""
+    spans = [m.span() for m in _COUPLE.finditer(text)]
+    return re.sub(r"\btogether\b", lambda m: m.group(0) if any(a <= m.start() < b for a, b in spans) else " ",
+                  text, flags=re.I)
+
+
 def topics_of(text: str) -> set[str]:
     found: set[str] = set()
-    for word in words_of(_OBJECT_MOVED.sub(" ", text)):
+    for word in words_of(_uncoupled(_EFFORT_WORK.sub(" ", _OBJECT_MOVED.sub(" ", text)))):
         for form in _forms(word):
             found |= _TOPIC_OF.get(form, set())
     return found
@@ -454,6 +480,7 @@ def _without_requests(text: str) -> str:
 
 
 def _clauses(text: str) -> list[str]:
+    text = re.sub(r"(\bnew [\w-]+):\s+", r"\1 ", text)  # "a new number: 07700 900456" is one clause
     return [p.strip(" ,.!") for p in _CLAUSE_SPLIT.split(text) if p and p.strip(" ,.!")]
 
 
@@ -798,6 +825,14 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             if topic_words and all(_things_apart(reading.sentence, fact.text, _singular(w.removesuffix("'s")))
                                    for w in topic_words):
                 continue  # "replaced the smoke alarm" and "wants no loud alarms": two kinds of alarm
+            if replaced and not ended and not replaced_verbs & ({_lemma(w) for w in words_of(fact.text)}
+                                                                 | _agents(fact.text, reading.clause)) \
+                    and not topics_of(" ".join(replaced)) & fact_topics:
+                continue  # "instead of my usual shooters" and "got into a new hobby": another value of the topic
+            if _WEAK_CUE.fullmatch(reading.cue) and reading.kind == NATURAL and not reading.ends and not ended \
+                    and not fact_names and not _lacks(fact.text) and topic_words \
+                    and _begun_again(reading.clause, fact.text, shared_topics):
+                continue  # "started a new diet", "now I'm on a diet" and "is on a diet": having one still holds
             # The thing that went named by its topic word ("gave up the guitar") needs no more than a cue
             # that names a replacement.
             named_ended = ended and min_strong_topic_cosine is not None and fact.cosine >= min_strong_topic_cosine
@@ -834,6 +869,15 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if best is None or link.score > best.score:
             best = link
     return best
+
+
+def _begun_again(clause: str, fact: str, topics: set[str]) -> bool:
+    """Every word of ``topics`` in ``fact`` is said in ``clause`` too, bare in the fact (no kind
+    before it: "a diet", not "the keto diet"): what began is what the fact already holds."""
+    held = [w for w in words_of(fact) if (_TOPIC_OF.get(w, set()) | _TOPIC_OF.get(_singular(w), set())) & topics
+            and not _is_verb_form(w)]
+    said = {_singular(w) for w in words_of(clause)}
+    return bool(held) and all(_singular(w) in said and not _thing_words(fact, _singular(w)) for w in held)
 
 
 # A fact that tells a hope, a promise or an opinion ("X hopes ...", "X will keep you updated", "X's

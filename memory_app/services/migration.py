@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from elasticsearch import Elasticsearch
 
 from engram_core.es.schema import VECTOR_FIELDS, MemoryType
@@ -35,16 +34,17 @@ def client_id_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str,
             {**source, "client_id": doc_id})
 
 
-def migration_rekey(doc_id: str, source: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def migration_rekey(doc_id: str, source: dict[str, Any], *, concepts: bool) -> tuple[str, dict[str, Any]] | None:
     """es_setup's change to a migrated document (None: none): ``client_id_rekey``, and the concepts
-    of a memory stored before they existed (language.concepts) and the dates of an
-    episode stored before them (``store.episode_dates``), computed as a write computes them."""
+    of a memory stored before they existed (language.concepts; with ``concepts`` on, as es_setup
+    reads ENGRAM_CONCEPTS) and the dates of an episode stored before them (``store.episode_dates``),
+    computed as a write computes them."""
     rekeyed = client_id_rekey(doc_id, source)
     doc_id, source = rekeyed or (doc_id, source)
     if not isinstance(source.get("text"), str):
         return rekeyed
     added: dict[str, Any] = {}
-    if "concepts" not in source and settings.ENGRAM_CONCEPTS:
+    if "concepts" not in source and concepts:
         added["concepts"] = concepts_of_memory(source)
     if (source.get("memory_type") == MemoryType.EPISODIC.value and "states_time" not in source
             and (occurred := _stored_time(source.get("occurred_at"))) is not None):

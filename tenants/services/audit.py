@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from celery import current_app
@@ -75,10 +76,19 @@ def audit_record(*, actor: Actor, action: str, tenant: Tenant | None = None, sub
         raise RuntimeError("could not append to the audit chain: too much contention")
     if head is None:
         after_commit(lambda: _pin_keying(chain))
-    if (every := settings.ENGRAM_AUDIT_CHECKPOINT_EVENTS) and event.seq % every == 0:
+    if (every := checkpoint_spacing()) and event.seq % every == 0:
         # robust: a broker that is down must not fail the action that was just recorded
         after_commit(lambda: current_app.send_task("tenants.tasks.audit_checkpoint", kwargs={"chains": [chain]}))
     return event
+
+
+@functools.cache
+def checkpoint_spacing() -> int:
+    """Every how many events of a chain a checkpoint is queued (0: on the beat's schedule only).
+    One spacing for the whole log, whichever of its ~30 callers appends, so the deployment's and
+    fixed for the process, as its key ring is; not a parameter a caller could vary (dropped when
+    settings change, ``tenants.apps``)."""
+    return settings.ENGRAM_AUDIT_CHECKPOINT_EVENTS
 
 
 def after_commit(fn) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Max
 from django.utils import timezone
@@ -155,19 +154,19 @@ def audit_store_check(*, es_admin) -> list[str]:
     if writer is None:
         problems.append("ES_AUDIT_USERNAME is not set: no audit checkpoint can be written")
     else:
-        granted = _granted(writer, index, ["create_doc", *_REWRITE])
+        user, granted = _granted(writer, index, ["create_doc", *_REWRITE])
         if not granted.get("create_doc"):
-            problems.append(f"the checkpoint credential ({settings.ES_AUDIT_USERNAME}) may not create documents in "
-                            f"{index}")
+            problems.append(f"the checkpoint credential ({user}) may not create documents in {index}")
         if more := sorted(p for p in _REWRITE if granted.get(p)):
-            problems.append(f"the checkpoint credential ({settings.ES_AUDIT_USERNAME}) holds {', '.join(more)} on "
-                            f"{index}: it must hold create_doc only")
-    if more := sorted(p for p in _REWRITE if _granted(es_admin, index, _REWRITE).get(p)):
+            problems.append(f"the checkpoint credential ({user}) holds {', '.join(more)} on {index}: it must hold "
+                            "create_doc only")
+    if more := sorted(p for p in _REWRITE if _granted(es_admin, index, _REWRITE)[1].get(p)):
         problems.append(f"the admin credential holds {', '.join(more)} on {index}: whoever holds it could rewrite "
                         "or remove the checkpoints (give it create_index, view_index_metadata and read there only)")
     return problems
 
 
-def _granted(es, index: str, privileges: list[str]) -> dict[str, bool]:
+def _granted(es, index: str, privileges: list[str]) -> tuple[str, dict[str, bool]]:
+    """The user the cluster checked (who the credential is) and which of ``privileges`` it holds on ``index``."""
     answer = es.security.has_privileges(index=[{"names": [index], "privileges": privileges}])
-    return answer["index"][index]
+    return answer["username"], answer["index"][index]

@@ -3,9 +3,11 @@ security (``require_dls``); the probe is cached in-process."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -18,11 +20,28 @@ _caps_lock = threading.Lock()
 _caps_cache: tuple[float, Capabilities] | None = None
 
 
+@dataclass(frozen=True)
+class GuardOptions:
+    """How the guard decides: how long a probe is trusted, and whether memory may be served
+    without document-level security (a development switch that production refuses at start)."""
+
+    cache_seconds: float
+    allow_insecure: bool
+
+
+@functools.cache
+def _options() -> GuardOptions:
+    # The deployment's, fixed for the process like its client: not a parameter, so that no
+    # caller can turn isolation off for itself (dropped with the probe when settings change).
+    return GuardOptions(cache_seconds=settings.ENGRAM_CAPABILITIES_CACHE_SECONDS,
+                        allow_insecure=settings.ENGRAM_ALLOW_INSECURE_NO_DLS)
+
+
 def _capabilities() -> Capabilities:
     global _caps_cache
     with _caps_lock:
         cached = _caps_cache
-    if cached and time.monotonic() - cached[0] < settings.ENGRAM_CAPABILITIES_CACHE_SECONDS:
+    if cached and time.monotonic() - cached[0] < _options().cache_seconds:
         return cached[1]
     caps = probe_capabilities()
     if caps.reachable:  # an outage is not cached: recovery is noticed on the next call
@@ -45,7 +64,7 @@ def require_dls() -> Capabilities:
                                  details={"errors": caps.errors})
     if caps.dls:
         return caps
-    if settings.ENGRAM_ALLOW_INSECURE_NO_DLS:
+    if _options().allow_insecure:
         log.error("INSECURE: serving memory WITHOUT document-level security (ENGRAM_ALLOW_INSECURE_NO_DLS=True): "
                   "end-users are separated by query filters only. %s", "; ".join(caps.errors))
         return caps
@@ -62,7 +81,8 @@ def keys_supported() -> bool:
 
 
 def capabilities_forget() -> None:
-    """Drop the cached probe: the next call probes the cluster again."""
+    """Drop the cached probe and options: the next call reads the settings and probes the cluster again."""
     global _caps_cache
     with _caps_lock:
         _caps_cache = None
+    _options.cache_clear()

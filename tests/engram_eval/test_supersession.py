@@ -42,6 +42,26 @@ def test_a_label_s_gloss_in_brackets_is_not_part_of_the_value(name, gloss):
     assert not value_in(f"{name} ({gloss})", "User has no pets at all now.")
 
 
+_INFLECTED = {"swimming": ["swims", "swim", "swimming"], "running": ["runs", "run"], "camera": ["cameras", "camera"],
+              "climbing": ["climbs", "climb"], "nursery": ["nursery"], "reception": ["reception"]}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(sorted(_INFLECTED)), min_size=1, max_size=3, unique=True), st.data(),
+       st.sampled_from(["Reolink", "Brook Lane", "Little Acorns", ""]))
+def test_a_value_is_named_by_its_words_in_any_order_and_inflection(words, data, name):
+    value = " ".join(filter(None, [name, *words]))
+    said = [data.draw(st.sampled_from(_INFLECTED[w])) for w in words] + ([name] if name else [])
+    order = data.draw(st.permutations(said))
+    text = "Now Dana " + " and the ".join(order) + " on Sundays."
+    assert value_in(value, text), (value, text)
+
+
+@given(st.sampled_from(["dog", "cat", "car", "partner"]), st.sampled_from(["no {w}", "no {w} now", "without a {w}"]))
+def test_a_value_of_none_is_not_named_by_the_thing_alone(thing, template):
+    assert not value_in(template.format(w=thing), f"Biscuit is Dana's {thing}, a spaniel.")
+
+
 def test_the_first_hit_is_right_when_it_names_the_value_or_comes_from_its_statement_alone():
     switch = Hit(text="We switched from Virgin Media to BT.", sources=frozenset({"s1"}))
     assert right_answer(switch, expected="BT", other="Virgin Media", expected_from=["s1"])

@@ -1,5 +1,6 @@
 import copy
 import threading
+from functools import partial
 
 import numpy as np
 import pytest
@@ -243,7 +244,7 @@ def test_setup_gives_memories_stored_before_concepts_theirs(es_admin, es_prefix,
     subject = make_subject("alice")
     source = _episode_source(subject, text="We flew to Lisbon in May.", source="agent")
     kept = {**source, "text": "Just a violin.", "concepts": "kept as stored"}
-    _store_then_migrate(es_admin, {"0" * 32: source, "1" * 32: kept}, migration_rekey)
+    _store_then_migrate(es_admin, {"0" * 32: source, "1" * 32: kept}, partial(migration_rekey, concepts=True))
     alias = alias_name(MemoryType.EPISODIC)
     got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias, ids=["0" * 32, "1" * 32])["docs"]}
     assert got["0" * 32]["concepts"] == concepts_of("We flew to Lisbon in May.") and "city" in got["0" * 32]["concepts"]
@@ -258,7 +259,7 @@ def test_setup_migrates_episodes_that_name_times_the_calendar_cannot_hold(es_adm
              "2" * 32: "In 10000 years nobody will remember this, we said last Friday."}
     docs = {i: _episode_source(subject, text=t, source="agent", occurred_at="2026-12-04T10:00:00+00:00")
             for i, t in texts.items()}
-    _store_then_migrate(es_admin, docs, migration_rekey)
+    _store_then_migrate(es_admin, docs, partial(migration_rekey, concepts=True))
     got = {d["_id"]: d["_source"] for d in es_admin.mget(index=alias_name(MemoryType.EPISODIC), ids=list(docs))["docs"]}
     assert {i: src["text"] for i, src in got.items()} == texts  # every one migrated, none lost
     assert got["0" * 32]["event_dates"] is None and got["1" * 32]["event_dates"] is None  # named nothing it can hold

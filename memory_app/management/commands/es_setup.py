@@ -1,3 +1,5 @@
+from functools import partial
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -27,7 +29,8 @@ class Command(BaseCommand):
         )
         for warning in caps.errors:
             self.stderr.write(self.style.WARNING(warning))
-        for result in ensure_indices(es=admin_client(), rekey=migration_rekey):
+        rekey = partial(migration_rekey, concepts=settings.ENGRAM_CONCEPTS)
+        for result in ensure_indices(es=admin_client(), rekey=rekey):
             extra = (f" ({result.copied} documents copied{', vectors computed by the new embedder' if result.revectored else ''})"
                      if result.action == "migrated" else "")
             self.stdout.write(f"{result.alias}: {result.action} -> {result.index}{extra}")

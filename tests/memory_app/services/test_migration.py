@@ -23,11 +23,14 @@ _SERVER_ID = "0" * 32
 def test_setup_reads_an_episodes_dates_whatever_it_says_and_whenever_it_happened(text, occurred):
     # With its concepts already stored: only the dates are added (the concepts have properties of their own).
     source = {"memory_type": "episodic", "source": "agent", "text": text, "occurred_at": occurred, "concepts": "x"}
-    migrated = migration_rekey(_SERVER_ID, source)
-    assert migrated == migration_rekey(_SERVER_ID, source)
+    migrated = migration_rekey(_SERVER_ID, source, concepts=True)
+    assert migrated == migration_rekey(_SERVER_ID, source, concepts=True)
     if migrated is not None:
         doc_id, changed = migrated
         when = datetime.fromisoformat(occurred.replace("Z", "+00:00"))
         assert doc_id == _SERVER_ID and changed == {**source, **episode_dates(text=text, occurred_at=when)}
     already = {**source, "states_time": False}
-    assert migration_rekey(_SERVER_ID, already) is None  # dated before: left as stored
+    assert migration_rekey(_SERVER_ID, already, concepts=True) is None  # dated before: left as stored
+    # With concepts off (es_setup passes ENGRAM_CONCEPTS), a memory stored without them gets none.
+    unread = {k: v for k, v in already.items() if k != "concepts"}
+    assert migration_rekey(_SERVER_ID, unread, concepts=False) is None
