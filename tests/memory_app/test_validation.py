@@ -168,6 +168,7 @@ def _taken_or(rule, value, *, takes: bool, code: str, field: str):
 
 @pytest.mark.properties
 @given(value=st.integers(-3, 210) | json_values, limit=st.integers(1, 200))
+@example(value=1, limit=1)  # the mutation run: "2 <= k" passed the seed's draws
 def test_k_is_a_whole_number_from_1_to_the_limit(value, limit):
     takes = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit
     answer = _taken_or(lambda v: validation.clean_k(v, limit=limit), value, takes=takes, code="k_out_of_range",
