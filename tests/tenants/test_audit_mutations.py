@@ -26,6 +26,8 @@ from tenants import audit_chain
 
 from . import audit_samples as S
 
+pytestmark = pytest.mark.fast  # no service: the sample chain and export are built in memory
+
 ROOT = Path(__file__).resolve().parents[2]
 Mutation = tuple[str, Callable]
 EVENT_FIELDS = (*audit_chain.KEYED_FIELDS, "prev_hash", "hash")
