@@ -928,6 +928,7 @@ class Probe:
     candidate: FactCandidate
     reading: ChangeReading
     holder: str
+    fulfilment: ChangeReading | None = None  # the sentence also tells something done (``fulfilment_read``)
 
 
 _OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
@@ -1032,6 +1033,12 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
+        done = fulfilment_read(sentence, self_names=names) if reading is None or reading.kind == NATURAL else None
+        if reading is None and done is not None and carrier is not None:
+            # Something done, told in a fact the extractor wrote: it may end a plan (``plan_target``);
+            # a telling the extractor left out adds no fact of its own.
+            found.probes.append(Probe(candidate=carrier, reading=done, holder=holder, fulfilment=done))
+            continue
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
@@ -1057,7 +1064,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
                 continue
             carrier = FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7)
             found.added.append(carrier)
-        found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder))
+        found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
 
 
@@ -1087,3 +1094,163 @@ def _when(occurred_at: str) -> datetime | None:
 def holder_of(text: str) -> str:
     labelled, _ = speech.split_speaker(text)
     return labelled or "User"
+
+
+# A plan that came true: the speaker's plan or hope ("is going to the book fair", "is thinking about
+# yoga", "a ski trip is on the cards") ended by a later telling of the plan's own thing as done
+# ("went to the book fair", "I've started yoga"). Not a value replaced but a plan's fact ended by its
+# outcome: the supersession's kind says so, and nothing else reads it as a change.
+FULFILLED = "fulfilled"
+
+_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
+                   r"wants? to|intends? to|dying to|keen to|looking forward to|can't wait|will|'ll|"
+                   r"on the cards)\b", re.I)
+# What says the plan is still ahead: told again ("can't wait for ..."), or only prepared for.
+_NOT_YET = re.compile(r"\b(?:will|'ll|going to|gonna|can't wait|counting (?:down|the days)|looking forward|next|soon|"
+                      r"tomorrow|tonight|plan|plans|planning|hope|hoping|thinking|want|wants|wanna|yet|still|working on|"
+                      r"booked|signed up|registered|enrolled|bought (?:the |our |my )?tickets?|reserved|"
+                      r"practis(?:e|ed|ing)|training for|preparing|getting ready)\b", re.I)
+# What says it did not happen, or not yet: put off, called off, given up, missed.
+_NOT_DONE = re.compile(r"\b(?:postponed|put (?:\w+ ){0,3}off|pushed (?:\w+ ){0,3}back|rescheduled|delayed|called off|"
+                       r"cancell?ed|decided (?:against|not)|gave up|given up|didn't|did not|never|couldn't|"
+                       r"could not|wasn't|weren't|hasn't|haven't|not able|missed|pulled out|dropped out|backed out|"
+                       r"skipped|fell through|no longer|not)\b", re.I)
+# Another instance, done before the plan was made ("a conference last year", "years ago").
+_EARLIER_ONE = re.compile(r"\b(?:last year|years? ago|back in|as a (?:kid|child|teen(?:ager)?)|"
+                          r"when (?:i|we) (?:was|were) (?:a|an|young|little|kids|students|at (?:uni|school|college))|in (?:19|20)\d\d|at uni|another|a second|once before|always|ever since|used to)\b",
+                          re.I)
+_DONE_STATE = re.compile(r"\b(?:is|are|'s|was|were)\s+(?:\w+\s+)?(?:finished|done|complete|completed|over|behind (?:me|us))\b",
+                         re.I)
+# Words before an -ed form that make it an adjective ("I'm so excited", "feel settled"), not a past verb.
+_NOT_PAST_BEFORE = frozenset("am is are 'm 're i'm we're you're they're be being so very really too feel feels felt "
+                             "get gets getting a an the".split())
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday weekend spring summer autumn "
+                      "fall winter".split())
+# Where a noun phrase ends: a clause break.
+_PHRASE_BREAK = re.compile(r"\s*[,;:!?.—–]\s*|\s+-\s+|\s+(?:so|but|because|which|since|while|though|although|as)\s+",
+                           re.I)
+DONE_WINDOW = 6  # the words after a past verb that tell what was done ("took the kids camping in the hills")
+
+
+def _past_verbs(words: list[str]) -> list[int]:
+    """The positions of past forms in ``words`` ("went", "we've started"), not adjectives after "is"."""
+    lemmas, forms = speech._verbs()
+    return [n for n, word in enumerate(words)
+            if ((word in forms and word not in lemmas and not word.endswith(("ing", "s")) or word == "was")
+                or (word.endswith("ed") and _is_verb_form(word)))
+            and (n == 0 or words[n - 1] not in _NOT_PAST_BEFORE)
+            # "has been playing": an activity going on, not one done
+            and not (word == "been" and words[n + 1:n + 2] and words[n + 1].endswith("ing"))]
+
+
+# Nouns that hold an activity as their kind ("an exercise routine", "a salsa class"): the word before
+# them names what was done.
+_HOLDERS = frozenset("routine regime class classes session sessions lesson lessons course plan programme program "
+                     "habit schedule".split())
+
+
+def _heads(words: list[str]) -> set[str]:
+    """The nouns of ``words`` that head their phrase: not a modifier of the next noun ("a game
+    avatar" is an avatar), unless that noun only holds an activity ("an exercise routine")."""
+    return {_singular(w.removesuffix("'s")) for n, w in enumerate(words)
+            if _is_noun(w) and not (n + 1 < len(words) and _is_noun(words[n + 1]) and words[n + 1] not in _HOLDERS)}
+
+
+def _done_things(clause: str) -> set[str]:
+    """What ``clause`` tells as done, by the head nouns (``_heads``) of the words after a past verb, up
+    to ``DONE_WINDOW`` within its phrase ("went to the book fair"), and of the subject of "was" or of
+    a state of being done ("the mural is finished", "the fair was great")."""
+    out: set[str] = set()
+    for phrase in _PHRASE_BREAK.split(clause):
+        words = words_of(phrase)
+        for n in _past_verbs(words):
+            out |= _heads(words[:n] if words[n] in ("was", "were") else words[n + 1:n + 1 + DONE_WINDOW])
+        if (done := _DONE_STATE.search(phrase)) is not None:
+            out |= _heads(words_of(phrase[:done.start()]))
+    return out
+
+
+def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The telling of something the speaker did (``FULFILLED``) that may end a plan of theirs, or
+    None: a question, a plan or hope said again, a step towards it, a thing put off, called off or
+    missed, another person's doing, a habit, or one done long before."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _NOT_YET.search(text) or _EARLIER_ONE.search(text) \
+            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        if _NOT_DONE.search(core) or not (_past_verbs(words_of(core)) or _DONE_STATE.search(core)):
+            continue
+        other, what = _subject(core, names)
+        if what == "person":
+            continue  # "my sister went to the fair": her outing
+        return ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True,
+                             other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
+    return None
+
+
+def _is_noun(word: str) -> bool:
+    w = word.removesuffix("'s")
+    return (w not in _STOP and w not in _GENERIC and w not in _WEEKDAYS and w not in MONTHS and len(w) > 2
+            and not w[0].isdigit() and (w in _wordnet_nouns() or _singular(w) in _wordnet_nouns())
+            and not speech.lexicon().mostly_verb(w) and w not in _wordnet_other_only())
+
+
+def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tuple[str, str] | None]:
+    """(the head nouns of the plan ``fact`` tells, its first phrase after the plan's marker: "a
+    transgender conference" gives "conference", "fashion bloggers" "blogger"; and its activity with
+    the word after it: ("ask", "her") for "thinking of asking her out"), or (set(), None) when it
+    tells no plan."""
+    match = _PLAN.search(fact)
+    if match is None:
+        return set(), None
+    # the thing comes before the marker in "a ski trip is on the cards"
+    said = fact[:match.start()] if match.group(0).lower() == "on the cards" else fact[match.end():]
+    phrase = _PHRASE_BREAK.split(said.strip(), maxsplit=1)[0]
+    words = [w for w in words_of(phrase) if w.removesuffix("'s") not in self_names and w != "user"]
+    activity = None
+    for n, word in enumerate(words[:-1]):
+        lemma = _lemma(word)
+        # a verb as a verb: first in the phrase, after "to" or "and", or a gerund ("a dance studio" is no dancing)
+        as_verb = n == 0 or words[n - 1] in ("to", "and") or word.endswith("ing")
+        if as_verb and lemma not in _DULL_VERBS and lemma in speech._verbs()[0] and speech.lexicon().mostly_verb(word) \
+                and lemma not in ("try", "start", "create", "become", "see"):
+            activity = (lemma, words[n + 1])
+            break
+    return _heads(words), activity
+
+
+@functools.cache
+def _wordnet_other_only() -> frozenset[str]:
+    """Adjectives and adverbs WordNet does not know as nouns ("regularly", "nearby")."""
+    return frozenset(w for w in _wordnet_other() if w not in _wordnet_nouns())
+
+
+def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's plan among ``facts`` that ``reading`` (``fulfilment_read``) tells as done, or
+    None: a fact telling a plan or hope (``_PLAN``) of the speaker (it names one of ``self_names``)
+    whose own thing is what the telling says was done (a head noun of the plan's phrase among
+    ``_done_things``, or its activity with the same object: "asking her out", "asked her"), told
+    later than the plan (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    done = _done_things(_LEAD.sub("", reading.clause))
+    told = words_of(reading.clause)
+    best: Link | None = None
+    for fact in facts:
+        fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
+        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at):
+            continue
+        heads, activity = _plan_things(fact.text, self_names=names)
+        shared = heads & done
+        if not shared and activity is not None and any(
+                _lemma(told[n]) == activity[0] and told[n + 1:n + 2] == [activity[1]] for n in _past_verbs(told)):
+            shared = {activity[0]}
+        if not shared:
+            continue
+        link = Link(fact=fact, by="plan", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
+        if best is None or link.score > best.score:
+            best = link
+    return best
