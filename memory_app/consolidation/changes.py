@@ -1222,6 +1222,17 @@ def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tu
     return _heads(words), activity
 
 
+_OTHERS_CLOSE = _PERSON_NOUNS | frozenset("flatmate roommate housemate team band club group class".split())
+
+
+def _someone_elses(fact: str, names: frozenset[str]) -> bool:
+    """The plan ``fact`` tells is another's: "Priya's brother is going to ...", "Priya's flatmate ..."."""
+    words = words_of(fact)
+    return _subject(fact, names)[1] == "person" or any(
+        w.endswith("'s") and w.removesuffix("'s") in names and _singular(nxt) in _OTHERS_CLOSE
+        for w, nxt in zip(words, words[1:], strict=False))
+
+
 @functools.cache
 def _wordnet_other_only() -> frozenset[str]:
     """Adjectives and adverbs WordNet does not know as nouns ("regularly", "nearby")."""
@@ -1241,7 +1252,7 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     best: Link | None = None
     for fact in facts:
         fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
-        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at):
+        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names):
             continue
         heads, activity = _plan_things(fact.text, self_names=names)
         shared = heads & done

@@ -488,7 +488,10 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                 "supporting_episode_ids": list(candidate.episode_ids)})
         for probe in found.probes:
-            probes[_probe_key(probe.candidate)] = probe
+            key = _probe_key(probe.candidate)
+            # a change told in the same fact's words stands before something done (``changes.FULFILLED``)
+            if key not in probes or probe.reading.kind != changes.FULFILLED:
+                probes[key] = probe
     if not added:
         return facts, probes, dropped
     when = {i: e.occurred_at for i, e in episodes.items()}

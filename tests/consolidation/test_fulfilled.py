@@ -81,6 +81,15 @@ def test_another_persons_plan_is_not_ended_by_the_speakers_doing(speaker, planne
     assert not _ends(done.format(x=thing), _plan(planner, thing, plan), name=speaker)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(["brother", "flatmate", "daughter"]), st.sampled_from(THINGS),
+       st.sampled_from(["{n}'s {r} is going to the {x} in March.", "{n}'s {r} is thinking about the {x}."]),
+       st.sampled_from(DONE))
+def test_a_plan_of_someone_close_to_the_speaker_is_theirs(name, relation, thing, plan, done):
+    fact = StoredFact(id="p1", text=plan.format(n=name, r=relation, x=thing), valid_from="2025-01-10T10:00:00+00:00")
+    assert not _ends(done.format(x=thing), fact, name=name)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(NAMES), st.sampled_from(THINGS), st.sampled_from(PLANS), st.sampled_from([
     "My sister went to the {x} on Saturday.", "Our neighbour did the {x} last weekend.",
