@@ -1047,6 +1047,10 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.remarks.append(rendered)
             continue
         if reading is None:
+            if carrier is None and not labelled and plan_statement(sentence):
+                # a plan of the end-user's own the extractor skipped: what a later telling may end
+                found.added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
+                continue
             if carrier is None and _slot_statement(sentence, self_names=names):
                 if labelled:
                     found.remarks.append(rendered)
@@ -1153,7 +1157,8 @@ def _heads(words: list[str]) -> set[str]:
     """The nouns of ``words`` that head their phrase: not a modifier of the next noun ("a game
     avatar" is an avatar), unless that noun only holds an activity ("an exercise routine")."""
     return {_singular(w.removesuffix("'s")) for n, w in enumerate(words)
-            if _is_noun(w) and not (n + 1 < len(words) and _is_noun(words[n + 1]) and words[n + 1] not in _HOLDERS)}
+            if _is_noun(w, words[:n]) and not (n + 1 < len(words) and _is_noun(words[n + 1], words[:n + 1])
+                                                and words[n + 1] not in _HOLDERS)}
 
 
 def _done_things(clause: str) -> set[str]:
@@ -1191,11 +1196,20 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
     return None
 
 
-def _is_noun(word: str) -> bool:
+_DETERMINERS = frozenset("a an the my our his her their this that these those some".split())
+
+
+def _is_noun(word: str, before: Sequence[str] = ()) -> bool:
+    """A noun that can name a plan's thing: one WordNet knows as a noun, or a word it does not know
+    at all (a "triathlon"); a word mostly a verb ("test") only after a determiner ("my driving test")."""
     w = word.removesuffix("'s")
-    return (w not in _STOP and w not in _GENERIC and w not in _WEEKDAYS and w not in MONTHS and len(w) > 2
-            and not w[0].isdigit() and (w in _wordnet_nouns() or _singular(w) in _wordnet_nouns())
-            and not speech.lexicon().mostly_verb(w) and w not in _wordnet_other_only())
+    if w in _STOP or w in _GENERIC or w in _WEEKDAYS or w in MONTHS or len(w) <= 2 or w[0].isdigit() \
+            or w in _wordnet_other_only():
+        return False
+    known = w in _wordnet_nouns() or _singular(w) in _wordnet_nouns()
+    if not known:
+        return w not in _wordnet_other() and not _is_verb_form(w) and w not in speech._verbs()[0]
+    return not speech.lexicon().mostly_verb(w) or bool(_DETERMINERS & set(before[-2:]))
 
 
 def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tuple[str, str] | None]:
@@ -1209,7 +1223,9 @@ def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tu
     # the thing comes before the marker in "a ski trip is on the cards"
     said = fact[:match.start()] if match.group(0).lower() == "on the cards" else fact[match.end():]
     phrase = _PHRASE_BREAK.split(said.strip(), maxsplit=1)[0]
-    words = [w for w in words_of(phrase) if w.removesuffix("'s") not in self_names and w != "user"]
+    # the speaker's name as a possessive is a determiner ("Elspeth's driving test"); otherwise no thing
+    words = ["my" if w.endswith("'s") and w.removesuffix("'s") in self_names else w for w in words_of(phrase)
+             if not (w in self_names or w == "user")]
     activity = None
     for n, word in enumerate(words[:-1]):
         lemma = _lemma(word)
@@ -1239,6 +1255,35 @@ def _wordnet_other_only() -> frozenset[str]:
     return frozenset(w for w in _wordnet_other() if w not in _wordnet_nouns())
 
 
+_OWN_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now),?\s+)?(?:i|i'm|i am|we|we're|we are|i've|we've|my|our)\b", re.I)
+
+
+def plan_statement(sentence: str) -> bool:
+    """``sentence`` tells a plan or hope of the speaker's own about a thing ("I'm thinking about a
+    sprint triathlon this summer", "My driving test is on the cards"): not a question, not to the
+    listener, not a plan given up or turned down ("was going to", "not going to")."""
+    text = sentence.replace("’", "'").strip()
+    if _is_question(text) or re.search(r"\b(?:you\w*|please)\b", text, re.I) or _GIVEN_UP.search(text) \
+            or re.search(r"\b(?:not|never|won't|no)\b", text, re.I) or not _OWN_PLAN.match(text):
+        return False
+    heads, _ = _plan_things(text, self_names=frozenset())
+    return bool(heads)
+
+
+# Verbs that tell any plan done ("finished the kitchen", "did the triathlon", "been to"); another verb must be
+# the plan's own activity ("planning to run the marathon", "ran it").
+_GENERAL_DONE = frozenset("finish do complete start go have get pass attend manage be".split())
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(MONTHS) + r")\s+((?:19|20)\d\d)\b", re.I)
+
+
+def _not_due(fact: str, told_at: str | None) -> bool:
+    """The plan names a month still ahead when the telling is told ("an art show in September 2023",
+    told in August): what was done then is not that plan."""
+    when = _when(told_at or "")
+    return when is not None and any((int(m.group(2)), MONTHS[m.group(1).lower()]) > (when.year, when.month)
+                                    for m in _MONTH_YEAR.finditer(fact))
+
+
 def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
                 told_at: str | None = None) -> Link | None:
     """The speaker's plan among ``facts`` that ``reading`` (``fulfilment_read``) tells as done, or
@@ -1252,10 +1297,14 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     best: Link | None = None
     for fact in facts:
         fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
-        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names):
+        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names) \
+                or _not_due(fact.text, told_at):
             continue
         heads, activity = _plan_things(fact.text, self_names=names)
         shared = heads & done
+        if shared and activity is not None and not _DONE_STATE.search(reading.clause) and not (
+                {_lemma(told[n]) for n in _past_verbs(told)} & (_GENERAL_DONE | {activity[0]})):
+            shared = set()  # "going to show my paintings", then "made a painting": another doing of the thing
         if not shared and activity is not None and any(
                 _lemma(told[n]) == activity[0] and told[n + 1:n + 2] == [activity[1]] for n in _past_verbs(told)):
             shared = {activity[0]}

@@ -131,6 +131,19 @@ def test_an_outcome_told_in_the_same_sitting_as_the_plan_ends_nothing():
     assert _ends("I went to the ski trip on Saturday and loved every minute.", fact, name="Priya")
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(THINGS), st.sampled_from(DONE), st.integers(1, 10))
+def test_a_plan_for_a_month_still_ahead_is_not_ended(thing, done, ahead):
+    fact = StoredFact(id="p1", text=f"Ines is going to the {thing} in {_MONTH_NAMES[(1 + ahead) % 12]} "
+                                    f"{2025 + (1 + ahead) // 12}.", valid_from="2024-11-10T10:00:00+00:00")
+    assert not _ends(done.format(x=thing), fact, name="Ines", told_at="2025-01-10T10:00:00+00:00")
+    assert _ends(done.format(x=thing), fact, name="Ines", told_at="2026-01-10T10:00:00+00:00")
+
+
+_MONTH_NAMES = ["December", "January", "February", "March", "April", "May", "June", "July", "August", "September",
+                "October", "November"]
+
+
 def test_an_activity_planned_is_ended_by_the_same_activity_done_with_the_same_object():
     fact = StoredFact(id="p1", text="Kofi is thinking of inviting her to the gala.", valid_from="2025-01-10")
     assert _ends("I invited her last night and she said yes.", fact, name="Kofi")
