@@ -1235,7 +1235,33 @@ def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tu
                 and lemma not in ("try", "start", "create", "become", "see"):
             activity = (lemma, words[n + 1])
             break
+    # the first noun phrase only: a preposition after a noun starts its complement ("an organizer
+    # of tournaments", "a strategy game like Civilization")
+    for n in range(1, len(words)):
+        if words[n] in _PREPOSITIONS and _is_noun(words[n - 1], words[:n - 1]):
+            words = words[:n]
+            break
     return _heads(words), activity
+
+
+_PREPOSITIONS = frozenset("of for in at on with about from by like into onto over through after before during "
+                          "near than".split())
+
+
+def _plan_kinds(fact: str, head: str, *, self_names: frozenset[str]) -> set[str]:
+    """The nouns just before ``head`` in the plan ``fact`` ("baseball" in "a baseball game"): a kind of
+    the thing the telling must name too ("streamed a game" is no baseball game)."""
+    words = ["my" if w.endswith("'s") and w.removesuffix("'s") in self_names else w for w in words_of(fact)
+             if not (w in self_names or w == "user")]
+    out: set[str] = set()
+    for n, word in enumerate(words):
+        if _singular(word.removesuffix("'s")) == head:
+            m = n - 1
+            while m >= 0 and _is_noun(words[m], words[:m]) and words[m] not in _HOLDERS:
+                out.add(_singular(words[m]))
+                m -= 1
+            break
+    return out
 
 
 _OTHERS_CLOSE = _PERSON_NOUNS | frozenset("flatmate roommate housemate team band club group class".split())
@@ -1294,6 +1320,7 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     names = frozenset(n.lower() for n in self_names if n)
     done = _done_things(_LEAD.sub("", reading.clause))
     told = words_of(reading.clause)
+    said = {_singular(w.removesuffix("'s")) for w in told}
     best: Link | None = None
     for fact in facts:
         fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
@@ -1301,7 +1328,7 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
                 or _not_due(fact.text, told_at):
             continue
         heads, activity = _plan_things(fact.text, self_names=names)
-        shared = heads & done
+        shared = {h for h in heads & done if _plan_kinds(fact.text, h, self_names=names) <= said}
         if shared and activity is not None and not _DONE_STATE.search(reading.clause) and not (
                 {_lemma(told[n]) for n in _past_verbs(told)} & (_GENERAL_DONE | {activity[0]})):
             shared = set()  # "going to show my paintings", then "made a painting": another doing of the thing
