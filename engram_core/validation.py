@@ -71,7 +71,7 @@ def clean_datetime(value: Any, *, field: str) -> datetime | None:
         return None
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+            value = datetime.fromisoformat(value)  # Python 3.11's reads a trailing Z as UTC
         except ValueError:
             raise ValidationFailed(f"{field} is not an ISO 8601 date-time: {value[:100]!r}",
                                    details={"field": field}, code="invalid_datetime") from None

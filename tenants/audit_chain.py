@@ -278,7 +278,12 @@ class PublicKeys:
         if why := _window_problem(what, kid, self.windows, at, self.source):
             return why
         try:
-            self.keys[kid].verify(bytes.fromhex(str(signature)), message)
+            raw = bytes.fromhex(str(signature))
+            # Only the text Engram writes (lower-case hex): fromhex also reads upper case and white
+            # space, so an edited signature would otherwise verify.
+            if raw.hex() != signature:
+                raise ValueError(signature)
+            self.keys[kid].verify(raw, message)
         except (InvalidSignature, ValueError):
             return f"{what} is not signed by its key (key id {kid}): forged or changed"
         return ""

@@ -30,6 +30,9 @@ settings.register_profile("engram", max_examples=int(os.environ.get("ENGRAM_HYPO
                           deadline=None, derandomize=False, print_blob=True)
 # More of the same, for a search on purpose: HYPOTHESIS_PROFILE=engram-thorough scripts/test -m properties
 settings.register_profile("engram-thorough", parent=settings.get_profile("engram"), max_examples=3000)
+# Mutation testing (scripts/mutation): the same budget without the example database, so one
+# mutant's failing examples are not replayed against the next (each verdict stands alone).
+settings.register_profile("engram-mutation", parent=settings.get_profile("engram"), database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "engram"))
 
 _SEED_DEST = "hypothesis_seed"

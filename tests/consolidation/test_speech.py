@@ -115,8 +115,9 @@ def test_the_statement_rules_drop_feelings_suggestions_and_intentions_when_asked
 
 def test_the_others_rule_drops_what_a_group_holds_but_keeps_what_it_did():
     maxim = "We all have our own roads through the hard seasons."
-    assert read(maxim, rules=LOOSE).about_speaker  # others 0: kept
+    assert read(maxim, rules=LOOSE).why == "maxim"  # a group's maxim is no fact, whatever ``others`` says
     assert read(maxim, rules=replace(LOOSE, others=1)).why == "others"
+    assert read("We hike the ridge trail above Leith every Sunday.", rules=LOOSE).about_speaker  # others 0: kept
     assert read("We drove to the coast for the lantern festival.", rules=replace(LOOSE, others=1)).about_speaker
     assert read("We even drove to the coast for the festival.", rules=replace(LOOSE, others=1)).about_speaker
     assert read("We drove to the coast for the festival.", rules=replace(LOOSE, others=2)).why == "others"
@@ -411,7 +412,8 @@ def test_an_offer_is_never_a_fact(thing, front, verb):
 @given(_THING, st.sampled_from(["Thanks for helping me with", "Thank you for encouraging me to try",
                                 "Still following my plans for", "Just fixing my"]))
 def test_a_thanks_or_an_act_without_its_subject_is_a_fragment(thing, front):
-    assert read(plain(strip_opener(f"{front} the garden shed and {thing}."))).why == "fragment"
+    # A thanks keeps its "Thanks"/"Thank you" now (no clause is left without it): a fragment, or said to "you".
+    assert read(plain(strip_opener(f"{front} the garden shed and {thing}."))).why in ("fragment", "address")
 
 
 @settings(max_examples=150, deadline=None)
@@ -482,6 +484,7 @@ def test_plain_drops_the_chats_markers_and_keeps_what_is_said():
     assert plain("It's been a while! I adopted a cat in June.") == "I adopted a cat in June."
     assert plain("ß") == "ß"  # found by the property below: "ß".upper() is "SS"
     assert plain("0\U0001F02C0") == "0 0"  # found by the property below: an emoji between words joined them
+    assert plain("0\u2776") == "0\u2776"  # found by the property below: a circled digit is a word's, not an emoji
 
 
 @settings(max_examples=300, deadline=None)
@@ -543,3 +546,64 @@ def test_no_locomo_text_is_in_the_consolidation_code_tests_or_docs():
     copied = {str(p.relative_to(REPO)): sorted(_runs(p.read_text(encoding="utf-8")) & seen)
               for p in ours if p.exists()}
     assert copied == {name: [] for name in copied}
+
+
+# Issue 68's seventh pass: an opener is taken off only when what is left is still a clause.
+_OPENER_WORDS = st.sampled_from(["So", "Well", "Oh", "Also", "Right", "Great", "Thanks", "Wow", "Yeah", "Actually"])
+_CLAUSE_FRONT = st.sampled_from(["I", "I've", "we", "my", "our", "the", "she", "Rosa"])
+_NO_CLAUSE_FRONT = st.sampled_from(["far", "done", "to", "much", "for", "good", "enough", "very"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_OPENER_WORDS.filter(lambda w: w not in ("Also",)), _NO_CLAUSE_FRONT, _THING)
+def test_an_opener_stays_when_what_is_left_is_no_clause(opener, front, thing):
+    """"So far, so good": "far, so good" is no clause, so "So" is part of what is said."""
+    sentence = f"{opener} {front} {thing}."
+    out = strip_opener(sentence)
+    assert out == sentence or not out.lower().startswith(front + " "), out
+
+
+@settings(max_examples=200, deadline=None)
+@given(_OPENER_WORDS, st.sampled_from([",", "!", ", Tomas,"]), _CLAUSE_FRONT, _THING)
+def test_an_opener_goes_when_a_clause_is_left(opener, mark, front, thing):
+    out = strip_opener(f"{opener}{mark} {front} moved {thing}.")
+    assert out == f"{front} moved {thing}.", out
+
+
+@pytest.mark.parametrize("sentence, stripped", [
+    ("So far, so good - the new job suits me.", "So far, so good - the new job suits me."),
+    ("Thanks for asking, they're fine - we got another cat.", "they're fine - we got another cat."),
+    ("Thank you so much for the lift! I got home at 9.", "I got home at 9."),
+    ("Oh wow, Tomas! I finally finished the shed.", "I finally finished the shed."),
+])
+def test_strip_opener_examples(sentence, stripped):
+    assert strip_opener(sentence) == stripped
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["really", "definitely", "just", "still", "honestly"]),
+       st.sampled_from([("don't", "doesn't"), ("haven't", "hasn't"), ("do not", "does not"), ("have not", "has not")]))
+def test_the_auxiliary_after_adverbs_agrees_with_the_speaker(adverb, forms):
+    """"I definitely don't underestimate it" → "Rosa definitely doesn't ...", never "dons't"."""
+    mine, theirs = forms
+    assert third_person(f"I {adverb} {mine} like the harbour pub.", name="Rosa") == \
+        f"Rosa {adverb} {theirs} like the harbour pub."
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I had to apologize to", "I told", "I said sorry to", "I promised", "I recommended the bakery to",
+                        "I've told"]),
+       st.sampled_from(["my landlord in Leith", "my sister Ana", "the choir leader", "my boss at the harbour office"]))
+def test_what_was_said_before_is_an_event_not_a_stance(front, who):
+    """"I agree", "I bet" take a stance in the exchange; "I had to apologise to my flatmate", "I told my
+    boss" tell of something done, which stays."""
+    assert read(plain(f"{front} {who} about the flood last week.")).about_speaker
+    assert read(plain("I agree with the plan for the choir trip.")).why == "stance"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I used to run IT for", "I look after the IT at", "I moved into IT support at"]),
+       st.sampled_from(["the harbour school", "Leith Library", "my sister's bakery"]), st.sampled_from([1, 2]))
+def test_it_in_capitals_is_the_trade_not_a_pronoun(front, place, vague):
+    """"I used to run IT for the school": "IT" leans on nothing said before (``vague`` 2 dropped it)."""
+    assert read(f"{front} {place} in Leith.", rules=replace(StatementRules(), vague=vague)).why != "vague"

@@ -250,3 +250,27 @@ def test_n_years_ago_or_ahead_names_that_year_or_nothing(n, now, ahead):
     if not ahead:
         window = query_time_window(f"what happened {said}?", now=now)
         assert (window.start.year if window else None) == (year if held else None)
+
+
+@pytest.mark.properties
+@given(n=st.integers(0, 4000), unit=st.sampled_from(["day", "week", "year"]),
+       now=moments.filter(lambda m: m.tzinfo is None), plural=st.booleans())
+@example(n=2, unit="week", now=NOW.replace(tzinfo=None), plural=True)
+def test_a_question_naming_n_units_ago_reads_about_that_time(n, unit, now, plural):
+    """"N days ago" is that day give or take one, "N weeks ago" that day give or take half a week,
+    "N years ago" that whole year (the mutation run, scripts/mutation: windows one day or a
+    month off, or naive, passed every property before)."""
+    said = f"{n} {unit}{'s' if plural else ''} ago"
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=UTC)
+    try:
+        if unit == "year":
+            expected = (datetime(today.year - n, 1, 1, tzinfo=UTC), datetime(today.year - n + 1, 1, 1, tzinfo=UTC))
+        else:
+            centre, slack = today - timedelta(days=n * (7 if unit == "week" else 1)), (4 if unit == "week" else 1)
+            expected = (centre - timedelta(days=slack), centre + timedelta(days=slack + 1))
+    except (OverflowError, ValueError):
+        expected = None
+    window = query_time_window(f"What happened {said}?", now=now)
+    assert ((window.start, window.end, window.phrase) if window else None) == (*expected, said) if expected else True
+    if window is not None:
+        assert window.start.tzinfo is UTC and window.end.tzinfo is UTC

@@ -140,3 +140,119 @@ def test_a_whole_write_is_accepted_or_refused_whatever_it_holds(operation, paylo
         payload = {**payload, "episodes": episodes}
     assert _answer(lambda p: validation.write_validate(operation=operation, payload=p, limits=LIMITS), payload) == \
         _answer(lambda p: validation.write_validate(operation=operation, payload=p, limits=LIMITS), payload)
+
+
+# ---------------------------------------------------------------- what each rule takes, exactly
+# The properties above hold of any rule that answers consistently; these state the rules (the
+# mutation run, scripts/mutation, showed that k, confidence, cascade, role or timezone rules taking
+# anything, or refusing with another code or no field, passed them).
+
+import unicodedata  # noqa: E402
+import zoneinfo  # noqa: E402
+
+from engram_core.es.schema import MemoryType  # noqa: E402
+
+_ZONES = sorted(zoneinfo.available_timezones())
+
+
+def _taken_or(rule, value, *, takes: bool, code: str, field: str):
+    """``rule(value)`` when it ``takes`` the value, else a ValidationFailed of ``code`` naming ``field``."""
+    if takes:
+        return rule(value)
+    with pytest.raises(ValidationFailed) as refused:
+        rule(value)
+    assert (refused.value.code, refused.value.details.get("field")) == (code, field)
+    assert isinstance(refused.value.message, str) and refused.value.message
+    return refused.value
+
+
+@pytest.mark.properties
+@given(value=st.integers(-3, 210) | json_values, limit=st.integers(1, 200))
+@example(value=1, limit=1)  # the mutation run: "2 <= k" passed the seed's draws
+def test_k_is_a_whole_number_from_1_to_the_limit(value, limit):
+    takes = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit
+    answer = _taken_or(lambda v: validation.clean_k(v, limit=limit), value, takes=takes, code="k_out_of_range",
+                       field="k")
+    assert answer == value if takes else answer.details == {"field": "k", "max": limit}
+
+
+@pytest.mark.properties
+@given(value=st.floats(-0.5, 1.5) | st.integers(-2, 3) | st.sampled_from([0.0, 1.0, 1, 0, -0.0, 1e-300])
+       | json_values)
+def test_confidence_is_a_number_from_0_to_1_read_as_a_float(value):
+    takes = isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+    answer = _taken_or(validation.clean_confidence, value, takes=takes, code="invalid_confidence", field="confidence")
+    if takes:
+        assert type(answer) is float and answer == value
+
+
+@pytest.mark.properties
+@given(value=st.booleans() | st.none() | json_values)
+def test_cascade_is_true_false_or_absent_for_true(value):
+    takes = value is None or isinstance(value, bool)
+    answer = _taken_or(validation.clean_cascade, value, takes=takes, code="invalid_cascade", field="cascade")
+    assert answer is (True if value is None else value) if takes else True
+
+
+_NAMED = [(validation.clean_role, validation.EPISODE_ROLES, "invalid_role", "role"),
+          (validation.clean_contradiction, validation.CONTRADICTIONS, "invalid_contradiction", "contradiction"),
+          (validation.clean_reason, tuple(validation.FORGET_REASONS), "invalid_reason", "reason"),
+          (validation.clean_memory_type, tuple(t.value for t in MemoryType), "unknown_memory_type", "type")]
+
+
+@pytest.mark.properties
+@given(data=st.data(), rule=st.sampled_from(_NAMED))
+def test_a_named_choice_is_one_of_its_names_and_nothing_else(data, rule):
+    clean, names, code, field = rule
+    value = data.draw(st.sampled_from(names) | st.sampled_from(names).map(str.upper) | json_values)
+    answer = _taken_or(clean, value, takes=value in names, code=code, field=field)
+    assert answer == value if value in names else True
+
+
+@pytest.mark.properties
+@given(values=st.none() | st.lists(st.sampled_from([t.value for t in MemoryType]), max_size=6) | json_values)
+def test_types_are_a_non_empty_list_of_memory_types_kept_once_in_order(values):
+    names = [t.value for t in MemoryType]
+    takes = values is None or (isinstance(values, list) and bool(values) and all(
+        isinstance(v, str) and v in names for v in values))
+    codes = "invalid_types" if not isinstance(values, list) or not values else "unknown_memory_type"
+    answer = _taken_or(validation.clean_types, values, takes=takes, code=codes,
+                       field="types" if codes == "invalid_types" else "type")
+    if takes:
+        assert answer == (list(MemoryType) if values is None else [MemoryType(v) for v in dict.fromkeys(values)])
+
+
+@pytest.mark.properties
+@given(value=st.sampled_from(_ZONES) | st.none() | st.just("") | json_values | st.text(max_size=70))
+def test_a_timezone_is_an_iana_name_or_absent(value):
+    takes = value in (None, "") or value in _ZONES
+    answer = _taken_or(validation.clean_timezone, value, takes=takes or (
+        isinstance(value, str) and _zone(value) is not None), code="invalid_timezone", field="timezone")
+    if value in (None, ""):
+        assert answer is None
+    elif takes:
+        assert answer == zoneinfo.ZoneInfo(value)
+
+
+def _zone(name):
+    """ZoneInfo's own reading of ``name`` (it also takes a few names outside available_timezones)."""
+    try:
+        return zoneinfo.ZoneInfo(name) if len(name) <= validation.TIMEZONE_MAX_CHARS else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+_IDS = st.text("abcdef0123456789-", min_size=1, max_size=70)
+
+
+@pytest.mark.properties
+@given(values=st.none() | st.lists(_IDS | _IDS.map(lambda i: f" {i} ") | json_values, max_size=6) | json_values,
+       limit=st.integers(1, 5))
+def test_ids_are_a_list_of_possible_memory_ids_within_the_limit_kept_once_trimmed(values, limit):
+    possible = isinstance(values, list) and all(isinstance(v, str) and 0 < len(v.strip()) <= 64 and not any(
+        unicodedata.category(c) == "Cc" for c in v.strip()) for v in values)
+    takes = values is None or (possible and len(values) <= limit)
+    answer = _taken_or(lambda v: validation.clean_ids(v, field="supersedes", limit=limit), values, takes=takes,
+                       code="invalid_ids", field="supersedes")
+    if takes:
+        assert answer == list(dict.fromkeys(v.strip() for v in values or []))

@@ -26,6 +26,8 @@ from tenants import audit_chain
 
 from . import audit_samples as S
 
+pytestmark = pytest.mark.fast  # no service: the sample chain and export are built in memory
+
 ROOT = Path(__file__).resolve().parents[2]
 Mutation = tuple[str, Callable]
 EVENT_FIELDS = (*audit_chain.KEYED_FIELDS, "prev_hash", "hash")
@@ -366,3 +368,46 @@ def test_any_single_byte_changed_in_an_export_file_is_refused_by_the_offline_ver
     code = audit_chain.main(["--public-key", str(keys), str(export)])
     out = capsys.readouterr().out
     assert code == 1 and ("export REFUSED" in out or "BROKEN" in out.upper()), (at, byte, out)
+
+
+# ---------------------------------------------------------------- signatures, as written
+
+_HEX = "0123456789abcdefABCDEF"
+
+
+@st.composite
+def _respelled(draw, signature: str) -> str:
+    """``signature`` (lower-case hex, as Engram writes it) written another way: some digits in
+    upper case, white space between its bytes (both read as the same bytes by ``bytes.fromhex``),
+    or any other hex-like text."""
+    how = draw(st.sampled_from(["case", "space", "any"]))
+    if how == "case":
+        upper = draw(st.sets(st.integers(0, len(signature) - 1), min_size=1))
+        text = "".join(c.upper() if i in upper else c for i, c in enumerate(signature))
+    elif how == "space":
+        at = 2 * draw(st.integers(0, len(signature) // 2))
+        text = signature[:at] + draw(st.sampled_from([" ", "\t", "\n", "  "])) + signature[at:]
+    else:
+        text = draw(st.text(_HEX + " \t", max_size=140))
+    assume(text != signature)
+    return text
+
+
+@pytest.mark.properties
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(_BYTE_EXPORTS)), st.booleans(), st.data())
+def test_a_signature_is_taken_only_as_engram_wrote_it(label, stored, data):
+    """The export's signature, or the latest stored checkpoint's (nothing after it repeats it),
+    written any other way is refused: a verified file or chain is byte for byte what was signed.
+    Found by the mutation run's fixed seed: the end line's signature with one hex digit in upper
+    case verified OK (``bytes.fromhex`` reads either case)."""
+    if stored:
+        sample = S.sample_chain()
+        latest = sample.checkpoints[-1]
+        latest["signature"] = data.draw(_respelled(latest["signature"]))
+        assert not sample.verify().ok and not sample.verify(keyring=None).ok
+        return
+    lines = list(_exports()[label])
+    end = json.loads(lines[-1])
+    lines[-1] = audit_chain.export_line({**end, "signature": data.draw(_respelled(end["signature"]))})
+    assert not S.verify_export(lines).ok and not S.verify_export(lines, keyring=S.KEYRING).ok

@@ -417,8 +417,18 @@ class RulesExtractor:
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
             sentence = speech.with_subject(speech.plain(speech.strip_opener(sentence)))
+            if previous_general is None and speech.leans(speech.strip_opener(sentence)):
+                # Nothing before it in the turn to lean on: its first clause names no one; what it
+                # says of the speaker after that clause is read on its own (``alone``), else nothing.
+                rest = speech.after_leaning(speech.strip_opener(sentence)) if self.statements.alone else ""
+                if not rest:
+                    if self.trace is not None:
+                        self.trace.append((episode.id, sentence, "leaning"))
+                    continue
+                sentence = rest
+            # What opens on "she and I" or "this morning" with nothing before it is a statement of its own.
             reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
-                                  alone=self.statements.alone and previous_general is None, family=family)
+                                  alone=previous_general is None, family=family)
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:

@@ -44,7 +44,20 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
                      r"fun fact|funny enough|to be honest|for the record)"
-                     r"(?:,?\s+(?-i:[A-Z][a-z]+))?[,!.:]*\s+)+", re.I)
+                     r"(?:,?\s+(?-i:[A-Z][a-z]+)(?=\s*[,!.:;–—-]))?(?:\s*[,!.:;–—-]+)?\s+)", re.I)
+# Thanks for something, said before the statement ("Thanks for asking, they're fine - ...").
+_THANKS_FOR = re.compile(r"^(?:thanks|thank you)(?: so much)? for [^,;!.–—]+[,;!.–—]+\s*", re.I)
+# Words a clause can start with: what is left after an opener must start with one of them or a
+# capital ("So far, so good": "far, so good" is no clause, so "So" stays).
+_CLAUSE_START = frozenset("""
+i i'm i've i'd i'll me my mine we we're we've we'd we'll us our ours he he's she she's it it's they they're they've
+you you're your there there's this that these those what who the a an his her their its some any one two three
+then recently finally lately today yesterday tonight last next since after when once luckily sadly
+fortunately unfortunately currently anyway also just still even
+""".split())
+_PREPOSITIONS = frozenset("in with on at by from during after before without through over about".split())
+# Words that continue an opener into a phrase of its own: "so far", "well done", "great to hear", "thanks for".
+_CONTINUES = frozenset("far done to for much enough good".split())
 _QUESTION = re.compile(r"\?\s*$")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|those|these|she|he|which)\b", re.I)
 # Words that say how the speaker feels about what was said, not what is so.
@@ -168,7 +181,27 @@ def names_speaker(sentence: str) -> bool:
 
 
 def strip_opener(sentence: str) -> str:
-    return _OPENER.sub("", sentence).strip()
+    """The sentence without the interjections, thanks and listener's name in front of it ("Oh wow,
+    Tomas! I finally ..." → "I finally ..."), each taken off only when what is left still starts a
+    clause."""
+    out = sentence.strip()
+    m = _THANKS_FOR.match(out) or _OPENER.match(out)
+    if m is None:
+        return out
+    rest = out[m.end():].strip()
+    inner = strip_opener(rest)
+    if inner != rest:  # "Oh wow, Tomas! I ...": another opener follows, and a clause after it
+        return inner
+    first = _WORD.match(rest)
+    if first is None:
+        return out
+    word = first.group(0).lower()
+    # After a mark ("Yeah, ...", "Wow! ...") the opener stands apart; without one ("So far, so
+    # good", "Well done on ...") it may be the start of what is said.
+    marked = bool(re.search(r"[,!.:;–—-]\s*$", out[:m.end()]))
+    clause = rest[0].isupper() or word in _CLAUSE_START or word.endswith("ing") or word in _PREPOSITIONS
+    joined = out[:m.end()].split()[0].lower() in ("and", "but", "plus", "also")  # joins to what was said before
+    return rest if clause or ((marked or joined) and word not in _CONTINUES) else out
 
 
 def own_part(sentence: str) -> str:
@@ -308,8 +341,10 @@ class StatementRules:
     what the speaker's group holds; 1 drops it unless it tells of something done (past tense: "we
     went to the Rockies"), 2 always ("we all have different paths"). ``showing``: a sentence that shows the listener
     something ("Here's a pic of my garden", "take a look") is dropped. ``alone``: a sentence opening
-    on "it", "they" or "this" with no statement before it in the turn to continue is read as a
-    statement of its own ("They kept me going, I've known these neighbours for 6 years").
+    on a pronoun or demonstrative ("he", "it", "that", "they" …) with no statement before it in the
+    turn is no fact of its own (its referent is elsewhere); when on, the clause about the speaker
+    after its leaning clause is read on its own ("They kept me going, I've known these neighbours
+    for 6 years" → "I've known these neighbours for 6 years"), when off the sentence is dropped.
     ``reactions``: a sentence telling how something seen or heard moved the speaker ("Seeing the
     kids so happy at the fair was the best", "Hearing that song made me cry") is dropped: a momentary
     reaction, not something that stays true of them."""
@@ -321,7 +356,7 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 1
+    vague: int = 2
     others: int = 0
     showing: bool = True
     alone: bool = True
@@ -386,9 +421,10 @@ _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going 
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
 
 
-_REFERENCE = re.compile(r"\b(?:it|this|these|those)\b", re.I)
+# "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
+_REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
 # A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
-_LEANING = re.compile(r"\b(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
+_LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
                       r"there(?! *(?:is|are|was|were|'s|'re|will|has|have|had)\b))\b", re.I)
 _FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
 _GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
@@ -401,7 +437,7 @@ _SHOWING = re.compile(r"\b(?:but|and|so) (?:check (?:out (?:what|this|these|that
 # What a sentence starts with when its subject was left out and it is no statement of its own:
 # a finite verb or an adverb ("Is the book that ...", "Really made me think ...").
 _FRAGMENT_START = frozenset("""
-is are was were has have had been being am feels felt seems seemed looks sounds makes made always really almost
+thanks thank is are was were has have had been being am feels felt seems seemed looks sounds makes made always really almost
 only even never totally definitely won't can't haven't hasn't hadn't didn't doesn't isn't wasn't wouldn't
 """.split())
 
@@ -430,9 +466,19 @@ _REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising
 _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
                      r"(?:speaking of(?: [^,.!?]{1,40})?|though),\s+)", re.I)
-_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+" r"\s*")
+
+
+def _symbols(*spans: tuple[int, int]) -> str:
+    """A character class of the emoji and pictographs in ``spans``, less the word characters among
+    them: the blocks hold digits too ("❶", "🄁"), and a digit is part of what is said."""
+    chars = [chr(c) for first, last in spans for c in range(first, last + 1) if not chr(c).isalnum()]
+    return "[" + "".join(re.escape(c) for c in chars) + "\uFE0F\u200D]"
+
+
+_EMOJI_CLASS = _symbols((0x1F000, 0x1FAFF), (0x2600, 0x27BF))
+_EMOJI = re.compile(_EMOJI_CLASS + r"+\s*")
 # An emoji between two words stands for a space: taken away, it would join them ("0🀬0" → "00").
-_EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+(?=\w)")
+_EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)" + _EMOJI_CLASS + r"+(?=\w)")
 _SINCE_WE_SPOKE = re.compile(r",?\s*\bsince (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up)\b,?\s*|"
                              r"^(?:it's|it has) been (?:a while|ages|forever|too long)\s*[,!.:;–—-]+\s*", re.I)
 
@@ -467,6 +513,33 @@ def with_subject(sentence: str) -> str:
             or (lex.is_concrete_noun(word) and not lex.mostly_verb(word))):
         return sentence
     return f"I {word}{sentence[m.end():]}"
+
+
+# What holds of everyone, said as "we": "we all have our own paths", "we're both on different
+# roads", "we can make a difference", "we gotta stick together".
+_GROUP_MAXIM = re.compile(r"\b[Ww]e(?:'re| are| have|'ve)?(?: (?:all|both))\b|"
+                          r"\b[Ww]e (?:\w+ly )?(?:can|gotta|got to|need to|have to|must)\b")
+
+
+_FRAME = re.compile(r"^I (?:really |truly )?(?:think|believe|feel like|guess|reckon|know)(?: that)? ")
+
+
+def group_maxim(sentence: str) -> bool:
+    """Whether a "we"/"us" sentence that names no family or singular speaker states a general truth
+    rather than what the group did or does: a maxim ("we all need a nudge now and then") or something
+    general said of "us" ("Cats bring such comfort to us", "Setbacks can help us grow")."""
+    sentence = _FRAME.sub("", sentence)  # "I think we all need ...": the speaker frames the maxim
+    if not _GROUP.search(sentence) or _SINGULAR.search(sentence) or _FAMILY.search(sentence) or _group_past(sentence):
+        return False
+    if _GROUP_MAXIM.search(sentence):
+        return True
+    first = _WORD.match(sentence)
+    if re.search(r"\b[Ww]e\b|\b[Ww]e'", sentence) or first is None:
+        return False
+    # "us" only, after a subject that is a common noun with no determiner: a general truth.
+    word = first.group(0).lower()
+    lex = lexicon()
+    return word not in _DETERMINERS and (lex.lemma(word, "n") is not None or lex.lemma(word, "a") is not None)
 
 
 def _group_past(sentence: str) -> bool:
@@ -576,7 +649,10 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if verb is not None:
         lemma = lexicon().lemma(verb, "v") or verb
         rest = sentence.split(verb, 1)[-1]
-        if lemma in _EXCHANGE_VERBS and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
+        before = sentence.split(verb, 1)[0].lower()
+        # A stance is taken now ("I agree", "I bet"); "I told my boss", "I had to apologize" tell of what was done.
+        done = verb != lemma or bool(re.search(r"\b(?:had|did|was|used|'ve|have|'d)\b", before))
+        if lemma in _EXCHANGE_VERBS and not done and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
             return Reading(False, False, "stance")
     found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
     if len(set(found)) < max(rules.min_anchors, 1):
@@ -599,6 +675,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)
     if rules.others and group and not family and (rules.others == 2 or not _group_past(sentence)):
         return Reading(False, False, "others")
+    if not family and group_maxim(sentence):
+        return Reading(False, False, "maxim")
     if rules.modal and (_SUGGESTION.match(bare) or _OFFER.match(sentence)):
         return Reading(False, False, "hypothetical")
     if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
@@ -636,6 +714,10 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
 
     def subject(m: re.Match) -> str:
         adverbs, verb, rest = m["adverbs"] or "", m["verb"], m["rest"]
+        if verb.lower() in ("don", "haven", "do", "have") and s[m.end("verb"):].startswith(("'t", " not")):
+            # "I really don't", "I just haven't": the auxiliary agrees, not the clipped "don".
+            verb = {"don": "doesn", "haven": "hasn", "do": "does", "have": "has"}[verb.lower()]
+            return f"{name}{adverbs} {verb}"
         *front, last = verb.split("-")
         if is_base_verb(last, past_context=past) and not _compound_past(verb, rest):
             verb = "-".join([*front, third_singular(last)])
@@ -690,6 +772,36 @@ def leans_back(sentence: str) -> bool:
     """Whether a sentence opens on a pronoun for someone named before ("She lives with us", "He
     moved"): alone, it says nothing about anyone a fact could name."""
     return bool(re.match(r"(?:she|he)(?:'s|'d|'ll)?\b", sentence.strip(), re.I))  # "they" is often a firm
+
+
+# A sentence opening on a pronoun or demonstrative whose referent was named elsewhere ("He hid
+# his bone ...", "That's an old mate of mine", "Those games got me hooked"), not "she and I"
+# (the speaker is a subject) nor a time phrase ("This morning I ...", "That weekend we ...").
+_LEANS = re.compile(r"^(?:(?:he|she|it|they|which)(?:'s|'re|'ve|'d|'ll)?\b(?!\s+and\s+(?:I|me)\b)|"
+                    r"(?:this|that|these|those)(?:'s|'re)?\b(?!\s+(?:morning|afternoon|evening|night|day|week|"
+                    r"weekend|month|year|summer|winter|spring|autumn|fall|time|past|last|next|coming)\b))", re.I)
+# Where a clause about the speaker starts after a leaning one: "..., I've known these friends ...".
+_SPEAKER_CLAUSE = re.compile(r"(?:,\s+|;\s+|\s*[-–—]+\s+|\s+(?:but|and|so)\s+)"
+                             r"(?=(?:I|I'm|I've|I'd|I'll|[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b)")
+
+
+def leans(sentence: str) -> bool:
+    """Whether ``sentence`` opens on a pronoun or demonstrative for something named elsewhere."""
+    return bool(_LEANS.match(sentence.strip()))
+
+
+def after_leaning(sentence: str) -> str:
+    """For a sentence opening on a pronoun or demonstrative whose referent is elsewhere, the first
+    clause about the speaker after the leaning one ("They've been there through it all, I've known
+    them for 6 years" → "I've known them for 6 years"), "" when none follows; other sentences as
+    they are. Alone, "he" or "that" names no one a fact could be about."""
+    if not leans(sentence):
+        return sentence
+    m = _SPEAKER_CLAUSE.search(sentence)
+    if m is None:
+        return ""
+    rest = sentence[m.end():].strip()
+    return rest[:1].upper() + rest[1:]
 
 
 def family_context(text: str) -> bool:
