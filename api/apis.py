@@ -455,7 +455,7 @@ class _WriteMemoryFields(StrictInputSerializer):
     contradiction = serializers.ChoiceField(
         choices=list(CONTRADICTIONS), required=False, default="natural",
         help_text="natural: the world changed (moved house); harsh: the old memory was wrong "
-                  "(lowers this one's confidence)")
+                  "(lowers this one's confidence); fulfilled: a plan came true (went to the festival)")
     metadata = serializers.DictField(required=False, allow_null=True)
 
 

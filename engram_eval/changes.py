@@ -18,17 +18,17 @@ from typing import Any
 
 from .corpora import CHANGES, LOCOMO_CHANGES
 
-KINDS = ("natural", "harsh")
+KINDS = ("natural", "harsh", "fulfilled")
 VOICES = ("I", "we", "household", "third")
 TENSES = ("past", "present_perfect", "present", "future")
-TRAPS = ("near_miss", "hypothetical", "other_person", "addition", "same_value", "negated_plan", "negated",
+TRAPS = ("near_miss", "hypothetical", "other_person", "addition", "same_value", "negated_plan", "negated", "put_off",
          "question", "temporary", "past_reference", "quoted")
 # A slot is "family" or "family:qualifier" ("device:router", "relation:partner"). The families follow
 # the rules extractor's keys where it has one (employer, occupation, home, car, diet, relation:<role>).
 SLOT_FAMILIES = ("employer", "occupation", "home", "relation", "pet", "phone", "car", "device", "setting",
-                 "contact", "diet", "school", "hobby", "provider", "health")
-# The dev conversations add plans that became done ("going camping next month" → "went camping").
-DEV_SLOT_FAMILIES = (*SLOT_FAMILIES, "plan")
+                 "contact", "diet", "school", "hobby", "provider", "health", "plan")
+# "plan": a plan that became done ("going camping next month" → "went camping"; kind 'fulfilled').
+DEV_SLOT_FAMILIES = SLOT_FAMILIES
 # The ways of saying a change that the issue names; every one is in the set at least once.
 CUE_PHRASINGS = ("replaced", "switched", "swapped_for", "moved_to", "quit", "started_at", "split_up",
                  "passed_away", "adopted", "instead_of", "from_now_on", "changed_to", "no_longer",
@@ -245,6 +245,8 @@ def _change(entry: dict) -> Change:
         raise ChangeSetError(f"{name}: old and new value are the same")
     if (change.kind == "harsh") != (change.phrasing == "correction"):
         raise ChangeSetError(f"{name}: a harsh change is a correction, and a correction is harsh")
+    if (change.kind == "fulfilled") != (change.family == "plan"):
+        raise ChangeSetError(f"{name}: a plan that came true is fulfilled, and only a plan is")
     _chain_fields(change.chain, change.step, name)
     return change
 
@@ -434,7 +436,7 @@ def locomo_label_problems(labels: DevChangeSet, directory: Path) -> list[str]:
 def summary(labelled: ChangeSet, dev: DevChangeSet) -> str:
     """Counts per slot family of both sets, as the docs and the issue note report them."""
     lines = [f"{'family':<11} {'changes':>7} {'harsh':>5} {'non-changes':>11} {'dev changes':>11}"]
-    families = list(SLOT_FAMILIES) + ["plan"]
+    families = list(SLOT_FAMILIES)
     for family in families:
         changes = [c for c in labelled.changes if c.family == family]
         lines.append(f"{family:<11} {len(changes):>7} {sum(c.kind == 'harsh' for c in changes):>5} "

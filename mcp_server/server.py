@@ -80,7 +80,8 @@ When to supersede: if the new fact or playbook updates or corrects one you recal
 supersedes=[that memory's id] instead of leaving both. The old one stays as history but is no longer \
 recalled by default. contradiction says why:
 - "natural": the world changed; the old memory was true then (the user moved, changed plan or preference);
-- "harsh": the old memory was wrong (misheard, mistaken, the user corrected it).
+- "harsh": the old memory was wrong (misheard, mistaken, the user corrected it);
+- "fulfilled": the old memory was a plan or hope that came true (planned the trip, then went).
 Episodic memories are a record and are never superseded. Only supersede ids of the same type \
 (semantic by semantic, procedural by procedural)."""
 
@@ -146,8 +147,9 @@ def build_server() -> MCPServer:
         supersedes: Annotated[list[str] | None, Field(
             max_length=settings.ENGRAM_MAX_SUPERSEDES,
             description="Ids of earlier memories of the same type that this one updates or corrects.")] = None,
-        contradiction: Annotated[Literal["natural", "harsh"], Field(
-            description="With supersedes: natural = the world changed; harsh = the old memory was wrong.")
+        contradiction: Annotated[Literal["natural", "harsh", "fulfilled"], Field(
+            description="With supersedes: natural = the world changed; harsh = the old memory was wrong; "
+                        "fulfilled = a plan came true.")
         ] = "natural",
         confidence: Annotated[float, Field(ge=0, le=1, description="semantic and procedural: how sure you are.")
                               ] = 1.0,

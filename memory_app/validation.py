@@ -277,7 +277,7 @@ def duplicate_ids_validate(*, ids: Iterable[str | None], field: str) -> None:
 
 
 EPISODE_ROLES = ("user", "assistant", "system", "tool")
-CONTRADICTIONS = ("natural", "harsh")
+CONTRADICTIONS = ("natural", "harsh", "fulfilled")
 # What a client may name as a write's source; the services also store their own (import, consolidation).
 WRITE_SOURCES = ("agent", "mcp")
 
@@ -291,7 +291,7 @@ def clean_role(role: Any) -> str:
 
 def clean_contradiction(contradiction: Any) -> str:
     if contradiction not in CONTRADICTIONS:
-        raise ValidationFailed("contradiction must be 'natural' or 'harsh'", details={"field": "contradiction"},
+        raise ValidationFailed("contradiction must be 'natural', 'harsh' or 'fulfilled'", details={"field": "contradiction"},
                                code="invalid_contradiction")
     return contradiction
 

@@ -928,6 +928,7 @@ class Probe:
     candidate: FactCandidate
     reading: ChangeReading
     holder: str
+    fulfilment: ChangeReading | None = None  # the sentence also tells something done (``fulfilment_read``)
 
 
 _OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
@@ -1032,6 +1033,12 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
+        done = fulfilment_read(sentence, self_names=names) if reading is None or reading.kind == NATURAL else None
+        if reading is None and done is not None and carrier is not None:
+            # Something done, told in a fact the extractor wrote: it may end a plan (``plan_target``);
+            # a telling the extractor left out adds no fact of its own.
+            found.probes.append(Probe(candidate=carrier, reading=done, holder=holder, fulfilment=done))
+            continue
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
@@ -1040,6 +1047,10 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.remarks.append(rendered)
             continue
         if reading is None:
+            if carrier is None and not labelled and plan_statement(sentence):
+                # a plan of the end-user's own the extractor skipped: what a later telling may end
+                found.added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
+                continue
             if carrier is None and _slot_statement(sentence, self_names=names):
                 if labelled:
                     found.remarks.append(rendered)
@@ -1057,7 +1068,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
                 continue
             carrier = FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7)
             found.added.append(carrier)
-        found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder))
+        found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
 
 
@@ -1087,3 +1098,246 @@ def _when(occurred_at: str) -> datetime | None:
 def holder_of(text: str) -> str:
     labelled, _ = speech.split_speaker(text)
     return labelled or "User"
+
+
+# A plan that came true: the speaker's plan or hope ("is going to the book fair", "is thinking about
+# yoga", "a ski trip is on the cards") ended by a later telling of the plan's own thing as done
+# ("went to the book fair", "I've started yoga"). Not a value replaced but a plan's fact ended by its
+# outcome: the supersession's kind says so, and nothing else reads it as a change.
+FULFILLED = "fulfilled"
+
+_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
+                   r"wants? to|intends? to|dying to|keen to|looking forward to|can't wait|will|'ll|"
+                   r"on the cards)\b", re.I)
+# What says the plan is still ahead: told again ("can't wait for ..."), or only prepared for.
+_NOT_YET = re.compile(r"\b(?:will|'ll|going to|gonna|can't wait|counting (?:down|the days)|looking forward|next|soon|"
+                      r"tomorrow|tonight|plan|plans|planning|hope|hoping|thinking|want|wants|wanna|yet|still|working on|"
+                      r"booked|signed up|registered|enrolled|bought (?:the |our |my )?tickets?|reserved|"
+                      r"practis(?:e|ed|ing)|training for|preparing|getting ready)\b", re.I)
+# What says it did not happen, or not yet: put off, called off, given up, missed.
+_NOT_DONE = re.compile(r"\b(?:postponed|put (?:\w+ ){0,3}off|pushed (?:\w+ ){0,3}back|rescheduled|delayed|called off|"
+                       r"cancell?ed|decided (?:against|not)|gave up|given up|didn't|did not|never|couldn't|"
+                       r"could not|wasn't|weren't|hasn't|haven't|not able|missed|pulled out|dropped out|backed out|"
+                       r"skipped|fell through|no longer|not)\b", re.I)
+# Another instance, done before the plan was made ("a conference last year", "years ago").
+_EARLIER_ONE = re.compile(r"\b(?:last year|years? ago|back in|as a (?:kid|child|teen(?:ager)?)|"
+                          r"when (?:i|we) (?:was|were) (?:a|an|young|little|kids|students|at (?:uni|school|college))|in (?:19|20)\d\d|at uni|another|a second|once before|always|ever since|used to)\b",
+                          re.I)
+_DONE_STATE = re.compile(r"\b(?:is|are|'s|was|were)\s+(?:\w+\s+)?(?:finished|done|complete|completed|over|behind (?:me|us))\b",
+                         re.I)
+# Words before an -ed form that make it an adjective ("I'm so excited", "feel settled"), not a past verb.
+_NOT_PAST_BEFORE = frozenset("am is are 'm 're i'm we're you're they're be being so very really too feel feels felt "
+                             "get gets getting a an the".split())
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday weekend spring summer autumn "
+                      "fall winter".split())
+# Where a noun phrase ends: a clause break.
+_PHRASE_BREAK = re.compile(r"\s*[,;:!?.—–]\s*|\s+-\s+|\s+(?:so|but|because|which|since|while|though|although|as)\s+",
+                           re.I)
+DONE_WINDOW = 6  # the words after a past verb that tell what was done ("took the kids camping in the hills")
+
+
+def _past_verbs(words: list[str]) -> list[int]:
+    """The positions of past forms in ``words`` ("went", "we've started"), not adjectives after "is"."""
+    lemmas, forms = speech._verbs()
+    return [n for n, word in enumerate(words)
+            if ((word in forms and word not in lemmas and not word.endswith(("ing", "s")) or word == "was")
+                or (word.endswith("ed") and _is_verb_form(word)))
+            and (n == 0 or words[n - 1] not in _NOT_PAST_BEFORE)
+            # "has been playing": an activity going on, not one done
+            and not (word == "been" and words[n + 1:n + 2] and words[n + 1].endswith("ing"))]
+
+
+# Nouns that hold an activity as their kind ("an exercise routine", "a salsa class"): the word before
+# them names what was done.
+_HOLDERS = frozenset("routine regime class classes session sessions lesson lessons course plan programme program "
+                     "habit schedule".split())
+
+
+def _heads(words: list[str]) -> set[str]:
+    """The nouns of ``words`` that head their phrase: not a modifier of the next noun ("a game
+    avatar" is an avatar), unless that noun only holds an activity ("an exercise routine")."""
+    return {_singular(w.removesuffix("'s")) for n, w in enumerate(words)
+            if _is_noun(w, words[:n]) and not (n + 1 < len(words) and _is_noun(words[n + 1], words[:n + 1])
+                                                and words[n + 1] not in _HOLDERS)}
+
+
+def _done_things(clause: str) -> set[str]:
+    """What ``clause`` tells as done, by the head nouns (``_heads``) of the words after a past verb, up
+    to ``DONE_WINDOW`` within its phrase ("went to the book fair"), and of the subject of "was" or of
+    a state of being done ("the mural is finished", "the fair was great")."""
+    out: set[str] = set()
+    for phrase in _PHRASE_BREAK.split(clause):
+        words = words_of(phrase)
+        for n in _past_verbs(words):
+            out |= _heads(words[:n] if words[n] in ("was", "were") else words[n + 1:n + 1 + DONE_WINDOW])
+        if (done := _DONE_STATE.search(phrase)) is not None:
+            out |= _heads(words_of(phrase[:done.start()]))
+    return out
+
+
+def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The telling of something the speaker did (``FULFILLED``) that may end a plan of theirs, or
+    None: a question, a plan or hope said again, a step towards it, a thing put off, called off or
+    missed, another person's doing, a habit, or one done long before."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _NOT_YET.search(text) or _EARLIER_ONE.search(text) \
+            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        if _NOT_DONE.search(core) or not (_past_verbs(words_of(core)) or _DONE_STATE.search(core)):
+            continue
+        other, what = _subject(core, names)
+        if what == "person":
+            continue  # "my sister went to the fair": her outing
+        return ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True,
+                             other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
+    return None
+
+
+_DETERMINERS = frozenset("a an the my our his her their this that these those some".split())
+
+
+def _is_noun(word: str, before: Sequence[str] = ()) -> bool:
+    """A noun that can name a plan's thing: one WordNet knows as a noun, or a word it does not know
+    at all (a "triathlon"); a word mostly a verb ("test") only after a determiner ("my driving test")."""
+    w = word.removesuffix("'s")
+    if w in _STOP or w in _GENERIC or w in _WEEKDAYS or w in MONTHS or len(w) <= 2 or w[0].isdigit() \
+            or w in _wordnet_other_only():
+        return False
+    known = w in _wordnet_nouns() or _singular(w) in _wordnet_nouns()
+    if not known:
+        return w not in _wordnet_other() and not _is_verb_form(w) and w not in speech._verbs()[0]
+    return not speech.lexicon().mostly_verb(w) or bool(_DETERMINERS & set(before[-2:]))
+
+
+def _plan_things(fact: str, *, self_names: frozenset[str]) -> tuple[set[str], tuple[str, str] | None]:
+    """(the head nouns of the plan ``fact`` tells, its first phrase after the plan's marker: "a
+    transgender conference" gives "conference", "fashion bloggers" "blogger"; and its activity with
+    the word after it: ("ask", "her") for "thinking of asking her out"), or (set(), None) when it
+    tells no plan."""
+    match = _PLAN.search(fact)
+    if match is None:
+        return set(), None
+    # the thing comes before the marker in "a ski trip is on the cards"
+    said = fact[:match.start()] if match.group(0).lower() == "on the cards" else fact[match.end():]
+    phrase = _PHRASE_BREAK.split(said.strip(), maxsplit=1)[0]
+    # the speaker's name as a possessive is a determiner ("Elspeth's driving test"); otherwise no thing
+    words = ["my" if w.endswith("'s") and w.removesuffix("'s") in self_names else w for w in words_of(phrase)
+             if not (w in self_names or w == "user")]
+    activity = None
+    for n, word in enumerate(words[:-1]):
+        lemma = _lemma(word)
+        # a verb as a verb: first in the phrase, after "to" or "and", or a gerund ("a dance studio" is no dancing)
+        as_verb = n == 0 or words[n - 1] in ("to", "and") or word.endswith("ing")
+        if as_verb and lemma not in _DULL_VERBS and lemma in speech._verbs()[0] and speech.lexicon().mostly_verb(word) \
+                and lemma not in ("try", "start", "create", "become", "see"):
+            activity = (lemma, words[n + 1])
+            break
+    # the first noun phrase only: a preposition after a noun starts its complement ("an organizer
+    # of tournaments", "a strategy game like Civilization")
+    for n in range(1, len(words)):
+        if words[n] in _PREPOSITIONS and _is_noun(words[n - 1], words[:n - 1]):
+            words = words[:n]
+            break
+    return _heads(words), activity
+
+
+_PREPOSITIONS = frozenset("of for in at on with about from by like into onto over through after before during "
+                          "near than".split())
+
+
+def _plan_kinds(fact: str, head: str, *, self_names: frozenset[str]) -> set[str]:
+    """The nouns just before ``head`` in the plan ``fact`` ("baseball" in "a baseball game"): a kind of
+    the thing the telling must name too ("streamed a game" is no baseball game)."""
+    words = ["my" if w.endswith("'s") and w.removesuffix("'s") in self_names else w for w in words_of(fact)
+             if not (w in self_names or w == "user")]
+    out: set[str] = set()
+    for n, word in enumerate(words):
+        if _singular(word.removesuffix("'s")) == head:
+            m = n - 1
+            while m >= 0 and _is_noun(words[m], words[:m]) and words[m] not in _HOLDERS:
+                out.add(_singular(words[m]))
+                m -= 1
+            break
+    return out
+
+
+_OTHERS_CLOSE = _PERSON_NOUNS | frozenset("flatmate roommate housemate team band club group class".split())
+
+
+def _someone_elses(fact: str, names: frozenset[str]) -> bool:
+    """The plan ``fact`` tells is another's: "Priya's brother is going to ...", "Priya's flatmate ..."."""
+    words = words_of(fact)
+    return _subject(fact, names)[1] == "person" or any(
+        w.endswith("'s") and w.removesuffix("'s") in names and _singular(nxt) in _OTHERS_CLOSE
+        for w, nxt in zip(words, words[1:], strict=False))
+
+
+@functools.cache
+def _wordnet_other_only() -> frozenset[str]:
+    """Adjectives and adverbs WordNet does not know as nouns ("regularly", "nearby")."""
+    return frozenset(w for w in _wordnet_other() if w not in _wordnet_nouns())
+
+
+_OWN_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now),?\s+)?(?:i|i'm|i am|we|we're|we are|i've|we've|my|our)\b", re.I)
+
+
+def plan_statement(sentence: str) -> bool:
+    """``sentence`` tells a plan or hope of the speaker's own about a thing ("I'm thinking about a
+    sprint triathlon this summer", "My driving test is on the cards"): not a question, not to the
+    listener, not a plan given up or turned down ("was going to", "not going to")."""
+    text = sentence.replace("’", "'").strip()
+    if _is_question(text) or re.search(r"\b(?:you\w*|please)\b", text, re.I) or _GIVEN_UP.search(text) \
+            or re.search(r"\b(?:not|never|won't|no)\b", text, re.I) or not _OWN_PLAN.match(text):
+        return False
+    heads, _ = _plan_things(text, self_names=frozenset())
+    return bool(heads)
+
+
+# Verbs that tell any plan done ("finished the kitchen", "did the triathlon", "been to"); another verb must be
+# the plan's own activity ("planning to run the marathon", "ran it").
+_GENERAL_DONE = frozenset("finish do complete start go have get pass attend manage be".split())
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(MONTHS) + r")\s+((?:19|20)\d\d)\b", re.I)
+
+
+def _not_due(fact: str, told_at: str | None) -> bool:
+    """The plan names a month still ahead when the telling is told ("an art show in September 2023",
+    told in August): what was done then is not that plan."""
+    when = _when(told_at or "")
+    return when is not None and any((int(m.group(2)), MONTHS[m.group(1).lower()]) > (when.year, when.month)
+                                    for m in _MONTH_YEAR.finditer(fact))
+
+
+def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's plan among ``facts`` that ``reading`` (``fulfilment_read``) tells as done, or
+    None: a fact telling a plan or hope (``_PLAN``) of the speaker (it names one of ``self_names``)
+    whose own thing is what the telling says was done (a head noun of the plan's phrase among
+    ``_done_things``, or its activity with the same object: "asking her out", "asked her"), told
+    later than the plan (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    done = _done_things(_LEAD.sub("", reading.clause))
+    told = words_of(reading.clause)
+    said = {_singular(w.removesuffix("'s")) for w in told}
+    best: Link | None = None
+    for fact in facts:
+        fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
+        if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names) \
+                or _not_due(fact.text, told_at):
+            continue
+        heads, activity = _plan_things(fact.text, self_names=names)
+        shared = {h for h in heads & done if _plan_kinds(fact.text, h, self_names=names) <= said}
+        if shared and activity is not None and not _DONE_STATE.search(reading.clause) and not (
+                {_lemma(told[n]) for n in _past_verbs(told)} & (_GENERAL_DONE | {activity[0]})):
+            shared = set()  # "going to show my paintings", then "made a painting": another doing of the thing
+        if not shared and activity is not None and any(
+                _lemma(told[n]) == activity[0] and told[n + 1:n + 2] == [activity[1]] for n in _past_verbs(told)):
+            shared = {activity[0]}
+        if not shared:
+            continue
+        link = Link(fact=fact, by="plan", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
+        if best is None or link.score > best.score:
+            best = link
+    return best

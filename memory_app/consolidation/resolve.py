@@ -185,7 +185,7 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
     if candidate.supersedes:
         # The extractor named the facts this replaces (an LLM shown the stored facts): its word stands.
         named = [f for f in neighbours if f.id in candidate.supersedes]
-        contradiction = "harsh" if candidate.change == "harsh" else "natural"
+        contradiction = _contradiction(candidate.change)
         return FactAction(kind="supersede", candidate=candidate, memory_id=new_id,
                           supersedes=list(dict.fromkeys([*candidate.supersedes, *(f.id for f in replaced)])),
                           contradiction=contradiction, target_text=named[0].text if named else None,
@@ -194,11 +194,16 @@ def resolve_fact(candidate: FactCandidate, *, new_id: str, neighbours: list[Stor
         return FactAction(kind="merge", candidate=candidate, memory_id=duplicate.id, target_text=duplicate.text,
                           slot=duplicate.slot or slot)
     if replaced:
-        contradiction = "harsh" if candidate.change == "harsh" else "natural"
+        contradiction = _contradiction(candidate.change)
         return FactAction(kind="supersede", candidate=candidate, memory_id=new_id,
                           supersedes=list(dict.fromkeys(f.id for f in replaced)), contradiction=contradiction,
                           target_text=replaced[0].text, slot=slot)
     return FactAction(kind="create", candidate=candidate, memory_id=new_id, slot=slot)
+
+
+def _contradiction(change: str | None) -> str:
+    """The supersession's kind: a correction (harsh), a plan that came true (fulfilled), else a change."""
+    return change if change in ("harsh", "fulfilled") else "natural"
 
 
 def _near_duplicate(text: str, fact: StoredFact, duplicates: Duplicates) -> bool:

@@ -488,7 +488,10 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
                 dropped.append({"kind": "fact", "reason": "ungrounded", "text": candidate.text,
                                 "supporting_episode_ids": list(candidate.episode_ids)})
         for probe in found.probes:
-            probes[_probe_key(probe.candidate)] = probe
+            key = _probe_key(probe.candidate)
+            # a change told in the same fact's words stands before something done (``changes.FULFILLED``)
+            if key not in probes or probe.reading.kind != changes.FULFILLED:
+                probes[key] = probe
     if not added:
         return facts, probes, dropped
     when = {i: e.occurred_at for i, e in episodes.items()}
@@ -516,15 +519,22 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         stored.append(changes.StoredFact(id=fact.id, text=fact.text, cosine=cosine, topics=fact.topics, slot=fact.slot,
                                          valid_from=fact.valid_from))
     told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
-    link = changes.change_target(probe.reading, stored, self_names=own, min_cosine=linking.min_cosine,
-                                 min_topic_cosine=linking.min_topic_cosine,
-                                 min_strong_topic_cosine=linking.min_strong_topic_cosine, told_at=max(told) if told else None)
+    reading, link = probe.reading, None
+    if reading.kind != changes.FULFILLED:
+        link = changes.change_target(reading, stored, self_names=own, min_cosine=linking.min_cosine,
+                                     min_topic_cosine=linking.min_topic_cosine,
+                                     min_strong_topic_cosine=linking.min_strong_topic_cosine,
+                                     told_at=max(told) if told else None)
+    if link is None and probe.fulfilment is not None:
+        # no value replaced: maybe a plan of the speaker's that came true
+        reading = probe.fulfilment
+        link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
-    topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(probe.reading.clause))
-    change = {"cue": probe.reading.cue, "by": link.by, "shared": list(link.shared), "kind": probe.reading.kind,
+    topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(reading.clause))
+    change = {"cue": reading.cue, "by": link.by, "shared": list(link.shared), "kind": reading.kind,
               "topics": topics, "replaced": link.fact.id, "cosine": round(link.fact.cosine, 3)}
-    return replace(candidate, supersedes=(link.fact.id,), change=probe.reading.kind), change
+    return replace(candidate, supersedes=(link.fact.id,), change=reading.kind), change
 
 
 def _name_neutral_cosines(text: str, others: list[str], display_name: str) -> list[float] | None:

@@ -52,7 +52,8 @@ def hit_explain(hit: Hit, *, passages_max: int, copies: list[str] | None = None)
         **({"superseded_fact": {"id": hit.stale_fact.id, "text": hit.stale_fact.text,
                                 "superseded_by": list(hit.stale_fact.superseded_by),
                                 "valid_to": hit.stale_fact.valid_to, "as": hit.stale_as,
-                                **({hit.placed: hit.placed_by} if hit.placed else {})}} if hit.stale_fact else {}),
+                                **({hit.placed: hit.placed_by} if hit.placed else {}),
+                                **({"kind": hit.placed_kind} if hit.placed_kind else {})}} if hit.stale_fact else {}),
     }
 
 

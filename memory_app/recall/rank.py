@@ -78,6 +78,7 @@ class Hit:
     neighbour: str | None = None
     placed: str | None = None  # "below" / "above": a stale hit placed by the hit holding the current value
     placed_by: str | None = None  # that hit (``below_successors``, ``above_successors``)
+    placed_kind: str | None = None  # why the value changed: the replacing fact's contradiction (natural, harsh, fulfilled)
 
 
 @dataclass(frozen=True)
@@ -375,6 +376,7 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
             if hit.score > 0:
                 hit.multipliers["superseded"] = hit.multipliers.get("superseded", 1.0) * capped / hit.score
             hit.score, hit.placed, hit.placed_by = capped, "below", best.id
+            hit.placed_kind = _kind_of(current)
 
 
 def above_successors(hits: list[Hit]) -> None:
@@ -398,6 +400,13 @@ def above_successors(hits: list[Hit]) -> None:
             if hit.score > 0:
                 hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
             hit.score, hit.placed, hit.placed_by = lifted, "above", best.id
+            hit.placed_kind = _kind_of(current)
+
+
+def _kind_of(current: list[Hit]) -> str | None:
+    """The contradiction of the fact among ``current`` that replaced the value (a plan that came true
+    is ``fulfilled``), when one of them is that fact."""
+    return next((h.source["contradiction"] for h in current if h.source.get("contradiction")), None)
 
 
 # A value's names in a fact: a capitalised word that does not open a sentence, or a number.

@@ -338,7 +338,7 @@ _ARGUMENTS = {
 # (long numbers, times at the calendar's edges, JSON nested past what the server reads).
 _values = st.one_of(texts, long_numbers, json_numbers, st.integers(), st.floats(), st.booleans(), st.none(),
                     moments.map(lambda m: m.isoformat()), st.sampled_from(["episodic", "semantic", "procedural",
-                                                                           "user_request", "natural", "harsh"]),
+                                                                           "user_request", "natural", "harsh", "fulfilled"]),
                     st.lists(texts, max_size=3), st.dictionaries(texts, texts, max_size=3),
                     st.integers(100, 600).map(nested_json))
 _calls = st.lists(st.sampled_from(sorted(_ARGUMENTS)).flatmap(lambda tool: st.tuples(

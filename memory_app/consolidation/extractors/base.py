@@ -35,7 +35,7 @@ class FactCandidate:
     a later candidate for the same slot with another value supersedes it. None: the fact is
     not single-valued and never supersedes anything by slot. ``change`` is the cue that the
     candidate replaces an earlier value: ``natural`` (the world changed), ``harsh`` (an explicit
-    correction) or None. ``replaces`` is the old value when the episode names it ("switched
+    correction), ``fulfilled`` (a plan that came true: ``changes.plan_target``) or None. ``replaces`` is the old value when the episode names it ("switched
     from X to Y").
     """
 

@@ -529,3 +529,22 @@ def test_switched_off_the_stale_order_leaves_the_scores_to_the_legs(world):
                                             past_boost=0.0))
         assert all(h.stale_as in (None, "told") for h in ranked.hits)
         assert all("was_true" not in h.multipliers for h in ranked.hits)
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_explain_says_a_plan_that_came_true_placed_the_plans_turn(past):
+    # the plan's turn on the wrong side of the outcome first, so that either question moves it
+    dense = [_raw("told", 0.3 if past else 1.0, "episodic", "I'm going to the book fair in May."),
+             _raw("done", 0.5, "episodic", "I went to the book fair and bought too many books."),
+             _raw("new", 0.5, "semantic", "Agatha went to the book fair.", supporting_episode_ids=["done"],
+                  contradiction="fulfilled", supersedes=["s_old"])]
+    stale = (StaleFact(id="s_old", text="Agatha is going to the book fair in May.", similarity=0.9,
+                       supporting_episode_ids=("told",), superseded_by=("new",), valid_to=None),)
+    searched = Searched(legs=(Leg(id=PLAIN_DENSE, factor=1.0, hits=dense),), sources={r["_id"]: r["_source"] for r in dense},
+                        idf={}, mention_counts={}, stale=stale)
+    ranked = hits_rank(searched, reading=replace(_reading(), asks_past=past), now=T0, k=20,
+                       options=_options(fusion="linear"))
+    told = next(h for h in ranked.hits if h.id == "told")
+    assert told.placed == ("above" if past else "below")
+    assert hit_explain(told, passages_max=4)["superseded_fact"]["kind"] == "fulfilled"
+    assert ([h.id for h in ranked.hits].index("told") == 0) is past
