@@ -193,7 +193,7 @@ class EngramClient:
     def write_fact(self, external_id: str, text: str, *, confidence: float = 1.0, supersedes: list[str] | None = None,
                    contradiction: str = "natural", supporting_episode_ids: list[str] | None = None,
                    metadata: dict[str, Any] | None = None, idempotency_key: str | None = None) -> WriteResult:
-        """Write a semantic fact; ``supersedes`` replaces older facts (``contradiction``: natural | harsh)."""
+        """Write a semantic fact; ``supersedes`` replaces older facts (``contradiction``: natural | harsh | fulfilled, a plan done)."""
         payload = _drop_none({"type": "semantic", "text": text, "confidence": confidence, "supersedes": supersedes,
                               "contradiction": contradiction, "supporting_episode_ids": supporting_episode_ids,
                               "metadata": metadata})

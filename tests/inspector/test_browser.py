@@ -174,6 +174,28 @@ def test_supersession_timeline_of_three_versions(live, browser):
     _shot(browser, "playbook-outcomes")
 
 
+def test_a_plan_that_came_true_shows_as_fulfilled_in_the_chain(live, browser):
+    from selenium.webdriver.common.by import By
+
+    url = f"{live.url}/api/v1/subjects/alice@example.com/memories"
+    headers = {"Authorization": f"Bearer {live.agent_token}"}
+    plan = httpx.post(url, headers=headers, timeout=30,
+                      json={"type": "semantic", "text": "Alice is going to take a pottery course in spring."})
+    assert plan.status_code in (200, 201), plan.text
+    done = httpx.post(url, headers=headers, timeout=30,
+                      json={"type": "semantic", "text": "Alice took the pottery course.",
+                            "supersedes": [plan.json()["memory"]["id"]], "contradiction": "fulfilled"})
+    assert done.status_code in (200, 201), done.text
+    _login(browser, live, "compliance")
+    browser.get(f"{live.url}/u/{live.alice}/chain/{done.json()['memory']['id']}/")
+    versions = browser.find_elements(By.CSS_SELECTOR, ".timeline > li.version")
+    assert [("pottery course in spring" in v.text, "took the pottery course" in v.text) for v in versions] == [
+        (True, False), (False, True)]
+    tag = versions[1].find_element(By.CSS_SELECTOR, ".tag-fulfilled")
+    assert tag.text == "plan fulfilled" and "contradiction" not in versions[0].text
+    _shot(browser, "supersession-fulfilled")
+
+
 def _ask_sandbox(browser, question: str, found: str) -> list:
     """Ask the recall sandbox ``question``; the elements matching ``found`` once the answer shows."""
     from selenium.webdriver.common.by import By
