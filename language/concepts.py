@@ -48,16 +48,11 @@ class ConceptOptions:
     levels: int
     names: int
     wordnet_dir: str | None = None
-    activities: bool = False  # a text telling an activity by its verb gets the line ACTIVITY
 
 
 PERSON = 7846  # person.n.01 in WordNet 3.0's data.noun
 ACTIVITY = 407535  # activity.n.01
 DIVERSION = 426928  # diversion.n.01 (recreation): sport, pastime, hobby below it
-# The name a told activity is filed under in ``concepts``: WordNet's name of pastime.n.01, which
-# the nouns' categories seldom reach; "activity" would not do: a fifth to half of a conversation's
-# turns carry it already (any act's noun), so it would select nothing.
-ACTIVITY_LINE = "pastime"
 # Verb lexicographer files of doing for its own sake: sports and games, creation (paint, cook,
 # knit), motion (hike, ski, kayak).
 _ACTIVITY_LEXFILES = frozenset({33, 36, 38})
@@ -253,11 +248,10 @@ def concepts_of(text: str, *, options: ConceptOptions) -> str | None:
             continue
         if names := net.categories(lemma, min_depth=options.min_depth, levels=options.levels, names=options.names):
             lines.append(" ".join(names))
-    if options.activities and tells_activity(text, net=net):
-        lines.append(ACTIVITY_LINE)
     return "\n".join(dict.fromkeys(lines)) or None
 
 
+@functools.lru_cache(maxsize=16384)  # a recall asks it of each candidate; the same turns come back
 def tells_activity(text: str, *, net: WordNet) -> bool:
     """Whether ``text`` tells an activity by its verb, which no noun of it names: "go" and a
     gerund ("we went camping", "I'm off to go swimming"), or the gerund of an activity verb
@@ -278,15 +272,13 @@ def concepts_of_memory(source: dict[str, Any], *, options: ConceptOptions) -> st
                        options=options)
 
 
-def query_categories(query: str, *, net: WordNet, activities: bool = False) -> str | None:
+def query_categories(query: str, *, net: WordNet) -> str | None:
     """The categories a question asks for members of, as lemmas, or None: the plural nouns of
     the phrase after "what", "which" or "how many" ("Which cities has Jon visited?" -> "city",
     "What musical artists/bands has she seen?" -> "artist band", "What kind of books ..." ->
     "book"). That phrase names the kind of thing the answer is; a noun elsewhere in the question
     ("How do travelers get help?", "What do her kids like?") is what the question is about, which
-    the memories name as it is, and matching its category would only add near-misses. With
-    ``activities``, a kind of pastime, singular or plural ("hobbies", "Which activity ..."), also
-    asks for ACTIVITY_LINE, under which a told activity is filed."""
+    the memories name as it is, and matching its category would only add near-misses."""
     words = [t.lower() for t in _TOKEN.findall(query)]
     found: list[str] = []
     for n, word in enumerate(words):
@@ -295,11 +287,24 @@ def query_categories(query: str, *, net: WordNet, activities: bool = False) -> s
         for phrase_word in _asked_phrase(words[n + 1:]):
             lemma = net.lemma(phrase_word)
             plural = lemma != phrase_word and (phrase_word.endswith("s") or phrase_word in net.exceptions)
-            if lemma is not None and activities and net.is_activity_kind(lemma):
-                found += [lemma.replace("_", " "), ACTIVITY_LINE]
-            elif lemma is not None and plural and lemma not in net.verb_heavy:
+            if lemma is not None and plural and lemma not in net.verb_heavy:
                 found.append(lemma.replace("_", " "))
     return " ".join(dict.fromkeys(found)) or None
+
+
+def asks_for_pastimes(query: str, *, net: WordNet) -> bool:
+    """Whether ``query`` asks for pastimes: the phrase after "what", "which" or "how many" holds a
+    noun, singular or plural, naming activities done for their own sake ("What hobbies ...?",
+    "Which activity did Sam resume ...?", "Which recreational activity ...?";
+    ``WordNet.is_activity_kind``). Their answers are often told by a verb ("we went camping"),
+    which no noun category reaches (``tells_activity``)."""
+    words = [t.lower() for t in _TOKEN.findall(query)]
+    for n, word in enumerate(words):
+        if word not in ("what", "which", "many") or (word == "many" and (n == 0 or words[n - 1] != "how")):
+            continue
+        if any((lemma := net.lemma(w)) is not None and net.is_activity_kind(lemma) for w in _asked_phrase(words[n + 1:])):
+            return True
+    return False
 
 
 def synonyms(word: str, *, net: WordNet) -> tuple[str, ...]:

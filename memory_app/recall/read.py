@@ -79,14 +79,13 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         own_name=_own_name(words, named=named, name_words=name_words, options=options),
         entities=entities,
         topic=without_names(keywords, entities=entities),
-        kinds=concepts.query_categories(query, net=_wordnet(options), activities=options.activity_kinds) if options.concepts and options.bm25 else None,
+        kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
-        asks_activity=options.activity_answer_boost > 0 and options.concepts and concepts.ACTIVITY_LINE in (
-            concepts.query_categories(query, net=_wordnet(options), activities=True) or "").split(),
+        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
 
 

@@ -34,7 +34,7 @@ from memory_app.usage import usage_apply
 log = logging.getLogger(__name__)
 
 # Derived fields ranking reads (an episode's dates, rank.multipliers_for): fetched, never returned.
-RANKED_FIELDS = ("event_dates", "states_time", "concepts")
+RANKED_FIELDS = ("event_dates", "states_time")
 SOURCE_EXCLUDES = [*VECTOR_FIELDS, *(f for f in HIDDEN_FIELDS if f not in RANKED_FIELDS)]
 # The date field a recall's time range filters on.
 RANGE_FIELD: dict[MemoryType, str] = {
@@ -601,8 +601,9 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
             body += [lexical_header(indices, words=reading.words),
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
                       "query": {"bool": {"filter": [filter_, mentions],
-                                         "must": _entity_match(reading, fields=bm25_fields(allowed.types, options=options),
-                                                               options=options),
+                                         "must": {"multi_match": {"query": reading.topic,
+                                                                  "fields": bm25_fields(allowed.types, options=options),
+                                                                  "type": "most_fields"}},
                                          "should": word_clauses(reading)}}}]
             names.append((entity_leg(LegKind.BM25, n), weight))
         if options.entity_dense and options.dense:
@@ -613,19 +614,6 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
                                                   filters=[filter_, mentions], options=options)}}]
             names.append((entity_leg(LegKind.DENSE, n), weight))
     return body, names
-
-
-def _entity_match(reading: Reading, *, fields: list[str], options: RecallOptions) -> dict:
-    """What an entity's BM25 leg asks of the memories naming the entity: the topic and, with
-    ``entity_kinds``, the asked kinds (so that a member of the kind the person told, which shares
-    no word with the question, is a candidate: "What hobbies does Evan pursue?" against "Evan: I
-    had a great time kayaking")."""
-    topic = {"multi_match": {"query": reading.topic, "fields": fields, "type": "most_fields"}}
-    if not (options.entity_kinds and reading.kinds):
-        return topic
-    kinds = {"match": {"concepts": {"query": reading.kinds, "boost": options.concept_boost,
-                                    **({"_name": KINDS} if reading.words else {})}}}
-    return {"bool": {"should": [topic, kinds], "minimum_should_match": 1}}
 
 
 def entity_guard(responses: list[dict], names: list[tuple[LegId, float]], *, entities: tuple[str, ...],
