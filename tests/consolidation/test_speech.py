@@ -651,10 +651,10 @@ def test_a_state_of_the_moment_is_never_a_fact_whatever_it_names(thing, front):
                         "I collected", "I carved"]),
        st.sampled_from(["a new hobby", "a new pastime", "another country", "a good amount", "some new activity",
                         "a new project", "one"]),
-       st.sampled_from(["", " lately", " from scrap", " last month", " in the end"]))
+       st.sampled_from(["", " lately", " again", " last month", " in the end"]))
 def test_a_thing_left_unnamed_is_no_fact(front, unnamed, tail):
-    """"I've been getting into a new pastime", "I built one": what the sentence is about is not named."""
-    assert read(plain(f"{front} {unnamed}{tail}.")).why in ("no_anchor", "vague")
+    """"Lately I got into a new pastime", "I built one": what the sentence is about is not named."""
+    assert read(plain(f"{front} {unnamed}{tail}.")).why in ("no_anchor", "vague", "few_words")
 
 
 @pytest.mark.parametrize("sentence", [
