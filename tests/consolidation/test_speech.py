@@ -667,3 +667,24 @@ def test_a_thing_left_unnamed_is_no_fact(front, unnamed, tail):
 ])
 def test_what_only_looks_like_the_eighth_pass_classes_stays(sentence):
     assert read(plain(sentence)).about_speaker, read(plain(sentence))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["Running", "Juggling", "Opening", "Sorting out", "Finishing"]),
+       st.sampled_from(["bakery in Leith", "allotment and the choir", "flat by the harbour", "pottery studio"]),
+       st.sampled_from(["is tricky at times", "is both scary and thrilling", "has had highs and lows", "was a big hurdle",
+                        "has been tough"]),
+       st.sampled_from(["", ", but worth it", ", yet so rewarding", " - but what a wild ride"]))
+def test_how_an_undertaking_feels_is_no_fact_whatever_it_names(gerund, thing, appraisal, tail):
+    """"Running the bakery is tricky at times, yet so rewarding": how something done feels, not what
+    stays true of the speaker (the possessive makes it about them)."""
+    reading = read(plain(f"{gerund} my {thing} {appraisal}{tail}."))
+    assert reading.why == "feeling", reading
+
+
+@pytest.mark.parametrize("sentence", [
+    "Losing my job at the docks was tough, but it pushed me to open my own bakery in Leith.",
+    "Painting helps me unwind after my shifts at the harbour office.",
+])
+def test_an_undertaking_with_more_said_after_it_stays(sentence):
+    assert read(plain(sentence)).about_speaker, read(plain(sentence))

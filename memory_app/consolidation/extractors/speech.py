@@ -269,7 +269,8 @@ hobby hobbies pastime pastimes activity activities project projects interest int
 ventures skill skills craft crafts country countries city cities town towns amount amounts sum sums event events
 sport sports game games class classes course courses trip trips adventure adventures
 """.split())
-_SPECIFIC = frozenset("the my our his her their its this that these those".split())
+_UNNAMED_KIND = re.compile(r"(?:^|\s)(?:a|an|another|some|any|one)(?: (?:new|good|other|whole|fun|nice|great|cool))?"
+                           r" [a-z]+$", re.I)
 # Verbs whose first-person present reports a stance taken in the exchange, not something about
 # the speaker's life: "I bet", "I guess", "I agree", "I appreciate the offer", "I hope it's easy".
 _EXCHANGE_VERBS = frozenset("""
@@ -304,7 +305,9 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
         before = words[i - 1].lower() if i else ""
         if bare in ignore or lower in STOP_WORDS or lower in _VAGUE_NOUNS or lower in _FILLER:
             continue
-        if lower in _KINDS and not any(w.lower() in _SPECIFIC or w.lower().endswith("'s") for w in words[max(i - 3, 0):i]):
+        after = words[i + 1].lower() if i + 1 < len(words) else ""
+        if (lower in _KINDS and _UNNAMED_KIND.search(" ".join(words[max(i - 2, 0):i + 1]))
+                and not (after not in STOP_WORDS and lex.is_concrete_noun(after))):  # "a game developer"
             continue
         if word[0].isdigit() or _CALENDAR.match(bare):
             out.append(bare)
@@ -439,6 +442,9 @@ _GRATITUDE = frozenset("grateful thankful blessed appreciative".split())
 _ENJOYED = re.compile(r"\b(?:I|[Ww]e)(?:\s+\w+ly|\s+just|\s+really)? had (?:such |so much |a lot of |a |an |the )?"
                       r"(?:(?:real |absolute |total )?blast|ball|fun|(?:great|good|wonderful|amazing|fantastic|awesome|"
                       r"lovely|fun|best) time)\s+[a-z]+ing\b")
+_DATED = re.compile(r"\b(?:yesterday|ago|last|(?:19|20)\d\d|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|"
+                    r"january|february|march|april|june|july|august|september|october|november|december|monday|"
+                    r"tuesday|wednesday|thursday|friday|saturday|sunday|christmas|easter)\b", re.I)
 # Resolve to go on ("I'm determined to keep making a difference"): names nothing new about the speaker.
 _RESOLVE = re.compile(r"\b(?:I|[Ww]e)(?:'m| am|'re| are)\s+(?:\w+\s+)?(?:determined|committed|set|dedicated|resolved|"
                       r"motivated)\s+(?:to|on)\s+(?:keep|keeping|continue|continuing|carry on|carrying on|go on|"
@@ -454,6 +460,31 @@ _STATE = re.compile(r"(?:^|[,;:]\s+|\s(?:but|and|so|though)\s+)(?:(?:I|[Ww]e)(?:
                     r"(?:rough|bad|frustrating|hard|long|tough|stressful|crazy|hectic|difficult|annoying)\s+"
                     r"(?:day|days|week|weeks|problem|problems|issue|issues|time|times|morning|night|patch)\s+"
                     r"(?:at|with|in)\b)")
+
+
+# How an undertaking feels, said of it as the subject ("Running the bakery is tricky at times, yet so
+# rewarding", "Opening my shop has had highs and lows"): no fact about the speaker, when nothing
+# else is said after it.
+_APPRAISAL = re.compile(r"\b(?:is|are|was|were|'s|can be|could be|has been|have been|had|has had|have had)\s+"
+                        r"(?:(?:both|so|really|very|pretty|quite|a bit|kinda|definitely|its|their|a|an|such a|"
+                        r"real|big|huge|major|bit of a|total)\s+)*"
+                        r"(?:tricky|hard|tough|difficult|challenging|scary|daunting|stressful|rough|bumpy|rewarding|"
+                        r"fulfilling|hurdle|struggle|challenge|rollercoaster|ride|ups and downs|highs and lows)\b")
+_APPRAISAL_WORDS = re.compile(r"\b(?:and|but|yet|so|though|also|both|very|really|truly|totally|definitely|it's been|"
+                              r"it has been|it was|what|an?|such|wild|amazing|incredible|crazy|fun|great|exciting|"
+                              r"thrilling|scary|worth it|worth|rewarding|fulfilling|ride|journey|adventure|experience|"
+                              r"tricky|hard|tough|challenging)\b|[,.!;:–—-]", re.I)
+
+
+def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
+    """Whether ``sentence`` opens on an undertaking (an -ing subject) and says only how it feels."""
+    bare = _LEAD_PHRASE.sub("", sentence)
+    if not re.match(r"[A-Z]?[a-z]+ing\b", bare) or is_base_verb(bare.split(" ", 1)[0].lower()):
+        return False
+    m = _APPRAISAL.search(bare)
+    if m is None or _FIRST_PERSON.search(bare[m.end():]):
+        return False
+    return not anchors(_APPRAISAL_WORDS.sub(" ", bare[m.end():]), ignore=ignore)
 
 
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
@@ -621,8 +652,8 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
         if said.startswith(("looking forward", "can't wait")):
             return True, "" if _looking_ahead(said, after) or _MOMENT.match(after) else after
         return True, ""
-    if _ENJOYED.search(sentence) or _RESOLVE.search(sentence):
-        return True, ""
+    if _RESOLVE.search(sentence) or (_ENJOYED.search(sentence) and not _DATED.search(sentence)):
+        return True, ""  # "had a great time kayaking last summer" is an event of theirs, dated
     hardship = _HARDSHIP.search(sentence)
     if hardship and _COPING.match(sentence[hardship.end():]):
         return True, ""
@@ -705,6 +736,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         feeling, after = _feeling(sentence, after_hardship=after_hardship)
         if feeling and (rules.feelings == 2 or not anchors(after, ignore=ignore, strict=rules.strict_nouns)):
             return Reading(False, False, "feeling")
+    if rules.feelings and _appraisal(sentence, ignore=ignore):
+        return Reading(False, False, "feeling")
     if rules.feelings and _STATE.search(sentence):
         return Reading(False, False, "momentary")
     if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
