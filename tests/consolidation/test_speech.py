@@ -647,7 +647,7 @@ def test_a_state_of_the_moment_is_never_a_fact_whatever_it_names(thing, front):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(["Lately I got into", "I took up", "I finally tried", "I managed to get out to",
+@given(st.sampled_from(["Lately I got into", "I took up", "I finally tried", "I managed to get out to", "In addition, I tried",
                         "I collected", "I carved"]),
        st.sampled_from(["a new hobby", "a new pastime", "another country", "a good amount", "some new activity",
                         "a new project", "one"]),

@@ -260,6 +260,7 @@ everything nothing journey experience experiences progress support help success 
 talk talks conversation conversations news update updates question questions answer answers idea ideas word words
 message messages pic pics picture pictures photo photos shot reminder point case sense touch luck care attention
 vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break being end
+addition meantime general
 """.split())
 # Nouns of a kind, not a thing ("a new hobby", "another country", "a good amount"): they name
 # something only when it is someone's or already known ("my hobby", "the country"), else the thing
