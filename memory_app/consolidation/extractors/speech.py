@@ -373,7 +373,7 @@ class StatementRules:
     after_pattern: bool = False
     vague: int = 2
     others: int = 0
-    showing: bool = True
+    showing: bool = False
     alone: bool = True
     reactions: bool = True
 
