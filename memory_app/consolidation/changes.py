@@ -1047,8 +1047,9 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.remarks.append(rendered)
             continue
         if reading is None:
-            if carrier is None and not labelled and plan_statement(sentence):
-                # a plan of the end-user's own the extractor skipped: what a later telling may end
+            if carrier is None and plan_statement(sentence) and (not labelled or _EVENT_PLAN.match(sentence.replace("’", "'"))):
+                # a plan of the end-user's own the extractor skipped, or a speaker's plan for an event
+                # ("I'm going to a conference this month"): what a later telling may end
                 found.added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
                 continue
             if carrier is None and _slot_statement(sentence, self_names=names):
@@ -1106,7 +1107,8 @@ def holder_of(text: str) -> str:
 # outcome: the supersession's kind says so, and nothing else reads it as a change.
 FULFILLED = "fulfilled"
 
-_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
+_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|planning(?= (?:a|an|the|my|our)\b)|heading to|off to|"
+                   r"signed up for|registered for|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
                    r"wants? to|intends? to|dying to|keen to|looking forward to|can't wait|will|'ll|"
                    r"on the cards)\b", re.I)
 # What says the plan is still ahead: told again ("can't wait for ..."), or only prepared for.
@@ -1118,7 +1120,7 @@ _NOT_YET = re.compile(r"\b(?:will|'ll|going to|gonna|can't wait|counting (?:down
 _NOT_DONE = re.compile(r"\b(?:postponed|put (?:\w+ ){0,3}off|pushed (?:\w+ ){0,3}back|rescheduled|delayed|called off|"
                        r"cancell?ed|decided (?:against|not)|gave up|given up|didn't|did not|never|couldn't|"
                        r"could not|wasn't|weren't|hasn't|haven't|not able|missed|pulled out|dropped out|backed out|"
-                       r"skipped|fell through|no longer|not)\b", re.I)
+                       r"skipped|fell through|no longer|not|(?:a|some) (?:break|time off|rest) from)\b", re.I)
 # Another instance, done before the plan was made ("a conference last year", "years ago").
 _EARLIER_ONE = re.compile(r"\b(?:last year|years? ago|back in|as a (?:kid|child|teen(?:ager)?)|"
                           r"when (?:i|we) (?:was|were) (?:a|an|young|little|kids|students|at (?:uni|school|college))|in (?:19|20)\d\d|at uni|another|a second|once before|always|ever since|used to)\b",
@@ -1184,6 +1186,7 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
     if not text or _is_question(text) or _NOT_YET.search(text) or _EARLIER_ONE.search(text) \
             or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text):
         return None
+    found: list[ChangeReading] = []
     for clause in _clauses(_REPORTED.sub("", text)):
         core = _LEAD.sub("", clause)
         if _NOT_DONE.search(core) or not (_past_verbs(words_of(core)) or _DONE_STATE.search(core)):
@@ -1191,9 +1194,11 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
         other, what = _subject(core, names)
         if what == "person":
             continue  # "my sister went to the fair": her outing
-        return ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True,
-                             other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
-    return None
+        found.append(ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True, other_subject=other,
+                                   first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what))
+    # A clause that only leads in ("So much has happened since we last spoke - I went to the fair")
+    # names nothing done: the telling is the clause that does.
+    return next((r for r in found if _done_things(_LEAD.sub("", r.clause))), found[0] if found else None)
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())
@@ -1282,6 +1287,13 @@ def _wordnet_other_only() -> frozenset[str]:
 
 
 _OWN_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now),?\s+)?(?:i|i'm|i am|we|we're|we are|i've|we've|my|our)\b", re.I)
+
+
+# A plan for an event, said by the speaker ("I'm going to a conference", "we've signed up for the
+# marathon"): a noun phrase right after the marker, not a verb ("I'm going to try harder").
+_EVENT_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now|thanks|yeah|yes)\W*\s+)?(?:i'm|i am|we're|we are|i've|we've|i|we)\s+"
+                         r"(?:(?:also|finally|really|just|actually)\s+)?(?:going to|heading to|off to|signed up for|"
+                         r"registered for|planning(?: on)?)\s+(?:a|an|the|this|that|my|our)\s+", re.I)
 
 
 def plan_statement(sentence: str) -> bool:
