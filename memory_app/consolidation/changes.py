@@ -928,7 +928,7 @@ class Probe:
     candidate: FactCandidate
     reading: ChangeReading
     holder: str
-    fulfilment: ChangeReading | None = None  # the sentence also tells something done (``fulfilment_read``)
+    fulfilment: ChangeReading | None = None  # something done or given up (``fulfilment_read``, ``abandonment_read``)
 
 
 _OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
@@ -1033,10 +1033,11 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
-        done = fulfilment_read(sentence, self_names=names) if reading is None or reading.kind == NATURAL else None
+        done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)) \
+            if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
-            # Something done, told in a fact the extractor wrote: it may end a plan (``plan_target``);
-            # a telling the extractor left out adds no fact of its own.
+            # Something done or given up, told in a fact the extractor wrote: it may end a plan
+            # (``plan_target``); a telling the extractor left out adds no fact of its own.
             found.probes.append(Probe(candidate=carrier, reading=done, holder=holder, fulfilment=done))
             continue
         if carrier is None and reading is not None and reading.kind == HARSH:
@@ -1184,8 +1185,8 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
     names = frozenset(n.lower() for n in self_names if n)
     text = sentence.replace("’", "'").strip()
     if not text or _is_question(text) or _NOT_YET.search(text) or _EARLIER_ONE.search(text) \
-            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text):
-        return None
+            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text) or _ABANDON.search(text):
+        return None  # (a plan given up, "dropped the idea of ...", is read by ``abandonment_read``)
     found: list[ChangeReading] = []
     for clause in _clauses(_REPORTED.sub("", text)):
         core = _LEAD.sub("", clause)
@@ -1199,6 +1200,37 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
     # A clause that only leads in ("So much has happened since we last spoke - I went to the fair")
     # names nothing done: the telling is the clause that does.
     return next((r for r in found if _done_things(_LEAD.sub("", r.clause))), found[0] if found else None)
+
+
+# A plan given up ("decided against the ski trip", "we called off the fair", "dropped the idea of ..."):
+# the plan's fact ends, as a change over time (``NATURAL``), by the thing named after the cue or, for a
+# thing as subject, before it ("the fair was cancelled").
+_ABANDON = re.compile(r"\b(?:decided (?:against|not to(?: \w+)?)|call(?:ed)? off|cancell?ed|gave up on|given up on|"
+                      r"dropped the (?:idea|plan) of|scrapped|pulled out of|backed out of|(?:'m|am|'re|are) not "
+                      r"going to(?= (?:a|an|the|do|go)\b)|changed (?:my|our) minds? about)\b", re.I)
+# What says the plan was not given up: nearly, a hypothesis, a question, put off (``_NOT_DONE`` holds the rest).
+_NOT_ABANDONED = re.compile(r"\b(?:almost|nearly|never|didn't|did not|haven't|have not|not yet|postponed|put off|"
+                            r"pushed \w+ back|rescheduled|still on|if)\b", re.I)
+
+
+def abandonment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A plan of the speaker's given up (``_ABANDON``), read for ``plan_target``, or None: a question, a
+    hypothesis, nearly or not given up, put off, or given up by someone else."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _NOT_ABANDONED.search(text) or _HYPOTHETICAL.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        cue = _ABANDON.search(core)
+        if cue is None:
+            continue
+        other, what = _subject(core, names)
+        if what == "person":
+            continue  # "my sister called off the fair": her plan
+        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue=cue.group(0).lower(), ends=True,
+                             other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
+    return None
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())
@@ -1274,7 +1306,9 @@ _OTHERS_CLOSE = _PERSON_NOUNS | frozenset("flatmate roommate housemate team band
 
 def _someone_elses(fact: str, names: frozenset[str]) -> bool:
     """The plan ``fact`` tells is another's: "Priya's brother is going to ...", "Priya's flatmate ..."."""
-    words = words_of(fact)
+    # (before the plan's marker: "going to the fair with Priya's uncle" is still hers)
+    marker = _PLAN.search(fact)
+    words = words_of(fact[:marker.start()] if marker else fact)
     return _subject(fact, names)[1] == "person" or any(
         w.endswith("'s") and w.removesuffix("'s") in names and _singular(nxt) in _OTHERS_CLOSE
         for w, nxt in zip(words, words[1:], strict=False))
@@ -1330,21 +1364,24 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     ``_done_things``, or its activity with the same object: "asking her out", "asked her"), told
     later than the plan (not within ``SAME_SITTING``)."""
     names = frozenset(n.lower() for n in self_names if n)
-    done = _done_things(_LEAD.sub("", reading.clause))
+    given_up = reading.kind != FULFILLED
+    # a plan given up names its thing anywhere in the clause ("called off the fair", "the fair was cancelled")
+    done = set().union(*(_heads(words_of(p)) for p in _PHRASE_BREAK.split(_LEAD.sub("", reading.clause)))) \
+        if given_up else _done_things(_LEAD.sub("", reading.clause))
     told = words_of(reading.clause)
     said = {_singular(w.removesuffix("'s")) for w in told}
     best: Link | None = None
     for fact in facts:
         fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
         if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names) \
-                or _not_due(fact.text, told_at):
+                or (_not_due(fact.text, told_at) and not given_up):  # a plan can be given up before it is due
             continue
         heads, activity = _plan_things(fact.text, self_names=names)
         shared = {h for h in heads & done if _plan_kinds(fact.text, h, self_names=names) <= said}
-        if shared and activity is not None and not _DONE_STATE.search(reading.clause) and not (
+        if shared and activity is not None and not given_up and not _DONE_STATE.search(reading.clause) and not (
                 {_lemma(told[n]) for n in _past_verbs(told)} & (_GENERAL_DONE | {activity[0]})):
             shared = set()  # "going to show my paintings", then "made a painting": another doing of the thing
-        if not shared and activity is not None and any(
+        if not shared and activity is not None and not given_up and any(
                 _lemma(told[n]) == activity[0] and told[n + 1:n + 2] == [activity[1]] for n in _past_verbs(told)):
             shared = {activity[0]}
         if not shared:

@@ -68,6 +68,7 @@ def test_a_plan_put_off_or_only_prepared_for_stays(name, thing, plan, later):
 @given(st.sampled_from(NAMES), st.sampled_from(THINGS), st.sampled_from(PLANS), st.sampled_from([
     "I've decided against the {x} after all.", "We called off the {x}.", "I never made it to the {x}.",
     "Didn't go to the {x} in the end.", "The {x} was cancelled, what a shame.", "I gave up on the {x}.",
+    "I dropped the idea of the {x}.", "We scrapped the {x}.",
 ]))
 def test_a_plan_given_up_is_not_fulfilled(name, thing, plan, later):
     assert not _ends(later.format(x=thing), _plan(name, thing, plan), name=name)
@@ -214,3 +215,65 @@ def test_what_is_no_plan_of_the_speakers_for_an_event_is_not_added(name, thing, 
 
     added = episode_probes(episode=_episode(f"{name}: {said.format(x=thing)}"), candidates=[]).added
     assert not any(thing in c.text and ("going" in c.text or "plan" in c.text) for c in added), [c.text for c in added]
+
+
+# A plan given up ("I've decided against the ski trip", "we called off the book fair"): the plan's fact
+# stops being true as well, ended as a change (kind natural), not as fulfilled.
+GIVEN_UP = ["I've decided against the {x} after all.", "We called off the {x}.", "I dropped the idea of the {x}.",
+            "I've decided not to do the {x} this year.", "The {x} was cancelled, what a shame.",
+            "I gave up on the {x}.", "I pulled out of the {x} last week.",
+            "We called off the {x} because the baby is due."]
+
+
+def _gives_up(sentence: str, fact: StoredFact, *, name: str, told_at: str = "2025-04-02T10:00:00+00:00") -> bool:
+    from memory_app.consolidation.changes import abandonment_read
+
+    reading = abandonment_read(sentence, self_names=[name])
+    return reading is not None and plan_target(reading, [fact], self_names=[name], told_at=told_at) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(THINGS), st.sampled_from(PLANS), st.sampled_from(GIVEN_UP))
+def test_a_plan_given_up_ends_the_plan_as_a_change(name, thing, plan, later):
+    from memory_app.consolidation.changes import NATURAL, abandonment_read
+
+    reading = abandonment_read(later.format(x=thing), self_names=[name])
+    assert reading is not None and reading.kind == NATURAL, later
+    assert _gives_up(later.format(x=thing), _plan(name, thing, plan), name=name), later
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(THINGS), st.sampled_from(PLANS), st.sampled_from([
+    "The {x} got postponed to the autumn.", "We've pushed the {x} back a month.", "I almost cancelled the {x}.",
+    "I might call off the {x}.", "Should I cancel the {x}?", "My sister called off the {x}.",
+    "If it rains we'll cancel the {x}.", "I went to the {x} on Saturday.", "Can't wait for the {x}!",
+    "I never cancelled the {x}, it's still on.",
+]))
+def test_what_gives_no_plan_up_leaves_it(name, thing, plan, later):
+    assert not _gives_up(later.format(x=thing), _plan(name, thing, plan), name=name), later
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(NAMES), st.sampled_from(THINGS), st.sampled_from(THINGS),
+       st.sampled_from(PLANS), st.sampled_from(GIVEN_UP))
+def test_another_thing_or_anothers_plan_given_up_leaves_the_plan(speaker, planner, planned, dropped, plan, later):
+    assume(planned != dropped or speaker != planner)
+    assert not _gives_up(later.format(x=dropped), _plan(planner, planned, plan), name=speaker), later
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(["brother", "uncle", "flatmate"]), st.sampled_from(THINGS),
+       st.sampled_from(DONE), st.sampled_from(GIVEN_UP))
+def test_a_plan_made_with_someone_close_is_still_the_speakers(name, relation, thing, done, given_up):
+    fact = StoredFact(id="p1", text=f"{name} is going to the {thing} with {name}'s {relation}.",
+                      valid_from="2025-01-10T10:00:00+00:00")
+    assert _ends(done.format(x=thing), fact, name=name)
+    assert _gives_up(given_up.format(x=thing), fact, name=name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(THINGS), st.sampled_from(GIVEN_UP), st.integers(1, 10))
+def test_a_plan_for_a_month_still_ahead_can_be_given_up(thing, given_up, ahead):
+    fact = StoredFact(id="p1", text=f"Ines is going to the {thing} in {_MONTH_NAMES[(1 + ahead) % 12]} "
+                                    f"{2025 + (1 + ahead) // 12}.", valid_from="2024-11-10T10:00:00+00:00")
+    assert _gives_up(given_up.format(x=thing), fact, name="Ines", told_at="2025-01-10T10:00:00+00:00")
