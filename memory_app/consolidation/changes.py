@@ -1033,8 +1033,8 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
-        done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)) \
-            if reading is None or reading.kind == NATURAL else None
+        done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
+                or step_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
             # Something done or given up, told in a fact the extractor wrote: it may end a plan
             # (``plan_target``); a telling the extractor left out adds no fact of its own.
@@ -1231,6 +1231,70 @@ def abandonment_read(sentence: str, *, self_names: Iterable[str] = ()) -> Change
         return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue=cue.group(0).lower(), ends=True,
                              other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
     return None
+
+
+# A pursuit's steps, in order (looked into, applied, interviewed, accepted): a later step of the
+# speaker's for the same thing ends the fact of an earlier one ("had an interview for a design
+# internship", then "got accepted for a fashion internship"), as a change over time.
+_STEPS = (
+    re.compile(r"\b(?:looking into|looked into|researching|researched)\s+", re.I),
+    re.compile(r"\b(?:appl(?:y|ies|ied|ying) (?:to|for)|(?:sent|send|submitted) (?:off )?(?:my |an |the )?applications? "
+               r"(?:to|for))\s+", re.I),
+    re.compile(r"\b(?:(?:had|got|did|have|'ve had) (?:an?|my|the) interviews? (?:for|with|at)|interviewed (?:for|with|at))\s+",
+               re.I),
+    re.compile(r"\b(?:accepted (?:for|to|into|on|at|by)|offered (?:a|the|my) (?:place|job|position|role|spot)(?: on| at| in| for)?|"
+               r"passed (?:the|my|our) (?=(?:[\w'-]+ ){0,3}interviews?\b))\s*", re.I),
+)
+_STEP_WORDS = frozenset("interview interviews application applications place offer spot position".split())
+
+
+def _step(text: str) -> tuple[int, set[str]] | None:
+    """(the latest step of a pursuit ``text`` tells, from 1, and the nouns of the thing pursued: those of
+    the phrase after that step's words), or None."""
+    for level in range(len(_STEPS), 0, -1):
+        if (m := _STEPS[level - 1].search(text)) is not None:
+            phrase = _PHRASE_BREAK.split(text[m.end():], maxsplit=1)[0]
+            words = words_of(phrase)
+            return level, {_singular(w) for n, w in enumerate(words) if w not in _STEP_WORDS and _is_noun(w, words[:n])}
+    return None
+
+
+def step_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A step of a pursuit the speaker took (``_STEPS``), for ``step_target``, or None: a question, a
+    hypothesis, a step not taken, someone else's."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _HYPOTHETICAL.search(text) or _NOT_DONE.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        if _step(core) is None or _subject(core, names)[1] == "person":
+            continue
+        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="step", ends=True, other_subject=None,
+                             first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` that tells an earlier step of the pursuit ``reading``
+    (``step_read``) takes further: a lower step for a thing sharing a noun, told before (not within
+    ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    later = _step(_LEAD.sub("", reading.clause))
+    if later is None:
+        return None
+    best: Link | None = None
+    for fact in facts:
+        earlier = _step(fact.text)
+        if earlier is None or earlier[0] >= later[0] or not ({w.removesuffix("'s") for w in words_of(fact.text)} & names) \
+                or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names):
+            continue
+        if shared := earlier[1] & later[1]:
+            link = Link(fact=fact, by="step", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
+            if best is None or link.score > best.score:
+                best = link
+    return best
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())

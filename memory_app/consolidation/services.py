@@ -529,7 +529,12 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
     if link is None and probe.fulfilment is not None:
         # no value replaced: maybe a plan of the speaker's that came true or was given up
         reading = probe.fulfilment
-        link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None)
+        link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None) \
+            if reading.cue != "step" else None
+        if link is None and (step := changes.step_read(reading.sentence, self_names=own)) is not None:
+            # or a later step of a pursuit of theirs ("interviewed for the internship", "got accepted")
+            reading = step
+            link = changes.step_target(reading, stored, self_names=own, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(reading.clause))

@@ -277,3 +277,49 @@ def test_a_plan_for_a_month_still_ahead_can_be_given_up(thing, given_up, ahead):
     fact = StoredFact(id="p1", text=f"Ines is going to the {thing} in {_MONTH_NAMES[(1 + ahead) % 12]} "
                                     f"{2025 + (1 + ahead) // 12}.", valid_from="2024-11-10T10:00:00+00:00")
     assert _gives_up(given_up.format(x=thing), fact, name="Ines", told_at="2025-01-10T10:00:00+00:00")
+
+
+# A pursuit's steps (looked into → applied → interviewed → accepted): a later step of the speaker's
+# for the same thing ends the fact of an earlier one, as a change (kind natural).
+PURSUITS = ["design internship", "adoption agency", "nursing degree", "allotment plot", "apprenticeship scheme"]
+STEPS = [["{n} is looking into the {x}.", "{n} is researching the {x}."],
+         ["{n} applied for the {x}.", "{n} has sent off an application for the {x}."],
+         ["{n} had an interview for the {x}.", "{n} was interviewed for the {x}."],
+         ["{n} got accepted for the {x}.", "{n} was offered a place on the {x}."]]
+LATER = [[], ["I applied for the {x} last week!", "Sent off my application for the {x} on Monday."],
+         ["I had an interview for the {x} yesterday.", "I've been interviewed for the {x}, fingers crossed."],
+         ["I just got accepted for the {x}!", "I've been offered a place on the {x}!",
+          "I passed the {x} interviews last Friday!"]]
+
+
+def _steps_on(sentence: str, fact: StoredFact, *, name: str) -> bool:
+    from memory_app.consolidation.changes import step_read, step_target
+
+    reading = step_read(sentence, self_names=[name])
+    return reading is not None and step_target(reading, [fact], self_names=[name],
+                                               told_at="2025-04-02T10:00:00+00:00") is not None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(PURSUITS), st.integers(0, 3), st.integers(1, 3), st.data())
+def test_a_later_step_of_a_pursuit_ends_the_earlier_one(name, thing, first, then, data):
+    from memory_app.consolidation.changes import NATURAL, step_read
+
+    fact = StoredFact(id="s1", text=data.draw(st.sampled_from(STEPS[first])).format(n=name, x=thing),
+                      valid_from="2025-01-10T10:00:00+00:00")
+    later = data.draw(st.sampled_from(LATER[then])).format(x=thing)
+    assert step_read(later, self_names=[name]).kind == NATURAL
+    assert _steps_on(later, fact, name=name) == (then > first), (fact.text, later)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(PURSUITS), st.sampled_from(PURSUITS), st.integers(0, 2), st.data())
+def test_a_step_of_another_pursuit_or_not_taken_leaves_the_earlier_one(name, thing, other, first, data):
+    fact = StoredFact(id="s1", text=data.draw(st.sampled_from(STEPS[first])).format(n=name, x=thing),
+                      valid_from="2025-01-10T10:00:00+00:00")
+    later = data.draw(st.sampled_from([
+        "My sister just got accepted for the {x}!", "If I get accepted for the {x} I'll celebrate.",
+        "I didn't get accepted for the {x}.", "Will I get an interview for the {x}?",
+        "I wasn't offered a place on the {x}.",
+    ] + (["I just got accepted for the {y}!", "I had an interview for the {y} yesterday."] if other != thing else [])))
+    assert not _steps_on(later.format(x=thing, y=other), fact, name=name), (fact.text, later)
