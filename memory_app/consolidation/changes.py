@@ -1197,7 +1197,7 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
             continue  # "my sister went to the fair": her outing
         found.append(ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True, other_subject=other,
                                    first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what))
-    # A clause that only leads in ("So much has happened since we last spoke - I went to the fair")
+    # A clause that only leads in ("What a summer it's been - I went to the fair")
     # names nothing done: the telling is the clause that does.
     return next((r for r in found if _done_things(_LEAD.sub("", r.clause))), found[0] if found else None)
 
@@ -1234,8 +1234,8 @@ def abandonment_read(sentence: str, *, self_names: Iterable[str] = ()) -> Change
 
 
 # A pursuit's steps, in order (looked into, applied, interviewed, accepted): a later step of the
-# speaker's for the same thing ends the fact of an earlier one ("had an interview for a design
-# internship", then "got accepted for a fashion internship"), as a change over time.
+# speaker's for the same thing ends the fact of an earlier one ("had an interview for the graduate
+# scheme", then "got accepted for the scheme"), as a change over time.
 _STEPS = (
     re.compile(r"\b(?:looking into|looked into|researching|researched)\s+", re.I),
     re.compile(r"\b(?:appl(?:y|ies|ied|ying) (?:to|for)|(?:sent|send|submitted) (?:off )?(?:my |an |the )?applications? "

@@ -532,7 +532,7 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None) \
             if reading.cue != "step" else None
         if link is None and (step := changes.step_read(reading.sentence, self_names=own)) is not None:
-            # or a later step of a pursuit of theirs ("interviewed for the internship", "got accepted")
+            # or a later step of a pursuit of theirs ("interviewed for the scheme", "got accepted")
             reading = step
             link = changes.step_target(reading, stored, self_names=own, told_at=max(told) if told else None)
     if link is None:

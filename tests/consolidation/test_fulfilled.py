@@ -150,13 +150,13 @@ def test_an_activity_planned_is_ended_by_the_same_activity_done_with_the_same_ob
     assert not _ends("I invited them last night.", fact, name="Kofi")
 
 
-# A telling after a clause that only leads in ("So much has happened since we last talked - I went
-# to the book fair"): what was done is in the later clause.
+# A telling after a clause that only leads in ("What a summer it's been - I went to the book fair"):
+# what was done is in the later clause.
 def _led(lead: str, sentence: str) -> str:
     return lead + (sentence if sentence.startswith(("I ", "I'")) else sentence[0].lower() + sentence[1:])
 
 
-LEAD_INS = ["So much has happened since we last talked - ", "It's been a hectic month; ", "Loads has gone on lately - "]
+LEAD_INS = ["What a summer it's been - ", "It's been a hectic month; ", "Loads has gone on lately - "]
 
 
 @settings(max_examples=60, deadline=None)
@@ -281,7 +281,7 @@ def test_a_plan_for_a_month_still_ahead_can_be_given_up(thing, given_up, ahead):
 
 # A pursuit's steps (looked into → applied → interviewed → accepted): a later step of the speaker's
 # for the same thing ends the fact of an earlier one, as a change (kind natural).
-PURSUITS = ["design internship", "adoption agency", "nursing degree", "allotment plot", "apprenticeship scheme"]
+PURSUITS = ["graduate scheme", "foster panel", "nursing degree", "allotment plot", "apprenticeship programme"]
 STEPS = [["{n} is looking into the {x}.", "{n} is researching the {x}."],
          ["{n} applied for the {x}.", "{n} has sent off an application for the {x}."],
          ["{n} had an interview for the {x}.", "{n} was interviewed for the {x}."],
@@ -289,7 +289,7 @@ STEPS = [["{n} is looking into the {x}.", "{n} is researching the {x}."],
 LATER = [[], ["I applied for the {x} last week!", "Sent off my application for the {x} on Monday."],
          ["I had an interview for the {x} yesterday.", "I've been interviewed for the {x}, fingers crossed."],
          ["I just got accepted for the {x}!", "I've been offered a place on the {x}!",
-          "I passed the {x} interviews last Friday!"]]
+          "Passed my {x} interviews this week."]]
 
 
 def _steps_on(sentence: str, fact: StoredFact, *, name: str) -> bool:
