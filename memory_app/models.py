@@ -13,6 +13,12 @@ from memory_app.validation import MEMORY_ID_MAX_CHARS
 from tenants.models import AgentToken, Tenant
 
 
+class OutboxQuerySet(models.QuerySet):
+    def pending_for(self, *, tenant: Tenant, external_id: str) -> bool:
+        """Whether the end-user has writes waiting: a new one queues behind them."""
+        return self.filter(tenant=tenant, external_id=external_id, status=OutboxEntry.Status.PENDING).exists()
+
+
 class OutboxEntry(models.Model):
     """One acknowledged subject write waiting to be applied to Elasticsearch.
 
@@ -58,6 +64,8 @@ class OutboxEntry(models.Model):
     last_error = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OutboxQuerySet.as_manager()
     processed_at = models.DateTimeField(null=True, blank=True)
     # The W3C traceparent of the request that queued it: its replay joins that request's trace.
     traceparent = models.CharField(max_length=64, blank=True, default="")
@@ -155,6 +163,8 @@ class ConsolidationRun(models.Model):
     details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OutboxQuerySet.as_manager()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # The W3C traceparent of what queued it: the run's own trace links to it.
@@ -211,6 +221,8 @@ class ForgetNote(models.Model):
     memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS)
     note = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OutboxQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"note on the forget of {self.memory_id}"
