@@ -253,3 +253,31 @@ def test_a_negated_statement_about_the_speaker_is_grounded_in_its_turn(adverb, v
     turn = f"Rosa: I{adverb} {verb} {thing} in Leith."
     facts = _extract(turn).facts
     assert facts and all(is_grounded(f.text, [turn]) for f in facts), facts
+
+
+# Issue 68's eighth pass: our own words.
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["The last year has been a hard road.", "Running the shop was really tough.",
+                        "Things have been rough at the bakery."]),
+       st.sampled_from(["I'm determined to finish", "I'm gonna make it work with", "I'm staying focused on",
+                        "But I'm sure I'll sort out"]),
+       _OWN_THING)
+def test_coping_whose_hardship_is_the_sentence_before_is_no_fact(hardship, coping, thing):
+    """"It's been a hard road. I'm determined to ...": the coping is read with its hardship, as when
+    both are in one sentence."""
+    facts = [f.text for f in _extract(f"Rosa: {hardship} {coping} {thing}.").facts]
+    assert not facts, facts
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["This little village", "That old farmhouse", "This quiet town by the sea"]),
+       st.sampled_from(["is where I was born", "is where I grew up", "is where I spent my summers"]),
+       st.booleans())
+def test_a_demonstrative_with_its_own_noun_names_its_thing(place, rest, first):
+    """"This little village is where I grew up": the demonstrative brings its own noun, so the
+    sentence names its thing and is a fact about the place the speaker grew up in."""
+    before = "" if first else "Hi there! "
+    facts = [f.text for f in _extract(f"Rosa: {before}{place} {rest}.").facts]
+    noun = place.split(" ", 1)[1]
+    assert any(noun in f and "Rosa" in f for f in facts), facts
+    assert not any(f.startswith(("This", "That")) for f in facts), facts

@@ -419,7 +419,8 @@ def test_a_thanks_or_an_act_without_its_subject_is_a_fragment(thing, front):
 @settings(max_examples=150, deadline=None)
 @given(_THING)
 def test_showing_after_but_or_and_is_still_showing(thing):
-    assert not read(plain(f"The soup at {thing} was great, but check out what I baked after.")).about_speaker
+    assert read(plain(f"The soup at {thing} was great, but check out what I baked after."),
+                rules=replace(StatementRules(), showing=True)).why == "showing"
 
 
 @pytest.mark.parametrize("text, family", [
@@ -607,3 +608,84 @@ def test_what_was_said_before_is_an_event_not_a_stance(front, who):
 def test_it_in_capitals_is_the_trade_not_a_pronoun(front, place, vague):
     """"I used to run IT for the school": "IT" leans on nothing said before (``vague`` 2 dropped it)."""
     assert read(f"{front} {place} in Leith.", rules=replace(StatementRules(), vague=vague)).why != "vague"
+
+
+# Issue 68's eighth pass: the junk classes hand-labelled sample "h" still kept, each as a class.
+# Our own words; whatever the sentence names around the class's words, it is no fact.
+@settings(max_examples=150, deadline=None)
+@given(_THING, st.sampled_from(["I'm so grateful for", "I'm truly thankful for", "I feel really blessed for",
+                                "I'm deeply thankful for the chance to help", "I'm so grateful for the support of"]))
+def test_gratitude_for_something_is_a_feeling_whatever_it_names(thing, front):
+    """"I'm so grateful for my choir's support": the thing named is what the feeling is about; the
+    sentence says how the speaker feels, nothing durable about them."""
+    assert read(plain(f"{front} {thing} and the harbour choir.")).why == "feeling"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_THING, st.sampled_from(["I had a blast", "I had a great time", "I had so much fun", "I had a ball"]),
+       st.sampled_from(["racing against", "singing with", "cooking for", "playing cards with"]))
+def test_enjoying_an_activity_is_a_feeling_whatever_it_names(thing, front, doing):
+    """"I had a blast racing against strong riders": how an activity felt, not what the speaker did."""
+    assert read(plain(f"{front} {doing} {thing} and the harbour choir.")).why == "feeling"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_THING, st.sampled_from(["I'm determined to keep", "I'm committed to continue", "I'm set on continuing to",
+                                "I'm determined to carry on"]),
+       st.sampled_from(["helping out at", "making a change at", "doing good work for", "giving back to"]))
+def test_resolve_to_keep_going_is_a_feeling_whatever_it_names(thing, front, doing):
+    """"I'm determined to keep making a difference": resolve to go on names nothing new about the speaker."""
+    assert read(plain(f"{front} {doing} {thing} and the harbour choir.")).why == "feeling"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_THING, st.sampled_from(["I'm swamped with", "I'm having trouble with", "I'm struggling with",
+                                "I've been snowed under with", "I had a rough day at", "I had a frustrating problem at",
+                                "I've had rough times with", "I'm on my way back from"]))
+def test_a_state_of_the_moment_is_never_a_fact_whatever_it_names(thing, front):
+    """"I'm swamped with the kids and work": how things stand for the speaker now, not what stays true."""
+    assert read(plain(f"{front} {thing} and the harbour choir.")).why == "momentary"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["Lately I got into", "I took up", "I finally tried", "I managed to get out to", "In addition, I tried",
+                        "I collected", "I carved"]),
+       st.sampled_from(["a new hobby", "a new pastime", "another country", "a good amount", "some new activity",
+                        "a new project", "one"]),
+       st.sampled_from(["", " lately", " again", " last month", " in the end"]))
+def test_a_thing_left_unnamed_is_no_fact(front, unnamed, tail):
+    """"Lately I got into a new pastime", "I built one": what the sentence is about is not named."""
+    assert read(plain(f"{front} {unnamed}{tail}.")).why in ("no_anchor", "vague", "few_words")
+
+
+@pytest.mark.parametrize("sentence", [
+    "I took up a new hobby: bouldering at the Leith wall.",  # the hobby is named after all
+    "I moved to another country, Portugal, in 2019.",
+    "I adopted a puppy from the shelter in Leith.",  # a thing of its own, not a category
+    "I'm grateful to have my sister Ana nearby in Leith.",  # who they have is the statement
+    "I had a great time at my cousin's wedding in Porto in May.",  # a dated event of theirs
+    "I'm struggling to learn Portuguese at night school.",  # what they do, not how things stand
+])
+def test_what_only_looks_like_the_eighth_pass_classes_stays(sentence):
+    assert read(plain(sentence)).about_speaker, read(plain(sentence))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["Running", "Juggling", "Opening", "Sorting out", "Finishing"]),
+       st.sampled_from(["bakery in Leith", "allotment and the choir", "flat by the harbour", "pottery studio"]),
+       st.sampled_from(["is tricky at times", "is both scary and thrilling", "has had highs and lows", "was a big hurdle",
+                        "has been tough"]),
+       st.sampled_from(["", ", but worth it", ", yet so rewarding", " - but what a wild ride"]))
+def test_how_an_undertaking_feels_is_no_fact_whatever_it_names(gerund, thing, appraisal, tail):
+    """"Running the bakery is tricky at times, yet so rewarding": how something done feels, not what
+    stays true of the speaker (the possessive makes it about them)."""
+    reading = read(plain(f"{gerund} my {thing} {appraisal}{tail}."))
+    assert reading.why == "feeling", reading
+
+
+@pytest.mark.parametrize("sentence", [
+    "Losing my job at the docks was tough, but it pushed me to open my own bakery in Leith.",
+    "Painting helps me unwind after my shifts at the harbour office.",
+])
+def test_an_undertaking_with_more_said_after_it_stays(sentence):
+    assert read(plain(sentence)).about_speaker, read(plain(sentence))

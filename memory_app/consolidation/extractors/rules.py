@@ -372,7 +372,9 @@ class RulesExtractor:
         facts: list[FactCandidate] = []
         playbooks: list[PlaybookCandidate] = []
         previous_general: int | None = None  # index in facts of this turn's last general statement
+        hard = False  # the sentence before said how hard something is: a feeling after it is coping
         for sentence in speech.sentences(text):
+            after_hardship, hard = hard, speech.hardship(sentence)
             harsh = bool(_CORRECTION.match(speech.strip_opener(sentence)) or _CORRECTION.match(sentence))
             stated = len(facts)
             handled = rejected = False
@@ -416,7 +418,7 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
-            sentence = speech.with_subject(speech.plain(speech.strip_opener(sentence)))
+            sentence = speech.own_noun(speech.with_subject(speech.plain(speech.strip_opener(sentence))))
             if previous_general is None and speech.leans(speech.strip_opener(sentence)):
                 # Nothing before it in the turn to lean on: its first clause names no one; what it
                 # says of the speaker after that clause is read on its own (``alone``), else nothing.
@@ -428,7 +430,7 @@ class RulesExtractor:
                 sentence = rest
             # What opens on "she and I" or "this morning" with nothing before it is a statement of its own.
             reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
-                                  alone=previous_general is None, family=family)
+                                  alone=previous_general is None, family=family, after_hardship=after_hardship)
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:

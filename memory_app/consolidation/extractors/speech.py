@@ -259,8 +259,19 @@ someone somebody everyone everybody anyone anybody guy guys folks others other o
 everything nothing journey experience experiences progress support help success effort efforts advice chat chats
 talk talks conversation conversations news update updates question questions answer answers idea ideas word words
 message messages pic pics picture pictures photo photos shot reminder point case sense touch luck care attention
-vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break being
+vibe vibes job work deal step steps rest fun challenge challenges difference impact boost break being end
+addition meantime general
 """.split())
+# Nouns of a kind, not a thing ("a new hobby", "another country", "a good amount"): they name
+# something only when it is someone's or already known ("my hobby", "the country"), else the thing
+# is left unnamed.
+_KINDS = frozenset("""
+hobby hobbies pastime pastimes activity activities project projects interest interests passion passions venture
+ventures skill skills craft crafts country countries city cities town towns amount amounts sum sums event events
+sport sports game games class classes course courses trip trips adventure adventures
+""".split())
+_UNNAMED_KIND = re.compile(r"(?:^|\s)(?:a|an|another|some|any|one)(?: (?:new|good|other|whole|fun|nice|great|cool))?"
+                           r" [a-z]+$", re.I)
 # Verbs whose first-person present reports a stance taken in the exchange, not something about
 # the speaker's life: "I bet", "I guess", "I agree", "I appreciate the offer", "I hope it's easy".
 _EXCHANGE_VERBS = frozenset("""
@@ -294,6 +305,10 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
         lower = bare.lower()
         before = words[i - 1].lower() if i else ""
         if bare in ignore or lower in STOP_WORDS or lower in _VAGUE_NOUNS or lower in _FILLER:
+            continue
+        after = words[i + 1].lower() if i + 1 < len(words) else ""
+        if (lower in _KINDS and _UNNAMED_KIND.search(" ".join(words[max(i - 2, 0):i + 1]))
+                and not (after not in STOP_WORDS and lex.is_concrete_noun(after))):  # "a game developer"
             continue
         if word[0].isdigit() or _CALENDAR.match(bare):
             out.append(bare)
@@ -358,7 +373,7 @@ class StatementRules:
     after_pattern: bool = False
     vague: int = 2
     others: int = 0
-    showing: bool = True
+    showing: bool = False
     alone: bool = True
     reactions: bool = True
 
@@ -421,10 +436,63 @@ _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going 
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
 
 
+# Gratitude for something: the thing is what the feeling is about ("grateful for my choir's support").
+_GRATITUDE = frozenset("grateful thankful blessed appreciative".split())
+# How an activity felt ("I had a blast racing against ..."), not what was done; "a great time at my
+# cousin's wedding" names an event and is left to the rest of the rules.
+_ENJOYED = re.compile(r"\b(?:I|[Ww]e)(?:\s+\w+ly|\s+just|\s+really)? had (?:such |so much |a lot of |a |an |the )?"
+                      r"(?:(?:real |absolute |total )?blast|ball|fun|(?:great|good|wonderful|amazing|fantastic|awesome|"
+                      r"lovely|fun|best) time)\s+[a-z]+ing\b")
+_DATED = re.compile(r"\b(?:yesterday|ago|last|(?:19|20)\d\d|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|"
+                    r"january|february|march|april|june|july|august|september|october|november|december|monday|"
+                    r"tuesday|wednesday|thursday|friday|saturday|sunday|christmas|easter)\b", re.I)
+# Resolve to go on ("I'm determined to keep making a difference"): names nothing new about the speaker.
+_RESOLVE = re.compile(r"\b(?:I|[Ww]e)(?:'m| am|'re| are)\s+(?:\w+\s+)?(?:determined|committed|set|dedicated|resolved|"
+                      r"motivated)\s+(?:to|on)\s+(?:keep|keeping|continue|continuing|carry on|carrying on|go on|"
+                      r"going on|stay|staying)\b")
+# How things stand for the speaker at the moment ("I'm swamped with work", "I'm having trouble with
+# the van", "I had a rough day at the office", "I've had tough times with the shop").
+_STATE = re.compile(r"(?:^|[,;:]\s+|\s(?:but|and|so|though)\s+)(?:(?:I|[Ww]e)(?:'m| am|'re| are|'ve been| have been| was| were)"
+                    r"(?:\s+(?:\w+ly|so|really|just|still|a bit|kinda|pretty))*\s+(?:swamped|slammed|snowed under|"
+                    r"buried|overloaded|struggling with|stuck with|having (?:a (?:hard|rough|tough) time|trouble|"
+                    r"problems|issues|difficulties|some trouble|some issues) with|on (?:my|our) way (?:back )?"
+                    r"(?:from|to|home))|"
+                    r"(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)? had (?:a |an |some |such a )?(?:\w+ )?"
+                    r"(?:rough|bad|frustrating|hard|long|tough|stressful|crazy|hectic|difficult|annoying)\s+"
+                    r"(?:day|days|week|weeks|problem|problems|issue|issues|time|times|morning|night|patch)\s+"
+                    r"(?:at|with|in)\b)")
+
+
+# How an undertaking feels, said of it as the subject ("Running the bakery is tricky at times, yet so
+# rewarding", "Opening my shop has had highs and lows"): no fact about the speaker, when nothing
+# else is said after it.
+_APPRAISAL = re.compile(r"\b(?:is|are|was|were|'s|can be|could be|has been|have been|had|has had|have had)\s+"
+                        r"(?:(?:both|so|really|very|pretty|quite|a bit|kinda|definitely|its|their|a|an|such a|"
+                        r"real|big|huge|major|bit of a|total)\s+)*"
+                        r"(?:tricky|hard|tough|difficult|challenging|scary|daunting|stressful|rough|bumpy|rewarding|"
+                        r"fulfilling|hurdle|struggle|challenge|rollercoaster|ride|ups and downs|highs and lows)\b")
+_APPRAISAL_WORDS = re.compile(r"\b(?:and|but|yet|so|though|also|both|very|really|truly|totally|definitely|it's been|"
+                              r"it has been|it was|what|an?|such|wild|amazing|incredible|crazy|fun|great|exciting|"
+                              r"thrilling|scary|worth it|worth|rewarding|fulfilling|ride|journey|adventure|experience|"
+                              r"tricky|hard|tough|challenging)\b|[,.!;:–—-]", re.I)
+
+
+def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
+    """Whether ``sentence`` opens on an undertaking (an -ing subject) and says only how it feels."""
+    bare = _LEAD_PHRASE.sub("", sentence)
+    if not re.match(r"[A-Z]?[a-z]+ing\b", bare) or is_base_verb(bare.split(" ", 1)[0].lower()):
+        return False
+    m = _APPRAISAL.search(bare)
+    if m is None or _FIRST_PERSON.search(bare[m.end():]):
+        return False
+    return not anchors(_APPRAISAL_WORDS.sub(" ", bare[m.end():]), ignore=ignore)
+
+
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
 # A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
-_LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now)\b))|"
+_LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now|from|out|"
+                      r"myself|ourselves|by|with|like|last|this|yesterday|already|again)\b))|"
                       r"there(?! *(?:is|are|was|were|'s|'re|will|has|have|had)\b))\b", re.I)
 _FIRST_CLAUSE = re.compile(r"[,;:]\s|\s[-–—]+\s|\s(?:and|but|so|because|cause|'cause)\s")
 _GROUP = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'd|[Ww]e'll|us)\b")  # "our" alone is a household's
@@ -572,7 +640,7 @@ def _looking_ahead(feeling: str, after: str) -> bool:
         m["verb"] in _EXPERIENCING
 
 
-def _feeling(sentence: str) -> tuple[bool, str]:
+def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]:
     """(whether the predicate says how the speaker feels, what follows the feeling). What follows is
     empty when the feeling names nothing of its own whatever words come after it: a way of holding up
     ("staying positive", "keeps me going through ..."), coping after a hardship ("X has been tough,
@@ -585,8 +653,12 @@ def _feeling(sentence: str) -> tuple[bool, str]:
         if said.startswith(("looking forward", "can't wait")):
             return True, "" if _looking_ahead(said, after) or _MOMENT.match(after) else after
         return True, ""
+    if _RESOLVE.search(sentence) or (_ENJOYED.search(sentence) and not _DATED.search(sentence)):
+        return True, ""  # "had a great time kayaking last summer" is an event of theirs, dated
     hardship = _HARDSHIP.search(sentence)
     if hardship and _COPING.match(sentence[hardship.end():]):
+        return True, ""
+    if after_hardship and _COPING.match(sentence):
         return True, ""
     if _MEANS_TO_ME.search(sentence):
         if hardship:
@@ -595,7 +667,7 @@ def _feeling(sentence: str) -> tuple[bool, str]:
     starts = [0, *(m.end() for m in _FEELING_CLAUSE.finditer(sentence))]
     for start in starts:
         m = re.match(r"(?:I(?:'m| am| feel| felt| was| have been|'ve been| get| got)|We(?:'re| are| feel| were))"
-                     r"((?:\s+(?:so|really|super|very|pretty|quite|rather|fairly|somewhat|a bit|a little|kinda|totally|truly|still|just|"
+                     r"((?:\s+(?:so|really|super|very|pretty|quite|rather|fairly|somewhat|a bit|a little|kinda|totally|truly|deeply|genuinely|forever|still|just|"
                      r"feeling|definitely|absolutely|incredibly|extremely|beyond))*)\s+(?P<word>[a-z]+)\b",
                      sentence[start:])
         if m and (m["word"] in FEELINGS or _FEELING_PHRASE.match(sentence[start + m.start("word"):])):
@@ -604,7 +676,8 @@ def _feeling(sentence: str) -> tuple[bool, str]:
                 # "lucky to have my sister", "thrilled because I can expand my shop": what they have
                 # or why they feel it is the statement, not the feeling.
                 return False, ""
-            if (_MOMENT.match(after) or _looking_ahead(m["word"], after)
+            if (_MOMENT.match(after) or _looking_ahead(m["word"], after) or after_hardship
+                    or (m["word"] in _GRATITUDE and re.match(r"^\s+for\b", after))
                     or (hardship is not None and start and start >= hardship.end())):
                 return True, ""
             return True, after
@@ -612,7 +685,8 @@ def _feeling(sentence: str) -> tuple[bool, str]:
 
 
 def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str] = frozenset(),
-         rules: StatementRules = StatementRules(), alone: bool = False, family: bool = False) -> Reading:
+         rules: StatementRules = StatementRules(), alone: bool = False, family: bool = False,
+         after_hardship: bool = False) -> Reading:
     """Whether ``sentence`` (without its opener) states a fact about its speaker: a durable
     statement about them or their world (docs/consolidation.md, "What a fact is"). It has a
     first-person subject, object or possessive; it is no question, says nothing to the listener
@@ -621,7 +695,9 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     "I signed up for the pottery class" does; and it passes ``rules``. ``ignore``: the speakers'
     names, which are no anchor. ``alone``: no statement precedes it in the turn, so a sentence
     opening on "it" or "they" is read as a statement of its own, not as a follow-up. ``family``: the
-    turn names family, so its "we" is the speaker's household (``rules.others`` keeps it)."""
+    turn names family, so its "we" is the speaker's household (``rules.others`` keeps it).
+    ``after_hardship``: the sentence before it in the turn said how hard something is ("It's been a
+    rough year."), so a feeling or resolve here is coping with it, as in one sentence."""
     min_content = rules.min_content if min_content is None else min_content
     if not sentence:
         return Reading(False, False, "few_words")
@@ -658,9 +734,13 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if len(set(found)) < max(rules.min_anchors, 1):
         return Reading(False, False, "no_anchor")
     if rules.feelings:
-        feeling, after = _feeling(sentence)
+        feeling, after = _feeling(sentence, after_hardship=after_hardship)
         if feeling and (rules.feelings == 2 or not anchors(after, ignore=ignore, strict=rules.strict_nouns)):
             return Reading(False, False, "feeling")
+    if rules.feelings and _appraisal(sentence, ignore=ignore):
+        return Reading(False, False, "feeling")
+    if rules.feelings and _STATE.search(sentence):
+        return Reading(False, False, "momentary")
     if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
@@ -802,6 +882,46 @@ def after_leaning(sentence: str) -> str:
         return ""
     rest = sentence[m.end():].strip()
     return rest[:1].upper() + rest[1:]
+
+
+# How hard something is, said in a sentence of its own ("The move has been a hard road."): a
+# feeling or resolve said next in the turn is coping with it.
+_HARD = re.compile(r"\b(?:is|are|was|were|be|been|'s)\s+(?:\w+\s+){0,3}?(?:hard|tough|tricky|bumpy|rough|difficult|"
+                   r"challenging|stressful|hectic|a struggle|a challenge)\b", re.I)
+
+
+def hardship(sentence: str) -> bool:
+    """Whether ``sentence`` says how hard something is or has been."""
+    return bool(_HARD.search(sentence))
+
+
+_DEMONSTRATIVE = re.compile(r"^(?P<dem>this|that)\s+", re.I)
+
+
+def own_noun(sentence: str) -> str:
+    """A sentence opening on "this"/"that" with a noun of its own ("This little village is where I
+    grew up") read as naming its thing: "The little village is where I grew up". The noun says what
+    the thing is, so the sentence leans on nothing said before; "This is ...", "That helps" still do,
+    and so does a vague noun ("This place", "That photo"). Other sentences as they are."""
+    stripped = strip_opener(sentence)
+    m = _DEMONSTRATIVE.match(stripped)
+    if m is None:
+        return sentence
+    lex = lexicon()
+    words = _WORD.findall(stripped[m.end():])[:4]
+    for n, word in enumerate(words):
+        lower = word.lower()
+        if (lower in _AUX or lower in _MODALS or lower in _ADVERBS or lower in _VAGUE_NOUNS
+                or lower in STOP_WORDS or not word.isalpha() or word[:1].isupper() or _is_past(lower)
+                or lex.mostly_verb(lex.lemma(lower, "v") or lower)
+                or (lex.lemma(lower, "v") is not None and lex.lemma(lower, "a") is None
+                    and lex.lemma(lower, "n") != lower)):
+            return sentence
+        if lex.is_concrete_noun(lower) and n + 1 < len(words):
+            return f"The {stripped[m.end():]}"
+        if lex.lemma(lower, "a") is None:
+            return sentence
+    return sentence
 
 
 def family_context(text: str) -> bool:
