@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from engram_core.es.outage import is_outage
 from engram_core.es.schema import MemoryType
 from memory_app.models import OutboxEntry
-from engram_core.es.outage import is_outage
 from memory_app.services.context import ContextOptions
 from memory_app.services.store import new_memory_id
 from memory_app.validation import (
@@ -46,8 +46,8 @@ class Write:
     end-user, read or created when the write was accepted; None only when it cannot be yet (a
     new end-user during an outage, or one that writes queued ahead of this one create): the write
     is then queued, and its replay reads or creates them. ``limits``: the limits it was checked
-    within, and ``context_options``: how an episode's context and vectors are made, both read at the edge
-    and used by the services applying it now. ``fields``: the write's fields as cleaned
+    within, and ``context_options``: how an episode's context and vectors are made, both read at
+    the edge and used by the services applying it now. ``fields``: the write's fields as cleaned
     (``validation.write_fields``; None for an erase), which its service applies as they are."""
 
     operation: Op
@@ -82,8 +82,8 @@ def write_command(*, tenant: Tenant, external_id: str, operation: Op | str, payl
         payload["operation_id"] = fields.operation_id
     # Last: the checks above need no query.
     subject = _subject(tenant=tenant, external_id=external_id, op=op, actor=actor, lifetimes=lifetimes)
-    return Write(operation=op, external_id=external_id, payload=payload, limits=limits, context_options=context_options,
-                 memory_id=memory_id, subject=subject, fields=fields)
+    return Write(operation=op, external_id=external_id, payload=payload, limits=limits,
+                 context_options=context_options, memory_id=memory_id, subject=subject, fields=fields)
 
 
 def _subject(*, tenant: Tenant, external_id: str, op: Op, actor: Actor,

@@ -64,11 +64,11 @@ class OutboxEntry(models.Model):
     last_error = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = OutboxQuerySet.as_manager()
     processed_at = models.DateTimeField(null=True, blank=True)
     # The W3C traceparent of the request that queued it: its replay joins that request's trace.
     traceparent = models.CharField(max_length=64, blank=True, default="")
+
+    objects = OutboxQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["status", "tenant", "external_id", "id"], name="outbox_pending_subject")]
@@ -163,8 +163,6 @@ class ConsolidationRun(models.Model):
     details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = OutboxQuerySet.as_manager()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # The W3C traceparent of what queued it: the run's own trace links to it.
@@ -221,8 +219,6 @@ class ForgetNote(models.Model):
     memory_id = models.CharField(max_length=MEMORY_ID_MAX_CHARS)
     note = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = OutboxQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"note on the forget of {self.memory_id}"
