@@ -30,6 +30,7 @@ from engram_core.observability import metrics
 from engram_core.validation import clean_external_id
 from memory_app import outbox, selectors
 from memory_app.commands import turn_command, write_command
+from memory_app.services.context import ContextOptions
 from memory_app.recall import memory_recall
 from api.auth import AgentTokenAuthentication, HasScope, ImportRateThrottle, TokenRateThrottle
 from api.exceptions import RequestTooLarge
@@ -202,7 +203,9 @@ class BaseApi(APIView):
     def submit(self, request: Request, external_id: str, operation: Op, payload: dict[str, Any], *,
                memory_id: str = "", background: bool = False) -> Submitted:
         write = write_command(tenant=self.tenant(request), external_id=external_id, operation=operation,
-                              payload=payload, limits=Limits.from_settings(), memory_id=memory_id)
+                              payload=payload, limits=Limits.from_settings(), actor=request.auth,
+                              context_options=ContextOptions.from_settings(),
+                              lifetimes=KeyLifetimes.from_settings(), memory_id=memory_id)
         return outbox.write_submit(tenant=self.tenant(request), write=write, token=request.auth,
                                    background=background, defer_refresh=True)
 
@@ -379,6 +382,8 @@ class TurnCreateApi(BaseApi):
         reads = self.reads_memory(request)
         turn = turn_command(tenant=self.tenant(request), external_id=external_id, memory_id=request.memory_id,
                             max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, limits=Limits.from_settings(),
+                            context_options=ContextOptions.from_settings(),
+                            lifetimes=KeyLifetimes.from_settings(), actor=request.auth,
                             **_json_ready(data))
         result = turn_create(tenant=self.tenant(request), turn=turn, token=request.auth, with_recall=reads)
         metrics.TURNS.labels("queued" if result.submitted.queued else "applied").inc()

@@ -23,6 +23,7 @@ from embeddings.server import EmbeddingsServer
 from engram_eval.locomo import locomo_episodes, locomo_evidence
 from memory_app import outbox
 from memory_app.commands import turn_command, write_command
+from memory_app.services.context import ContextOptions
 from memory_app.validation import Limits
 from memory_app.recall import memory_recall
 from memory_app.services.facts import catalog_entry_write
@@ -32,8 +33,9 @@ from tenants.es_keys import invalidate_keys
 from tenants.models import AgentToken, Subject, SubjectKey, Tenant, WriterKey
 from tenants.selectors import index_prefix_for, subject_get
 from tenants.services.clients import subject_es_client
-from tenants.services.subjects import subject_get_or_create
+from tenants.services import subjects
 from tenants.services.tokens import agent_token_create
+from tenants.services.keys import KeyLifetimes
 
 __all__ = [  # the product's own names, re-exported for the suites
     "UVICORN_FLAGS", "VECTOR_FIELDS", "EmbeddingsServer", "MemoryType", "MiniLMEmbedder", "Subject", "Tenant",
@@ -46,14 +48,24 @@ def write_submit(*, tenant: Tenant, external_id: str, operation: str, payload: d
                  **options) -> outbox.Submitted:
     """A write as the API makes it: checked into a command (``write_command``), then submitted."""
     write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                          limits=Limits.from_settings(), memory_id=memory_id)
+                          limits=Limits.from_settings(), actor=options.get("actor", "api"),
+                          context_options=ContextOptions.from_settings(),
+                          lifetimes=KeyLifetimes.from_settings(), memory_id=memory_id)
     return outbox.write_submit(tenant=tenant, write=write, **options)
+
+
+def subject_get_or_create(*, tenant: Tenant, external_id: str, **fields) -> Subject:
+    """An end-user as a command makes one (its key's lifetimes read from the settings here)."""
+    return subjects.subject_get_or_create(tenant=tenant, external_id=external_id,
+                                          lifetimes=KeyLifetimes.from_settings(), **fields)
 
 
 def turn(*, tenant: Tenant, external_id: str, text: str, **fields) -> TurnResult:
     """A user turn as ``POST .../turns`` makes it: checked into a command, then the turn service."""
     command = turn_command(tenant=tenant, external_id=external_id, text=text,
-                           max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, limits=Limits.from_settings(), **fields)
+                           max_query_chars=settings.ENGRAM_MAX_QUERY_CHARS, limits=Limits.from_settings(),
+                           context_options=ContextOptions.from_settings(),
+                           lifetimes=KeyLifetimes.from_settings(), **fields)
     return turn_create(tenant=tenant, turn=command)
 
 

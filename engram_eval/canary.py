@@ -35,6 +35,7 @@ from api.apis import TurnCreateApi
 from memory_app.consolidation.services import consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.commands import write_command
+from memory_app.services.context import ContextOptions
 from memory_app.validation import Limits
 from memory_app.outbox import outbox_replay, write_submit
 from memory_app.recall import memory_recall
@@ -47,6 +48,7 @@ from tenants.services.subjects import subject_get_or_create
 from tenants.services.tokens import agent_token_create
 
 from .sandbox import sandbox
+from tenants.services.keys import KeyLifetimes
 
 ACTOR = "canary-scan"
 
@@ -277,7 +279,9 @@ def seed(*, tenant: Tenant, raw_token: str, seeded: Seeded) -> Seeded:
         text=f"My library card number is {seeded.canary('idempotency record')}."))
     queued = write_submit(tenant=tenant, write=write_command(
         tenant=tenant, external_id=subject.external_id, operation="fact",
-        payload={"text": f"Their bicycle is a {seeded.canary('outbox payload')} tandem."}, limits=Limits.from_settings()),
+        payload={"text": f"Their bicycle is a {seeded.canary('outbox payload')} tandem."},
+        limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+        lifetimes=KeyLifetimes.from_settings(), actor=ACTOR),
         actor=ACTOR, background=True)
     seeded.forget.append(queued.memory_id)
     said = "My locker code is {}.".format(seeded.canary("other episodes' context"))
@@ -329,7 +333,8 @@ def canary_scan_run(*, log: Callable[[str], None] = lambda line: None) -> list[P
                                           scopes=["memory:read", "memory:write", "memory:forget"])
 
         # Forget: each memory holding a canary is forgotten; what was derived from it must go too.
-        kept = Seeded(subject=subject_get_or_create(tenant=tenant, external_id="canary-forget", actor=ACTOR))
+        kept = Seeded(subject=subject_get_or_create(tenant=tenant, external_id="canary-forget", actor=ACTOR,
+                                                    lifetimes=KeyLifetimes.from_settings()))
         seed(tenant=tenant, raw_token=raw_token, seeded=kept)
         report = PhaseReport(phase="forget", families=tuple(f for f in FAMILIES if f != "admin log"))
         report.before = _written_and_settled(kept, box.prefix)
@@ -344,7 +349,8 @@ def canary_scan_run(*, log: Callable[[str], None] = lambda line: None) -> list[P
         gone = Seeded(subject=Subject(external_id="-"))
         external_id = f"canary-erase-{gone.canary('admin log')}"
         gone.subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR,
-                                             display_name=f"Erin {gone.canary('admin log')}")
+                                             display_name=f"Erin {gone.canary('admin log')}",
+                                             lifetimes=KeyLifetimes.from_settings())
         seed(tenant=tenant, raw_token=raw_token, seeded=gone)
         before = _written_and_settled(gone, box.prefix)
         SubjectAdmin(Subject, None).log_change(_staff_request(), gone.subject,

@@ -23,6 +23,7 @@ from memory_app.selectors import subject_export
 
 from .sandbox import import_by_client_id, sandbox
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 # What the findings list, each with its label: facts written that match no gold fact, gold facts no
@@ -70,7 +71,7 @@ def evaluate_consolidation(*, path: Path, extractor: str | None = None, log: Cal
         tenant = box.tenant(slug="consolidation", name="Consolidation eval")
         for persona in corpus["personas"]:
             subject = subject_get_or_create(tenant=tenant, external_id=persona["external_id"],
-                                                            actor="eval")
+                                                            actor="eval", lifetimes=KeyLifetimes.from_settings())
             # The gold names turns by the corpus's ids: a fact's supporting episodes are mapped back.
             turn_of = import_by_client_id(subject=subject, episodes=[
                 {"id": t["id"], "text": t["text"], "occurred_at": t["occurred_at"], "session_id": t["session_id"]}

@@ -45,6 +45,7 @@ from .sandbox import import_by_client_id, sandbox
 from language.temporal import statement_dates
 from memory_app.selectors import subject_export
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
 _DIA = re.compile(r"D\s*\d+\s*:\s*\d+", re.I)
@@ -173,7 +174,8 @@ def evaluate_consolidation_locomo(*, paths: list[Path], extractor: str | None = 
             turns = conversation_turns(data)
             episodes = locomo_episodes(conversation, data)
             proposed, seconds = extraction_speed(episodes, extractor=extractor)
-            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval",
+                                            lifetimes=KeyLifetimes.from_settings())
             turn_of = import_by_client_id(subject=subject, episodes=[
                 {**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])
             dia_of = {stored: _dia(e["metadata"]["dia_id"]) for stored, e in

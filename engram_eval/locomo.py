@@ -25,6 +25,7 @@ from tenants.services.subjects import subject_get_or_create
 from .retrieval import Scores, question_scores
 from .sandbox import import_by_client_id, sandbox
 from .sweep import Sweep, cross_validate, folds_of, mean_of
+from tenants.services.keys import KeyLifetimes
 
 LOCOMO_DATE = re.compile(r"^(?P<time>\d{1,2}:\d{2}\s*[ap]m)\s+on\s+(?P<date>\d{1,2}\s+\w+,?\s+\d{4})$", re.I)
 _DIA_ID = re.compile(r"D\s*(\d+)\s*:\s*(\d+)", re.I)
@@ -110,7 +111,8 @@ def _imported(*, paths: list[Path], context_turns: int, log: Callable[[str], Non
         for path in paths:
             data = json.loads(path.read_text())
             conversation = path.stem
-            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval",
+                                            lifetimes=KeyLifetimes.from_settings())
             episodes = locomo_episodes(conversation, data, context_turns=context_turns)
             turn_of = import_by_client_id(
                 subject=subject, episodes=[{**e, "occurred_at": e["occurred_at"].isoformat()} for e in episodes])

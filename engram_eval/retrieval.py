@@ -24,6 +24,7 @@ from .sandbox import Sandbox, sandbox
 from memory_app.services.facts import catalog_entry_write, fact_write, playbook_outcome_record, playbook_write
 from memory_app.services.imports import episodes_import
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 KS = (1, 5, 10)
 
@@ -134,7 +135,7 @@ def _load_fixture(box: Sandbox, corpus: dict, *, log: Callable[[str], None], ded
     subjects: dict[tuple[str, str], Subject] = {}
     for s in corpus["subjects"]:
         subject = subject_get_or_create(tenant=tenants[s["tenant"]], external_id=s["external_id"],
-                                                        actor="eval")
+                                                        actor="eval", lifetimes=KeyLifetimes.from_settings())
         subjects[(s["tenant"], s["external_id"])] = subject
         ids = episodes_import(subject=subject, episodes=[
             {"text": e["text"], "occurred_at": e["occurred_at"]} for e in s["episodic"]])

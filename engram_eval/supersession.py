@@ -49,6 +49,7 @@ from tenants.services.subjects import subject_get_or_create
 from .locomo import locomo_episodes
 from .changes import CHANGES, Change, ChangeSet, DevChangeSet, NonChange, load_changes, load_locomo_changes
 from .sandbox import import_by_client_id, sandbox
+from tenants.services.keys import KeyLifetimes
 
 QUESTION_DELAY = timedelta(days=7)
 
@@ -237,7 +238,8 @@ def evaluate_changes(*, changes: ChangeSet | None = None, extractor: str | None 
     with sandbox(label="changes") as box:
         tenant = box.tenant(slug="changes", name="Changes eval")
         for n, (user, own) in enumerate(sorted(by_user.items())):
-            subject = subject_get_or_create(tenant=tenant, external_id=f"u{n}", display_name=user, actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=f"u{n}", display_name=user, actor="eval",
+                                            lifetimes=KeyLifetimes.from_settings())
             statements: dict[str, tuple[Any, str]] = {}
             for entry in own:  # a statement shared by two steps of a chain is one episode
                 for which in (entry.earlier, entry.later):
@@ -354,7 +356,8 @@ def evaluate_changes_locomo(*, paths: list[Path], labels: DevChangeSet | None = 
         for path in paths:
             conversation = path.stem
             data = json.loads(path.read_text())
-            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval")
+            subject = subject_get_or_create(tenant=tenant, external_id=f"conv-{conversation}", actor="eval",
+                                            lifetimes=KeyLifetimes.from_settings())
             turn_of: dict[str, str] = {}
             sessions = locomo_sessions(conversation, data)
             own = [c for c in labels.changes if c.conversation == conversation]

@@ -34,6 +34,7 @@ from engram_core.es.schema import MemoryType
 from engram_core.validation import clean_date, clean_datetime
 from memory_app import outbox, selectors
 from memory_app.commands import write_command
+from memory_app.services.context import ContextOptions
 from memory_app.validation import Limits
 from memory_app.consolidation import selectors as consolidation_selectors
 from memory_app.consolidation import services as consolidation
@@ -384,7 +385,9 @@ def forget(request: HtmxHttpRequest, subject: Subject, memory_id: str) -> HttpRe
                "cascade": request.POST.get("keep_derived") != "1"}
     try:
         write = write_command(tenant=subject.tenant, external_id=subject.external_id, operation="forget",
-                              payload=payload, limits=Limits.from_settings(), memory_id=memory_id)
+                              payload=payload, limits=Limits.from_settings(), actor=request.user,
+                              context_options=ContextOptions.from_settings(),
+                              lifetimes=KeyLifetimes.from_settings(), memory_id=memory_id)
         submitted = outbox.write_submit(tenant=subject.tenant, write=write, actor=request.user)
     except (EngramError, ApiError, TransportError) as exc:
         messages.error(request, f"Could not forget {memory_id}: {_problem(exc)}")
@@ -436,7 +439,9 @@ def erase(request: HttpRequest, subject: Subject) -> HttpResponse:
         else:
             try:
                 write = write_command(tenant=subject.tenant, external_id=subject.external_id, operation="erase",
-                                      payload={}, limits=Limits.from_settings())
+                                      payload={}, limits=Limits.from_settings(), actor=request.user,
+                                      context_options=ContextOptions.from_settings(),
+                                      lifetimes=KeyLifetimes.from_settings())
                 submitted = outbox.write_submit(tenant=subject.tenant, write=write, actor=request.user)
             except (EngramError, ApiError, TransportError) as exc:
                 messages.error(request, f"Erase failed: {_problem(exc)}")

@@ -24,10 +24,12 @@ from memory_app.idempotency import idempotent_call
 from memory_app.models import OutboxEntry
 from memory_app.services.store import new_memory_id
 from memory_app.usage import usage_record_recalled
+from memory_app.services.context import ContextOptions
 from memory_app.validation import Limits, clean_steps
 from tenants.models import AgentToken, Subject, TokenRead
 from tenants.selectors import subject_find, subject_get
 from tenants.services.token_reads import token_read_record
+from tenants.services.keys import KeyLifetimes
 
 Op = OutboxEntry.Operation
 
@@ -186,7 +188,9 @@ def _submitted(caller: Caller, tool: str, external_id: str, operation: Op, paylo
             payload["operation_id"] = assigned_id  # the same on a repeat: the outcome counts once
         target = memory_id or assigned_id
         write = write_command(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                              limits=Limits.from_settings(), memory_id=target)
+                              limits=Limits.from_settings(), actor=caller.token,
+                              context_options=ContextOptions.from_settings(),
+                              lifetimes=KeyLifetimes.from_settings(), memory_id=target)
         submitted = outbox.write_submit(tenant=tenant, write=write, token=caller.token, defer_refresh=True)
         if submitted.queued:
             entry = submitted.entry

@@ -254,7 +254,7 @@ async def _call(ctx: Context, handler: Callable[..., dict[str, Any]], **argument
             log.exception("MCP tool %s failed", handler.__name__)
             return error_result(EngramError("the tool failed unexpectedly; the error was logged",
                                             code="internal_error"))
-        # The same code the REST API answers with (memory_app.outbox.outage_error).
+        # The same code the REST API answers with (engram_core.es.outage.outage_error).
         return error_result(outage_error(exc))
     return CallToolResult(content=[TextContent(type="text", text=_json(result))], structured_content=result)
 

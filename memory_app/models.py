@@ -13,6 +13,12 @@ from memory_app.validation import MEMORY_ID_MAX_CHARS
 from tenants.models import AgentToken, Tenant
 
 
+class OutboxQuerySet(models.QuerySet):
+    def pending_for(self, *, tenant: Tenant, external_id: str) -> bool:
+        """Whether the end-user has writes waiting: a new one queues behind them."""
+        return self.filter(tenant=tenant, external_id=external_id, status=OutboxEntry.Status.PENDING).exists()
+
+
 class OutboxEntry(models.Model):
     """One acknowledged subject write waiting to be applied to Elasticsearch.
 
@@ -61,6 +67,8 @@ class OutboxEntry(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
     # The W3C traceparent of the request that queued it: its replay joins that request's trace.
     traceparent = models.CharField(max_length=64, blank=True, default="")
+
+    objects = OutboxQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["status", "tenant", "external_id", "id"], name="outbox_pending_subject")]

@@ -11,7 +11,7 @@ from memory_app.consolidation.services import consolidation_dispatch as consolid
 from memory_app.consolidation.services import consolidation_cancel, consolidation_run
 from memory_app.models import ConsolidationRun
 from memory_app.outbox import outbox_replay
-from memory_app.outbox.outage import is_outage
+from engram_core.es.outage import is_outage
 from tenants.models import Subject
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from engram_core.threads import LazyPool
 from memory_app import timing
 from memory_app.commands import Turn
 from memory_app.freshness import refresh_ensure
-from memory_app.outbox.outage import is_outage, outage_error
+from engram_core.es.outage import is_outage, outage_error
 from memory_app.outbox.submit import Submitted, write_submit
 from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
@@ -50,21 +50,21 @@ def _recall_in_thread(**kwargs) -> list[dict[str, Any]]:
 def turn_create(*, tenant: Tenant, turn: Turn, token: AgentToken | None = None,
                 with_recall: bool = True) -> TurnResult:
     """Store the verbatim user turn as an episode and recall on the same text, leaving out the
-    turn itself; ``turn`` was checked at the edge (``commands.turn_command``). For a known
-    end-user the recall runs on a pool thread while this thread writes (the turn is left out of
-    the recall either way, so neither waits for the other); a new end-user's recall follows its
-    first write. The write decides the outcome: once it is applied or queued, a recall failure is
-    reported in ``recall_error`` instead of being raised (the turn must not be sent again).
-    Without ``with_recall`` (a token that may not read memory) only the turn is written."""
-    known = turn.write.subject  # read when the turn was checked; None: a new end-user
-    started = _recall_start(turn=turn, subject=known) if with_recall and known is not None else None
+    turn itself; ``turn`` was checked at the edge (``commands.turn_command``), its end-user read
+    or created then. The recall runs on a pool thread while this thread writes (the turn is left
+    out of the recall either way, so neither waits for the other). The write decides the outcome:
+    once it is applied or queued, a recall failure is reported in ``recall_error`` instead of
+    being raised (the turn must not be sent again). Without ``with_recall`` (a token that may not
+    read memory) only the turn is written."""
+    subject = turn.write.subject  # None: an end-user not created yet (an outage): nothing to recall
+    started = _recall_start(turn=turn, subject=subject) if with_recall and subject is not None else None
     with timing.timed("write"):
         submitted = write_submit(tenant=tenant, write=turn.write, token=token, defer_refresh=True)
     if not with_recall:
         return TurnResult(submitted=submitted, recall=None, recall_error=PermissionDenied(
             "the turn was stored; no recall: this agent token lacks the memory:read scope",
             details={"required_scope": ["memory:read"]}, code="insufficient_scope"))
-    return _recall_finish(turn=turn, submitted=submitted, subject=known, started=started)
+    return _recall_finish(turn=turn, submitted=submitted, subject=subject, started=started)
 
 
 def _recall_start(*, turn: Turn, subject: Subject) -> Future | None:
@@ -100,12 +100,11 @@ def _recall_finish(*, turn: Turn, submitted: Submitted, subject: Subject | None,
     """The turn's recall, once its write is applied or queued: a recall failure is reported, never
     raised; what the agent is handed counts as used."""
     try:
+        if subject is None:  # the end-user exists only in the outbox so far: nothing to recall
+            return TurnResult(submitted=submitted, recall=[])
         if started is not None:
             hits = started.result()
         else:
-            subject = subject or submitted.subject  # a new end-user: the one its write created
-            if subject is None:  # the end-user exists only in the outbox so far: nothing to recall
-                return TurnResult(submitted=submitted, recall=[])
             hits = memory_recall(subject=subject, **turn.recall, ensure_fresh=False)
     except NotFound:  # nothing of the end-user's to recall
         return TurnResult(submitted=submitted, recall=[])

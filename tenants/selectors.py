@@ -38,8 +38,13 @@ def subject_get(*, tenant: Tenant, external_id: str) -> Subject:
     """
     subject = subject_find(tenant=tenant, external_id=external_id)
     if subject is None:
-        raise NotFound("unknown end-user", details={"external_id": external_id})
+        raise subject_unknown(external_id)
     return subject
+
+
+def subject_unknown(external_id: str) -> NotFound:
+    """The one answer for an end-user who does not exist (or is another tenant's)."""
+    return NotFound("unknown end-user", details={"external_id": external_id})
 
 
 def subject_find(*, tenant: Tenant, external_id: str) -> Subject | None:

@@ -404,7 +404,7 @@ def _migrate(es: Elasticsearch, prefix: str | None, olds: dict[str, dict[str, di
     es.cluster.health(index=new, wait_for_status="yellow", timeout="30s")
     # Block writes on the old indices so nothing lands there after the copy has passed them; a
     # write in that window meets a cluster block, which the write path takes as an outage: it
-    # waits in the outbox and lands in the new version (memory_app.outbox.outage).
+    # waits in the outbox and lands in the new version (engram_core.es.outage).
     es.indices.put_settings(index=",".join(olds), settings={"index.blocks.write": True})
     try:
         for old in olds:

@@ -21,6 +21,7 @@ from ..sandbox import scratch_tenants_retire
 from tenants.services.audit import audit_record
 from tenants.services.clients import writer_es_client
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 ACTOR = "isolation-probe"
 
@@ -142,7 +143,8 @@ def world_seed(*, tenants_spec: Sequence[TenantSpec], docs_per_type: int) -> Wor
                                       alias=alias_name(MemoryType.CATALOG, prefix=tprefix), tenant_id=tenant.slug,
                                       user_id=None, marker=catalog_marker, vector=_vector(rng, dims)))
             for external_id in spec.subjects:
-                subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR)
+                subject = subject_get_or_create(tenant=tenant, external_id=external_id, actor=ACTOR,
+                                                lifetimes=KeyLifetimes.from_settings())
                 who = SeededSubject(subject=subject, marker=_marker(next(markers)))
                 subjects.append(who)
                 for memory_type in USER_TYPES:

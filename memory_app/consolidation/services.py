@@ -41,9 +41,8 @@ from memory_app.consolidation.resolve import (
 from memory_app.providers import get_embedder
 from memory_app.freshness import refresh_force
 from memory_app.metering import usage_add
-from memory_app.models import ConsolidationLease, ConsolidationRun
-from memory_app.outbox.outage import is_outage, outage_error
-from memory_app.outbox.selectors import outbox_has_pending
+from memory_app.models import ConsolidationLease, ConsolidationRun, OutboxEntry
+from engram_core.es.outage import is_outage, outage_error
 from memory_app.validation import Limits
 from tenants.models import Subject
 from tenants.selectors import SubjectGone, memory_scope
@@ -204,7 +203,7 @@ def consolidation_run(*, subject: Subject, extractor: str | None = None, dry_run
 def _consolidation_run(*, subject: Subject, extractor: str | None, dry_run: bool, trigger: str,
                        run_id: int | None, holder: str | None, options: RunOptions) -> ConsolidationResult:
     require_dls()
-    if outbox_has_pending(tenant=subject.tenant, external_id=subject.external_id):
+    if OutboxEntry.objects.pending_for(tenant=subject.tenant, external_id=subject.external_id):
         raise Conflict("the end-user has writes waiting to be applied; consolidation follows them",
                        code="writes_queued", details={"retry_after": options.retry_after})
     if run_id is not None:

@@ -3,11 +3,12 @@
 ``write_submit`` applies a checked write (``memory_app.commands``) at once or, when
 Elasticsearch is unreachable (or the subject has writes queued), accepts it into the outbox,
 committed before the caller is answered; ``outbox_replay`` applies queued writes in order, once
-each. Modules: ``outage``, ``submit``, ``dispatch``, ``replay``, ``lease``, ``selectors``."""
+each. Modules: ``submit``, ``dispatch``, ``replay``, ``lease``, ``failures``, ``selectors``; what
+counts as an outage is ``engram_core.es.outage``'s, re-exported here."""
 
-from memory_app.outbox.outage import is_outage, outage_error
+from engram_core.es.outage import is_outage, outage_error
 from memory_app.outbox.replay import ReplayReport, outbox_replay
-from memory_app.outbox.selectors import operation_get, outbox_backlog, outbox_has_pending, subject_outbox
+from memory_app.outbox.selectors import operation_get, outbox_backlog, subject_outbox
 from memory_app.outbox.submit import Submitted, write_submit
 
 __all__ = [
@@ -17,7 +18,6 @@ __all__ = [
     "operation_get",
     "outage_error",
     "outbox_backlog",
-    "outbox_has_pending",
     "outbox_replay",
     "subject_outbox",
     "write_submit",

@@ -12,7 +12,7 @@ from elasticsearch import ApiError, ConflictError, TransportError
 
 from engram_core.errors import EngramError
 from embeddings import EmbeddingError
-from memory_app.outbox.outage import is_outage
+from engram_core.es.outage import is_outage
 
 Kind = Literal["outage", "transient", "permanent"]
 

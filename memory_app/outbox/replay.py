@@ -18,7 +18,7 @@ from engram_core.observability.tracing import span_continuing
 from memory_app import selectors
 from memory_app.freshness import refresh_ensure
 from memory_app.models import ForgetNote, OutboxEntry
-from memory_app.commands import CREATES, Op
+from memory_app.commands import CREATES, ON_EXISTING, Op
 from memory_app.outbox.dispatch import write_apply
 from memory_app.validation import Limits, write_fields
 from memory_app.outbox.lease import lease_acquire, lease_release, lease_renew
@@ -26,6 +26,9 @@ from memory_app.outbox.failures import failure_kind
 from tenants.models import AgentToken, AuditEvent, Tenant
 from tenants.selectors import subject_find, subject_get
 from tenants.services.audit import audit_record
+from tenants.services.keys import KeyLifetimes
+from tenants.services.subjects import subject_get_or_create
+from memory_app.services.context import ContextOptions
 from memory_app.services.store import subject_writes
 
 log = logging.getLogger(__name__)
@@ -41,11 +44,14 @@ class ReplayOptions:
     lease_seconds: int  # ENGRAM_OUTBOX_LEASE_SECONDS: a replayer that stops renewing loses its lease after this
     max_attempts: int  # ENGRAM_OUTBOX_MAX_ATTEMPTS: tries of an entry that meets a transient error
     limits: Limits  # what the services applying an entry check its fields within
+    context_options: ContextOptions  # how a replayed episode's context and vectors are made
+    lifetimes: KeyLifetimes  # the key of an end-user that a replayed write creates
 
     @classmethod
     def from_settings(cls) -> ReplayOptions:
         return cls(lease_seconds=settings.ENGRAM_OUTBOX_LEASE_SECONDS, max_attempts=settings.ENGRAM_OUTBOX_MAX_ATTEMPTS,
-                   limits=Limits.from_settings())
+                   limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                   lifetimes=KeyLifetimes.from_settings())
 
 
 @dataclass
@@ -182,10 +188,14 @@ def _replay_one(entry: OutboxEntry, *, holder: str, options: ReplayOptions) -> s
                 return _finish(entry, result={"ids": _import_ids(entry)})
         # The stored payload passed the edge's check; cleaned again into the fields its service takes.
         fields = write_fields(operation=operation, payload=payload, limits=options.limits)
-        result = write_apply(tenant=entry.tenant, external_id=entry.external_id, operation=operation,
-                             payload=payload, memory_id=entry.memory_id, actor=actor, defer_refresh=True,
+        # The end-user, created now when the write was accepted before they could be (an outage).
+        subject = (subject_get(tenant=entry.tenant, external_id=entry.external_id) if operation in ON_EXISTING
+                   else subject_get_or_create(tenant=entry.tenant, external_id=entry.external_id, actor=actor,
+                                              lifetimes=options.lifetimes))
+        result = write_apply(subject=subject, operation=operation, payload=payload, memory_id=entry.memory_id,
+                             actor=actor, defer_refresh=True,
                              progress=lambda done, total: lease_renew(holder, seconds=options.lease_seconds),
-                             limits=options.limits, fields=fields).result
+                             limits=options.limits, context_options=options.context_options, fields=fields).result
         if operation is Op.IMPORT:
             result = {"ids": _import_ids(entry)}
     except Conflict as exc:

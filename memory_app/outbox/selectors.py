@@ -15,11 +15,6 @@ from memory_app.models import OutboxEntry
 from tenants.models import Tenant
 
 
-def outbox_has_pending(*, tenant: Tenant, external_id: str) -> bool:
-    return OutboxEntry.objects.filter(tenant=tenant, external_id=external_id,
-                                      status=OutboxEntry.Status.PENDING).exists()
-
-
 def operation_get(*, tenant: Tenant, uid: uuid.UUID | str) -> OutboxEntry:
     """An outbox entry of ``tenant``; NotFound for unknown ids and other tenants' alike."""
     try:

@@ -17,9 +17,8 @@ from memory_app.commands import CREATES, Op, Write
 from memory_app.metering import usage_count
 from memory_app.models import OutboxEntry
 from memory_app.outbox.dispatch import write_apply
-from memory_app.outbox.outage import is_outage
-from memory_app.outbox.selectors import outbox_has_pending
-from tenants.models import AgentToken, Subject, Tenant
+from engram_core.es.outage import is_outage
+from tenants.models import AgentToken, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +28,12 @@ REPLAY_TASK = "memory_app.tasks.replay_outbox"
 
 @dataclass(frozen=True)
 class Submitted:
-    """What became of a write: applied now (``result``, for ``subject``: the end-user, created by
-    the write when new), or queued (``entry``). ``memory_id`` is the id of the memory the write
-    creates or targets, known either way."""
+    """What became of a write: applied now (``result``), or queued (``entry``). ``memory_id`` is
+    the id of the memory the write creates or targets, known either way."""
 
     memory_id: str = ""
     result: dict[str, Any] | None = None
     entry: OutboxEntry | None = None
-    subject: Subject | None = None
 
     @property
     def queued(self) -> bool:
@@ -50,30 +47,39 @@ def write_submit(*, tenant: Tenant, write: Write, token: AgentToken | None = Non
     ``tenant`` now, or accept it into the outbox.
 
     Queued when ``background`` is set, when earlier writes of the subject are still queued (order),
-    or when Elasticsearch turns out to be unavailable during the attempt. Errors that are not an
-    outage (NotFound, Conflict, ...) are raised as they are.
+    or when Elasticsearch turns out to be unavailable during the attempt or was when the write's
+    new end-user was to be created. Errors that are not an outage (NotFound, Conflict, ...) are
+    raised as they are.
     """
-    operation, external_id, memory_id = write.operation, write.external_id, write.memory_id
+    operation, external_id, memory_id, subject = write.operation, write.external_id, write.memory_id, write.subject
+    if subject is not None and subject.tenant_id != tenant.pk:
+        raise ValueError("a write is submitted for the tenant it was checked for")
     annotate(operation=operation.value, tenant_id=tenant.pk)
     payload = _stamped(operation, dict(write.payload))
     queue = dict(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
                  memory_id=memory_id, token=token, actor=actor)
     if background:
         return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKGROUND))
-    if outbox_has_pending(tenant=tenant, external_id=external_id):
+    if OutboxEntry.objects.pending_for(tenant=tenant, external_id=external_id):
         return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.BACKLOG))
+    if subject is None:  # a new end-user whose key could not be minted when the write was accepted
+        return _outage(queue, cause="the new end-user's key could not be minted")
     try:
-        applied = write_apply(tenant=tenant, external_id=external_id, operation=operation, payload=payload,
-                              memory_id=memory_id, actor=token or actor, limits=write.limits,
-                              defer_refresh=defer_refresh, subject=write.subject, fields=write.fields)
+        applied = write_apply(subject=subject, operation=operation, payload=payload, memory_id=memory_id,
+                              actor=token or actor, limits=write.limits, context_options=write.context_options,
+                              defer_refresh=defer_refresh, fields=write.fields)
     except Exception as exc:
         if not is_outage(exc):
             raise
-        log.warning("Elasticsearch unavailable (%s: %s); %s write for %s/%s accepted into the outbox",
-                    type(exc).__name__, exc, operation, tenant.slug, external_id)
-        return _queued(memory_id, _enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
+        return _outage(queue, cause=f"{type(exc).__name__}: {exc}")
     _count(tenant=tenant, operation=operation, payload=payload, status="applied")
-    return Submitted(memory_id=memory_id, result=applied.result, subject=applied.subject)
+    return Submitted(memory_id=memory_id, result=applied.result)
+
+
+def _outage(queue: dict[str, Any], *, cause: str) -> Submitted:
+    log.warning("Elasticsearch unavailable (%s); %s write for %s/%s accepted into the outbox",
+                cause, queue["operation"], queue["tenant"].slug, queue["external_id"])
+    return _queued(queue["memory_id"], _enqueue(**queue, reason=OutboxEntry.Reason.OUTAGE, after_failure=True))
 
 
 def _queued(memory_id: str, entry: OutboxEntry) -> Submitted:

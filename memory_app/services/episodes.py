@@ -31,18 +31,19 @@ def episode_write(*, subject: Subject, text: str, occurred_at: datetime | str | 
                   ) -> dict[str, Any]:
     """Store one episodic event for a caller with no edge (the eval, seed, tests): its fields are
     cleaned (``EpisodeFields.clean``, as the edge cleans a write's; ``source`` is the caller's own),
-    then stored (``episode_store``). ``limits``: read here when not given.
+    then stored (``episode_store``). ``limits`` and ``context_options``: read here when not given.
     """
     limits = limits or Limits.from_settings()
     episode = EpisodeFields.clean({"text": text, "occurred_at": occurred_at, "role": role, "session_id": session_id,
                                    "context": context, "metadata": metadata}, limits=limits, source=source)
     return episode_store(subject=subject, episode=episode, memory_id=memory_id, accepted_at=accepted_at,
-                         defer_refresh=defer_refresh, context_options=context_options, limits=limits)
+                         defer_refresh=defer_refresh, limits=limits,
+                         context_options=context_options or derived.ContextOptions.from_settings())
 
 
-def episode_store(*, subject: Subject, episode: EpisodeFields, limits: Limits, memory_id: str | None = None,
-                  accepted_at: datetime | str | None = None, defer_refresh: bool = False,
-                  context_options: derived.ContextOptions | None = None) -> dict[str, Any]:
+def episode_store(*, subject: Subject, episode: EpisodeFields, limits: Limits,
+                  context_options: derived.ContextOptions, memory_id: str | None = None,
+                  accepted_at: datetime | str | None = None, defer_refresh: bool = False) -> dict[str, Any]:
     """Store one episodic event (e.g. the verbatim user turn), its fields as cleaned
     (``EpisodeFields``). Visible to recall on return; with ``defer_refresh``, visible to the
     subject's next recall (memory_app.freshness) without waiting for a refresh here (its mark
@@ -54,9 +55,8 @@ def episode_store(*, subject: Subject, episode: EpisodeFields, limits: Limits, m
     ``context`` (optional) is the conversation just before the turn; recall matches on it with a
     low weight, which finds short replies ("yes, last Tuesday") by what they answer. Without it,
     an episode with a ``session_id`` gets its context derived from the session's preceding
-    episodes (``services.context``; ``context_options``: the settings, read here when not given).
+    episodes (``services.context``, with ``context_options``: read at the entry).
     """
-    options = context_options or derived.ContextOptions.from_settings()
     text, context, session_id = episode.text, episode.context, episode.session_id
     memory_id = memory_id_or_new(memory_id)
     now = accepted_time(accepted_at)
@@ -72,12 +72,12 @@ def episode_store(*, subject: Subject, episode: EpisodeFields, limits: Limits, m
                                                               index=episodic_alias(subject=subject),
                                                               scope=memory_scope(subject=subject),
                                                               session_id=session_id, occurred_at=occurred,
-                                                              turns=options.turns)):
+                                                              turns=context_options.turns)):
         doc.update(context_ids=found.ids, derived_context=found.text)
         parts = found.texts
     # Cached: the session's previous turns were embedded when they were written, and a turn's
     # own text is also its recall's query (turns.turn_create embeds it first).
-    doc.update(derived.episode_vectors([(text, parts)], options=options, cached=True)[0])
+    doc.update(derived.episode_vectors([(text, parts)], options=context_options, cached=True)[0])
     stored = document_create(subject=subject, memory_type=MemoryType.EPISODIC, memory_id=memory_id, doc=doc,
                              refresh=not defer_refresh)
     if defer_refresh:  # once stored: a read refreshing before the write landed must not clear its mark

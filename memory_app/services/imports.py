@@ -88,31 +88,32 @@ def episodes_import(*, subject: Subject, episodes: Iterable[dict[str, Any]],
     ``episodes_assign_ids`` when a write is accepted) is the stored id itself. Two episodes with
     the same id are refused up front (ValidationFailed ``duplicate_ids``).
     Every episode is validated first (ValidationFailed names the first bad one's position) and
-    nothing is written unless all are valid. ``limits``: read here when not given.
+    nothing is written unless all are valid. ``limits`` and ``context_options``: read here when
+    not given.
     """
     limits = limits or Limits.from_settings()
     return episodes_store(subject=subject, imported=ImportFields.of(episodes, limits=limits), limits=limits,
                           progress=progress, batch_size=batch_size, accepted_at=accepted_at,
-                          context_options=context_options)
+                          context_options=context_options or derived.ContextOptions.from_settings())
 
 
 def episodes_store(*, subject: Subject, imported: ImportFields, limits: Limits,
-                   progress: Callable[[int, int], None] | None = None, batch_size: int = 256, accepted_at: datetime | str | None = None,
-                   context_options: derived.ContextOptions | None = None) -> list[str]:
+                   context_options: derived.ContextOptions, progress: Callable[[int, int], None] | None = None,
+                   batch_size: int = 256, accepted_at: datetime | str | None = None) -> list[str]:
     """Store an import's episodes, as cleaned (``ImportFields``), with their original timestamps:
     all or nothing. If the bulk write fails part-way, the episodes already written are deleted
     again before the error is raised. Returns the stored ids in order. ``limits``: those it was
-    checked within (how long its refresh mark lives)."""
+    checked within (how long its refresh mark lives); ``context_options``: how the episodes'
+    contexts and vectors are made (read at the entry)."""
     cleaned = [EpisodeIn(text=e.text, occurred_at=e.occurred_at, role=e.role, session_id=e.session_id,
                          context=e.context, metadata=e.metadata, id=_stored_id(subject, e), client_id=e.client_id)
                for e in imported.episodes]
     # The one check the edge cannot make: ids derived from the client's own within this end-user.
     duplicate_ids_validate(ids=[e.id for e in cleaned], field="episodes")
-    options = context_options or derived.ContextOptions.from_settings()
 
     scope = memory_scope(subject=subject)
     contexts = derived.contexts_for_batch(es=subject_es_client(subject=subject), index=episodic_alias(subject=subject),
-                                          scope=scope, episodes=cleaned, turns=options.turns)
+                                          scope=scope, episodes=cleaned, turns=context_options.turns)
     found = {e.id: c for e, c in zip(cleaned, contexts, strict=True) if c}
     now = accepted_time(accepted_at).isoformat()
     target = subject_write_target(subject=subject)
@@ -125,7 +126,7 @@ def episodes_store(*, subject: Subject, imported: ImportFields, limits: Limits,
     def vectors_of(batch: list[EpisodeIn]) -> list[dict[str, Any]]:
         return derived.episode_vectors([
             (e.text, [e.context] if e.context is not None else found[e.id].texts if e.id in found else ())
-            for e in batch], options=options)
+            for e in batch], options=context_options)
 
     def actions():
         batches = [cleaned[start:start + batch_size] for start in range(0, len(cleaned), batch_size)]

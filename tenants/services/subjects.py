@@ -12,27 +12,15 @@ from tenants.services.guard import keys_supported
 from tenants.services.keys import KeyLifetimes, subject_key_mint
 
 
-def subject_for_write(*, tenant: Tenant, external_id: str) -> Subject | None:
-    """The end-user a write that may create them names (``external_id``, cleaned at the edge:
-    ``clean_external_id``): the existing one, whatever id it has, or None for a new one, whose id
-    must be one a new end-user may take (``new_external_id_check``: ValidationFailed otherwise).
-    Checked when a write is accepted, so that one queued for an end-user who cannot be created is
-    refused then, not at replay."""
-    subject = subject_find(tenant=tenant, external_id=external_id)
-    if subject is None:
-        new_external_id_check(external_id)
-    return subject
-
-
 def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str = "",
-                          actor: Actor = "api", lifetimes: KeyLifetimes | None = None) -> Subject:
+                          actor: Actor = "api", lifetimes: KeyLifetimes) -> Subject:
     """The end-user ``external_id`` of ``tenant``, created (with its DLS key minted) if new.
 
     ``external_id`` is cleaned at the edge (``clean_external_id``). Creation and minting are one
     transaction: if the key cannot be minted the end-user is not created (ServiceUnavailable is
     raised). A new end-user's id must be addressable in the API's URLs (``new_external_id_check``:
-    ValidationFailed otherwise). ``lifetimes``: the new key's (read here when the caller gives
-    none, as the write path's dispatch does).
+    ValidationFailed otherwise). ``lifetimes``: the new key's, read by the caller at its entry (a
+    write's acceptance, a replay, a command).
     """
     existing = subject_find(tenant=tenant, external_id=external_id)
     if existing:
@@ -44,5 +32,5 @@ def subject_get_or_create(*, tenant: Tenant, external_id: str, display_name: str
         if created:
             audit_record(actor=actor, action="subject.created", subject=subject, target_id=str(subject.user_id))
             if keys_supported():
-                subject_key_mint(subject=subject, actor=actor, lifetimes=lifetimes or KeyLifetimes.from_settings())
+                subject_key_mint(subject=subject, actor=actor, lifetimes=lifetimes)
     return subject

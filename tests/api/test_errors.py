@@ -14,6 +14,8 @@ from rest_framework.test import APIClient
 from engram_core.errors import NotFound, ValidationFailed
 from api import apis
 from memory_app.validation import Limits
+from tenants.services.keys import KeyLifetimes
+from memory_app.services.context import ContextOptions
 
 
 def _error(response, status: int, code: str) -> dict:
@@ -128,7 +130,8 @@ def test_metadata_with_a_nul_character_is_refused_and_nothing_is_written(api, te
     assert api.get("/api/v1/subjects/n/export").status_code == 404  # no write created the end-user
     with pytest.raises(ValidationFailed) as refused:  # the check every path shares
         write_command(tenant=tenant, external_id="n", operation="episode",
-                      payload={"text": "hello", "metadata": metadata}, limits=Limits.from_settings())
+                      payload={"text": "hello", "metadata": metadata}, limits=Limits.from_settings(),
+                      context_options=ContextOptions.from_settings(), lifetimes=KeyLifetimes.from_settings())
     assert refused.value.code == "invalid_metadata"
 
 
@@ -148,13 +151,15 @@ def test_a_memory_id_no_memory_can_have_is_unknown_even_behind_queued_writes(api
     for impossible in ("abcdefgh\x00ij", "a" * 65):  # the outbox's column holds 64
         with pytest.raises(NotFound):
             write_command(tenant=tenant, external_id="c", operation="forget", payload={"reason": "other"},
-                          limits=Limits.from_settings(), memory_id=impossible)
+                          limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                          lifetimes=KeyLifetimes.from_settings(), memory_id=impossible)
     _error(api.post("/api/v1/subjects/c/memories", {"type": "semantic", "text": "x",
                                                     "supersedes": ["abcdefgh\u0001ij"]}, format="json"),
            400, "invalid_ids")
     with pytest.raises(ValidationFailed):  # MCP's path: the check every path shares, not the serializer
         write_command(tenant=tenant, external_id="c", operation="fact",
-                      payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]}, limits=Limits.from_settings())
+                      payload={"text": "x", "supersedes": ["abcdefgh\x00ij"]}, limits=Limits.from_settings(),
+                      context_options=ContextOptions.from_settings(), lifetimes=KeyLifetimes.from_settings())
 
 
 def test_an_error_that_echoes_a_nul_character_is_still_answered_with_an_idempotency_key(api):
@@ -394,7 +399,7 @@ def test_reads_still_answer_while_the_database_refuses_writes(api, tenant):
 
     from tenants.services.subjects import subject_get_or_create
 
-    subject_get_or_create(tenant=tenant, external_id="alice")
+    subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     with connection.execute_wrapper(_locked_writes):
         response = api.post("/api/v1/subjects/alice/recall", {"query": "anything"}, format="json")
 
@@ -498,7 +503,7 @@ def test_the_rest_edge_and_the_direct_service_refuse_an_episode_alike(api, tenan
     response = api.post("/api/v1/subjects/alike/turns", payload, format="json")
     assert response.status_code in (201, 400), response.content
     edge = response.json()["error"]["code"] if response.status_code == 400 else None
-    subject = subject_get_or_create(tenant=tenant, external_id="alike")
+    subject = subject_get_or_create(tenant=tenant, external_id="alike", lifetimes=KeyLifetimes.from_settings())
     try:
         episode_write(subject=subject, **payload)
         direct = None
@@ -524,7 +529,7 @@ def test_the_rest_edge_and_the_direct_services_refuse_a_fact_or_a_playbook_alike
     response = api.post("/api/v1/subjects/alike/memories", {"type": kind, **payload}, format="json")
     assert response.status_code in (201, 400), response.content
     edge = response.json()["error"]["code"] if response.status_code == 400 else None
-    subject = subject_get_or_create(tenant=tenant, external_id="alike")
+    subject = subject_get_or_create(tenant=tenant, external_id="alike", lifetimes=KeyLifetimes.from_settings())
     try:
         (fact_write if kind == "semantic" else playbook_write)(subject=subject, **payload)
         direct = None

@@ -74,7 +74,7 @@ def test_new_writes_queue_behind_pending_ones(api, es_down, docs):
     # Elasticsearch is back, but "first" is not applied yet: "second" must wait behind it.
     second = api.post("/api/v1/subjects/carol/turns", {"text": "second"}, format="json")
     assert second.status_code == 202 and second.json()["operation"]["reason"] == "backlog"
-    assert second.json()["recall"] == []  # the subject does not exist yet: nothing to recall
+    assert second.json()["recall"] == []  # nothing of the end-user's is applied yet: nothing to recall
     other = api.post("/api/v1/subjects/dave/turns", {"text": "unaffected"}, format="json")
     assert other.status_code == 201  # other end-users are not held up
     outbox_replay()

@@ -28,6 +28,7 @@ from tenants.services.subjects import subject_get_or_create
 from tenants.services.tokens import agent_token_create
 
 from .conftest import ALL_SCOPES
+from tenants.services.keys import KeyLifetimes
 
 CANARY = "Zorblaxian"
 UNWALKED = {"schema", "docs", "not-found"}  # no end-user's memory: the API's description and its 404
@@ -44,7 +45,7 @@ def minted(tenant):
 
 @pytest.fixture
 def canary(tenant):
-    alice = subject_get_or_create(tenant=tenant, external_id="alice")
+    alice = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     episodes_import(subject=alice, episodes=[
         {"text": f"My cat {CANARY} sleeps all day, note {n}", "occurred_at": f"2026-01-01T00:00:0{n}Z"} for n in range(3)])
     old = fact_write(subject=alice, text=f"Alice's cat is called {CANARY}.")

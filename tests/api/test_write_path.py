@@ -4,24 +4,36 @@ end as failed, ids namespaced per end-user, defaults stamped at acceptance."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
 from django.apps import apps
+from django.conf import settings as real_settings
 from django.utils import timezone
 
 from engram_client import EngramAPIError, EngramClient
 from engram_core.es.schema import MemoryType, alias_name
+from memory_app.commands import turn_command, write_command
 from memory_app.models import IdempotencyRecord, OutboxEntry
-from memory_app.outbox import outbox_replay
+from memory_app.outbox import outbox_replay, write_submit
 from memory_app.services import episodes as episode_services
+from memory_app.services.context import ContextOptions
 from memory_app.services.store import new_memory_id
-from memory_app.validation import EpisodeFields, Limits
+from memory_app.validation import Limits
+from memory_app.turns import turn_create
+from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent, Subject, Tenant
+from tenants.services import subjects
+from tenants.services.keys import KeyLifetimes
 from tests.api.conftest import in_process_app, slow_refresh
+from tests.test_settings_reads import ALLOWED, BELOW_THE_EDGE, EDGE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _texts(docs, memory_type, external_id, tenant=None):
@@ -593,26 +605,75 @@ def test_a_turn_recalls_while_it_writes(engram, monkeypatch):
     assert turn["id"] not in [m["id"] for m in turn["recall"]]
 
 
-def test_a_known_end_users_turn_reads_them_once_and_a_write_is_never_applied_to_another(engram, tenant, docs,
-                                                                                          monkeypatch):
-    from memory_app.outbox import dispatch
-    from memory_app.outbox.dispatch import Op, write_apply
+class _SettingsWitness:
+    """Stands for ``django.conf.settings`` in a module: each read is recorded as (module, function)
+    of the reader; a read inside an options constructor (``from_settings``) is its caller's, one
+    in a comprehension its function's."""
 
-    looked_up = []
-    real = dispatch.subject_get_or_create
-    monkeypatch.setattr(dispatch, "subject_get_or_create",
-                        lambda **kwargs: looked_up.append(kwargs["external_id"]) or real(**kwargs))
-    engram.turn("uma", "I keep bees on the roof")  # a new end-user: created by the write
-    engram.turn("uma", "the bees swarmed today")  # known: the turn's own read serves its write
-    assert looked_up == ["uma"]
-    # An end-user handed in that is not the one written to is not used: the write reads its own.
-    uma = Subject.objects.get(tenant=tenant, external_id="uma")
-    payload, limits = {"text": "vic's own line"}, Limits.from_settings()
-    write_apply(tenant=tenant, external_id="vic", operation=Op.EPISODE, payload=payload, memory_id=new_memory_id(),
-                actor="test", limits=limits, subject=uma, fields=EpisodeFields.clean(payload, limits=limits))
-    assert looked_up == ["uma", "vic"]
-    assert _texts(docs, MemoryType.EPISODIC, "vic", tenant) == ["vic's own line"]
-    assert "vic's own line" not in _texts(docs, MemoryType.EPISODIC, "uma", tenant)
+    def __init__(self, real, reads: set[tuple[str, str]]):
+        self._real, self._reads = real, reads
+
+    def __getattr__(self, name):
+        frame = sys._getframe(1)
+        while frame.f_code.co_name in ("from_settings", "<dictcomp>", "<listcomp>", "<setcomp>", "<genexpr>"):
+            frame = frame.f_back
+        self._reads.add((Path(frame.f_code.co_filename).resolve().relative_to(ROOT).as_posix(), frame.f_code.co_name))
+        return getattr(self._real, name)
+
+
+# Read by the turn's own entries: recall's (it reads its options, as a request's entry
+# does) and the key machinery's (the client factory reads the key lifetimes on every read and write).
+_TURN_ENTRIES = {("memory_app/recall/__init__.py", "memory_recall_with_reading"),
+                 ("tenants/services/clients.py", "subject_es_client"),
+                 ("tenants/services/clients.py", "writer_es_client")}
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["new end-user", "known end-user"])
+def test_below_the_edge_a_turn_reads_no_setting_and_no_end_user(memory, tenant, monkeypatch, known):
+    """The edge checks the turn, reads its options and reads or creates its end-user
+    (``turn_command``); the turn service and everything below it (the outbox, dispatch, the
+    services) trust what it hands them: no setting is read there but where the settings scan
+    allows it, and no end-user is read or created again."""
+    def checked(text: str):
+        return turn_command(tenant=tenant, external_id="wes", text=text, max_query_chars=2000,
+                            limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                            lifetimes=KeyLifetimes.from_settings(), session_id="s1")
+
+    if known:
+        turn_create(tenant=tenant, turn=checked("I keep bees on the roof"))
+    turn = checked("how are my bees doing?")  # the edge: a new end-user is created here
+    assert turn.write.subject == Subject.objects.get(tenant=tenant, external_id="wes")
+
+    reads: set[tuple[str, str]] = set()
+    end_users: list[str] = []
+    witness = _SettingsWitness(real_settings, reads)
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in BELOW_THE_EDGE or not getattr(module, "__file__", None):
+            continue
+        if not Path(module.__file__).resolve().relative_to(ROOT).as_posix().startswith(EDGE):
+            if getattr(module, "settings", None) is real_settings:
+                monkeypatch.setattr(module, "settings", witness)
+        for reader in ("subject_get_or_create", "subject_find", "subject_get"):
+            real = getattr(subjects if reader == "subject_get_or_create" else tenant_selectors, reader)
+            if getattr(module, reader, None) is real:
+                monkeypatch.setattr(module, reader, lambda _reader=reader, _real=real, **kwargs:
+                                    end_users.append(_reader) or _real(**kwargs))
+
+    result = turn_create(tenant=tenant, turn=turn)
+    assert not result.submitted.queued and result.recall_error is None
+    assert end_users == []
+    assert sorted(reads - set(ALLOWED) - _TURN_ENTRIES) == []
+    assert reads, "the witness saw no read at all: it is not standing where the settings are read"
+
+
+def test_a_write_is_applied_only_for_the_tenant_it_was_checked_for(memory, tenant):
+    write = write_command(tenant=tenant, external_id="uma", operation="episode", payload={"text": "uma's line"},
+                          limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                          lifetimes=KeyLifetimes.from_settings())
+    other = Tenant.objects.create(slug="other-one", name="Other")
+    with pytest.raises(ValueError):
+        write_submit(tenant=other, write=write)
+    assert not OutboxEntry.objects.filter(external_id="uma").exists()
 
 
 def test_one_turn_cleans_its_end_users_id_once_at_the_edge(engram, monkeypatch):
@@ -633,7 +694,7 @@ def test_one_turn_cleans_its_end_users_id_once_at_the_edge(engram, monkeypatch):
     for module in list(sys.modules.values()):
         if getattr(module, "clean_external_id", None) is real:
             monkeypatch.setattr(module, "clean_external_id", counting)
-    engram.turn("tia", "I keep bees on the roof")  # a new end-user: the turn's write creates them
+    engram.turn("tia", "I keep bees on the roof")  # a new end-user: the turn's acceptance creates them
     assert calls == ["tia"]
     engram.turn(" tia", "how are my bees doing?", idempotency_key="k-tia")  # known; a key claimed
     assert calls == ["tia", " tia"]

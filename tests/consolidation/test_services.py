@@ -23,6 +23,7 @@ from memory_app.selectors import subject_export
 from tenants.models import Tenant
 from tenants.services.subjects import subject_get_or_create
 from tests.consolidation.conftest import T0
+from tenants.services.keys import KeyLifetimes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -512,7 +513,8 @@ def test_dana_asks_which_provider_now_and_the_switch_ranks_above_the_old_one(mem
     fact of Virgin Media is superseded, valid until the switch's turn, and a question about now
     ranks BT first; a question about before ranks the Virgin Media turn first."""
     tenant = Tenant.objects.create(slug="demo-like", name="Demo-like")
-    dana = subject_get_or_create(tenant=tenant, external_id="dana", display_name="Dana")
+    dana = subject_get_or_create(tenant=tenant, external_id="dana", display_name="Dana",
+                                 lifetimes=KeyLifetimes.from_settings())
     now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     switch_at = None
     for session, (days_ago, turns) in enumerate(CONVERSATION):
@@ -543,7 +545,8 @@ def test_alice_s_demo_history_consolidates_into_her_facts_and_playbooks_counted_
     thread that reports it (the thermostat's two successes are threads 1 and 14)."""
     tenant = Tenant.objects.create(slug="demo-alice", name="Demo-like")
     external_id, name, _ = SUBJECTS[0]
-    alice = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name)
+    alice = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name,
+                                  lifetimes=KeyLifetimes.from_settings())
     assert seed_history(tenant) > sum(len(turns) for _, _, turns in HISTORY)
     run = consolidation_run(subject=alice).run
     assert run.status == "succeeded" and run.facts_superseded == 0

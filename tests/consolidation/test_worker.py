@@ -18,10 +18,12 @@ FACTS = 40
 _SETUP = """
 from datetime import UTC, datetime, timedelta
 from tenants.models import Tenant
+from tenants.services.keys import KeyLifetimes
 from tenants.services.subjects import subject_get_or_create
 from memory_app.services.imports import episodes_import
 tenant = Tenant.objects.create(slug="kill", name="kill")
-subject = subject_get_or_create(tenant=tenant, external_id="victim", actor="tests")
+subject = subject_get_or_create(tenant=tenant, external_id="victim", actor="tests",
+                                lifetimes=KeyLifetimes.from_settings())
 t0 = datetime(2025, 1, 1, tzinfo=UTC)
 episodes_import(subject=subject, episodes=[
     {{"text": f"My favourite thing{{chr(97 + n // 26)}}{{chr(97 + n % 26)}} is Value{{n}}x.", "occurred_at": (t0 + timedelta(minutes=n)).isoformat(),

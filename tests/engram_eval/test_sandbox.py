@@ -17,6 +17,7 @@ from memory_app.services.episodes import episode_write
 from tenants.services.audit import audit_record
 from tenants.services.clients import subject_es_client, writer_es_client
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 def test_the_sandbox_surfaces_errors_and_drops_its_indices(es_admin, db, invalidate_minted_keys):
@@ -37,7 +38,8 @@ def test_the_sandbox_holds_no_transaction_deletes_no_row_and_leaves_nothing_usab
     with sandbox() as box:
         assert not connection.in_atomic_block
         tenant = box.tenant(slug="acme", name="Acme", dedicated=True)
-        subject = subject_get_or_create(tenant=tenant, external_id="alice", actor="eval")
+        subject = subject_get_or_create(tenant=tenant, external_id="alice", actor="eval",
+                                        lifetimes=KeyLifetimes.from_settings())
         episode_write(subject=subject, text="I adopted a grey kitten named Pebble.")
         key = SubjectKey.objects.get(subject=subject, revoked_at__isnull=True)
         assert key.index_prefix == index_prefix_for(tenant=tenant) == f"{box.prefix}-t-{tenant.slug}"
@@ -45,7 +47,7 @@ def test_the_sandbox_holds_no_transaction_deletes_no_row_and_leaves_nothing_usab
         reader, writer = subject_es_client(subject=subject), writer_es_client(prefix=box.prefix)
         # A tenant made without the sandbox's help: its end-user's key names the run's indices too.
         stray = subject_get_or_create(tenant=Tenant.objects.create(slug="made-inside", name="Inside"),
-                                      external_id="bob", actor="eval")
+                                      external_id="bob", actor="eval", lifetimes=KeyLifetimes.from_settings())
 
     # The rows stay, as the record that the run happened; nothing of it can serve memory.
     assert Subject.objects.filter(pk=subject.pk, tenant=tenant).exists()

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from memory_app.usage import usage_flush
 from tenants.models import Membership, Tenant
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 @pytest.fixture
@@ -37,6 +38,8 @@ def staff(tenants):
 @pytest.fixture
 def subjects(memory, tenants):
     acme, globex = tenants
-    alice = subject_get_or_create(tenant=acme, external_id="alice@example.com", display_name="Alice")
-    mallory = subject_get_or_create(tenant=globex, external_id="mallory@example.com")
+    alice = subject_get_or_create(tenant=acme, external_id="alice@example.com", display_name="Alice",
+                                  lifetimes=KeyLifetimes.from_settings())
+    mallory = subject_get_or_create(tenant=globex, external_id="mallory@example.com",
+                                    lifetimes=KeyLifetimes.from_settings())
     return alice, mallory

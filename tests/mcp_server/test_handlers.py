@@ -12,6 +12,7 @@ from mcp_server import handlers
 from memory_app.services.facts import fact_write
 from memory_app.usage import usage_bump
 from tenants.models import AuditEvent, Subject
+from tenants.services.keys import KeyLifetimes
 
 pytestmark = pytest.mark.usefixtures("memory")
 
@@ -294,7 +295,7 @@ def test_external_ids_are_validated_one_way_everywhere(acme, make_caller, api_cl
     with pytest.raises(ValidationFailed) as mcp_error:
         handlers.write_memory(caller=make_caller(acme), type="semantic", text="x", subject=bad)
     with pytest.raises(ValidationFailed) as service_error:
-        subject_get_or_create(tenant=acme, external_id=bad)
+        subject_get_or_create(tenant=acme, external_id=bad, lifetimes=KeyLifetimes.from_settings())
     rest = api_client_for(acme).post("/api/v1/subjects", {"external_id": bad}, format="json")
     assert mcp_error.value.code == service_error.value.code == rest.json()["error"]["code"] == "invalid_external_id"
 

@@ -8,6 +8,7 @@ from engram_core.es.schema import MemoryType, alias_name
 from memory_app.usage import usage_flush
 from tenants.models import Tenant
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 _seq = itertools.count()
 
@@ -27,7 +28,8 @@ def make_subject(memory):
         if tenant not in tenants:
             tenants[tenant] = Tenant.objects.create(slug=tenant, name=tenant.title())
         return subject_get_or_create(tenant=tenants[tenant],
-                                     external_id=external_id or f"user-{next(_seq)}")
+                                     external_id=external_id or f"user-{next(_seq)}",
+                                     lifetimes=KeyLifetimes.from_settings())
 
     return make
 

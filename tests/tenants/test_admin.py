@@ -10,14 +10,15 @@ from django.urls import reverse
 from tenants.models import AgentToken, AuditEvent, Membership, Subject, SubjectKey
 from tenants.services.subjects import subject_get_or_create
 from tenants.services.tokens import agent_token_authenticate, agent_token_create
+from tenants.services.keys import KeyLifetimes
 
 ADMIN, COMPLIANCE, SUPPORT = Membership.Role.TENANT_ADMIN, Membership.Role.COMPLIANCE, Membership.Role.SUPPORT
 
 
 @pytest.fixture
 def world(tenant, other_tenant, es_prefix):
-    alice = subject_get_or_create(tenant=tenant, external_id="alice")
-    mallory = subject_get_or_create(tenant=other_tenant, external_id="mallory")
+    alice = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
+    mallory = subject_get_or_create(tenant=other_tenant, external_id="mallory", lifetimes=KeyLifetimes.from_settings())
     token, _ = agent_token_create(tenant=tenant, name="acme bot", scopes=["memory:read"], actor="test")
     other_token, _ = agent_token_create(tenant=other_tenant, name="globex bot", scopes=["memory:read"], actor="test")
     return {"alice": alice, "mallory": mallory, "token": token, "other_token": other_token,

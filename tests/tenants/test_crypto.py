@@ -11,6 +11,7 @@ from tenants import crypto
 from tenants.models import AuditEvent, SubjectKey
 from tenants.services.clients import subject_es_client
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 def test_round_trip_and_older_keys_still_decrypt(settings):
@@ -36,7 +37,7 @@ def test_missing_or_malformed_keys_are_a_configuration_error(settings, keys):
 
 
 def test_rotate_encryption_key_rewrites_every_secret_under_the_new_key(tenant, es_prefix, settings, capsys):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     old_key = settings.ENGRAM_ENCRYPTION_KEYS[0]
     before = SubjectKey.objects.get(subject=subject).secret_encrypted
     new_key = Fernet.generate_key().decode()
@@ -54,7 +55,7 @@ def test_rotate_encryption_key_rewrites_every_secret_under_the_new_key(tenant, e
 
 
 def test_a_dropped_key_is_reported_not_silently_ignored(tenant, es_prefix, settings):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     settings.ENGRAM_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
     with pytest.raises(ImproperlyConfigured, match="cannot be decrypted"):
         subject_es_client(subject=subject)

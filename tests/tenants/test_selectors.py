@@ -10,11 +10,12 @@ from tenants.models import Subject
 from tenants.selectors import memory_scope
 from tenants.services.clients import subject_es_client
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 def test_memory_scope_comes_from_the_subject_alone(es_prefix, tenant, other_tenant):
-    alice = subject_get_or_create(tenant=tenant, external_id="alice")
-    mallory = subject_get_or_create(tenant=other_tenant, external_id="mallory")
+    alice = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
+    mallory = subject_get_or_create(tenant=other_tenant, external_id="mallory", lifetimes=KeyLifetimes.from_settings())
     tampered = {"text": "hello", **memory_scope(subject=mallory)}
 
     stamped = {**tampered, **memory_scope(subject=alice)}

@@ -9,6 +9,7 @@ from engram_core.validation import clean_external_id
 from memory_app.services.imports import episodes_import
 from tenants.models import Tenant
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 
 class Command(BaseCommand):
@@ -41,7 +42,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {done}/{total} episodes written")
 
         try:
-            target = subject_get_or_create(tenant=tenant_obj, external_id=clean_external_id(subject), actor="memory_import")
+            target = subject_get_or_create(tenant=tenant_obj, external_id=clean_external_id(subject),
+                                           actor="memory_import", lifetimes=KeyLifetimes.from_settings())
             ids = episodes_import(subject=target, episodes=episodes, progress=progress)
         except EngramError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from None

@@ -30,6 +30,7 @@ from tenants.models import AgentToken, Membership, Tenant
 from tenants.selectors import subject_find
 from tenants.services.subjects import subject_get_or_create
 from tenants.services.tokens import agent_token_create
+from tenants.services.keys import KeyLifetimes
 
 TENANT = ("acme-home", "Acme Smart Home Support")
 STAFF = [("support", Membership.Role.SUPPORT), ("admin", Membership.Role.TENANT_ADMIN),
@@ -132,7 +133,8 @@ class Command(BaseCommand):
             created += _once(partial(catalog_entry_write, tenant=tenant, title=title, text=text,
                                      memory_id=f"demo-catalog-{n}", source="demo"))
         for external_id, name, memories in SUBJECTS:
-            subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo")
+            subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo",
+                                            lifetimes=KeyLifetimes.from_settings())
             for n, (memory_type, text, extra) in enumerate(memories):
                 common = {"subject": subject, "memory_id": f"demo-{name.lower()}-{n}", "source": "demo"}
                 if memory_type == "episodic":
@@ -364,7 +366,8 @@ def seed_conversation(tenant: Tenant) -> int:
     """Dana's sessions written as her turns, each session consolidated by the offline extractor
     as the scheduler would. Idempotent: nothing is written once her runs exist."""
     external_id, name = CONVERSATION_SUBJECT
-    subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo")
+    subject = subject_get_or_create(tenant=tenant, external_id=external_id, display_name=name, actor="demo",
+                                    lifetimes=KeyLifetimes.from_settings())
     if ConsolidationRun.objects.filter(subject=subject, status=ConsolidationRun.Status.SUCCEEDED).exists():
         return 0
     written = 0

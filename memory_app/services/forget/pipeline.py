@@ -21,14 +21,14 @@ def memory_forget(*, subject: Subject, memory_id: str, reason: str, actor: Actor
                   cascade: bool = True, context_options: ContextOptions | None = None) -> dict[str, Any]:
     """``forget_apply`` for a caller with no edge (the eval, a command, a test): the forget's
     reason, note and cascade are cleaned first (``ForgetFields.clean``, as the edge cleans a
-    forget write's)."""
+    forget write's); ``context_options``: read here when not given."""
     request = ForgetFields.clean({"reason": reason, "note": note, "cascade": cascade})
     return forget_apply(subject=subject, memory_id=memory_id, request=request, actor=actor,
-                        context_options=context_options)
+                        context_options=context_options or ContextOptions.from_settings())
 
 
 def forget_apply(*, subject: Subject, memory_id: str, request: ForgetFields, actor: Actor,
-                 context_options: ContextOptions | None = None) -> dict[str, Any]:
+                 context_options: ContextOptions) -> dict[str, Any]:
     """Hard-delete one of the subject's memories and every copy of it; leave a content-free
     tombstone in the audit log (``request``, as cleaned: the reason's code; its note, the caller's own words, is kept
     beside it, outside the chain).
@@ -41,19 +41,18 @@ def forget_apply(*, subject: Subject, memory_id: str, request: ForgetFields, act
 
     Returns ``{"id", "memory_type", "cascade"}``. Raises NotFound when the memory is not the
     subject's (an episode forgotten before still has its cascade completed first).
-    ``context_options``: how changed contexts are embedded again (the settings, read here when
-    not given).
+    ``context_options``: how changed contexts are embedded again (read at the entry).
     """
-    options = context_options or ContextOptions.from_settings()
     reason, note, follow = request.reason, request.note, request.cascade
     try:
         visible = selectors.visible_document(subject=subject, memory_id=memory_id)
     except NotFound:
         # Forgotten before, perhaps by a call that failed part-way: what was derived from it
         # still follows it.
-        _cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow, options=options)
+        _cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow,
+                      options=context_options)
         raise
-    forgetting = Forgetting.of(subject=subject, visible=visible, reason=reason, actor=actor, context=options)
+    forgetting = Forgetting.of(subject=subject, visible=visible, reason=reason, actor=actor, context=context_options)
     episode = forgetting.memory_type is MemoryType.EPISODIC
     # 1. copies, before the delete too: a forget cut short after its delete finds the memory
     #    missing when retried, its text gone with it.
@@ -68,7 +67,7 @@ def forget_apply(*, subject: Subject, memory_id: str, request: ForgetFields, act
     # 4. cascade, after the delete: a fact derived from this episode by a run that read it just
     #    before is either found here or finds the episode gone when it is written (facts.fact_write).
     followed = (_cascade_step(subject=subject, gone=memory_id, reason=reason, actor=actor, follow=follow,
-                              options=options) if episode else Cascade())
+                              options=context_options) if episode else Cascade())
     # 5. copies again (one made meanwhile), and this process's cached vectors.
     copies.copies_purge(forgetting)
     copies.vectors_drop()

@@ -18,6 +18,7 @@ from tenants.models import Tenant
 from tenants.services.clients import subject_es_client
 from tenants.services.isolation_move import tenant_indices_ensure
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "linear_score", "rerank_score", "rerank_rank", "multipliers",
@@ -27,7 +28,7 @@ EXPLAIN_KEYS = {"bm25_rank", "dense_rank", "fusion", "linear_score", "rerank_sco
 def _subject(slug: str, external_id: str, isolation: str = "shared"):
     tenant = Tenant.objects.create(slug=slug, name=slug.title(), isolation=isolation)
     tenant_indices_ensure(tenant=tenant)
-    return subject_get_or_create(tenant=tenant, external_id=external_id)
+    return subject_get_or_create(tenant=tenant, external_id=external_id, lifetimes=KeyLifetimes.from_settings())
 
 
 def _recall(subject, query: str) -> bytes:

@@ -15,6 +15,7 @@ from memory_app.services.forget import memory_forget, subject_erase
 from memory_app.services.imports import episodes_import
 from memory_app.recall import memory_recall
 from memory_app.validation import Limits
+from tenants.services.keys import KeyLifetimes
 
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
@@ -196,7 +197,8 @@ def test_a_turn_embeds_only_its_own_text_when_its_session_was_embedded_recently(
     def turn(text: str, minutes: int):
         command = turn_command(tenant=subject.tenant, external_id=subject.external_id, text=text, session_id="g1",
                                occurred_at=(T0 + timedelta(minutes=minutes)).isoformat(), max_query_chars=2000,
-                               limits=Limits.from_settings())
+                               limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                               lifetimes=KeyLifetimes.from_settings())
         return turn_create(tenant=subject.tenant, turn=command)
 
     cache = get_embedder().query_cache

@@ -19,6 +19,7 @@ from engram_core.errors import ServiceUnavailable
 from tenants.services.clients import subject_es_client, writer_es_client
 from tenants.services.guard import _capabilities, require_dls
 from tenants.services.subjects import subject_get_or_create
+from tenants.services.keys import KeyLifetimes
 
 NO_DLS = ("platinum", "enterprise")
 
@@ -33,7 +34,7 @@ def test_the_probe_is_cached_between_calls(es_admin):
 
 
 def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings, client, monitor_headers):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     settings.ES_DLS_LICENCES = NO_DLS
 
     with pytest.raises(ServiceUnavailable) as error:
@@ -46,7 +47,7 @@ def test_engram_refuses_to_serve_memory_without_dls(tenant, es_prefix, settings,
     with pytest.raises(ServiceUnavailable):
         writer_es_client()
     with pytest.raises(ServiceUnavailable):
-        subject_get_or_create(tenant=tenant, external_id="bob")
+        subject_get_or_create(tenant=tenant, external_id="bob", lifetimes=KeyLifetimes.from_settings())
     response = client.get("/healthz", headers=monitor_headers)
     assert response.status_code == 503
     assert response.json()["elasticsearch"]["document_level_security"] is False
@@ -64,7 +65,7 @@ def test_the_insecure_development_setting_serves_but_logs_every_time(tenant, es_
     insecure = [r for r in caplog.records if r.levelno >= logging.ERROR and "INSECURE" in r.getMessage()]
     assert len(insecure) == 2
     # Security is still on, so reads still go through the subject's own key.
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     assert subject_es_client(subject=subject).security.authenticate()["api_key"]["name"].startswith("engram-subject")
 
 

@@ -21,14 +21,16 @@ from tenants.services.isolation_move import MoveFailed, tenant_isolation_set
 from memory_app.validation import Limits
 from tenants.services.subjects import subject_get_or_create
 from tenants.services import isolation_move
+from tenants.services.keys import KeyLifetimes
+from memory_app.services.context import ContextOptions
 
 
 @pytest.fixture
 def world(es_prefix):
     acme, globex = (Tenant.objects.create(slug=s, name=s.title()) for s in ("acme", "globex"))
-    alice = subject_get_or_create(tenant=acme, external_id="alice")
-    bob = subject_get_or_create(tenant=acme, external_id="bob")
-    dana = subject_get_or_create(tenant=globex, external_id="dana")
+    alice = subject_get_or_create(tenant=acme, external_id="alice", lifetimes=KeyLifetimes.from_settings())
+    bob = subject_get_or_create(tenant=acme, external_id="bob", lifetimes=KeyLifetimes.from_settings())
+    dana = subject_get_or_create(tenant=globex, external_id="dana", lifetimes=KeyLifetimes.from_settings())
     for n in range(3):
         episode_write(subject=alice, text=f"alice walked the dog {n}")
     fact_write(subject=alice, text="Alice likes green tea.")
@@ -225,7 +227,8 @@ def test_a_write_resolved_before_the_move_and_landing_during_or_after_it_is_not_
         try:
             submitted["late"] = write_submit(tenant=acme, write=write_command(
                 tenant=acme, external_id="alice", operation="fact", payload={"text": "Alice keeps bees."},
-                limits=Limits.from_settings(), memory_id=late))
+                limits=Limits.from_settings(), context_options=ContextOptions.from_settings(),
+                lifetimes=KeyLifetimes.from_settings(), memory_id=late))
         finally:
             connection.close()
 
@@ -270,7 +273,8 @@ def test_writes_during_a_move_are_never_lost(world, es_admin, es_prefix, monkeyp
                 try:
                     done = write_submit(tenant=acme, write=write_command(
                         tenant=acme, external_id="alice", operation="episode",
-                        payload={"text": f"turn {n} during the move"}, limits=Limits.from_settings()),
+                        payload={"text": f"turn {n} during the move"}, limits=Limits.from_settings(),
+                        context_options=ContextOptions.from_settings(), lifetimes=KeyLifetimes.from_settings()),
                         defer_refresh=True)
                 except Exception as exc:  # noqa: BLE001 - counted: an unacknowledged write is not a loss
                     failures.append(repr(exc))

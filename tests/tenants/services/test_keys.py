@@ -47,7 +47,7 @@ def _ids(es, memory_type="semantic") -> set[str]:
 
 
 def test_subject_get_answers_missing_and_other_tenant_alike(tenant, other_tenant, es_prefix):
-    subject_get_or_create(tenant=other_tenant, external_id="mallory")
+    subject_get_or_create(tenant=other_tenant, external_id="mallory", lifetimes=KeyLifetimes.from_settings())
 
     with pytest.raises(NotFound) as missing:
         subject_get(tenant=tenant, external_id="nobody")
@@ -60,8 +60,9 @@ def test_subject_get_answers_missing_and_other_tenant_alike(tenant, other_tenant
 
 
 def test_new_subject_gets_a_least_privileged_dls_key(tenant, es_prefix, es_admin, settings):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
-    assert subject_get_or_create(tenant=tenant, external_id="alice") == subject  # no second subject, no second key
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
+    assert subject_get_or_create(tenant=tenant, external_id="alice",
+                                 lifetimes=KeyLifetimes.from_settings()) == subject  # no second subject, no second key
 
     key = SubjectKey.objects.get(subject=subject)
     info = es_admin.security.get_api_key(id=key.es_key_id)["api_keys"][0]
@@ -89,7 +90,7 @@ def test_a_new_key_lives_as_long_as_the_lifetimes_given_say(tenant, es_prefix, e
 
 def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_admin, tenant):
     writer = writer_es_client()
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     doc_id = _own_doc(subject, writer)
     assert writer.get(index=alias_name("semantic"), id=doc_id)["found"]
 
@@ -109,7 +110,7 @@ def test_writer_key_can_write_the_memory_aliases_and_nothing_else(es_prefix, es_
 
 
 def test_a_cached_keys_client_is_made_once_and_again_for_a_new_base_client(tenant, es_prefix, settings, monkeypatch):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     doc_id = _own_doc(subject, writer_es_client())
     first = subject_es_client(subject=subject)
     assert subject_es_client(subject=subject) is first  # no new client object per request
@@ -130,7 +131,7 @@ def test_a_cached_keys_client_is_made_once_and_again_for_a_new_base_client(tenan
 
 
 def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, es_prefix):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     doc_id = _own_doc(subject, writer_es_client())
     old_client = subject_es_client(subject=subject)
     old_key = SubjectKey.objects.get(subject=subject)
@@ -168,7 +169,7 @@ def test_rotated_key_works_during_its_grace_period_and_is_refused_after(tenant, 
 
 
 def test_revoked_key_is_refused_at_once_and_a_fresh_one_is_minted(tenant, es_prefix):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     doc_id = _own_doc(subject, writer_es_client())
     old_client = subject_es_client(subject=subject)
 
@@ -183,7 +184,7 @@ def test_revoked_key_is_refused_at_once_and_a_fresh_one_is_minted(tenant, es_pre
 
 
 def test_revoke_all_invalidates_active_and_grace_keys(tenant, es_prefix):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     first = subject_es_client(subject=subject)
     subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(), grace=timedelta(minutes=5))
     second = subject_es_client(subject=subject)
@@ -198,8 +199,8 @@ def test_revoke_all_invalidates_active_and_grace_keys(tenant, es_prefix):
 
 
 def test_maintenance_rotates_keys_near_expiry(tenant, es_prefix, settings):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
-    fresh = subject_get_or_create(tenant=tenant, external_id="bob")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
+    fresh = subject_get_or_create(tenant=tenant, external_id="bob", lifetimes=KeyLifetimes.from_settings())
     expiring = SubjectKey.objects.get(subject=subject)
     SubjectKey.objects.filter(pk=expiring.pk).update(
         expires_at=timezone.now() + timedelta(days=settings.ENGRAM_KEY_RENEW_BEFORE_DAYS - 1))
@@ -216,7 +217,7 @@ def test_maintenance_rotates_keys_near_expiry(tenant, es_prefix, settings):
 def test_a_key_minted_for_another_index_prefix_is_replaced(tenant, es_prefix, settings, es_admin):
     from engram_core.es.schema import drop_indices, ensure_indices
 
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     first = SubjectKey.objects.get(subject=subject)
     settings.ES_INDEX_PREFIX = f"{es_prefix}-next"
     ensure_indices(es=es_admin)
@@ -264,7 +265,7 @@ def _refused(call) -> bool:
 def test_keys_are_refused_every_statistics_api(kind, tenant, es_prefix):
     # Under DLS these answer index-wide figures (a word's document frequency across tenants):
     # neither key may call them. Engram's own paths (search, msearch, get, mget, scroll) work.
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     doc_id = _own_doc(subject, writer_es_client())
     es = subject_es_client(subject=subject) if kind == "subject" else writer_es_client()
     alias = alias_name("semantic")
@@ -292,7 +293,7 @@ def test_keys_are_refused_every_statistics_api(kind, tenant, es_prefix):
 
 def test_keys_minted_under_an_older_grant_are_rotated(tenant, es_prefix, es_admin):
     # As if minted before ROLE_VERSION 2 (the `read` group): es_setup's upgrade rotates them.
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     writer_es_client()
     old = SubjectKey.objects.get(subject=subject)
     old_writer = WriterKey.objects.get(index_prefix=es_prefix)
@@ -314,7 +315,7 @@ def test_keys_minted_under_an_older_grant_are_rotated(tenant, es_prefix, es_admi
 
 
 def test_a_stale_grant_is_rotated_on_first_use_too(tenant, es_prefix):
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     old = SubjectKey.objects.get(subject=subject)
     SubjectKey.objects.filter(pk=old.pk).update(role_version=1)
     clear_caches()
@@ -341,7 +342,7 @@ def test_keys_are_minted_and_retired_by_the_keys_credential_never_the_admin(tena
                                   "monitor": False}
     assert {p for p, ok in granted["index"][alias_name("semantic")].items() if ok} == set(WRITER_ACTIONS)
     settings.ES_ADMIN_PASSWORD = "not-the-admin-password"
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     first = SubjectKey.objects.get(subject=subject)
     rotated = subject_key_rotate(subject=subject, actor="test", lifetimes=_lifetimes(), grace=timedelta(seconds=30))
     subject_key_revoke(subject=subject, actor="test")
@@ -357,7 +358,7 @@ def test_keys_are_minted_and_retired_by_the_keys_credential_never_the_admin(tena
 def test_keys_the_admin_credential_minted_before_are_retired_by_it(tenant, es_prefix, es_admin, settings):
     keys_user = settings.ES_KEYS_USERNAME
     settings.ES_KEYS_USERNAME = ""  # as before the keys credential existed: the admin mints
-    subject = subject_get_or_create(tenant=tenant, external_id="alice")
+    subject = subject_get_or_create(tenant=tenant, external_id="alice", lifetimes=KeyLifetimes.from_settings())
     legacy = SubjectKey.objects.get(subject=subject)
     settings.ES_KEYS_USERNAME = keys_user
     clear_caches()
