@@ -362,7 +362,10 @@ class StatementRules:
     for 6 years" → "I've known these neighbours for 6 years"), when off the sentence is dropped.
     ``reactions``: a sentence telling how something seen or heard moved the speaker ("Seeing the
     kids so happy at the fair was the best", "Hearing that song made me cry") is dropped: a momentary
-    reaction, not something that stays true of them."""
+    reaction, not something that stays true of them. ``resolve``: a sentence opening on "he", "she" or
+    "they" with no statement before it in the turn is read with the one person named before it (in
+    the turn's earlier sentences or the speaker's previous turn; a name or a relation such as "my
+    sister") in place of the pronoun; with no such person or more than one it is dropped as before."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -376,6 +379,7 @@ class StatementRules:
     showing: bool = False
     alone: bool = True
     reactions: bool = True
+    resolve: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
