@@ -888,6 +888,87 @@ def after_leaning(sentence: str) -> str:
     return rest[:1].upper() + rest[1:]
 
 
+# Who a "he", "she" or "they" opening a sentence can be: someone the speaker named just before,
+# by name or by their tie ("my sister"), never the listener; one such person only, else no one.
+_PERSON_PRONOUN = re.compile(r"^(?P<p>he|she|they)(?P<c>'s|'re|'ve|'d|'ll)?\b(?!\s+and\s+(?:I|me)\b)", re.I)
+_FEMALE = frozenset("""sister mum mom mother aunt wife girlfriend daughter grandma grandmother niece fiancee fiancée
+girl granddaughter""".split())
+_MALE = frozenset("""brother dad father uncle husband boyfriend son grandpa grandfather nephew fiance fiancé boy
+grandson""".split())
+_TIES = _FEMALE | _MALE | frozenset("""partner spouse boss manager landlord roommate flatmate kid child sibling cousin
+friend neighbour neighbor colleague coworker co-worker dog cat puppy kitten pet parrot horse twin mentor
+teacher coach""".split())
+_MANY_TIES = frozenset("""parents kids children sons daughters brothers sisters siblings friends cousins grandparents
+grandkids grandchildren neighbours neighbors colleagues coworkers twins dogs cats pets""".split())
+_TIE = re.compile(r"\b(?P<own>[Mm]y|[Oo]ur) (?P<adj>(?:(?:best|little|big|older|younger|old|new|eldest|oldest|"
+                  r"youngest|late|dear|close)\s+){0,2})(?P<tie>[a-z-]+)(?P<name>\s+[A-Z][a-z]+\b)?")
+# A capitalised word after these is a place or a title, not a person ("been to Porto").
+_PLACE_BEFORE = frozenset("to in at from near into around visited visit visiting visits of the a an".split())
+_NOT_PEOPLE = frozenset("""I Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April
+May June July August September October November December Christmas Easter God Mom Mum Dad""".split())
+
+
+def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
+    """The people ``sentence`` names, as (how the speaker named them, their number and gender: "f",
+    "m", "x" or "many"): a tie of the speaker's ("my sister", "my friend Priya") or a name WordNet
+    knows as nothing but a person, never a name in ``exclude`` (the speakers)."""
+    found: list[tuple[str, str]] = []
+    taken: list[tuple[int, int]] = []
+    for m in _TIE.finditer(sentence):
+        tie = m["tie"]
+        if tie in _MANY_TIES:
+            kind = "many"
+        elif tie in _TIES:
+            kind = "f" if tie in _FEMALE else "m" if tie in _MALE else "x"
+        else:
+            continue
+        name = (m["name"] or "").strip()
+        if name and (name in exclude or name in _NOT_PEOPLE):
+            name = ""
+        end = m.end() if name else m.end("tie")
+        found.append((f"{m['own'].lower()} {m['adj']}{tie}{' ' + name if name else ''}", kind))
+        taken.append((m.start(), end))
+    lex = lexicon()
+    for m in re.finditer(r"(?<=[\s,(])[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b", sentence):
+        word = m.group()
+        if any(a <= m.start() < b for a, b in taken) or word in exclude or word in _NOT_PEOPLE:
+            continue
+        before = sentence[:m.start()].split()
+        if not before or before[-1].lower() in _PLACE_BEFORE or before[-1][-1:] in ".!?:":
+            continue
+        if re.match(r"\s+[A-Z]", sentence[m.end():]) or before[-1][:1].isupper():
+            continue  # "Golden Gate", "Taylor Swift": a place, a title or someone famous
+        if word.lower() in STOP_WORDS or (lex.lemma(word, "n") is not None
+                                          and lex.lexname(word, "n") != "noun.person"):
+            continue
+        found.append((word, "x"))
+    return found
+
+
+def resolve_person(sentence: str, before: list[str], *, exclude: frozenset[str] = frozenset()) -> str | None:
+    """``sentence``, opening on "he", "she" or "they", with the one person named in ``before`` (the
+    turn's earlier sentences, the speaker's previous turn) in place of the pronoun: "She taught me to
+    paint" after "Have you met my sister?" → "My sister taught me to paint". None when no one or
+    more than one is named, or the one named does not fit the pronoun (he/she one person, they many)."""
+    m = _PERSON_PRONOUN.match(sentence.strip())
+    if m is None:
+        return None
+    people = {who.lower(): (who, kind) for s in before for who, kind in _people(s, exclude=exclude)}
+    if len(people) != 1:
+        return None
+    who, kind = next(iter(people.values()))
+    pronoun = m["p"].lower()
+    fits = {"he": ("m", "x"), "she": ("f", "x"), "they": ("many",)}[pronoun]
+    if kind not in fits:
+        return None
+    contraction = (m["c"] or "").lower()
+    if contraction == "'d" and kind == "many":
+        return None  # "they'd": had or would
+    verb = {"'re": " are", "'ve": " have", "'ll": " will"}.get(contraction, contraction)
+    who = who[0].upper() + who[1:]
+    return f"{who}{verb}{sentence.strip()[m.end():]}"
+
+
 # How hard something is, said in a sentence of its own ("The move has been a hard road."): a
 # feeling or resolve said next in the turn is coping with it.
 _HARD = re.compile(r"\b(?:is|are|was|were|be|been|'s)\s+(?:\w+\s+){0,3}?(?:hard|tough|tricky|bumpy|rough|difficult|"
