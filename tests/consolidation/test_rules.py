@@ -313,3 +313,25 @@ def test_a_pronoun_is_read_as_the_one_person_named_before_it(pronoun, count, dat
         assert facts and all(f.startswith(who[0].upper() + who[1:]) for f in facts), facts
     else:
         assert not facts, facts
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(min_value=0, max_value=2),
+       st.lists(st.sampled_from(["guitar", "kayak", "greenhouse", "bakery", "van", "bicycle"]), min_size=2, max_size=2,
+                unique=True),
+       st.sampled_from(["old ", "new ", ""]),
+       st.sampled_from(["was built by my grandad in 1975", "came from my uncle in Porto",
+                        "cost me a fortune in 2020"]))
+def test_it_is_read_as_the_one_thing_of_the_speaker_s_named_just_before(count, nouns, adjective, rest):
+    """"Have you seen my old kayak? It was built by my grandad": with exactly one thing of the
+    speaker's named in the sentence before, "it" is that thing; with none or two, it stays dropped."""
+    ask = {0: "Jon, have you ever been to Porto?", 1: f"Jon, have you seen my {adjective}{nouns[0]}?",
+           2: f"Jon, have you seen my {adjective}{nouns[0]} and my {nouns[1]}?"}[count]
+    extractor = RulesExtractor(statements=StatementRules(resolve=True))
+    eps = [Episode(id="e0", text=f"Rosa: {ask} It {rest}.", occurred_at="2025-01-01T00:00:00", session_id="s")]
+    facts = [f.text for f in extractor.extract(episodes=eps, context=[]).facts if rest.split()[-1] in f.text]
+    assert not any(re.match(r"It\b", f) for f in facts), facts
+    if count == 1:
+        assert facts and all(f.startswith(f"Rosa's {adjective}{nouns[0]}") for f in facts), facts
+    else:
+        assert not facts, facts

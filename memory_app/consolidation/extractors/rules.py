@@ -425,8 +425,10 @@ class RulesExtractor:
             sentence = speech.own_noun(speech.with_subject(speech.plain(speech.strip_opener(sentence))))
             resolved = (speech.resolve_person(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                               exclude=batch.speakers | {holder})
+                        or (speech.resolve_thing(speech.strip_opener(sentence), in_turn[index - 1]) if index else None)
                         if self.statements.resolve and previous_general is None else None)
-            if resolved:
+            if resolved and speech.read(speech.strip_opener(resolved), ignore=batch.speakers, rules=self.statements,
+                                        alone=True, family=family, after_hardship=after_hardship).about_speaker:
                 sentence = resolved  # "She taught me" after "Have you met my sister?": the sister taught
             elif previous_general is None and speech.leans(speech.strip_opener(sentence)):
                 # Nothing before it in the turn to lean on: its first clause names no one; what it

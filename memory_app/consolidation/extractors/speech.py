@@ -903,7 +903,8 @@ grandkids grandchildren neighbours neighbors colleagues coworkers twins dogs cat
 _TIE = re.compile(r"\b(?P<own>[Mm]y|[Oo]ur) (?P<adj>(?:(?:best|little|big|older|younger|old|new|eldest|oldest|"
                   r"youngest|late|dear|close)\s+){0,2})(?P<tie>[a-z-]+)(?P<name>\s+[A-Z][a-z]+\b)?")
 # A capitalised word after these is a place or a title, not a person ("been to Porto").
-_PLACE_BEFORE = frozenset("to in at from near into around visited visit visiting visits of the a an".split())
+_PLACE_BEFORE = frozenset("to in at from near into around visited visit visiting visits of the a an on via using"
+                          .split())
 _NOT_PEOPLE = frozenset("""I Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April
 May June July August September October November December Christmas Easter God Mom Mum Dad""".split())
 
@@ -922,6 +923,8 @@ def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
             kind = "f" if tie in _FEMALE else "m" if tie in _MALE else "x"
         else:
             continue
+        if m["own"].lower() == "our" and re.search(r"\bus\b", sentence):
+            continue  # "the bond between us and our pets": everyone's pets, not the household's
         name = (m["name"] or "").strip()
         if name and (name in exclude or name in _NOT_PEOPLE):
             name = ""
@@ -931,7 +934,9 @@ def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
     lex = lexicon()
     for m in re.finditer(r"(?<=[\s,(])[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b", sentence):
         word = m.group()
-        if any(a <= m.start() < b for a, b in taken) or word in exclude or word in _NOT_PEOPLE:
+        # A speaker's short name ("Mel" for Melanie) is the speaker too.
+        if (any(a <= m.start() < b for a, b in taken) or word in _NOT_PEOPLE
+                or any(name.split()[0].startswith(word) for name in exclude if name)):
             continue
         before = sentence[:m.start()].split()
         if not before or before[-1].lower() in _PLACE_BEFORE or before[-1][-1:] in ".!?:":
@@ -967,6 +972,54 @@ def resolve_person(sentence: str, before: list[str], *, exclude: frozenset[str] 
     verb = {"'re": " are", "'ve": " have", "'ll": " will"}.get(contraction, contraction)
     who = who[0].upper() + who[1:]
     return f"{who}{verb}{sentence.strip()[m.end():]}"
+
+
+_IT = re.compile(r"^it(?P<c>'s been|'s|'ll)?\b(?!\s+(?:is|was|'s)?\s*(?:to|that|if|when|how|like)\b)", re.I)
+# Only a thing of the speaker's own: after "a" or "the" the sentence's "it" was as often the
+# situation as the thing ("a hard time", "a gift").
+_THING = re.compile(r"\b(?P<det>[Mm]y|[Oo]ur)\s+(?=(?P<words>(?:[a-z][a-z-]*\s*){1,4}))")
+_PEOPLE_TIES = (_TIES | _MANY_TIES) - frozenset("dog cat puppy kitten pet parrot horse dogs cats pets".split())
+
+
+def _things(sentence: str) -> set[str]:
+    """The things of the speaker's own ``sentence`` names with a concrete noun ("my new guitar",
+    "our pottery class"); no vague noun, kind, person or plural."""
+    lex = lexicon()
+    found = set()
+    for m in _THING.finditer(sentence):
+        words = m["words"].split()
+        head = None
+        for n, word in enumerate(words):
+            if word in STOP_WORDS or word in _AUX or word in _MODALS or word in _ADVERBS:
+                break
+            if lex.lemma(word, "n") is None and lex.lemma(word, "a") is None:
+                break
+            if lex.lemma(word, "n") is not None:
+                head = n
+        if head is None:
+            continue
+        noun = words[head]
+        if (noun in _VAGUE_NOUNS or noun in _KINDS or noun in _PEOPLE_TIES or lex.lemma(noun, "n") != noun
+                or lex.lexname(noun, "n") == "noun.person"
+                or not lex.is_concrete_noun(noun, strict=True) or lex.mostly_verb(noun)):
+            continue
+        found.add(f"{m['det'].lower()} {' '.join(words[:head + 1])}")
+    return found
+
+
+def resolve_thing(sentence: str, previous: str) -> str | None:
+    """``sentence``, opening on "it", with the one thing ``previous`` names in its place: "It's a
+    1975 Fender" after "Have you seen my new guitar?" → "My new guitar is a 1975 Fender". None when
+    the sentence before names no such thing or more than one."""
+    m = _IT.match(sentence.strip())
+    if m is None:
+        return None
+    things = _things(previous)
+    if len(things) != 1:
+        return None
+    thing = next(iter(things))
+    verb = {"'s been": " has been", "'s": " is", "'ll": " will"}.get((m["c"] or "").lower(), "")
+    return f"{thing[0].upper()}{thing[1:]}{verb}{sentence.strip()[m.end():]}"
 
 
 # How hard something is, said in a sentence of its own ("The move has been a hard road."): a
