@@ -703,7 +703,7 @@ def test_what_an_undertaking_has_meant_is_a_feeling_whatever_it_names(thing, doi
 
 @settings(max_examples=100, deadline=None)
 @given(_THING, st.sampled_from(["I felt fulfilled", "I feel so fulfilled", "I was so proud", "I felt really alive",
-                                "I'm always happy"]),
+                                "I'm so happy"]),
        st.sampled_from(["guiding", "cooking for", "singing with", "teaching"]))
 def test_how_doing_something_felt_is_a_feeling_whatever_it_names(thing, front, doing):
     """"I felt fulfilled guiding them": how an activity felt, not what the speaker does."""

@@ -390,10 +390,11 @@ excited thrilled stoked pumped psyched happy glad sad scared nervous anxious wor
 blessed lucky hopeful positive optimistic determined motivated inspired sure confident overwhelmed stressed
 tired exhausted bummed upset sorry touched amazed impressed curious eager ready relieved content focused
 humbled honored honoured moved stoked jealous bored frustrated disappointed heartbroken devastated okay ok fine
-good great awesome amazing blown speechless delighted ecstatic fulfilled embarrassed
+good great awesome amazing blown speechless delighted ecstatic fulfilled embarrassed alive
 """.split())
 # Feelings said in more than one word, and what the speaker says a thing means to them.
 _FEELING_PHRASE = re.compile(r"^(?:looking forward|over the moon|on cloud nine|in awe)\b")
+_MEANT = re.compile(r"\b(?:means?|meant) (?:so much|a lot|a ton|the world|everything)\b", re.I)
 _MEANS_TO_ME = re.compile(r"\b(?:means?|meant) (?:so much|a lot|a ton|the world|everything) to (?:me|us)\b", re.I)
 _NOT_A_FEELING = re.compile(r"^\s*(?:to have (?:my|our|a|an|such a (?!great support))|(?:,\s*)?(?:because|since|as) (?:I|we|my|our)\b)",
                             re.I)
@@ -644,6 +645,22 @@ def _looking_ahead(feeling: str, after: str) -> bool:
         m["verb"] in _EXPERIENCING
 
 
+# How doing something felt ("I felt fulfilled guiding them"): the activity is what the feeling is about.
+_WHILE_DOING = re.compile(r"^\s+(?:\w+ly\s+)?(?!(?:bring|sing|thing|nothing|something|anything|everything)\b)"
+                          r"[a-z]{2,}ing\b")
+# Being sure things will work out ("I'm sure my time on it will pay off") is hope, whatever it names.
+_SURE = frozenset("sure confident certain hopeful optimistic positive".split())
+_WORK_OUT = re.compile(r"\b(?:will|'ll|is gonna|is going to|are gonna|are going to|gonna)\s+(?:\w+\s+)?"
+                       r"(?:pay off|work out|be worth it|be fine|be okay|be ok|be alright|turn out)\b")
+
+
+def _undertaking(sentence: str) -> bool:
+    """Whether ``sentence`` opens on an -ing subject ("Joining the choir ...")."""
+    bare = _LEAD_PHRASE.sub("", sentence)
+    return bool(re.match(r"[A-Z]?[a-z]+ing\b", bare)) and not is_base_verb(bare.split(" ", 1)[0].lower()) and \
+        not re.match(r"(?:some|any|every|no)thing\b", bare, re.I)
+
+
 def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]:
     """(whether the predicate says how the speaker feels, what follows the feeling). What follows is
     empty when the feeling names nothing of its own whatever words come after it: a way of holding up
@@ -664,6 +681,8 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
         return True, ""
     if after_hardship and _COPING.match(sentence):
         return True, ""
+    if _undertaking(sentence) and _MEANT.search(sentence):
+        return True, ""  # "Joining the choir has meant so much (to me)": how much it meant
     if _MEANS_TO_ME.search(sentence):
         if hardship:
             return True, ""
@@ -681,6 +700,7 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
                 # or why they feel it is the statement, not the feeling.
                 return False, ""
             if (_MOMENT.match(after) or _looking_ahead(m["word"], after) or after_hardship
+                    or _WHILE_DOING.match(after) or (m["word"] in _SURE and _WORK_OUT.search(after))
                     or (m["word"] in _GRATITUDE and re.match(r"^\s+for\b", after))
                     or (hardship is not None and start and start >= hardship.end())):
                 return True, ""
