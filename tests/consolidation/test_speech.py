@@ -715,5 +715,5 @@ def test_how_doing_something_felt_is_a_feeling_whatever_it_names(thing, front, d
        st.sampled_from(["investing in", "sticking with", "my time at", "all the work on"]),
        st.sampled_from(["will pay off", "will work out", "is gonna be worth it", "will be fine"]))
 def test_being_sure_it_will_work_out_is_a_feeling_whatever_it_names(thing, front, doing, outcome):
-    """"I'm sure investing my time in the bakery will pay off": hope that things work out, no fact."""
+    """"I'm sure putting hours into the bakery will pay off": hope that things work out, no fact."""
     assert not read(plain(f"{front} {doing} {thing} {outcome}.")).about_speaker

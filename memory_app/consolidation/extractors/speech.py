@@ -944,7 +944,7 @@ def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
         else:
             continue
         if m["own"].lower() == "our" and re.search(r"\bus\b", sentence):
-            continue  # "the bond between us and our pets": everyone's pets, not the household's
+            continue  # "the love between us and our cats": everyone's cats, not the household's
         name = (m["name"] or "").strip()
         if name and (name in exclude or name in _NOT_PEOPLE):
             name = ""
