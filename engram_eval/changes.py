@@ -27,7 +27,8 @@ TRAPS = ("near_miss", "hypothetical", "other_person", "addition", "same_value", 
 # the rules extractor's keys where it has one (employer, occupation, home, car, diet, relation:<role>).
 SLOT_FAMILIES = ("employer", "occupation", "home", "relation", "pet", "phone", "car", "device", "setting",
                  "contact", "diet", "school", "hobby", "provider", "health", "plan")
-# "plan": a plan that became done ("going camping next month" → "went camping"; kind 'fulfilled').
+# "plan": a plan that became done ("going camping next month" → "went camping"; kind 'fulfilled') or was
+# given up ("decided against the Camino walk"; kind 'natural').
 DEV_SLOT_FAMILIES = SLOT_FAMILIES
 # The ways of saying a change that the issue names; every one is in the set at least once.
 CUE_PHRASINGS = ("replaced", "switched", "swapped_for", "moved_to", "quit", "started_at", "split_up",
@@ -245,8 +246,8 @@ def _change(entry: dict) -> Change:
         raise ChangeSetError(f"{name}: old and new value are the same")
     if (change.kind == "harsh") != (change.phrasing == "correction"):
         raise ChangeSetError(f"{name}: a harsh change is a correction, and a correction is harsh")
-    if (change.kind == "fulfilled") != (change.family == "plan"):
-        raise ChangeSetError(f"{name}: a plan that came true is fulfilled, and only a plan is")
+    if change.kind == "fulfilled" and change.family != "plan":
+        raise ChangeSetError(f"{name}: only a plan comes true (fulfilled); a plan given up is natural")
     _chain_fields(change.chain, change.step, name)
     return change
 

@@ -51,12 +51,22 @@ class ConceptOptions:
 
 
 PERSON = 7846  # person.n.01 in WordNet 3.0's data.noun
+ACTIVITY = 407535  # activity.n.01
+DIVERSION = 426928  # diversion.n.01 (recreation): sport, pastime, hobby below it
+# Verb lexicographer files of doing for its own sake: sports and games, creation (paint, cook,
+# knit), motion (hike, ski, kayak).
+_ACTIVITY_LEXFILES = frozenset({33, 36, 38})
+# A verb with more senses than this is a general one ("run", "walk", "make", "go"), whose gerund
+# tells no pastime.
+ACTIVITY_MAX_SENSES = 5
+_GO = frozenset({"go", "goes", "going", "went", "gone"})
 
 
 class WordNet:
     """The noun side of WordNet 3.0: lemma → senses, synset → hypernyms and names."""
 
     def __init__(self, root: Path):
+        self._root = root
         self.senses: dict[str, list[int]] = {}
         with open(root / "index.noun", encoding="utf-8") as index:
             for line in index:
@@ -72,7 +82,7 @@ class WordNet:
             for line in exc:
                 inflected, base, *_ = line.split()
                 self.exceptions.setdefault(inflected, base)
-        self.verb_heavy, self.usual_first_sense = self._tag_counts(root)
+        self.verb_heavy, self.usual_first_sense, self.activity_verbs = self._tag_counts(root)
         # Synsets by their offset, which names the line; the file is read whole, not seeked,
         # because the package's copy has CRLF line ends, which shift the byte offsets.
         self._data = (root / "data.noun").read_bytes()
@@ -84,13 +94,17 @@ class WordNet:
             start = end + 1
 
     @staticmethod
-    def _tag_counts(root: Path) -> tuple[frozenset[str], frozenset[str]]:
+    def _tag_counts(root: Path) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
         """From the sense-tagged corpus counts (index.sense): the lemmas whose tagged uses are more
-        often verbs than nouns, and the lemmas whose most frequent noun sense has at least half of
-        their tagged noun uses (at least one): the sense a reader takes the word in."""
+        often verbs than nouns; the lemmas whose most frequent noun sense has at least half of
+        their tagged noun uses (at least one): the sense a reader takes the word in; and the
+        activity verbs: one-word verbs whose most frequent sense is filed under sport, creation
+        or motion and that have at most ACTIVITY_MAX_SENSES senses."""
         noun: dict[str, int] = {}
         verb: dict[str, int] = {}
         first: dict[str, int] = {}
+        verb_senses: dict[str, int] = {}
+        verb_first_file: dict[str, int] = {}
         with open(root / "index.sense", encoding="utf-8") as index:
             for line in index:
                 key, _offset, number, tagged = line.split()
@@ -100,8 +114,47 @@ class WordNet:
                     target[lemma] = target.get(lemma, 0) + int(tagged)
                 if rest[0] == "1" and number == "1":
                     first[lemma] = int(tagged)
+                if rest[0] == "2":
+                    verb_senses[lemma] = verb_senses.get(lemma, 0) + 1
+                    if number == "1":
+                        verb_first_file[lemma] = int(rest.split(":")[1])
         return (frozenset(lemma for lemma, n in verb.items() if n > noun.get(lemma, 0)),
-                frozenset(lemma for lemma, n in first.items() if n > 0 and 2 * n >= noun[lemma]))
+                frozenset(lemma for lemma, n in first.items() if n > 0 and 2 * n >= noun[lemma]),
+                frozenset(lemma for lemma, f in verb_first_file.items()
+                          if f in _ACTIVITY_LEXFILES and verb_senses[lemma] <= ACTIVITY_MAX_SENSES
+                          and "_" not in lemma))
+
+    def gerund_verb(self, word: str) -> str | None:
+        """The verb ``word`` (lower case) is the -ing form of ("hiking": hike, "swimming": swim),
+        or None."""
+        if len(word) < 5 or not word.endswith("ing"):
+            return None
+        stem = word[:-3]
+        for verb in (stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else ""):
+            if verb and verb in self.verb_lemmas:
+                return verb
+        return None
+
+    @functools.cached_property
+    def verb_lemmas(self) -> frozenset[str]:
+        with open(self._root / "index.verb", encoding="utf-8") as index:
+            return frozenset(line.split(" ", 1)[0] for line in index if not line.startswith(" "))
+
+    def is_activity_kind(self, lemma: str) -> bool:
+        """Whether ``lemma``'s most frequent noun sense names activities done for their own sake:
+        activity itself, recreation, or a kind at most two steps below recreation (sport, pastime,
+        hobby)."""
+        senses = self.senses.get(lemma)
+        if not senses:
+            return False
+        frontier = [(senses[0], 0)]
+        while frontier:
+            offset, steps = frontier.pop()
+            if offset in (ACTIVITY, DIVERSION):
+                return offset == DIVERSION or steps == 0
+            if steps < 2:
+                frontier += [(p, steps + 1) for p in self.synset(offset)[1]]
+        return False
 
     def lemma(self, word: str) -> str | None:
         """The noun lemma of ``word`` (lower case), or None when WordNet has no such noun."""
@@ -198,6 +251,19 @@ def concepts_of(text: str, *, options: ConceptOptions) -> str | None:
     return "\n".join(dict.fromkeys(lines)) or None
 
 
+@functools.lru_cache(maxsize=16384)  # a recall asks it of each candidate; the same turns come back
+def tells_activity(text: str, *, net: WordNet) -> bool:
+    """Whether ``text`` tells an activity by its verb, which no noun of it names: "go" and a
+    gerund ("we went camping", "I'm off to go swimming"), or the gerund of an activity verb
+    ("kayaking", "Skiing, snowboarding ..."; ``WordNet.activity_verbs``)."""
+    words = [t.lower() for t in _TOKEN.findall(text)]
+    for n, word in enumerate(words):
+        verb = net.gerund_verb(word)
+        if verb is not None and (verb in net.activity_verbs or (n > 0 and words[n - 1] in _GO)):
+            return True
+    return False
+
+
 def concepts_of_memory(source: dict[str, Any], *, options: ConceptOptions) -> str | None:
     """``concepts_of`` the text a stored memory is known by: a catalog entry's title and text,
     any other memory's text."""
@@ -224,6 +290,21 @@ def query_categories(query: str, *, net: WordNet) -> str | None:
             if lemma is not None and plural and lemma not in net.verb_heavy:
                 found.append(lemma.replace("_", " "))
     return " ".join(dict.fromkeys(found)) or None
+
+
+def asks_for_pastimes(query: str, *, net: WordNet) -> bool:
+    """Whether ``query`` asks for pastimes: the phrase after "what", "which" or "how many" holds a
+    noun, singular or plural, naming activities done for their own sake ("What hobbies ...?",
+    "Which activity did Sam resume ...?", "Which recreational activity ...?";
+    ``WordNet.is_activity_kind``). Their answers are often told by a verb ("we went camping"),
+    which no noun category reaches (``tells_activity``)."""
+    words = [t.lower() for t in _TOKEN.findall(query)]
+    for n, word in enumerate(words):
+        if word not in ("what", "which", "many") or (word == "many" and (n == 0 or words[n - 1] != "how")):
+            continue
+        if any((lemma := net.lemma(w)) is not None and net.is_activity_kind(lemma) for w in _asked_phrase(words[n + 1:])):
+            return True
+    return False
 
 
 def synonyms(word: str, *, net: WordNet) -> tuple[str, ...]:

