@@ -47,7 +47,7 @@ FIXED = {"min_content": 3, "min_anchors": 1, "modal": 2, "after_pattern": False}
 # ``others`` 2 is left out: it drops by construction what docs/consolidation.md calls a fact (a
 # household's move, a pet adopted: "we moved into a flat near the harbour").
 GRID = {"feelings": (1, 2), "vague": (1, 2), "others": (0, 1), "showing": (False, True), "alone": (False, True),
-        "reactions": (False, True)}
+        "reactions": (False, True), "resolve": (False, True)}
 
 
 # Every sentence the statement layer can read is kept (but the few-word floor of 2).

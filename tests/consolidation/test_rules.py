@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from memory_app.consolidation.extractors import Episode, FactCandidate
 from memory_app.consolidation.extractors.rules import RulesExtractor, infer_slot
+from memory_app.consolidation.extractors.speech import StatementRules
 from memory_app.consolidation.grounding import is_grounded, ungrounded_words
 from memory_app.consolidation.resolve import Duplicates, StoredFact, quantities, resolve_fact, same_value
 
@@ -281,3 +282,56 @@ def test_a_demonstrative_with_its_own_noun_names_its_thing(place, rest, first):
     noun = place.split(" ", 1)[1]
     assert any(noun in f and "Rosa" in f for f in facts), facts
     assert not any(f.startswith(("This", "That")) for f in facts), facts
+
+
+_PEOPLE = {"she": ["my sister", "my mum", "my aunt", "Priya", "Greta"], "he": ["my brother", "my dad", "my uncle",
+                                                                            "Malik", "Tomas"]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["she", "he"]), st.integers(min_value=0, max_value=2), st.data(), st.booleans(),
+       st.sampled_from(["taught me to paint in 2019", "gave me my first guitar in Porto",
+                        "got me into rock climbing at the harbour gym"]))
+def test_a_pronoun_is_read_as_the_one_person_named_before_it(pronoun, count, data, previous_turn, rest):
+    """"Have you met my sister? She taught me to paint": with exactly one person named before the
+    pronoun (earlier in the turn, or in the speaker's previous turn) the sentence is about that
+    person; with none or two it names no one and stays dropped. The listener, named or answering in
+    between, is never the one meant."""
+    named = data.draw(st.lists(st.sampled_from(_PEOPLE[pronoun]), min_size=count, max_size=count, unique=True))
+    ask = {0: "Jon, have you ever been to Porto?", 1: f"Jon, have you met {named[0] if named else ''}?",
+           2: f"Jon, have you met {' and '.join(named)}?"}[count]
+    said = f"{pronoun.capitalize()} {rest}."
+    rules = RulesExtractor(statements=StatementRules(resolve=True))
+    texts = [f"Rosa: {ask}", "Jon: Not yet, my cousin Dario says hi.", f"Rosa: {said}"] if previous_turn else [
+        f"Rosa: {ask} {said}"]
+    eps = [Episode(id=f"e{n}", text=t, occurred_at=f"2025-01-01T00:{n:02d}:00", session_id="s")
+           for n, t in enumerate(texts)]
+    facts = [f.text for f in rules.extract(episodes=eps, context=[]).facts if rest.split()[-1] in f.text]
+    assert not any(re.search(r"\b(?:Jon|Dario|cousin|[Hh]e|[Ss]he)\b", f) for f in facts), facts
+    if count == 1:
+        who = named[0].replace("my ", "Rosa's ")
+        assert facts and all(f.startswith(who[0].upper() + who[1:]) for f in facts), facts
+    else:
+        assert not facts, facts
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(min_value=0, max_value=2),
+       st.lists(st.sampled_from(["guitar", "kayak", "greenhouse", "bakery", "van", "bicycle"]), min_size=2, max_size=2,
+                unique=True),
+       st.sampled_from(["old ", "new ", ""]),
+       st.sampled_from(["was built by my grandad in 1975", "came from my uncle in Porto",
+                        "cost me a fortune in 2020"]))
+def test_it_is_read_as_the_one_thing_of_the_speaker_s_named_just_before(count, nouns, adjective, rest):
+    """"Have you seen my old kayak? It was built by my grandad": with exactly one thing of the
+    speaker's named in the sentence before, "it" is that thing; with none or two, it stays dropped."""
+    ask = {0: "Jon, have you ever been to Porto?", 1: f"Jon, have you seen my {adjective}{nouns[0]}?",
+           2: f"Jon, have you seen my {adjective}{nouns[0]} and my {nouns[1]}?"}[count]
+    extractor = RulesExtractor(statements=StatementRules(resolve=True))
+    eps = [Episode(id="e0", text=f"Rosa: {ask} It {rest}.", occurred_at="2025-01-01T00:00:00", session_id="s")]
+    facts = [f.text for f in extractor.extract(episodes=eps, context=[]).facts if rest.split()[-1] in f.text]
+    assert not any(re.match(r"It\b", f) for f in facts), facts
+    if count == 1:
+        assert facts and all(f.startswith(f"Rosa's {adjective}{nouns[0]}") for f in facts), facts
+    else:
+        assert not facts, facts

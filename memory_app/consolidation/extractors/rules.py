@@ -280,6 +280,7 @@ class _Batch:
     speakers: frozenset[str] = frozenset()  # every labelled speaker of the batch: a name said to them is no fact
     last: dict[str, FactCandidate] = field(default_factory=dict)
     people: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name → (relation, episode)
+    turns: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)  # (session, speaker) → last turn
 
 
 def _rerender(previous: FactCandidate, value: str) -> str | None:
@@ -373,7 +374,10 @@ class RulesExtractor:
         playbooks: list[PlaybookCandidate] = []
         previous_general: int | None = None  # index in facts of this turn's last general statement
         hard = False  # the sentence before said how hard something is: a feeling after it is coping
-        for sentence in speech.sentences(text):
+        in_turn = speech.sentences(text)
+        last_turn = batch.turns.get((episode.session_id, holder), [])
+        batch.turns[(episode.session_id, holder)] = in_turn
+        for index, sentence in enumerate(in_turn):
             after_hardship, hard = hard, speech.hardship(sentence)
             harsh = bool(_CORRECTION.match(speech.strip_opener(sentence)) or _CORRECTION.match(sentence))
             stated = len(facts)
@@ -419,7 +423,14 @@ class RulesExtractor:
                 continue
             sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
             sentence = speech.own_noun(speech.with_subject(speech.plain(speech.strip_opener(sentence))))
-            if previous_general is None and speech.leans(speech.strip_opener(sentence)):
+            resolved = (speech.resolve_person(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
+                                              exclude=batch.speakers | {holder})
+                        or (speech.resolve_thing(speech.strip_opener(sentence), in_turn[index - 1]) if index else None)
+                        if self.statements.resolve and previous_general is None else None)
+            if resolved and speech.read(speech.strip_opener(resolved), ignore=batch.speakers, rules=self.statements,
+                                        alone=True, family=family, after_hardship=after_hardship).about_speaker:
+                sentence = resolved  # "She taught me" after "Have you met my sister?": the sister taught
+            elif previous_general is None and speech.leans(speech.strip_opener(sentence)):
                 # Nothing before it in the turn to lean on: its first clause names no one; what it
                 # says of the speaker after that clause is read on its own (``alone``), else nothing.
                 rest = speech.after_leaning(speech.strip_opener(sentence)) if self.statements.alone else ""

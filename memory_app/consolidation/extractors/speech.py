@@ -362,7 +362,10 @@ class StatementRules:
     for 6 years" → "I've known these neighbours for 6 years"), when off the sentence is dropped.
     ``reactions``: a sentence telling how something seen or heard moved the speaker ("Seeing the
     kids so happy at the fair was the best", "Hearing that song made me cry") is dropped: a momentary
-    reaction, not something that stays true of them."""
+    reaction, not something that stays true of them. ``resolve``: a sentence opening on "he", "she" or
+    "they" with no statement before it in the turn is read with the one person named before it (in
+    the turn's earlier sentences or the speaker's previous turn; a name or a relation such as "my
+    sister") in place of the pronoun; with no such person or more than one it is dropped as before."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -376,6 +379,7 @@ class StatementRules:
     showing: bool = False
     alone: bool = True
     reactions: bool = True
+    resolve: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -386,10 +390,11 @@ excited thrilled stoked pumped psyched happy glad sad scared nervous anxious wor
 blessed lucky hopeful positive optimistic determined motivated inspired sure confident overwhelmed stressed
 tired exhausted bummed upset sorry touched amazed impressed curious eager ready relieved content focused
 humbled honored honoured moved stoked jealous bored frustrated disappointed heartbroken devastated okay ok fine
-good great awesome amazing blown speechless delighted ecstatic fulfilled embarrassed
+good great awesome amazing blown speechless delighted ecstatic fulfilled embarrassed alive
 """.split())
 # Feelings said in more than one word, and what the speaker says a thing means to them.
 _FEELING_PHRASE = re.compile(r"^(?:looking forward|over the moon|on cloud nine|in awe)\b")
+_MEANT = re.compile(r"\b(?:means?|meant) (?:so much|a lot|a ton|the world|everything)\b", re.I)
 _MEANS_TO_ME = re.compile(r"\b(?:means?|meant) (?:so much|a lot|a ton|the world|everything) to (?:me|us)\b", re.I)
 _NOT_A_FEELING = re.compile(r"^\s*(?:to have (?:my|our|a|an|such a (?!great support))|(?:,\s*)?(?:because|since|as) (?:I|we|my|our)\b)",
                             re.I)
@@ -640,6 +645,22 @@ def _looking_ahead(feeling: str, after: str) -> bool:
         m["verb"] in _EXPERIENCING
 
 
+# How doing something felt ("I felt fulfilled guiding them"): the activity is what the feeling is about.
+_WHILE_DOING = re.compile(r"^\s+(?:\w+ly\s+)?(?!(?:bring|sing|thing|nothing|something|anything|everything)\b)"
+                          r"[a-z]{2,}ing\b")
+# Being sure things will work out ("I'm sure my time on it will pay off") is hope, whatever it names.
+_SURE = frozenset("sure confident certain hopeful optimistic positive".split())
+_WORK_OUT = re.compile(r"\b(?:will|'ll|is gonna|is going to|are gonna|are going to|gonna)\s+(?:\w+\s+)?"
+                       r"(?:pay off|work out|be worth it|be fine|be okay|be ok|be alright|turn out)\b")
+
+
+def _undertaking(sentence: str) -> bool:
+    """Whether ``sentence`` opens on an -ing subject ("Joining the choir ...")."""
+    bare = _LEAD_PHRASE.sub("", sentence)
+    return bool(re.match(r"[A-Z]?[a-z]+ing\b", bare)) and not is_base_verb(bare.split(" ", 1)[0].lower()) and \
+        not re.match(r"(?:some|any|every|no)thing\b", bare, re.I)
+
+
 def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]:
     """(whether the predicate says how the speaker feels, what follows the feeling). What follows is
     empty when the feeling names nothing of its own whatever words come after it: a way of holding up
@@ -660,6 +681,8 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
         return True, ""
     if after_hardship and _COPING.match(sentence):
         return True, ""
+    if _undertaking(sentence) and _MEANT.search(sentence):
+        return True, ""  # "Joining the choir has meant so much (to me)": how much it meant
     if _MEANS_TO_ME.search(sentence):
         if hardship:
             return True, ""
@@ -677,6 +700,7 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
                 # or why they feel it is the statement, not the feeling.
                 return False, ""
             if (_MOMENT.match(after) or _looking_ahead(m["word"], after) or after_hardship
+                    or _WHILE_DOING.match(after) or (m["word"] in _SURE and _WORK_OUT.search(after))
                     or (m["word"] in _GRATITUDE and re.match(r"^\s+for\b", after))
                     or (hardship is not None and start and start >= hardship.end())):
                 return True, ""
@@ -882,6 +906,140 @@ def after_leaning(sentence: str) -> str:
         return ""
     rest = sentence[m.end():].strip()
     return rest[:1].upper() + rest[1:]
+
+
+# Who a "he", "she" or "they" opening a sentence can be: someone the speaker named just before,
+# by name or by their tie ("my sister"), never the listener; one such person only, else no one.
+_PERSON_PRONOUN = re.compile(r"^(?P<p>he|she|they)(?P<c>'s|'re|'ve|'d|'ll)?\b(?!\s+and\s+(?:I|me)\b)", re.I)
+_FEMALE = frozenset("""sister mum mom mother aunt wife girlfriend daughter grandma grandmother niece fiancee fiancée
+girl granddaughter""".split())
+_MALE = frozenset("""brother dad father uncle husband boyfriend son grandpa grandfather nephew fiance fiancé boy
+grandson""".split())
+_TIES = _FEMALE | _MALE | frozenset("""partner spouse boss manager landlord roommate flatmate kid child sibling cousin
+friend neighbour neighbor colleague coworker co-worker dog cat puppy kitten pet parrot horse twin mentor
+teacher coach""".split())
+_MANY_TIES = frozenset("""parents kids children sons daughters brothers sisters siblings friends cousins grandparents
+grandkids grandchildren neighbours neighbors colleagues coworkers twins dogs cats pets""".split())
+_TIE = re.compile(r"\b(?P<own>[Mm]y|[Oo]ur) (?P<adj>(?:(?:best|little|big|older|younger|old|new|eldest|oldest|"
+                  r"youngest|late|dear|close)\s+){0,2})(?P<tie>[a-z-]+)(?P<name>\s+[A-Z][a-z]+\b)?")
+# A capitalised word after these is a place or a title, not a person ("been to Porto").
+_PLACE_BEFORE = frozenset("to in at from near into around visited visit visiting visits of the a an on via using"
+                          .split())
+_NOT_PEOPLE = frozenset("""I Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April
+May June July August September October November December Christmas Easter God Mom Mum Dad""".split())
+
+
+def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
+    """The people ``sentence`` names, as (how the speaker named them, their number and gender: "f",
+    "m", "x" or "many"): a tie of the speaker's ("my sister", "my friend Priya") or a name WordNet
+    knows as nothing but a person, never a name in ``exclude`` (the speakers)."""
+    found: list[tuple[str, str]] = []
+    taken: list[tuple[int, int]] = []
+    for m in _TIE.finditer(sentence):
+        tie = m["tie"]
+        if tie in _MANY_TIES:
+            kind = "many"
+        elif tie in _TIES:
+            kind = "f" if tie in _FEMALE else "m" if tie in _MALE else "x"
+        else:
+            continue
+        if m["own"].lower() == "our" and re.search(r"\bus\b", sentence):
+            continue  # "the love between us and our cats": everyone's cats, not the household's
+        name = (m["name"] or "").strip()
+        if name and (name in exclude or name in _NOT_PEOPLE):
+            name = ""
+        end = m.end() if name else m.end("tie")
+        found.append((f"{m['own'].lower()} {m['adj']}{tie}{' ' + name if name else ''}", kind))
+        taken.append((m.start(), end))
+    lex = lexicon()
+    for m in re.finditer(r"(?<=[\s,(])[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b", sentence):
+        word = m.group()
+        # A speaker's short name ("Mel" for Melanie) is the speaker too.
+        if (any(a <= m.start() < b for a, b in taken) or word in _NOT_PEOPLE
+                or any(name.split()[0].startswith(word) for name in exclude if name)):
+            continue
+        before = sentence[:m.start()].split()
+        if not before or before[-1].lower() in _PLACE_BEFORE or before[-1][-1:] in ".!?:":
+            continue
+        if re.match(r"\s+[A-Z]", sentence[m.end():]) or before[-1][:1].isupper():
+            continue  # "Golden Gate", "Taylor Swift": a place, a title or someone famous
+        if word.lower() in STOP_WORDS or (lex.lemma(word, "n") is not None
+                                          and lex.lexname(word, "n") != "noun.person"):
+            continue
+        found.append((word, "x"))
+    return found
+
+
+def resolve_person(sentence: str, before: list[str], *, exclude: frozenset[str] = frozenset()) -> str | None:
+    """``sentence``, opening on "he", "she" or "they", with the one person named in ``before`` (the
+    turn's earlier sentences, the speaker's previous turn) in place of the pronoun: "She taught me to
+    paint" after "Have you met my sister?" → "My sister taught me to paint". None when no one or
+    more than one is named, or the one named does not fit the pronoun (he/she one person, they many)."""
+    m = _PERSON_PRONOUN.match(sentence.strip())
+    if m is None:
+        return None
+    people = {who.lower(): (who, kind) for s in before for who, kind in _people(s, exclude=exclude)}
+    if len(people) != 1:
+        return None
+    who, kind = next(iter(people.values()))
+    pronoun = m["p"].lower()
+    fits = {"he": ("m", "x"), "she": ("f", "x"), "they": ("many",)}[pronoun]
+    if kind not in fits:
+        return None
+    contraction = (m["c"] or "").lower()
+    if contraction == "'d" and kind == "many":
+        return None  # "they'd": had or would
+    verb = {"'re": " are", "'ve": " have", "'ll": " will"}.get(contraction, contraction)
+    who = who[0].upper() + who[1:]
+    return f"{who}{verb}{sentence.strip()[m.end():]}"
+
+
+_IT = re.compile(r"^it(?P<c>'s been|'s|'ll)?\b(?!\s+(?:is|was|'s)?\s*(?:to|that|if|when|how|like)\b)", re.I)
+# Only a thing of the speaker's own: after "a" or "the" the sentence's "it" was as often the
+# situation as the thing ("a hard time", "a gift").
+_THING = re.compile(r"\b(?P<det>[Mm]y|[Oo]ur)\s+(?=(?P<words>(?:[a-z][a-z-]*\s*){1,4}))")
+_PEOPLE_TIES = (_TIES | _MANY_TIES) - frozenset("dog cat puppy kitten pet parrot horse dogs cats pets".split())
+
+
+def _things(sentence: str) -> set[str]:
+    """The things of the speaker's own ``sentence`` names with a concrete noun ("my new guitar",
+    "our pottery class"); no vague noun, kind, person or plural."""
+    lex = lexicon()
+    found = set()
+    for m in _THING.finditer(sentence):
+        words = m["words"].split()
+        head = None
+        for n, word in enumerate(words):
+            if word in STOP_WORDS or word in _AUX or word in _MODALS or word in _ADVERBS:
+                break
+            if lex.lemma(word, "n") is None and lex.lemma(word, "a") is None:
+                break
+            if lex.lemma(word, "n") is not None:
+                head = n
+        if head is None:
+            continue
+        noun = words[head]
+        if (noun in _VAGUE_NOUNS or noun in _KINDS or noun in _PEOPLE_TIES or lex.lemma(noun, "n") != noun
+                or lex.lexname(noun, "n") == "noun.person"
+                or not lex.is_concrete_noun(noun, strict=True) or lex.mostly_verb(noun)):
+            continue
+        found.add(f"{m['det'].lower()} {' '.join(words[:head + 1])}")
+    return found
+
+
+def resolve_thing(sentence: str, previous: str) -> str | None:
+    """``sentence``, opening on "it", with the one thing ``previous`` names in its place: "It's a
+    1975 Fender" after "Have you seen my new guitar?" → "My new guitar is a 1975 Fender". None when
+    the sentence before names no such thing or more than one."""
+    m = _IT.match(sentence.strip())
+    if m is None:
+        return None
+    things = _things(previous)
+    if len(things) != 1:
+        return None
+    thing = next(iter(things))
+    verb = {"'s been": " has been", "'s": " is", "'ll": " will"}.get((m["c"] or "").lower(), "")
+    return f"{thing[0].upper()}{thing[1:]}{verb}{sentence.strip()[m.end():]}"
 
 
 # How hard something is, said in a sentence of its own ("The move has been a hard road."): a
