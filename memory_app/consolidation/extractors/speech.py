@@ -374,9 +374,9 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 2
+    vague: int = 1
     others: int = 0
-    showing: bool = False
+    showing: bool = True
     alone: bool = True
     reactions: bool = True
     resolve: bool = False
