@@ -181,8 +181,11 @@ _LEMMAS = None
 def _verb_lemmas() -> list[str]:
     global _LEMMAS
     if _LEMMAS is None:
-        from memory_app.consolidation.extractors.speech import _verbs
-        _LEMMAS = sorted(w for w in _verbs()[0] if w.isalpha() and w.islower() and is_base_verb(w))
+        from memory_app.consolidation.extractors.speech import _ADVERBS, _verbs
+        # Not the verbs that are also the adverbs the reader takes between "I" and its verb
+        # ("still", "even"): "I still the garden" is read as an adverb with no verb, by design.
+        _LEMMAS = sorted(w for w in _verbs()[0] if w.isalpha() and w.islower() and is_base_verb(w)
+                         and w not in _ADVERBS)
     return _LEMMAS
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from engram_core.errors import ValidationFailed
-from engram_core.validation import clean_date, clean_datetime, clean_external_id, new_external_id_check
+from engram_core.validation import ERASED_PREFIX, clean_date, clean_datetime, clean_external_id, new_external_id_check
 from tests.strategies import json_values, moment_texts, moments, nested_json
 
 pytestmark = pytest.mark.properties
@@ -99,10 +99,17 @@ def _refusal(rule, value, field):
 @given(body=st.text(_ID_CHARS, min_size=1, max_size=230), pad=st.sampled_from(["", " ", "\t", " \n "]))
 @example(body="x" * 200, pad=" ")
 @example(body="x" * 201, pad="")
+@example(body="..", pad=" ")
 def test_an_external_id_is_taken_trimmed_when_it_has_1_to_200_characters(body, pad):
     trimmed = (pad + body + pad).strip()
     if 1 <= len(trimmed) <= 200:
-        assert clean_external_id(pad + body + pad) == trimmed == clean_external_id(trimmed, new=True)
+        assert clean_external_id(pad + body + pad) == trimmed
+        if trimmed in (".", "..") or trimmed.casefold() == "erased" or trimmed.casefold().startswith(ERASED_PREFIX):
+            # A name no new end-user may take: "." and ".." are no URL segment, the rest are erased ones'.
+            assert _refusal(lambda v: clean_external_id(v, new=True), trimmed, "external_id").code == \
+                "invalid_external_id"
+            return
+        assert clean_external_id(trimmed, new=True) == trimmed
         if pad:  # below the edge, a new end-user's id is checked as it is, not trimmed
             assert _refusal(new_external_id_check, pad + body + pad, "external_id").code == "invalid_external_id"
     else:
