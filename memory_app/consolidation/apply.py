@@ -18,6 +18,7 @@ from memory_app import selectors
 from memory_app.consolidation.resolve import FactAction, PlaybookAction
 from memory_app.consolidation.selectors import PendingEpisode
 from engram_core.es.schema import MemoryType
+from memory_app.services.context import ContextOptions
 from memory_app.services.facts import fact_support_add, fact_write, playbook_outcome_record, playbook_write
 from memory_app.validation import Limits
 from memory_app.services.store import subject_writes
@@ -35,14 +36,16 @@ def _metadata(action: FactAction, run_id: int | None, extractor: str) -> dict[st
     return {"consolidation": meta}
 
 
-def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extractor: str, limits: Limits) -> str:
-    """Apply one fact action (its writes checked within ``limits``); returns what happened:
+def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extractor: str, limits: Limits,
+               context: ContextOptions) -> str:
+    """Apply one fact action (its writes checked within ``limits``; ``context``: how a cascade it
+    meets embeds changed contexts); returns what happened:
     created | superseded | merged | unchanged."""
     candidate = action.candidate
     if action.kind == "merge":
         _, changed = fact_support_add(subject=subject, memory_id=action.memory_id,
                                       episode_ids=list(candidate.episode_ids), limits=limits)
-        derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE)
+        derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE, context_options=context)
         return "merged" if changed else "unchanged"
     if action.kind == "exists":
         supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
@@ -59,12 +62,12 @@ def fact_apply(*, subject: Subject, action: FactAction, run_id: int | None, extr
         # Written by an earlier attempt that died before finishing: complete it, write nothing new.
         supersession_complete(subject=subject, memory_id=action.memory_id, memory_type=MemoryType.SEMANTIC)
         return "unchanged"
-    derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE)
+    derived_support_check(subject=subject, memory_id=action.memory_id, actor=SOURCE, context_options=context)
     return "superseded" if action.supersedes else "created"
 
 
 def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | None, extractor: str,
-                   limits: Limits) -> str:
+                   limits: Limits, context: ContextOptions) -> str:
     """Apply one playbook action (as ``fact_apply``); returns created | outcome | unchanged."""
     candidate = action.candidate
     created = False
@@ -88,13 +91,14 @@ def playbook_apply(*, subject: Subject, action: PlaybookAction, run_id: int | No
     playbook_outcome_record(subject=subject, playbook_id=action.playbook_id, success=candidate.outcome,
                             episode_id=candidate.outcome_episode_id, refined_steps=candidate.refined_steps,
                             actor=SOURCE, limits=limits)
-    derived_support_check(subject=subject, memory_id=action.playbook_id, actor=SOURCE)
+    derived_support_check(subject=subject, memory_id=action.playbook_id, actor=SOURCE, context_options=context)
     if created:
         return "created"
     return "unchanged" if counted else "outcome"
 
 
-def derived_repair(*, subject: Subject, facts: list[tuple[str, dict[str, Any]]], present: set[str]) -> int:
+def derived_repair(*, subject: Subject, facts: list[tuple[str, dict[str, Any]]], present: set[str],
+                   context: ContextOptions) -> int:
     """Facts consolidation wrote whose supporting episodes were forgotten without them (before
     forgets took derived memory along) follow those episodes now, as a forget would have taken
     them. Returns how many were forgotten or flagged."""
@@ -102,7 +106,8 @@ def derived_repair(*, subject: Subject, facts: list[tuple[str, dict[str, Any]]],
     gone = {e for i, src in facts if i in ours for e in src.get("supporting_episode_ids") or []} - present
     if not gone:
         return 0
-    followed = derived_follow(subject=subject, gone=gone, reason="support_forgotten", actor=SOURCE, only=ours)
+    followed = derived_follow(subject=subject, gone=gone, reason="support_forgotten", actor=SOURCE, only=ours,
+                              context_options=context)
     return len(followed.forgotten) + len(followed.flagged)
 
 

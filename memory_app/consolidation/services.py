@@ -43,6 +43,7 @@ from memory_app.freshness import refresh_force
 from memory_app.metering import usage_add
 from memory_app.models import ConsolidationLease, ConsolidationRun, OutboxEntry
 from engram_core.es.outage import is_outage, outage_error
+from memory_app.services.context import ContextOptions
 from memory_app.validation import Limits
 from tenants.models import Subject
 from tenants.selectors import SubjectGone, memory_scope
@@ -83,6 +84,7 @@ class RunOptions:
     duplicates: Duplicates  # when a candidate is a stored fact said again
     extractors: ExtractorOptions  # the default extractor, the LLM's endpoint
     limits: Limits  # what the memories a run writes are checked within
+    context: ContextOptions  # how a cascade the run meets embeds changed contexts
 
     @classmethod
     def from_settings(cls) -> RunOptions:
@@ -92,7 +94,8 @@ class RunOptions:
                    episodes=settings.ENGRAM_CONSOLIDATION_MAX_EPISODES,
                    context_episodes=settings.ENGRAM_CONSOLIDATION_CONTEXT_EPISODES,
                    neighbours=settings.ENGRAM_CONSOLIDATION_NEIGHBOURS, duplicates=Duplicates.from_settings(),
-                   extractors=ExtractorOptions.from_settings(), limits=Limits.from_settings())
+                   extractors=ExtractorOptions.from_settings(), limits=Limits.from_settings(),
+                   context=ContextOptions.from_settings())
 
 
 # ---------------------------------------------------------------- requesting and scheduling
@@ -283,7 +286,7 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     episodes = [p.episode for p in pending]
     run.episodes_read = len(episodes)
     if not dry_run:
-        run.facts_flagged = _review_sweep(subject=subject)
+        run.facts_flagged = _review_sweep(subject=subject, context=options.context)
     if not episodes:
         return []
     context = selectors.episodes_context(subject=subject, episodes=episodes, turns=options.context_episodes)
@@ -308,10 +311,12 @@ def _consolidate(*, subject: Subject, run: ConsolidationRun, extractor_obj, dry_
     outcomes = {"facts": [], "playbooks": []}
     for action in plan.facts:
         outcomes["facts"].append(apply.fact_apply(subject=subject, action=action, run_id=run.pk,
-                                                  extractor=extractor_obj.name, limits=options.limits))
+                                                  extractor=extractor_obj.name, limits=options.limits,
+                                                  context=options.context))
     for action in plan.playbooks:
         outcomes["playbooks"].append(apply.playbook_apply(subject=subject, action=action, run_id=run.pk,
-                                                          extractor=extractor_obj.name, limits=options.limits))
+                                                          extractor=extractor_obj.name, limits=options.limits,
+                                                          context=options.context))
     _count(run, plan, applied=outcomes)
     lease.check()
     apply.episodes_mark_consolidated(subject=subject, episodes=pending)
@@ -582,14 +587,14 @@ def _count(run: ConsolidationRun, plan: Plan, *, applied: dict[str, list[str]] |
     }
 
 
-def _review_sweep(*, subject: Subject) -> int:
+def _review_sweep(*, subject: Subject, context: ContextOptions) -> int:
     """Current facts this consolidation wrote whose supporting episodes were forgotten without them
     follow them now (``apply.derived_repair``). Returns how many were forgotten or flagged."""
     facts = selectors.facts_with_support(subject=subject)
     ids = list({i for _, src in facts for i in src.get("supporting_episode_ids") or []})
     present = set(selectors.memories_existing(subject=subject, ids=ids, memory_type=MemoryType.EPISODIC)) if ids \
         else set()
-    return apply.derived_repair(subject=subject, facts=facts, present=present)
+    return apply.derived_repair(subject=subject, facts=facts, present=present, context=context)
 
 
 def consolidate_all(*, subject: Subject, extractor: str | None = None) -> dict[str, int]:

@@ -33,14 +33,14 @@ class Cascade:
 
 
 def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Actor, cascade: bool = True,
-                   only: set[str] | None = None, context_options: ContextOptions | None = None) -> Cascade:
+                   context_options: ContextOptions, only: set[str] | None = None) -> Cascade:
     """The facts and playbooks derived from the episodes ``gone`` follow them (``derived_fate``):
     forgotten, or flagged with their remaining support; with ``cascade`` off, only the ids of
     ``gone`` leave their support. ``only``: the derived memories to consider (all by default).
     The one place the cascade is written: forget, and consolidation for a fact it derived from an
     episode forgotten meanwhile (``derived_support_check``) or before forgets cascaded.
-    ``context_options``: the context settings, read here when the caller did not."""
-    options = context_options or ContextOptions.from_settings()
+    ``context_options``: the context settings, read at the caller's entry."""
+    options = context_options
     found = selectors.derived_memories(subject=subject, episode_ids=gone)
     if only is not None:
         found = {i: d for i, d in found.items() if i in only}
@@ -75,7 +75,8 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
     return out
 
 
-def derived_support_check(*, subject: Subject, memory_id: str, actor: Actor = "consolidation") -> Cascade:
+def derived_support_check(*, subject: Subject, memory_id: str, context_options: ContextOptions,
+                          actor: Actor = "consolidation") -> Cascade:
     """After a fact or playbook naming supporting episodes is written: the episodes among them
     forgotten meanwhile (a forget that ran while it was being derived) take it with them, as
     that forget would have."""
@@ -84,4 +85,5 @@ def derived_support_check(*, subject: Subject, memory_id: str, actor: Actor = "c
     gone = support - selectors.episodes_present(subject=subject, ids=support)
     if not gone:
         return Cascade()
-    return derived_follow(subject=subject, gone=gone, reason="support_forgotten", actor=actor, only={memory_id})
+    return derived_follow(subject=subject, gone=gone, reason="support_forgotten", actor=actor, only={memory_id},
+                          context_options=context_options)
