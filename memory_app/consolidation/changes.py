@@ -1216,21 +1216,25 @@ _NOT_ABANDONED = re.compile(r"\b(?:almost|nearly|never|didn't|did not|haven't|ha
 def abandonment_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
     """A plan of the speaker's given up (``_ABANDON``), read for ``plan_target``, or None: a question, a
     hypothesis, nearly or not given up, put off, or given up by someone else."""
+    for text, clause, core, (other, what) in _own_clauses(sentence, self_names, refuse=_NOT_ABANDONED):
+        if (cue := _ABANDON.search(core)) is not None:
+            return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue=cue.group(0).lower(), ends=True,
+                                 other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
+    return None
+
+
+def _own_clauses(sentence: str, self_names: Iterable[str], *, refuse: re.Pattern[str]):
+    """The clauses of ``sentence`` whose subject is no other person ("my sister called off the
+    fair": her plan), each as (text, clause, core without its lead-in, ``_subject``); none for a
+    question, a hypothesis or a sentence ``refuse`` matches."""
     names = frozenset(n.lower() for n in self_names if n)
     text = sentence.replace("’", "'").strip()
-    if not text or _is_question(text) or _NOT_ABANDONED.search(text) or _HYPOTHETICAL.search(text):
-        return None
+    if not text or _is_question(text) or refuse.search(text) or _HYPOTHETICAL.search(text):
+        return
     for clause in _clauses(_REPORTED.sub("", text)):
         core = _LEAD.sub("", clause)
-        cue = _ABANDON.search(core)
-        if cue is None:
-            continue
-        other, what = _subject(core, names)
-        if what == "person":
-            continue  # "my sister called off the fair": her plan
-        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue=cue.group(0).lower(), ends=True,
-                             other_subject=other, first_object=bool(_FIRST_OBJECT.search(core)), subject_kind=what)
-    return None
+        if (subject := _subject(core, names))[1] != "person":
+            yield text, clause, core, subject
 
 
 # A pursuit's steps, in order (looked into, applied, interviewed, accepted): a later step of the
@@ -1262,16 +1266,10 @@ def _step(text: str) -> tuple[int, set[str]] | None:
 def step_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
     """A step of a pursuit the speaker took (``_STEPS``), for ``step_target``, or None: a question, a
     hypothesis, a step not taken, someone else's."""
-    names = frozenset(n.lower() for n in self_names if n)
-    text = sentence.replace("’", "'").strip()
-    if not text or _is_question(text) or _HYPOTHETICAL.search(text) or _NOT_DONE.search(text):
-        return None
-    for clause in _clauses(_REPORTED.sub("", text)):
-        core = _LEAD.sub("", clause)
-        if _step(core) is None or _subject(core, names)[1] == "person":
-            continue
-        return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="step", ends=True, other_subject=None,
-                             first_object=bool(_FIRST_OBJECT.search(core)))
+    for text, clause, core, _subject_read in _own_clauses(sentence, self_names, refuse=_NOT_DONE):
+        if _step(core) is not None:
+            return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="step", ends=True,
+                                 other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
     return None
 
 
