@@ -1308,10 +1308,10 @@ def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     return best
 
 
-# A habit paused, given up or cut down ("had to take a break from pottery", "cutting down on crisps",
+# A habit paused, given up or cut down ("I'm taking a break from the choir", "cutting down on crisps",
 # "limiting myself to two biscuits a day"): the speaker's fact of doing or liking the thing ends, as a
-# change over time. A bare verb counts only after "had to" ("had to give up ..."), not as a request.
-_HABIT = re.compile(r"\b(?:(?:(?:had|have|'ve had|decided) to )(?:take a (?:\w+ )?break from|give up|stop(?: doing)?|"
+# change over time. A bare verb counts only after "had to" or "needed to", not as a request.
+_HABIT = re.compile(r"\b(?:(?:(?:had|have|'ve had|decided|needed|need) to )(?:take a (?:\w+ )?break from|give up|stop(?: doing)?|"
                     r"quit|cut (?:down|back) on)|(?:took|taking|taken|had|on|been on) a (?:\w+ )?break from|"
                     r"(?:(?:gave|giving|given) up|quit(?:ting)?|stopped)(?: doing| going to)?|cut(?:ting)? (?:down|back) on|"
                     r"cut out|limit(?:ing|ed) (?:myself|ourselves|themself|themselves) to|"
@@ -1325,7 +1325,7 @@ _NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten doze
 
 def _habit_thing(phrase: str) -> tuple[str, ...]:
     """The words naming the thing at the start of ``phrase`` (singular), after its determiners,
-    numbers and adverbs, up to the first other word ("just two ginger snaps a day": ginger snap;
+    numbers and adverbs, up to the first other word ("only two oat biscuits a week": oat biscuit;
     "pottery after I hurt my wrist": pottery), or () when none of them is a noun."""
     words = words_of(_PHRASE_BREAK.split(phrase, maxsplit=1)[0])
     n = 0

@@ -20,13 +20,13 @@ PASTIMES = ["pottery", "bouldering", "choir singing", "salsa dancing", "woodwork
 DOING = ["{n} goes to a {x} class every Thursday.", "{n} made a little vase in {x} class.",
          "{n} loves {x}, it's so relaxing.", "{n} has been doing {x} for a year now.",
          "{x} is {n}'s favourite way to unwind."]
-PAUSED = ["I had to take a break from {x} after I hurt my wrist.", "Last month I got hurt and had to take a break from {x}.",
+PAUSED = ["I needed to take a break from {x} after my wrist injury.", "Sprained my wrist, so I'm on a break from {x}.",
           "I've given up {x}, it was taking too much time.", "I stopped doing {x} in the spring.",
           "I'm taking a break from {x} this term.", "Quit {x} last month, my back couldn't take it."]
 # Treats and drinks, no two sharing a word.
 TREATS = ["ginger snaps", "energy drinks", "salted crisps", "chocolate biscuits", "fizzy cola"]
 LIKING = ["{x} are {n}'s weakness.", "{n} can't resist {x}.", "{n} has {x} every afternoon.", "{n} loves {x}."]
-LIMITED = ["I've started a new diet, limiting myself to two {x} a day.", "I'm cutting down on {x} these days.",
+LIMITED = ["New regime: I'm limiting myself to two {x} a week.", "I'm cutting down on {x} these days.",
            "Cut back on {x} since the new year.", "I've given up {x} completely.", "I'm reducing my {x} to one a week."]
 
 
@@ -59,19 +59,19 @@ def test_a_treat_cut_down_or_given_up_ends_the_fact_of_liking_it(name, thing, li
 @given(st.sampled_from(NAMES), st.sampled_from(PASTIMES), st.sampled_from(PASTIMES), st.sampled_from(DOING), st.data())
 def test_a_pause_not_taken_or_not_the_speakers_or_of_another_thing_leaves_the_fact(name, thing, other, doing, data):
     later = data.draw(st.sampled_from([
-        "My sister had to take a break from {x}.", "I might take a break from {x} in the summer.",
+        "My sister is taking a break from {x}.", "I might take a break from {x} in the summer.",
         "I'd never give up {x}.", "I didn't quit {x} in the end.", "Should I take a break from {x}?",
         "I took a break from work to do more {x}.", "We had a short break during {x} class.",
         "I took a break from {x} years ago but I'm back at it.", "If I get hurt I'll have to stop {x}.",
         "Kids, take a break from {x} and come eat!",
-    ] + (["I had to take a break from {y} after I hurt my wrist.", "I've given up {y}."] if other != thing else [])))
+    ] + (["I needed to take a break from {y} after my wrist injury.", "I've given up {y}."] if other != thing else [])))
     assert not _habit_ends(later.format(x=thing, y=other), _fact(doing.format(n=name, x=thing)), name=name), later
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(NAMES), st.sampled_from(PASTIMES), st.sampled_from(PAUSED))
 def test_a_pause_said_again_or_of_someone_elses_pastime_ends_nothing(name, thing, paused):
-    for text in ("{n} had to take a break from {x}.", "{n}'s brother goes to a {x} class every Thursday."):
+    for text in ("{n} is on a break from {x}.", "{n}'s brother goes to a {x} class every Thursday."):
         assert not _habit_ends(paused.format(x=thing), _fact(text.format(n=name, x=thing)), name=name), text
 
 
