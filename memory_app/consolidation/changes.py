@@ -1056,6 +1056,16 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
+        if (reading is None or reading.kind == NATURAL) and carrier is None and labelled \
+                and (told := _subject_given(rendered, writer)) is not None \
+                and (news := step_read(sentence, self_names=names) or habit_read(sentence, self_names=names)
+                     or count_read(sentence, self_names=names)) is not None:
+            # "Researching adoption agencies - ...": a step, pause or animal of the speaker's with the
+            # subject left out, as people say their own news; it may end, or be ended by, a later one
+            carrier = FactCandidate(text=told, episode_ids=(episode.id,), confidence=0.7)
+            found.added.append(carrier)
+            found.probes.append(Probe(candidate=carrier, reading=reading or news, holder=holder, fulfilment=news))
+            continue
         if carrier is None and speech.leans_back(_bare(sentence)):
             # "She lives with us on weekends": who "she" is was said before; alone it names no one.
             found.remarks.append(rendered)
@@ -1085,6 +1095,22 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.added.append(carrier)
         found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
+
+
+_GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
+                             r"feels|means)\b", re.I)
+
+
+def _subject_given(rendered: str, writer: str) -> str | None:
+    """``rendered`` with ``writer`` as its subject when it opens on a verb with none ("Researching
+    the course" → "Kofi is researching the course", "Quit the choir" → "Kofi quit the choir"), else None."""
+    words = words_of(rendered)
+    if not words or not rendered[:1].isupper() or words[0] in _STOP \
+            or not (_is_verb_form(words[0]) or words[0] in speech._verbs()[0]) \
+            or _GERUND_SUBJECT.search(_PHRASE_BREAK.split(rendered, maxsplit=1)[0]):
+        return None  # ("Quitting the choir would be a mistake": the doing is the subject)
+    verb = rendered[:1].lower() + rendered[1:]
+    return f"{writer} is {verb}" if words[0].endswith("ing") else f"{writer} {verb}"
 
 
 def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6) -> FactCandidate | None:

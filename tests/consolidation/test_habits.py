@@ -113,3 +113,37 @@ def test_another_kind_someone_elses_a_stay_or_no_count_leaves_the_fact(name, kin
     assert not _count_ends(later.format(y=young, o=KINDS[other][0]), fact, name=name), (fact.text, later)
     if fact_text not in COUNTS:
         assert not _count_ends(ADDED[0].format(y=young), fact, name=name), fact.text
+
+
+# A speaker's own news told with the subject left out ("Researching the course", "Quit the choir"):
+# the reader adds it as the speaker's fact, so a later step or pause can end it.
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(PASTIMES), st.sampled_from([
+    ("Researching the {x} course at the college - fingers crossed.", "{n} is researching"),
+    ("Applied for the {x} course last week, so nervous!", "{n} applied"),
+    ("Quit {x} last month, my back couldn't take it.", "{n} quit"),
+    ("Adopted a kitten from the shelter, she's tiny.", "{n} adopted"),
+]))
+def test_a_speakers_news_told_without_a_subject_is_added_as_theirs(name, thing, told):
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+
+    sentence, opening = told
+    episode = Episode(id="e1", text=f"{name}: {sentence.format(x=thing)}", occurred_at=THEN)
+    found = episode_probes(episode=episode, candidates=[])
+    assert any(c.text.startswith(opening.format(n=name)) for c in found.added), (sentence, found)
+    assert any(p.candidate.text.startswith(opening.format(n=name)) for p in found.probes), sentence
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(PASTIMES), st.sampled_from([
+    "My sister is researching the {x} course.", "Researching the {x} course sounds like hard work.",
+    "Should I quit {x}?", "Quitting {x} would be a mistake.", "Loving the {x} lately!",
+]))
+def test_news_of_someone_else_or_no_news_adds_no_fact_of_the_speaker(name, thing, sentence):
+    from memory_app.consolidation.changes import episode_probes
+    from memory_app.consolidation.extractors.base import Episode
+
+    episode = Episode(id="e1", text=f"{name}: {sentence.format(x=thing)}", occurred_at=THEN)
+    found = episode_probes(episode=episode, candidates=[])
+    assert not any(c.text.startswith(name) for c in found.added), (sentence, found.added)
