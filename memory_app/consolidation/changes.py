@@ -1390,7 +1390,9 @@ def _anothers(fact: str, names: frozenset[str]) -> bool:
     """``_someone_elses``, but a fact opening on a day or month ("Thursday evenings are for ...") is
     no one's name."""
     first = words_of(fact)[:1]
-    return _someone_elses(fact, names) and not (first and (first[0] in _WEEKDAYS or first[0] in MONTHS))
+    # "James' two dogs" is James's: the possessive written out as the subject reader knows it
+    return _someone_elses(re.sub(r"\b(\w+s)'(?=\s)", r"\1's", fact), names) \
+        and not (first and (first[0] in _WEEKDAYS or first[0] in MONTHS))
 
 
 def habit_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:

@@ -147,3 +147,11 @@ def test_news_of_someone_else_or_no_news_adds_no_fact_of_the_speaker(name, thing
     episode = Episode(id="e1", text=f"{name}: {sentence.format(x=thing)}", occurred_at=THEN)
     found = episode_probes(episode=episode, candidates=[])
     assert not any(c.text.startswith(name) for c in found.added), (sentence, found.added)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["James", "Agnes", "Marcus"]), st.sampled_from(sorted(KINDS)), st.sampled_from(ADDED), st.data())
+def test_a_count_written_with_a_bare_possessive_is_the_speakers(name, kind, added, data):
+    # "James' two dogs": the apostrophe is the possessive, not part of the name
+    fact = _fact(f"{name}' two {kind}s are the best of friends.")
+    assert _count_ends(added.format(y=data.draw(st.sampled_from(KINDS[kind]))), fact, name=name), fact.text
