@@ -85,7 +85,8 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
-        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
+        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(
+            query, net=_wordnet(options), doings=options.activity_doings),
     )
 
 
