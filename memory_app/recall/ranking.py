@@ -144,6 +144,9 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
+    # The second hop also for a question asking for members of a kind in the plural ("Which
+    # countries did James visit?", language.concepts.query_categories): its answer is a list too.
+    hop_kinds: bool = False
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True
