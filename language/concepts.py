@@ -135,43 +135,6 @@ class WordNet:
                 return verb
         return None
 
-    def past_verb(self, word: str) -> str | None:
-        """The verb ``word`` (lower case) is the past tense or participle of ("hiked": hike,
-        "painted": paint, "shopped": shop; "swam": swim by WordNet's exception list), or None."""
-        if (irregular := self.verb_exceptions.get(word)) is not None:
-            return irregular
-        if len(word) < 5 or not word.endswith("ed"):
-            return None
-        stem = word[:-2]
-        for verb in (stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else "",
-                     stem[:-1] + "y" if stem.endswith("i") else ""):
-            if verb and verb in self.verb_lemmas:
-                return verb
-        return None
-
-    @functools.cached_property
-    def verb_exceptions(self) -> dict[str, str]:
-        """WordNet's irregular verb forms (verb.exc: "swam" -> "swim"), the -ed and -ing ones left
-        to the rules."""
-        found: dict[str, str] = {}
-        with open(self._root / "verb.exc", encoding="utf-8") as exc:
-            for line in exc:
-                inflected, base, *_ = line.split()
-                if not inflected.endswith(("ed", "ing", "s")):
-                    found.setdefault(inflected, base)
-        return found
-
-    @functools.cached_property
-    def activity_query(self) -> str:
-        """The activity verbs as one query string (WordNet's own words, never a memory's)."""
-        return " ".join(sorted(self.activity_verbs))
-
-    def is_recreation(self, lemma: str) -> bool:
-        """Whether ``lemma``'s most frequent noun sense is a kind of recreation at any depth
-        ("tennis", "surfing", "dancing", "fishing")."""
-        senses = self.senses.get(lemma) or [DIVERSION]
-        return senses[0] != DIVERSION and self._descends_from(senses[0], DIVERSION)
-
     @functools.cached_property
     def verb_lemmas(self) -> frozenset[str]:
         with open(self._root / "index.verb", encoding="utf-8") as index:
@@ -290,21 +253,14 @@ def concepts_of(text: str, *, options: ConceptOptions) -> str | None:
 
 # Not cached: its argument is memory text, and a cache keyed by it would keep a forgotten
 # memory's words in the process after its forget (a call costs about 11 µs).
-def tells_activity(text: str, *, net: WordNet, past: bool = False, nouns: bool = False) -> bool:
+def tells_activity(text: str, *, net: WordNet) -> bool:
     """Whether ``text`` tells an activity by its verb, which no noun of it names: "go" and a
     gerund ("we went camping", "I'm off to go swimming"), or the gerund of an activity verb
-    ("kayaking", "Skiing, snowboarding ..."; ``WordNet.activity_verbs``). With ``past``, also an
-    activity verb's past tense ("we hiked the trails", "I swam"); with ``nouns``, also a noun
-    naming a kind of recreation ("tennis", "a surfing lesson"; ``WordNet.is_recreation``)."""
+    ("kayaking", "Skiing, snowboarding ..."; ``WordNet.activity_verbs``)."""
     words = [t.lower() for t in _TOKEN.findall(text)]
     for n, word in enumerate(words):
         verb = net.gerund_verb(word)
         if verb is not None and (verb in net.activity_verbs or (n > 0 and words[n - 1] in _GO)):
-            return True
-        if past and (verb := net.past_verb(word)) is not None and verb in net.activity_verbs:
-            return True
-        if nouns and len(word) > 3 and word not in STOPWORDS and (lemma := net.lemma(word)) is not None \
-                and lemma not in net.verb_heavy and net.is_recreation(lemma):
             return True
     return False
 
@@ -337,30 +293,19 @@ def query_categories(query: str, *, net: WordNet) -> str | None:
     return " ".join(dict.fromkeys(found)) or None
 
 
-def asks_for_pastimes(query: str, *, net: WordNet, doings: bool = False) -> bool:
+def asks_for_pastimes(query: str, *, net: WordNet) -> bool:
     """Whether ``query`` asks for pastimes: the phrase after "what", "which" or "how many" holds a
     noun, singular or plural, naming activities done for their own sake ("What hobbies ...?",
     "Which activity did Sam resume ...?", "Which recreational activity ...?";
     ``WordNet.is_activity_kind``). Their answers are often told by a verb ("we went camping"),
-    which no noun category reaches (``tells_activity``). With ``doings``, also a question asking
-    what someone does, whose main verb is "do" after "what" and its auxiliary ("What does
-    Melanie do to destress?", "What has Jon done with his friends?")."""
+    which no noun category reaches (``tells_activity``)."""
     words = [t.lower() for t in _TOKEN.findall(query)]
     for n, word in enumerate(words):
         if word not in ("what", "which", "many") or (word == "many" and (n == 0 or words[n - 1] != "how")):
             continue
         if any((lemma := net.lemma(w)) is not None and net.is_activity_kind(lemma) for w in _asked_phrase(words[n + 1:])):
             return True
-        if doings and word == "what" and words[n + 1:n + 2] and words[n + 1] in _DO_AUX \
-                and any(w in _DO_MAIN for w in words[n + 3:]):
-            return True
     return False
-
-
-# "What does/did/do/has/have <someone> do/done/doing ...": the auxiliary right after "what", then
-# "do" as the main verb after the subject.
-_DO_AUX = frozenset({"do", "does", "did", "has", "have", "is", "was", "are", "were"})
-_DO_MAIN = frozenset({"do", "done", "doing"})
 
 
 def synonyms(word: str, *, net: WordNet) -> tuple[str, ...]:

@@ -20,7 +20,6 @@ class LegRole(StrEnum):
     ENTITY = "entity"  # the question's topic among the memories naming one of its entities
     DATED = "dated"  # the question among the episodes dated in the period it names
     HOP = "hop"  # the first hits' own vectors among the episodes of other sessions (``search.hop_leg``)
-    PASTIME = "pastime"  # the question among the episodes holding an activity verb (``search.pastime_legs``)
 
 
 @dataclass(frozen=True)
@@ -45,11 +44,11 @@ class LegId:
     @property
     def name(self) -> str:
         """How explain names the leg: "bm25", "dense", "credit_bm25", "credit_dense", "entityN",
-        "entityN_dense", "entityN_mentions", "dated", "dated_dense", "hop_dense", "pastime_dense"."""
+        "entityN_dense", "entityN_mentions", "dated", "dated_dense", "hop_dense"."""
         if self.role is LegRole.ENTITY:
             return f"entity{self.entity}" + ("" if self.kind is LegKind.BM25 else f"_{self.kind}")
-        if self.role in (LegRole.HOP, LegRole.PASTIME):
-            return f"{self.role}_{self.kind}"
+        if self.role is LegRole.HOP:
+            return f"hop_{self.kind}"
         if self.role is LegRole.DATED:
             return "dated" + ("" if self.kind is LegKind.BM25 else f"_{self.kind}")
         return f"credit_{self.kind}" if self.role is LegRole.CREDIT else str(self.kind)

@@ -295,8 +295,7 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["time_window"] = 1.0 + options.temporal_boost
     if reading.asks_time and episode and src.get("states_time"):
         factors["time_answer"] = 1.0 + options.time_answer_boost
-    if reading.asks_activity and episode and tells_activity(src.get("text") or "", net=wordnet(options.wordnet_dir or None),
-                                                            past=options.activity_past, nouns=options.activity_nouns):
+    if reading.asks_activity and episode and tells_activity(src.get("text") or "", net=wordnet(options.wordnet_dir or None)):
         factors["activity_answer"] = 1.0 + options.activity_answer_boost
     if sessions and episode and (covered := sessions.get(src.get("session_id") or "")):
         factors["session"] = 1.0 + options.session_coverage * covered

@@ -70,15 +70,6 @@ class RankingConfig:
     # language.concepts.tells_activity) get ×(1 + this), the answer's type, as time_answer_boost
     # does for a time.
     activity_answer_boost: float = 2.0
-    # The told activity's reach (tells_activity): an activity verb's past tense ("we hiked the
-    # trails"), a noun naming a kind of recreation ("tennis"); and the questions asking for
-    # pastimes also those asking what someone does ("What does Melanie do to destress?").
-    activity_past: bool = False
-    activity_nouns: bool = False
-    activity_doings: bool = False
-    # Such a question also searches the episodes holding an activity verb (search.pastime_legs), a kNN
-    # leg at this × a plain leg's weight (0: off).
-    pastime_leg_weight: float = 0.0
     entity_weight: float = 0.5
     # An entity's legs are fused only when at least this many of the end-user's memories name it
     # (a common name no longer selects in the plain BM25 leg; a rare one does). 0: always.
@@ -144,9 +135,6 @@ class RankingConfig:
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
     hop_weight: float = 0.5
-    # The second hop also for a question asking for members of a kind in the plural ("Which
-    # countries did James visit?", language.concepts.query_categories): its answer is a list too.
-    hop_kinds: bool = False
     # A recall lists a memory once per content: later hits of the same type and text (case and
     # spacing aside) are left out, their ids given as the first one's ``copies`` in explain.
     collapse_copies: bool = True

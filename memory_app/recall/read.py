@@ -70,7 +70,6 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
     lexical = options.fusion == "linear" and options.bm25
     words = tuple(_lexical_words(keywords, options=options)) if lexical else ()
     named = _entity_words(entities, options=options)
-    kinds = concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None
     return Reading(
         query=query,
         keywords=keywords,
@@ -80,14 +79,13 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         own_name=_own_name(words, named=named, name_words=name_words, options=options),
         entities=entities,
         topic=without_names(keywords, entities=entities),
-        kinds=kinds,
+        kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
         time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
-        gathers=options.hop_weight > 0 and (query_gathers(query) or (options.hop_kinds and kinds is not None)),
-        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(
-            query, net=_wordnet(options), doings=options.activity_doings),
+        gathers=options.hop_weight > 0 and query_gathers(query),
+        asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
 
 

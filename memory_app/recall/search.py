@@ -24,7 +24,6 @@ from django.core.cache import cache
 from engram_core.errors import ServiceUnavailable
 from engram_core.es.client import unavailable_answer
 from engram_core.es.schema import HIDDEN_FIELDS, VECTOR_FIELDS, MemoryType
-from language.concepts import wordnet
 from language.temporal import TimeWindow, moment_plus, named_day_ranges
 from memory_app.recall.legs import HOP_DENSE, PLAIN_DENSE, LegId, LegKind, LegRole, entity_leg
 from memory_app.recall.options import RecallOptions
@@ -184,8 +183,6 @@ def legs_search(*, es: Any, reading: Reading, vector: list[float], topic_vector:
     entity_body, entity = entity_legs(reading=reading, allowed=allowed, vector=topic_vector, mention_counts=known,
                                       options=options)
     dated_body, dated = dated_legs(reading=reading, allowed=allowed, vector=vector, options=options)
-    pastime_body, pastime = pastime_legs(reading=reading, allowed=allowed, vector=vector, options=options)
-    dated_body, dated = dated_body + pastime_body, dated + pastime
     counts_body = word_counts_search(
         words=reading.words, kinds=reading.kinds, own_name=reading.own_name,
         dated=dated_query(reading.time_window, options=options) if reading.time_window is not None else None,
@@ -474,26 +471,6 @@ def dated_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
                   "query": {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}}]
         legs.append((LegId(LegKind.DENSE, LegRole.DATED), weight))
     return body, legs
-
-
-def pastime_legs(*, reading: Reading, allowed: Allowed, vector: list[float],
-                 options: RecallOptions) -> tuple[list[dict], list[tuple[LegId, float]]]:
-    """Header/body pair of the pastime leg and its (leg, factor): when the question asks for
-    pastimes (``Reading.asks_activity``) and episodes are returned, the question's kNN among the
-    episodes holding an activity verb in any form (WordNet's activity verbs, matched through the
-    text's stemming: "kayaking", "hiked"), fused at ``pastime_leg_weight`` (RankingConfig) × a plain
-    leg's. A turn telling a pastime rarely holds the question's words ("hobbies" against "I had a
-    great time kayaking"), so it is seldom among the plain legs' candidates for the activity factor
-    to favour."""
-    weight = options.pastime_leg_weight
-    if weight <= 0 or not reading.asks_activity or not options.dense or MemoryType.EPISODIC not in allowed.types:
-        return [], []
-    verbs = wordnet(options.wordnet_dir or None).activity_query
-    filters = [allowed.query(), {"match": {"text": {"query": verbs}}}]
-    return ([{"index": allowed.index_for[MemoryType.EPISODIC]},
-             {"size": options.candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-              "query": {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}}],
-            [(LegId(LegKind.DENSE, LegRole.PASTIME), weight)])
 
 
 HOP_HITS = 3  # the first hits whose vectors the second hop searches with

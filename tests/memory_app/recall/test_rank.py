@@ -551,20 +551,17 @@ def test_explain_says_a_plan_that_came_true_placed_the_plans_turn(past):
 
 
 _ACTIVITY_TEXTS = st.sampled_from(["Evan: I had a great time kayaking last summer.", "Melanie: We went camping with the kids.",
-                                   "Sam: The doctor's appointment was rough.", "Evan: We all hiked the trails.",
-                                   "John: Tennis on Sundays keeps me sane."])
+                                   "Sam: The doctor's appointment was rough.", "Evan: We all hiked the trails."])
 
 
 @pytest.mark.properties
 @given(text=_ACTIVITY_TEXTS | st.text(max_size=60), asks_activity=st.booleans(),
-       memory_type=st.sampled_from(list(MemoryType)), boost=st.sampled_from([0.0, 0.5, 1.0]),
-       past=st.booleans(), nouns=st.booleans())
-def test_a_question_asking_for_pastimes_favours_exactly_the_episodes_telling_an_activity(text, asks_activity, memory_type, boost,
-                                                                                         past, nouns):
+       memory_type=st.sampled_from(list(MemoryType)), boost=st.sampled_from([0.0, 0.5, 1.0]))
+def test_a_question_asking_for_pastimes_favours_exactly_the_episodes_telling_an_activity(text, asks_activity, memory_type, boost):
     from language.concepts import tells_activity, wordnet
     reading = replace(_reading(), asks_activity=asks_activity)
     hit = Hit(id="a", memory_type=memory_type, source={"text": text})
     factors = multipliers_for(hit, now=datetime(2025, 3, 1, tzinfo=UTC), reading=reading,
-                              options=_options(activity_answer_boost=boost, activity_past=past, activity_nouns=nouns))
-    applies = asks_activity and memory_type is MemoryType.EPISODIC and tells_activity(text, net=wordnet(), past=past, nouns=nouns)
+                              options=_options(activity_answer_boost=boost))
+    applies = asks_activity and memory_type is MemoryType.EPISODIC and tells_activity(text, net=wordnet())
     assert factors.get("activity_answer") == (1.0 + boost if applies else None)
