@@ -284,6 +284,26 @@ def test_a_demonstrative_with_its_own_noun_names_its_thing(place, rest, first):
     assert not any(f.startswith(("This", "That")) for f in facts), facts
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I took up archery two years ago", "I started learning the cello",
+                        "I joined a choir last spring"]),
+       st.sampled_from([", and ", " - ", ", ", " and ", ", but "]),
+       st.sampled_from(["it keeps me calm", "it keeps me sane", "it was so much fun", "it helps me unwind"]))
+def test_a_statement_before_a_clause_leaning_on_it_is_kept_on_its_own(head, sep, tail):
+    """"I took up archery, and it keeps me calm": "it" is the archery named just before; the
+    statement stands on its own, the appraisal after it names nothing more."""
+    facts = [f.text for f in _extract(f"Rosa: {head}{sep}{tail}.").facts]
+    noun = next(word for word in ("archery", "cello", "choir") if word in head)
+    assert any(noun in f and f.startswith("Rosa") for f in facts), facts
+    assert not any(re.search(r"\bit\b", f) for f in facts), facts
+
+
+@pytest.mark.parametrize("said", ["I won't worry, it will all work out.", "I did it, and it was worth it.",
+                                  "I love it and it means the world to me.", "I'm so grateful, it means a lot."])
+def test_a_first_clause_that_is_no_statement_keeps_a_leaning_sentence_dropped(said):
+    assert not _extract(f"Rosa: {said}").facts
+
+
 _PEOPLE = {"she": ["my sister", "my mum", "my aunt", "Priya", "Greta"], "he": ["my brother", "my dad", "my uncle",
                                                                             "Malik", "Tomas"]}
 

@@ -43,7 +43,7 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
-                     r"fun fact|funny enough|to be honest|for the record)"
+                     r"fun fact|funny enough|to be honest|for the record|nah|of course|in fact|for example|for instance)"
                      r"(?:,?\s+(?-i:[A-Z][a-z]+)(?=\s*[,!.:;–—-]))?(?:\s*[,!.:;–—-]+)?\s+)", re.I)
 # Thanks for something, said before the statement ("Thanks for asking, they're fine - ...").
 _THANKS_FOR = re.compile(r"^(?:thanks|thank you)(?: so much)? for [^,;!.–—]+[,;!.–—]+\s*", re.I)
@@ -365,7 +365,10 @@ class StatementRules:
     reaction, not something that stays true of them. ``resolve``: a sentence opening on "he", "she" or
     "they" with no statement before it in the turn is read with the one person named before it (in
     the turn's earlier sentences or the speaker's previous turn; a name or a relation such as "my
-    sister") in place of the pronoun; with no such person or more than one it is dropped as before."""
+    sister") in place of the pronoun; with no such person or more than one it is dropped as before.
+    ``trailing``: a statement that ``vague`` drops for a later clause leaning on "it" or "this" ("I
+    took up archery, and it keeps me calm") is read as the clauses before it ("I took up archery"),
+    kept when they are a statement of their own."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -380,6 +383,7 @@ class StatementRules:
     alone: bool = True
     reactions: bool = True
     resolve: bool = False
+    trailing: bool = True
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -495,6 +499,9 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
 
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
+# "this month", "these days": when, not a thing named elsewhere.
+_TIME_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+(?:morning|afternoon|evening|night|days?|weeks?|"
+                                 r"weekend|months?|years?|summer|winter|spring|autumn|fall|time)\b", re.I)
 # A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
 _LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now|from|out|"
                       r"myself|ourselves|by|with|like|last|this|yesterday|already|again)\b))|"
@@ -571,9 +578,18 @@ _PARTICIPLES = frozenset("done gone known shown grown thrown flown drawn worn to
                          "drunk sunk shrunk".split())
 
 
+# "Been rehearsing for the show": a chat's left-out "I've" before the speaker's ongoing doing.
+_BEEN_DOING = re.compile(r"^[Bb]een (?=(?:[a-z]+ly |just |also )?(?P<verb>[a-z]+ing)\b)")
+
+
 def with_subject(sentence: str) -> str:
     """The sentence with the "I" a chat leaves out put back in front of a past-tense verb
-    ("Went to the Rockies last week." → "I went to the Rockies last week."); else unchanged."""
+    ("Went to the Rockies last week." → "I went to the Rockies last week.") or the "I've" in front
+    of "been" and what the speaker is doing ("Been knitting a lot" → "I've been knitting a lot";
+    not "Been a long week"); else unchanged."""
+    been = _BEEN_DOING.match(sentence)
+    if been and lexicon().lemma(been["verb"], "v") not in (None, been["verb"]):
+        return f"I've been {sentence[been.end():]}"
     m = _WORD.match(sentence)
     if not m or m.start() != 0:
         return sentence
@@ -765,7 +781,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "feeling")
     if rules.feelings and _STATE.search(sentence):
         return Reading(False, False, "momentary")
-    if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
+    if rules.vague and _REFERENCE.search(_TIME_DEMONSTRATIVE.sub("", sentence)) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
         return Reading(False, False, "vague")
@@ -887,6 +903,17 @@ _LEANS = re.compile(r"^(?:(?:he|she|it|they|which)(?:'s|'re|'ve|'d|'ll)?\b(?!\s+
 # Where a clause about the speaker starts after a leaning one: "..., I've known these friends ...".
 _SPEAKER_CLAUSE = re.compile(r"(?:,\s+|;\s+|\s*[-–—]+\s+|\s+(?:but|and|so)\s+)"
                              r"(?=(?:I|I'm|I've|I'd|I'll|[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b)")
+
+
+def before_reference(sentence: str) -> str:
+    """The clauses before the first one that leans on "it", "this", "these" or "those" ("I took up
+    archery, and it keeps me calm" → "I took up archery"): there the reference is to what those
+    clauses named. "" when the first clause leans itself or no clause comes before."""
+    m = _REFERENCE.search(_TIME_DEMONSTRATIVE.sub(lambda t: "_" * len(t.group()), sentence))
+    if m is None:
+        return ""
+    cuts = [c.start() for c in _FIRST_CLAUSE.finditer(sentence, 0, m.start())]
+    return sentence[:cuts[-1]].rstrip(" ,;:-–—") if cuts and cuts[-1] > 0 else ""
 
 
 def leans(sentence: str) -> bool:
