@@ -299,7 +299,9 @@ def test_a_statement_before_a_clause_leaning_on_it_is_kept_on_its_own(head, sep,
 
 
 @pytest.mark.parametrize("said", ["I won't worry, it will all work out.", "I did it, and it was worth it.",
-                                  "I love it and it means the world to me.", "I'm so grateful, it means a lot."])
+                                  "I love it and it means the world to me.", "I'm so grateful, it means a lot.",
+                                  "I played one with my cousin last night, and it was great.",
+                                  "I stayed there with my cousin for a week, and it was great."])
 def test_a_first_clause_that_is_no_statement_keeps_a_leaning_sentence_dropped(said):
     assert not _extract(f"Rosa: {said}").facts
 

@@ -761,3 +761,17 @@ def test_how_doing_something_felt_is_a_feeling_whatever_it_names(thing, front, d
 def test_being_sure_it_will_work_out_is_a_feeling_whatever_it_names(thing, front, doing, outcome):
     """"I'm sure putting hours into the bakery will pay off": hope that things work out, no fact."""
     assert not read(plain(f"{front} {doing} {thing} {outcome}.")).about_speaker
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([("I drove somewhere quiet", "I drove to the coast"),
+                        ("I've been planning a few", "I've been planning a few paintings"),
+                        ("I've been organizing something", "I've been organizing a quiz night"),
+                        ("Something big happened to me", "A burst pipe flooded my kitchen")]),
+       st.sampled_from([" with my sister", " in July 2023", " on Friday", " after work"]))
+def test_a_thing_left_unnamed_is_no_fact(unnamed, named):
+    """"I drove somewhere quiet with my sister": what was done names no thing (a date or the people
+    with whom do not name it); the same sentence naming its thing is a fact."""
+    said, told = unnamed
+    assert not read(f"{said}{named}.").about_speaker, said + named
+    assert read(f"{told}{named}.").about_speaker, told + named

@@ -499,6 +499,9 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
 
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
+# A thing left unnamed: "drove somewhere quiet", "organizing something", "planning a few".
+_INDEFINITE = re.compile(r"\b(?:something|somewhere|someplace)\b|\ba (?:few|couple)\b(?=\s*(?:$|[,.;!?]|"
+                         r"(?:with|for|at|in|on|lately|recently|too|more|this|last|next)\b))", re.I)
 # "this month", "these days": when, not a thing named elsewhere.
 _TIME_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+(?:morning|afternoon|evening|night|days?|weeks?|"
                                  r"weekend|months?|years?|summer|winter|spring|autumn|fall|time)\b", re.I)
@@ -783,6 +786,9 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "momentary")
     if rules.vague and _REFERENCE.search(_TIME_DEMONSTRATIVE.sub("", sentence)) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
+    if rules.vague and _INDEFINITE.search(sentence) and len({a for a in found if not (
+            a[0].isdigit() or _CALENDAR.match(a) or _INDEFINITE.fullmatch(a))}) <= 1:
+        return Reading(False, False, "vague")  # the date or the one companion named is not the thing done
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
         return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
@@ -908,12 +914,13 @@ _SPEAKER_CLAUSE = re.compile(r"(?:,\s+|;\s+|\s*[-–—]+\s+|\s+(?:but|and|so)\s
 def before_reference(sentence: str) -> str:
     """The clauses before the first one that leans on "it", "this", "these" or "those" ("I took up
     archery, and it keeps me calm" → "I took up archery"): there the reference is to what those
-    clauses named. "" when the first clause leans itself or no clause comes before."""
+    clauses named. "" when they lean themselves ("it", "them", "one", "there") or none comes before."""
     m = _REFERENCE.search(_TIME_DEMONSTRATIVE.sub(lambda t: "_" * len(t.group()), sentence))
     if m is None:
         return ""
     cuts = [c.start() for c in _FIRST_CLAUSE.finditer(sentence, 0, m.start())]
-    return sentence[:cuts[-1]].rstrip(" ,;:-–—") if cuts and cuts[-1] > 0 else ""
+    head = sentence[:cuts[-1]].rstrip(" ,;:-–—") if cuts and cuts[-1] > 0 else ""
+    return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
 
 
 def leans(sentence: str) -> bool:
