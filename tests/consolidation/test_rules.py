@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memory_app.consolidation.extractors import Episode, FactCandidate
@@ -288,14 +288,16 @@ def test_a_demonstrative_with_its_own_noun_names_its_thing(place, rest, first):
 @given(st.sampled_from(["I took up archery two years ago", "I started learning the cello",
                         "I joined a choir last spring"]),
        st.sampled_from([", and ", " - ", ", ", " and ", ", but "]),
-       st.sampled_from(["it keeps me calm", "it keeps me sane", "it was so much fun", "it helps me unwind"]))
+       st.sampled_from(["it keeps me calm", "it keeps me sane", "it was so much fun", "it helps me unwind",
+                        "something odd happened"]))
 def test_a_statement_before_a_clause_leaning_on_it_is_kept_on_its_own(head, sep, tail):
     """"I took up archery, and it keeps me calm": "it" is the archery named just before; the
     statement stands on its own, the appraisal after it names nothing more."""
+    assume(not (sep == ", " and tail.startswith("something")))  # "archery, something odd": says what archery is
     facts = [f.text for f in _extract(f"Rosa: {head}{sep}{tail}.").facts]
     noun = next(word for word in ("archery", "cello", "choir") if word in head)
     assert any(noun in f and f.startswith("Rosa") for f in facts), facts
-    assert not any(re.search(r"\bit\b", f) for f in facts), facts
+    assert not any(re.search(r"\b(?:it|something)\b", f) for f in facts), facts
 
 
 @pytest.mark.parametrize("said", ["I won't worry, it will all work out.", "I did it, and it was worth it.",

@@ -367,8 +367,9 @@ class StatementRules:
     the turn's earlier sentences or the speaker's previous turn; a name or a relation such as "my
     sister") in place of the pronoun; with no such person or more than one it is dropped as before.
     ``trailing``: a statement that ``vague`` drops for a later clause leaning on "it" or "this" ("I
-    took up archery, and it keeps me calm") is read as the clauses before it ("I took up archery"),
-    kept when they are a statement of their own."""
+    took up archery, and it keeps me calm") or leaving its thing unnamed ("..., and something odd
+    happened") is read as the clauses before it ("I took up archery"), kept when they are a
+    statement of their own."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -500,7 +501,8 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
 # A thing left unnamed: "drove somewhere quiet", "organizing something", "planning a few".
-_INDEFINITE = re.compile(r"\b(?:something|somewhere|someplace)\b|\ba (?:few|couple)\b(?=\s*(?:$|[,.;!?]|"
+# Not right after a comma: "yoga, something gentle" says what the named thing is.
+_INDEFINITE = re.compile(r"(?<!, )\b(?:something|somewhere|someplace)\b|(?<!, )\ba (?:few|couple)\b(?=\s*(?:$|[,.;!?]|"
                          r"(?:with|for|at|in|on|lately|recently|too|more|this|last|next)\b))", re.I)
 # "this month", "these days": when, not a thing named elsewhere.
 _TIME_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+(?:morning|afternoon|evening|night|days?|weeks?|"
@@ -913,11 +915,13 @@ _SPEAKER_CLAUSE = re.compile(r"(?:,\s+|;\s+|\s*[-–—]+\s+|\s+(?:but|and|so)\s
 
 def before_reference(sentence: str) -> str:
     """The clauses before the first one that leans on "it", "this", "these" or "those" ("I took up
-    archery, and it keeps me calm" → "I took up archery"): there the reference is to what those
-    clauses named. "" when they lean themselves ("it", "them", "one", "there") or none comes before."""
-    m = _REFERENCE.search(_TIME_DEMONSTRATIVE.sub(lambda t: "_" * len(t.group()), sentence))
-    if m is None:
+    archery, and it keeps me calm" → "I took up archery"), or leaves its thing unnamed ("..., and
+    something odd happened"): the reference is to what those clauses named. "" when they lean themselves ("it", "them", "one", "there") or none comes before."""
+    found = [m for m in (_REFERENCE.search(_TIME_DEMONSTRATIVE.sub(lambda t: "_" * len(t.group()), sentence)),
+                         _INDEFINITE.search(sentence)) if m is not None]
+    if not found:
         return ""
+    m = min(found, key=lambda m: m.start())
     cuts = [c.start() for c in _FIRST_CLAUSE.finditer(sentence, 0, m.start())]
     head = sentence[:cuts[-1]].rstrip(" ,;:-–—") if cuts and cuts[-1] > 0 else ""
     return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
