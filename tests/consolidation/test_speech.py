@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memory_app.consolidation.extractors.lexicon import lexicon
@@ -775,3 +775,19 @@ def test_a_thing_left_unnamed_is_no_fact(unnamed, named):
     said, told = unnamed
     assert not read(f"{said}{named}.").about_speaker, said + named
     assert read(f"{told}{named}.").about_speaker, told + named
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["I play {}!", "I've played {} before.", "I play {} too.", "I'm into {} lately."]),
+       st.sampled_from(["cello", "drums", "chess", "Settlers of Catan", "Kotlin"]))
+def test_two_words_are_enough_when_one_is_the_speaker_s_named_thing(form, thing):
+    """"I play cello!": two content words, and one is the instrument the speaker plays (or a name):
+    short, but what someone would write down about them."""
+    assume(not (thing[0].islower() and "into" in form))  # "I'm into chess": no verb of doing, no name
+    assert read(form.format(thing)).about_speaker, form.format(thing)
+
+
+@pytest.mark.parametrize("said", ["I agree, Tomas!", "Since I was 17 or so.", "I had a setback.", "I'm so lucky."])
+def test_two_words_naming_no_thing_of_the_speaker_s_stay_too_few(said):
+    assert not read(said).about_speaker
+    assert not read("I agreed, Tom!", ignore=frozenset({"Tomas", "Rosa"})).about_speaker  # the listener's short name

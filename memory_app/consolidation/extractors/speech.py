@@ -321,6 +321,21 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
     return out
 
 
+# Verbs of what the speaker plays, owns or practises: "I play cello" is short and still a fact.
+_PRACTICE = frozenset("play own speak ride drive teach study collect".split())
+
+
+def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
+    """Whether the sentence names a thing of the speaker's: a name (not a day or month, nor a speaker's
+    short name: "Mel" for Melanie), or a thing
+    after a verb of playing, owning or practising ("I play cello", "I've worked with Kotlin")."""
+    found = anchors(sentence, ignore=ignore)
+    if any(a[:1].isupper() and not _CALENDAR.match(a) and not any(n.startswith(a) for n in ignore) for a in found):
+        return True
+    verb = _main_verb(sentence)
+    return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
+
+
 def _main_verb(sentence: str) -> str | None:
     """The verb right after a first-person subject and its auxiliaries ("I really think" → think)."""
     m = _SUBJECT.match(sentence)
@@ -759,7 +774,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, True)
     if not _FIRST_PERSON.search(sentence):
         return Reading(False, False, "not_about_speaker")
-    if len(words) < min_content:
+    if len(words) < min_content and not (len(words) == min_content - 1 and _own_named_thing(sentence, ignore)):
         return Reading(False, False, "few_words")
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
     if is_request(sentence):
