@@ -516,7 +516,7 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
 # A thing left unnamed: "drove somewhere quiet", "organizing something", "planning a few".
-# Not right after a comma: "yoga, something gentle" says what the named thing is.
+# Not right after a comma: "pilates, something calm" says what the named thing is.
 _INDEFINITE = re.compile(r"(?<!, )\b(?:something|somewhere|someplace)\b|(?<!, )\ba (?:few|couple)\b(?=\s*(?:$|[,.;!?]|"
                          r"(?:with|for|at|in|on|lately|recently|too|more|this|last|next)\b))", re.I)
 # "this month", "these days": when, not a thing named elsewhere.
