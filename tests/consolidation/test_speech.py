@@ -787,7 +787,7 @@ def test_two_words_are_enough_when_one_is_the_speaker_s_named_thing(form, thing)
     assert read(form.format(thing)).about_speaker, form.format(thing)
 
 
-@pytest.mark.parametrize("said", ["I agree, Tomas!", "Ever since I turned 12.", "I had a setback.", "I'm so lucky."])
+@pytest.mark.parametrize("said", ["I agree, Tomas!", "I was born then.", "I had a setback.", "I'm so lucky."])
 def test_two_words_naming_no_thing_of_the_speaker_s_stay_too_few(said):
     assert not read(said).about_speaker
     assert not read("I agreed, Tom!", ignore=frozenset({"Tomas", "Rosa"})).about_speaker  # the listener's short name
