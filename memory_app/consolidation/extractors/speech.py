@@ -393,7 +393,7 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 1
+    vague: int = 2
     others: int = 0
     showing: bool = True
     alone: bool = True
