@@ -791,3 +791,12 @@ def test_two_words_are_enough_when_one_is_the_speaker_s_named_thing(form, thing)
 def test_two_words_naming_no_thing_of_the_speaker_s_stay_too_few(said):
     assert not read(said).about_speaker
     assert not read("I agreed, Tom!", ignore=frozenset({"Tomas", "Rosa"})).about_speaker  # the listener's short name
+
+
+@pytest.mark.parametrize("said, kept", [("I can't believe how quickly this spring went by.", False),
+                                        ("I couldn't believe how cold the lake was in May.", False),
+                                        ("I believe in the harbour choir's fundraiser this year.", True)])
+def test_disbelief_is_a_stance_in_the_exchange_not_a_fact(said, kept):
+    """A time phrase is no reference ("this spring"), so "I can't believe how quickly this spring
+    went" is read, and read as the amazement it is."""
+    assert read(said).about_speaker is kept, read(said)

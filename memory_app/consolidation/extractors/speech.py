@@ -788,7 +788,10 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         before = sentence.split(verb, 1)[0].lower()
         # A stance is taken now ("I agree", "I bet"); "I told my boss", "I had to apologize" tell of what was done.
         done = verb != lemma or bool(re.search(r"\b(?:had|did|was|used|'ve|have|'d)\b", before))
-        if lemma in _EXCHANGE_VERBS and not done and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
+        # "I can't believe how fast ...": amazement in the exchange; "I believe in ..." stays.
+        disbelief = lemma == "believe" and re.search(r"\b(?:can't|cannot|can not|couldn't)\s+$", before)
+        if disbelief or (lemma in _EXCHANGE_VERBS and not done
+                         and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest))):
             return Reading(False, False, "stance")
     found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
     if len(set(found)) < max(rules.min_anchors, 1):
