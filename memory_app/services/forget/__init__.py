@@ -1,12 +1,12 @@
 """Forget and erase: a memory, or every memory and key of an end-user, goes from every store that
 holds a copy of it, leaving a content-free tombstone in the audit log.
 
-``pipeline.memory_forget`` is the order of a forget in one place; each step is a function of its
-own module writing one store: ``documents`` (the memory's Elasticsearch document), ``contexts``
-(the other episodes' contexts that quote it), ``copies`` (the database's copies: stored responses,
-outbox payloads, notes, use counters; and this process's cached vectors), ``audit`` (the
-tombstone), ``cascade`` (the facts and playbooks derived from a forgotten episode, each forgotten
-by the same steps). ``erase`` removes a whole end-user."""
+``pipeline.forget_apply`` is the order of a forget in one place; each step is a function of its
+own module writing one store: ``copies`` (the database's copies: stored responses, outbox
+payloads, notes; and this process's cached vectors), ``contexts`` (the other episodes' contexts
+that quote it), ``documents`` (the memory's Elasticsearch document, and a fact's use counter),
+``cascade`` (the facts and playbooks derived from a forgotten episode, each forgotten by the same
+steps), ``audit`` (the tombstone). ``erase`` removes a whole end-user."""
 
 from memory_app.services.forget.cascade import Cascade, derived_follow, derived_support_check
 from memory_app.services.forget.contexts import contexts_redact
