@@ -940,8 +940,10 @@ def before_reference(sentence: str) -> str:
     if not found:
         return ""
     m = min(found, key=lambda m: m.start())
-    cuts = [c.start() for c in _FIRST_CLAUSE.finditer(sentence, 0, m.start())]
-    head = sentence[:cuts[-1]].rstrip(" ,;:-–—") if cuts and cuts[-1] > 0 else ""
+    cuts = list(_FIRST_CLAUSE.finditer(sentence, 0, m.start()))
+    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b", sentence[cuts[-1].start():], re.I):
+        return ""  # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head
+    head = sentence[:cuts[-1].start()].rstrip(" ,;:-–—")
     return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
 
 
