@@ -62,12 +62,16 @@ def persons(text: str) -> tuple[int, int]:
     return sum(t in _FIRST_WORDS for t in tokens), sum(t.lower() in _SECOND_WORDS for t in tokens)
 
 
-def to_listener(text: str) -> bool:
+def to_listener(text: str, *, own_share: bool = False) -> bool:
     """Whether a line of talk speaks to its listener rather than of its speaker: it holds more
     second-person words than first-person ones, or it ends by asking (an attachment's note aside).
-    "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks."""
+    "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks.
+    ``own_share``: a line sharing an attachment speaks of its speaker whatever its words, as what it
+    shows is theirs ("You'd be a great counselor! Take a look at this. [shares a photo of a painting]")."""
     said = text.replace("’", "'")
     if "[" in said:
+        if own_share and ATTACHMENT.search(said):
+            return False
         said = ATTACHMENT.sub("", said)
     first, second = persons(said)
     return second > first or bool(_ENDS_ASKING.search(said))

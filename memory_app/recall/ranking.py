@@ -131,6 +131,9 @@ class RankingConfig:
     # "you" than "I", or ending on a question: language.words.to_listener) gets ×(1 − this): it tells
     # little of anyone's own life.
     listener_weight: float = 0.15
+    # Whether a line sharing an attachment ("... take a look! [shares a photo of a painting]") reads as
+    # its speaker's own whatever its "you"s (language.words.to_listener's ``own_share``): what it shows is theirs.
+    listener_own_share: bool = False
     # A second hop for a question that gathers over time ("What has Jon done …?", read.query_gathers):
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.
