@@ -66,12 +66,13 @@ def to_listener(text: str, *, own_share: bool = False) -> bool:
     """Whether a line of talk speaks to its listener rather than of its speaker: it holds more
     second-person words than first-person ones, or it ends by asking (an attachment's note aside).
     "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks.
-    ``own_share``: a line sharing an attachment speaks of its speaker whatever its words, as what it
-    shows is theirs ("You'd be a great counselor! Take a look at this. [shares a photo of a painting]")."""
+    ``own_share``: an attachment the line shares counts as one word of its speaker's, as what it shows
+    is theirs ("You'd be a great counselor! Take a look at this. [shares a photo of a painting]")."""
     said = text.replace("’", "'")
+    shared = 0
     if "[" in said:
-        if own_share and ATTACHMENT.search(said):
-            return False
+        shared = int(own_share and bool(ATTACHMENT.search(said)))
         said = ATTACHMENT.sub("", said)
     first, second = persons(said)
+    first += shared
     return second > first or bool(_ENDS_ASKING.search(said))

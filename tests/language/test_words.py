@@ -30,20 +30,20 @@ def test_whether_a_line_speaks_to_its_listener_is_read_from_its_words_alone(text
 
 
 @given(st.text(max_size=120).filter(lambda t: "[" not in t), st.sampled_from(["a lake", "you, me and them?", ""]))
-def test_a_line_sharing_its_speakers_own_photo_speaks_of_its_speaker(text, shown):
-    # read with ``own_share``, a shared attachment makes any line one of its speaker's ("You'd be a
-    # great counselor! Take a look at this. [shares a photo of a painting]"); a line sharing nothing
+def test_a_photo_a_line_shares_counts_as_one_word_of_its_speakers_with_own_share(text, shown):
+    # what the line shows is its speaker's: as if they said "I" once more; a line sharing nothing
     # reads as it does without
-    assert not to_listener(f"{text} [shares a photo of {shown}]", own_share=True)
+    assert to_listener(f"{text} [shares a photo of {shown}]", own_share=True) == to_listener(f"I {text}")
     assert to_listener(text, own_share=True) == to_listener(text)
 
 
-@pytest.mark.parametrize("text", [
-    "Melanie: You'd be a great counselor! Take a look at this. [shares a photo of a painting]",
-    "Caroline: Do you like it? [shared a photo of a lake]",
+@pytest.mark.parametrize("text, expected", [
+    ("Melanie: You'd be a great counselor! Take a look at this. [shares a photo of a painting]", False),
+    ("Caroline: Do you like it? [shared a photo of a lake]", True),  # still asks
+    ("Mel: Wow, you and your kids did that! [shares a photo of a lake]", True),  # still more of them
 ])
-def test_a_line_addressing_its_listener_while_sharing_a_photo_is_the_speakers_own_with_own_share(text):
-    assert to_listener(text) and not to_listener(text, own_share=True)
+def test_a_line_addressing_its_listener_while_sharing_a_photo_is_the_speakers_own_with_own_share(text, expected):
+    assert to_listener(text) and to_listener(text, own_share=True) is expected
 
 
 @given(st.text(alphabet=st.sampled_from("abc ,.!"), max_size=40))
