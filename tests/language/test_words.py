@@ -37,6 +37,22 @@ def test_a_photo_a_line_shares_counts_as_one_word_of_its_speakers_with_own_share
     assert to_listener(text, own_share=True) == to_listener(text)
 
 
+@given(st.text(max_size=120).filter(lambda t: "[" not in t))
+def test_a_line_speaking_of_its_speaker_reads_the_same_asking_or_not_with_own_told(text):
+    # "I went hiking there, have you been?" tells of its speaker; only its "you"s outnumbering its
+    # "I"s make it one spoken to the listener
+    assert to_listener(f"I {text}?", own_told=True) == to_listener(f"I {text}.", own_told=True)
+
+
+@pytest.mark.parametrize("text, own_told", [
+    ("Caroline: I painted a lake last week, do you like it?", False),
+    ("Caroline: Have you ever been to the lake?", True),  # tells nothing of its speaker
+    ("Mel: Did you and your kids like my pie?", True),  # more of the listener
+])
+def test_a_question_telling_of_its_speaker_is_theirs_with_own_told(text, own_told):
+    assert to_listener(text) and to_listener(text, own_told=True) is own_told
+
+
 @pytest.mark.parametrize("text, expected", [
     ("Melanie: You'd be a great counselor! Take a look at this. [shares a photo of a painting]", False),
     ("Caroline: Do you like it? [shared a photo of a lake]", True),  # still asks
