@@ -62,18 +62,12 @@ def persons(text: str) -> tuple[int, int]:
     return sum(t in _FIRST_WORDS for t in tokens), sum(t.lower() in _SECOND_WORDS for t in tokens)
 
 
-def to_listener(text: str, *, own_share: bool = False, own_told: bool = False) -> bool:
+def to_listener(text: str) -> bool:
     """Whether a line of talk speaks to its listener rather than of its speaker: it holds more
     second-person words than first-person ones, or it ends by asking (an attachment's note aside).
-    "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks.
-    ``own_share``: an attachment the line shares counts as one word of its speaker's, as what it shows
-    is theirs ("You'd be a great counselor! Take a look at this. [shares a photo of a painting]").
-    ``own_told``: a line asking reads as spoken to the listener only when it says nothing of its speaker."""
+    "Wow, you did that? Your kids must love it!" does; "I painted a lake, do you like it?" asks."""
     said = text.replace("’", "'")
-    shared = 0
     if "[" in said:
-        shared = int(own_share and bool(ATTACHMENT.search(said)))
         said = ATTACHMENT.sub("", said)
     first, second = persons(said)
-    first += shared
-    return second > first or (not (own_told and first) and bool(_ENDS_ASKING.search(said)))
+    return second > first or bool(_ENDS_ASKING.search(said))

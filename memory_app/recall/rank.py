@@ -304,8 +304,7 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
         factors["speaker"] = 1.0 + options.speaker_weight
     # Only a transcript's line between people: an end-user's own turn to an agent asks for what they
     # need ("Can I mount the camera with strips?"), and is the memory a later question looks for.
-    if options.listener_weight and said and to_listener(src.get("text") or "", own_share=options.listener_own_share,
-                                                        own_told=options.listener_own_told):
+    if options.listener_weight and said and to_listener(src.get("text") or ""):
         factors["to_listener"] = 1.0 - options.listener_weight
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost

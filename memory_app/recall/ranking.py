@@ -131,12 +131,6 @@ class RankingConfig:
     # "you" than "I", or ending on a question: language.words.to_listener) gets ×(1 − this): it tells
     # little of anyone's own life.
     listener_weight: float = 0.15
-    # Whether a line sharing an attachment ("... take a look! [shares a photo of a painting]") reads as
-    # its speaker's own whatever its "you"s (language.words.to_listener's ``own_share``): what it shows is theirs.
-    listener_own_share: bool = False
-    # Whether a line ending by asking reads as spoken to the listener only when it says nothing of its
-    # speaker ("I went hiking there, have you been?" tells of them; to_listener's ``own_told``).
-    listener_own_told: bool = False
     # A second hop for a question that gathers over time ("What has Jon done …?", read.query_gathers):
     # the first hits' own vectors search the episodes of the other sessions, a leg at this weight
     # (0: off). Such a question's evidence lies in several sessions, the later ones like the first.

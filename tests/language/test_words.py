@@ -29,39 +29,6 @@ def test_whether_a_line_speaks_to_its_listener_is_read_from_its_words_alone(text
     assert to_listener(text) == to_listener(f"{text} [shares a photo of you, me and them?]")
 
 
-@given(st.text(max_size=120).filter(lambda t: "[" not in t), st.sampled_from(["a lake", "you, me and them?", ""]))
-def test_a_photo_a_line_shares_counts_as_one_word_of_its_speakers_with_own_share(text, shown):
-    # what the line shows is its speaker's: as if they said "I" once more; a line sharing nothing
-    # reads as it does without
-    assert to_listener(f"{text} [shares a photo of {shown}]", own_share=True) == to_listener(f"I {text}")
-    assert to_listener(text, own_share=True) == to_listener(text)
-
-
-@given(st.text(max_size=120).filter(lambda t: "[" not in t))
-def test_a_line_speaking_of_its_speaker_reads_the_same_asking_or_not_with_own_told(text):
-    # "I went hiking there, have you been?" tells of its speaker; only its "you"s outnumbering its
-    # "I"s make it one spoken to the listener
-    assert to_listener(f"I {text}?", own_told=True) == to_listener(f"I {text}.", own_told=True)
-
-
-@pytest.mark.parametrize("text, own_told", [
-    ("Caroline: I painted a lake last week, do you like it?", False),
-    ("Caroline: Have you ever been to the lake?", True),  # tells nothing of its speaker
-    ("Mel: Did you and your kids like my pie?", True),  # more of the listener
-])
-def test_a_question_telling_of_its_speaker_is_theirs_with_own_told(text, own_told):
-    assert to_listener(text) and to_listener(text, own_told=True) is own_told
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("Melanie: You'd be a great counselor! Take a look at this. [shares a photo of a painting]", False),
-    ("Caroline: Do you like it? [shared a photo of a lake]", True),  # still asks
-    ("Mel: Wow, you and your kids did that! [shares a photo of a lake]", True),  # still more of them
-])
-def test_a_line_addressing_its_listener_while_sharing_a_photo_is_the_speakers_own_with_own_share(text, expected):
-    assert to_listener(text) and to_listener(text, own_share=True) is expected
-
-
 @given(st.text(alphabet=st.sampled_from("abc ,.!"), max_size=40))
 def test_a_line_without_persons_or_questions_speaks_to_no_one(text):
     assert not FIRST_PERSON.search(text) and not SECOND_PERSON.search(text)

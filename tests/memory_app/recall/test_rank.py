@@ -415,17 +415,6 @@ def test_a_transcript_line_speaking_to_its_listener_is_lowered_only_when_on():
     assert "to_listener" not in multipliers_for(asked, now=now, reading=reading, options=_options(listener_weight=0))
 
 
-def test_a_line_sharing_its_speakers_photo_is_not_lowered_as_spoken_to_the_listener_with_own_share():
-    reading = _reading()
-    now = datetime(2025, 3, 1, tzinfo=UTC)
-    shares = Hit(id="a", memory_type=MemoryType.EPISODIC,
-                 source={"text": "Maria: You'd be a great counselor! Look at this. [shares a photo of a painting]"})
-    assert multipliers_for(shares, now=now, reading=reading,
-                           options=_options(listener_weight=0.15))["to_listener"] == pytest.approx(0.85)
-    assert "to_listener" not in multipliers_for(shares, now=now, reading=reading,
-                                                options=_options(listener_weight=0.15, listener_own_share=True))
-
-
 @given(st.text(max_size=80))
 def test_a_speaker_is_named_only_by_a_line_opening_with_the_name_and_a_colon(text):
     said = speaker_of(text)
