@@ -854,6 +854,8 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if reading.subject_kind == "person" and not reading.first_object and not (
                 set(words_of(reading.other_subject or "")) & (fact_words | fact_names)):
             continue  # someone else's change of their own thing
+        if link.by == "value" and _adds_beside(reading, set(link.shared)):
+            continue  # "we adopted a puppy and Pip and Sorrel adore him": the ones named stay
         if link.by == "value" and reading.kind == NATURAL and _NAMES_BOTH.search(reading.clause) \
                 and not set(link.shared) & (replaced | replaced_verbs) and set(link.shared) <= clause_words:
             continue  # "thrillers instead of biographies": the fact holds the new value, not the old
@@ -869,6 +871,16 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if best is None or link.score > best.score:
             best = link
     return best
+
+
+def _adds_beside(reading: ChangeReading, shared: set[str]) -> bool:
+    """An animal taken in ("adopted", ``reading.cue``) and the values shared with the fact named
+    only outside the phrase of the one taken in: those named are beside it, not replaced by it."""
+    cue = re.search(r"\badopt(?:ed|ing)\b", reading.clause, re.I)
+    if cue is None or not re.fullmatch(r"adopt(?:ed|ing)", reading.cue):
+        return False
+    phrase = re.split(r"\band\b", _PHRASE_BREAK.split(reading.clause[cue.end():].strip(), maxsplit=1)[0], maxsplit=1)[0]
+    return not shared & set(words_of(phrase))
 
 
 def _begun_again(clause: str, fact: str, topics: set[str]) -> bool:
@@ -1034,7 +1046,8 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
         done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
-                or step_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
+                or step_read(sentence, self_names=names) or habit_read(sentence, self_names=names)
+                or count_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
             # Something done or given up, told in a fact the extractor wrote: it may end a plan
             # (``plan_target``); a telling the extractor left out adds no fact of its own.
@@ -1043,6 +1056,16 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         if carrier is None and reading is not None and reading.kind == HARSH:
             # "Actually, Arun is 8, not 7." the extractor read as a correction in words of its own
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
+        if (reading is None or reading.kind == NATURAL) and carrier is None and labelled \
+                and (told := _subject_given(rendered, writer)) is not None \
+                and (news := step_read(sentence, self_names=names) or habit_read(sentence, self_names=names)
+                     or count_read(sentence, self_names=names)) is not None:
+            # "Researching adoption agencies - ...": a step, pause or animal of the speaker's with the
+            # subject left out, as people say their own news; it may end, or be ended by, a later one
+            carrier = FactCandidate(text=told, episode_ids=(episode.id,), confidence=0.7)
+            found.added.append(carrier)
+            found.probes.append(Probe(candidate=carrier, reading=reading or news, holder=holder, fulfilment=news))
+            continue
         if carrier is None and speech.leans_back(_bare(sentence)):
             # "She lives with us on weekends": who "she" is was said before; alone it names no one.
             found.remarks.append(rendered)
@@ -1072,6 +1095,22 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.added.append(carrier)
         found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
+
+
+_GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
+                             r"feels|means)\b", re.I)
+
+
+def _subject_given(rendered: str, writer: str) -> str | None:
+    """``rendered`` with ``writer`` as its subject when it opens on a verb with none ("Researching
+    the course" → "Kofi is researching the course", "Quit the choir" → "Kofi quit the choir"), else None."""
+    words = words_of(rendered)
+    if not words or not rendered[:1].isupper() or words[0] in _STOP \
+            or not (_is_verb_form(words[0]) or words[0] in speech._verbs()[0]) \
+            or _GERUND_SUBJECT.search(_PHRASE_BREAK.split(rendered, maxsplit=1)[0]):
+        return None  # ("Quitting the choir would be a mistake": the doing is the subject)
+    verb = rendered[:1].lower() + rendered[1:]
+    return f"{writer} is {verb}" if words[0].endswith("ing") else f"{writer} {verb}"
 
 
 def _carrier(rendered: str, own: Sequence[FactCandidate], *, share: float = 0.6) -> FactCandidate | None:
@@ -1290,6 +1329,159 @@ def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
             continue
         if shared := earlier[1] & later[1]:
             link = Link(fact=fact, by="step", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
+            if best is None or link.score > best.score:
+                best = link
+    return best
+
+
+# A habit paused, given up or cut down ("I'm taking a break from the choir", "cutting down on crisps",
+# "limiting myself to two biscuits a day"): the speaker's fact of doing or liking the thing ends, as a
+# change over time. A bare verb counts only after "had to" or "needed to", not as a request.
+_HABIT = re.compile(r"\b(?:(?:(?:had|have|'ve had|decided|needed|need) to )(?:take a (?:\w+ )?break from|give up|stop(?: doing)?|"
+                    r"quit|cut (?:down|back) on)|(?:took|taking|taken|had|on|been on) a (?:\w+ )?break from|"
+                    r"(?:(?:gave|giving|given) up|quit(?:ting)?|stopped)(?: doing| going to)?|cut(?:ting)? (?:down|back) on|"
+                    r"cut out|limit(?:ing|ed) (?:myself|ourselves|themself|themselves) to|"
+                    r"reduc(?:ed|ing)(?= (?:my|our)\b))\s+", re.I)
+# What says the habit goes on: not done, hypothetical, long ago and taken up again, a pause within it.
+_HABIT_KEPT = re.compile(r"\b(?:never|didn't|did not|don't|do not|won't|wouldn't|not|should|'d|(?<!cut )(?<!cutting )back "
+                         r"(?:at|to|on|into)|"
+                         r"again|years ago|as a (?:kid|child|teen(?:ager)?)|during)\b", re.I)
+_NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten dozen couple few".split())
+
+
+def _habit_thing(phrase: str) -> tuple[str, ...]:
+    """The words naming the thing at the start of ``phrase`` (singular), after its determiners,
+    numbers and adverbs, up to the first other word ("only two oat biscuits a week": oat biscuit;
+    "pottery after I hurt my wrist": pottery), or () when none of them is a noun."""
+    words = words_of(_PHRASE_BREAK.split(phrase, maxsplit=1)[0])
+    n = 0
+    while n < len(words) and (words[n] in _STOP or words[n] in _NUMBER_WORDS or words[n] in _DETERMINERS
+                              or words[n] in _wordnet_other_only()):
+        n += 1
+    thing: list[str] = []
+    for word in words[n:]:
+        if word in _STOP or word in _GENERIC or word in _NUMBER_WORDS or word in _PREPOSITIONS \
+                or word in _wordnet_other_only() or word in ("these", "those", "every", "last", "this"):
+            break
+        thing.append(_singular(word))
+    noun = any(w in _wordnet_nouns() or w not in _wordnet_other() and not _is_verb_form(w) for w in thing)
+    return tuple(thing) if noun else ()
+
+
+def _holds_thing(fact: str, thing: tuple[str, ...], names: frozenset[str]) -> bool:
+    """``fact`` names ``thing`` as its own phrase: the words in a row, not a modifier of another noun
+    after them ("her pottery teacher"), unless that noun only holds the activity ("pottery class")."""
+    words = [_singular(w.removesuffix("'s").rstrip("'")) for w in words_of(fact)
+             if w.removesuffix("'s").rstrip("'") not in names]
+    for n in range(len(words) - len(thing) + 1):
+        if tuple(words[n:n + len(thing)]) == thing:
+            after = words[n + len(thing)] if n + len(thing) < len(words) else ""
+            if not after or after in _HOLDERS or not _noun_only(after):
+                return True
+    return False
+
+
+def _owners(text: str) -> set[str]:
+    """The words of ``text`` with a possessive's ending taken off ("Priya's", "James'")."""
+    return {w.removesuffix("'s").rstrip("'") for w in words_of(text)}
+
+
+def _anothers(fact: str, names: frozenset[str]) -> bool:
+    """``_someone_elses``, but a fact opening on a day or month ("Thursday evenings are for ...") is
+    no one's name."""
+    first = words_of(fact)[:1]
+    # "James' two dogs" is James's: the possessive written out as the subject reader knows it
+    return _someone_elses(re.sub(r"\b(\w+s)'(?=\s)", r"\1's", fact), names) \
+        and not (first and (first[0] in _WEEKDAYS or first[0] in MONTHS))
+
+
+def habit_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A habit of the speaker's paused, given up or cut down (``_HABIT``), for ``habit_target``, or
+    None: a question, a hypothesis, a pause not taken, one long ago or ended, someone else's."""
+    if _HABIT.match(sentence.strip()):
+        sentence = sentence.strip()[:1].lower() + sentence.strip()[1:]  # "Quit bouldering last month": no name
+    for text, clause, core, _subject_read in _own_clauses(sentence, self_names, refuse=_HABIT_KEPT):
+        if (cue := _HABIT.search(core)) is not None and _habit_thing(core[cue.end():]):
+            return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="habit", ends=True,
+                                 other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def habit_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                 told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` of doing or liking the thing ``reading`` (``habit_read``)
+    pauses or cuts down: one whose head nouns hold the thing's heads and whose words hold its other
+    nouns ("made a vase in pottery class", "ginger snaps are her weakness"; not "her pottery
+    teacher"), told before (not within ``SAME_SITTING``), not someone else's, not the same pause."""
+    names = frozenset(n.lower() for n in self_names if n)
+    core = _LEAD.sub("", reading.clause)
+    cue = _HABIT.search(core)
+    if cue is None:
+        return None
+    thing = _habit_thing(core[cue.end():])
+    best: Link | None = None
+    for fact in facts:
+        if not (_owners(fact.text) & names) or _same_sitting(fact.valid_from, told_at) \
+                or _anothers(fact.text, names) or _HABIT.search(fact.text) or _PLAN.search(fact.text):
+            # (a plan is ended by being done or given up, ``plan_target``: a break from it is neither)
+            continue
+        if thing and _holds_thing(fact.text, thing, names):
+            link = Link(fact=fact, by="habit", shared=thing, score=2.0 + fact.cosine + len(thing))
+            if best is None or link.score > best.score:
+                best = link
+    return best
+
+
+# A count of the speaker's animals grown ("two dogs", then "adopted a puppy"): the fact of the count
+# ends. Named animals ("Max and Daisy") stay: a new one joins them.
+_YOUNG = {"puppy": "dog", "pup": "dog", "kitten": "cat", "kitty": "cat", "bunny": "rabbit", "foal": "horse",
+          "chick": "chicken", "cub": "bear"}
+_ANIMALS = frozenset("dog cat rabbit hamster budgie parrot horse pony tortoise turtle gecko lizard snake ferret "
+                     "chicken hen goat fish guinea".split())
+_ADOPTED = re.compile(r"\b(?:adopted|got|brought home|took in|rescued|welcomed)\s+(?:a|an|another|one more|"
+                      r"a second|a third)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.I)
+_NOT_OURS = re.compile(r"\b(?:fosters?|fostering|fostered|looking after|looked after|pet-?sitting|borrowed|"
+                       r"never|didn't|did not|not)\b", re.I)
+_COUNTED = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(?:[\w-]+\s+)?([a-z]+?)s\b", re.I)
+
+
+def _adopted_kind(clause: str) -> str | None:
+    if (m := _ADOPTED.search(clause)) is None:
+        return None
+    for word in words_of(m.group(1)):
+        if word in _YOUNG or word in _ANIMALS:
+            return _YOUNG.get(word, word)
+    return None
+
+
+def count_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """An animal the speaker took in ("adopted a pup", "we got another cat"), for ``count_target``,
+    or None: a question, a hypothesis, fostering or minding one, someone else's."""
+    text = sentence.replace("’", "'").strip()
+    if not text or _is_question(text) or _NOT_OURS.search(text) or _HYPOTHETICAL.search(text):
+        return None
+    # each phrase apart: "Guess what, I've adopted a pup" is told by its second
+    for piece in _PHRASE_BREAK.split(text):
+        for _text, clause, core, _subject_read in _own_clauses(piece, self_names, refuse=_NOT_OURS):
+            if _adopted_kind(core) is not None:
+                return ChangeReading(sentence=text, clause=clause, kind=NATURAL, cue="count", ends=True,
+                                     other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def count_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                 told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` that counts their animals of the kind ``reading``
+    (``count_read``) took in ("has two dogs"), told before (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    kind = _adopted_kind(_LEAD.sub("", reading.clause))
+    best: Link | None = None
+    for fact in facts:
+        if kind is None or not (_owners(fact.text) & names) \
+                or _same_sitting(fact.valid_from, told_at) or _anothers(fact.text, names):
+            continue
+        if any(_YOUNG.get(m.group(1).lower(), m.group(1).lower()) == kind for m in _COUNTED.finditer(fact.text)):
+            link = Link(fact=fact, by="count", shared=(kind,), score=2.0 + fact.cosine)
             if best is None or link.score > best.score:
                 best = link
     return best

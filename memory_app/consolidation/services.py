@@ -513,7 +513,8 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
     stored = []
     kept = [fact for fact in pool
             # A labelled speaker's change replaces only that speaker's facts; an end-user's own turn any of theirs.
-            if holder == "User" or own & {w.lower().removesuffix("'s") for w in re.findall(r"[A-Za-z']+", fact.text)}]
+            if holder == "User" or own & {w.lower().removesuffix("'s").rstrip("'")
+                                        for w in re.findall(r"[A-Za-z']+", fact.text)}]
     neutral = _name_neutral_cosines(candidate.text, [f.text for f in kept], display_name) if holder == "User" else None
     for n, fact in enumerate(kept):
         cosine = fact.cosine
@@ -534,11 +535,18 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         # no value replaced: maybe a plan of the speaker's that came true or was given up
         reading = probe.fulfilment
         link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None) \
-            if reading.cue != "step" else None
+            if reading.cue not in ("step", "habit", "count") else None
         if link is None and (step := changes.step_read(reading.sentence, self_names=own)) is not None:
             # or a later step of a pursuit of theirs ("interviewed for the scheme", "got accepted")
             reading = step
             link = changes.step_target(reading, stored, self_names=own, told_at=max(told) if told else None)
+    if link is None and probe.reading.kind != changes.HARSH:
+        # or a habit of theirs paused or cut down, or a count of their animals grown by one taken in
+        for read, target in ((changes.habit_read, changes.habit_target), (changes.count_read, changes.count_target)):
+            if (other := read(probe.reading.sentence, self_names=own)) is not None and (found := target(
+                    other, stored, self_names=own, told_at=max(told) if told else None)) is not None:
+                reading, link = other, found
+                break
     if link is None:
         return candidate, None
     topics = sorted(changes.topics_of(link.fact.text) | set(link.fact.topics) | changes.topics_of(reading.clause))
