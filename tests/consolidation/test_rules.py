@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memory_app.consolidation.extractors import Episode, FactCandidate
@@ -282,6 +282,39 @@ def test_a_demonstrative_with_its_own_noun_names_its_thing(place, rest, first):
     noun = place.split(" ", 1)[1]
     assert any(noun in f and "Rosa" in f for f in facts), facts
     assert not any(f.startswith(("This", "That")) for f in facts), facts
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I took up archery two years ago", "I started learning the cello",
+                        "I joined a choir last spring"]),
+       st.sampled_from([", and ", " - ", ", ", " and "]),
+       st.sampled_from(["it keeps me calm", "it keeps me sane", "it was so much fun", "it helps me unwind",
+                        "something odd happened"]))
+def test_a_statement_before_a_clause_leaning_on_it_is_kept_on_its_own(head, sep, tail):
+    """"I took up archery, and it keeps me calm": "it" is the archery named just before; the
+    statement stands on its own, the appraisal after it names nothing more."""
+    assume(not (sep == ", " and tail.startswith("something")))  # "archery, something odd": says what archery is
+    facts = [f.text for f in _extract(f"Rosa: {head}{sep}{tail}.").facts]
+    noun = next(word for word in ("archery", "cello", "choir") if word in head)
+    assert any(noun in f and f.startswith("Rosa") for f in facts), facts
+    assert not any(re.search(r"\b(?:it|something)\b", f) for f in facts), facts
+
+
+@pytest.mark.parametrize("said", ["I won't worry, it will all work out.", "I did it, and it was worth it.",
+                                  "I love it and it means the world to me.", "I'm so grateful, it means a lot.",
+                                  "I played one with my cousin last night, and it was great.",
+                                  "I stayed there with my cousin for a week, and it was great."])
+def test_a_first_clause_that_is_no_statement_keeps_a_leaning_sentence_dropped(said):
+    assert not _extract(f"Rosa: {said}").facts
+
+
+@pytest.mark.parametrize("said", ["I was going to quit the choir after the move, but I'm sticking with it.",
+                                  "I was going to quit archery, but I'm sticking with it.",
+                                  "I nearly sold the kayak, yet I kept it."])
+def test_a_head_is_never_cut_from_the_but_clause_that_revises_it(said):
+    """"I was going to quit archery, but I'm sticking with it": the head alone would say the opposite."""
+    facts = [f.text for f in _extract(f"Rosa: {said}").facts]
+    assert all(re.search(r"\b(?:but|yet)\b", f) for f in facts), facts
 
 
 _PEOPLE = {"she": ["my sister", "my mum", "my aunt", "Priya", "Greta"], "he": ["my brother", "my dad", "my uncle",

@@ -442,6 +442,13 @@ class RulesExtractor:
             # What opens on "she and I" or "this morning" with nothing before it is a statement of its own.
             reading = speech.read(speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements,
                                   alone=previous_general is None, family=family, after_hardship=after_hardship)
+            if reading.why == "vague" and self.statements.trailing and (
+                    head := speech.before_reference(speech.strip_opener(sentence))):
+                # "I took up archery, and it keeps me calm": "it" is the archery; the statement stands alone.
+                kept = speech.read(head, ignore=batch.speakers, rules=self.statements, alone=previous_general is None,
+                                   family=family, after_hardship=after_hardship)
+                if kept.about_speaker:
+                    sentence, reading = head, kept
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None:

@@ -43,7 +43,7 @@ _OPENER = re.compile(r"^(?:(?:oh+|ah+|aw+|wow+|yay|yeah|yep|yes|no|nope|hey|hi|h
                      r"ugh|hmm+|oops|whoa|omg|gosh|man|dude|thanks|thank you|congrats|congratulations|sure|"
                      r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
                      r"anyway|btw|by the way|also|plus|and|but|honestly|actually|guess what|you know what|"
-                     r"fun fact|funny enough|to be honest|for the record)"
+                     r"fun fact|funny enough|to be honest|for the record|nah|of course|in fact|for example|for instance)"
                      r"(?:,?\s+(?-i:[A-Z][a-z]+)(?=\s*[,!.:;–—-]))?(?:\s*[,!.:;–—-]+)?\s+)", re.I)
 # Thanks for something, said before the statement ("Thanks for asking, they're fine - ...").
 _THANKS_FOR = re.compile(r"^(?:thanks|thank you)(?: so much)? for [^,;!.–—]+[,;!.–—]+\s*", re.I)
@@ -321,6 +321,21 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
     return out
 
 
+# Verbs of what the speaker plays, owns or practises: "I play cello" is short and still a fact.
+_PRACTICE = frozenset("play own speak ride drive teach study collect".split())
+
+
+def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
+    """Whether the sentence names a thing of the speaker's: a name (not a day or month, nor a speaker's
+    short name: "Mel" for Melanie), or a thing
+    after a verb of playing, owning or practising ("I play cello", "I've worked with Kotlin")."""
+    found = anchors(sentence, ignore=ignore)
+    if any(a[:1].isupper() and not _CALENDAR.match(a) and not any(n.startswith(a) for n in ignore) for a in found):
+        return True
+    verb = _main_verb(sentence)
+    return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
+
+
 def _main_verb(sentence: str) -> str | None:
     """The verb right after a first-person subject and its auxiliaries ("I really think" → think)."""
     m = _SUBJECT.match(sentence)
@@ -365,7 +380,11 @@ class StatementRules:
     reaction, not something that stays true of them. ``resolve``: a sentence opening on "he", "she" or
     "they" with no statement before it in the turn is read with the one person named before it (in
     the turn's earlier sentences or the speaker's previous turn; a name or a relation such as "my
-    sister") in place of the pronoun; with no such person or more than one it is dropped as before."""
+    sister") in place of the pronoun; with no such person or more than one it is dropped as before.
+    ``trailing``: a statement that ``vague`` drops for a later clause leaning on "it" or "this" ("I
+    took up archery, and it keeps me calm") or leaving its thing unnamed ("..., and something odd
+    happened") is read as the clauses before it ("I took up archery"), kept when they are a
+    statement of their own."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -374,12 +393,13 @@ class StatementRules:
     modal: int = 2
     strict_nouns: bool = False
     after_pattern: bool = False
-    vague: int = 1
+    vague: int = 2
     others: int = 0
     showing: bool = True
     alone: bool = True
     reactions: bool = True
     resolve: bool = False
+    trailing: bool = True
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -495,6 +515,13 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
 
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
 _REFERENCE = re.compile(r"\b(?!(?-i:IT)\b)(?:it|this|these|those)\b", re.I)
+# A thing left unnamed: "drove somewhere quiet", "organizing something", "planning a few".
+# Not right after a comma: "pilates, something calm" says what the named thing is.
+_INDEFINITE = re.compile(r"(?<!, )\b(?:something|somewhere|someplace)\b|(?<!, )\ba (?:few|couple)\b(?=\s*(?:$|[,.;!?]|"
+                         r"(?:with|for|at|in|on|lately|recently|too|more|this|last|next)\b))", re.I)
+# "this month", "these days": when, not a thing named elsewhere.
+_TIME_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+(?:morning|afternoon|evening|night|days?|weeks?|"
+                                 r"weekend|months?|years?|summer|winter|spring|autumn|fall|time)\b", re.I)
 # A pronoun standing for something said before: "there" not as in "there is", "one" not as a number.
 _LEANING = re.compile(r"\b(?!(?-i:IT)\b)(?:it|them|one(?= *(?:$|[,.;!?]|\b(?:too|as|for|at|in|on|since|now|from|out|"
                       r"myself|ourselves|by|with|like|last|this|yesterday|already|again)\b))|"
@@ -571,9 +598,18 @@ _PARTICIPLES = frozenset("done gone known shown grown thrown flown drawn worn to
                          "drunk sunk shrunk".split())
 
 
+# "Been rehearsing for the show": a chat's left-out "I've" before the speaker's ongoing doing.
+_BEEN_DOING = re.compile(r"^[Bb]een (?=(?:[a-z]+ly |just |also )?(?P<verb>[a-z]+ing)\b)")
+
+
 def with_subject(sentence: str) -> str:
     """The sentence with the "I" a chat leaves out put back in front of a past-tense verb
-    ("Went to the Rockies last week." → "I went to the Rockies last week."); else unchanged."""
+    ("Went to the Rockies last week." → "I went to the Rockies last week.") or the "I've" in front
+    of "been" and what the speaker is doing ("Been knitting a lot" → "I've been knitting a lot";
+    not "Been a long week"); else unchanged."""
+    been = _BEEN_DOING.match(sentence)
+    if been and lexicon().lemma(been["verb"], "v") not in (None, been["verb"]):
+        return f"I've been {sentence[been.end():]}"
     m = _WORD.match(sentence)
     if not m or m.start() != 0:
         return sentence
@@ -738,7 +774,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, True)
     if not _FIRST_PERSON.search(sentence):
         return Reading(False, False, "not_about_speaker")
-    if len(words) < min_content:
+    if len(words) < min_content and not (len(words) == min_content - 1 and _own_named_thing(sentence, ignore)):
         return Reading(False, False, "few_words")
     # A bare request or wish addressed to nobody in particular is not a statement of fact.
     if is_request(sentence):
@@ -752,7 +788,10 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         before = sentence.split(verb, 1)[0].lower()
         # A stance is taken now ("I agree", "I bet"); "I told my boss", "I had to apologize" tell of what was done.
         done = verb != lemma or bool(re.search(r"\b(?:had|did|was|used|'ve|have|'d)\b", before))
-        if lemma in _EXCHANGE_VERBS and not done and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest)):
+        # "I can't believe how fast ...": amazement in the exchange; "I believe in ..." stays.
+        disbelief = lemma == "believe" and re.search(r"\b(?:can't|cannot|can not|couldn't)\s+$", before)
+        if disbelief or (lemma in _EXCHANGE_VERBS and not done
+                         and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest))):
             return Reading(False, False, "stance")
     found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
     if len(set(found)) < max(rules.min_anchors, 1):
@@ -765,8 +804,11 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "feeling")
     if rules.feelings and _STATE.search(sentence):
         return Reading(False, False, "momentary")
-    if rules.vague and _REFERENCE.search(sentence) and len(set(found)) <= 1:
+    if rules.vague and _REFERENCE.search(_TIME_DEMONSTRATIVE.sub("", sentence)) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
+    if rules.vague and _INDEFINITE.search(sentence) and len({a for a in found if not (
+            a[0].isdigit() or _CALENDAR.match(a) or _INDEFINITE.fullmatch(a))}) <= 1:
+        return Reading(False, False, "vague")  # the date or the one companion named is not the thing done
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
         return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
@@ -887,6 +929,22 @@ _LEANS = re.compile(r"^(?:(?:he|she|it|they|which)(?:'s|'re|'ve|'d|'ll)?\b(?!\s+
 # Where a clause about the speaker starts after a leaning one: "..., I've known these friends ...".
 _SPEAKER_CLAUSE = re.compile(r"(?:,\s+|;\s+|\s*[-–—]+\s+|\s+(?:but|and|so)\s+)"
                              r"(?=(?:I|I'm|I've|I'd|I'll|[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b)")
+
+
+def before_reference(sentence: str) -> str:
+    """The clauses before the first one that leans on "it", "this", "these" or "those" ("I took up
+    archery, and it keeps me calm" → "I took up archery"), or leaves its thing unnamed ("..., and
+    something odd happened"): the reference is to what those clauses named. "" when they lean themselves ("it", "them", "one", "there") or none comes before."""
+    found = [m for m in (_REFERENCE.search(_TIME_DEMONSTRATIVE.sub(lambda t: "_" * len(t.group()), sentence)),
+                         _INDEFINITE.search(sentence)) if m is not None]
+    if not found:
+        return ""
+    m = min(found, key=lambda m: m.start())
+    cuts = list(_FIRST_CLAUSE.finditer(sentence, 0, m.start()))
+    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b", sentence[cuts[-1].start():], re.I):
+        return ""  # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head
+    head = sentence[:cuts[-1].start()].rstrip(" ,;:-–—")
+    return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
 
 
 def leans(sentence: str) -> bool:
