@@ -496,20 +496,6 @@ def test_the_current_value_ranks_first_for_now_and_the_one_before_it_for_the_pas
         assert order.index(hit.id) < current
 
 
-@given(_changed_values(), st.floats(0.001, 0.2))
-def test_a_question_about_now_nearest_a_superseded_fact_is_answered_first_by_its_replacement(world, margin):
-    # "How many dogs does James have now?" once "James's two dogs" was superseded by the adoption:
-    # the turns about the old state that no superseded fact cites ("Max and Daisy", "other_turn"
-    # here) must not outrank the turn and the fact that hold the value that replaced it.
-    searched, _ = world
-    nearest = max(float(r["_score"]) for leg in searched.legs for r in leg.hits
-                  if r["_source"]["memory_type"] == "semantic")
-    stale = tuple(replace(f, similarity=nearest + margin) if f.id == "s_old" else f for f in searched.stale)
-    ranked = hits_rank(replace(searched, stale=stale), reading=_reading(), now=T0, k=20, options=_options())
-    first = ranked.hits[0]
-    assert first.id in ("change", "new", "end") and first.stale_as is None
-
-
 @pytest.mark.parametrize("past", [False, True])
 def test_a_value_scored_0_by_its_leg_still_ranks_on_its_side_of_the_other(past):
     # The case the property found: the hits on the side the question wants are the last of a min-max
