@@ -534,6 +534,11 @@ class Link:
     score: float
 
 
+def _better(best: Link | None, link: Link) -> Link:
+    """The link of the higher score; the one found first on a tie."""
+    return link if best is None or link.score > best.score else best
+
+
 def _content(text: str, *, self_names: frozenset[str]) -> set[str]:
     return {w.removesuffix("'s").removesuffix("'") for w in words_of(text)
             if w not in _STOP and w.removesuffix("'s") not in self_names and w.removesuffix("'s") != "user"
@@ -868,8 +873,7 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             continue  # the fact already tells the same end ("lost the job"): said again, nothing replaced
         if _still(reading.sentence, (fact_words | fact_names) - _GENERIC):
             continue  # "... but email is still the way to reach me"
-        if best is None or link.score > best.score:
-            best = link
+        best = _better(best, link)
     return best
 
 
@@ -1046,8 +1050,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
         done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
-                or step_read(sentence, self_names=names) or habit_read(sentence, self_names=names)
-                or count_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
+                or _news_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
             # Something done or given up, told in a fact the extractor wrote: it may end a plan
             # (``plan_target``); a telling the extractor left out adds no fact of its own.
@@ -1058,8 +1061,7 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             carrier = _carrier(rendered, [c for c in own if c.change == HARSH], share=0.3)
         if (reading is None or reading.kind == NATURAL) and carrier is None and labelled \
                 and (told := _subject_given(rendered, writer)) is not None \
-                and (news := step_read(sentence, self_names=names) or habit_read(sentence, self_names=names)
-                     or count_read(sentence, self_names=names)) is not None:
+                and (news := _news_read(sentence, self_names=names)) is not None:
             # "Researching adoption agencies - ...": a step, pause or animal of the speaker's with the
             # subject left out, as people say their own news; it may end, or be ended by, a later one
             carrier = FactCandidate(text=told, episode_ids=(episode.id,), confidence=0.7)
@@ -1095,6 +1097,13 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.added.append(carrier)
         found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
+
+
+def _news_read(sentence: str, *, self_names: Iterable[str]) -> ChangeReading | None:
+    """A step of a pursuit, a habit paused or an animal taken in, told by the speaker (the readers
+    after a plan's fulfilment and abandonment)."""
+    return step_read(sentence, self_names=self_names) or habit_read(sentence, self_names=self_names) \
+        or count_read(sentence, self_names=self_names)
 
 
 _GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
@@ -1329,8 +1338,7 @@ def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
             continue
         if shared := earlier[1] & later[1]:
             link = Link(fact=fact, by="step", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
-            if best is None or link.score > best.score:
-                best = link
+            best = _better(best, link)
     return best
 
 
@@ -1427,8 +1435,7 @@ def habit_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_na
             continue
         if thing and _holds_thing(fact.text, thing, names):
             link = Link(fact=fact, by="habit", shared=thing, score=2.0 + fact.cosine + len(thing))
-            if best is None or link.score > best.score:
-                best = link
+            best = _better(best, link)
     return best
 
 
@@ -1482,8 +1489,7 @@ def count_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_na
             continue
         if any(_YOUNG.get(m.group(1).lower(), m.group(1).lower()) == kind for m in _COUNTED.finditer(fact.text)):
             link = Link(fact=fact, by="count", shared=(kind,), score=2.0 + fact.cosine)
-            if best is None or link.score > best.score:
-                best = link
+            best = _better(best, link)
     return best
 
 
@@ -1641,6 +1647,5 @@ def plan_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
         if not shared:
             continue
         link = Link(fact=fact, by="plan", shared=tuple(sorted(shared)), score=2.0 + fact.cosine + len(shared))
-        if best is None or link.score > best.score:
-            best = link
+        best = _better(best, link)
     return best

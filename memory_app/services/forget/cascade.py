@@ -40,7 +40,6 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
     The one place the cascade is written: forget, and consolidation for a fact it derived from an
     episode forgotten meanwhile (``derived_support_check``) or before forgets cascaded.
     ``context_options``: the context settings, read at the caller's entry."""
-    options = context_options
     found = selectors.derived_memories(subject=subject, episode_ids=gone)
     if only is not None:
         found = {i: d for i, d in found.items() if i in only}
@@ -54,13 +53,13 @@ def derived_follow(*, subject: Subject, gone: set[str], reason: str, actor: Acto
             continue
         entry = {"id": d.id, "memory_type": d.memory_type.value}
         cause = sorted(gone.intersection(d.source.get("supporting_episode_ids") or []))
-        forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor, context=options)
+        forgetting = Forgetting.of(subject=subject, visible=d, reason=reason, actor=actor, context=context_options)
         action: str | None = None
         if cascade and fate == "forgotten":  # the same steps as the episode's own forget
             if documents.derived_delete(forgetting):
                 documents.counter_drop(forgetting)
                 copies.copies_purge(forgetting)
-                contexts.contexts_redact(subject=subject, phrases=forgetting.own_phrases, options=options)
+                contexts.contexts_redact(subject=subject, phrases=forgetting.own_phrases, options=context_options)
                 action = "memory.forget"
             out.forgotten.append(entry)
         else:
