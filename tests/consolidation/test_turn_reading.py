@@ -121,3 +121,36 @@ def test_a_clause_with_its_I_left_out_after_a_comma_is_a_statement(opening, clau
     comma as it does at a sentence's start."""
     facts = _facts(f"Rosa: {opening}, {clause}.")
     assert len(facts) == 1 and facts[0].startswith("Rosa ") and opening.split()[-1] not in facts[0], facts
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["This is", "That's", "This is actually"]),
+       st.sampled_from([("a quilt", "that I sewed", "last winter", "Rosa sewed a quilt"),
+                        ("the canoe", "I built", "with my uncle", "Rosa built the canoe"),
+                        ("an old friend of mine", "who taught me", "to sail", "An old friend of Rosa's taught Rosa"),
+                        ("a neighbour", "who lent me", "her ladder for the roof", "A neighbour lent Rosa")]))
+def test_a_thing_shown_is_read_as_what_its_clause_says_of_the_speaker(lead, shown):
+    """"This is a quilt that I sewed last winter": the quilt is named, and the clause says what the
+    speaker did with it: "Rosa sewed a quilt ..."; not a vague noun ("This is a photo I took")."""
+    thing, clause, rest, fact = shown
+    facts = _facts(f"Rosa: {lead} {thing} {clause} {rest}.")
+    assert len(facts) == 1 and facts[0].startswith(fact), facts
+
+
+def test_a_photo_shown_is_still_no_fact():
+    assert _facts("Rosa: This is a photo I took.") == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["Wish I could paint like that", "Hope so", "Let's see how it goes"]),
+       st.sampled_from(["I've joined a choir in Leith", "I adopted a beagle from the shelter",
+                        "my sister and I opened a bakery downtown"]))
+def test_a_statement_after_a_wish_is_read_without_it(wish, statement):
+    """"Wish I could paint like that, but I've joined a choir": the wish is no fact, what the speaker
+    says of themselves after "but" is, as said alone."""
+    assert _facts(f"Rosa: {wish}, but {statement}.") == _facts(f"Rosa: {statement}.") != []
+
+
+def test_a_but_clause_after_a_statement_keeps_its_head():
+    assert _facts("Rosa: I wanted to sell my kayak, but I kept the trailer.") == [
+        "Rosa wanted to sell Rosa's kayak, but Rosa kept the trailer."]

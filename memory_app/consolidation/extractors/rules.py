@@ -422,7 +422,8 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.after_answer(speech.strip_vocative(sentence, names=batch.speakers)))
-            sentence = speech.own_noun(speech.with_subject(speech.plain(speech.strip_opener(sentence))))
+            sentence = speech.after_wish(sentence)
+            sentence = speech.own_noun(speech.shown_thing(speech.with_subject(speech.plain(speech.strip_opener(sentence)))))
             resolved = (speech.resolve_person(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                               exclude=batch.speakers | {holder})
                         or (speech.resolve_thing(speech.strip_opener(sentence), in_turn[index - 1]) if index else None)

@@ -239,6 +239,16 @@ def after_answer(sentence: str) -> str:
     return sentence[m.end():] if m else sentence
 
 
+_BUT_I = re.compile(r",?\s+but\s+(?=(?:I|I'm|I've|I'd|[Mm]y)\b)")
+
+
+def after_wish(sentence: str) -> str:
+    """What the speaker says of themselves after a wish or a request ("Wish I could sing like that,
+    but I've joined a choir" → "I've joined a choir"); the sentence as it is otherwise."""
+    m = _BUT_I.search(sentence)
+    return sentence[m.end():] if m and is_request(strip_opener(sentence[:m.start()])) else sentence
+
+
 _VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
                        r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?–—-]|$))", re.I)
 
@@ -1213,6 +1223,38 @@ def own_noun(sentence: str) -> str:
         if lex.lemma(lower, "a") is None:
             return sentence
     return sentence
+
+
+_SHOWN = re.compile(r"^(?:This|That)(?: is|'s) (?:actually |just )?(?P<np>(?:a|an|the) .+)$")
+_RELATIVE = frozenset("who that which".split())
+
+
+def shown_thing(sentence: str) -> str:
+    """A thing or person shown ("This is a quilt that I sewed last winter", "That's an old friend of
+    mine who taught me to sail") read as what the relative clause says of the speaker: "I sewed a
+    quilt last winter", "An old friend of mine taught me to sail". Only a concrete noun, not a vague
+    one ("This is a photo I took"), and a clause about the speaker (a past-tense verb after "I", or a
+    verb with "me"/"my" after it); other sentences as they are."""
+    m = _SHOWN.match(strip_opener(sentence))
+    if m is None:
+        return sentence
+    words = m["np"].split(" ")
+    at = next((i for i, w in enumerate(words[1:], 1) if w in _RELATIVE or w in ("I", "I've", "I'd")), None)
+    if at is None:
+        return sentence
+    np, rel = words[:at], words[at + 1:] if words[at] in _RELATIVE else words[at:]
+    head = np[-3] if len(np) > 3 and np[-2:] == ["of", "mine"] else np[-1]
+    lex = lexicon()
+    if head.lower() in _VAGUE_NOUNS or not lex.is_concrete_noun(head.lower()) or not rel:
+        return sentence
+    if rel[0] in ("I", "I've", "I'd"):
+        verb = next((i for i, w in enumerate(rel[1:], 1) if w.lower() not in _ADVERBS), None)
+        if verb is None or not _is_past(rel[verb].lower().strip(",.!")):
+            return sentence
+        return " ".join([*rel[:verb + 1], *np, *rel[verb + 1:]])
+    if not _FIRST_PERSON.search(" ".join(rel)) or rel[0].lower() in STOP_WORDS - {"has", "had", "was"}:
+        return sentence
+    return " ".join([np[0].capitalize(), *np[1:], *rel])
 
 
 def family_context(text: str) -> bool:
