@@ -137,7 +137,7 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
     k = options.rank_constant
     hits: dict[str, Hit] = {}
     values_by_leg: dict[LegId, dict[str, float]] = {}
-    dense_scores = {leg.id: dense_range(leg, options=options) for leg in searched.legs if leg.dense}
+    dense_scores = {leg.id: [raw["_score"] for raw in leg.hits] for leg in searched.legs if leg.dense}
     for leg in searched.legs:
         raws = leg.hits
         weight = leg.factor * leg_weight(leg, options=options)
@@ -170,13 +170,6 @@ def hits_fuse(searched: Searched, *, options: RecallOptions) -> list[Hit]:
             values_by_leg.setdefault(shadows, {})[raw["_id"]] = value
     facts_credit(hits, values_by_leg, weight=options.fact_credit)
     return list(hits.values())
-
-
-def dense_range(leg: Leg, *, options: RecallOptions) -> list[float]:
-    """The scores a dense leg is min-max normalised over: its first ``dense_norm_depth`` (RankingConfig;
-    0: all its candidates), those below clipped to 0."""
-    scores = [raw["_score"] for raw in leg.hits]
-    return scores[:options.dense_norm_depth] if options.dense_norm_depth > 0 else scores
 
 
 def facts_credit(hits: dict[str, Hit], values_by_leg: dict[LegId, dict[str, float]], *, weight: float) -> None:

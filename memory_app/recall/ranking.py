@@ -59,9 +59,6 @@ class RankingConfig:
     # The dense leg ranks an episode of several sentences by its best sentence's vector (the
     # passages stored at write time, ENGRAM_EMBED_PASSAGES); off: by the episode's one vector.
     passages: bool = True
-    # The plain kNN leg's candidates (0: ENGRAM_RECALL_CANDIDATES, as every other leg): a turn that
-    # shares no word with the question is a candidate only through the dense leg.
-    dense_pool: int = 0
     context_boost: float = 0.3  # BM25 weight of an episode's context
     # BM25 weight of a playbook's trigger on top of ``text``, which holds trigger and steps already.
     trigger_boost: float = 0.3
@@ -87,9 +84,6 @@ class RankingConfig:
     # hit holds (1 only for a memory holding every word); or "minmax" over the leg's candidates, as
     # a dense leg is (1 for the leg's best, however little of the question it holds).
     lexical_norm: LexicalNorm = "coverage"
-    # A dense leg's similarities are min-max normalised over its first this many (0: all its
-    # candidates; those below get 0): the floor sets how far the leg tells its candidates apart.
-    dense_norm_depth: int = 0
     linear_bm25_weight: float = 1.0
     linear_dense_weight: float = 1.0
     # Per-leg weights in rank fusion: weight / (rank constant + rank). Equal weights = plain RRF.

@@ -285,12 +285,11 @@ def _plain_legs(*, reading: Reading, vector: list[float], types: list[MemoryType
                  *word_clauses(reading)]}}},
         ]
     if options.dense:
-        pool = dense_pool(options)
-        dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[filter_], options=options, k=pool)}
+        dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=[filter_], options=options)}
         if passages_searched(types, options=options):
             dense = {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=[filter_], explain=explain,
-                                                                  options=options, k=pool)]}}
-        body += [{"index": indices}, {"size": pool, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
+                                                                  options=options)]}}
+        body += [{"index": indices}, {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES}, "query": dense}]
     return body
 
 
@@ -362,18 +361,12 @@ def lexical_header(indices: str, *, words: tuple[str, ...] | list[str]) -> dict:
     return {"index": indices} if words else {"index": indices, "search_type": "dfs_query_then_fetch"}
 
 
-def dense_pool(options: RecallOptions) -> int:
-    """The plain kNN leg's candidates: ``dense_pool`` (RankingConfig) when set, else the legs' own."""
-    return options.dense_pool if options.dense_pool > 0 else options.candidates
-
-
-def knn_clause(*, field: str, vector: list[float], filters: list[dict], options: RecallOptions,
-               k: int | None = None) -> dict:
+def knn_clause(*, field: str, vector: list[float], filters: list[dict], options: RecallOptions) -> dict:
     """A ``knn`` query's options: the ``candidates`` nearest per index, the scope ``filters``
     applied inside the kNN search (a pre-filter, not a filter of its results). As a query rather
     than a search's top-level ``knn`` section it runs in the query phase, with no round of its own,
     and combines with another query (``passage_query``)."""
-    candidates = k or options.candidates
+    candidates = options.candidates
     return {"field": field, "query_vector": vector, "k": candidates,
             "num_candidates": max(candidates, options.num_candidates), "filter": filters}
 
@@ -383,14 +376,14 @@ def passages_searched(types: list[MemoryType], *, options: RecallOptions) -> boo
 
 
 def passage_query(*, vector: list[float], filters: list[dict], explain: bool = False,
-                  options: RecallOptions, k: int | None = None) -> dict:
+                  options: RecallOptions) -> dict:
     """The kNN query over the episodes' sentence vectors (``passages.embedding``, nested): an
     episode scores by its nearest passage, and the dense leg takes the larger of that and its own
     vector's score (``dis_max``). The other indices of the leg lack the field (``ignore_unmapped``).
     With ``explain``, each hit also carries its nearest passage (``best_passage``)."""
     nested = {"path": "passages", "score_mode": "max", "ignore_unmapped": True,
               "query": {"knn": knn_clause(field="passages.embedding", vector=vector, filters=filters,
-                                          options=options, k=k)}}
+                                          options=options)}}
     if explain:
         nested["inner_hits"] = {"name": PASSAGE_HITS, "size": 1, "_source": False}
     return {"nested": nested}
