@@ -79,8 +79,6 @@ class RankingConfig:
     # with ``entity_topic_vector`` off, the query's own vector.
     entity_dense: bool = True
     entity_topic_vector: bool = True
-    # The entity kNN legs also rank an episode by its nearest sentence (``passages``), as the plain one does.
-    entity_passages: bool = False
     # ---- ranking
     # How linear fusion normalises a lexical leg: "coverage", the share of the question's idf the
     # hit holds (1 only for a memory holding every word); or "minmax" over the leg's candidates, as

@@ -610,20 +610,10 @@ def entity_legs(*, reading: Reading, allowed: Allowed, vector: Callable[[], list
             dense_vector = dense_vector or vector()
             body += [{"index": indices},
                      {"size": candidates, "_source": {"excludes": SOURCE_EXCLUDES},
-                      "query": entity_dense_query(vector=dense_vector, filters=[filter_, mentions],
-                                                  types=allowed.types, options=options)}]
+                      "query": {"knn": knn_clause(field="embedding", vector=dense_vector,
+                                                  filters=[filter_, mentions], options=options)}}]
             names.append((entity_leg(LegKind.DENSE, n), weight))
     return body, names
-
-
-def entity_dense_query(*, vector: list[float], filters: list[dict], types: list[MemoryType],
-                       options: RecallOptions) -> dict:
-    """An entity's kNN query: the memories' own vectors, and with ``entity_passages`` (RankingConfig)
-    the episodes' sentences too, as the plain kNN leg does (an episode by the nearer of the two)."""
-    dense: dict = {"knn": knn_clause(field="embedding", vector=vector, filters=filters, options=options)}
-    if options.entity_passages and passages_searched(types, options=options):
-        return {"dis_max": {"queries": [dense, passage_query(vector=vector, filters=filters, options=options)]}}
-    return dense
 
 
 def entity_guard(responses: list[dict], names: list[tuple[LegId, float]], *, entities: tuple[str, ...],
