@@ -1044,11 +1044,16 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     own = [c for c in candidates if episode.id in c.episode_ids]
     found = EpisodeChanges(added=[], probes=[], remarks=[])
     harsh_context = False
-    for sentence in speech.sentences(text):
+    sentences = speech.sentences(text)
+    for n, sentence in enumerate(sentences):
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
+        if reading is None and (effect := effect_sentence(sentence, sentences[n - 1] if n else None)) is not None:
+            found.probes.append(_effect_probe(effect, carrier=carrier, found=found, episode=episode, holder=holder,
+                                              writer=writer, family=family, when=when))
+            continue
         done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
                 or _news_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
@@ -1099,6 +1104,21 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             found.added.append(carrier)
         found.probes.append(Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=done))
     return found
+
+
+def _effect_probe(effect: str, *, carrier: FactCandidate | None, found: EpisodeChanges, episode: Episode, holder: str,
+                  writer: str, family: bool, when: datetime | None) -> Probe:
+    """The probe of a thing's effect on the speaker (``effect_sentence``): carried by the extractor's
+    fact of the sentence, else by one written with the thing said ("For Evan, PT has helped some")."""
+    if carrier is None:
+        said = _rendered(effect, holder=writer, family=family, when=when)
+        if not _names_holder(said, writer):
+            said = f"For {writer}, {said[:1].lower() + said[1:] if said[1:2].islower() else said}"
+        carrier = FactCandidate(text=said, episode_ids=(episode.id,), confidence=0.7)
+        found.added.append(carrier)
+    reading = effect_read(effect)
+    assert reading is not None  # (``effect`` is a sentence ``effect_sentence`` gave)
+    return Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=reading)
 
 
 def _news_read(sentence: str, *, self_names: Iterable[str]) -> ChangeReading | None:
@@ -1607,11 +1627,72 @@ def home_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
 
 
 
+# A plan or a thought told done by its effect ("Physio for my knee is on the cards", then "Physio has
+# helped a lot"; "thinking about trying yoga", then "Yoga's a great start. It's helped me sleep"): the
+# thing, the subject of the effect (for "it", the subject of the sentence before), ends the plan's fact.
+_EFFECT = re.compile(r"^(?P<thing>(?:[\w-]+ )?[\w-]+?)(?:'s| has| have|'ve)(?: (?:really|definitely|already|honestly|"
+                     r"actually|totally|so|truly))? (?:helped|been (?:great|brilliant|amazing|a (?:big |huge |real )?help)|"
+                     r"made a (?:real |big |huge )?difference|worked wonders)(?P<rest>.*)$", re.I)
+# Whom it helped: the speaker, or no one named ("helped a lot"); not "helped her back", "helped the kids".
+_EFFECT_ON = re.compile(r"^(?:\s+(?:me|us|my|our|some|a lot|a bit|loads|so much|heaps|with|for me|for us|"
+                        r"(?:really|so) much)\b|\s*[,.;!]|\s*$)", re.I)
+_EFFECT_KEPT = re.compile(r"\b(?:might|would|could|may|if|never|not|hasn't|haven't|didn't|won't|yet)\b", re.I)
+_SUBJECT_BEFORE = re.compile(r"^(?P<thing>(?:[\w-]+ )?[\w-]+?)(?:'s| is| was| has been)\b", re.I)
+
+
+def effect_sentence(sentence: str, before: str | None) -> str | None:
+    """``sentence`` with its thing said when it tells an effect on the speaker of a thing ("PT has
+    helped some"; "It's helped me" after "Yoga's a great start": "Yoga has helped me"), else None."""
+    text = _bare(sentence.replace("’", "'").strip())
+    if (m := _EFFECT.match(text)) is None or _is_question(text) or _EFFECT_KEPT.search(text) \
+            or not _EFFECT_ON.match(m.group("rest")):
+        return None
+    thing = m.group("thing")
+    if thing.lower() in ("it", "that", "this"):
+        said = _SUBJECT_BEFORE.match(_bare((before or "").replace("’", "'").strip()))
+        if said is None:
+            return None
+        thing = said.group("thing")
+        text = thing + text[m.end("thing"):]
+    if {w.lower() for w in thing.split()} & (_PERSON_NOUNS | _STOP | {"he", "she", "they", "you", "we", "i"}):
+        return None
+    return text
+
+
+def effect_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A thing's effect on the speaker (``effect_sentence``, its thing said), for ``effect_target``."""
+    if (text := effect_sentence(sentence, None)) is None:
+        return None
+    return ChangeReading(sentence=text, clause=text, kind=FULFILLED, cue="effect", ends=True, other_subject=None,
+                         first_object=bool(_FIRST_OBJECT.search(text)))
+
+
+def effect_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                  told_at: str | None = None) -> Link | None:
+    """The speaker's plan or thought among ``facts`` (``_PLAN``) whose phrase names the thing
+    ``reading`` (``effect_read``) tells the effect of, told before (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    m = _EFFECT.match(reading.clause)
+    thing = _singular(words_of(m.group("thing"))[-1]) if m and words_of(m.group("thing")) else None
+    best: Link | None = None
+    for fact in facts:
+        plan = _PLAN.search(fact.text)
+        if thing is None or plan is None or not (_owners(fact.text) & names) \
+                or _same_sitting(fact.valid_from, told_at) \
+                or _someone_elses(fact.text, names) and _subject(fact.text, names)[0] != thing:
+            continue  # ("Physio for Ana's shoulder is on the cards": the thing, not a person, opens it)
+        said = fact.text[:plan.start()] if plan.group(0).lower() == "on the cards" else fact.text[plan.end():]
+        if thing in {_singular(w) for w in words_of(_PHRASE_BREAK.split(said.strip(), maxsplit=1)[0])}:
+            link = Link(fact=fact, by="effect", shared=(thing,), score=2.0 + fact.cosine)
+            best = _better(best, link)
+    return best
+
+
 # The news readers after a step, each with its target, in the order ``services._change_link`` tries
 # them, and the cues of all the news (a plan's end is not read from them).
 NEWS_READERS = ((habit_read, habit_target), (count_read, count_target), (bond_read, bond_target),
-                (home_read, home_target))
-NEWS_CUES = ("step", "habit", "count", "bond", "home")
+                (home_read, home_target), (effect_read, effect_target))
+NEWS_CUES = ("step", "habit", "count", "bond", "home", "effect")
 # The words of the facts a bond grown or a new home ends, which its telling seldom shares ("got married"
 # and "my new SO", "rented an apartment" and "my flat"): a lexical search for its neighbours adds them.
 _NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fiancée engaged seeing dating met"),
