@@ -1126,7 +1126,7 @@ def _news_read(sentence: str, *, self_names: Iterable[str]) -> ChangeReading | N
     after a plan's fulfilment and abandonment)."""
     return step_read(sentence, self_names=self_names) or habit_read(sentence, self_names=self_names) \
         or count_read(sentence, self_names=self_names) or bond_read(sentence, self_names=self_names) \
-        or home_read(sentence, self_names=self_names)
+        or home_read(sentence, self_names=self_names) or diet_read(sentence, self_names=self_names)
 
 
 _GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
@@ -1688,15 +1688,56 @@ def effect_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
     return best
 
 
+# A diet begun ("I'm on a diet", "started a new diet") after cutting down on a food or drink ("reducing
+# my soda and candy intake"): the step taken further ends the speaker's fact of cutting down.
+_DIET_NEWS = re.compile(r"\b(?:on|started|start|began|begun|went on|gone on) (?:a|my|the|this|our) (?:[\w-]+ )?diet\b",
+                        re.I)
+_DIET_KEPT = re.compile(r"\b(?:never|not|didn't|did not|might|will|'ll|going to|gonna|next|thinking|want|wants|should|"
+                        r"would|could|if|again|years ago|used to|off)\b", re.I)
+_CUT_DOWN = re.compile(r"\b(?:cut(?:ting)? (?:down|back) on|cut(?:ting)? out|reduc(?:e|es|ed|ing)|limit(?:s|ed|ing)? "
+                       r"[\w']+ to|less)\s+(?P<thing>[^,;.!?]*)", re.I)
+
+
+def diet_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The speaker telling a diet begun (``_DIET_NEWS``), for ``diet_target``, or None: a question, a
+    hypothesis, a plan, one given up or long ago, someone else's."""
+    if _DIET_NEWS.search(sentence) is None:
+        return None
+    for said, clause, core, _subject_read in _own_clauses(sentence, self_names, refuse=_DIET_KEPT):
+        if _DIET_NEWS.search(core) is not None:
+            return ChangeReading(sentence=said, clause=clause, kind=NATURAL, cue="diet", ends=True,
+                                 other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def diet_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` of cutting down on a food or drink (a WordNet food among the
+    words after ``_CUT_DOWN``), told before (not within ``SAME_SITTING``), not a plan, not another's."""
+    names = frozenset(n.lower() for n in self_names if n)
+    best: Link | None = None
+    for fact in facts:
+        cut = _CUT_DOWN.search(fact.text)
+        if cut is None or not (_owners(fact.text) & names) or _same_sitting(fact.valid_from, told_at) \
+                or _PLAN.search(fact.text) or _anothers(fact.text, names) or _DIET_NEWS.search(fact.text):
+            continue
+        foods = tuple(w for w in words_of(cut.group("thing")) if speech.lexicon().lexname(w, "n") == "noun.food")
+        if foods:
+            link = Link(fact=fact, by="diet", shared=foods, score=2.0 + fact.cosine + len(foods))
+            best = _better(best, link)
+    return best
+
+
 # The news readers after a step, each with its target, in the order ``services._change_link`` tries
 # them, and the cues of all the news (a plan's end is not read from them).
 NEWS_READERS = ((habit_read, habit_target), (count_read, count_target), (bond_read, bond_target),
-                (home_read, home_target), (effect_read, effect_target))
-NEWS_CUES = ("step", "habit", "count", "bond", "home", "effect")
+                (home_read, home_target), (effect_read, effect_target), (diet_read, diet_target))
+NEWS_CUES = ("step", "habit", "count", "bond", "home", "effect", "diet")
 # The words of the facts a bond grown or a new home ends, which its telling seldom shares ("got married"
 # and "my new SO", "rented an apartment" and "my flat"): a lexical search for its neighbours adds them.
 _NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fiancée engaged seeing dating met"),
-               (home_read, "flat apartment house place home cottage studio"))
+               (home_read, "flat apartment house place home cottage studio"),
+               (diet_read, "cutting cut reducing reduce limiting less intake"))
 
 
 def neighbour_text(text: str, probe: Probe | None) -> str:
