@@ -1143,7 +1143,7 @@ def _subject_given(rendered: str, writer: str) -> str | None:
             or _GERUND_SUBJECT.search(_PHRASE_BREAK.split(rendered, maxsplit=1)[0]):
         return None  # ("Quitting the choir would be a mistake": the doing is the subject)
     verb = rendered[:1].lower() + rendered[1:]
-    if words[0] == "been":  # "Been up and down lately, got married ..."
+    if words[0] == "been":  # "Been a mad month, got engaged ..."
         return f"{writer} has {verb}"
     return f"{writer} is {verb}" if words[0].endswith("ing") else f"{writer} {verb}"
 
@@ -1547,7 +1547,7 @@ def bond_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading
     ``bond_target``, or None: a question, a hypothesis, nearly, long ago, someone else's."""
     if _BOND_NEWS.search(sentence) is None:
         return None
-    for piece in _PHRASE_BREAK.split(sentence.strip()):  # "Been up and down lately, got married ...": the second
+    for piece in _PHRASE_BREAK.split(sentence.strip()):  # "Been a mad month, got engaged ...": the second
         for _text, clause, core, _subject_read in _own_clauses(piece, self_names, refuse=_BOND_KEPT):
             if _BOND_NEWS.search(core) is not None:
                 return ChangeReading(sentence=sentence.replace("’", "'").strip(), clause=clause, kind=NATURAL,
@@ -1627,7 +1627,7 @@ def home_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
 
 
 
-# A plan or a thought told done by its effect ("Physio for my knee is on the cards", then "Physio has
+# A plan or a thought told done by its effect ("Physio for my shoulder is on the cards", then "Physio has
 # helped a lot"; "thinking about trying yoga", then "Yoga's a great start. It's helped me sleep"): the
 # thing, the subject of the effect (for "it", the subject of the sentence before), ends the plan's fact.
 _EFFECT = re.compile(r"^(?P<thing>(?:[\w-]+ )?[\w-]+?)(?:'s| has| have|'ve)(?: (?:really|definitely|already|honestly|"
@@ -1689,7 +1689,7 @@ def effect_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
 
 
 # A diet begun ("I'm on a diet", "started a new diet") after cutting down on a food or drink ("reducing
-# my soda and candy intake"): the step taken further ends the speaker's fact of cutting down.
+# my crisps intake"): the step taken further ends the speaker's fact of cutting down.
 _DIET_NEWS = re.compile(r"\b(?:on|started|start|began|begun|went on|gone on) (?:a|my|the|this|our) (?:[\w-]+ )?diet\b",
                         re.I)
 _DIET_KEPT = re.compile(r"\b(?:never|not|didn't|did not|might|will|'ll|going to|gonna|next|thinking|want|wants|should|"
