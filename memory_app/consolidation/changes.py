@@ -38,7 +38,7 @@ NATURAL, HARSH = "natural", "harsh"
 # that name the same topic speak of the same slot.
 TOPICS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, words in {
     "work": "job jobs work employer company firm office contract agency notice employed career workplace "
-            "promoted promotion title role depot shifts",
+            "promoted promotion title role depot shifts full-time part-time",
     "occupation": "teacher nurse developer engineer analyst manager photographer driver student postman "
                   "barista auditor assistant midwife editor lead lawyer solicitor chef plumber electrician "
                   "accountant paramedic freelancer freelance retired qualified",
@@ -774,6 +774,11 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         and not _STATES_OWN_VALUE.search(reading.clause)
     topic_cosine = min_topic_cosine if min_strong_topic_cosine is None or weak else min_strong_topic_cosine
     replaced, replaced_verbs = _replaced_value(reading.clause, self_names=names)
+    begun = _begun_phrase(reading.clause, reading.cue)
+    begun_topics = topics_of(" ".join(begun)) if begun is not None else set()
+    # "got married" grows a bond: it ends a stage of it ("new girlfriend", "engaged"), not a fact that
+    # only shares its topic ("my partner is pregnant", "my partner's job")
+    bond_grown = _BOND_NEWS.search(reading.clause) is not None and not reading.ends
     best: Link | None = None
     for fact in facts:
         if not holds_value(fact.text, self_names=names) or (
@@ -794,7 +799,8 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         # down" — "at the Lantern Bakery"), when its value ends.
         if reading.subject_kind == "thing" and reading.ends:
             shared_names |= set(words_of(reading.other_subject or "")[1:]) & fact_names - _GENERIC
-        shared_topics = clause_topics & fact_topics
+        # a start shares a topic only through what was begun ("started a course", not the love it feeds)
+        shared_topics = (begun_topics if begun is not None else clause_topics) & fact_topics
         # A plain word in common names a value only within a topic both speak of ("choir" in a
         # hobby); alone it is talk about the same things ("journey", "express").
         shared_words = {w for w in sentence_words & fact_words
@@ -807,6 +813,9 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
         if replaced_verbs & ({_lemma(w) for w in words_of(fact.text)} | _agents(fact.text, reading.clause)):
             shared_words |= replaced_verbs
         shared_words = {w for w in shared_words if not _kinds_apart(reading.sentence, fact.text, w, self_names=names)}
+        if begun is not None:
+            # "started a course that feeds my love of cycling": only what was begun is a value replaced
+            shared_words = {w for w in shared_words if w in begun or w in ended}
         shared_value = tuple(sorted(shared_names | shared_words))
         link: Link | None = None
         if shared_value:
@@ -852,6 +861,8 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             link = Link(fact=fact, by="vector", shared=(), score=fact.cosine)
         if link is None:
             continue
+        if bond_grown and link.by != "value":
+            continue  # (``bond_target`` finds the stage it ends)
         if reading.request and link.by != "value" and not ended and not reading.ends:
             # a request names what it changes ("change my weekday schedule") or what goes ("rather than
             # email", "don't send me the newsletter any more"): a topic in common is another slot
@@ -875,6 +886,20 @@ def change_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_n
             continue  # "... but email is still the way to reach me"
         best = _better(best, link)
     return best
+
+
+_BEGUN = re.compile(r"start(?:ed|ing)?|join(?:ed|ing)|took up|taken up", re.I)
+_RELATIVE = re.compile(r"\s+(?:that|which|who|whose|where|because|to)\s+", re.I)
+
+
+def _begun_phrase(clause: str, cue: str) -> set[str] | None:
+    """The words of what a start cue (``cue``: "started", "joined", "took up") says was begun in
+    ``clause``, up to a break or a relative clause ("a course | that feeds my love of cycling"),
+    or None for another cue."""
+    if not _BEGUN.fullmatch(cue) or (at := re.search(rf"\b{re.escape(cue)}\b", clause, re.I)) is None:
+        return None
+    phrase = _RELATIVE.split(_PHRASE_BREAK.split(clause[at.end():].strip(), maxsplit=1)[0], maxsplit=1)[0]
+    return {_singular(w.removesuffix("'s")) for w in words_of(phrase)} | {w.removesuffix("'s") for w in words_of(phrase)}
 
 
 def _adds_beside(reading: ChangeReading, shared: set[str]) -> bool:
@@ -1525,7 +1550,8 @@ def count_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_na
 _BOND_STAGES = (
     # (a bare "partner" may be a spouse: "my partner is pregnant" tells no stage)
     re.compile(r"\b(?:new (?:so|partner|girlfriend|boyfriend|other half)|girlfriend|boyfriend|"
-               r"(?:started |been |am |'m |was )?(?:seeing|dating|going out with) (?:someone|a|an|this|\w+)|"
+               r"(?:started |been |am |'m |was |is |'s )(?:seeing|dating|going out with) (?:someone|a|an|this|\w+)|"
+               r"(?:seeing|dating|going out with) (?:someone|somebody)|"
                r"met (?:this|a|an|the) (?:[\w-]+ ){0,3}(?:woman|man|girl|guy|lady))\b", re.I),
     re.compile(r"\b(?:fianc[eé]e?|(?:got|are|'re|am|'m|is|just) engaged)\b", re.I),
     re.compile(r"\b(?:(?:got|are|'re|am|'m|is|just|we|i) married|tied the knot)\b", re.I),
