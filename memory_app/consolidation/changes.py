@@ -540,9 +540,10 @@ def _better(best: Link | None, link: Link) -> Link:
 
 
 def _content(text: str, *, self_names: frozenset[str]) -> set[str]:
+    # ("James'": the speaker's own name in the possessive is no value either)
     return {w.removesuffix("'s").removesuffix("'") for w in words_of(text)
-            if w not in _STOP and w.removesuffix("'s") not in self_names and w.removesuffix("'s") != "user"
-            and len(w) > 1}
+            if w not in _STOP and w.removesuffix("'s").removesuffix("'") not in self_names
+            and w.removesuffix("'s") != "user" and len(w) > 1}
 
 
 def _names(text: str, *, self_names: frozenset[str]) -> set[str]:
@@ -551,7 +552,7 @@ def _names(text: str, *, self_names: frozenset[str]) -> set[str]:
     # An hour keeps its half of the day: "6pm" is no name of "6am".
     for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z'’\-]+|[a-z]+[A-Z]\w*|\d+(?:[.:]\d+)?(?:\s?[ap]m\b)?)", text):
         word = m.group(1).lower().replace("’", "'").removesuffix("'s").replace(" ", "")
-        if word not in _STOP and word not in self_names and word != "user" and word != "i":
+        if word not in _STOP and word.removesuffix("'") not in self_names and word != "user" and word != "i":
             out.add(word)
     return out
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_app.consolidation.changes import (
-    FULFILLED, NATURAL, ChangeReading, Probe, StoredFact, _subject_given, bond_read, bond_target, diet_read,
+    FULFILLED, NATURAL, ChangeReading, Probe, StoredFact, _subject_given, bond_read, bond_target, change_read,
+    change_target, diet_read,
     diet_target, effect_read, effect_sentence, effect_target, home_read, home_target, neighbour_text,
 )
 from memory_app.consolidation.extractors.base import FactCandidate
@@ -75,6 +76,55 @@ def test_a_bond_not_grown_or_not_the_speakers_ends_nothing(name, earlier, later)
 def test_a_partner_named_only_in_passing_or_someone_elses_bond_is_no_stage_to_end(name, grown):
     for text in ("{n}'s partner is pregnant.", "{n}'s sister's boyfriend is a chef."):
         assert not _ends(bond_read, bond_target, grown, _fact(text.format(n=name)), name=name), text
+
+
+def _poss(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+def _replaces(sentence: str, fact: str, *, name: str) -> bool:
+    """The generic change reader and target (``change_read``, ``change_target``) at a high cosine."""
+    reading = change_read(sentence, self_names=[name.lower()])
+    return reading is not None and change_target(
+        reading, [StoredFact(id="f1", text=fact, cosine=0.9, valid_from="2025-01-10T10:00:00+00:00")],
+        self_names=[name], min_topic_cosine=0.6, told_at=THEN) is not None
+
+
+PARTNER_NOT_A_STAGE = ["{p} partner is pregnant.", "{p} partner works nights as a nurse.",
+                       "{p} partner's mum lives with {n} now.",
+                       "{p} son hurt his ankle and it was hard seeing him hurt."]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(PARTNER_NOT_A_STAGE), st.sampled_from([
+    "{n} got married last weekend, just the two of them.", "{n} got engaged on the ferry.",
+    "{n} got married in the week of 3 March 2025."]))
+def test_a_bond_grown_ends_no_fact_that_only_shares_the_partner_topic(name, fact, grown):
+    text, later = fact.format(n=name, p=_poss(name)), grown.format(n=name)
+    assert not _replaces(later, text, name=name), (text, later)
+    assert not _ends(bond_read, bond_target, later, _fact(text), name=name), (text, later)
+
+
+VALUE_WORDS = ["passion", "enthusiasm", "fascination", "love"]
+HOBBIES = ["gaming", "cycling", "climbing", "pottery"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(VALUE_WORDS), st.sampled_from(HOBBIES), st.sampled_from([
+    "{n} recently started a course that combines {p} {v} for {h} and coding.",
+    "{n} started a first-aid course that suits {p} {v} for {h}.",
+    "{n} joined a book club, which has nothing to do with {p} {v} for {h}."]))
+def test_a_start_ends_no_fact_that_shares_only_what_it_is_said_beside(name, value, hobby, later):
+    fact = f"{name} shares {_poss(name)} {value} for {hobby} with friends."
+    sentence = later.format(n=name, p=_poss(name), v=value, h=hobby)
+    assert not _replaces(sentence, fact, name=name), (sentence, fact)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(NAMES), st.sampled_from(["garden centre", "library", "bakery on Mill Lane"]))
+def test_a_start_ends_the_fact_of_what_it_begins(name, place):
+    fact = f"{name} works part-time at the {place} on weekends."
+    assert _replaces(f"{name} started full-time at the {place} this month.", fact, name=name)
 
 
 # ------------------------------------------------------------------------ a new home
