@@ -47,7 +47,7 @@ from .locomo import locomo_episodes
 # docs/consolidation.md calls a fact (a household's move, a pet adopted: "we moved into a flat near the harbour").
 FIXED = {"min_content": 3, "min_anchors": 1, "modal": 2, "after_pattern": False, "feelings": 1, "others": 0}
 GRID = {"vague": (1, 2), "showing": (False, True), "alone": (False, True), "reactions": (False, True),
-        "resolve": (False, True), "trailing": (False, True)}
+        "resolve": (False, True), "trailing": (False, True), "how_it_was": (False, True)}
 
 
 # Every sentence the statement layer can read is kept (but the few-word floor of 2).
