@@ -381,7 +381,9 @@ def test_it_is_read_as_the_one_thing_of_the_speaker_s_named_just_before(count, n
 def test_how_it_was_after_a_statement_naming_two_things_is_cut_off(head, sep, tail):
     """"I joined the choir in Leith in May, and it was so much fun": the statement names its things
     (so ``vague`` keeps it); the clause on "it" after it says how it was, nothing more of the speaker."""
-    facts = [f.text for f in _extract(f"Rosa: {head}{sep}{tail}.").facts]
+    episode = Episode(id="e1", text=f"Rosa: {head}{sep}{tail}.", occurred_at="2025-01-01T00:01:00", session_id="s")
+    extractor = RulesExtractor(statements=StatementRules(how_it_was=True))
+    facts = [f.text for f in extractor.extract(episodes=[episode], context=[]).facts]
     noun = next(word for word in ("choir", "aquarium", "bake sale") if word in head)
     assert any(noun in f and f.startswith("Rosa") for f in facts), facts
     assert not any(re.search(r"\b(?:it|that)\b", f, re.I) for f in facts), facts
@@ -390,7 +392,9 @@ def test_how_it_was_after_a_statement_naming_two_things_is_cut_off(head, sep, ta
 @pytest.mark.parametrize("said", ["I quit the harbour choir in May, and it was hard, but I'm back with them now.",
                                   "I adopted a puppy from the Leith shelter, and it's a golden retriever named Max."])
 def test_what_follows_it_that_tells_more_of_the_speaker_is_not_cut(said):
-    facts = [f.text for f in _extract(f"Rosa: {said}").facts]
+    episode = Episode(id="e1", text=f"Rosa: {said}", occurred_at="2025-01-01T00:01:00", session_id="s")
+    facts = [f.text for f in RulesExtractor(statements=StatementRules(how_it_was=True)).extract(
+        episodes=[episode], context=[]).facts]
     assert any(re.search(r"\b(?:back|Max)\b", f) for f in facts), facts
 
 

@@ -402,7 +402,7 @@ class StatementRules:
     reactions: bool = True
     resolve: bool = False
     trailing: bool = True
-    how_it_was: bool = True
+    how_it_was: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -655,7 +655,7 @@ def lesson_or_our_lives(sentence: str) -> bool:
     if _OUR_LIVES.match(sentence) and not _SINGULAR.search(sentence):
         return True
     m = _LESSON.search(sentence)
-    return bool(m) and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
+    return m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
 
 
 def group_maxim(sentence: str) -> bool:
