@@ -116,6 +116,8 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
     # last: no credit may move a stale hit back across the value that replaced it
     if not reading.asks_past:
         below_successors(hits, searched.stale)
+        if reading.says_now and (asked_of := nearest_stale(searched)) is not None:
+            replacement_first(hits, asked_of, searched.stale)
     elif options.past_above:
         above_successors(hits)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, PLACED_ORDER.get(h.placed or "", 0), h.id))
@@ -346,18 +348,52 @@ def _successors(fact: StaleFact, stale: tuple[StaleFact, ...]) -> set[str]:
 
 
 def _current_value(hit: Hit, by_id: dict[str, Hit], stale: tuple[StaleFact, ...]) -> list[Hit]:
-    """The hits holding the value that replaced ``hit``'s: the facts that superseded its fact
+    """The hits holding the value that replaced ``hit``'s (``_replacing``), ``hit`` aside."""
+    assert hit.stale_fact is not None
+    return [h for h in _replacing(hit.stale_fact, by_id, stale) if h.id != hit.id]
+
+
+def _replacing(fact: StaleFact, by_id: dict[str, Hit], stale: tuple[StaleFact, ...]) -> list[Hit]:
+    """The hits holding the value that replaced ``fact``'s: the facts that superseded it
     (down the chain when ``stale`` is given, else only the next), the turns they were distilled
     from (the turn that told the change) and the other current facts of those turns ("I'm at the
-    Lantern Bakery now" beside "handed in my notice at Grindhouse"); no stale hit, ``hit`` aside."""
-    assert hit.stale_fact is not None
-    successors = [by_id[i] for i in (_successors(hit.stale_fact, stale) if stale else hit.stale_fact.superseded_by)
-                  if i in by_id]
+    Lantern Bakery now" beside "handed in my notice at Grindhouse"); no stale hit."""
+    successors = [by_id[i] for i in (_successors(fact, stale) if stale else fact.superseded_by) if i in by_id]
     told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()}
     told_too = [h for h in by_id.values() if h.memory_type is MemoryType.SEMANTIC and
                 (cites := set(h.source.get("supporting_episode_ids") or ())) and cites <= told]
     return [h for h in {x.id: x for x in [*successors, *told_too, *(by_id[e] for e in told if e in by_id)]}.values()
-            if h.id != hit.id and h.stale_as is None]
+            if h.stale_as is None]
+
+
+def nearest_stale(searched: Searched) -> StaleFact | None:
+    """The superseded fact nearest the question when it is nearer than every current fact the
+    dense legs found: the value the question asks for is one that changed."""
+    if not searched.stale:
+        return None
+    fact = max(searched.stale, key=lambda f: (f.similarity, f.id))
+    current = max((float(raw["_score"]) for leg in searched.legs if leg.dense for raw in leg.hits
+                   if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value), default=0.0)
+    return fact if fact.similarity > current else None
+
+
+def replacement_first(hits: list[Hit], fact: StaleFact, stale: tuple[StaleFact, ...]) -> None:
+    """For a question that says it asks about now (``Reading.says_now``) and is nearest a superseded
+    fact (``nearest_stale``): the best hit holding the value that replaced it ranks first, a
+    replacing fact before a turn. Turns about the old state that no superseded fact cites ("Max
+    and Daisy" beside "my two dogs") otherwise outrank a change told in other words ("adopted a
+    pup"). Its ``current_value`` multiplier says by how much."""
+    current = _replacing(fact, {h.id: h for h in hits}, stale)
+    facts = [h for h in current if h.memory_type is MemoryType.SEMANTIC]
+    if not (facts or current):
+        return
+    best = max(facts or current, key=lambda h: (h.score, h.id))
+    top = max(h.score for h in hits)
+    if top > 0 and any(h.score >= best.score for h in hits if h is not best):  # a tie sorts by id
+        lifted = top / BELOW
+        if best.score > 0:
+            best.multipliers["current_value"] = lifted / best.score
+        best.score = lifted
 
 
 def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None:
