@@ -18,7 +18,7 @@ from typing import Any
 
 from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
-from language.words import to_listener
+from language.words import distinct_words, to_listener, without_stopwords
 from language.concepts import tells_activity, wordnet
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
@@ -120,6 +120,8 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
             replacement_first(hits, asked_of, searched.stale)
     elif options.past_above:
         above_successors(hits)
+        if reading.before_what:
+            before_named(hits, searched.stale, reading.before_what)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, PLACED_ORDER.get(h.placed or "", 0), h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
@@ -440,6 +442,60 @@ def above_successors(hits: list[Hit]) -> None:
                 hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
             hit.score, hit.placed, hit.placed_by = lifted, "above", best.id
             hit.placed_kind = _kind_of(current)
+
+
+def _root(word: str) -> str:
+    """``word`` without a plural or a possessive: "agencies" and "agency" are one."""
+    word = word.casefold().removesuffix("'s").removesuffix("’s")
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 3 else word
+
+
+def _roots(text: str) -> set[str]:
+    return {_root(w) for w in distinct_words(without_stopwords(text))}
+
+
+def named_value(named: str, stale: tuple[StaleFact, ...], hits: list[Hit]) -> str | None:
+    """The id of the fact of a changed value that ``named`` names (the words after "before"): of the
+    superseded facts and the current facts that replaced one, the one sharing the most words with
+    it, when only one does."""
+    words = _roots(named)
+    successors = {i for f in stale for i in f.superseded_by}
+    texts = {f.id: f.text for f in stale} | {h.id: h.source.get("text") or "" for h in hits
+                                             if h.id in successors and h.stale_as is None}
+    shared = sorted(((len(words & _roots(t)), i) for i, t in texts.items()), reverse=True)
+    if not shared or shared[0][0] == 0 or (len(shared) > 1 and shared[1][0] == shared[0][0]):
+        return None
+    return shared[0][1]
+
+
+def before_named(hits: list[Hit], stale: tuple[StaleFact, ...], named: str) -> None:
+    """For a question asking for the value just before a named one ("Where was Sofia working just
+    before Harbour Books?"): the best turn that told the value that the named one replaced ranks above
+    every hit holding another value of the same chain (the values before it too, which
+    ``above_successors`` leaves as the legs put them). Its ``was_true`` multiplier says by how much in
+    all, and ``placed_by`` names the hit it was placed above."""
+    target = named_value(named, stale, hits)
+    wanted = next((f for f in stale if target in f.superseded_by), None)
+    if wanted is None:
+        return
+    told = [h for h in hits if h.stale_fact is not None and h.stale_fact.id == wanted.id and h.stale_as == "told"]
+    if not told:
+        return
+    best = max(told, key=lambda h: (h.score, h.id))
+    chain = _successors(wanted, stale) | {f.id for f in stale if wanted.id in _successors(f, stale)}
+    by_id = {h.id: h for h in hits}
+    others = [h for h in hits if h.stale_fact is not None and h.stale_fact.id in chain] + \
+        [h for h in _replacing(wanted, by_id, stale)]
+    rival = max((h for h in others if h is not best), key=lambda h: (h.score, h.id), default=None)
+    if rival is None or rival.score < best.score:
+        return
+    lifted = rival.score / BELOW if rival.score > 0 else 0.0
+    if best.score > 0:
+        best.multipliers["was_true"] = best.multipliers.get("was_true", 1.0) * lifted / best.score
+    best.score, best.placed, best.placed_by = lifted, "above", rival.id
+    best.placed_kind = _kind_of(_replacing(wanted, by_id, ()))
 
 
 def _kind_of(current: list[Hit]) -> str | None:

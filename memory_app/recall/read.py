@@ -53,6 +53,7 @@ class Reading:
     asks_time: bool = False
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
     says_now: bool = False  # says it asks about now ("now", "these days", "still"): the current value, not a story
+    before_what: str = ""  # what it asks for the value just before ("before the bakery": "the bakery")
     gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
     asks_activity: bool = False  # asks for pastimes ("What hobbies …?"): told activities answer it
 
@@ -86,6 +87,7 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
         says_now=query_says_now(query),
+        before_what=query_before_what(query),
         gathers=options.hop_weight > 0 and query_gathers(query),
         asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
@@ -127,6 +129,17 @@ def names_year(window: TimeWindow) -> bool:
     """Whether ``window`` is a calendar period named with its year (over once its end has passed,
     however recently), not one relative to now ("last week") or a part of any year ("in March")."""
     return not window.yearly and _DATED.search(window.phrase) is not None
+
+
+# "… before the bakery?", "… just before Mochi arrived?": what comes after "before" names a value.
+_BEFORE_WHAT = re.compile(r"\b(?:before|prior to)\s+([^?.!]*\w)", re.I)
+
+
+def query_before_what(query: str) -> str:
+    """The words ``query`` names a value by when it asks for the one just before it ("Where did Sofia
+    work before the bakery?": "the bakery"); "" when "before" names nothing ("… did I have before?")."""
+    m = _BEFORE_WHAT.search(query)
+    return m.group(1) if m else ""
 
 
 # Words saying a question asks for the value that holds now: "How many dogs does James have now?",

@@ -532,6 +532,28 @@ def test_a_question_not_saying_now_or_about_the_past_is_not_reordered_by_its_nea
     assert not any("current_value" in h.multipliers for h in ranked.hits)
 
 
+@given(_changed_values(), st.booleans())
+def test_a_question_for_the_value_just_before_a_named_one_gets_that_value_first_in_its_chain(world, name_last):
+    # "Where was Sofia working just before Harbour Books?" in bakery -> bookshop -> Harbour Books, or
+    # "What adoption step had Caroline taken before her agency interviews?" (applied, not researched):
+    # the turn that told the value the named one replaced ranks above every other value of the chain.
+    searched, chain = world
+    texts = {r["_id"]: r["_source"]["text"] for leg in searched.legs for r in leg.hits}
+    named_fact = {f.id: f for f in searched.stale}.get("s_mid")
+    if name_last or named_fact is None:  # the current value, named in the fact that replaced the last old one
+        successor = searched.stale[-1].superseded_by[0]
+        if successor == "end":
+            return  # a fact telling only the old value's end names no current value
+        named, wanted = texts[successor].split(" ")[-1].rstrip("."), ("mid_told" if chain else "told")
+    else:
+        named, wanted = named_fact.text.split(" ")[-1].rstrip("."), "told"
+    reading = replace(_reading(), asks_past=True, before_what=named)
+    ranked = hits_rank(searched, reading=reading, now=T0, k=20, options=_options())
+    order = [h.id for h in ranked.hits]
+    rivals = [k for k in ("told", "mid_told", "change", "new") if k in order and k != wanted]
+    assert all(order.index(wanted) < order.index(k) for k in rivals), (named, order)
+
+
 @pytest.mark.parametrize("past", [False, True])
 def test_a_value_scored_0_by_its_leg_still_ranks_on_its_side_of_the_other(past):
     # The case the property found: the hits on the side the question wants are the last of a min-max

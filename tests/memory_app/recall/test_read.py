@@ -13,7 +13,7 @@ from language.intent import Intent
 from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import (keyword_query, lexical_words, query_asks_past, query_gathers, query_read,
-                                     query_says_now)
+                                     query_before_what, query_says_now)
 
 NOW = datetime(2025, 7, 10, tzinfo=UTC)
 
@@ -178,3 +178,14 @@ def test_a_month_named_without_its_year_is_about_then_only_once_it_is_30_days_ov
 def test_a_question_says_it_asks_about_now_in_a_word_of_now(query, now):
     assert query_says_now(query) is now
     assert _read(query).says_now is now
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("Where was Sofia working just before Harbour Books?", "Harbour Books"),
+    ("What adoption step had Caroline taken before her agency interviews?", "her agency interviews"),
+    ("Which phone did I have before?", ""), ("What did Kim use prior to SmartThings?", "SmartThings"),
+    ("Where does Dev live now?", ""),
+])
+def test_the_value_a_question_asks_the_one_before_of_is_named_after_before(query, named):
+    assert query_before_what(query) == named
+    assert _read(query).before_what == named
