@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
@@ -119,7 +119,9 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         if reading.says_now and (asked_of := nearest_stale(searched)) is not None:
             replacement_first(hits, asked_of, searched.stale)
     elif options.past_above:
-        above_successors(hits)
+        # a value that had ended by the end of the period the question names is not what held then
+        below_successors(hits, searched.stale, only=lambda h: not held_then(h, reading))
+        above_successors(hits, only=lambda h: held_then(h, reading))
         if reading.before_what:
             before_named(hits, searched.stale, reading.before_what)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, PLACED_ORDER.get(h.placed or "", 0), h.id))
@@ -313,7 +315,7 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if episode and hit.stale_fact is not None:
-        if reading.asks_past:
+        if reading.asks_past and held_then(hit, reading):
             if options.past_boost:
                 factors["was_true"] = 1.0 + options.past_boost
         elif options.superseded_weight != 1.0:
@@ -398,7 +400,18 @@ def replacement_first(hits: list[Hit], fact: StaleFact, stale: tuple[StaleFact, 
         best.score = lifted
 
 
-def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None:
+def held_then(hit: Hit, reading: Reading) -> bool:
+    """Whether ``hit``'s superseded value still held at the end of the period the question asks
+    about (``Reading.past_until``): "What had Sam changed by late July 2023?" is not answered by a
+    value replaced on 27 July. True for a question asking about before in a word, or an unknown end."""
+    if reading.past_until is None or hit.stale_fact is None or not hit.stale_fact.valid_to:
+        return True
+    ended = datetime.fromisoformat(hit.stale_fact.valid_to)
+    return (ended if ended.tzinfo else ended.replace(tzinfo=UTC)) > reading.past_until
+
+
+def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = (),
+                     only: Callable[[Hit], bool] | None = None) -> None:
     """For a question about now: a stale hit (an episode whose value stopped being true, or a fact
     naming only that value's end) ranks below the best hit that holds the value which replaced it
     (the superseding fact, or a turn it was distilled from), whatever the scales of the legs made
@@ -407,6 +420,8 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
     by_id = {h.id: h for h in hits}
     for hit in hits:
         if hit.stale_fact is None or not (hit.memory_type is MemoryType.EPISODIC or hit.stale_as == "ended"):
+            continue
+        if only is not None and not only(hit):
             continue
         current = _current_value(hit, by_id, stale)
         if not current:
@@ -420,7 +435,7 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
             hit.placed_kind = _kind_of(current)
 
 
-def above_successors(hits: list[Hit]) -> None:
+def above_successors(hits: list[Hit], only: Callable[[Hit], bool] | None = None) -> None:
     """For a question about the past, the mirror of ``below_successors``: a stale hit (an episode
     that told a value which stopped being true, or a fact naming only that value) ranks above the
     best hit holding the value that replaced it next
@@ -430,7 +445,7 @@ def above_successors(hits: list[Hit]) -> None:
     that hit's score and the tie goes its way), and ``placed_by`` names that hit."""
     by_id = {h.id: h for h in hits}
     for hit in hits:
-        if hit.stale_fact is None:
+        if hit.stale_fact is None or (only is not None and not only(hit)):
             continue
         current = _current_value(hit, by_id, ())
         if not current:

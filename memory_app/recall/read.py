@@ -54,6 +54,7 @@ class Reading:
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
     says_now: bool = False  # says it asks about now ("now", "these days", "still"): the current value, not a story
     before_what: str = ""  # what it asks for the value just before ("before the bakery": "the bakery")
+    past_until: datetime | None = None  # the end of the period over it asks about by naming it ("in March 2022")
     gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
     asks_activity: bool = False  # asks for pastimes ("What hobbies …?"): told activities answer it
 
@@ -88,6 +89,7 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         asks_past=query_asks_past(query, now=now, tz=tz),
         says_now=query_says_now(query),
         before_what=query_before_what(query),
+        past_until=query_past_until(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
         asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
@@ -117,12 +119,20 @@ def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
     ("which phone did I have before?"), a period it names with its year that is over ("how many
     dogs did James have in March 2022?", asked in April) or any other period it names that ended
     more than PAST_DAYS ago ("where did I live last year?")."""
+    return _PAST.search(_NOT_PAST.sub(" ", query)) is not None or \
+        query_past_until(query, now=now, tz=tz) is not None
+
+
+def query_past_until(query: str, *, now: datetime, tz: tzinfo | None) -> datetime | None:
+    """When ``query`` asks about the past by a period it names that is over (``query_asks_past``)
+    and by no word of before: that period's end, the moment it asks what held at."""
     if _PAST.search(_NOT_PAST.sub(" ", query)):
-        return True
+        return None
     window = query_time_window(query, now=now, tz=tz)
     if window is None or window.end is None:
-        return False
-    return window.end < now - timedelta(days=PAST_DAYS) or (names_year(window) and window.end <= now)
+        return None
+    over = window.end < now - timedelta(days=PAST_DAYS) or (names_year(window) and window.end <= now)
+    return window.end if over else None
 
 
 def names_year(window: TimeWindow) -> bool:

@@ -554,6 +554,23 @@ def test_a_question_for_the_value_just_before_a_named_one_gets_that_value_first_
     assert all(order.index(wanted) < order.index(k) for k in rivals), (named, order)
 
 
+@given(_changed_values(), st.integers(-40, 40))
+def test_a_question_naming_a_period_gets_the_value_that_still_held_at_its_end(world, days):
+    # "What change to his eating had Sam made by late July 2023?": a value replaced on 27 July did not
+    # hold at the end of July, the one that replaced it did; "How many dogs did James have in March
+    # 2022?" with the count replaced in April: the old count held.
+    searched, chain = world
+    until = T0 - timedelta(days=60)
+    ended = until + timedelta(days=days)
+    stale = tuple(replace(f, valid_to=ended.isoformat()) if f.id == ("s_mid" if chain else "s_old") else f
+                  for f in searched.stale)
+    reading = replace(_reading(), asks_past=True, past_until=until)
+    ranked = hits_rank(replace(searched, stale=stale), reading=reading, now=T0, k=20, options=_options())
+    order = [h.id for h in ranked.hits]
+    told, current = order.index("mid_told" if chain else "told"), min(order.index(k) for k in ("change", "new"))
+    assert (told < current) is (ended > until), (days, order)
+
+
 @pytest.mark.parametrize("past", [False, True])
 def test_a_value_scored_0_by_its_leg_still_ranks_on_its_side_of_the_other(past):
     # The case the property found: the hits on the side the question wants are the last of a min-max

@@ -13,7 +13,7 @@ from language.intent import Intent
 from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import (keyword_query, lexical_words, query_asks_past, query_gathers, query_read,
-                                     query_before_what, query_says_now)
+                                     query_before_what, query_past_until, query_says_now)
 
 NOW = datetime(2025, 7, 10, tzinfo=UTC)
 
@@ -189,3 +189,11 @@ def test_a_question_says_it_asks_about_now_in_a_word_of_now(query, now):
 def test_the_value_a_question_asks_the_one_before_of_is_named_after_before(query, named):
     assert query_before_what(query) == named
     assert _read(query).before_what == named
+
+
+def test_a_question_asks_what_held_at_the_end_of_a_period_it_names_not_by_a_word_of_before():
+    asked = datetime(2023, 8, 26, tzinfo=UTC)
+    assert query_past_until("What change to his eating had Sam made by late July 2023?", now=asked, tz=None) == \
+        datetime(2023, 8, 1, tzinfo=UTC)
+    assert query_past_until("What did Sam eat before July 2023?", now=asked, tz=None) is None
+    assert query_past_until("What is Sam eating in August 2023?", now=asked, tz=None) is None
