@@ -487,7 +487,7 @@ def named_value(named: str, stale: tuple[StaleFact, ...], hits: list[Hit]) -> st
 
 def before_named(hits: list[Hit], stale: tuple[StaleFact, ...], named: str) -> None:
     """For a question asking for the value just before a named one ("Where was Sofia working just
-    before Harbour Books?"): the best turn that told the value that the named one replaced ranks above
+    before Harbour Books?"): the best hit that told the value that the named one replaced ranks above
     every hit holding another value of the same chain (the values before it too, which
     ``above_successors`` leaves as the legs put them). Its ``was_true`` multiplier says by how much in
     all, and ``placed_by`` names the hit it was placed above."""
@@ -495,7 +495,8 @@ def before_named(hits: list[Hit], stale: tuple[StaleFact, ...], named: str) -> N
     wanted = next((f for f in stale if target in f.superseded_by), None)
     if wanted is None:
         return
-    told = [h for h in hits if h.stale_fact is not None and h.stale_fact.id == wanted.id and h.stale_as == "told"]
+    # the turns that told it, or the facts of those turns that name it (``ended_facts``)
+    told = [h for h in hits if h.stale_fact is not None and h.stale_fact.id == wanted.id]
     if not told:
         return
     best = max(told, key=lambda h: (h.score, h.id))
