@@ -39,7 +39,10 @@ from memory_app.consolidation.extractors import ExtractorOptions, get_extractor
 from memory_app.consolidation.extractors.base import Episode
 from memory_app.consolidation.grounding import episode_evidence, is_grounded
 from memory_app.consolidation.resolve import Duplicates, StoredFact, fact_id, normalise
-from memory_app.consolidation.services import ChangeLinking, changes_read, consolidate_all, facts_plan
+from memory_app.consolidation import changes
+from memory_app.consolidation.changes import words_of
+from memory_app.consolidation.services import (ChangeLinking, _probe_key, changes_read, consolidate_all,
+                                               facts_plan)
 from memory_app.providers import get_embedder
 from memory_app.recall import memory_recall
 from memory_app.recall.read import query_asks_past
@@ -550,8 +553,11 @@ def offline_runs(runs: list[list[tuple[str, str, str]]], *, extractor_obj, embed
         stored = list(current.values())
         cosines = (np.asarray(vectors, dtype=float) @ np.asarray([v for _, v in stored], dtype=float).T
                    if stored else np.zeros((len(vectors), 0)))
-        for row in cosines:
-            order = np.argsort(-row)[:neighbours_k] if neighbours_k else np.argsort(-row)
+        for row, c in zip(cosines, facts, strict=True):
+            order = list(np.argsort(-row)[:neighbours_k] if neighbours_k else np.argsort(-row))
+            # the run's lexical leg, for the words a change's search adds (``changes.neighbour_text``)
+            added = set(words_of(changes.neighbour_text(c.text, probes.get(_probe_key(c)))[len(c.text):]))
+            order += [i for i in range(len(stored)) if i not in order and added & set(words_of(stored[i][0].text))]
             neighbours.append([replace(stored[i][0], cosine=float(row[i]), supporting_episode_ids=list(
                 support[stored[i][0].id])) for i in order])
         new_ids = [fact_id(scope, c) for c in facts]

@@ -1044,11 +1044,16 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     own = [c for c in candidates if episode.id in c.episode_ids]
     found = EpisodeChanges(added=[], probes=[], remarks=[])
     harsh_context = False
-    for sentence in speech.sentences(text):
+    sentences = speech.sentences(text)
+    for n, sentence in enumerate(sentences):
         reading = change_read(sentence, self_names=names, harsh_context=harsh_context)
         harsh_context = harsh_context or bool(_CORRECTION.search(sentence))
         rendered = _rendered(sentence, holder=writer, family=family, when=when)
         carrier = _carrier(rendered, own)
+        if reading is None and (effect := effect_sentence(sentence, sentences[n - 1] if n else None)) is not None:
+            found.probes.append(_effect_probe(effect, carrier=carrier, found=found, episode=episode, holder=holder,
+                                              writer=writer, family=family, when=when))
+            continue
         done = (fulfilment_read(sentence, self_names=names) or abandonment_read(sentence, self_names=names)
                 or _news_read(sentence, self_names=names)) if reading is None or reading.kind == NATURAL else None
         if reading is None and done is not None and carrier is not None:
@@ -1066,7 +1071,9 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
             # subject left out, as people say their own news; it may end, or be ended by, a later one
             carrier = FactCandidate(text=told, episode_ids=(episode.id,), confidence=0.7)
             found.added.append(carrier)
-            found.probes.append(Probe(candidate=carrier, reading=reading or news, holder=holder, fulfilment=news))
+            # the news reader's reading stands: "got married" ends a stage of the bond, not any fact
+            # that shares its topic ("my partner is pregnant")
+            found.probes.append(Probe(candidate=carrier, reading=news, holder=holder, fulfilment=news))
             continue
         if carrier is None and speech.leans_back(_bare(sentence)):
             # "She lives with us on weekends": who "she" is was said before; alone it names no one.
@@ -1099,11 +1106,27 @@ def episode_probes(*, episode: Episode, candidates: Sequence[FactCandidate], dis
     return found
 
 
+def _effect_probe(effect: str, *, carrier: FactCandidate | None, found: EpisodeChanges, episode: Episode, holder: str,
+                  writer: str, family: bool, when: datetime | None) -> Probe:
+    """The probe of a thing's effect on the speaker (``effect_sentence``): carried by the extractor's
+    fact of the sentence, else by one written with the thing said ("For Evan, PT has helped some")."""
+    if carrier is None:
+        said = _rendered(effect, holder=writer, family=family, when=when)
+        if not _names_holder(said, writer):
+            said = f"For {writer}, {said[:1].lower() + said[1:] if said[1:2].islower() else said}"
+        carrier = FactCandidate(text=said, episode_ids=(episode.id,), confidence=0.7)
+        found.added.append(carrier)
+    reading = effect_read(effect)
+    assert reading is not None  # (``effect`` is a sentence ``effect_sentence`` gave)
+    return Probe(candidate=carrier, reading=reading, holder=holder, fulfilment=reading)
+
+
 def _news_read(sentence: str, *, self_names: Iterable[str]) -> ChangeReading | None:
     """A step of a pursuit, a habit paused or an animal taken in, told by the speaker (the readers
     after a plan's fulfilment and abandonment)."""
     return step_read(sentence, self_names=self_names) or habit_read(sentence, self_names=self_names) \
-        or count_read(sentence, self_names=self_names)
+        or count_read(sentence, self_names=self_names) or bond_read(sentence, self_names=self_names) \
+        or home_read(sentence, self_names=self_names) or diet_read(sentence, self_names=self_names)
 
 
 _GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
@@ -1113,12 +1136,15 @@ _GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|wi
 def _subject_given(rendered: str, writer: str) -> str | None:
     """``rendered`` with ``writer`` as its subject when it opens on a verb with none ("Researching
     the course" → "Kofi is researching the course", "Quit the choir" → "Kofi quit the choir"), else None."""
+    rendered = _TAG_QUESTION.sub(".", rendered.rstrip(".")).replace("..", ".")  # "... last week - how about you?"
     words = words_of(rendered)
-    if not words or not rendered[:1].isupper() or words[0] in _STOP \
+    if not words or not rendered[:1].isupper() or words[0] in _STOP and words[0] != "been" \
             or not (_is_verb_form(words[0]) or words[0] in speech._verbs()[0]) \
             or _GERUND_SUBJECT.search(_PHRASE_BREAK.split(rendered, maxsplit=1)[0]):
         return None  # ("Quitting the choir would be a mistake": the doing is the subject)
     verb = rendered[:1].lower() + rendered[1:]
+    if words[0] == "been":  # "Been a mad month, got engaged ..."
+        return f"{writer} has {verb}"
     return f"{writer} is {verb}" if words[0].endswith("ing") else f"{writer} {verb}"
 
 
@@ -1333,7 +1359,7 @@ def step_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     best: Link | None = None
     for fact in facts:
         earlier = _step(fact.text)
-        if earlier is None or earlier[0] >= later[0] or not ({w.removesuffix("'s") for w in words_of(fact.text)} & names) \
+        if earlier is None or earlier[0] >= later[0] or not (_owners(fact.text) & names) \
                 or _same_sitting(fact.valid_from, told_at) or _someone_elses(fact.text, names):
             continue
         if shared := earlier[1] & later[1]:
@@ -1491,6 +1517,236 @@ def count_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_na
             link = Link(fact=fact, by="count", shared=(kind,), score=2.0 + fact.cosine)
             best = _better(best, link)
     return best
+
+
+
+# A bond grown ("my new partner", then "we got engaged", "got married"): the speaker's fact of the
+# earlier stage ends, as a change over time. The partner is rarely named again, so no shared word.
+_BOND_STAGES = (
+    # (a bare "partner" may be a spouse: "my partner is pregnant" tells no stage)
+    re.compile(r"\b(?:new (?:so|partner|girlfriend|boyfriend|other half)|girlfriend|boyfriend|"
+               r"(?:started |been |am |'m |was )?(?:seeing|dating|going out with) (?:someone|a|an|this|\w+)|"
+               r"met (?:this|a|an|the) (?:[\w-]+ ){0,3}(?:woman|man|girl|guy|lady))\b", re.I),
+    re.compile(r"\b(?:fianc[eé]e?|(?:got|are|'re|am|'m|is|just) engaged)\b", re.I),
+    re.compile(r"\b(?:(?:got|are|'re|am|'m|is|just|we|i) married|tied the knot)\b", re.I),
+)
+# A stage told as reached, not planned, nearly, someone else's or long ago.
+_BOND_NEWS = re.compile(r"\b(?:got (?:engaged|married)|tied the knot|(?:'re|are|'m|am) (?:now )?(?:engaged|married) now)\b",
+                        re.I)
+_BOND_KEPT = re.compile(r"\b(?:nearly|almost|never|not|didn't|did not|years ago|anniversary|wedding plans|will|'ll|"
+                        r"going to|next)\b", re.I)
+
+
+def _bond_stage(text: str) -> int | None:
+    """The latest stage of a bond ``text`` names (1 seeing someone or a partner, 2 engaged, 3 married)."""
+    return next((n + 1 for n in range(len(_BOND_STAGES) - 1, -1, -1) if _BOND_STAGES[n].search(text)), None)
+
+
+def bond_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The speaker telling a bond of theirs grown ("we got engaged", "got married last week"), for
+    ``bond_target``, or None: a question, a hypothesis, nearly, long ago, someone else's."""
+    if _BOND_NEWS.search(sentence) is None:
+        return None
+    for piece in _PHRASE_BREAK.split(sentence.strip()):  # "Been a mad month, got engaged ...": the second
+        for _text, clause, core, _subject_read in _own_clauses(piece, self_names, refuse=_BOND_KEPT):
+            if _BOND_NEWS.search(core) is not None:
+                return ChangeReading(sentence=sentence.replace("’", "'").strip(), clause=clause, kind=NATURAL,
+                                     cue="bond", ends=True, other_subject=None,
+                                     first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def _own_bond(fact: str, names: frozenset[str]) -> bool:
+    """The bond ``fact`` names is the speaker's: their partner as the subject ("Priya's fiancé and Priya
+    ..."), or a fact of theirs whose bond word no one else's possessive holds ("her sister's boyfriend")."""
+    words = [w.rstrip("'") if w.endswith("s'") else w for w in words_of(fact)]
+    if not ({w.removesuffix("'s") for w in words} & names):
+        return False
+    first = words[0].removesuffix("'s") if words else ""
+    if first not in names and _subject(fact, names)[1] == "person":
+        return False
+    return not any(w.endswith("'s") and w.removesuffix("'s") not in names and _BOND_STAGES[0].match(" ".join(words[n + 1:n + 3]))
+                   for n, w in enumerate(words))
+
+
+def bond_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` of an earlier stage of the bond ``reading`` (``bond_read``)
+    tells grown, told before (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    later = _bond_stage(reading.clause)
+    best: Link | None = None
+    for fact in facts:
+        earlier = _bond_stage(fact.text)
+        if later is None or earlier is None or earlier >= later or _same_sitting(fact.valid_from, told_at) \
+                or not _own_bond(fact.text, names) or _PLAN.search(fact.text) and earlier == later - 1 == 0:
+            continue
+        link = Link(fact=fact, by="bond", shared=(), score=2.0 + fact.cosine + later - earlier)
+        best = _better(best, link)
+    return best
+
+
+# A new home of the speaker's ("we rented a house by the park", "moved in together"): their fact about
+# their own flat, house or place ends. Not a stay (a cottage for a week, a flat for the conference).
+_HOME_WORDS = r"(?:flat|apartment|house|place|home|cottage|studio|bungalow|condo|maisonette)"
+_NEW_HOME = re.compile(rf"\b(?:(?:rented|bought|moved into|found|got|signed (?:a lease|for)(?: on)?) (?:a|an|our|my|the) "
+                       rf"(?:[\w-]+ ){{0,2}}{_HOME_WORDS}\b|moved in together)", re.I)
+_NO_NEW_HOME = re.compile(r"\b(?:never|didn't|did not|haven't|have not|not (?:yet|going|moving)|nearly|almost)\b", re.I)
+_STAY = re.compile(r"\b(?:for (?:the|a|our|my) (?:conference|holiday|trip|weekend|week|festival|wedding|summer|night)|"
+                   r"nights?|holiday|vacation|airbnb|getaway|break)\b", re.I)
+
+
+def home_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The speaker telling a new home of theirs (``_NEW_HOME``), for ``home_target``, or None: a
+    question, a hypothesis, a stay (``_STAY``, ``_TEMPORARY``), someone else's."""
+    text = sentence.replace("’", "'").strip()
+    if _NEW_HOME.search(text) is None or _STAY.search(text) or _TEMPORARY.search(text):
+        return None
+    for said, clause, core, _subject_read in _own_clauses(text, self_names, refuse=_NO_NEW_HOME):
+        if _NEW_HOME.search(core) is not None:
+            return ChangeReading(sentence=said, clause=clause, kind=NATURAL, cue="home", ends=True,
+                                 other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def home_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` about their own home ("the heating in Ana's flat", "James'
+    apartment lost power"), told before (not within ``SAME_SITTING``), not a plan."""
+    names = frozenset(n.lower() for n in self_names if n)
+    owners = "|".join([*(rf"{re.escape(n)}(?:'s|')" for n in sorted(names)), "my", "our"])
+    own = re.compile(rf"\b(?:{owners}) (?:[\w-]+ ){{0,2}}{_HOME_WORDS}\b", re.I)
+    best: Link | None = None
+    for fact in facts:
+        if not (_owners(fact.text) & names) or _same_sitting(fact.valid_from, told_at) or _PLAN.search(fact.text) \
+                or _anothers(fact.text, names) or (m := own.search(fact.text.replace("’", "'"))) is None:
+            continue
+        link = Link(fact=fact, by="home", shared=(m.group(0).split()[-1].lower(),), score=2.0 + fact.cosine)
+        best = _better(best, link)
+    return best
+
+
+
+# A plan or a thought told done by its effect ("Physio for my shoulder is on the cards", then "Physio has
+# helped a lot"; "thinking about trying yoga", then "Yoga's a great start. It's helped me sleep"): the
+# thing, the subject of the effect (for "it", the subject of the sentence before), ends the plan's fact.
+_EFFECT = re.compile(r"^(?P<thing>(?:[\w-]+ )?[\w-]+?)(?:'s| has| have|'ve)(?: (?:really|definitely|already|honestly|"
+                     r"actually|totally|so|truly))? (?:helped|been (?:great|brilliant|amazing|a (?:big |huge |real )?help)|"
+                     r"made a (?:real |big |huge )?difference|worked wonders)(?P<rest>.*)$", re.I)
+# Whom it helped: the speaker, or no one named ("helped a lot"); not "helped her back", "helped the kids".
+_EFFECT_ON = re.compile(r"^(?:\s+(?:me|us|my|our|some|a lot|a bit|loads|so much|heaps|with|for me|for us|"
+                        r"(?:really|so) much)\b|\s*[,.;!]|\s*$)", re.I)
+_EFFECT_KEPT = re.compile(r"\b(?:might|would|could|may|if|never|not|hasn't|haven't|didn't|won't|yet)\b", re.I)
+_SUBJECT_BEFORE = re.compile(r"^(?P<thing>(?:[\w-]+ )?[\w-]+?)(?:'s| is| was| has been)\b", re.I)
+
+
+def effect_sentence(sentence: str, before: str | None) -> str | None:
+    """``sentence`` with its thing said when it tells an effect on the speaker of a thing ("PT has
+    helped some"; "It's helped me" after "Yoga's a great start": "Yoga has helped me"), else None."""
+    text = _bare(sentence.replace("’", "'").strip())
+    if (m := _EFFECT.match(text)) is None or _is_question(text) or _EFFECT_KEPT.search(text) \
+            or not _EFFECT_ON.match(m.group("rest")):
+        return None
+    thing = m.group("thing")
+    if thing.lower() in ("it", "that", "this"):
+        said = _SUBJECT_BEFORE.match(_bare((before or "").replace("’", "'").strip()))
+        if said is None:
+            return None
+        thing = said.group("thing")
+        text = thing + text[m.end("thing"):]
+    if {w.lower() for w in thing.split()} & (_PERSON_NOUNS | _STOP | {"he", "she", "they", "you", "we", "i"}):
+        return None
+    return text
+
+
+def effect_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """A thing's effect on the speaker (``effect_sentence``, its thing said), for ``effect_target``."""
+    if (text := effect_sentence(sentence, None)) is None:
+        return None
+    return ChangeReading(sentence=text, clause=text, kind=FULFILLED, cue="effect", ends=True, other_subject=None,
+                         first_object=bool(_FIRST_OBJECT.search(text)))
+
+
+def effect_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                  told_at: str | None = None) -> Link | None:
+    """The speaker's plan or thought among ``facts`` (``_PLAN``) whose phrase names the thing
+    ``reading`` (``effect_read``) tells the effect of, told before (not within ``SAME_SITTING``)."""
+    names = frozenset(n.lower() for n in self_names if n)
+    m = _EFFECT.match(reading.clause)
+    thing = _singular(words_of(m.group("thing"))[-1]) if m and words_of(m.group("thing")) else None
+    best: Link | None = None
+    for fact in facts:
+        plan = _PLAN.search(fact.text)
+        if thing is None or plan is None or not (_owners(fact.text) & names) \
+                or _same_sitting(fact.valid_from, told_at) \
+                or _someone_elses(fact.text, names) and _subject(fact.text, names)[0] != thing:
+            continue  # ("Physio for Ana's shoulder is on the cards": the thing, not a person, opens it)
+        said = fact.text[:plan.start()] if plan.group(0).lower() == "on the cards" else fact.text[plan.end():]
+        if thing in {_singular(w) for w in words_of(_PHRASE_BREAK.split(said.strip(), maxsplit=1)[0])}:
+            link = Link(fact=fact, by="effect", shared=(thing,), score=2.0 + fact.cosine)
+            best = _better(best, link)
+    return best
+
+
+# A diet begun ("I'm on a diet", "started a new diet") after cutting down on a food or drink ("reducing
+# my crisps intake"): the step taken further ends the speaker's fact of cutting down.
+_DIET_NEWS = re.compile(r"\b(?:on|started|start|began|begun|went on|gone on) (?:a|my|the|this|our) (?:[\w-]+ )?diet\b",
+                        re.I)
+_DIET_KEPT = re.compile(r"\b(?:never|not|didn't|did not|might|will|'ll|going to|gonna|next|thinking|want|wants|should|"
+                        r"would|could|if|again|years ago|used to|off)\b", re.I)
+_CUT_DOWN = re.compile(r"\b(?:cut(?:ting)? (?:down|back) on|cut(?:ting)? out|reduc(?:e|es|ed|ing)|limit(?:s|ed|ing)? "
+                       r"[\w']+ to|less)\s+(?P<thing>[^,;.!?]*)", re.I)
+
+
+def diet_read(sentence: str, *, self_names: Iterable[str] = ()) -> ChangeReading | None:
+    """The speaker telling a diet begun (``_DIET_NEWS``), for ``diet_target``, or None: a question, a
+    hypothesis, a plan, one given up or long ago, someone else's."""
+    if _DIET_NEWS.search(sentence) is None:
+        return None
+    for said, clause, core, _subject_read in _own_clauses(sentence, self_names, refuse=_DIET_KEPT):
+        if _DIET_NEWS.search(core) is not None:
+            return ChangeReading(sentence=said, clause=clause, kind=NATURAL, cue="diet", ends=True,
+                                 other_subject=None, first_object=bool(_FIRST_OBJECT.search(core)))
+    return None
+
+
+def diet_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_names: Iterable[str] = (),
+                told_at: str | None = None) -> Link | None:
+    """The speaker's fact among ``facts`` of cutting down on a food or drink (a WordNet food among the
+    words after ``_CUT_DOWN``), told before (not within ``SAME_SITTING``), not a plan, not another's."""
+    names = frozenset(n.lower() for n in self_names if n)
+    best: Link | None = None
+    for fact in facts:
+        cut = _CUT_DOWN.search(fact.text)
+        if cut is None or not (_owners(fact.text) & names) or _same_sitting(fact.valid_from, told_at) \
+                or _PLAN.search(fact.text) or _anothers(fact.text, names) or _DIET_NEWS.search(fact.text):
+            continue
+        foods = tuple(w for w in words_of(cut.group("thing")) if speech.lexicon().lexname(w, "n") == "noun.food")
+        if foods:
+            link = Link(fact=fact, by="diet", shared=foods, score=2.0 + fact.cosine + len(foods))
+            best = _better(best, link)
+    return best
+
+
+# The news readers after a step, each with its target, in the order ``services._change_link`` tries
+# them, and the cues of all the news (a plan's end is not read from them).
+NEWS_READERS = ((habit_read, habit_target), (count_read, count_target), (bond_read, bond_target),
+                (home_read, home_target), (effect_read, effect_target), (diet_read, diet_target))
+NEWS_CUES = ("step", "habit", "count", "bond", "home", "effect", "diet")
+# The words of the facts a bond grown or a new home ends, which its telling seldom shares ("got married"
+# and "my new SO", "rented an apartment" and "my flat"): a lexical search for its neighbours adds them.
+_NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fiancée engaged seeing dating met"),
+               (home_read, "flat apartment house place home cottage studio"),
+               (diet_read, "cutting cut reducing reduce limiting less intake"))
+
+
+def neighbour_text(text: str, probe: Probe | None) -> str:
+    """``text`` as the lexical search for the stored facts its change may end: with the words of
+    the facts a bond grown or a new home ends (``_NEWS_WORDS``) when ``probe`` reads as one."""
+    if probe is None:
+        return text
+    names = [probe.holder.lower()]
+    return " ".join([text, *(words for read, words in _NEWS_WORDS if read(probe.reading.sentence, self_names=names))])
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())

@@ -371,8 +371,8 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
 
     embedder = get_embedder()
     fact_vectors = embedder.embed_documents([c.text for c in facts]) if facts else []
-    near_facts = selectors.fact_neighbours(subject=subject, texts=[c.text for c in facts], vectors=fact_vectors,
-                                           k=neighbours)
+    near_facts = selectors.fact_neighbours(subject=subject, vectors=fact_vectors, k=neighbours, texts=[
+        changes.neighbour_text(c.text, probes.get(_probe_key(c))) for c in facts])
     new_ids = [fact_id(scope, c) for c in facts]
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
     plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=near_facts, vectors=fact_vectors,
@@ -535,14 +535,15 @@ def _change_link(candidate, *, probe, pool: list[StoredFact], vector, vectors_by
         # no value replaced: maybe a plan of the speaker's that came true or was given up
         reading = probe.fulfilment
         link = changes.plan_target(reading, stored, self_names=own, told_at=max(told) if told else None) \
-            if reading.cue not in ("step", "habit", "count") else None
+            if reading.cue not in changes.NEWS_CUES else None
         if link is None and (step := changes.step_read(reading.sentence, self_names=own)) is not None:
             # or a later step of a pursuit of theirs ("interviewed for the scheme", "got accepted")
             reading = step
             link = changes.step_target(reading, stored, self_names=own, told_at=max(told) if told else None)
     if link is None and probe.reading.kind != changes.HARSH:
-        # or a habit of theirs paused or cut down, or a count of their animals grown by one taken in
-        for read, target in ((changes.habit_read, changes.habit_target), (changes.count_read, changes.count_target)):
+        # or a habit of theirs paused or cut down, a count of their animals grown by one taken in, a
+        # bond grown (engaged, married) or a new home
+        for read, target in changes.NEWS_READERS:
             if (other := read(probe.reading.sentence, self_names=own)) is not None and (found := target(
                     other, stored, self_names=own, told_at=max(told) if told else None)) is not None:
                 reading, link = other, found

@@ -84,8 +84,9 @@ def test_the_labelled_dev_facts_describe_the_current_output():
     report = labelled_sample(paths, rules=StatementRules())
     # Sample "e" is every fact the defaults of sample "d" proposed that those before did not; the rest
     # of the output is what they proposed, so "d" still describes it, less the junk dropped. Of e's 10,
-    # the one labelled junk is no longer proposed; its 9 facts are.
-    assert report["e"]["all"]["still_proposed"] == 9 and report["e"]["all"]["junk"] == 0
+    # the one labelled junk is no longer proposed; 8 of its 9 facts are, word for word (the ninth now
+    # reads without the word before an emoji, which ends a sentence since issue 68's thirteenth pass).
+    assert report["e"]["all"]["still_proposed"] == 8 and report["e"]["all"]["junk"] == 0
     assert all(v["still_proposed"] >= 19 for c, v in report["d"].items() if c != "all")
     assert report["d"]["all"]["junk_share"] < 0.24  # its share when drawn
     # What the rules added since sample "a" was drawn dropped of it was mostly junk.

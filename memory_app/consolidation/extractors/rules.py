@@ -421,8 +421,9 @@ class RulesExtractor:
             if handled or len(facts) > stated or (rejected and not self.statements.after_pattern):
                 previous_general = None
                 continue
-            sentence = speech.own_part(speech.strip_vocative(sentence, names=batch.speakers))
-            sentence = speech.own_noun(speech.with_subject(speech.plain(speech.strip_opener(sentence))))
+            sentence = speech.own_part(speech.after_answer(speech.strip_vocative(sentence, names=batch.speakers)))
+            sentence = speech.after_wish(sentence)
+            sentence = speech.own_noun(speech.shown_thing(speech.with_subject(speech.plain(speech.strip_opener(sentence)))))
             resolved = (speech.resolve_person(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                               exclude=batch.speakers | {holder})
                         or (speech.resolve_thing(speech.strip_opener(sentence), in_turn[index - 1]) if index else None)
@@ -449,9 +450,16 @@ class RulesExtractor:
                                    family=family, after_hardship=after_hardship)
                 if kept.about_speaker:
                     sentence, reading = head, kept
+            if not reading.follow_up and (tail := speech.spliced_past(speech.strip_opener(sentence))):
+                # "Been a crazy month, got engaged on Friday": the chat's clause about the speaker stands alone.
+                kept = speech.read(tail, ignore=batch.speakers, rules=self.statements, alone=previous_general is None,
+                                   family=family, after_hardship=after_hardship)
+                if kept.about_speaker:
+                    sentence, reading = tail, kept
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
-            if reading.follow_up and previous_general is not None:
+            if reading.follow_up and previous_general is not None and speech.continues(
+                    speech.strip_opener(sentence), ignore=batch.speakers, rules=self.statements):
                 # "It's special to me." continues the statement before it.
                 head = facts[previous_general]
                 tail = speech.third_person(speech.strip_opener(sentence), name=holder, family=family)

@@ -172,7 +172,13 @@ def split_speaker(text: str) -> tuple[str | None, str]:
 
 def sentences(text: str) -> list[str]:
     text = _CAPTION.sub("", text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"'))
-    return [s.strip(" \"") for s in _SENTENCE.split(text) if s and s.strip(" \"")]
+    return [s.strip(" \"") for s in _SENTENCE.split(_emoji_ends(text)) if s and s.strip(" \"")]
+
+
+def _emoji_ends(text: str) -> str:
+    """An emoji after a word and before a capitalised one ends a sentence, as a full stop would:
+    "Proud of you 💪 I signed the lease" is two sentences, not "Proud of you I signed ..."."""
+    return _EMOJI_END.sub(lambda m: m.group(0).rstrip() + ". ", text)
 
 
 def names_speaker(sentence: str) -> bool:
@@ -215,6 +221,32 @@ def own_part(sentence: str) -> str:
         return sentence
     cut = [c.start() for c in _CLAUSE_END.finditer(sentence, 0, stop)]
     return sentence[:cut[-1]].rstrip(" ,") + "." if cut and cut[-1] > 0 else sentence
+
+
+# A first clause that answers the listener ("Taking your advice, ...", "Glad you asked, ...", "I totally
+# get it, ...") before a clause of the speaker's own; not one whose subject is the listener ("You'll
+# see, our team will win": what follows answers it), nor a condition ("If you like, I can ...": an offer).
+_ANSWERING = re.compile(r"^(?:(?!(?i:you|your|if|when|whenever|once)\b)[^,;:–—]*\b(?i:you|your|yours)\b[^,;:–—]*|(?:I|I totally|I really|I completely) "
+                        r"(?:get|understand|hear|see|know|feel)(?: it| you| that| what you mean)?),\s+"
+                        r"(?=(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e've|[Ww]e're|[Oo]ur)\b)")
+
+
+def after_answer(sentence: str) -> str:
+    """The sentence without a first clause said to the listener or taking a stance in the exchange,
+    when a clause about the speaker follows ("Following your tip, I repotted my ferns" → "I
+    repotted my ferns"); else unchanged."""
+    m = _ANSWERING.match(sentence)
+    return sentence[m.end():] if m else sentence
+
+
+_BUT_I = re.compile(r",?\s+but\s+(?=(?:I|I'm|I've|I'd|[Mm]y)\b)")
+
+
+def after_wish(sentence: str) -> str:
+    """What the speaker says of themselves after a wish or a request ("Wish I could sing like that,
+    but I've joined a choir" → "I've joined a choir"); the sentence as it is otherwise."""
+    m = _BUT_I.search(sentence)
+    return sentence[m.end():] if m and is_request(strip_opener(sentence[:m.start()])) else sentence
 
 
 _VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
@@ -319,6 +351,21 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
                     or (lower.endswith("ing") and before not in _AUX)):
                 out.append(lower)
     return out
+
+
+# When something happened, before the turn: "yesterday", "last week", "two years ago" (a fact's date,
+# as "in 2019" is; "today", "tonight", "now" say how things stand at the moment).
+_PAST_DATE = re.compile(r"\b(?:yesterday|last (?:night|week|weekend|month|year|summer|winter|spring|fall|autumn|"
+                        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a|one|two|three|four|five|six|"
+                        r"seven|eight|nine|ten|\d+|a few|a couple of|several) (?:days?|weeks?|months?|years?) "
+                        r"(?:ago|back))\b", re.I)
+
+
+def past_dates(sentence: str) -> list[str]:
+    """The past dates a sentence names ("I joined a choir two years ago" → ["two years ago"]): a dated
+    event names something, as a name or a number does (they do not count as the thing it is about,
+    for the `vague` rule)."""
+    return [m.group(0).lower() for m in _PAST_DATE.finditer(sentence)]
 
 
 # Verbs of what the speaker plays, owns or practises: "I play cello" is short and still a fact.
@@ -577,6 +624,7 @@ def _symbols(*spans: tuple[int, int]) -> str:
 
 _EMOJI_CLASS = _symbols((0x1F000, 0x1FAFF), (0x2600, 0x27BF))
 _EMOJI = re.compile(_EMOJI_CLASS + r"+\s*")
+_EMOJI_END = re.compile(r"(?<=[A-Za-z])\s*" + _EMOJI_CLASS + r"+\s+(?=[A-Z])")
 # An emoji between two words stands for a space: taken away, it would join them ("0🀬0" → "00").
 _EMOJI_BETWEEN_WORDS = re.compile(r"(?<=\w)" + _EMOJI_CLASS + r"+(?=\w)")
 _SINCE_WE_SPOKE = re.compile(r",?\s*\bsince (?:we|I) (?:last )?(?:spoke|talked|chatted|caught up)\b,?\s*|"
@@ -602,6 +650,9 @@ _PARTICIPLES = frozenset("done gone known shown grown thrown flown drawn worn to
 _BEEN_DOING = re.compile(r"^[Bb]een (?=(?:[a-z]+ly |just |also )?(?P<verb>[a-z]+ing)\b)")
 
 
+_BEEN_TO = re.compile(r"^[Bb]een (?=(?:only |just |never |once |twice |already )?to (?-i:[A-Z]|the\b))")
+
+
 def with_subject(sentence: str) -> str:
     """The sentence with the "I" a chat leaves out put back in front of a past-tense verb
     ("Went to the Rockies last week." → "I went to the Rockies last week.") or the "I've" in front
@@ -610,6 +661,8 @@ def with_subject(sentence: str) -> str:
     been = _BEEN_DOING.match(sentence)
     if been and lexicon().lemma(been["verb"], "v") not in (None, been["verb"]):
         return f"I've been {sentence[been.end():]}"
+    if visited := _BEEN_TO.match(sentence):
+        return f"I've been {sentence[visited.end():]}"  # "Been to Lisbon twice": where the speaker has been
     m = _WORD.match(sentence)
     if not m or m.start() != 0:
         return sentence
@@ -622,6 +675,20 @@ def with_subject(sentence: str) -> str:
             or (lex.is_concrete_noun(word) and not lex.mostly_verb(word))):
         return sentence
     return f"I {word}{sentence[m.end():]}"
+
+
+def spliced_past(sentence: str) -> str:
+    """The last clause after a comma or dash that opens on a past-tense verb with its "I" left out,
+    with the "I" put back ("Been a crazy month, got engaged on Friday" → "I got engaged on Friday"),
+    when what comes before it says nothing of the speaker and no date; "" when there is none. A form
+    of "be" is not taken ("The hike, was great")."""
+    for m in reversed(list(re.finditer(r"(?:,|\s[-–—]+)\s+(?=[a-z])", sentence))):
+        clause, head = sentence[m.end():], sentence[:m.start()]
+        if _FIRST_PERSON.search(head) or past_dates(head) or re.search(r"\d|\b(?:on|in|at) [A-Z]", head):
+            return ""  # the head says something of the speaker, or when ("Last Friday, went to ...")
+        if (whole := with_subject(clause)) != clause and whole.startswith("I ") and not whole.startswith("I had"):
+            return whole
+    return ""
 
 
 # What holds of everyone, said as "we": "we all have our own paths", "we're both on different
@@ -794,7 +861,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
                          and not (lemma in ("hope", "wish") and re.match(r"^\s+to\b", rest))):
             return Reading(False, False, "stance")
     found = anchors(sentence, ignore=ignore, strict=rules.strict_nouns)
-    if len(set(found)) < max(rules.min_anchors, 1):
+    if len(set(found + past_dates(sentence))) < max(rules.min_anchors, 1):
         return Reading(False, False, "no_anchor")
     if rules.feelings:
         feeling, after = _feeling(sentence, after_hardship=after_hardship)
@@ -830,6 +897,14 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     return Reading(True, False)
 
 
+def continues(sentence: str, *, ignore: frozenset[str] = frozenset(), rules: StatementRules = StatementRules()) -> bool:
+    """Whether a sentence leaning on the statement before it ("It's special to me.") adds to it: not
+    when, read on its own, it is a feeling, a state of the moment or how hard something is ("It's
+    hard, but I know it will pay off"): joined, that would make the fact say how the speaker feels."""
+    return (read(sentence, ignore=ignore, rules=rules, alone=True).why not in ("feeling", "momentary")
+            and not hardship(sentence) and not _appraisal(sentence, ignore=ignore))
+
+
 _REQUEST = re.compile(r"^(?:let's|let me|please|can't wait|hope|wish|check|look|take a look|see|guess|imagine)\b",
                       re.I)
 
@@ -847,7 +922,17 @@ def is_imperative(sentence: str) -> bool:
         return False
     word = first.group(0).lower()
     lex = lexicon()
-    return word not in _MODALS and lex.lemma(word, "v") == word and lex.mostly_verb(word)
+    return (word not in _MODALS and lex.lemma(word, "v") == word and lex.mostly_verb(word)
+            and not _subject_of_copula(sentence[first.end():]))
+
+
+_COPULA = re.compile(r"^(?:'s|\s+(?:is|was|has been|has always been|has become)\b)")
+
+
+def _subject_of_copula(rest: str) -> bool:
+    """What follows the first word says it is the subject: "Dance is my stress relief" (a noun
+    that is mostly a verb, before "is"), not an imperative ("Dance it out")."""
+    return bool(_COPULA.match(rest))
 
 
 def third_person(sentence: str, *, name: str, family: bool = False) -> str:
@@ -1138,6 +1223,38 @@ def own_noun(sentence: str) -> str:
         if lex.lemma(lower, "a") is None:
             return sentence
     return sentence
+
+
+_SHOWN = re.compile(r"^(?:This|That)(?: is|'s) (?:actually |just )?(?P<np>(?:a|an|the) .+)$")
+_RELATIVE = frozenset("who that which".split())
+
+
+def shown_thing(sentence: str) -> str:
+    """A thing or person shown ("This is a quilt that I sewed last winter", "That's an old friend of
+    mine who taught me to sail") read as what the relative clause says of the speaker: "I sewed a
+    quilt last winter", "An old friend of mine taught me to sail". Only a concrete noun, not a vague
+    one ("This is a photo I took"), and a clause about the speaker (a past-tense verb after "I", or a
+    verb with "me"/"my" after it); other sentences as they are."""
+    m = _SHOWN.match(strip_opener(sentence))
+    if m is None:
+        return sentence
+    words = m["np"].split(" ")
+    at = next((i for i, w in enumerate(words[1:], 1) if w in _RELATIVE or w in ("I", "I've", "I'd")), None)
+    if at is None:
+        return sentence
+    np, rel = words[:at], words[at + 1:] if words[at] in _RELATIVE else words[at:]
+    head = np[-3] if len(np) > 3 and np[-2:] == ["of", "mine"] else np[-1]
+    lex = lexicon()
+    if head.lower() in _VAGUE_NOUNS or not lex.is_concrete_noun(head.lower()) or not rel:
+        return sentence
+    if rel[0] in ("I", "I've", "I'd"):
+        verb = next((i for i, w in enumerate(rel[1:], 1) if w.lower() not in _ADVERBS), None)
+        if verb is None or not _is_past(rel[verb].lower().strip(",.!")):
+            return sentence
+        return " ".join([*rel[:verb + 1], *np, *rel[verb + 1:]])
+    if not _FIRST_PERSON.search(" ".join(rel)) or rel[0].lower() in STOP_WORDS - {"has", "had", "was"}:
+        return sentence
+    return " ".join([np[0].capitalize(), *np[1:], *rel])
 
 
 def family_context(text: str) -> bool:
