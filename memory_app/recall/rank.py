@@ -13,12 +13,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
-from language.words import to_listener
+from language.words import distinct_words, to_listener, without_stopwords
 from language.concepts import tells_activity, wordnet
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
@@ -116,8 +116,14 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
     # last: no credit may move a stale hit back across the value that replaced it
     if not reading.asks_past:
         below_successors(hits, searched.stale)
+        if reading.says_now and (asked_of := nearest_stale(searched)) is not None:
+            replacement_first(hits, asked_of, searched.stale)
     elif options.past_above:
-        above_successors(hits)
+        # a value that had ended by the end of the period the question names is not what held then
+        below_successors(hits, searched.stale, only=lambda h: not held_then(h, reading))
+        above_successors(hits, only=lambda h: held_then(h, reading))
+        if reading.before_what:
+            before_named(hits, searched.stale, reading.before_what)
     ordered = [h for h in sorted(hits, key=lambda h: (-h.score, PLACED_ORDER.get(h.placed or "", 0), h.id))
                if h.id != exclude and h.memory_type in searched.returned]
     return without_copies(ordered, k=k, collapse=options.collapse_copies)
@@ -309,7 +315,7 @@ def multipliers_for(hit: Hit, *, now: datetime, reading: Reading, options: Recal
     if reading.intent is not None and hit.memory_type in ANSWERED_BY[reading.intent]:
         factors["intent"] = 1.0 + options.intent_boost
     if episode and hit.stale_fact is not None:
-        if reading.asks_past:
+        if reading.asks_past and held_then(hit, reading):
             if options.past_boost:
                 factors["was_true"] = 1.0 + options.past_boost
         elif options.superseded_weight != 1.0:
@@ -346,21 +352,66 @@ def _successors(fact: StaleFact, stale: tuple[StaleFact, ...]) -> set[str]:
 
 
 def _current_value(hit: Hit, by_id: dict[str, Hit], stale: tuple[StaleFact, ...]) -> list[Hit]:
-    """The hits holding the value that replaced ``hit``'s: the facts that superseded its fact
+    """The hits holding the value that replaced ``hit``'s (``_replacing``), ``hit`` aside."""
+    assert hit.stale_fact is not None
+    return [h for h in _replacing(hit.stale_fact, by_id, stale) if h.id != hit.id]
+
+
+def _replacing(fact: StaleFact, by_id: dict[str, Hit], stale: tuple[StaleFact, ...]) -> list[Hit]:
+    """The hits holding the value that replaced ``fact``'s: the facts that superseded it
     (down the chain when ``stale`` is given, else only the next), the turns they were distilled
     from (the turn that told the change) and the other current facts of those turns ("I'm at the
-    Lantern Bakery now" beside "handed in my notice at Grindhouse"); no stale hit, ``hit`` aside."""
-    assert hit.stale_fact is not None
-    successors = [by_id[i] for i in (_successors(hit.stale_fact, stale) if stale else hit.stale_fact.superseded_by)
-                  if i in by_id]
+    Lantern Bakery now" beside "handed in my notice at Grindhouse"); no stale hit."""
+    successors = [by_id[i] for i in (_successors(fact, stale) if stale else fact.superseded_by) if i in by_id]
     told = {e for s in successors for e in s.source.get("supporting_episode_ids") or ()}
     told_too = [h for h in by_id.values() if h.memory_type is MemoryType.SEMANTIC and
                 (cites := set(h.source.get("supporting_episode_ids") or ())) and cites <= told]
     return [h for h in {x.id: x for x in [*successors, *told_too, *(by_id[e] for e in told if e in by_id)]}.values()
-            if h.id != hit.id and h.stale_as is None]
+            if h.stale_as is None]
 
 
-def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None:
+def nearest_stale(searched: Searched) -> StaleFact | None:
+    """The superseded fact nearest the question when it is nearer than every current fact the
+    dense legs found: the value the question asks for is one that changed."""
+    if not searched.stale:
+        return None
+    fact = max(searched.stale, key=lambda f: (f.similarity, f.id))
+    current = max((float(raw["_score"]) for leg in searched.legs if leg.dense for raw in leg.hits
+                   if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value), default=0.0)
+    return fact if fact.similarity > current else None
+
+
+def replacement_first(hits: list[Hit], fact: StaleFact, stale: tuple[StaleFact, ...]) -> None:
+    """For a question that says it asks about now (``Reading.says_now``) and is nearest a superseded
+    fact (``nearest_stale``): the best hit holding the value that replaced it ranks first, a
+    replacing fact before a turn. Turns about the old state that no superseded fact cites ("Max
+    and Daisy" beside "my two dogs") otherwise outrank a change told in other words ("adopted a
+    pup"). Its ``current_value`` multiplier says by how much."""
+    current = _replacing(fact, {h.id: h for h in hits}, stale)
+    facts = [h for h in current if h.memory_type is MemoryType.SEMANTIC]
+    if not (facts or current):
+        return
+    best = max(facts or current, key=lambda h: (h.score, h.id))
+    top = max(h.score for h in hits)
+    if top > 0 and any(h.score >= best.score for h in hits if h is not best):  # a tie sorts by id
+        lifted = top / BELOW
+        if best.score > 0:
+            best.multipliers["current_value"] = lifted / best.score
+        best.score = lifted
+
+
+def held_then(hit: Hit, reading: Reading) -> bool:
+    """Whether ``hit``'s superseded value still held at the end of the period the question asks
+    about (``Reading.past_until``): "What had Sam changed by late July 2023?" is not answered by a
+    value replaced on 27 July. True for a question asking about before in a word, or an unknown end."""
+    if reading.past_until is None or hit.stale_fact is None or not hit.stale_fact.valid_to:
+        return True
+    ended = datetime.fromisoformat(hit.stale_fact.valid_to)
+    return (ended if ended.tzinfo else ended.replace(tzinfo=UTC)) > reading.past_until
+
+
+def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = (),
+                     only: Callable[[Hit], bool] | None = None) -> None:
     """For a question about now: a stale hit (an episode whose value stopped being true, or a fact
     naming only that value's end) ranks below the best hit that holds the value which replaced it
     (the superseding fact, or a turn it was distilled from), whatever the scales of the legs made
@@ -369,6 +420,8 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
     by_id = {h.id: h for h in hits}
     for hit in hits:
         if hit.stale_fact is None or not (hit.memory_type is MemoryType.EPISODIC or hit.stale_as == "ended"):
+            continue
+        if only is not None and not only(hit):
             continue
         current = _current_value(hit, by_id, stale)
         if not current:
@@ -382,7 +435,7 @@ def below_successors(hits: list[Hit], stale: tuple[StaleFact, ...] = ()) -> None
             hit.placed_kind = _kind_of(current)
 
 
-def above_successors(hits: list[Hit]) -> None:
+def above_successors(hits: list[Hit], only: Callable[[Hit], bool] | None = None) -> None:
     """For a question about the past, the mirror of ``below_successors``: a stale hit (an episode
     that told a value which stopped being true, or a fact naming only that value) ranks above the
     best hit holding the value that replaced it next
@@ -392,7 +445,7 @@ def above_successors(hits: list[Hit]) -> None:
     that hit's score and the tie goes its way), and ``placed_by`` names that hit."""
     by_id = {h.id: h for h in hits}
     for hit in hits:
-        if hit.stale_fact is None:
+        if hit.stale_fact is None or (only is not None and not only(hit)):
             continue
         current = _current_value(hit, by_id, ())
         if not current:
@@ -404,6 +457,61 @@ def above_successors(hits: list[Hit]) -> None:
                 hit.multipliers["was_true"] = hit.multipliers.get("was_true", 1.0) * lifted / hit.score
             hit.score, hit.placed, hit.placed_by = lifted, "above", best.id
             hit.placed_kind = _kind_of(current)
+
+
+def _root(word: str) -> str:
+    """``word`` without a plural or a possessive: "agencies" and "agency" are one."""
+    word = word.casefold().removesuffix("'s").removesuffix("’s")
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 3 else word
+
+
+def _roots(text: str) -> set[str]:
+    return {_root(w) for w in distinct_words(without_stopwords(text))}
+
+
+def named_value(named: str, stale: tuple[StaleFact, ...], hits: list[Hit]) -> str | None:
+    """The id of the fact of a changed value that ``named`` names (the words after "before"): of the
+    superseded facts and the current facts that replaced one, the one sharing the most words with
+    it, when only one does."""
+    words = _roots(named)
+    successors = {i for f in stale for i in f.superseded_by}
+    texts = {f.id: f.text for f in stale} | {h.id: h.source.get("text") or "" for h in hits
+                                             if h.id in successors and h.stale_as is None}
+    shared = sorted(((len(words & _roots(t)), i) for i, t in texts.items()), reverse=True)
+    if not shared or shared[0][0] == 0 or (len(shared) > 1 and shared[1][0] == shared[0][0]):
+        return None
+    return shared[0][1]
+
+
+def before_named(hits: list[Hit], stale: tuple[StaleFact, ...], named: str) -> None:
+    """For a question asking for the value just before a named one ("Where was Sofia working just
+    before Harbour Books?"): the best hit that told the value that the named one replaced ranks above
+    every hit holding another value of the same chain (the values before it too, which
+    ``above_successors`` leaves as the legs put them). Its ``was_true`` multiplier says by how much in
+    all, and ``placed_by`` names the hit it was placed above."""
+    target = named_value(named, stale, hits)
+    wanted = next((f for f in stale if target in f.superseded_by), None)
+    if wanted is None:
+        return
+    # the turns that told it, or the facts of those turns that name it (``ended_facts``)
+    told = [h for h in hits if h.stale_fact is not None and h.stale_fact.id == wanted.id]
+    if not told:
+        return
+    best = max(told, key=lambda h: (h.score, h.id))
+    chain = _successors(wanted, stale) | {f.id for f in stale if wanted.id in _successors(f, stale)}
+    by_id = {h.id: h for h in hits}
+    others = [h for h in hits if h.stale_fact is not None and h.stale_fact.id in chain] + \
+        [h for h in _replacing(wanted, by_id, stale)]
+    rival = max((h for h in others if h is not best), key=lambda h: (h.score, h.id), default=None)
+    if rival is None or rival.score < best.score:
+        return
+    lifted = rival.score / BELOW if rival.score > 0 else 0.0
+    if best.score > 0:
+        best.multipliers["was_true"] = best.multipliers.get("was_true", 1.0) * lifted / best.score
+    best.score, best.placed, best.placed_by = lifted, "above", rival.id
+    best.placed_kind = _kind_of(_replacing(wanted, by_id, ()))
 
 
 def _kind_of(current: list[Hit]) -> str | None:

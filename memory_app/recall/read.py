@@ -52,6 +52,9 @@ class Reading:
     intent: Intent | None
     asks_time: bool = False
     asks_past: bool = False  # about what was true before ("before", "at first", a past date), not now
+    says_now: bool = False  # says it asks about now ("now", "these days", "still"): the current value, not a story
+    before_what: str = ""  # what it asks for the value just before ("before the bakery": "the bakery")
+    past_until: datetime | None = None  # the end of the period over it asks about by naming it ("in March 2022")
     gathers: bool = False  # gathers what has happened over time ("What has Jon done …?"): a second hop
     asks_activity: bool = False  # asks for pastimes ("What hobbies …?"): told activities answer it
 
@@ -84,6 +87,9 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
         asks_past=query_asks_past(query, now=now, tz=tz),
+        says_now=query_says_now(query),
+        before_what=query_before_what(query),
+        past_until=query_past_until(query, now=now, tz=tz),
         gathers=options.hop_weight > 0 and query_gathers(query),
         asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
@@ -104,16 +110,58 @@ _PAST = re.compile(r"\b(?:before|previously|formerly|used to|at first|first|orig
                    r"back then|back when|in the past|former|old)\b", re.I)
 _NOT_PAST = re.compile(r"\bhow old\b|\bfirst name\b", re.I)
 PAST_DAYS = 30  # a question naming a period that ended this long ago asks about then
+# A period named with its year ("March 2022", "in 2021", "3 April 2022"), not relative to now.
+_DATED = re.compile(r"\b\d{4}\b")
 
 
 def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
     """Whether ``query`` asks what was true before now rather than what is: a word of before
-    ("which phone did I have before?") or a period it names that ended more than PAST_DAYS ago
-    ("where did I live in 2025?")."""
+    ("which phone did I have before?"), a period it names with its year that is over ("how many
+    dogs did James have in March 2022?", asked in April) or any other period it names that ended
+    more than PAST_DAYS ago ("where did I live last year?")."""
+    return _PAST.search(_NOT_PAST.sub(" ", query)) is not None or \
+        query_past_until(query, now=now, tz=tz) is not None
+
+
+def query_past_until(query: str, *, now: datetime, tz: tzinfo | None) -> datetime | None:
+    """When ``query`` asks about the past by a period it names that is over (``query_asks_past``)
+    and by no word of before: that period's end, the moment it asks what held at."""
     if _PAST.search(_NOT_PAST.sub(" ", query)):
-        return True
+        return None
     window = query_time_window(query, now=now, tz=tz)
-    return window is not None and window.end is not None and window.end < now - timedelta(days=PAST_DAYS)
+    if window is None or window.end is None:
+        return None
+    over = window.end < now - timedelta(days=PAST_DAYS) or (names_year(window) and window.end <= now)
+    return window.end if over else None
+
+
+def names_year(window: TimeWindow) -> bool:
+    """Whether ``window`` is a calendar period named with its year (over once its end has passed,
+    however recently), not one relative to now ("last week") or a part of any year ("in March")."""
+    return not window.yearly and _DATED.search(window.phrase) is not None
+
+
+# "… before the bakery?", "… just before Mochi arrived?": what comes after "before" names a value.
+_BEFORE_WHAT = re.compile(r"\b(?:before|prior to)\s+([^?.!]*\w)", re.I)
+
+
+def query_before_what(query: str) -> str:
+    """The words ``query`` names a value by when it asks for the one just before it ("Where did Sofia
+    work before the bakery?": "the bakery"); "" when "before" names nothing ("… did I have before?")."""
+    m = _BEFORE_WHAT.search(query)
+    return m.group(1) if m else ""
+
+
+# Words saying a question asks for the value that holds now: "How many dogs does James have now?",
+# "Is his passport still valid?".
+_NOW = re.compile(r"\b(?:now|nowadays|currently|current|these days|at the moment|at present|presently|"
+                  r"any ?more|still)\b", re.I)
+
+
+def query_says_now(query: str) -> bool:
+    """Whether ``query`` says it asks about now (``_NOW``): then the value that replaced the one
+    it is nearest is its answer (``rank.replacement_first``)."""
+    return _NOW.search(query) is not None
 
 
 # How far inside the calendar a question is read: a window it names ends at most a year or so

@@ -368,3 +368,47 @@ def test_it_is_read_as_the_one_thing_of_the_speaker_s_named_just_before(count, n
         assert facts and all(f.startswith(f"Rosa's {adjective}{nouns[0]}") for f in facts), facts
     else:
         assert not facts, facts
+
+
+# Issue 68's twelfth pass: our own words.
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["I joined the harbour choir in Leith in May",
+                        "I took my kids to the aquarium in Porto last week",
+                        "I organised a bake sale for the Leith food bank on Saturday"]),
+       st.sampled_from([", and ", " - ", ", ", " and "]),
+       st.sampled_from(["it was so much fun", "it was really special", "it's been a lovely way to unwind",
+                        "that was awesome", "it was really powerful", "it really spurred me on"]))
+def test_how_it_was_after_a_statement_naming_two_things_is_cut_off(head, sep, tail):
+    """"I joined the choir in Leith in May, and it was so much fun": the statement names its things
+    (so ``vague`` keeps it); the clause on "it" after it says how it was, nothing more of the speaker."""
+    episode = Episode(id="e1", text=f"Rosa: {head}{sep}{tail}.", occurred_at="2025-01-01T00:01:00", session_id="s")
+    extractor = RulesExtractor(statements=StatementRules(how_it_was=True))
+    facts = [f.text for f in extractor.extract(episodes=[episode], context=[]).facts]
+    noun = next(word for word in ("choir", "aquarium", "bake sale") if word in head)
+    assert any(noun in f and f.startswith("Rosa") for f in facts), facts
+    assert not any(re.search(r"\b(?:it|that)\b", f, re.I) for f in facts), facts
+
+
+@pytest.mark.parametrize("said", ["I quit the harbour choir in May, and it was hard, but I'm back with them now.",
+                                  "I adopted a puppy from the Leith shelter, and it's a golden retriever named Max."])
+def test_what_follows_it_that_tells_more_of_the_speaker_is_not_cut(said):
+    episode = Episode(id="e1", text=f"Rosa: {said}", occurred_at="2025-01-01T00:01:00", session_id="s")
+    facts = [f.text for f in RulesExtractor(statements=StatementRules(how_it_was=True)).extract(
+        episodes=[episode], context=[]).facts]
+    assert any(re.search(r"\b(?:back|Max)\b", f) for f in facts), facts
+
+
+@pytest.mark.parametrize("turns, kept", [
+    (["Rosa: Ana and I went to McGee's bar. She loves a good lager.",
+      "Rosa: She and I are off to a hockey match on Sunday."], "Ana"),
+    (["Rosa: She and I are off to a hockey match on Sunday."], None),
+])
+def test_she_and_i_is_read_with_the_one_person_named_before(turns, kept):
+    """"She and I are off to a match" after naming Ana: Ana and the speaker; with no one named
+    before, "she" is no one a fact could name, so nothing is written."""
+    facts = [f.text for f in _extract(*turns).facts if "hockey" in f.text]
+    if kept is None:
+        assert not facts, facts
+    else:
+        assert facts and all(f.startswith(f"{kept} and Rosa") or f.startswith(f"Rosa and {kept}") for f in facts), facts
+    assert not any(re.match(r"(?:She|He) and", f) for f in facts), facts

@@ -424,6 +424,11 @@ class RulesExtractor:
             sentence = speech.own_part(speech.after_answer(speech.strip_vocative(sentence, names=batch.speakers)))
             sentence = speech.after_wish(sentence)
             sentence = speech.own_noun(speech.shown_thing(speech.with_subject(speech.plain(speech.strip_opener(sentence)))))
+            pair = speech.pronoun_and_i(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
+                                        exclude=batch.speakers | {holder})
+            if pair == "":
+                continue  # "She and I ..." with no one named before: the pronoun names no one
+            sentence = pair or sentence
             resolved = (speech.resolve_person(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                               exclude=batch.speakers | {holder})
                         or (speech.resolve_thing(speech.strip_opener(sentence), in_turn[index - 1]) if index else None)
@@ -456,6 +461,13 @@ class RulesExtractor:
                                    family=family, after_hardship=after_hardship)
                 if kept.about_speaker:
                     sentence, reading = tail, kept
+            if self.statements.how_it_was and (reading.about_speaker or reading.why == "feeling") and (
+                    head := speech.before_how_it_was(speech.strip_opener(sentence))):
+                # "I joined the choir with my sister, and it was so much fun": how it was says nothing more of her.
+                kept = speech.read(head, ignore=batch.speakers, rules=self.statements, alone=previous_general is None,
+                                   family=family, after_hardship=after_hardship)
+                if kept.about_speaker:
+                    sentence, reading = head, kept
             if self.trace is not None:
                 self.trace.append((episode.id, sentence, reading.why))
             if reading.follow_up and previous_general is not None and speech.continues(

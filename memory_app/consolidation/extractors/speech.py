@@ -431,7 +431,9 @@ class StatementRules:
     ``trailing``: a statement that ``vague`` drops for a later clause leaning on "it" or "this" ("I
     took up archery, and it keeps me calm") or leaving its thing unnamed ("..., and something odd
     happened") is read as the clauses before it ("I took up archery"), kept when they are a
-    statement of their own."""
+    statement of their own. ``how_it_was``: a statement followed by a clause on "it", "this" or
+    "that" saying only how it was ("I went to a choir concert on Friday - it was really moving")
+    is read as the clauses before that one, kept when they are a statement of their own."""
 
     min_content: int = 3
     min_anchors: int = 1
@@ -447,6 +449,7 @@ class StatementRules:
     reactions: bool = True
     resolve: bool = False
     trailing: bool = True
+    how_it_was: bool = False
 
 
 DEFAULT_STATEMENT_RULES = StatementRules()  # one shared default (frozen), for callers' keyword defaults
@@ -503,7 +506,7 @@ _LEAD_PHRASE = re.compile(r"^(?:(?:last|this|next|every) \w+|yesterday|today|ton
 _SPEAKER_SUBJECT = re.compile(r"^(?:I|We|[Mm]y|[Oo]ur|Me and|[A-Z][a-z]+ and I|[Bb]oth my|[Aa]ll my|[Oo]ne of my)\b")
 _SUGGESTION = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:should|could|might|would|may)\b|^(?:I|[Ww]e)'d\b(?! (?:been|had|never|already|just)\b)")
 # An offer to the listener: "Maybe I can lend a hand", "Perhaps we could ...".
-_OFFER = re.compile(r"^(?:maybe|perhaps),?\s+(?:I|we)\s+(?:can|could)\b", re.I)
+_OFFER = re.compile(r"^(?:maybe|perhaps),?\s+(?:I|we)\s+(?:can|could)\b|^hopefully,?\s+(?:I|we)\b", re.I)
 _INTENT = re.compile(r"^(?:I|[Ww]e)(?:\s+\w+ly)?\s+(?:will|shall|gonna|am going to|are going to)\b|^(?:I|[Ww]e)'ll\b|"
                      r"^(?:I'm|[Ww]e're)(?:\s+\w+ly)? (?:gonna|going to)\b")
 
@@ -532,7 +535,11 @@ _STATE = re.compile(r"(?:^|[,;:]\s+|\s(?:but|and|so|though)\s+)(?:(?:I|[Ww]e)(?:
                     r"(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)? had (?:a |an |some |such a )?(?:\w+ )?"
                     r"(?:rough|bad|frustrating|hard|long|tough|stressful|crazy|hectic|difficult|annoying)\s+"
                     r"(?:day|days|week|weeks|problem|problems|issue|issues|time|times|morning|night|patch)\s+"
-                    r"(?:at|with|in)\b)")
+                    r"(?:at|with|in)\b)|"
+                    r"^(?:(?:[Ll]ately|[Rr]ecently|[Tt]hese days),?\s+)?(?:I|[Ww]e)(?:'ve| have)? been(?:\s+\w+ly)?(?: a lot)?\s+"
+                    r"(?:thinking|wondering|reflecting|pondering|mulling)\b(?! (?:about|of) \w+ing\b)")
+# What has not happened lately ("I haven't got far with the thesis lately"): how things stand now.
+_NOT_LATELY = re.compile(r"^(?:I|[Ww]e) (?:haven't|have not)\b.*\b(?:lately|recently|these days)\W*$")
 
 
 # How an undertaking feels, said of it as the subject ("Running the bakery is tricky at times, yet so
@@ -542,11 +549,13 @@ _APPRAISAL = re.compile(r"\b(?:is|are|was|were|'s|can be|could be|has been|have 
                         r"(?:(?:both|so|really|very|pretty|quite|a bit|kinda|definitely|its|their|a|an|such a|"
                         r"real|big|huge|major|bit of a|total)\s+)*"
                         r"(?:tricky|hard|tough|difficult|challenging|scary|daunting|stressful|rough|bumpy|rewarding|"
-                        r"fulfilling|hurdle|struggle|challenge|rollercoaster|ride|ups and downs|highs and lows)\b")
+                        r"fulfilling|hurdle|struggle|challenge|rollercoaster|ride|ups and downs|highs and lows|"
+                        r"the (?:best (?:part|thing|bit)|highlight)|(?:great |so much |such )?fun|special)\b")
 _APPRAISAL_WORDS = re.compile(r"\b(?:and|but|yet|so|though|also|both|very|really|truly|totally|definitely|it's been|"
                               r"it has been|it was|what|an?|such|wild|amazing|incredible|crazy|fun|great|exciting|"
                               r"thrilling|scary|worth it|worth|rewarding|fulfilling|ride|journey|adventure|experience|"
-                              r"tricky|hard|tough|challenging)\b|[,.!;:–—-]", re.I)
+                              r"tricky|hard|tough|challenging|special|best|highlight|part|thing|bit|"
+                              r"for (?:me|us))\b|[,.!;:–—-]", re.I)
 
 
 def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
@@ -555,9 +564,10 @@ def _appraisal(sentence: str, *, ignore: frozenset[str] = frozenset()) -> bool:
     if not re.match(r"[A-Z]?[a-z]+ing\b", bare) or is_base_verb(bare.split(" ", 1)[0].lower()):
         return False
     m = _APPRAISAL.search(bare)
-    if m is None or _FIRST_PERSON.search(bare[m.end():]):
+    rest = re.sub(r"\b(?:for|to) (?:me|us)\b", " ", bare[m.end():]) if m else ""  # "special for us": still how it was
+    if m is None or _FIRST_PERSON.search(rest):
         return False
-    return not anchors(_APPRAISAL_WORDS.sub(" ", bare[m.end():]), ignore=ignore)
+    return not anchors(_APPRAISAL_WORDS.sub(" ", rest), ignore=ignore)
 
 
 # "IT" in capitals is the trade ("I run IT for a school"), not the pronoun.
@@ -698,6 +708,21 @@ _GROUP_MAXIM = re.compile(r"\b[Ww]e(?:'re| are| have|'ve)?(?: (?:all|both))\b|"
 
 
 _FRAME = re.compile(r"^I (?:really |truly )?(?:think|believe|feel like|guess|reckon|know)(?: that)? ")
+# "Our health can sour the best plans": everyone's lives, not the speaker's household.
+_OUR_LIVES = re.compile(r"^(?:\w+ly,?\s+)?[Oo]ur (?:health|lives|life|bodies|body|minds|mind|hearts|dreams|choices|"
+                        r"mistakes|struggles|differences|passions|experiences|journeys?|world|society|planet|future)\b")
+# "I've learned that a bakery is no picnic": the lesson says nothing of the speaker.
+_LESSON = re.compile(r"\b(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)?\s+(?:learned|learnt|realized|realised|discovered|found "
+                     r"out)(?: that)?\s+(?P<lesson>.+)$")
+
+
+def lesson_or_our_lives(sentence: str) -> bool:
+    """Whether ``sentence`` is a maxim said of everyone's lives ("Our health can sour the
+    best plans") or a lesson about the world ("I've learned that a bakery is no picnic")."""
+    if _OUR_LIVES.match(sentence) and not _SINGULAR.search(sentence):
+        return True
+    m = _LESSON.search(sentence)
+    return m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
 
 
 def group_maxim(sentence: str) -> bool:
@@ -869,7 +894,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
             return Reading(False, False, "feeling")
     if rules.feelings and _appraisal(sentence, ignore=ignore):
         return Reading(False, False, "feeling")
-    if rules.feelings and _STATE.search(sentence):
+    if rules.feelings and (_STATE.search(sentence) or _NOT_LATELY.search(sentence)):
         return Reading(False, False, "momentary")
     if rules.vague and _REFERENCE.search(_TIME_DEMONSTRATIVE.sub("", sentence)) and len(set(found)) <= 1:
         return Reading(False, False, "vague")
@@ -888,7 +913,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     group = bool(_GROUP.search(sentence)) and not _SINGULAR.search(sentence) and not _FAMILY.search(sentence)
     if rules.others and group and not family and (rules.others == 2 or not _group_past(sentence)):
         return Reading(False, False, "others")
-    if not family and group_maxim(sentence):
+    if (not family and group_maxim(sentence)) or lesson_or_our_lives(sentence):
         return Reading(False, False, "maxim")
     if rules.modal and (_SUGGESTION.match(bare) or _OFFER.match(sentence)):
         return Reading(False, False, "hypothetical")
@@ -968,7 +993,7 @@ def third_person(sentence: str, *, name: str, family: bool = False) -> str:
     s = re.sub(r"\b(?:[Mm]y|[Oo]ur|[Mm]ine|[Oo]urs)\b", possessive(name), s)
     s = re.sub(r"\bmyself\b", "themself", s)
     s = re.sub(r"\bourselves\b", "themselves", s)
-    s = re.sub(r"\bme\b", name, s)
+    s = re.sub(r"\bme\b|^Me\b(?= and\b)", name, s)
     s = re.sub(r"\s+", " ", s).strip()
     return s[0].upper() + s[1:] if s else s
 
@@ -1095,16 +1120,18 @@ def _people(sentence: str, *, exclude: frozenset[str]) -> list[tuple[str, str]]:
         found.append((f"{m['own'].lower()} {m['adj']}{tie}{' ' + name if name else ''}", kind))
         taken.append((m.start(), end))
     lex = lexicon()
-    for m in re.finditer(r"(?<=[\s,(])[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b", sentence):
+    for m in re.finditer(r"(?:(?<=[\s,(])|^)[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b", sentence):
         word = m.group()
         # A speaker's short name ("Mel" for Melanie) is the speaker too.
         if (any(a <= m.start() < b for a, b in taken) or word in _NOT_PEOPLE
                 or any(name.split()[0].startswith(word) for name in exclude if name)):
             continue
         before = sentence[:m.start()].split()
-        if not before or before[-1].lower() in _PLACE_BEFORE or before[-1][-1:] in ".!?:":
+        # "Samantha and I were at the bar": a person beside the speaker, though the first word.
+        beside = not before and re.match(r"\s+and (?:I|me)\b", sentence[m.end():])
+        if not beside and (not before or before[-1].lower() in _PLACE_BEFORE or before[-1][-1:] in ".!?:"):
             continue
-        if re.match(r"\s+[A-Z]", sentence[m.end():]) or before[-1][:1].isupper():
+        if re.match(r"\s+[A-Z]", sentence[m.end():]) or (before and before[-1][:1].isupper()):
             continue  # "Golden Gate", "Taylor Swift": a place, a title or someone famous
         if word.lower() in STOP_WORDS or (lex.lemma(word, "n") is not None
                                           and lex.lexname(word, "n") != "noun.person"):
@@ -1121,20 +1148,73 @@ def resolve_person(sentence: str, before: list[str], *, exclude: frozenset[str] 
     m = _PERSON_PRONOUN.match(sentence.strip())
     if m is None:
         return None
-    people = {who.lower(): (who, kind) for s in before for who, kind in _people(s, exclude=exclude)}
-    if len(people) != 1:
+    found = _one_person(m["p"], before, exclude=exclude)
+    if found is None:
         return None
-    who, kind = next(iter(people.values()))
-    pronoun = m["p"].lower()
-    fits = {"he": ("m", "x"), "she": ("f", "x"), "they": ("many",)}[pronoun]
-    if kind not in fits:
-        return None
+    who, kind = found
     contraction = (m["c"] or "").lower()
     if contraction == "'d" and kind == "many":
         return None  # "they'd": had or would
     verb = {"'re": " are", "'ve": " have", "'ll": " will"}.get(contraction, contraction)
     who = who[0].upper() + who[1:]
     return f"{who}{verb}{sentence.strip()[m.end():]}"
+
+
+def _one_person(pronoun: str, before: list[str], *, exclude: frozenset[str]) -> tuple[str, str] | None:
+    """The one person named in ``before`` who fits ``pronoun`` (he/she one person, they many), as
+    (how they were named, their kind); None when no one or more than one is named."""
+    people = {who.lower(): (who, kind) for s in before for who, kind in _people(s, exclude=exclude)}
+    if len(people) != 1:
+        return None
+    who, kind = next(iter(people.values()))
+    fits = {"he": ("m", "x"), "she": ("f", "x"), "they": ("many",)}[pronoun.lower()]
+    return (who, kind) if kind in fits else None
+
+
+_PRONOUN_AND_I = re.compile(r"^(?P<p>she|he)\s+and\s+(?=I\b)", re.I)
+
+
+def pronoun_and_i(sentence: str, before: list[str], *, exclude: frozenset[str] = frozenset()) -> str | None:
+    """For a sentence opening on "she and I" or "he and I": the one person named in ``before`` in
+    place of the pronoun ("She and I went to Porto" after "Ana and I met" → "Ana and I went to
+    Porto"), "" when no one or more than one is named (the pronoun names no one a fact could), None
+    for any other sentence."""
+    m = _PRONOUN_AND_I.match(sentence.strip())
+    if m is None:
+        return None
+    found = _one_person(m["p"], before, exclude=exclude)
+    if found is None:
+        return ""
+    who = found[0][0].upper() + found[0][1:]
+    return f"{who} and {sentence.strip()[m.end():]}"
+
+
+# A later clause on "it", "this" or "that" saying how what the clauses before it named was
+# ("..., and it was a joy", "; that was awesome"): said of the thing, nothing more of the speaker.
+_HOW_IT_WAS = re.compile(r"(?:[,;:]\s+|\s+[-–—]+\s+|(?<=[A-Za-z])[—–](?=[A-Za-z])|\s+(?:and|plus|so)\s+)"
+                         r"(?:(?:and|plus|so)\s+)?(?=(?:it|this|that)(?:'s|\s+(?:is|was|has|had|really|just|always|"
+                         r"definitely|totally|truly|made|makes|gives|gave|helps|helped|keeps|kept|pushed|reminds|ain't)"
+                         r")\b)", re.I)
+# What follows such a clause and still tells of the speaker: a revision ("..., but I'm back") or a
+# name or number ("it's a retriever named Max").
+_TELLS_MORE = re.compile(r"\b(?:but|yet|though|although|however|now)\b.*\b(?:I|I'm|I've|[Ww]e|[Ww]e're)\b|"
+                         r"(?<!^)(?<![.!?]\s)\b(?!(?:I|I'm|I've|I'd|I'll)\b)[A-Z][a-z]+|\d")
+
+
+def says_how_it_was(clause: str) -> bool:
+    """Whether ``clause`` opens on "it", "this" or "that" and says only how that was ("It was so
+    much fun", "It really spurred me on")."""
+    m = _HOW_IT_WAS.match(" and " + clause.strip())
+    return m is not None and not _TELLS_MORE.search(clause.strip()[1:])
+
+
+def before_how_it_was(sentence: str) -> str:
+    """The clauses before the first later one that ``says_how_it_was`` ("I joined the choir with
+    my sister, and it was a joy" → "I joined the choir with my sister"); "" when there is none."""
+    for m in _HOW_IT_WAS.finditer(sentence):
+        if m.start() > 0 and says_how_it_was(sentence[m.end():]):
+            return sentence[:m.start()].rstrip(" ,;:-–—")
+    return ""
 
 
 _IT = re.compile(r"^it(?P<c>'s been|'s|'ll)?\b(?!\s+(?:is|was|'s)?\s*(?:to|that|if|when|how|like)\b)", re.I)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from language.intent import Intent
 from language.names import person_name_words
 from memory_app.recall.options import RecallOptions
-from memory_app.recall.read import keyword_query, lexical_words, query_gathers, query_read
+from memory_app.recall.read import (keyword_query, lexical_words, query_asks_past, query_gathers, query_read,
+                                     query_before_what, query_past_until, query_says_now)
 
 NOW = datetime(2025, 7, 10, tzinfo=UTC)
 
@@ -140,3 +141,59 @@ def test_a_question_is_read_at_any_moment_of_the_calendar(query, now):
     reading = query_read(query=query, name_words=frozenset(), now=held, tz=None, options=_options())
     if reading.time_window is not None:
         assert dated_filter(reading.time_window, options=_options())["bool"]["minimum_should_match"] == 1
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+
+
+@given(month=st.integers(1, 12), year=st.integers(1990, 2060), after=st.integers(0, 400),
+       hour=st.integers(0, 23), template=st.sampled_from(("How many dogs did James have in {}?",
+                                                         "Where did Maria work in {}?", "What phone did I use in {}?")))
+def test_a_month_named_with_its_year_that_is_over_asks_about_then_however_recently(month, year, after, hour,
+                                                                                    template):
+    # "How many dogs did James have in March 2022?" asked on 19 April 2022 asks about March, not now;
+    # asked inside March it asks about now.
+    ends = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    now = ends + timedelta(days=after, hours=hour)
+    query = template.format(f"{_MONTHS[month - 1]} {year}")
+    assert query_asks_past(query, now=now, tz=None)
+    assert not query_asks_past(query, now=datetime(year, month, 15, tzinfo=UTC), tz=None)
+
+
+@given(month=st.integers(1, 12), after=st.integers(0, 29))
+def test_a_month_named_without_its_year_is_about_then_only_once_it_is_30_days_over(month, after):
+    # "in March" may be any year's March ("Where does she go in March?"): only a month long over is the past.
+    ends = datetime(2024 + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    assert not query_asks_past(f"Where did Maria go in {_MONTHS[month - 1]}?", now=ends + timedelta(days=after),
+                               tz=None)
+
+
+@pytest.mark.parametrize(("query", "now"), [
+    ("How many dogs does James have now?", True), ("Is his passport still valid for travel next year?", True),
+    ("What's her current home airport?", True), ("Which airport does Olivia fly out of these days?", True),
+    ("Does Evan drink coffee any more?", True), ("How many dogs does James have?", False),
+    ("What did Caroline say about the snow?", False), ("Who knows Noway Street?", False),
+])
+def test_a_question_says_it_asks_about_now_in_a_word_of_now(query, now):
+    assert query_says_now(query) is now
+    assert _read(query).says_now is now
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("Where was Sofia working just before Harbour Books?", "Harbour Books"),
+    ("What adoption step had Caroline taken before her agency interviews?", "her agency interviews"),
+    ("Which phone did I have before?", ""), ("What did Kim use prior to SmartThings?", "SmartThings"),
+    ("Where does Dev live now?", ""),
+])
+def test_the_value_a_question_asks_the_one_before_of_is_named_after_before(query, named):
+    assert query_before_what(query) == named
+    assert _read(query).before_what == named
+
+
+def test_a_question_asks_what_held_at_the_end_of_a_period_it_names_not_by_a_word_of_before():
+    asked = datetime(2023, 8, 26, tzinfo=UTC)
+    assert query_past_until("What change to his eating had Sam made by late July 2023?", now=asked, tz=None) == \
+        datetime(2023, 8, 1, tzinfo=UTC)
+    assert query_past_until("What did Sam eat before July 2023?", now=asked, tz=None) is None
+    assert query_past_until("What is Sam eating in August 2023?", now=asked, tz=None) is None
