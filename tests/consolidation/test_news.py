@@ -111,7 +111,7 @@ HOBBIES = ["gaming", "cycling", "climbing", "pottery"]
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(NAMES), st.sampled_from(VALUE_WORDS), st.sampled_from(HOBBIES), st.sampled_from([
-    "{n} recently started a course that combines {p} {v} for {h} and coding.",
+    "{n} has started an evening class that mixes {p} {v} for {h} with coding.",
     "{n} started a first-aid course that suits {p} {v} for {h}.",
     "{n} joined a book club, which has nothing to do with {p} {v} for {h}."]))
 def test_a_start_ends_no_fact_that_shares_only_what_it_is_said_beside(name, value, hobby, later):
