@@ -1150,9 +1150,10 @@ def _effect_probe(effect: str, *, carrier: FactCandidate | None, found: EpisodeC
 def _news_read(sentence: str, *, self_names: Iterable[str]) -> ChangeReading | None:
     """A step of a pursuit, a habit paused or an animal taken in, told by the speaker (the readers
     after a plan's fulfilment and abandonment)."""
-    return step_read(sentence, self_names=self_names) or habit_read(sentence, self_names=self_names) \
-        or count_read(sentence, self_names=self_names) or bond_read(sentence, self_names=self_names) \
-        or home_read(sentence, self_names=self_names) or diet_read(sentence, self_names=self_names)
+    # (an effect is read beside the sentence before it, in ``episode_probes``)
+    return step_read(sentence, self_names=self_names) or next(
+        (r for read, _ in NEWS_READERS if read is not effect_read and (r := read(sentence, self_names=self_names))),
+        None)
 
 
 _GERUND_SUBJECT = re.compile(r"\s(?:is|was|sounds|seems|looks|would|could|can|will|takes|makes|must|might|"
@@ -1545,7 +1546,6 @@ def count_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_na
     return best
 
 
-
 # A bond grown ("my new partner", then "we got engaged", "got married"): the speaker's fact of the
 # earlier stage ends, as a change over time. The partner is rarely named again, so no shared word.
 _BOND_STAGES = (
@@ -1602,11 +1602,13 @@ def bond_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
     tells grown, told before (not within ``SAME_SITTING``)."""
     names = frozenset(n.lower() for n in self_names if n)
     later = _bond_stage(reading.clause)
+    if later is None:
+        return None
     best: Link | None = None
     for fact in facts:
         earlier = _bond_stage(fact.text)
-        if later is None or earlier is None or earlier >= later or _same_sitting(fact.valid_from, told_at) \
-                or not _own_bond(fact.text, names) or _PLAN.search(fact.text) and earlier == later - 1 == 0:
+        if earlier is None or earlier >= later or _same_sitting(fact.valid_from, told_at) \
+                or not _own_bond(fact.text, names):
             continue
         link = Link(fact=fact, by="bond", shared=(), score=2.0 + fact.cosine + later - earlier)
         best = _better(best, link)
@@ -1651,7 +1653,6 @@ def home_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
         link = Link(fact=fact, by="home", shared=(m.group(0).split()[-1].lower(),), score=2.0 + fact.cosine)
         best = _better(best, link)
     return best
-
 
 
 # A plan or a thought told done by its effect ("Physio for my shoulder is on the cards", then "Physio has
@@ -1760,7 +1761,7 @@ def diet_target(reading: ChangeReading, facts: Sequence[StoredFact], *, self_nam
 NEWS_READERS = ((habit_read, habit_target), (count_read, count_target), (bond_read, bond_target),
                 (home_read, home_target), (effect_read, effect_target), (diet_read, diet_target))
 NEWS_CUES = ("step", "habit", "count", "bond", "home", "effect", "diet")
-# The words of the facts a bond grown or a new home ends, which its telling seldom shares ("got married"
+# The words of the facts a bond grown, a new home or a diet ends, which its telling seldom shares ("got married"
 # and "my new SO", "rented an apartment" and "my flat"): a lexical search for its neighbours adds them.
 _NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fiancée engaged seeing dating met"),
                (home_read, "flat apartment house place home cottage studio"),
@@ -1769,7 +1770,7 @@ _NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fianc
 
 def neighbour_text(text: str, probe: Probe | None) -> str:
     """``text`` as the lexical search for the stored facts its change may end: with the words of
-    the facts a bond grown or a new home ends (``_NEWS_WORDS``) when ``probe`` reads as one."""
+    the facts a bond grown, a new home or a diet ends (``_NEWS_WORDS``) when ``probe`` reads as one."""
     if probe is None:
         return text
     names = [probe.holder.lower()]

@@ -73,6 +73,8 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
     lexical = options.fusion == "linear" and options.bm25
     words = tuple(_lexical_words(keywords, options=options)) if lexical else ()
     named = _entity_words(entities, options=options)
+    window = query_time_window(query, now=now, tz=tz)  # read once: the boost, the past and its end use it
+    past_until = _past_until(query, window, now=now)
     return Reading(
         query=query,
         keywords=keywords,
@@ -83,13 +85,13 @@ def query_read(*, query: str, name_words: frozenset[str], now: datetime, tz: tzi
         entities=entities,
         topic=without_names(keywords, entities=entities),
         kinds=concepts.query_categories(query, net=_wordnet(options)) if options.concepts and options.bm25 else None,
-        time_window=query_time_window(query, now=now, tz=tz) if options.temporal_boost > 0 else None,
+        time_window=window if options.temporal_boost > 0 else None,
         intent=query_intent(query) if options.intent_boost > 0 else None,
         asks_time=options.time_answer_boost > 0 and query_asks_time(query),
-        asks_past=query_asks_past(query, now=now, tz=tz),
+        asks_past=_says_before(query) or past_until is not None,
         says_now=query_says_now(query),
         before_what=query_before_what(query),
-        past_until=query_past_until(query, now=now, tz=tz),
+        past_until=past_until,
         gathers=options.hop_weight > 0 and query_gathers(query),
         asks_activity=options.activity_answer_boost > 0 and concepts.asks_for_pastimes(query, net=_wordnet(options)),
     )
@@ -119,17 +121,22 @@ def query_asks_past(query: str, *, now: datetime, tz: tzinfo | None) -> bool:
     ("which phone did I have before?"), a period it names with its year that is over ("how many
     dogs did James have in March 2022?", asked in April) or any other period it names that ended
     more than PAST_DAYS ago ("where did I live last year?")."""
-    return _PAST.search(_NOT_PAST.sub(" ", query)) is not None or \
-        query_past_until(query, now=now, tz=tz) is not None
+    return _says_before(query) or query_past_until(query, now=now, tz=tz) is not None
+
+
+def _says_before(query: str) -> bool:
+    return _PAST.search(_NOT_PAST.sub(" ", query)) is not None
 
 
 def query_past_until(query: str, *, now: datetime, tz: tzinfo | None) -> datetime | None:
     """When ``query`` asks about the past by a period it names that is over (``query_asks_past``)
     and by no word of before: that period's end, the moment it asks what held at."""
-    if _PAST.search(_NOT_PAST.sub(" ", query)):
-        return None
-    window = query_time_window(query, now=now, tz=tz)
-    if window is None or window.end is None:
+    return _past_until(query, query_time_window(query, now=now, tz=tz), now=now)
+
+
+def _past_until(query: str, window: TimeWindow | None, *, now: datetime) -> datetime | None:
+    """``query_past_until`` for the period ``window`` the query names."""
+    if _says_before(query) or window is None or window.end is None:
         return None
     over = window.end < now - timedelta(days=PAST_DAYS) or (names_year(window) and window.end <= now)
     return window.end if over else None
