@@ -389,15 +389,29 @@ def replacement_first(hits: list[Hit], fact: StaleFact, stale: tuple[StaleFact, 
     pup"). Its ``current_value`` multiplier says by how much."""
     current = _replacing(fact, {h.id: h for h in hits}, stale)
     facts = [h for h in current if h.memory_type is MemoryType.SEMANTIC]
-    if not (facts or current):
+    # a fact of the change naming only the old value's names and numbers ("Patrick and Claire
+    # divorced in 2024.") tells its end, not what replaced it: the turn that told both answers better
+    chain = _successors(fact, stale)
+    old = " ".join([fact.text, *(f.text for f in stale if f.id in chain)])
+    told_new = [h for h in facts if not _names_only_old(h.source.get("text") or "", old)]
+    turns = [h for h in current if h.memory_type is not MemoryType.SEMANTIC]
+    pool = told_new or turns or facts
+    if not pool:
         return
-    best = max(facts or current, key=lambda h: (h.score, h.id))
+    best = max(pool, key=lambda h: (h.score, h.id))
     top = max(h.score for h in hits)
     if top > 0 and any(h.score >= best.score for h in hits if h is not best):  # a tie sorts by id
         lifted = top / BELOW
         if best.score > 0:
             best.multipliers["current_value"] = lifted / best.score
         best.score = lifted
+
+
+def _names_only_old(text: str, old: str) -> bool:
+    """Whether ``text`` names a name of the values in ``old`` and no name but numbers and words of
+    ``old`` (the person's own name opens it there)."""
+    names = {n for n in _value_names(text) if not n[0].isdigit()}
+    return bool(names & _value_names(old)) and names <= _words_of(old)
 
 
 def held_then(hit: Hit, reading: Reading) -> bool:
