@@ -1768,13 +1768,19 @@ _NEWS_WORDS = ((bond_read, "girlfriend boyfriend partner SO fiance fiancé fianc
                (diet_read, "cutting cut reducing reduce limiting less intake"))
 
 
-def neighbour_text(text: str, probe: Probe | None) -> str:
-    """``text`` as the lexical search for the stored facts its change may end: with the words of
-    the facts a bond grown, a new home or a diet ends (``_NEWS_WORDS``) when ``probe`` reads as one."""
+def neighbour_words(probe: Probe | None) -> str:
+    """The words of the facts a bond grown, a new home or a diet ends (``_NEWS_WORDS``) when
+    ``probe`` reads as one, else ""."""
     if probe is None:
-        return text
+        return ""
     names = [probe.holder.lower()]
-    return " ".join([text, *(words for read, words in _NEWS_WORDS if read(probe.reading.sentence, self_names=names))])
+    return " ".join(words for read, words in _NEWS_WORDS if read(probe.reading.sentence, self_names=names))
+
+
+def neighbour_text(text: str, probe: Probe | None) -> str:
+    """``text`` as the lexical search for the stored facts its change may end: with
+    ``neighbour_words`` when ``probe`` reads as a change told in other words."""
+    return " ".join(filter(None, [text, neighbour_words(probe)]))
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())

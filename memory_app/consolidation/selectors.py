@@ -84,12 +84,14 @@ def episodes_context(*, subject: Subject, episodes: list[Episode], turns: int) -
     return out
 
 
-def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]], k: int
-                    ) -> list[list[StoredFact]]:
-    """Per candidate text: the end-user's current facts near it by kNN and by BM25, ``k`` each (one _msearch)."""
+def fact_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]], k: int,
+                    words: list[str] | None = None) -> list[list[StoredFact]]:
+    """Per candidate text: the end-user's current facts near it by kNN and by BM25, ``k`` each (one
+    _msearch); with ``words`` for it, also the ``k`` best by BM25 on those words alone (a change
+    told in other words: the text's own words crowd out "my new SO" for "got married")."""
     return _neighbours(subject=subject, memory_type=MemoryType.SEMANTIC, texts=texts, vectors=vectors, k=k,
-                       make=lambda hit, cosine: _with_cosine(StoredFact.from_source(hit["_id"], hit["_source"]),
-                                                             cosine))
+                       words=words, make=lambda hit, cosine: _with_cosine(
+                           StoredFact.from_source(hit["_id"], hit["_source"]), cosine))
 
 
 def playbook_neighbours(*, subject: Subject, texts: list[str], vectors: list[list[float]], k: int
@@ -106,13 +108,14 @@ def _with_cosine(fact: StoredFact, cosine: float) -> StoredFact:
 
 
 def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], vectors: list[list[float]], k: int,
-                make):
+                make, words: list[str] | None = None):
     if not texts:
         return []
+    words = words or [""] * len(texts)
     index = _alias(subject, memory_type)
     current = {"bool": {"filter": _own(subject), "must_not": [{"exists": {"field": "superseded_by"}}]}}
     searches: list[dict[str, Any]] = []
-    for text, vector in zip(texts, vectors, strict=True):
+    for text, vector, extra in zip(texts, vectors, words, strict=True):
         # A knn query, as the recall's (recall.knn_clause): it runs in the query phase, without a
         # round of its own; the filter is applied inside the kNN search either way.
         searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
@@ -121,18 +124,23 @@ def _neighbours(*, subject: Subject, memory_type: MemoryType, texts: list[str], 
         searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
                                         "query": {"bool": {"must": [{"match": {"text": text}}],
                                                            "filter": [current]}}}]
-    responses = subject_es_client(subject=subject).msearch(searches=searches)["responses"]
+        if extra:
+            searches += [{"index": index}, {"size": k, "_source": {"excludes": VECTOR_FIELDS},
+                                            "query": {"bool": {"must": [{"match": {"text": extra}}],
+                                                               "filter": [current]}}}]
+    responses = iter(subject_es_client(subject=subject).msearch(searches=searches)["responses"])
     out = []
-    for n in range(len(texts)):
-        knn, bm25 = responses[2 * n], responses[2 * n + 1]
-        for response in (knn, bm25):
+    for extra in words:
+        knn, *lexical = [next(responses) for _ in range(3 if extra else 2)]
+        for response in (knn, *lexical):
             if "error" in response:
                 raise RuntimeError(f"neighbour search failed: {response['error']}")
         found: dict[str, Any] = {}
         for hit in knn["hits"]["hits"]:
             found[hit["_id"]] = make(hit, 2 * hit["_score"] - 1)  # cosine similarity's score is (1 + cos) / 2
-        for hit in bm25["hits"]["hits"]:
-            found.setdefault(hit["_id"], make(hit, 0.0))
+        for response in lexical:
+            for hit in response["hits"]["hits"]:
+                found.setdefault(hit["_id"], make(hit, 0.0))
         out.append(list(found.values()))
     return out
 

@@ -366,6 +366,21 @@ def test_neighbours_by_vector_are_the_end_users_current_facts(subject, make_subj
     assert cosine[kept["id"]] > 0.99 > cosine[newer["id"]]
 
 
+
+def test_a_change_told_in_other_words_also_searches_the_words_of_the_facts_it_ends(subject, es_admin):
+    # "We got married" shares no word with "my new SO": the words of the facts it may end
+    # (``changes.neighbour_words``) are a lexical search of their own, beside the text's.
+    near = fact_write(subject=subject, text="The user got a new bike for the wedding trip.")
+    stage = fact_write(subject=subject, text="The user's new SO is called Mina.")
+    es_admin.indices.refresh(index=alias_name(MemoryType.SEMANTIC))
+    vector = get_embedder().embed_query("The user got a new bike for the wedding trip.")
+    texts = ["The user got married at the wedding."]
+    [plain] = fact_neighbours(subject=subject, texts=texts, vectors=[vector], k=1)
+    [worded] = fact_neighbours(subject=subject, texts=texts, vectors=[vector], k=1, words=["partner SO engaged"])
+    assert {f.id for f in plain} == {near["id"]}
+    assert {f.id for f in worded} == {near["id"], stage["id"]}
+
+
 SUPPORT_CONVERSATION = [
     # (days after the first turn, session, text)
     (0, "s1", "Hi! We just moved to Denver last month."),
