@@ -160,9 +160,10 @@ def query_before_what(query: str) -> str:
 
 
 # Words saying a question asks for the value that holds now: "How many dogs does James have now?",
-# "Is his passport still valid?".
+# "Is his passport still valid?", "Has she booked it yet?" (a "yet" ending the question, not one
+# joining words: "small yet loud").
 _NOW = re.compile(r"\b(?:now|nowadays|currently|current|these days|at the moment|at present|presently|"
-                  r"any ?more|still)\b", re.I)
+                  r"any ?more|still)\b|\byet\s*\?", re.I)
 
 
 def query_says_now(query: str) -> bool:

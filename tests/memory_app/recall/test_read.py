@@ -180,6 +180,17 @@ def test_a_question_says_it_asks_about_now_in_a_word_of_now(query, now):
     assert _read(query).says_now is now
 
 
+_NOT_YET = ("Has {p} booked the ferry", "Did {p} hear back from the landlord", "Has {p} sold the old van",
+            "Is {p}'s visa through")
+
+
+@given(st.sampled_from(_NOT_YET), st.sampled_from(["Ines", "Tomasz", "Ruth"]), st.sampled_from(["yet?", "yet ?", "yet?!"]))
+def test_a_question_ending_in_yet_asks_about_now_and_a_yet_joining_words_does_not(stem, person, end):
+    # "Has Ines booked the ferry yet?" asks whether it holds now: the value that replaced a plan answers it.
+    assert query_says_now(f"{stem.format(p=person)} {end}")
+    assert not query_says_now(f"{stem.format(p=person)}, small yet loud?")
+
+
 @pytest.mark.parametrize(("query", "named"), [
     ("Where was Sofia working just before Harbour Books?", "Harbour Books"),
     ("What adoption step had Caroline taken before her agency interviews?", "her agency interviews"),
