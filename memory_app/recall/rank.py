@@ -20,8 +20,6 @@ from engram_core.es.schema import MemoryType
 from language.temporal import TimeWindow, stored_ranges
 from language.words import distinct_words, to_listener, without_stopwords
 from language.concepts import tells_activity, wordnet
-from memory_app.recall.learned import learned_rescore
-from memory_app.recall.learned import model as learned_model
 from memory_app.recall.legs import PLAIN_BM25, PLAIN_DENSE, LegId
 from memory_app.recall.options import RecallOptions
 from memory_app.recall.read import ANSWERED_BY, Reading
@@ -115,9 +113,6 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
         hit.score = base * math.prod(hit.multipliers.values())
     reply_credit(hits, weight=options.reply_credit)
     neighbour_credit(hits, weight=options.neighbour_credit)
-    if options.learned_rank:
-        offset, weights = learned_model()
-        learned_rescore(hits, reading, offset=offset, weights=weights)
     # last: no credit may move a stale hit back across the value that replaced it
     if not reading.asks_past:
         below_successors(hits, searched.stale)

@@ -150,10 +150,6 @@ class RankingConfig:
     # value that ended ("no longer lives in Oxford") ranks below it (``rank.ended_facts``).
     past_above: bool = True
     ended_below: bool = True
-    # A learned re-ranker (recall.learned): after every multiplier and credit, an episode's score is
-    # reshaped by a linear model over its legs' ranks, speaker, session and credits, fitted offline
-    # on the dev conversations (learned_ranker.json).
-    learned_rank: bool = False
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:

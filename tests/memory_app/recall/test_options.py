@@ -31,7 +31,7 @@ def test_the_operators_settings_are_read_and_the_ranking_is_not_a_setting():
     assert operator and all(hasattr(django_settings, f.metadata["setting"]) for f in operator)
     # Every knob that was a setting is a field; the ones born as fields never were settings.
     born = {"superseded_weight", "past_boost", "stale_facts", "past_above", "ended_below", "dated_weight",
-            "neighbour_credit", "speaker_weight", "listener_weight", "hop_weight", "activity_answer_boost", "learned_rank"}
+            "neighbour_credit", "speaker_weight", "listener_weight", "hop_weight", "activity_answer_boost"}
     assert {f.name for f in fields(RankingConfig)} == set(RETIRED_SETTINGS.values()) | born
     assert not any(hasattr(django_settings, name) for name in RETIRED_SETTINGS)
 
