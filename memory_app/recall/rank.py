@@ -116,7 +116,7 @@ def hits_rank(searched: Searched, *, reading: Reading, now: datetime, k: int, ex
     # last: no credit may move a stale hit back across the value that replaced it
     if not reading.asks_past:
         below_successors(hits, searched.stale)
-        if reading.says_now and (asked_of := nearest_stale(searched) or nearest_replaced(searched, hits)) is not None:
+        if reading.says_now and (asked_of := nearest_stale(searched)) is not None:
             replacement_first(hits, asked_of, searched.stale)
     elif options.past_above:
         # a value that had ended by the end of the period the question names is not what held then
@@ -379,21 +379,6 @@ def nearest_stale(searched: Searched) -> StaleFact | None:
     current = max((float(raw["_score"]) for leg in searched.legs if leg.dense for raw in leg.hits
                    if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value), default=0.0)
     return fact if fact.similarity > current else None
-
-
-def nearest_replaced(searched: Searched, hits: list[Hit]) -> StaleFact | None:
-    """The superseded fact near the question whose replacing value (``_replacing``) holds the
-    current fact nearest the question: that fact tells what changed, so for a question about now
-    the value it holds answers, not a turn the legs favour on other words."""
-    if not searched.stale:
-        return None
-    nearest = max(((float(raw["_score"]), raw["_id"]) for leg in searched.legs if leg.dense for raw in leg.hits
-                   if raw["_source"].get("memory_type") == MemoryType.SEMANTIC.value), default=None)
-    if nearest is None:
-        return None
-    by_id = {h.id: h for h in hits}
-    return next((f for f in sorted(searched.stale, key=lambda f: (-f.similarity, f.id))
-                 if any(h.id == nearest[1] for h in _replacing(f, by_id, searched.stale))), None)
 
 
 def replacement_first(hits: list[Hit], fact: StaleFact, stale: tuple[StaleFact, ...]) -> None:

@@ -530,26 +530,6 @@ def test_a_question_saying_now_nearest_a_superseded_fact_is_answered_first_by_it
         assert hit_explain(first, passages_max=0)["multipliers"]["current_value"] > 1
 
 
-def _nearest_new(searched: Searched, margin: float) -> Searched:
-    """``searched`` with the fact naming the new value nearer the question than every other fact,
-    superseded ones included."""
-    nearest = max([float(r["_score"]) for leg in searched.legs for r in leg.hits
-                   if r["_source"]["memory_type"] == "semantic"] + [f.similarity for f in searched.stale])
-    legs = tuple(replace(leg, hits=sorted(({**r, "_score": nearest + margin} if r["_id"] == "new" else r
-                                           for r in leg.hits), key=lambda r: -r["_score"])) for leg in searched.legs)
-    return replace(searched, legs=legs)
-
-
-@given(_changed_values(), st.floats(0.001, 0.2))
-def test_a_question_saying_now_nearest_the_fact_of_a_change_is_answered_first_by_the_new_value(world, margin):
-    # "Where does Ada live now?" nearest "Ada rented a flat in Leeds." (which replaced "Ada lives in
-    # York."): turns the legs favour on other words ("other_turn") must not come first.
-    searched, _ = world
-    ranked = hits_rank(_nearest_new(searched, margin), reading=replace(_reading(), says_now=True), now=T0, k=20,
-                       options=_options())
-    assert ranked.hits[0].id in ("new", "change") and ranked.hits[0].stale_as is None
-
-
 @given(_changed_values(), st.floats(0.001, 0.2), st.booleans())
 def test_a_question_not_saying_now_or_about_the_past_is_not_reordered_by_its_nearest_fact(world, margin, past):
     # The lift is for a question that says now only: "What vegetarian meals does Olivia eat?" nearest a
