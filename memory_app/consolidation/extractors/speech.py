@@ -325,6 +325,12 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'&.-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
 _SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| would| was| were)?|My|Our)\b")
 
 
+# What a person's health is said as ("my health", "my weight"): nouns of a state or attribute in
+# WordNet, yet what a fact about someone's health names.
+_BODILY = frozenset("health fitness weight sleep stamina eyesight".split())
+_POSSESSIVES = frozenset("my our his her their".split())
+
+
 def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
     """What a sentence names that a fact can be about: a name, a number, a day or month, or a
     noun of a thing, place, person, animal, food, group, activity or event (WordNet's files for
@@ -346,6 +352,8 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
             out.append(bare)
         elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
             out.append(bare)  # a name (not the first word: that is capitalised anyway)
+        elif lower in _BODILY and before in _POSSESSIVES:
+            out.append(lower)  # "my health": WordNet files it as a state, a fact is still about it
         elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
             if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
                     or (lower.endswith("ing") and before not in _AUX)):
@@ -379,6 +387,8 @@ def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
     found = anchors(sentence, ignore=ignore)
     if any(a[:1].isupper() and not _CALENDAR.match(a) and not any(n.startswith(a) for n in ignore) for a in found):
         return True
+    if any(a in _BODILY for a in found):
+        return True  # "I've been working on my fitness": the speaker's own health
     verb = _main_verb(sentence)
     return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
 
@@ -713,7 +723,11 @@ _OUR_LIVES = re.compile(r"^(?:\w+ly,?\s+)?[Oo]ur (?:health|lives|life|bodies|bod
                         r"mistakes|struggles|differences|passions|experiences|journeys?|world|society|planet|future)\b")
 # "I've learned that a bakery is no picnic": the lesson says nothing of the speaker.
 _LESSON = re.compile(r"\b(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)?\s+(?:learned|learnt|realized|realised|discovered|found "
-                     r"out)(?: that)?\s+(?P<lesson>.+)$")
+                     r"out)(?P<that> that)?\s+(?P<lesson>.+)$")
+# A lesson is a clause ("life is short", "kids can surprise you"); "I've learned three recipes" names
+# what the speaker now knows.
+_CLAUSE_VERB = re.compile(r"\b(?:is|are|was|were|isn't|aren't|can|can't|will|won't|must|should|does|doesn't|do|"
+                          r"don't|takes?|makes?|matters?|comes?|goes|needs?|has|have)\b|\w's\b")
 
 
 def lesson_or_our_lives(sentence: str) -> bool:
@@ -722,7 +736,8 @@ def lesson_or_our_lives(sentence: str) -> bool:
     if _OUR_LIVES.match(sentence) and not _SINGULAR.search(sentence):
         return True
     m = _LESSON.search(sentence)
-    return m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
+    return (m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
+            and (m["that"] is not None or bool(_CLAUSE_VERB.search(m["lesson"]))))
 
 
 def group_maxim(sentence: str) -> bool:
@@ -782,6 +797,23 @@ _WORK_OUT = re.compile(r"\b(?:will|'ll|is gonna|is going to|are gonna|are going 
                        r"(?:pay off|work out|be worth it|be fine|be okay|be ok|be alright|turn out)\b")
 
 
+# "I colour-code my list so I can stay motivated": holding up is what something done is for.
+_PURPOSE = re.compile(r"\s(?:so(?: that)?|in order to)\s")
+_BY_DOING = re.compile(r"^\s+by\s+[a-z]+ing\b")
+
+
+def _purpose_of_a_habit(before: str) -> bool:
+    """Whether the words before a way of holding up end in a purpose clause after a statement of
+    something the speaker does ("I keep a diary of my runs so I can ...")."""
+    m = None
+    for m in _PURPOSE.finditer(before):
+        pass
+    if m is None:
+        return False
+    head = before[:m.start()]
+    return bool(re.match(r"(?:I|We)\s", head)) and bool(anchors(head)) and not _STEADFAST.search(head)
+
+
 def _undertaking(sentence: str) -> bool:
     """Whether ``sentence`` opens on an -ing subject ("Joining the choir ...")."""
     bare = _LEAD_PHRASE.sub("", sentence)
@@ -796,9 +828,11 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
     but I'm ..."), a feeling of the moment ("lately", "now", the mood), looking ahead to a verb."""
     if _MOOD.search(sentence):
         return True, ""
-    if m := _STEADFAST.search(sentence):
+    if (m := _STEADFAST.search(sentence)) and not _purpose_of_a_habit(sentence[:m.start()]):
         said = m.group(0).lower()
         after = sentence[m.end():]
+        if _BY_DOING.match(after):
+            return True, after  # "I stay motivated by logging my runs": the way is a habit of theirs
         if said.startswith(("looking forward", "can't wait")):
             return True, "" if _looking_ahead(said, after) or _MOMENT.match(after) else after
         return True, ""
