@@ -65,3 +65,27 @@ def test_the_speakers_own_health_is_something_a_fact_names(what, when):
     thing a fact is about (docs/consolidation.md lists health), though WordNet files it as a state."""
     assert _facts(f"Rosa: I {what}{when}.") != [], what
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["I've been doing some promotion for my bakery", "My brother has been my rock",
+                        "I keep spare keys for my van", "I sold the piano in our hallway"]))
+def test_a_short_statement_naming_a_thing_of_the_speakers_is_enough(sentence):
+    """Two content words and a thing of the speaker's own ("my bakery") say as much as three."""
+    assert read(f"{sentence}.").about_speaker, (sentence, read(f"{sentence}."))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["lucky to have my sister", "stoked about my promotion", "so proud of my garden"]))
+def test_how_the_speaker_feels_about_a_thing_of_theirs_is_not_enough(feeling):
+    assert not read(f"I'm {feeling}.").about_speaker, feeling
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["I bought a kayak last spring", "I took up rowing with my cousin", "I adopted a greyhound in 2021"]),
+       st.sampled_from(["it sank within a week", "it's been a while since I went", "it broke down"]))
+def test_how_things_stand_after_but_is_cut_off_the_statement(statement, after):
+    """"I bought a kayak, but it sank": the "but" clause on "it" says how things stand with the
+    thing the statement named; the statement stands alone. (A "but I …" clause revises it: kept whole.)"""
+    facts = _facts(f"Rosa: {statement}, but {after}.")
+    assert facts and facts[0].startswith("Rosa") and after.split()[1] not in facts[0], facts

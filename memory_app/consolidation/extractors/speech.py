@@ -329,6 +329,9 @@ _SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| 
 # WordNet, yet what a fact about someone's health names.
 _BODILY = frozenset("health fitness weight sleep stamina eyesight".split())
 _POSSESSIVES = frozenset("my our his her their".split())
+_OWN_THING = re.compile(r"\b(?:[Mm]y|[Oo]ur)\s+(\w+)\b")
+_FEELS = re.compile(r"\b(?:I|[Ww]e)(?:'m| am| was|'re| are| were| feel| felt)(?:\s+\w+ly|\s+so|\s+just)?\s+(?P<w>[a-z]+)\b")
+_BODILY_VERBS = frozenset("on with about for improving prioritizing prioritising".split())  # "focusing on fitness"
 
 
 def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
@@ -352,7 +355,7 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
             out.append(bare)
         elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
             out.append(bare)  # a name (not the first word: that is capitalised anyway)
-        elif lower in _BODILY and before in _POSSESSIVES:
+        elif lower in _BODILY and (before in _POSSESSIVES or before in _BODILY_VERBS):
             out.append(lower)  # "my health": WordNet files it as a state, a fact is still about it
         elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
             if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
@@ -387,8 +390,11 @@ def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
     found = anchors(sentence, ignore=ignore)
     if any(a[:1].isupper() and not _CALENDAR.match(a) and not any(n.startswith(a) for n in ignore) for a in found):
         return True
-    if any(a in _BODILY for a in found):
-        return True  # "I've been working on my fitness": the speaker's own health
+    if any(a in _BODILY for a in found) or (any(m.group(1).lower() in found for m in _OWN_THING.finditer(sentence))
+                                            and not any(f["w"] in FEELINGS for f in _FEELS.finditer(sentence))):
+        # "I've been working on my fitness", "I do promotion for my business": a thing of theirs (not
+        # how they feel about it: "lucky to have my family", "stoked about my win")
+        return True
     verb = _main_verb(sentence)
     return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
 
@@ -1085,8 +1091,11 @@ def before_reference(sentence: str) -> str:
         return ""
     m = min(found, key=lambda m: m.start())
     cuts = list(_FIRST_CLAUSE.finditer(sentence, 0, m.start()))
-    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b", sentence[cuts[-1].start():], re.I):
-        return ""  # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head
+    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b(?!\s+(?:it|this|that)\b)",
+                                                     sentence[cuts[-1].start():], re.I):
+        # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head;
+        # "I used to love rowing, but it's been a while" says how things stand with what the head named.
+        return ""
     head = sentence[:cuts[-1].start()].rstrip(" ,;:-–—")
     return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
 
