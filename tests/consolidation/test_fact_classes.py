@@ -82,7 +82,7 @@ def test_how_the_speaker_feels_about_a_thing_of_theirs_is_not_enough(feeling):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(["I bought a kayak last spring", "I took up rowing with my cousin", "I adopted a greyhound in 2021"]),
+@given(st.sampled_from(["I bought a kayak last spring", "I took up rowing last summer", "I adopted a greyhound last year"]),
        st.sampled_from(["it sank within a week", "it's been a while since I went", "it broke down"]))
 def test_how_things_stand_after_but_is_cut_off_the_statement(statement, after):
     """"I bought a kayak, but it sank": the "but" clause on "it" says how things stand with the
