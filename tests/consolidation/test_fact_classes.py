@@ -5,6 +5,8 @@ is our own.
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -89,3 +91,18 @@ def test_how_things_stand_after_but_is_cut_off_the_statement(statement, after):
     thing the statement named; the statement stands alone. (A "but I …" clause revises it: kept whole.)"""
     facts = _facts(f"Rosa: {statement}, but {after}.")
     assert facts and facts[0].startswith("Rosa") and after.split()[1] not in facts[0], facts
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["I love", "I really like", "I enjoy", "My cats are"]),
+       st.sampled_from(["walking in parks like this", "the smell of these", "quiet mornings like that",
+                        "little cafes like those"]))
+def test_a_value_ending_on_a_demonstrative_names_nothing_of_its_own(verb, value):
+    """"I love walking in parks like this": the thing liked is shown or said elsewhere; the fact
+    would say nothing about which."""
+    facts = _facts(f"Rosa: {verb} {value}.")
+    assert not any(re.search(rf"\b{value.split()[-1]}\b", f) for f in facts), facts
+
+
+def test_a_value_with_its_thing_named_is_kept():
+    assert _facts("Rosa: I love walking in parks like Hampstead Heath.") != []
