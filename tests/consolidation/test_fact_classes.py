@@ -106,3 +106,41 @@ def test_a_value_ending_on_a_demonstrative_names_nothing_of_its_own(verb, value)
 
 def test_a_value_with_its_thing_named_is_kept():
     assert _facts("Rosa: I love walking in parks like Hampstead Heath.") != []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["I'm showing my quilts at the craft fair next month", "I'm running the Bath half marathon in May",
+                        "I host a quiz night at the Crown on Fridays"]),
+       st.sampled_from([" - can't wait!", ", can't wait to see everyone!", "... so excited!", " – cannot wait"]))
+def test_eagerness_after_a_plan_is_cut_off(plan, eager):
+    """"I'm showing my quilts at the fair next month - can't wait!": the plan is the fact; the
+    eagerness after it says only how the speaker feels about it."""
+    facts = _facts(f"Rosa: {plan}{eager}")
+    assert facts and not any(re.search(r"wait|excited", f) for f in facts), facts
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["I'm going to a beekeeping course", "I'm gonna visit my aunt in Galway",
+                        "We're going to a folk festival"]),
+       st.sampled_from(["next month", "this weekend", "tomorrow", "next Sunday"]))
+def test_a_plan_for_a_day_said_relative_to_the_turn_is_dated(plan, when):
+    """An intention is kept when it names when ("next month" as "on 4 May" is)."""
+    assert _facts(f"Rosa: {plan} {when}.") != [], plan
+
+
+def test_an_intention_with_no_date_is_still_dropped():
+    assert _facts("Rosa: I'm going to try harder with the garden.") == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["I built a cold frame for the allotment in April", "I joined a rowing club in Derby with my neighbour"]),
+       st.sampled_from([" – they keep me going", "; they keep me going through it all", ", and I'm staying positive"]))
+def test_holding_up_after_a_statement_of_its_own_keeps_the_statement(statement, holding):
+    """"I joined a rowing club in May – they keep me going": the first clause is a fact of its own; the way
+    of holding up after it does not make the sentence a feeling."""
+    facts = _facts(f"Rosa: {statement}{holding}.")
+    assert any(f.startswith("Rosa") and statement.split()[-1] in f for f in facts), facts
+
+
+def test_holding_up_after_how_hard_it_was_is_still_a_feeling():
+    assert _facts("Rosa: Moving flats in March was tough, but I'm staying positive.") == []

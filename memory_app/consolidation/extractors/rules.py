@@ -424,7 +424,7 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.after_answer(speech.strip_vocative(sentence, names=batch.speakers)))
-            sentence = speech.after_wish(sentence)
+            sentence = speech.before_eagerness(speech.after_wish(sentence))
             sentence = speech.own_noun(speech.shown_thing(speech.with_subject(speech.plain(speech.strip_opener(sentence)))))
             pair = speech.pronoun_and_i(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                         exclude=batch.speakers | {holder})

@@ -249,6 +249,18 @@ def after_wish(sentence: str) -> str:
     return sentence[m.end():] if m and is_request(strip_opener(sentence[:m.start()])) else sentence
 
 
+# "I'm having an art show next month - can't wait!": the eagerness after the statement says how the
+# speaker feels about it, nothing more; the statement stands on its own.
+_EAGER_TAIL = re.compile(r"\s*(?:[-–—,;]+|\.\.\.)\s*(?:I\s+)?(?:can't wait|cannot wait|so excited|looking forward to it)"
+                         r"\b[^.!?]*[.!?]*\s*$", re.I)
+
+
+def before_eagerness(sentence: str) -> str:
+    """The sentence without a closing "- can't wait!" after a statement of three words or more."""
+    m = _EAGER_TAIL.search(sentence)
+    return sentence[:m.start()] if m and len(sentence[:m.start()].split()) >= 3 else sentence
+
+
 _VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
                        r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?–—-]|$))", re.I)
 
@@ -370,6 +382,13 @@ _PAST_DATE = re.compile(r"\b(?:yesterday|last (?:night|week|weekend|month|year|s
                         r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a|one|two|three|four|five|six|"
                         r"seven|eight|nine|ten|\d+|a few|a couple of|several) (?:days?|weeks?|months?|years?) "
                         r"(?:ago|back))\b", re.I)
+
+
+# When a plan is for, said relative to the turn ("next month", "this weekend", "tomorrow"): a date, as
+# "on 4 May" is ("tonight" and "today" say what the speaker is up to at the moment).
+_FUTURE_DATE = re.compile(r"\b(?:tomorrow|next (?:week|weekend|month|year|summer|winter|spring|fall|autumn|monday|tuesday|"
+                          r"wednesday|thursday|friday|saturday|sunday)|this (?:weekend|month|summer|winter|spring|fall|"
+                          r"autumn|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b", re.I)
 
 
 def past_dates(sentence: str) -> list[str]:
@@ -820,6 +839,21 @@ def _purpose_of_a_habit(before: str) -> bool:
     return bool(re.match(r"(?:I|We)\s", head)) and bool(anchors(head)) and not _STEADFAST.search(head)
 
 
+_CLAUSE_BREAK = re.compile(r"\s[-–—]+\s|;\s|,\s+(?:and|but|so)\s")
+
+
+def _statement_before(before: str) -> bool:
+    """Whether the words before a way of holding up end a clause that is a statement of the speaker's
+    own ("My aunts are my rocks – they keep me going", "I joined a rowing club in May, and I'm staying
+    positive"): not how hard something is nor a feeling, which the holding up copes with."""
+    cuts = list(_CLAUSE_BREAK.finditer(before))
+    if not cuts:
+        return False
+    head = before[:cuts[-1].start()]
+    return (bool(_SPEAKER_SUBJECT.match(head)) and len(set(anchors(head))) >= 2 and not _HARDSHIP.search(head + " but I")
+            and not _STEADFAST.search(head) and not any(f["w"] in FEELINGS for f in _FEELS.finditer(head)))
+
+
 def _undertaking(sentence: str) -> bool:
     """Whether ``sentence`` opens on an -ing subject ("Joining the choir ...")."""
     bare = _LEAD_PHRASE.sub("", sentence)
@@ -834,7 +868,8 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
     but I'm ..."), a feeling of the moment ("lately", "now", the mood), looking ahead to a verb."""
     if _MOOD.search(sentence):
         return True, ""
-    if (m := _STEADFAST.search(sentence)) and not _purpose_of_a_habit(sentence[:m.start()]):
+    if (m := _STEADFAST.search(sentence)) and not _purpose_of_a_habit(sentence[:m.start()]) \
+            and not _statement_before(sentence[:m.start()]):
         said = m.group(0).lower()
         after = sentence[m.end():]
         if _BY_DOING.match(after):
@@ -957,7 +992,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "maxim")
     if rules.modal and (_SUGGESTION.match(bare) or _OFFER.match(sentence)):
         return Reading(False, False, "hypothetical")
-    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
+    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found) \
+            and not _FUTURE_DATE.search(sentence):
         return Reading(False, False, "hypothetical")
     return Reading(True, False)
 
