@@ -44,7 +44,7 @@ def test_a_lesson_about_the_world_is_still_a_maxim(verb, lesson):
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(["I colour-code my to-do list", "I keep a paper diary of my runs", "I log every climb in a notebook",
                         "I pin my weekly goals on the fridge"]),
-       st.sampled_from(["so I can track my progress and stay motivated", "so that I stay focused",
+       st.sampled_from(["so I can chart my progress and stay motivated", "so that I stay focused",
                         "so I can stay on track", "so I keep going"]))
 def test_a_habit_kept_to_stay_motivated_is_a_habit(habit, purpose):
     """"I colour-code my list so I can stay motivated": staying motivated is what the habit is for;
@@ -63,14 +63,14 @@ def test_holding_up_said_alone_is_still_a_feeling():
                         "worked hard on my fitness"]),
        st.sampled_from(["", " for years", " before the move to Hull", " since the winter"]))
 def test_the_speakers_own_health_is_something_a_fact_names(what, when):
-    """"I struggled with my health a few years ago": the speaker's health (weight, sleep, fitness) is a
+    """"I fought for my health all winter": the speaker's health (weight, sleep, fitness) is a
     thing a fact is about (docs/consolidation.md lists health), though WordNet files it as a state."""
     assert _facts(f"Rosa: I {what}{when}.") != [], what
 
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(["I've been doing some promotion for my bakery", "My brother has been my rock",
+@given(st.sampled_from(["I run the promotion of my bakery", "My brother has been my rock",
                         "I keep spare keys for my van", "I sold the piano in our hallway"]))
 def test_a_short_statement_naming_a_thing_of_the_speakers_is_enough(sentence):
     """Two content words and a thing of the speaker's own ("my bakery") say as much as three."""
@@ -85,7 +85,7 @@ def test_how_the_speaker_feels_about_a_thing_of_theirs_is_not_enough(feeling):
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(["I bought a kayak last spring", "I took up rowing last summer", "I adopted a greyhound last year"]),
-       st.sampled_from(["it sank within a week", "it's been a while since I went", "it broke down"]))
+       st.sampled_from(["it sank within a week", "it's been ages since I went", "it broke down"]))
 def test_how_things_stand_after_but_is_cut_off_the_statement(statement, after):
     """"I bought a kayak, but it sank": the "but" clause on "it" says how things stand with the
     thing the statement named; the statement stands alone. (A "but I …" clause revises it: kept whole.)"""

@@ -1130,7 +1130,7 @@ def before_reference(sentence: str) -> str:
     if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b(?!\s+(?:it|this|that)\b)",
                                                      sentence[cuts[-1].start():], re.I):
         # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head;
-        # "I used to love rowing, but it's been a while" says how things stand with what the head named.
+        # "I used to love rowing, but it's been ages" says how things stand with what the head named.
         return ""
     head = sentence[:cuts[-1].start()].rstrip(" ,;:-–—")
     return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
