@@ -144,3 +144,13 @@ def test_holding_up_after_a_statement_of_its_own_keeps_the_statement(statement, 
 
 def test_holding_up_after_how_hard_it_was_is_still_a_feeling():
     assert _facts("Rosa: Moving flats in March was tough, but I'm staying positive.") == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["I've been having", "We have been having", "I've been having such"]),
+       st.sampled_from(["a rough patch", "some hard times", "hectic weeks", "a really tough time"]),
+       st.sampled_from(["", " lately", " recently", " at the depot"]))
+def test_hard_times_of_late_are_a_state_of_the_moment(having, times, where):
+    """"I've been having some hard times lately": how things stand now, not a fact about the speaker."""
+    sentence = f"{having} {times.replace('a ', '', 1) if having.endswith('such') else times}{where}."
+    assert not read(sentence).about_speaker, sentence

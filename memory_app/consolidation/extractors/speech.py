@@ -570,7 +570,9 @@ _STATE = re.compile(r"(?:^|[,;:]\s+|\s(?:but|and|so|though)\s+)(?:(?:I|[Ww]e)(?:
                     r"(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)? had (?:a |an |some |such a )?(?:\w+ )?"
                     r"(?:rough|bad|frustrating|hard|long|tough|stressful|crazy|hectic|difficult|annoying)\s+"
                     r"(?:day|days|week|weeks|problem|problems|issue|issues|time|times|morning|night|patch)\s+"
-                    r"(?:at|with|in)\b)|"
+                    r"(?:at|with|in)\b|"
+                    r"(?:I|[Ww]e)(?:'ve| have) been having (?:a |some |such )?(?:\w+ )?(?:rough|bad|hard|tough|difficult|"
+                    r"stressful|crazy|hectic) (?:time|times|days|weeks|patch)\b)|"
                     r"^(?:(?:[Ll]ately|[Rr]ecently|[Tt]hese days),?\s+)?(?:I|[Ww]e)(?:'ve| have)? been(?:\s+\w+ly)?(?: a lot)?\s+"
                     r"(?:thinking|wondering|reflecting|pondering|mulling)\b(?! (?:about|of) \w+ing\b)")
 # What has not happened lately ("I haven't got far with the thesis lately"): how things stand now.
