@@ -832,12 +832,10 @@ _BY_DOING = re.compile(r"^\s+by\s+[a-z]+ing\b")
 def _purpose_of_a_habit(before: str) -> bool:
     """Whether the words before a way of holding up end in a purpose clause after a statement of
     something the speaker does ("I keep a diary of my runs so I can ...")."""
-    m = None
-    for m in _PURPOSE.finditer(before):
-        pass
-    if m is None:
+    found = list(_PURPOSE.finditer(before))
+    if not found:
         return False
-    head = before[:m.start()]
+    head = before[:found[-1].start()]
     return bool(re.match(r"(?:I|We)\s", head)) and bool(anchors(head)) and not _STEADFAST.search(head)
 
 
