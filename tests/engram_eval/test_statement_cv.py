@@ -95,10 +95,11 @@ def test_the_labelled_dev_facts_describe_the_current_output():
     assert report["a"]["all"]["junk_share"] < labelled_sample(paths, rules=first)["a"]["all"]["junk_share"]
     # Sample "k" was drawn with `how_it_was` on, before the cross-validation turned it off (at the defaults
     # the 7 facts it rewords are proposed whole instead, all labelled facts); since then issue 68's
-    # thirteenth pass stopped joining a feeling to the statement before it, rewording 3 more.
+    # thirteenth pass stopped joining a feeling to the statement before it, rewording 3 more; the
+    # fourteenth drops one junk fact of it (a liked thing named elsewhere: "... like this").
     drawn = labelled_sample(paths, rules=replace(StatementRules(), how_it_was=True))["k"]["all"]
-    assert drawn["still_proposed"] >= 97 and drawn["junk"] == 25
-    assert report["k"]["all"]["still_proposed"] >= 90 and report["k"]["all"]["junk"] == 25
+    assert drawn["still_proposed"] >= 96 and drawn["junk"] == 24
+    assert report["k"]["all"]["still_proposed"] >= 89 and report["k"]["all"]["junk"] == 24
 
 
 def test_the_default_takes_per_rule_what_most_folds_picked():

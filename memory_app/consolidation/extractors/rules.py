@@ -44,6 +44,8 @@ _VAGUE = re.compile(r"^(?:not|so|too|very|really|pretty|quite|kind of|sort of|a 
                     r"fine|ok|okay|good|great|bad|here|there|this|that|it|these|those|them|him|to|the same|different|busy|"
                     r"better|worse)\b",
                     re.I)
+# "places like this", "the taste of these": what the value names is shown or said elsewhere.
+_SHOWN = re.compile(r"\b(?:this|that|these|those)$", re.I)
 _PRONOUN = re.compile(r"\b(?:me|you|your|yours|myself|i|i'm|we|us|him|them)\b", re.I)
 
 _SUCCESS = re.compile(r"\b(?:(?:that|it|this|which)(?: finally| actually)? (?:worked|did the trick|fixed it|solved it|"
@@ -71,7 +73,7 @@ def _clean_value(raw: str, *, allow_ing: bool = False) -> str | None:
     value = _VALUE_STOP.split(raw, maxsplit=1)[0]
     value = _TRAIL.sub("", value.strip().rstrip(".!? "))
     value = re.sub(r"^(?:called|named|now|actually|still)\s+", "", value, flags=re.I).strip(" '\"")
-    if not value or len(value.split()) > 8 or _VAGUE.match(value) or _PRONOUN.search(value):
+    if not value or len(value.split()) > 8 or _VAGUE.match(value) or _PRONOUN.search(value) or _SHOWN.search(value):
         return None
     if not allow_ing and re.match(r"^\w+ing\b", value) and not re.match(r"^(?:king|ring|spring|morning|evening|wedding)\b", value, re.I):
         return None
@@ -422,7 +424,7 @@ class RulesExtractor:
                 previous_general = None
                 continue
             sentence = speech.own_part(speech.after_answer(speech.strip_vocative(sentence, names=batch.speakers)))
-            sentence = speech.after_wish(sentence)
+            sentence = speech.before_eagerness(speech.after_wish(sentence))
             sentence = speech.own_noun(speech.shown_thing(speech.with_subject(speech.plain(speech.strip_opener(sentence)))))
             pair = speech.pronoun_and_i(speech.strip_opener(sentence), [*last_turn, *in_turn[:index]],
                                         exclude=batch.speakers | {holder})

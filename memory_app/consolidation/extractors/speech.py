@@ -249,6 +249,18 @@ def after_wish(sentence: str) -> str:
     return sentence[m.end():] if m and is_request(strip_opener(sentence[:m.start()])) else sentence
 
 
+# "I'm having an art show next month - can't wait!": the eagerness after the statement says how the
+# speaker feels about it, nothing more; the statement stands on its own.
+_EAGER_TAIL = re.compile(r"\s*(?:[-–—,;]+|\.\.\.)\s*(?:I\s+)?(?:can't wait|cannot wait|so excited|looking forward to it)"
+                         r"\b[^.!?]*[.!?]*\s*$", re.I)
+
+
+def before_eagerness(sentence: str) -> str:
+    """The sentence without a closing "- can't wait!" after a statement of three words or more."""
+    m = _EAGER_TAIL.search(sentence)
+    return sentence[:m.start()] if m and len(sentence[:m.start()].split()) >= 3 else sentence
+
+
 _VOCATIVE = re.compile(r"(?:,|\s+[-–—]+)\s*(?:(?P<thanks>thanks|thank you|cheers)(?: so much)?(?:\s+(?P<name>[A-Z][\w'-]*))?|"
                        r"(?P<alone>[A-Z][\w'-]*))(?=\s*(?:[,;.!?–—-]|$))", re.I)
 
@@ -325,6 +337,15 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'&.-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:]\d+)*")
 _SUBJECT = re.compile(r"^(?:(?:I|We)(?:'m|'ve|'d|'ll| am| are| have| had| will| would| was| were)?|My|Our)\b")
 
 
+# What a person's health is said as ("my health", "my weight"): nouns of a state or attribute in
+# WordNet, yet what a fact about someone's health names.
+_BODILY = frozenset("health fitness weight sleep stamina eyesight".split())
+_POSSESSIVES = frozenset("my our his her their".split())
+_OWN_THING = re.compile(r"\b(?:[Mm]y|[Oo]ur)\s+(\w+)\b")
+_FEELS = re.compile(r"\b(?:I|[Ww]e)(?:'m| am| was|'re| are| were| feel| felt)(?:\s+\w+ly|\s+so|\s+just)?\s+(?P<w>[a-z]+)\b")
+_BODILY_VERBS = frozenset("on with about for improving prioritizing prioritising".split())  # "focusing on fitness"
+
+
 def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
     """What a sentence names that a fact can be about: a name, a number, a day or month, or a
     noun of a thing, place, person, animal, food, group, activity or event (WordNet's files for
@@ -346,6 +367,8 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
             out.append(bare)
         elif bare[:1].isupper() and i > 0 and not _FIRST_PERSON.fullmatch(bare) and before not in ("i",):
             out.append(bare)  # a name (not the first word: that is capitalised anyway)
+        elif lower in _BODILY and (before in _POSSESSIVES or before in _BODILY_VERBS):
+            out.append(lower)  # "my health": WordNet files it as a state, a fact is still about it
         elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
             if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
                     or (lower.endswith("ing") and before not in _AUX)):
@@ -359,6 +382,13 @@ _PAST_DATE = re.compile(r"\b(?:yesterday|last (?:night|week|weekend|month|year|s
                         r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a|one|two|three|four|five|six|"
                         r"seven|eight|nine|ten|\d+|a few|a couple of|several) (?:days?|weeks?|months?|years?) "
                         r"(?:ago|back))\b", re.I)
+
+
+# When a plan is for, said relative to the turn ("next month", "this weekend", "tomorrow"): a date, as
+# "on 4 May" is ("tonight" and "today" say what the speaker is up to at the moment).
+_FUTURE_DATE = re.compile(r"\b(?:tomorrow|next (?:week|weekend|month|year|summer|winter|spring|fall|autumn|monday|tuesday|"
+                          r"wednesday|thursday|friday|saturday|sunday)|this (?:weekend|month|summer|winter|spring|fall|"
+                          r"autumn|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b", re.I)
 
 
 def past_dates(sentence: str) -> list[str]:
@@ -378,6 +408,11 @@ def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
     after a verb of playing, owning or practising ("I play cello", "I've worked with Kotlin")."""
     found = anchors(sentence, ignore=ignore)
     if any(a[:1].isupper() and not _CALENDAR.match(a) and not any(n.startswith(a) for n in ignore) for a in found):
+        return True
+    if any(a in _BODILY for a in found) or (any(m.group(1).lower() in found for m in _OWN_THING.finditer(sentence))
+                                            and not any(f["w"] in FEELINGS for f in _FEELS.finditer(sentence))):
+        # "I've been working on my fitness", "I do promotion for my business": a thing of theirs (not
+        # how they feel about it: "lucky to have my family", "stoked about my win")
         return True
     verb = _main_verb(sentence)
     return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
@@ -535,7 +570,9 @@ _STATE = re.compile(r"(?:^|[,;:]\s+|\s(?:but|and|so|though)\s+)(?:(?:I|[Ww]e)(?:
                     r"(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)? had (?:a |an |some |such a )?(?:\w+ )?"
                     r"(?:rough|bad|frustrating|hard|long|tough|stressful|crazy|hectic|difficult|annoying)\s+"
                     r"(?:day|days|week|weeks|problem|problems|issue|issues|time|times|morning|night|patch)\s+"
-                    r"(?:at|with|in)\b)|"
+                    r"(?:at|with|in)\b|"
+                    r"(?:I|[Ww]e)(?:'ve| have) been having (?:a |some |such )?(?:\w+ )?(?:rough|bad|hard|tough|difficult|"
+                    r"stressful|crazy|hectic) (?:time|times|days|weeks|patch)\b)|"
                     r"^(?:(?:[Ll]ately|[Rr]ecently|[Tt]hese days),?\s+)?(?:I|[Ww]e)(?:'ve| have)? been(?:\s+\w+ly)?(?: a lot)?\s+"
                     r"(?:thinking|wondering|reflecting|pondering|mulling)\b(?! (?:about|of) \w+ing\b)")
 # What has not happened lately ("I haven't got far with the thesis lately"): how things stand now.
@@ -713,7 +750,11 @@ _OUR_LIVES = re.compile(r"^(?:\w+ly,?\s+)?[Oo]ur (?:health|lives|life|bodies|bod
                         r"mistakes|struggles|differences|passions|experiences|journeys?|world|society|planet|future)\b")
 # "I've learned that a bakery is no picnic": the lesson says nothing of the speaker.
 _LESSON = re.compile(r"\b(?:I|[Ww]e)(?:'ve| have)?(?:\s+\w+ly)?\s+(?:learned|learnt|realized|realised|discovered|found "
-                     r"out)(?: that)?\s+(?P<lesson>.+)$")
+                     r"out)(?P<that> that)?\s+(?P<lesson>.+)$")
+# A lesson is a clause ("life is short", "kids can surprise you"); "I've learned three recipes" names
+# what the speaker now knows.
+_CLAUSE_VERB = re.compile(r"\b(?:is|are|was|were|isn't|aren't|can|can't|will|won't|must|should|does|doesn't|do|"
+                          r"don't|takes?|makes?|matters?|comes?|goes|needs?|has|have)\b|\w's\b")
 
 
 def lesson_or_our_lives(sentence: str) -> bool:
@@ -722,7 +763,8 @@ def lesson_or_our_lives(sentence: str) -> bool:
     if _OUR_LIVES.match(sentence) and not _SINGULAR.search(sentence):
         return True
     m = _LESSON.search(sentence)
-    return m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
+    return (m is not None and not _FIRST_PERSON.search(m["lesson"]) and not _PAST_MARKER.search(m["lesson"])
+            and (m["that"] is not None or bool(_CLAUSE_VERB.search(m["lesson"]))))
 
 
 def group_maxim(sentence: str) -> bool:
@@ -782,6 +824,36 @@ _WORK_OUT = re.compile(r"\b(?:will|'ll|is gonna|is going to|are gonna|are going 
                        r"(?:pay off|work out|be worth it|be fine|be okay|be ok|be alright|turn out)\b")
 
 
+# "I colour-code my list so I can stay motivated": holding up is what something done is for.
+_PURPOSE = re.compile(r"\s(?:so(?: that)?|in order to)\s")
+_BY_DOING = re.compile(r"^\s+by\s+[a-z]+ing\b")
+
+
+def _purpose_of_a_habit(before: str) -> bool:
+    """Whether the words before a way of holding up end in a purpose clause after a statement of
+    something the speaker does ("I keep a diary of my runs so I can ...")."""
+    found = list(_PURPOSE.finditer(before))
+    if not found:
+        return False
+    head = before[:found[-1].start()]
+    return bool(re.match(r"(?:I|We)\s", head)) and bool(anchors(head)) and not _STEADFAST.search(head)
+
+
+_CLAUSE_BREAK = re.compile(r"\s[-–—]+\s|;\s|,\s+(?:and|but|so)\s")
+
+
+def _statement_before(before: str) -> bool:
+    """Whether the words before a way of holding up end a clause that is a statement of the speaker's
+    own ("My aunts are my rocks – they keep me going", "I joined a rowing club in May, and I'm staying
+    positive"): not how hard something is nor a feeling, which the holding up copes with."""
+    cuts = list(_CLAUSE_BREAK.finditer(before))
+    if not cuts:
+        return False
+    head = before[:cuts[-1].start()]
+    return (bool(_SPEAKER_SUBJECT.match(head)) and len(set(anchors(head))) >= 2 and not _HARDSHIP.search(head + " but I")
+            and not _STEADFAST.search(head) and not any(f["w"] in FEELINGS for f in _FEELS.finditer(head)))
+
+
 def _undertaking(sentence: str) -> bool:
     """Whether ``sentence`` opens on an -ing subject ("Joining the choir ...")."""
     bare = _LEAD_PHRASE.sub("", sentence)
@@ -796,9 +868,12 @@ def _feeling(sentence: str, *, after_hardship: bool = False) -> tuple[bool, str]
     but I'm ..."), a feeling of the moment ("lately", "now", the mood), looking ahead to a verb."""
     if _MOOD.search(sentence):
         return True, ""
-    if m := _STEADFAST.search(sentence):
+    if (m := _STEADFAST.search(sentence)) and not _purpose_of_a_habit(sentence[:m.start()]) \
+            and not _statement_before(sentence[:m.start()]):
         said = m.group(0).lower()
         after = sentence[m.end():]
+        if _BY_DOING.match(after):
+            return True, after  # "I stay motivated by logging my runs": the way is a habit of theirs
         if said.startswith(("looking forward", "can't wait")):
             return True, "" if _looking_ahead(said, after) or _MOMENT.match(after) else after
         return True, ""
@@ -917,7 +992,8 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
         return Reading(False, False, "maxim")
     if rules.modal and (_SUGGESTION.match(bare) or _OFFER.match(sentence)):
         return Reading(False, False, "hypothetical")
-    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found):
+    if rules.modal == 2 and _INTENT.match(bare) and not any(a[0].isdigit() or _CALENDAR.match(a) for a in found) \
+            and not _FUTURE_DATE.search(sentence):
         return Reading(False, False, "hypothetical")
     return Reading(True, False)
 
@@ -1051,8 +1127,11 @@ def before_reference(sentence: str) -> str:
         return ""
     m = min(found, key=lambda m: m.start())
     cuts = list(_FIRST_CLAUSE.finditer(sentence, 0, m.start()))
-    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b", sentence[cuts[-1].start():], re.I):
-        return ""  # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head
+    if not cuts or cuts[-1].start() == 0 or re.match(r"[,;:\s-]*(?:but|yet|though)\b(?!\s+(?:it|this|that)\b)",
+                                                     sentence[cuts[-1].start():], re.I):
+        # "I was going to quit karate, but I'm sticking with it": the clause cut off revises the head;
+        # "I used to love rowing, but it's been ages" says how things stand with what the head named.
+        return ""
     head = sentence[:cuts[-1].start()].rstrip(" ,;:-–—")
     return "" if _LEANING.search(head) else head  # "I played one with my cousin": leans itself
 
