@@ -204,20 +204,3 @@ def test_a_past_liking_is_a_fact(used, thing, rest):
 def test_used_to_without_a_thing_names_nothing():
     for sentence in ("I used to do that.", "I used to love it, but it's been ages."):
         assert not _facts(sentence), sentence
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.sampled_from(["Trying to", "Hoping to", "Planning to", "Learning to"]),
-       st.sampled_from(["cut down on sugar", "swim a mile without stopping", "get my driving licence",
-                        "grow tomatoes on the balcony"]),
-       st.sampled_from(["", " these days", " this spring"]))
-def test_an_effort_said_without_its_i_is_the_speakers(effort, aim, when):
-    """"Trying to cut down on sugar these days.": a chat leaves out "I'm"; what the speaker is working
-    at is a fact about them, as "I'm trying to ..." is."""
-    facts = _facts(f"{effort} {aim}{when}.")
-    assert any(aim.split()[-1] in f and effort.split()[0].lower() in f for f in facts), facts
-
-
-def test_an_effort_without_its_i_that_holds_up_is_still_a_feeling():
-    for sentence in ("Trying to stay positive, not easy.", "Trying to keep my chin up.", "Hoping to see you soon."):
-        assert not _facts(sentence), sentence

@@ -523,7 +523,7 @@ _HOLDING_UP = (r"(?:(?<!\bto )|(?<=\btrying to )|(?<=\btry to )|(?<=\bme to )|(?
 _STEADFAST = re.compile(_HOLDING_UP + r"\b(?:stay(?:ing)?|keep(?:ing)?|remain(?:ing)?|push(?:ing)?|hang(?:ing)?|"
                         r"carry(?:ing)? on)"
                         r"\s+(?:\w+\s+)?(?:positive|strong|focused|motivated|determined|hopeful|going|pushing|"
-                        r"forward|through|on|in there|at it|trying|upbeat|optimistic|chin up)\b|\bmake it work\b|"
+                        r"forward|through|on|in there|at it|trying|upbeat|optimistic)\b|\bmake it work\b|"
                         r"\bcan't wait\b|\blooking forward\b|\bhold (?:me|us) back\b|"
                         r"\bhoping for the best\b|\b(?:gonna|going to|will|'ll) make it\b(?=\s*(?:[.!,;]|$))|" + _HOLDING_UP + r"\bstay(?:ing)? on track\b|\bgive up\b", re.I)
 # How hard something is, said before how the speaker copes ("Moving has been tough, but I'm ..."):
@@ -714,16 +714,11 @@ _BEEN_DOING = re.compile(r"^[Bb]een (?=(?:[a-z]+ly |just |also )?(?P<verb>[a-z]+
 _BEEN_TO = re.compile(r"^[Bb]een (?=(?:only |just |never |once |twice |already )?to (?-i:[A-Z]|the\b))")
 
 
-_EFFORT = re.compile(r"(?:Trying|Hoping|Planning|Learning|Aiming|Working) (?:to|on)\b")
-
-
 def with_subject(sentence: str) -> str:
     """The sentence with the "I" a chat leaves out put back in front of a past-tense verb
     ("Went to the Rockies last week." → "I went to the Rockies last week.") or the "I've" in front
     of "been" and what the speaker is doing ("Been knitting a lot" → "I've been knitting a lot";
     not "Been a long week"); else unchanged."""
-    if _EFFORT.match(sentence):
-        return f"I'm {sentence[:1].lower()}{sentence[1:]}"  # "Trying to cut down on sugar": what they are at
     been = _BEEN_DOING.match(sentence)
     if been and lexicon().lemma(been["verb"], "v") not in (None, been["verb"]):
         return f"I've been {sentence[been.end():]}"
