@@ -204,3 +204,20 @@ def test_a_past_liking_is_a_fact(used, thing, rest):
 def test_used_to_without_a_thing_names_nothing():
     for sentence in ("I used to do that.", "I used to love it, but it's been ages."):
         assert not _facts(sentence), sentence
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["Watching the tide come in", "Hearing the rain on the roof", "Reading crime novels in bed",
+                        "Watching old westerns"]),
+       st.sampled_from(["helps me unwind", "really helps me switch off after a long shift", "helps me sleep"]))
+def test_a_habit_that_helps_the_speaker_is_no_reaction(doing, helps):
+    """"Watching the tide come in helps me unwind": what the speaker does to recover is a habit of
+    theirs, though it opens on a verb of seeing or hearing as a reaction ("Seeing the photo made me smile") does."""
+    sentence = f"{doing} {helps}."
+    assert read(sentence).about_speaker, (sentence, read(sentence))
+
+
+def test_seeing_something_that_moved_the_speaker_is_still_a_reaction():
+    for sentence in ("Seeing my old school photos made me laugh.", "Hearing the news about my cousin made me cry.",
+                     "Watching my nephew graduate made me so proud."):
+        assert not read(sentence).about_speaker, sentence

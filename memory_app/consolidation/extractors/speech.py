@@ -670,6 +670,8 @@ _REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising
                        r"thinking (?:about|of))\b|\b(?:makes?|made) (?:me|us) (?:so |really |feel|think|smile|laugh|"
                        r"cry|realize|realise|want|wanna)|\breminds? (?:me|us)\b|\b(?:gets?|got) (?:me|us) (?:thinking|wondering)\b|"
                        r"^whenever (?:I|we) (?:hear|see|watch|think of|look at)\b", re.I)
+# "Watching the tide helps me unwind": what the speaker does to recover, a habit, not a reaction.
+_HELPS_ME = re.compile(r"^[A-Za-z]+ing\b[^,;:–—]*?\bhelps?\s+(?:me|us)\b")
 # Discourse markers and emoji a chat puts around what is said; the fact reads better without them.
 _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
@@ -996,7 +998,7 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if (bare.split(" ", 1)[0].lower() in _FRAGMENT_START and not _BEING_SOMEWHERE.match(bare)) \
             or _GERUND_FRAGMENT.match(sentence):
         return Reading(False, False, "fragment")
-    if rules.reactions and _REACTION.search(sentence):
+    if rules.reactions and _REACTION.search(sentence) and not _HELPS_ME.search(sentence):
         return Reading(False, False, "reaction")
     if rules.showing and _SHOWING.search(sentence):
         return Reading(False, False, "showing")
