@@ -344,6 +344,9 @@ _POSSESSIVES = frozenset("my our his her their".split())
 _OWN_THING = re.compile(r"\b(?:[Mm]y|[Oo]ur)\s+(\w+)\b")
 _FEELS = re.compile(r"\b(?:I|[Ww]e)(?:'m| am| was|'re| are| were| feel| felt)(?:\s+\w+ly|\s+so|\s+just)?\s+(?P<w>[a-z]+)\b")
 _BODILY_VERBS = frozenset("on with about for improving prioritizing prioritising".split())  # "focusing on fitness"
+# "eat healthier", "stay healthy": how the speaker looks after their health, said with an adjective.
+_HEALTHY = frozenset("healthy healthier healthily".split())
+_HEALTHY_VERBS = re.compile(r"^(?:eat|eating|ate|live|living|stay|staying|keep|keeping)$")
 
 
 def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool = False) -> list[str]:
@@ -369,6 +372,9 @@ def anchors(sentence: str, *, ignore: frozenset[str] = frozenset(), strict: bool
             out.append(bare)  # a name (not the first word: that is capitalised anyway)
         elif lower in _BODILY and (before in _POSSESSIVES or before in _BODILY_VERBS):
             out.append(lower)  # "my health": WordNet files it as a state, a fact is still about it
+        elif lower in _HEALTHY and (_HEALTHY_VERBS.match(before) or (before == "more" and i > 1
+                                                                   and _HEALTHY_VERBS.match(words[i - 2].lower()))):
+            out.append("health")
         elif len(lower) > 2 and lex.is_concrete_noun(lower, strict=strict):
             if (not lex.mostly_verb(lower) or before in _DETERMINERS or before.endswith("'s")
                     or (lower.endswith("ing") and before not in _AUX)):
@@ -402,6 +408,9 @@ def past_dates(sentence: str) -> list[str]:
 _PRACTICE = frozenset("play own speak ride drive teach study collect".split())
 
 
+_PAST_HABIT = re.compile(r"^(?:I|[Ww]e)\s+used\s+to\s+[a-z]+\b")
+
+
 def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
     """Whether the sentence names a thing of the speaker's: a name (not a day or month, nor a speaker's
     short name: "Mel" for Melanie), or a thing
@@ -414,6 +423,8 @@ def _own_named_thing(sentence: str, ignore: frozenset[str]) -> bool:
         # "I've been working on my fitness", "I do promotion for my business": a thing of theirs (not
         # how they feel about it: "lucky to have my family", "stoked about my win")
         return True
+    if found and _PAST_HABIT.search(sentence):
+        return True  # "I used to love sailing": a past liking or habit, the thing named is theirs
     verb = _main_verb(sentence)
     return bool(found) and verb is not None and (lexicon().lemma(verb, "v") or verb) in _PRACTICE
 
@@ -637,6 +648,9 @@ only even never totally definitely won't can't haven't hasn't hadn't didn't does
 
 # What is left of a thanks or an ongoing act once its subject was dropped ("for helping me with ...",
 # "Still looking for a flat"): an "-ing" verb after "for" or "still" and no subject of its own.
+# "Being in the mountains helps me unwind": where the speaker goes to recover, a subject of its own.
+_BEING_SOMEWHERE = re.compile(r"^being\s+(?:out\s+)?(?:in|at|on|by|near|around|outdoors|outside)\b[^,;:–—]*?\b"
+                              r"(?:helps?|lets?|keeps?)\s+(?:me|us)\b", re.I)
 _GERUND_FRAGMENT = re.compile(r"^(?:for|still|just)\s+[a-z]+ing\b[^,;:–—]*$", re.I)
 
 
@@ -656,6 +670,8 @@ _REACTION = re.compile(r"^(?:seeing|watching|hearing|knowing|realizing|realising
                        r"thinking (?:about|of))\b|\b(?:makes?|made) (?:me|us) (?:so |really |feel|think|smile|laugh|"
                        r"cry|realize|realise|want|wanna)|\breminds? (?:me|us)\b|\b(?:gets?|got) (?:me|us) (?:thinking|wondering)\b|"
                        r"^whenever (?:I|we) (?:hear|see|watch|think of|look at)\b", re.I)
+# "Watching the tide helps me unwind": what the speaker does to recover, a habit, not a reaction.
+_HELPS_ME = re.compile(r"^[A-Za-z]+ing\b[^,;:–—]*?\bhelps?\s+(?:me|us)\b")
 # Discourse markers and emoji a chat puts around what is said; the fact reads better without them.
 _MARKER = re.compile(r"^(?:(?:speaking of (?:which|that)|anyways?|woah+|phew|yikes|hah+a*|heh|in other news|"
                      r"on another note|on that note|oh and|funnily enough)\b[,!.:]*\s+|"
@@ -979,9 +995,10 @@ def read(sentence: str, *, min_content: int | None = None, ignore: frozenset[str
     if rules.vague == 2 and _LEANING.search(_FIRST_CLAUSE.split(sentence, maxsplit=1)[0]):
         return Reading(False, False, "vague")
     bare = _LEAD_PHRASE.sub("", sentence)
-    if bare.split(" ", 1)[0].lower() in _FRAGMENT_START or _GERUND_FRAGMENT.match(sentence):
+    if (bare.split(" ", 1)[0].lower() in _FRAGMENT_START and not _BEING_SOMEWHERE.match(bare)) \
+            or _GERUND_FRAGMENT.match(sentence):
         return Reading(False, False, "fragment")
-    if rules.reactions and _REACTION.search(sentence):
+    if rules.reactions and _REACTION.search(sentence) and not _HELPS_ME.search(sentence):
         return Reading(False, False, "reaction")
     if rules.showing and _SHOWING.search(sentence):
         return Reading(False, False, "showing")
