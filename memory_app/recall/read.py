@@ -162,12 +162,8 @@ def query_before_what(query: str) -> str:
 # Words saying a question asks for the value that holds now: "How many dogs does James have now?",
 # "Is his passport still valid?", "Has she booked it yet?" (a "yet" ending the question, not one
 # joining words: "small yet loud").
-# A "latest" the question says *is* ("What is the latest step in X?", "What's her newest plan?") asks
-# what holds now; one in a past clause names an event ("When did the latest storm hit?"): neutral.
 _NOW = re.compile(r"\b(?:now|nowadays|currently|current|these days|at the moment|at present|presently|"
-                  r"any ?more|still)\b|\byet\s*\?|"
-                  r"\b(?:is|are|(?:what|who|where|how|which|that|it)'s)\s+(?:(?:the|\w+'s|his|her|their|its)\s+)?(?:latest|newest|most recent)\b",
-                  re.I)
+                  r"any ?more|still)\b|\byet\s*\?", re.I)
 
 
 def query_says_now(query: str) -> bool:
