@@ -1777,10 +1777,18 @@ def neighbour_words(probe: Probe | None) -> str:
     return " ".join(words for read, words in _NEWS_WORDS if read(probe.reading.sentence, self_names=names))
 
 
+def neighbour_searches(text: str, probe: Probe | None) -> tuple[str, str]:
+    """The two lexical searches for the stored facts ``text``'s change may end: the text with
+    ``neighbour_words``, and those words alone ("" when ``probe`` reads as no change told in other
+    words). The readers run once for both."""
+    words = neighbour_words(probe)
+    return " ".join(filter(None, [text, words])), words
+
+
 def neighbour_text(text: str, probe: Probe | None) -> str:
     """``text`` as the lexical search for the stored facts its change may end: with
     ``neighbour_words`` when ``probe`` reads as a change told in other words."""
-    return " ".join(filter(None, [text, neighbour_words(probe)]))
+    return neighbour_searches(text, probe)[0]
 
 
 _DETERMINERS = frozenset("a an the my our his her their this that these those some".split())

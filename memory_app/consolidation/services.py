@@ -371,9 +371,9 @@ def _plan(*, subject: Subject, extraction: Extraction, episodes: dict[str, Any],
 
     embedder = get_embedder()
     fact_vectors = embedder.embed_documents([c.text for c in facts]) if facts else []
-    near_facts = selectors.fact_neighbours(subject=subject, vectors=fact_vectors, k=neighbours, texts=[
-        changes.neighbour_text(c.text, probes.get(_probe_key(c))) for c in facts],
-        words=[changes.neighbour_words(probes.get(_probe_key(c))) for c in facts])
+    searches = [changes.neighbour_searches(c.text, probes.get(_probe_key(c))) for c in facts]
+    near_facts = selectors.fact_neighbours(subject=subject, vectors=fact_vectors, k=neighbours,
+                                           texts=[text for text, _ in searches], words=[words for _, words in searches])
     new_ids = [fact_id(scope, c) for c in facts]
     existing = selectors.memories_existing(subject=subject, ids=new_ids, memory_type=MemoryType.SEMANTIC)
     plan.facts = facts_plan(facts=facts, new_ids=new_ids, neighbours=near_facts, vectors=fact_vectors,
